@@ -1,0 +1,382 @@
+//! Runtime configuration: `agent.json` / `agent.toml`, overridden by the environment.
+//!
+//! What this module is for: turning the files and variables a user wrote into one
+//! [`Config`] value, with errors that name the file, the line and the key. What it is
+//! deliberately not: a secrets store. A key is only ever the *name* of an environment
+//! variable (`api_key_env`); the value is read from that variable at the moment a
+//! provider is built, and never copied into this struct, a log line or an event.
+//!
+//! Lookup order (CONTRACT §4): `--config FILE`, else `./agent.json`, else
+//! `./agent.toml`, else defaults. JSON and TOML share the same keys. Environment
+//! variables (`AGENTFILE_PROVIDER`, `AGENTFILE_MODEL`, `AGENTFILE_BASE_URL`,
+//! `AGENTFILE_MAX_TOKENS`, `AGENTFILE_API_KEY_ENV`) win over the file.
+//!
+//! Unknown sections are kept out of the way rather than rejected, because real
+//! configs written for the predecessor carry sections we do not use (`small_llm`,
+//! `storage`); unknown keys *inside* the sections we own are rejected, since a typo
+//! there (`max_token`) silently changes behaviour.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// Every provider name the runtime understands (CONTRACT §4).
+pub const PROVIDERS: &[&str] = &[
+    "anthropic",
+    "openai",
+    "openrouter",
+    "ollama",
+    "gemini",
+    "replay",
+    "mcp-sampling",
+];
+
+/// A configuration problem, always tied to the file it came from.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{path}: cannot read config: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: invalid config: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}: unsupported config extension; use .json or .toml")]
+    Extension { path: PathBuf },
+    #[error("environment variable {var}={value:?} is not valid: {reason}")]
+    Env {
+        var: &'static str,
+        value: String,
+        reason: String,
+    },
+    #[error(
+        "unknown profile `{name}`{}; define it under `profiles.{name}` in the config",
+        hint_list(known)
+    )]
+    UnknownProfile { name: String, known: Vec<String> },
+}
+
+fn hint_list(known: &[String]) -> String {
+    if known.is_empty() {
+        " (the config defines no profiles)".to_owned()
+    } else {
+        format!(" (defined: {})", known.join(", "))
+    }
+}
+
+/// The whole configuration. Every section has a sensible default.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Config {
+    pub agent: AgentSection,
+    pub llm: LlmConfig,
+    /// Named LLM settings chosen by an agent's `REQUIRES "profile"`; each key
+    /// overrides the matching key of `llm`.
+    pub profiles: BTreeMap<String, LlmConfig>,
+    pub web: WebSection,
+    pub telemetry: TelemetrySection,
+    pub session: SessionSection,
+    pub mcp: McpSection,
+    pub limits: LimitsSection,
+    pub skills: SkillsSection,
+    /// Per-model prices in USD per million tokens, overriding the built-in table.
+    pub pricing: BTreeMap<String, Price>,
+    /// Sections we do not own (written for other tools); kept so they are not errors.
+    #[serde(flatten, skip_serializing)]
+    pub other: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AgentSection {
+    pub id: Option<String>,
+    pub workspace: Option<PathBuf>,
+}
+
+/// How to reach one model. All fields optional so a profile can override a subset.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LlmConfig {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// The *name* of the environment variable that holds the API key.
+    pub api_key_env: Option<String>,
+    pub max_tokens: Option<u32>,
+    pub base_url: Option<String>,
+    /// Sampling temperature, when the user wants one.
+    pub temperature: Option<f32>,
+}
+
+impl LlmConfig {
+    /// `self` with every field that `over` sets replaced.
+    pub fn merged(&self, over: &LlmConfig) -> LlmConfig {
+        LlmConfig {
+            provider: over.provider.clone().or_else(|| self.provider.clone()),
+            model: over.model.clone().or_else(|| self.model.clone()),
+            api_key_env: over.api_key_env.clone().or_else(|| self.api_key_env.clone()),
+            max_tokens: over.max_tokens.or(self.max_tokens),
+            base_url: over.base_url.clone().or_else(|| self.base_url.clone()),
+            temperature: over.temperature.or(self.temperature),
+        }
+    }
+
+    /// The provider to use: the configured one, else one inferred from the model
+    /// name (configs written for the predecessor often give only a model).
+    pub fn provider_name(&self) -> Option<String> {
+        if let Some(p) = &self.provider {
+            return Some(p.clone());
+        }
+        let model = self.model.as_deref()?;
+        let inferred = if model.starts_with("claude") {
+            "anthropic"
+        } else if model.starts_with("gemini") {
+            "gemini"
+        } else if model.starts_with("gpt")
+            || model.starts_with("o1")
+            || model.starts_with("o3")
+            || model.starts_with("o4")
+        {
+            "openai"
+        } else {
+            return None;
+        };
+        Some(inferred.to_owned())
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// USD per million input tokens.
+    pub input: f64,
+    /// USD per million output tokens.
+    pub output: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebSection {
+    pub gateway_url: Option<String>,
+    pub gateway_token_env: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TelemetrySection {
+    pub enabled: bool,
+    pub endpoint: Option<String>,
+    /// `otlp`, `http`, `file` or `noop`.
+    pub protocol: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionSection {
+    /// `sqlite` (default) or `file`.
+    pub store: Option<String>,
+    pub path: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpSection {
+    pub servers: BTreeMap<String, McpServer>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpServer {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsSection {
+    pub max_turns: Option<u32>,
+    pub max_tokens: Option<u64>,
+    pub max_cost_usd: Option<f64>,
+    /// A duration such as `90s`, `10m`, `1h`.
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct SkillsSection {
+    /// Folders searched for `AGENT x FROM skill-name`.
+    pub paths: Vec<PathBuf>,
+}
+
+/// A loaded configuration and where it came from (`None`: built-in defaults).
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    pub config: Config,
+    pub source: Option<PathBuf>,
+}
+
+impl Config {
+    /// Parse a config file, JSON or TOML by extension.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        Self::from_str_ext(&text, ext).map_err(|e| match e {
+            ParseFailure::Message(message) => ConfigError::Parse {
+                path: path.to_owned(),
+                message,
+            },
+            ParseFailure::Extension => ConfigError::Extension {
+                path: path.to_owned(),
+            },
+        })
+    }
+
+    fn from_str_ext(text: &str, ext: &str) -> Result<Config, ParseFailure> {
+        match ext {
+            "json" => serde_json::from_str(text).map_err(|e| ParseFailure::Message(e.to_string())),
+            "toml" => toml::from_str(text).map_err(|e| {
+                // toml's message already carries line, column and a caret excerpt.
+                ParseFailure::Message(e.to_string().trim_end().to_owned())
+            }),
+            _ => Err(ParseFailure::Extension),
+        }
+    }
+
+    /// Find and load the configuration the way the CLI does: an explicit file,
+    /// else `agent.json` / `agent.toml` in `dir`, else defaults; then apply the
+    /// environment.
+    pub fn discover(explicit: Option<&Path>, dir: &Path) -> Result<Loaded, ConfigError> {
+        let source = match explicit {
+            Some(p) => Some(p.to_owned()),
+            None => ["agent.json", "agent.toml"]
+                .iter()
+                .map(|n| dir.join(n))
+                .find(|p| p.is_file()),
+        };
+        let mut config = match &source {
+            Some(p) => Config::from_file(p)?,
+            None => Config::default(),
+        };
+        config.apply_env(|k| std::env::var(k).ok())?;
+        Ok(Loaded { config, source })
+    }
+
+    /// Apply `AGENTFILE_*` overrides, reading variables through `get` so tests can
+    /// supply their own environment.
+    pub fn apply_env(
+        &mut self,
+        get: impl Fn(&'static str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        if let Some(v) = get("AGENTFILE_PROVIDER") {
+            self.llm.provider = Some(v);
+        }
+        if let Some(v) = get("AGENTFILE_MODEL") {
+            self.llm.model = Some(v);
+        }
+        if let Some(v) = get("AGENTFILE_BASE_URL") {
+            self.llm.base_url = Some(v);
+        }
+        if let Some(v) = get("AGENTFILE_API_KEY_ENV") {
+            self.llm.api_key_env = Some(v);
+        }
+        if let Some(v) = get("AGENTFILE_MAX_TOKENS") {
+            let n = v.parse::<u32>().map_err(|e| ConfigError::Env {
+                var: "AGENTFILE_MAX_TOKENS",
+                value: v.clone(),
+                reason: e.to_string(),
+            })?;
+            self.llm.max_tokens = Some(n);
+        }
+        Ok(())
+    }
+
+    /// The LLM settings for an agent: `llm`, overridden by the named profile.
+    pub fn llm_for(&self, profile: Option<&str>) -> Result<LlmConfig, ConfigError> {
+        match profile {
+            None => Ok(self.llm.clone()),
+            Some(name) => match self.profiles.get(name) {
+                Some(p) => Ok(self.llm.merged(p)),
+                None => Err(ConfigError::UnknownProfile {
+                    name: name.to_owned(),
+                    known: self.profiles.keys().cloned().collect(),
+                }),
+            },
+        }
+    }
+}
+
+enum ParseFailure {
+    Message(String),
+    Extension,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_toml_share_keys() {
+        let json = r#"{"llm":{"provider":"openai","model":"gpt-4o","max_tokens":100},
+                       "profiles":{"fast":{"model":"gpt-4o-mini"}}}"#;
+        let toml = "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nmax_tokens = 100\n\
+                    [profiles.fast]\nmodel = \"gpt-4o-mini\"\n";
+        let a = Config::from_str_ext(json, "json").ok().unwrap();
+        let b = Config::from_str_ext(toml, "toml").ok().unwrap();
+        assert_eq!(a, b);
+        let fast = a.llm_for(Some("fast")).unwrap();
+        assert_eq!(fast.model.as_deref(), Some("gpt-4o-mini"));
+        assert_eq!(fast.provider.as_deref(), Some("openai"));
+        assert_eq!(fast.max_tokens, Some(100));
+    }
+
+    #[test]
+    fn typo_inside_owned_section_is_rejected() {
+        let err = Config::from_str_ext("[llm]\nmax_token = 5\n", "toml")
+            .err()
+            .unwrap();
+        let ParseFailure::Message(m) = err else {
+            panic!("expected a message")
+        };
+        assert!(m.contains("max_token"), "{m}");
+    }
+
+    #[test]
+    fn foreign_sections_are_tolerated() {
+        let c = Config::from_str_ext("[small_llm]\nmodel = \"x\"\n[storage]\npath = \".\"\n", "toml");
+        assert!(c.is_ok());
+    }
+
+    #[test]
+    fn env_overrides_file() {
+        let mut c = Config::default();
+        c.llm.model = Some("a".into());
+        c.apply_env(|k| (k == "AGENTFILE_MODEL").then(|| "b".to_owned()))
+            .unwrap();
+        assert_eq!(c.llm.model.as_deref(), Some("b"));
+        let err = c
+            .apply_env(|k| (k == "AGENTFILE_MAX_TOKENS").then(|| "lots".to_owned()))
+            .unwrap_err();
+        assert!(err.to_string().contains("AGENTFILE_MAX_TOKENS"));
+    }
+
+    #[test]
+    fn unknown_profile_names_the_known_ones() {
+        let mut c = Config::default();
+        c.profiles.insert("fast".into(), LlmConfig::default());
+        let e = c.llm_for(Some("slow")).unwrap_err().to_string();
+        assert!(e.contains("`slow`") && e.contains("fast"), "{e}");
+    }
+
+    #[test]
+    fn provider_is_inferred_from_model() {
+        let l = LlmConfig {
+            model: Some("claude-sonnet-4".into()),
+            ..Default::default()
+        };
+        assert_eq!(l.provider_name().as_deref(), Some("anthropic"));
+    }
+}

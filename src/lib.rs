@@ -1,0 +1,30 @@
+//! agentfile: a headless runtime for LLM-agent workflows written as plain files.
+//!
+//! # Layout
+//!
+//! Data flows one way, and the modules follow it:
+//!
+//! - [`diag`]: diagnostics (`path:line:col: error: …`, caret excerpt, hint) shared by
+//!   every front end, rendered as text or JSON.
+//! - [`agentfile`]: the Agentfile DSL front end — lexer, parser (AST with spans),
+//!   validator. Never panics, keeps going after an error.
+//! - [`detect`]: which workflow format a file is (Agentfile DSL, agentrc, …).
+//! - [`plan`]: the one lowered workflow plan every front end produces and the
+//!   executor will run; `inspect` prints it.
+//! - [`inspect`]: renders a plan as text, JSON or a Mermaid flowchart.
+//! - [`discover`]: finds workflow files under a folder (`agentfile list`).
+//! - [`config`]: `agent.json` / `agent.toml` plus environment overrides.
+//! - [`llm`]: the provider trait and its implementations on the real wire formats
+//!   (Anthropic, OpenAI-compatible, Gemini), retries, cost, record/replay, and
+//!   the loopback fake provider used by tests.
+//!
+//! `src/main.rs` is only the CLI adapter over these.
+
+pub mod agentfile;
+pub mod config;
+pub mod detect;
+pub mod diag;
+pub mod discover;
+pub mod inspect;
+pub mod llm;
+pub mod plan;

@@ -1,0 +1,1 @@
+//! LLM providers (issue 3, in progress).
