@@ -14,9 +14,10 @@
 //! - [`inspect`]: renders a plan as text, JSON or a Mermaid flowchart.
 //! - [`discover`]: finds workflow files under a folder (`agentfile list`).
 //! - [`config`]: `agent.json` / `agent.toml` plus environment overrides.
-//! - [`llm`]: the provider trait and its implementations on the real wire formats
-//!   (Anthropic, OpenAI-compatible, Gemini), retries, cost, record/replay, and
-//!   the loopback fake provider used by tests.
+//! - [`frontend`]: the front door — read a workflow file, detect its format, run
+//!   that format's front end; every command goes through it.
+//! - [`protocol`]: wire types (JSON shapes other programs read), each deriving the
+//!   JSON Schema published in `protocol/`.
 //!
 //! `src/main.rs` is only the CLI adapter over these.
 
@@ -25,6 +26,7 @@ pub mod config;
 pub mod detect;
 pub mod diag;
 pub mod discover;
+pub mod frontend;
 pub mod inspect;
-pub mod llm;
 pub mod plan;
+pub mod protocol;

@@ -1,0 +1,14 @@
+//! The Agentfile DSL front end: lexer → parser → validator → [`crate::plan::Plan`].
+//!
+//! Invariants: nothing here panics on any input (a property test feeds it
+//! arbitrary bytes), every node keeps its span, and one call reports every
+//! problem rather than stopping at the first.
+
+pub mod ast;
+pub mod lexer;
+pub mod parser;
+pub mod template;
+pub mod validate;
+
+pub use parser::parse;
+pub use validate::{Options, validate};

@@ -1,0 +1,210 @@
+//! The front door for workflow files: read a file, decide its format, run that
+//! format's front end, and return diagnostics and (when valid) a plan.
+//!
+//! Every command that takes a workflow path (`validate`, `inspect`, `run`, the
+//! servers' equivalents) goes through [`analyze`], so they all agree on what a
+//! file means and report problems the same way.
+
+use std::path::{Path, PathBuf};
+
+use crate::agentfile;
+use crate::config::Config;
+use crate::detect::{Detected, Dialect, detect};
+use crate::diag::{Diagnostic, SourceMap, Span};
+use crate::plan::Plan;
+
+/// Workflow files larger than this are refused before parsing.
+pub const MAX_WORKFLOW_BYTES: u64 = 64 << 20;
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Options<'a> {
+    pub config: Option<&'a Config>,
+    /// Force a dialect instead of guessing (`--dialect`).
+    pub dialect: Option<Dialect>,
+}
+
+/// The result of reading one workflow file.
+#[derive(Debug)]
+pub struct Analysis {
+    /// The path as the user gave it (a folder resolves to its `Agentfile`).
+    pub path: PathBuf,
+    pub sources: SourceMap,
+    /// Sorted by file, then position.
+    pub diagnostics: Vec<Diagnostic>,
+    pub dialect: Option<Dialect>,
+    /// Present only when there are no errors.
+    pub plan: Option<Plan>,
+}
+
+impl Analysis {
+    pub fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    pub fn warnings(&self) -> usize {
+        self.diagnostics.len() - self.errors()
+    }
+
+    fn failed(path: PathBuf, d: Diagnostic) -> Analysis {
+        Analysis {
+            path,
+            sources: SourceMap::default(),
+            diagnostics: vec![d],
+            dialect: None,
+            plan: None,
+        }
+    }
+}
+
+/// Read and analyse a workflow file (or a folder holding an `Agentfile`).
+pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
+    let path = if path.is_dir() {
+        match ["Agentfile", "workflow.yaml", "WORKFLOW.md"]
+            .iter()
+            .map(|n| path.join(n))
+            .find(|p| p.is_file())
+        {
+            Some(p) => p,
+            None => {
+                return Analysis::failed(
+                    path.to_owned(),
+                    Diagnostic::file_error("missing-file", path, "folder holds no Agentfile")
+                        .with_hint("name the workflow file itself, or use `agentfile list` to find one"),
+                );
+            }
+        }
+    } else {
+        path.to_owned()
+    };
+    match std::fs::metadata(&path) {
+        Ok(m) if m.len() > MAX_WORKFLOW_BYTES => {
+            return Analysis::failed(
+                path.clone(),
+                Diagnostic::file_error(
+                    "unreadable-file",
+                    &path,
+                    format!("file is {} bytes; workflow files are limited to {MAX_WORKFLOW_BYTES} bytes", m.len()),
+                ),
+            );
+        }
+        Ok(m) if !m.is_file() => {
+            return Analysis::failed(
+                path.clone(),
+                Diagnostic::file_error("unreadable-file", &path, "not a regular file"),
+            );
+        }
+        _ => {}
+    }
+    match std::fs::read(&path) {
+        Ok(bytes) => analyze_bytes(path, bytes, opts),
+        Err(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                "check the path; `agentfile list` shows the workflows under a folder"
+            } else {
+                "check the file's permissions"
+            };
+            Analysis::failed(
+                path.clone(),
+                Diagnostic::file_error("missing-file", &path, format!("cannot read workflow file: {e}"))
+                    .with_hint(hint),
+            )
+        }
+    }
+}
+
+/// Analyse workflow text that is already in memory. Prompt files named by FROM
+/// are still read relative to `path`.
+pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analysis {
+    let mut sources = SourceMap::default();
+    let (text, bad_utf8) = match String::from_utf8(bytes) {
+        Ok(t) => (t, None),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let byte = e.as_bytes()[at];
+            (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some((at, byte)))
+        }
+    };
+    let text = match text.strip_prefix('\u{feff}') {
+        Some(t) => t.to_owned(),
+        None => text,
+    };
+    let file = sources.add(path.clone(), text);
+    if let Some((at, byte)) = bad_utf8 {
+        let d = Diagnostic::error(
+            "not-utf8",
+            Span::new(file, at, at + 1),
+            format!("the file is not UTF-8 text: invalid byte 0x{byte:02X}"),
+        )
+        .with_hint("save the file as UTF-8");
+        return Analysis {
+            path,
+            sources,
+            diagnostics: vec![d],
+            dialect: None,
+            plan: None,
+        };
+    }
+    let text = &sources.file(file).text;
+    let dialect = match (opts.dialect, detect(&path, text)) {
+        (Some(d), _) => d,
+        (None, Detected::Format(d, _)) => d,
+        (None, Detected::Ambiguous { dsl, agentrc }) => {
+            let d = Diagnostic::error(
+                "ambiguous-dialect",
+                Span::new(file, agentrc.offset, agentrc.offset + agentrc.word.len()),
+                format!(
+                    "cannot tell which Agentfile dialect this is: `{}` (line {}) is agentrc, `{}` (line {}) is the workflow DSL",
+                    agentrc.word, agentrc.line, dsl.word, dsl.line
+                ),
+            )
+            .with_hint("pass --dialect agentfile or --dialect agentrc");
+            return Analysis {
+                path,
+                sources,
+                diagnostics: vec![d],
+                dialect: None,
+                plan: None,
+            };
+        }
+    };
+    if dialect != Dialect::Agentfile {
+        let (span, why) = match detect(&path, text) {
+            Detected::Format(_, Some(ev)) => (
+                Span::new(file, ev.offset, ev.offset + ev.word.len()),
+                format!(" (recognised by `{}` on line {})", ev.word, ev.line),
+            ),
+            _ => (Span::new(file, 0, 0), String::new()),
+        };
+        let what = match dialect {
+            Dialect::Agentrc => "an agentrc Agentfile",
+            Dialect::WorkflowYaml => "an Agentfile spec workflow (workflow.yaml)",
+            Dialect::WorkflowMd => "an AIP-15 WORKFLOW.md",
+            Dialect::Agentfile => "an Agentfile",
+        };
+        let d = Diagnostic::error(
+            "unsupported-dialect",
+            span,
+            format!("this is {what}{why}; that format is not supported yet"),
+        )
+        .with_hint("agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…); pass --dialect agentfile if this is one");
+        return Analysis {
+            path,
+            sources,
+            diagnostics: vec![d],
+            dialect: Some(dialect),
+            plan: None,
+        };
+    }
+    let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text.clone());
+    let (more, plan) = agentfile::validate(&mut sources, file, &tree, agentfile::Options { config: opts.config });
+    diagnostics.extend(more);
+    diagnostics.sort_by_key(|d| d.span.map(|s| (s.file.0, s.start, s.end)));
+    let plan = if diagnostics.iter().any(Diagnostic::is_error) { None } else { plan };
+    Analysis {
+        path,
+        sources,
+        diagnostics,
+        dialect: Some(dialect),
+        plan,
+    }
+}

@@ -1,1 +1,0 @@
-//! LLM providers (issue 3, in progress).
