@@ -38,6 +38,41 @@ impl Severity {
     }
 }
 
+/// Every diagnostic class the front ends emit: code, severity, what it means.
+/// Documented in the README; the fixture tests check that each has a fixture.
+pub const CODES: &[(&str, Severity, &str)] = &[
+    ("syntax", Severity::Error, "a line does not follow the grammar"),
+    ("unknown-statement", Severity::Error, "a line starts with something that is not a statement keyword"),
+    ("unterminated-string", Severity::Error, "a string has no closing quote"),
+    ("missing-within", Severity::Error, "LOOP or CONVERGE without an iteration limit"),
+    ("invalid-within", Severity::Error, "an iteration limit that is not a positive whole number or an input"),
+    ("missing-name", Severity::Error, "the workflow has no NAME"),
+    ("duplicate-name", Severity::Error, "a name (or NAME/SECURITY) defined twice, or one name for two things"),
+    ("no-steps", Severity::Error, "no RUN or LOOP step"),
+    ("empty-prompt", Severity::Error, "a goal outcome or agent prompt that is empty"),
+    ("undefined-agent", Severity::Error, "USING names an agent that does not exist"),
+    ("undefined-goal", Severity::Error, "a step names a goal that does not exist"),
+    ("undefined-variable", Severity::Error, "`$name` refers to nothing"),
+    ("use-before-definition", Severity::Error, "something is used before the line or step that defines it"),
+    ("circular-reference", Severity::Error, "goals that read their own or each other's output outside a loop"),
+    ("unknown-profile", Severity::Error, "REQUIRES names a profile the config does not define"),
+    ("missing-file", Severity::Error, "a FROM path (or the workflow itself) does not exist"),
+    ("unreadable-file", Severity::Error, "a file exists but cannot be read as a prompt"),
+    ("not-utf8", Severity::Error, "a file is not UTF-8 text"),
+    ("unsupported-dialect", Severity::Error, "a recognised format that is not supported yet (agentrc)"),
+    ("ambiguous-dialect", Severity::Error, "directives of two Agentfile dialects in one file"),
+    ("unknown-escape", Severity::Warning, "a backslash escape other than \n \t \r \\ \" (kept as written)"),
+    ("duplicate-output", Severity::Warning, "two goals declare the same output field"),
+    ("repeated-goal", Severity::Warning, "a step lists the same goal twice (it runs twice)"),
+    ("unused-goal", Severity::Warning, "a goal no step runs"),
+    ("unused-agent", Severity::Warning, "an agent no goal uses"),
+    ("unused-input", Severity::Warning, "an input nothing reads"),
+    ("unchecked-profile", Severity::Warning, "REQUIRES cannot be checked because no config was found"),
+    ("path-escapes-workflow", Severity::Warning, "a FROM path outside the workflow's folder"),
+    ("prompt-extension", Severity::Warning, "a prompt file that is not .md or .txt"),
+    ("unknown-security-mode", Severity::Warning, "SECURITY names an unknown mode"),
+];
+
 /// Index of a file in a [`SourceMap`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileId(pub u32);
@@ -251,27 +286,29 @@ pub fn render(map: &SourceMap, d: &Diagnostic, style: Style) -> String {
         (true, Severity::Error) => "\x1b[1;31merror\x1b[0m".to_owned(),
         (true, Severity::Warning) => "\x1b[1;33mwarning\x1b[0m".to_owned(),
     };
-    match d.span {
+    let pad = match d.span {
         Some(span) => {
             let _ = writeln!(out, "{}: {}: {}", map.location(span), sev, d.message);
-            excerpt(&mut out, map, span);
+            excerpt(&mut out, map, span)
         }
         None => {
             let path = d.path.as_deref().unwrap_or(Path::new("<unknown>"));
             let _ = writeln!(out, "{}: {}: {}", path.display(), sev, d.message);
+            " ".to_owned()
         }
-    }
+    };
     for (span, note) in &d.notes {
-        let _ = writeln!(out, "  = note: {} ({})", note, map.location(*span));
+        let _ = writeln!(out, "{pad} = note: {} ({})", note, map.location(*span));
     }
     if let Some(h) = &d.hint {
-        let _ = writeln!(out, "  = hint: {h}");
+        let _ = writeln!(out, "{pad} = hint: {h}");
     }
     out
 }
 
 /// The source line under a span, with carets under the span's first line.
-fn excerpt(out: &mut String, map: &SourceMap, span: Span) {
+/// Returns the gutter padding, so notes can line up with it.
+fn excerpt(out: &mut String, map: &SourceMap, span: Span) -> String {
     let file = map.file(span.file);
     let (line, col) = file.line_col(span.start);
     let text = file.line_text(line);
@@ -293,6 +330,7 @@ fn excerpt(out: &mut String, map: &SourceMap, span: Span) {
     let _ = writeln!(out, "{pad} |");
     let _ = writeln!(out, "{line} | {text}");
     let _ = writeln!(out, "{pad} | {lead}{}", "^".repeat(width as usize));
+    pad
 }
 
 /// The closest candidate to `name` by edit distance, if it is close enough to be

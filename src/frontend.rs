@@ -198,6 +198,11 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
     let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text.clone());
     let (more, plan) = agentfile::validate(&mut sources, file, &tree, agentfile::Options { config: opts.config });
     diagnostics.extend(more);
+    // With errors present, "unused" warnings are mostly echoes of them (a typo in
+    // a USING makes the real agent look unused), so they wait for a clean file.
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        diagnostics.retain(|d| d.is_error() || !d.code.starts_with("unused-"));
+    }
     diagnostics.sort_by_key(|d| d.span.map(|s| (s.file.0, s.start, s.end)));
     let plan = if diagnostics.iter().any(Diagnostic::is_error) { None } else { plan };
     Analysis {

@@ -153,4 +153,7 @@ pub struct File {
     /// Names whose definitions failed to parse; uses of them are not reported
     /// again as undefined.
     pub broken: Vec<String>,
+    /// RUN/LOOP statements written, parsed or not (so a broken step does not
+    /// also cause "no steps").
+    pub steps_attempted: usize,
 }

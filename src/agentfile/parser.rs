@@ -23,6 +23,7 @@ pub fn parse(file: FileId, src: &str) -> (File, Vec<Diagnostic>) {
     };
     let mut items = Vec::new();
     let mut broken = Vec::new();
+    let mut steps_attempted = 0;
     loop {
         p.skip_newlines();
         if p.at(TokenKind::Eof) {
@@ -30,9 +31,20 @@ pub fn parse(file: FileId, src: &str) -> (File, Vec<Diagnostic>) {
         }
         // The name a broken definition would have defined, so the validator does
         // not report every later use of it as undefined.
-        let defines = match (p.peek().kind, p.toks.get(p.pos + 1)) {
-            (TokenKind::Keyword(k), Some(next)) if next.kind == TokenKind::Ident
-                && matches!(k, Keyword::Input | Keyword::Agent | Keyword::Goal | Keyword::Converge | Keyword::Run | Keyword::Loop) =>
+        let first = p.peek();
+        let kw = match first.kind {
+            TokenKind::Keyword(k) => Some(k),
+            // `goal x "…"`: reported as a lowercase keyword, but `x` is still meant.
+            TokenKind::Ident => Keyword::from_word(&p.text(first).to_ascii_uppercase()),
+            _ => None,
+        };
+        if matches!(kw, Some(Keyword::Run | Keyword::Loop)) {
+            steps_attempted += 1;
+        }
+        let defines = match (kw, p.toks.get(p.pos + 1)) {
+            (Some(k), Some(next))
+                if next.kind == TokenKind::Ident
+                    && matches!(k, Keyword::Input | Keyword::Agent | Keyword::Goal | Keyword::Converge) =>
             {
                 Some(p.text(*next).to_owned())
             }
@@ -55,7 +67,14 @@ pub fn parse(file: FileId, src: &str) -> (File, Vec<Diagnostic>) {
             }
         }
     }
-    (File { items, broken }, p.diags)
+    (
+        File {
+            items,
+            broken,
+            steps_attempted,
+        },
+        p.diags,
+    )
 }
 
 type PResult<T> = Result<T, Box<Diagnostic>>;
@@ -283,6 +302,10 @@ impl<'a> Parser<'a> {
                     ),
                 ))
             }
+            TokenKind::Str { .. } | TokenKind::TripleStr { .. } => Err(Box::new(
+                self.unexpected(t, expected)
+                    .with_hint("give it a name before the text, such as `GOAL summarize \"…\"`"),
+            )),
             _ => Err(Box::new(self.unexpected(t, expected))),
         }
     }
@@ -290,12 +313,44 @@ impl<'a> Parser<'a> {
     /// `a, b, c` — at least one name.
     fn ident_list(&mut self, what: &str) -> PResult<Vec<Ident>> {
         let mut out = vec![self.ident(what)?];
-        while self.at(TokenKind::Comma) {
-            self.bump();
-            self.skip_newlines();
-            out.push(self.ident(what)?);
+        loop {
+            if self.at(TokenKind::Comma) {
+                let comma = self.bump();
+                // A list may wrap after a comma, onto a line that continues it.
+                let mut ahead = self.pos;
+                while self.toks.get(ahead).is_some_and(|t| t.kind == TokenKind::Newline) {
+                    ahead += 1;
+                }
+                if ahead != self.pos && self.toks.get(ahead).is_some_and(|t| t.kind == TokenKind::Ident) {
+                    self.pos = ahead;
+                }
+                if !self.at(TokenKind::Ident) {
+                    let t = self.peek();
+                    let mut d = self.unexpected(t, "a name after `,`");
+                    if self.at_line_end() {
+                        d.span = Some(self.span(comma));
+                        d = d.with_hint("remove the trailing `,`");
+                    }
+                    return Err(Box::new(d));
+                }
+                out.push(self.ident(what)?);
+            } else if self.at(TokenKind::Ident) {
+                // `USING a b`: say what is missing and keep the whole list.
+                let t = self.peek();
+                let prev = out.last().map(|i| i.name.clone()).unwrap_or_default();
+                self.diags.push(
+                    Diagnostic::error(
+                        "syntax",
+                        self.span(t),
+                        format!("expected `,` between `{prev}` and `{}`", self.text(t)),
+                    )
+                    .with_hint(format!("write `{prev}, {}`", self.text(t))),
+                );
+                out.push(self.ident(what)?);
+            } else {
+                return Ok(out);
+            }
         }
-        Ok(out)
     }
 
     fn string(&mut self, t: Token) -> PResult<Text> {
@@ -653,14 +708,14 @@ impl<'a> Parser<'a> {
             seen.push((key, self.span(t)));
         }
         if kind == GoalKind::Converge && goal.within.is_none() {
-            return Err(Box::new(
+            self.diags.push(
                 Diagnostic::error(
                     "missing-within",
                     goal.name.span,
                     format!("CONVERGE `{}` needs an iteration limit", goal.name.name),
                 )
                 .with_hint("add `WITHIN 5` (or `WITHIN $input`) at the end of the line"),
-            ));
+            );
         }
         Ok(Item::Goal(goal))
     }
@@ -674,38 +729,47 @@ impl<'a> Parser<'a> {
         if !self.at_kw(Keyword::Using) {
             let t = self.peek();
             let mut d = self.unexpected(t, "USING and the goals to run");
-            if matches!(t.kind, TokenKind::Newline | TokenKind::Eof) {
-                d = d.with_hint(format!("write `{} {} USING <goal>, …`", kw.as_str(), name.name));
-            }
+            d = match t.kind {
+                TokenKind::Ident => d.with_hint(format!(
+                    "write `{} {} USING {}`",
+                    kw.as_str(),
+                    name.name,
+                    self.text(t)
+                )),
+                _ => d.with_hint(format!("write `{} {} USING <goal>, …`", kw.as_str(), name.name)),
+            };
             return Err(Box::new(d));
         }
         self.bump();
         let goals = self.ident_list("a goal name after USING")?;
         let within = if self.at_kw(Keyword::Within) {
             let t = self.bump();
+            let limit = self.limit()?;
             if kind == StepKind::Run {
-                return Err(Box::new(
+                self.diags.push(
                     Diagnostic::error("syntax", self.span(t), "RUN does not take WITHIN")
                         .with_hint("use LOOP to repeat goals until they converge"),
-                ));
+                );
+                None
+            } else {
+                Some(limit)
             }
-            Some(self.limit()?)
         } else {
             None
         };
         if kind == StepKind::Loop && within.is_none() {
-            let t = self.peek();
-            let d = if self.at_line_end() {
+            if !self.at_line_end() {
+                let t = self.peek();
+                return Err(Box::new(self.unexpected(t, "`,` or WITHIN")));
+            }
+            self.diags.push(
                 Diagnostic::error(
                     "missing-within",
                     name.span,
                     format!("LOOP `{}` needs an iteration limit", name.name),
                 )
-                .with_hint("add `WITHIN 5` (or `WITHIN $input`) at the end of the line")
-            } else {
-                self.unexpected(t, "`,` or WITHIN")
-            };
-            return Err(Box::new(d));
+                .with_hint("add `WITHIN 5` (or `WITHIN $input`) at the end of the line"),
+            );
         }
         Ok(Item::Step(Step {
             kind,

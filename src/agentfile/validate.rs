@@ -44,11 +44,9 @@ pub fn validate(
     opts: Options<'_>,
 ) -> (Vec<Diagnostic>, Option<Plan>) {
     let path = map.file(file).path.clone();
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("."));
+    // An empty parent means the current folder; joining onto it keeps paths as
+    // the user wrote them (`agents/x.md`, not `./agents/x.md`).
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let mut v = Validator {
         map,
         file,
@@ -176,11 +174,7 @@ impl Validator<'_, '_> {
         }
 
         if name.is_none() {
-            let span = tree
-                .items
-                .first()
-                .map(item_span)
-                .unwrap_or(Span::new(self.file, 0, 0));
+            let span = Span::new(self.file, 0, 0);
             self.error("missing-name", span, "the workflow has no NAME")
                 .hint = Some("add a line such as `NAME my-workflow` at the top".into());
         }
@@ -241,7 +235,7 @@ impl Validator<'_, '_> {
                 step_names.insert(&s.name.name, s.name.span);
             }
         }
-        if steps.is_empty() {
+        if tree.steps_attempted == 0 {
             let span = name
                 .as_ref()
                 .map(|n| n.1)
@@ -338,7 +332,7 @@ impl Validator<'_, '_> {
             for r in &s.goals {
                 if !seen.insert(&r.name) {
                     self.warning(
-                        "duplicate-name",
+                        "repeated-goal",
                         r.span,
                         format!("goal `{}` is listed twice in step `{}`; it will run twice", r.name, s.name.name),
                     );
@@ -619,6 +613,14 @@ impl Validator<'_, '_> {
     /// where one name must mean one thing.
     fn define_var<'t>(&mut self, vars: &mut HashMap<&'t str, VarDef>, id: &'t ast::Ident, def: VarDef, what: &str) {
         if let Some(prev) = vars.get(id.name.as_str()).copied() {
+            // `GOAL outline "…" -> outline`: the field is the goal's output, and
+            // `$outline` means the field.
+            if let (VarDef::Goal { goal: a, .. }, VarDef::Field { goal: b, .. }) = (prev, def)
+                && a == b
+            {
+                vars.insert(&id.name, def);
+                return;
+            }
             let prev_what = match prev {
                 VarDef::Input { .. } => "an input",
                 VarDef::Goal { .. } => "a goal",
@@ -953,7 +955,8 @@ impl Validator<'_, '_> {
         let escapes_lexically = Path::new(written).is_absolute()
             || written.starts_with('~')
             || normalize(Path::new(written)).starts_with("..");
-        let escapes_by_link = match (resolved.canonicalize(), self.dir.canonicalize()) {
+        let dir = if self.dir.as_os_str().is_empty() { Path::new(".") } else { &self.dir };
+        let escapes_by_link = match (resolved.canonicalize(), dir.canonicalize()) {
             (Ok(r), Ok(d)) => !r.starts_with(&d),
             _ => false,
         };
@@ -971,7 +974,8 @@ impl Validator<'_, '_> {
     fn similar_file(&self, missing: &Path) -> Option<String> {
         let parent = missing.parent()?;
         let want = missing.file_name()?.to_str()?;
-        let entries = std::fs::read_dir(parent).ok()?;
+        let listed = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+        let entries = std::fs::read_dir(listed).ok()?;
         let names: Vec<String> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .take(1000)
