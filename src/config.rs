@@ -110,13 +110,26 @@ pub struct LlmConfig {
 
 impl LlmConfig {
     /// `self` with every field that `over` sets replaced.
+    ///
+    /// A profile that names a *different* provider does not inherit the base's
+    /// `api_key_env` or `base_url`: sending one service's key to another, or
+    /// OpenAI requests to Anthropic's URL, is never what was meant.
     pub fn merged(&self, over: &LlmConfig) -> LlmConfig {
+        let switches = match (&over.provider, self.provider_name()) {
+            (Some(new), Some(old)) => *new != old,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let inherit = |o: &Option<String>, base: &Option<String>| {
+            o.clone()
+                .or_else(|| if switches { None } else { base.clone() })
+        };
         LlmConfig {
             provider: over.provider.clone().or_else(|| self.provider.clone()),
             model: over.model.clone().or_else(|| self.model.clone()),
-            api_key_env: over.api_key_env.clone().or_else(|| self.api_key_env.clone()),
+            api_key_env: inherit(&over.api_key_env, &self.api_key_env),
             max_tokens: over.max_tokens.or(self.max_tokens),
-            base_url: over.base_url.clone().or_else(|| self.base_url.clone()),
+            base_url: inherit(&over.base_url, &self.base_url),
             temperature: over.temperature.or(self.temperature),
         }
     }
@@ -346,7 +359,10 @@ mod tests {
 
     #[test]
     fn foreign_sections_are_tolerated() {
-        let c = Config::from_str_ext("[small_llm]\nmodel = \"x\"\n[storage]\npath = \".\"\n", "toml");
+        let c = Config::from_str_ext(
+            "[small_llm]\nmodel = \"x\"\n[storage]\npath = \".\"\n",
+            "toml",
+        );
         assert!(c.is_ok());
     }
 
@@ -369,6 +385,28 @@ mod tests {
         c.profiles.insert("fast".into(), LlmConfig::default());
         let e = c.llm_for(Some("slow")).unwrap_err().to_string();
         assert!(e.contains("`slow`") && e.contains("fast"), "{e}");
+    }
+
+    #[test]
+    fn switching_provider_drops_key_and_url() {
+        let base = LlmConfig {
+            provider: Some("anthropic".into()),
+            api_key_env: Some("ANTHROPIC_API_KEY".into()),
+            base_url: Some("https://example.invalid".into()),
+            ..Default::default()
+        };
+        let over = LlmConfig {
+            provider: Some("openai".into()),
+            ..Default::default()
+        };
+        let m = base.merged(&over);
+        assert_eq!(m.api_key_env, None);
+        assert_eq!(m.base_url, None);
+        let same = base.merged(&LlmConfig {
+            model: Some("claude-opus".into()),
+            ..Default::default()
+        });
+        assert_eq!(same.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
     }
 
     #[test]

@@ -52,7 +52,9 @@ pub enum Detected {
 }
 
 const DSL_ONLY: &[&str] = &["NAME", "INPUT", "GOAL", "RUN", "LOOP", "CONVERGE"];
-const AGENTRC_ONLY: &[&str] = &["FROM", "CMD", "TOOL", "MOUNT", "CRED", "URL", "POLICY", "AUDIT"];
+const AGENTRC_ONLY: &[&str] = &[
+    "FROM", "CMD", "TOOL", "MOUNT", "CRED", "URL", "POLICY", "AUDIT",
+];
 
 /// Guess a file's format from its name and text.
 pub fn detect(path: &Path, text: &str) -> Detected {
@@ -88,7 +90,10 @@ pub fn detect(path: &Path, text: &str) -> Detected {
             };
             return Detected::Format(Dialect::Agentrc, Some(ev));
         }
-        let word = trimmed.split(|c: char| c.is_whitespace()).next().unwrap_or("");
+        let word = trimmed
+            .split(|c: char| c.is_whitespace())
+            .next()
+            .unwrap_or("");
         let ev = || Evidence {
             word: word.to_owned(),
             line: n as u32 + 1,
@@ -122,10 +127,16 @@ mod tests {
             detect(p, "AGENT hello\nCMD python agent.py\n"),
             Detected::Format(Dialect::Agentrc, Some(Evidence { line: 2, .. }))
         ));
-        assert!(matches!(detect(p, "NAME x\nCMD y\n"), Detected::Ambiguous { .. }));
+        assert!(matches!(
+            detect(p, "NAME x\nCMD y\n"),
+            Detected::Ambiguous { .. }
+        ));
         // A FROM inside a triple-quoted prompt is prose, not a directive.
         assert!(matches!(
-            detect(p, "NAME x\nGOAL a \"\"\"\nFROM here\n\"\"\"\nRUN r USING a\n"),
+            detect(
+                p,
+                "NAME x\nGOAL a \"\"\"\nFROM here\n\"\"\"\nRUN r USING a\n"
+            ),
             Detected::Format(Dialect::Agentfile, _)
         ));
     }

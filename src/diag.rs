@@ -41,36 +41,132 @@ impl Severity {
 /// Every diagnostic class the front ends emit: code, severity, what it means.
 /// Documented in the README; the fixture tests check that each has a fixture.
 pub const CODES: &[(&str, Severity, &str)] = &[
-    ("syntax", Severity::Error, "a line does not follow the grammar"),
-    ("unknown-statement", Severity::Error, "a line starts with something that is not a statement keyword"),
-    ("unterminated-string", Severity::Error, "a string has no closing quote"),
-    ("missing-within", Severity::Error, "LOOP or CONVERGE without an iteration limit"),
-    ("invalid-within", Severity::Error, "an iteration limit that is not a positive whole number or an input"),
+    (
+        "syntax",
+        Severity::Error,
+        "a line does not follow the grammar",
+    ),
+    (
+        "unknown-statement",
+        Severity::Error,
+        "a line starts with something that is not a statement keyword",
+    ),
+    (
+        "unterminated-string",
+        Severity::Error,
+        "a string has no closing quote",
+    ),
+    (
+        "missing-within",
+        Severity::Error,
+        "LOOP or CONVERGE without an iteration limit",
+    ),
+    (
+        "invalid-within",
+        Severity::Error,
+        "an iteration limit that is not a positive whole number or an input",
+    ),
     ("missing-name", Severity::Error, "the workflow has no NAME"),
-    ("duplicate-name", Severity::Error, "a name (or NAME/SECURITY) defined twice, or one name for two things"),
+    (
+        "duplicate-name",
+        Severity::Error,
+        "a name (or NAME/SECURITY) defined twice, or one name for two things",
+    ),
     ("no-steps", Severity::Error, "no RUN or LOOP step"),
-    ("empty-prompt", Severity::Error, "a goal outcome or agent prompt that is empty"),
-    ("undefined-agent", Severity::Error, "USING names an agent that does not exist"),
-    ("undefined-goal", Severity::Error, "a step names a goal that does not exist"),
-    ("undefined-variable", Severity::Error, "`$name` refers to nothing"),
-    ("use-before-definition", Severity::Error, "something is used before the line or step that defines it"),
-    ("circular-reference", Severity::Error, "goals that read their own or each other's output outside a loop"),
-    ("unknown-profile", Severity::Error, "REQUIRES names a profile the config does not define"),
-    ("missing-file", Severity::Error, "a FROM path (or the workflow itself) does not exist"),
-    ("unreadable-file", Severity::Error, "a file exists but cannot be read as a prompt"),
+    (
+        "empty-prompt",
+        Severity::Error,
+        "a goal outcome or agent prompt that is empty",
+    ),
+    (
+        "undefined-agent",
+        Severity::Error,
+        "USING names an agent that does not exist",
+    ),
+    (
+        "undefined-goal",
+        Severity::Error,
+        "a step names a goal that does not exist",
+    ),
+    (
+        "undefined-variable",
+        Severity::Error,
+        "`$name` refers to nothing",
+    ),
+    (
+        "use-before-definition",
+        Severity::Error,
+        "something is used before the line or step that defines it",
+    ),
+    (
+        "circular-reference",
+        Severity::Error,
+        "goals that read their own or each other's output outside a loop",
+    ),
+    (
+        "unknown-profile",
+        Severity::Error,
+        "REQUIRES names a profile the config does not define",
+    ),
+    (
+        "missing-file",
+        Severity::Error,
+        "a FROM path (or the workflow itself) does not exist",
+    ),
+    (
+        "unreadable-file",
+        Severity::Error,
+        "a file exists but cannot be read as a prompt",
+    ),
     ("not-utf8", Severity::Error, "a file is not UTF-8 text"),
-    ("unsupported-dialect", Severity::Error, "a recognised format that is not supported yet (agentrc)"),
-    ("ambiguous-dialect", Severity::Error, "directives of two Agentfile dialects in one file"),
-    ("unknown-escape", Severity::Warning, "a backslash escape other than \n \t \r \\ \" (kept as written)"),
-    ("duplicate-output", Severity::Warning, "two goals declare the same output field"),
-    ("repeated-goal", Severity::Warning, "a step lists the same goal twice (it runs twice)"),
+    (
+        "unsupported-dialect",
+        Severity::Error,
+        "a recognised format that is not supported yet (agentrc)",
+    ),
+    (
+        "ambiguous-dialect",
+        Severity::Error,
+        "directives of two Agentfile dialects in one file",
+    ),
+    (
+        "unknown-escape",
+        Severity::Warning,
+        "a backslash escape other than \n \t \r \\ \" (kept as written)",
+    ),
+    (
+        "duplicate-output",
+        Severity::Warning,
+        "two goals declare the same output field",
+    ),
+    (
+        "repeated-goal",
+        Severity::Warning,
+        "a step lists the same goal twice (it runs twice)",
+    ),
     ("unused-goal", Severity::Warning, "a goal no step runs"),
     ("unused-agent", Severity::Warning, "an agent no goal uses"),
     ("unused-input", Severity::Warning, "an input nothing reads"),
-    ("unchecked-profile", Severity::Warning, "REQUIRES cannot be checked because no config was found"),
-    ("path-escapes-workflow", Severity::Warning, "a FROM path outside the workflow's folder"),
-    ("prompt-extension", Severity::Warning, "a prompt file that is not .md or .txt"),
-    ("unknown-security-mode", Severity::Warning, "SECURITY names an unknown mode"),
+    (
+        "unchecked-profile",
+        Severity::Warning,
+        "REQUIRES cannot be checked because no config was found",
+    ),
+    (
+        "path-escapes-workflow",
+        Severity::Warning,
+        "a FROM path outside the workflow's folder",
+    ),
+    (
+        "prompt-extension",
+        Severity::Warning,
+        "a prompt file that is not .md or .txt",
+    ),
+    (
+        "unknown-security-mode",
+        Severity::Warning,
+        "SECURITY names an unknown mode",
+    ),
 ];
 
 /// Index of a file in a [`SourceMap`].

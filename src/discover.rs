@@ -52,7 +52,13 @@ pub fn list(root: &Path, config: Option<&Config>) -> WorkflowList {
     let workflows = find(root)
         .into_iter()
         .map(|path| {
-            let a = frontend::analyze(&path, Options { config, dialect: None });
+            let a = frontend::analyze(
+                &path,
+                Options {
+                    config,
+                    dialect: None,
+                },
+            );
             let folder = path
                 .parent()
                 .and_then(Path::file_name)
@@ -120,8 +126,18 @@ pub fn text(list: &WorkflowList) -> String {
         let _ = writeln!(o, "no workflows found under {}", list.root);
         return o;
     }
-    let wn = list.workflows.iter().map(|w| w.name.len()).max().unwrap_or(0);
-    let wp = list.workflows.iter().map(|w| w.path.len()).max().unwrap_or(0);
+    let wn = list
+        .workflows
+        .iter()
+        .map(|w| w.name.len())
+        .max()
+        .unwrap_or(0);
+    let wp = list
+        .workflows
+        .iter()
+        .map(|w| w.path.len())
+        .max()
+        .unwrap_or(0);
     for w in &list.workflows {
         let inputs: Vec<String> = w
             .inputs
@@ -134,7 +150,11 @@ pub fn text(list: &WorkflowList) -> String {
         let status = if w.dialect != "agentfile" {
             format!("({} — not supported yet)", w.dialect)
         } else if !w.valid {
-            format!("(invalid: {} error{})", w.errors, if w.errors == 1 { "" } else { "s" })
+            format!(
+                "(invalid: {} error{})",
+                w.errors,
+                if w.errors == 1 { "" } else { "s" }
+            )
         } else if inputs.is_empty() {
             "(no inputs)".to_owned()
         } else {

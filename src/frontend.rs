@@ -69,7 +69,9 @@ pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
                 return Analysis::failed(
                     path.to_owned(),
                     Diagnostic::file_error("missing-file", path, "folder holds no Agentfile")
-                        .with_hint("name the workflow file itself, or use `agentfile list` to find one"),
+                        .with_hint(
+                            "name the workflow file itself, or use `agentfile list` to find one",
+                        ),
                 );
             }
         }
@@ -83,7 +85,10 @@ pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
                 Diagnostic::file_error(
                     "unreadable-file",
                     &path,
-                    format!("file is {} bytes; workflow files are limited to {MAX_WORKFLOW_BYTES} bytes", m.len()),
+                    format!(
+                        "file is {} bytes; workflow files are limited to {MAX_WORKFLOW_BYTES} bytes",
+                        m.len()
+                    ),
                 ),
             );
         }
@@ -105,8 +110,12 @@ pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
             };
             Analysis::failed(
                 path.clone(),
-                Diagnostic::file_error("missing-file", &path, format!("cannot read workflow file: {e}"))
-                    .with_hint(hint),
+                Diagnostic::file_error(
+                    "missing-file",
+                    &path,
+                    format!("cannot read workflow file: {e}"),
+                )
+                .with_hint(hint),
             )
         }
     }
@@ -121,7 +130,10 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             let byte = e.as_bytes()[at];
-            (String::from_utf8_lossy(e.as_bytes()).into_owned(), Some((at, byte)))
+            (
+                String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                Some((at, byte)),
+            )
         }
     };
     let text = match text.strip_prefix('\u{feff}') {
@@ -195,8 +207,15 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             plan: None,
         };
     }
-    let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text.clone());
-    let (more, plan) = agentfile::validate(&mut sources, file, &tree, agentfile::Options { config: opts.config });
+    let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text);
+    let (more, plan) = agentfile::validate(
+        &mut sources,
+        file,
+        &tree,
+        agentfile::Options {
+            config: opts.config,
+        },
+    );
     diagnostics.extend(more);
     // With errors present, "unused" warnings are mostly echoes of them (a typo in
     // a USING makes the real agent look unused), so they wait for a clean file.
@@ -204,7 +223,11 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
         diagnostics.retain(|d| d.is_error() || !d.code.starts_with("unused-"));
     }
     diagnostics.sort_by_key(|d| d.span.map(|s| (s.file.0, s.start, s.end)));
-    let plan = if diagnostics.iter().any(Diagnostic::is_error) { None } else { plan };
+    let plan = if diagnostics.iter().any(Diagnostic::is_error) {
+        None
+    } else {
+        plan
+    };
     Analysis {
         path,
         sources,

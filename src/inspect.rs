@@ -16,8 +16,14 @@ pub fn json(plan: &Plan) -> String {
 fn limit_text(l: &Limit) -> String {
     match l {
         Limit::Count { count } => count.to_string(),
-        Limit::Input { input, default: Some(d) } => format!("${input} (default {d})"),
-        Limit::Input { input, default: None } => format!("${input}"),
+        Limit::Input {
+            input,
+            default: Some(d),
+        } => format!("${input} (default {d})"),
+        Limit::Input {
+            input,
+            default: None,
+        } => format!("${input}"),
     }
 }
 
@@ -116,7 +122,9 @@ pub fn text(plan: &Plan) -> String {
     for (n, s) in plan.steps.iter().enumerate() {
         let head = match (s.kind, &s.within) {
             (StepKind::Run, _) => format!("RUN {}", s.name),
-            (StepKind::Loop, Some(l)) => format!("LOOP {} (at most {} iterations)", s.name, limit_text(l)),
+            (StepKind::Loop, Some(l)) => {
+                format!("LOOP {} (at most {} iterations)", s.name, limit_text(l))
+            }
             (StepKind::Loop, None) => format!("LOOP {}", s.name),
         };
         let _ = writeln!(o, "  {}. {head}: {}", n + 1, s.goals.join(" → "));
@@ -164,7 +172,11 @@ pub fn mermaid(plan: &Plan) -> String {
                 }
             }
             // `<br/>` is Mermaid markup, so escape the parts, not the whole.
-            let text = text.split("<br/>").map(label).collect::<Vec<_>>().join("<br/>");
+            let text = text
+                .split("<br/>")
+                .map(label)
+                .collect::<Vec<_>>()
+                .join("<br/>");
             let _ = writeln!(o, "    {}[\"{}\"]", ids[gi], text);
         }
         for w in ids.windows(2) {
@@ -179,14 +191,23 @@ pub fn mermaid(plan: &Plan) -> String {
                 && g.kind == GoalKind::Converge
             {
                 let lim = g.within.as_ref().map(limit_text).unwrap_or_default();
-                let _ = writeln!(o, "  {id} -. \"until CONVERGED, ≤ {}\" .-> {id}", label(&lim), id = ids[gi]);
+                let _ = writeln!(
+                    o,
+                    "  {id} -. \"until CONVERGED, ≤ {}\" .-> {id}",
+                    label(&lim),
+                    id = ids[gi]
+                );
             }
         }
         if s.kind == StepKind::Loop
             && let (Some(first), Some(last)) = (ids.first(), ids.last())
         {
             let lim = s.within.as_ref().map(limit_text).unwrap_or_default();
-            let _ = writeln!(o, "  {last} -. \"until converged, ≤ {}\" .-> {first}", label(&lim));
+            let _ = writeln!(
+                o,
+                "  {last} -. \"until converged, ≤ {}\" .-> {first}",
+                label(&lim)
+            );
         }
         if let Some(last) = ids.last() {
             prev = last.clone();

@@ -16,6 +16,9 @@
 //! - [`config`]: `agent.json` / `agent.toml` plus environment overrides.
 //! - [`frontend`]: the front door — read a workflow file, detect its format, run
 //!   that format's front end; every command goes through it.
+//! - [`llm`]: the provider trait and its implementations on the real wire formats
+//!   (Anthropic, OpenAI-compatible, Gemini), retries, cost, record/replay, and
+//!   the loopback fake provider that every test above this layer uses.
 //! - [`protocol`]: wire types (JSON shapes other programs read), each deriving the
 //!   JSON Schema published in `protocol/`.
 //!
@@ -28,5 +31,6 @@ pub mod diag;
 pub mod discover;
 pub mod frontend;
 pub mod inspect;
+pub mod llm;
 pub mod plan;
 pub mod protocol;

@@ -164,7 +164,13 @@ fn validate(
     let mut analyses = Vec::with_capacity(paths.len());
     for p in paths {
         let cfg = config_for(config, p)?;
-        analyses.push(frontend::analyze(p, Options { config: cfg.as_ref(), dialect }));
+        analyses.push(frontend::analyze(
+            p,
+            Options {
+                config: cfg.as_ref(),
+                dialect,
+            },
+        ));
     }
     let errors: usize = analyses.iter().map(Analysis::errors).sum();
     let mut out = std::io::stdout().lock();
@@ -175,7 +181,9 @@ fn validate(
             writeln!(out)?;
         }
         ReportFormat::Text => {
-            let style = Style { color: color_for_stdout() };
+            let style = Style {
+                color: color_for_stdout(),
+            };
             for a in &analyses {
                 print_diagnostics(&mut out, a, style)?;
                 let status = match &a.plan {
@@ -207,14 +215,24 @@ fn inspect_cmd(
     dialect: Option<Dialect>,
 ) -> anyhow::Result<u8> {
     let cfg = config_for(config, path)?;
-    let a = frontend::analyze(path, Options { config: cfg.as_ref(), dialect });
+    let a = frontend::analyze(
+        path,
+        Options {
+            config: cfg.as_ref(),
+            dialect,
+        },
+    );
     let Some(plan) = &a.plan else {
         // Nothing to show: explain why on stderr, like a compiler would.
         let style = Style {
             color: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         };
         print_diagnostics(&mut std::io::stderr().lock(), &a, style)?;
-        eprintln!("{}: invalid — {}; fix them to inspect it", a.path.display(), plural(a.errors(), "error"));
+        eprintln!(
+            "{}: invalid — {}; fix them to inspect it",
+            a.path.display(),
+            plural(a.errors(), "error")
+        );
         return Ok(EXIT_INVALID);
     };
     let rendered = match format {

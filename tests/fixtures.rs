@@ -17,7 +17,9 @@ fn bin() -> &'static str {
 }
 
 fn cases(group: &str) -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(group);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(group);
     let mut out: Vec<PathBuf> = std::fs::read_dir(&root)
         .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
         .map(|e| e.unwrap().path())
@@ -70,7 +72,10 @@ fn check_snapshot(path: &Path, actual: &str, failures: &mut Vec<String>) {
             "{}: output differs\n--- expected\n{expected}\n--- actual\n{actual}",
             path.display()
         )),
-        Err(_) => failures.push(format!("{}: missing snapshot; run with UPDATE_SNAPSHOTS=1", path.display())),
+        Err(_) => failures.push(format!(
+            "{}: missing snapshot; run with UPDATE_SNAPSHOTS=1",
+            path.display()
+        )),
     }
 }
 
@@ -79,14 +84,24 @@ fn codes(case: &Path) -> Vec<(String, String)> {
     let mut a = args(case);
     a.extend(["--format".to_owned(), "json".to_owned()]);
     let r = run(case, &a);
-    let v: serde_json::Value = serde_json::from_str(&r.stdout)
-        .unwrap_or_else(|e| panic!("{}: JSON output does not parse: {e}\n{}", case.display(), r.stdout));
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{}: JSON output does not parse: {e}\n{}",
+            case.display(),
+            r.stdout
+        )
+    });
     v["files"]
         .as_array()
         .unwrap()
         .iter()
         .flat_map(|f| f["diagnostics"].as_array().unwrap().clone())
-        .map(|d| (d["code"].as_str().unwrap().to_owned(), d["severity"].as_str().unwrap().to_owned()))
+        .map(|d| {
+            (
+                d["code"].as_str().unwrap().to_owned(),
+                d["severity"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -98,7 +113,13 @@ fn invalid_workflows_report_exact_diagnostics() {
     for case in &cases {
         let r = run(case, &args(case));
         if r.code != 2 {
-            failures.push(format!("{}: exit code {} (want 2)\n{}{}", case.display(), r.code, r.stdout, r.stderr));
+            failures.push(format!(
+                "{}: exit code {} (want 2)\n{}{}",
+                case.display(),
+                r.code,
+                r.stdout,
+                r.stderr
+            ));
         }
         if !r.stdout.contains(": error: ") {
             failures.push(format!("{}: no error reported", case.display()));
@@ -114,10 +135,19 @@ fn warnings_do_not_fail_validation() {
     for case in &cases("warnings") {
         let r = run(case, &args(case));
         if r.code != 0 {
-            failures.push(format!("{}: exit code {} (want 0)\n{}", case.display(), r.code, r.stdout));
+            failures.push(format!(
+                "{}: exit code {} (want 0)\n{}",
+                case.display(),
+                r.code,
+                r.stdout
+            ));
         }
         if !r.stdout.contains(": warning: ") || r.stdout.contains(": error: ") {
-            failures.push(format!("{}: want warnings and no errors\n{}", case.display(), r.stdout));
+            failures.push(format!(
+                "{}: want warnings and no errors\n{}",
+                case.display(),
+                r.stdout
+            ));
         }
         check_snapshot(&case.join("expected.txt"), &r.stdout, &mut failures);
     }
@@ -130,11 +160,31 @@ fn valid_workflows_inspect_as_snapshotted() {
     for case in &cases("valid") {
         let r = run(case, &args(case));
         if r.code != 0 || r.stdout.contains("warning") {
-            failures.push(format!("{}: want clean validation\n{}", case.display(), r.stdout));
+            failures.push(format!(
+                "{}: want clean validation\n{}",
+                case.display(),
+                r.stdout
+            ));
         }
-        let r = run(case, &["inspect".into(), "Agentfile".into(), "--format".into(), "json".into()]);
+        let r = run(
+            case,
+            &[
+                "inspect".into(),
+                "Agentfile".into(),
+                "--format".into(),
+                "json".into(),
+            ],
+        );
         check_snapshot(&case.join("inspect.json"), &r.stdout, &mut failures);
-        let r = run(case, &["inspect".into(), "Agentfile".into(), "--format".into(), "mermaid".into()]);
+        let r = run(
+            case,
+            &[
+                "inspect".into(),
+                "Agentfile".into(),
+                "--format".into(),
+                "mermaid".into(),
+            ],
+        );
         check_snapshot(&case.join("inspect.mmd"), &r.stdout, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
@@ -162,6 +212,12 @@ fn every_diagnostic_class_has_a_fixture() {
         .collect();
     let missing: Vec<_> = registry.difference(&seen).collect();
     let unknown: Vec<_> = seen.difference(&registry).collect();
-    assert!(missing.is_empty(), "diagnostic classes without a fixture: {missing:?}");
-    assert!(unknown.is_empty(), "codes emitted but not in diag::CODES: {unknown:?}");
+    assert!(
+        missing.is_empty(),
+        "diagnostic classes without a fixture: {missing:?}"
+    );
+    assert!(
+        unknown.is_empty(),
+        "codes emitted but not in diag::CODES: {unknown:?}"
+    );
 }

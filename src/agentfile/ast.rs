@@ -29,7 +29,10 @@ pub struct Text {
 pub enum Source {
     Inline(Text),
     /// `FROM path`: the path as written, relative to the Agentfile.
-    From { path: String, span: Span },
+    From {
+        path: String,
+        span: Span,
+    },
 }
 
 impl Source {
@@ -45,11 +48,17 @@ impl Source {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Limit {
     /// The digits as written; the validator checks the range.
-    Count { digits: String, span: Span },
+    Count {
+        digits: String,
+        span: Span,
+    },
     Var(Ident),
     /// Anything else that followed WITHIN (`"5"`, `2.5`, `-1`); always invalid,
     /// kept so the validator can say why.
-    Other { text: String, span: Span },
+    Other {
+        text: String,
+        span: Span,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
@@ -64,7 +73,10 @@ pub enum Supervision {
 pub enum Value {
     Text(Text),
     /// A bare word: number, identifier or other run of characters.
-    Word { text: String, span: Span },
+    Word {
+        text: String,
+        span: Span,
+    },
 }
 
 impl Value {
@@ -135,15 +147,24 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Item {
     /// `NAME x`; the name may also be written as a string.
-    Name { value: Value, keyword: Span },
+    Name {
+        value: Value,
+        keyword: Span,
+    },
     Input(Input),
     Agent(Agent),
     Goal(Goal),
     Step(Step),
     /// A `SUPERVISED [HUMAN]` / `UNSUPERVISED` line: applies to the goals after it.
-    Supervision { mode: Supervision, span: Span },
+    Supervision {
+        mode: Supervision,
+        span: Span,
+    },
     /// `SECURITY mode`.
-    Security { mode: Ident, keyword: Span },
+    Security {
+        mode: Ident,
+        keyword: Span,
+    },
 }
 
 /// A parsed Agentfile: its statements in file order.

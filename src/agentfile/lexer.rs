@@ -108,9 +108,13 @@ pub enum TokenKind {
     /// Any other run of non-blank characters (a path, `3.5`, `-1`, `@x`).
     Word,
     /// `"…"`; `terminated` is false when the line ended first.
-    Str { terminated: bool },
+    Str {
+        terminated: bool,
+    },
     /// `"""…"""`; `terminated` is false when the file ended first.
-    TripleStr { terminated: bool },
+    TripleStr {
+        terminated: bool,
+    },
     Comma,
     Arrow,
     Newline,
@@ -282,12 +286,10 @@ mod tests {
                 Eof
             ]
         );
-        assert_eq!(kinds("WITHIN $max 10"), vec![
-            Keyword(super::Keyword::Within),
-            Variable,
-            Number,
-            Eof
-        ]);
+        assert_eq!(
+            kinds("WITHIN $max 10"),
+            vec![Keyword(super::Keyword::Within), Variable, Number, Eof]
+        );
     }
 
     #[test]

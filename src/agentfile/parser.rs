@@ -44,7 +44,10 @@ pub fn parse(file: FileId, src: &str) -> (File, Vec<Diagnostic>) {
         let defines = match (kw, p.toks.get(p.pos + 1)) {
             (Some(k), Some(next))
                 if next.kind == TokenKind::Ident
-                    && matches!(k, Keyword::Input | Keyword::Agent | Keyword::Goal | Keyword::Converge) =>
+                    && matches!(
+                        k,
+                        Keyword::Input | Keyword::Agent | Keyword::Goal | Keyword::Converge
+                    ) =>
             {
                 Some(p.text(*next).to_owned())
             }
@@ -87,7 +90,8 @@ struct Parser<'a> {
     diags: Vec<Diagnostic>,
 }
 
-const STATEMENTS: &str = "NAME, INPUT, AGENT, GOAL, CONVERGE, RUN, LOOP, SUPERVISED, UNSUPERVISED or SECURITY";
+const STATEMENTS: &str =
+    "NAME, INPUT, AGENT, GOAL, CONVERGE, RUN, LOOP, SUPERVISED, UNSUPERVISED or SECURITY";
 
 impl<'a> Parser<'a> {
     fn peek(&self) -> Token {
@@ -318,10 +322,19 @@ impl<'a> Parser<'a> {
                 let comma = self.bump();
                 // A list may wrap after a comma, onto a line that continues it.
                 let mut ahead = self.pos;
-                while self.toks.get(ahead).is_some_and(|t| t.kind == TokenKind::Newline) {
+                while self
+                    .toks
+                    .get(ahead)
+                    .is_some_and(|t| t.kind == TokenKind::Newline)
+                {
                     ahead += 1;
                 }
-                if ahead != self.pos && self.toks.get(ahead).is_some_and(|t| t.kind == TokenKind::Ident) {
+                if ahead != self.pos
+                    && self
+                        .toks
+                        .get(ahead)
+                        .is_some_and(|t| t.kind == TokenKind::Ident)
+                {
                     self.pos = ahead;
                 }
                 if !self.at(TokenKind::Ident) {
@@ -389,7 +402,10 @@ impl<'a> Parser<'a> {
                 let end = t.end as usize - 3;
                 let mut inner = &self.src[start..end];
                 // An optional newline after the opening quotes is not content…
-                if let Some(rest) = inner.strip_prefix("\r\n").or_else(|| inner.strip_prefix('\n')) {
+                if let Some(rest) = inner
+                    .strip_prefix("\r\n")
+                    .or_else(|| inner.strip_prefix('\n'))
+                {
                     start += inner.len() - rest.len();
                     inner = rest;
                 }
@@ -610,7 +626,11 @@ impl<'a> Parser<'a> {
                                 .with_hint(format!("write REQUIRES \"{}\"", self.text(p))),
                             ));
                         }
-                        _ => return Err(Box::new(self.unexpected(p, "a profile name in quotes after REQUIRES"))),
+                        _ => {
+                            return Err(Box::new(
+                                self.unexpected(p, "a profile name in quotes after REQUIRES"),
+                            ));
+                        }
                     }
                 }
                 TokenKind::Arrow => {
@@ -627,9 +647,10 @@ impl<'a> Parser<'a> {
                     ));
                 }
                 _ => {
-                    return Err(Box::new(
-                        self.unexpected(t, "REQUIRES \"profile\", `-> outputs` or the end of the line"),
-                    ));
+                    return Err(Box::new(self.unexpected(
+                        t,
+                        "REQUIRES \"profile\", `-> outputs` or the end of the line",
+                    )));
                 }
             }
             seen.push((t.kind, self.span(t)));
@@ -659,7 +680,9 @@ impl<'a> Parser<'a> {
             let t = self.peek();
             let key = match t.kind {
                 // SUPERVISED and UNSUPERVISED are one clause.
-                TokenKind::Keyword(Keyword::Unsupervised) => TokenKind::Keyword(Keyword::Supervised),
+                TokenKind::Keyword(Keyword::Unsupervised) => {
+                    TokenKind::Keyword(Keyword::Supervised)
+                }
                 k => k,
             };
             if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
@@ -736,7 +759,11 @@ impl<'a> Parser<'a> {
                     name.name,
                     self.text(t)
                 )),
-                _ => d.with_hint(format!("write `{} {} USING <goal>, …`", kw.as_str(), name.name)),
+                _ => d.with_hint(format!(
+                    "write `{} {} USING <goal>, …`",
+                    kw.as_str(),
+                    name.name
+                )),
             };
             return Err(Box::new(d));
         }
@@ -817,7 +844,9 @@ mod tests {
         );
         assert_eq!(f.items.len(), 11);
         let Item::Goal(c) = &f.items[7] else { panic!() };
-        let Source::Inline(t) = &c.source else { panic!() };
+        let Source::Inline(t) = &c.source else {
+            panic!()
+        };
         assert_eq!(t.value, "line one\nline two");
         assert!(matches!(c.within, Some(Limit::Var(ref i)) if i.name == "n"));
         let Item::Step(s) = &f.items[9] else { panic!() };
@@ -826,7 +855,10 @@ mod tests {
 
     #[test]
     fn keeps_going_after_errors() {
-        let (f, d) = parse(FileId(0), "NAME x\nGOAL \"no name\"\nGOAL ok \"fine\"\nRUN r\nRUN s USING ok\n");
+        let (f, d) = parse(
+            FileId(0),
+            "NAME x\nGOAL \"no name\"\nGOAL ok \"fine\"\nRUN r\nRUN s USING ok\n",
+        );
         assert_eq!(d.len(), 2, "{d:#?}");
         assert_eq!(f.items.len(), 3);
     }
@@ -835,7 +867,9 @@ mod tests {
     fn escapes() {
         let f = parse_ok("GOAL a \"x\\ny \\\"q\\\" \\\\ $$\"\n");
         let Item::Goal(g) = &f.items[0] else { panic!() };
-        let Source::Inline(t) = &g.source else { panic!() };
+        let Source::Inline(t) = &g.source else {
+            panic!()
+        };
         assert_eq!(t.value, "x\ny \"q\" \\ $$");
     }
 }

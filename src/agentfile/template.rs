@@ -78,15 +78,19 @@ fn name_end(b: &[u8], from: usize, defined: &impl Fn(&str) -> bool, text: &str) 
         j
     };
     let first = word(from);
+    let continues = |j: usize| {
+        j + 1 < b.len() && b[j] == b'-' && (b[j + 1].is_ascii_alphanumeric() || b[j + 1] == b'_')
+    };
+    if !continues(first) {
+        return Some(first);
+    }
     // Candidate ends: after the first word, and after each `-word` that follows.
     let mut ends = vec![first];
     let mut j = first;
-    while j + 1 < b.len() && b[j] == b'-' && (b[j + 1].is_ascii_alphanumeric() || b[j + 1] == b'_') {
+    while j + 1 < b.len() && b[j] == b'-' && (b[j + 1].is_ascii_alphanumeric() || b[j + 1] == b'_')
+    {
         j = word(j + 1);
         ends.push(j);
-    }
-    if ends.len() == 1 {
-        return Some(first);
     }
     let longest = *ends.last().unwrap_or(&first);
     ends.iter()
@@ -97,7 +101,7 @@ fn name_end(b: &[u8], from: usize, defined: &impl Fn(&str) -> bool, text: &str) 
 }
 
 /// The names a template refers to, in order of first appearance, without repeats.
-pub fn references<'a>(text: &'a str, defined: impl Fn(&str) -> bool) -> Vec<&'a str> {
+pub fn references(text: &str, defined: impl Fn(&str) -> bool) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     for p in pieces(text, defined) {
         if let Piece::Var { name, .. } = p
@@ -138,7 +142,10 @@ mod tests {
 
     #[test]
     fn longest_name_wins() {
-        assert_eq!(names("$topic_x and $topic", &["topic"]), ["topic_x", "topic"]);
+        assert_eq!(
+            names("$topic_x and $topic", &["topic"]),
+            ["topic_x", "topic"]
+        );
     }
 
     #[test]
@@ -151,7 +158,10 @@ mod tests {
     #[test]
     fn hyphens_prefer_defined_names() {
         assert_eq!(names("$topic-specific", &["topic"]), ["topic"]);
-        assert_eq!(names("$code-review", &["code-review", "code"]), ["code-review"]);
+        assert_eq!(
+            names("$code-review", &["code-review", "code"]),
+            ["code-review"]
+        );
         assert_eq!(names("$x-y-z", &["x-y"]), ["x-y"]);
         assert_eq!(names("$nope-at-all", &[]), ["nope-at-all"]);
         assert_eq!(names("$end- x", &[]), ["end"]);
@@ -160,6 +170,13 @@ mod tests {
     #[test]
     fn positions() {
         let p = pieces("a $bc d", |_| true);
-        assert_eq!(p[1], Piece::Var { name: "bc", start: 2, end: 5 });
+        assert_eq!(
+            p[1],
+            Piece::Var {
+                name: "bc",
+                start: 2,
+                end: 5
+            }
+        );
     }
 }

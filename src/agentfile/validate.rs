@@ -10,7 +10,7 @@
 //! What it deliberately does not do: talk to a model, run a tool, or check that a
 //! profile's provider is reachable. It only reads files.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Component, Path, PathBuf};
 
 use super::ast::{self, GoalKind, Item, Limit, Source, StepKind, Supervision};
@@ -79,11 +79,19 @@ struct Prompt {
 /// What a variable name refers to.
 #[derive(Clone, Copy)]
 enum VarDef {
-    Input { span: Span },
+    Input {
+        span: Span,
+    },
     /// A goal's whole output (`$goal`).
-    Goal { goal: usize, span: Span },
+    Goal {
+        goal: usize,
+        span: Span,
+    },
     /// A structured field (`-> field`) of a goal.
-    Field { goal: usize, span: Span },
+    Field {
+        goal: usize,
+        span: Span,
+    },
 }
 
 impl VarDef {
@@ -107,7 +115,12 @@ impl Validator<'_, '_> {
         self.diags.last_mut().expect("just pushed")
     }
 
-    fn warning(&mut self, code: &'static str, span: Span, msg: impl Into<String>) -> &mut Diagnostic {
+    fn warning(
+        &mut self,
+        code: &'static str,
+        span: Span,
+        msg: impl Into<String>,
+    ) -> &mut Diagnostic {
         self.diags.push(Diagnostic::warning(code, span, msg));
         self.diags.last_mut().expect("just pushed")
     }
@@ -145,7 +158,9 @@ impl Validator<'_, '_> {
                 }
                 Item::Input(i) => inputs.push(i),
                 Item::Agent(a) => agents.push((pos, a)),
-                Item::Goal(g) => goals.push((pos, g, g.supervision.map(|s| s.0).or(global_supervision))),
+                Item::Goal(g) => {
+                    goals.push((pos, g, g.supervision.map(|s| s.0).or(global_supervision)))
+                }
                 Item::Step(s) => steps.push((pos, s)),
                 Item::Supervision { mode, .. } => global_supervision = Some(*mode),
                 Item::Security { mode, keyword } => {
@@ -180,11 +195,16 @@ impl Validator<'_, '_> {
         }
 
         // ---- Namespaces and duplicates. ----------------------------------------
-        let mut vars: HashMap<&str, VarDef> = HashMap::new();
+        let mut vars: HashMap<&str, VarDef> = HashMap::default();
         for i in &inputs {
-            self.define_var(&mut vars, &i.name, VarDef::Input { span: i.name.span }, "input");
+            self.define_var(
+                &mut vars,
+                &i.name,
+                VarDef::Input { span: i.name.span },
+                "input",
+            );
         }
-        let mut agent_index: HashMap<&str, usize> = HashMap::new();
+        let mut agent_index: HashMap<&str, usize> = HashMap::default();
         for (n, (_, a)) in agents.iter().enumerate() {
             if let Some(&first) = agent_index.get(a.name.name.as_str()) {
                 let first = agents[first].1.name.span;
@@ -193,8 +213,8 @@ impl Validator<'_, '_> {
                 agent_index.insert(&a.name.name, n);
             }
         }
-        let mut goal_index: HashMap<&str, usize> = HashMap::new();
-        let mut field_owner: HashMap<&str, usize> = HashMap::new();
+        let mut goal_index: HashMap<&str, usize> = HashMap::default();
+        let mut field_owner: HashMap<&str, usize> = HashMap::default();
         for (n, (_, g, _)) in goals.iter().enumerate() {
             if let Some(&first) = goal_index.get(g.name.name.as_str()) {
                 let first = goals[first].1.name.span;
@@ -202,8 +222,16 @@ impl Validator<'_, '_> {
                 continue;
             }
             goal_index.insert(&g.name.name, n);
-            self.define_var(&mut vars, &g.name, VarDef::Goal { goal: n, span: g.name.span }, "goal");
-            let mut seen: HashSet<&str> = HashSet::new();
+            self.define_var(
+                &mut vars,
+                &g.name,
+                VarDef::Goal {
+                    goal: n,
+                    span: g.name.span,
+                },
+                "goal",
+            );
+            let mut seen: HashSet<&str> = HashSet::default();
             for f in &g.outputs {
                 if !seen.insert(&f.name) {
                     self.error(
@@ -214,7 +242,10 @@ impl Validator<'_, '_> {
                     continue;
                 }
                 if let Some(&owner) = field_owner.get(f.name.as_str()) {
-                    let (other, other_span) = (goals[owner].1.name.name.clone(), field_span(&goals[owner].1.outputs, &f.name));
+                    let (other, other_span) = (
+                        goals[owner].1.name.name.clone(),
+                        field_span(&goals[owner].1.outputs, &f.name),
+                    );
                     self.warning(
                         "duplicate-output",
                         f.span,
@@ -224,10 +255,18 @@ impl Validator<'_, '_> {
                     continue;
                 }
                 field_owner.insert(&f.name, n);
-                self.define_var(&mut vars, f, VarDef::Field { goal: n, span: f.span }, "output field");
+                self.define_var(
+                    &mut vars,
+                    f,
+                    VarDef::Field {
+                        goal: n,
+                        span: f.span,
+                    },
+                    "output field",
+                );
             }
         }
-        let mut step_names: HashMap<&str, Span> = HashMap::new();
+        let mut step_names: HashMap<&str, Span> = HashMap::default();
         for (_, s) in &steps {
             if let Some(&first) = step_names.get(s.name.name.as_str()) {
                 self.duplicate(&s.name, first, "step");
@@ -245,8 +284,12 @@ impl Validator<'_, '_> {
                 Some((_, g, _)) => format!("add `RUN main USING {}` to run it", g.name.name),
                 None => "define a GOAL and add `RUN main USING <goal>`".to_owned(),
             };
-            self.error("no-steps", span, "the workflow has no RUN or LOOP step, so it would do nothing")
-                .hint = Some(hint);
+            self.error(
+                "no-steps",
+                span,
+                "the workflow has no RUN or LOOP step, so it would do nothing",
+            )
+            .hint = Some(hint);
         }
 
         // ---- Prompts. ----------------------------------------------------------
@@ -288,10 +331,14 @@ impl Validator<'_, '_> {
 
         // ---- References: agents in GOAL … USING, goals in RUN/LOOP. ------------
         for (gpos, g, _) in &goals {
-            let mut seen: HashSet<&str> = HashSet::new();
+            let mut seen: HashSet<&str> = HashSet::default();
             for u in &g.using {
                 if !seen.insert(&u.name) {
-                    self.error("duplicate-name", u.span, format!("agent `{}` is listed twice in USING", u.name));
+                    self.error(
+                        "duplicate-name",
+                        u.span,
+                        format!("agent `{}` is listed twice in USING", u.name),
+                    );
                     continue;
                 }
                 match agent_index.get(u.name.as_str()) {
@@ -310,14 +357,21 @@ impl Validator<'_, '_> {
                     Some(_) => {}
                     None if tree.broken.contains(&u.name) => {}
                     None => {
-                        let mut d = Diagnostic::error("undefined-agent", u.span, format!("undefined agent `{}`", u.name));
+                        let mut d = Diagnostic::error(
+                            "undefined-agent",
+                            u.span,
+                            format!("undefined agent `{}`", u.name),
+                        );
                         d.hint = Some(match suggest(&u.name, agent_index.keys().copied()) {
                             Some(s) => format!("did you mean `{s}`?"),
                             None if goal_index.contains_key(u.name.as_str()) => format!(
                                 "`{}` is a goal; a goal's USING names agents (define one with `AGENT {} \"…\"`)",
                                 u.name, u.name
                             ),
-                            None => format!("define it with `AGENT {} FROM agents/{}.md`", u.name, u.name),
+                            None => format!(
+                                "define it with `AGENT {} FROM agents/{}.md`",
+                                u.name, u.name
+                            ),
                         });
                         self.diags.push(d);
                     }
@@ -328,13 +382,16 @@ impl Validator<'_, '_> {
             }
         }
         for (spos, s) in &steps {
-            let mut seen: HashSet<&str> = HashSet::new();
+            let mut seen: HashSet<&str> = HashSet::default();
             for r in &s.goals {
                 if !seen.insert(&r.name) {
                     self.warning(
                         "repeated-goal",
                         r.span,
-                        format!("goal `{}` is listed twice in step `{}`; it will run twice", r.name, s.name.name),
+                        format!(
+                            "goal `{}` is listed twice in step `{}`; it will run twice",
+                            r.name, s.name.name
+                        ),
                     );
                 }
                 match goal_index.get(r.name.as_str()) {
@@ -348,19 +405,27 @@ impl Validator<'_, '_> {
                         )
                         .note(def, "defined here");
                         let d = self.diags.last_mut().expect("pushed");
-                        d.hint = Some(format!("move the goal's definition (line {line}) above this step"));
+                        d.hint = Some(format!(
+                            "move the goal's definition (line {line}) above this step"
+                        ));
                     }
                     Some(_) => {}
                     None if tree.broken.contains(&r.name) => {}
                     None => {
-                        let mut d = Diagnostic::error("undefined-goal", r.span, format!("undefined goal `{}`", r.name));
+                        let mut d = Diagnostic::error(
+                            "undefined-goal",
+                            r.span,
+                            format!("undefined goal `{}`", r.name),
+                        );
                         d.hint = Some(match suggest(&r.name, goal_index.keys().copied()) {
                             Some(s) => format!("did you mean `{s}`?"),
                             None if agent_index.contains_key(r.name.as_str()) => format!(
                                 "`{}` is an agent; steps run goals (use it in a goal: `GOAL x \"…\" USING {}`)",
                                 r.name, r.name
                             ),
-                            None => format!("define it with `GOAL {} \"…\"` above this step", r.name),
+                            None => {
+                                format!("define it with `GOAL {} \"…\"` above this step", r.name)
+                            }
                         });
                         self.diags.push(d);
                     }
@@ -373,7 +438,7 @@ impl Validator<'_, '_> {
 
         // ---- Variables, in execution order. ------------------------------------
         let mut scope: HashSet<&str> = inputs.iter().map(|i| i.name.name.as_str()).collect();
-        let mut read_vars: HashSet<String> = HashSet::new();
+        let mut read_vars: HashSet<String> = HashSet::default();
         let mut goal_checked = vec![false; goals.len()];
         let mut agent_checked = vec![false; agents.len()];
         let mut goal_reads: Vec<Vec<String>> = vec![Vec::new(); goals.len()];
@@ -391,10 +456,12 @@ impl Validator<'_, '_> {
                     .flat_map(|&n| produced(goals[n].1))
                     .collect()
             } else {
-                HashSet::new()
+                HashSet::default()
             };
             for r in &s.goals {
-                let Some(&n) = goal_index.get(r.name.as_str()) else { continue };
+                let Some(&n) = goal_index.get(r.name.as_str()) else {
+                    continue;
+                };
                 let g = goals[n].1;
                 if !goal_checked[n] {
                     goal_checked[n] = true;
@@ -409,16 +476,16 @@ impl Validator<'_, '_> {
                         goals: &goals,
                         goal_prompts: &goal_prompts,
                     };
-                    if let Some(p) = goal_prompts[n].clone() {
-                        goal_reads[n] = self.check_refs(&p, &ctx, &format!("goal `{}`", g.name.name));
+                    if let Some(p) = &goal_prompts[n] {
+                        goal_reads[n] = self.check_refs(p, &ctx, ("goal", &g.name.name));
                     }
                     for u in &g.using {
                         if let Some(&an) = agent_index.get(u.name.as_str())
                             && !agent_checked[an]
                         {
                             agent_checked[an] = true;
-                            if let Some(p) = agent_prompts[an].clone() {
-                                agent_reads[an] = self.check_refs(&p, &ctx, &format!("agent `{}`", u.name));
+                            if let Some(p) = &agent_prompts[an] {
+                                agent_reads[an] = self.check_refs(p, &ctx, ("agent", &u.name));
                             }
                         }
                     }
@@ -428,13 +495,17 @@ impl Validator<'_, '_> {
         }
         // Whatever never runs is still checked against every name, and flagged.
         let everything: HashSet<&str> = vars.keys().copied().collect();
-        let none = HashSet::new();
+        let none = HashSet::default();
         for (n, (_, g, _)) in goals.iter().enumerate() {
             if goal_checked[n] || goal_index.get(g.name.name.as_str()) != Some(&n) {
                 continue;
             }
-            self.warning("unused-goal", g.name.span, format!("goal `{}` is defined but no step runs it", g.name.name))
-                .hint = Some(format!("add it to a RUN or LOOP step, or remove it"));
+            self.warning(
+                "unused-goal",
+                g.name.span,
+                format!("goal `{}` is defined but no step runs it", g.name.name),
+            )
+            .hint = Some("add it to a RUN or LOOP step, or remove it".into());
             let ctx = RefCtx {
                 goal: Some(n),
                 iterative: true,
@@ -445,18 +516,27 @@ impl Validator<'_, '_> {
                 goals: &goals,
                 goal_prompts: &goal_prompts,
             };
-            if let Some(p) = goal_prompts[n].clone() {
-                goal_reads[n] = self.check_refs(&p, &ctx, &format!("goal `{}`", g.name.name));
+            if let Some(p) = &goal_prompts[n] {
+                goal_reads[n] = self.check_refs(p, &ctx, ("goal", &g.name.name));
             }
         }
         for (n, (_, a)) in agents.iter().enumerate() {
             if agent_checked[n] || agent_index.get(a.name.name.as_str()) != Some(&n) {
                 continue;
             }
-            let used = goals.iter().any(|(_, g, _)| g.using.iter().any(|u| u.name == a.name.name));
+            let used = goals
+                .iter()
+                .any(|(_, g, _)| g.using.iter().any(|u| u.name == a.name.name));
             if !used {
-                self.warning("unused-agent", a.name.span, format!("agent `{}` is defined but no goal uses it", a.name.name))
-                    .hint = Some(format!("add `USING {}` to a goal, or remove it", a.name.name));
+                self.warning(
+                    "unused-agent",
+                    a.name.span,
+                    format!("agent `{}` is defined but no goal uses it", a.name.name),
+                )
+                .hint = Some(format!(
+                    "add `USING {}` to a goal, or remove it",
+                    a.name.name
+                ));
             }
             let ctx = RefCtx {
                 goal: None,
@@ -468,8 +548,8 @@ impl Validator<'_, '_> {
                 goals: &goals,
                 goal_prompts: &goal_prompts,
             };
-            if let Some(p) = agent_prompts[n].clone() {
-                agent_reads[n] = self.check_refs(&p, &ctx, &format!("agent `{}`", a.name.name));
+            if let Some(p) = &agent_prompts[n] {
+                agent_reads[n] = self.check_refs(p, &ctx, ("agent", &a.name.name));
             }
         }
         for r in goal_reads.iter().chain(agent_reads.iter()) {
@@ -486,8 +566,15 @@ impl Validator<'_, '_> {
         }
         for i in &inputs {
             if !read_vars.contains(&i.name.name) {
-                self.warning("unused-input", i.name.span, format!("input `{}` is never used", i.name.name))
-                    .hint = Some(format!("refer to it as `${}` in a goal or agent prompt, or remove it", i.name.name));
+                self.warning(
+                    "unused-input",
+                    i.name.span,
+                    format!("input `{}` is never used", i.name.name),
+                )
+                .hint = Some(format!(
+                    "refer to it as `${}` in a goal or agent prompt, or remove it",
+                    i.name.name
+                ));
             }
         }
 
@@ -498,11 +585,19 @@ impl Validator<'_, '_> {
         // ---- Lower to the plan. -----------------------------------------------
         let input_defaults: HashMap<&str, Option<&str>> = inputs
             .iter()
-            .map(|i| (i.name.name.as_str(), i.default.as_ref().map(ast::Value::as_str)))
+            .map(|i| {
+                (
+                    i.name.name.as_str(),
+                    i.default.as_ref().map(ast::Value::as_str),
+                )
+            })
             .collect();
         let lower_limit = |l: &Limit| -> Option<plan::Limit> {
             match l {
-                Limit::Count { digits, .. } => digits.parse().ok().map(|count| plan::Limit::Count { count }),
+                Limit::Count { digits, .. } => digits
+                    .parse()
+                    .ok()
+                    .map(|count| plan::Limit::Count { count }),
                 Limit::Var(v) => Some(plan::Limit::Input {
                     input: v.name.clone(),
                     default: input_defaults
@@ -606,12 +701,20 @@ impl Validator<'_, '_> {
         )
         .note(first, "first defined here");
         let d = self.diags.last_mut().expect("pushed");
-        d.hint = Some(format!("rename one of them or remove this one (the first is on line {line})"));
+        d.hint = Some(format!(
+            "rename one of them or remove this one (the first is on line {line})"
+        ));
     }
 
     /// Register a name in the variable namespace (inputs, goals, output fields),
     /// where one name must mean one thing.
-    fn define_var<'t>(&mut self, vars: &mut HashMap<&'t str, VarDef>, id: &'t ast::Ident, def: VarDef, what: &str) {
+    fn define_var<'t>(
+        &mut self,
+        vars: &mut HashMap<&'t str, VarDef>,
+        id: &'t ast::Ident,
+        def: VarDef,
+        what: &str,
+    ) {
         if let Some(prev) = vars.get(id.name.as_str()).copied() {
             // `GOAL outline "…" -> outline`: the field is the goal's output, and
             // `$outline` means the field.
@@ -633,7 +736,10 @@ impl Validator<'_, '_> {
             self.error(
                 "duplicate-name",
                 id.span,
-                format!("{what} `{}` has the same name as {prev_what}, so `${}` would be ambiguous", id.name, id.name),
+                format!(
+                    "{what} `{}` has the same name as {prev_what}, so `${}` would be ambiguous",
+                    id.name, id.name
+                ),
             )
             .note(prev.span(), "that one is defined here");
             let d = self.diags.last_mut().expect("pushed");
@@ -651,11 +757,20 @@ impl Validator<'_, '_> {
                 let known: Vec<&str> = c.profiles.keys().map(String::as_str).collect();
                 let hint = match suggest(name, known.iter().copied()) {
                     Some(s) => format!("did you mean `{s}`?"),
-                    None if known.is_empty() => format!("the config defines no profiles; add `[profiles.{name}]` with a model"),
-                    None => format!("defined profiles: {}; or add `[profiles.{name}]`", known.join(", ")),
+                    None if known.is_empty() => format!(
+                        "the config defines no profiles; add `[profiles.{name}]` with a model"
+                    ),
+                    None => format!(
+                        "defined profiles: {}; or add `[profiles.{name}]`",
+                        known.join(", ")
+                    ),
                 };
-                self.error("unknown-profile", req.span, format!("profile `{name}` is not defined in the config"))
-                    .hint = Some(hint);
+                self.error(
+                    "unknown-profile",
+                    req.span,
+                    format!("profile `{name}` is not defined in the config"),
+                )
+                .hint = Some(hint);
             }
             None => {
                 self.warning(
@@ -663,7 +778,10 @@ impl Validator<'_, '_> {
                     req.span,
                     format!("profile `{name}` cannot be checked: no config file was found"),
                 )
-                .hint = Some("pass --config agent.toml (or put agent.json / agent.toml in this folder)".into());
+                .hint = Some(
+                    "pass --config agent.toml (or put agent.json / agent.toml in this folder)"
+                        .into(),
+                );
             }
         }
     }
@@ -677,8 +795,12 @@ impl Validator<'_, '_> {
                 }
                 Ok(_) => {}
                 Err(_) => {
-                    self.error("invalid-within", *span, format!("WITHIN {digits} is too large"))
-                        .hint = Some(format!("the largest limit is {}", u32::MAX));
+                    self.error(
+                        "invalid-within",
+                        *span,
+                        format!("WITHIN {digits} is too large"),
+                    )
+                    .hint = Some(format!("the largest limit is {}", u32::MAX));
                 }
             },
             Limit::Var(v) => match vars.get(v.name.as_str()) {
@@ -699,11 +821,25 @@ impl Validator<'_, '_> {
                     }
                 }
                 Some(other) => {
-                    let what = if matches!(other, VarDef::Goal { .. }) { "a goal's output" } else { "an output field" };
-                    self.error("invalid-within", v.span, format!("WITHIN needs a number or an input, but `${}` is {what}", v.name))
-                        .note(other.span(), "defined here");
+                    let what = if matches!(other, VarDef::Goal { .. }) {
+                        "a goal's output"
+                    } else {
+                        "an output field"
+                    };
+                    self.error(
+                        "invalid-within",
+                        v.span,
+                        format!(
+                            "WITHIN needs a number or an input, but `${}` is {what}",
+                            v.name
+                        ),
+                    )
+                    .note(other.span(), "defined here");
                     let d = self.diags.last_mut().expect("pushed");
-                    d.hint = Some(format!("declare `INPUT max_{} DEFAULT 5` and write `WITHIN $max_{}`", v.name, v.name));
+                    d.hint = Some(format!(
+                        "declare `INPUT max_{} DEFAULT 5` and write `WITHIN $max_{}`",
+                        v.name, v.name
+                    ));
                 }
                 None => {
                     let names: Vec<&str> = inputs.iter().map(|i| i.name.name.as_str()).collect();
@@ -711,8 +847,12 @@ impl Validator<'_, '_> {
                         Some(s) => format!("did you mean `${s}`?"),
                         None => format!("declare it with `INPUT {} DEFAULT 5`", v.name),
                     };
-                    self.error("undefined-variable", v.span, format!("undefined variable `${}`", v.name))
-                        .hint = Some(hint);
+                    self.error(
+                        "undefined-variable",
+                        v.span,
+                        format!("undefined variable `${}`", v.name),
+                    )
+                    .hint = Some(hint);
                 }
             },
             Limit::Other { text, span } => {
@@ -721,30 +861,47 @@ impl Validator<'_, '_> {
                 } else {
                     "write a whole number such as `WITHIN 5`, or `WITHIN $input`".to_owned()
                 };
-                self.error("invalid-within", *span, format!("WITHIN `{text}` is not a positive whole number or an input"))
-                    .hint = Some(hint);
+                self.error(
+                    "invalid-within",
+                    *span,
+                    format!("WITHIN `{text}` is not a positive whole number or an input"),
+                )
+                .hint = Some(hint);
             }
         }
     }
 
     /// Check every `$name` in a prompt against what exists at this point, and
     /// return the names it reads.
-    fn check_refs(&mut self, p: &Prompt, ctx: &RefCtx<'_, '_>, owner: &str) -> Vec<String> {
-        let Some((fid, offset, end)) = p.at else { return Vec::new() };
+    fn check_refs(&mut self, p: &Prompt, ctx: &RefCtx<'_, '_>, owner: (&str, &str)) -> Vec<String> {
+        let Some((fid, offset, end)) = p.at else {
+            return Vec::new();
+        };
         // Scan the raw source so positions are exact; for inline strings that is
         // the text between the quotes (escapes never contain `$name`).
-        let file_text = self.map.snippet(Span::new(fid, offset, end)).to_owned();
-        let raw = file_text.as_str();
+        let raw = self.map.snippet(Span::new(fid, offset, end));
         let known = |n: &str| ctx.vars.contains_key(n);
-        let mut reads = Vec::new();
-        for piece in template::pieces(raw, known) {
-            let template::Piece::Var { name, start, end } = piece else { continue };
-            let span = Span::new(fid, offset + start, offset + end);
-            if !reads.iter().any(|r: &String| r == name) {
+        let refs: Vec<(&str, Span)> = template::pieces(raw, known)
+            .into_iter()
+            .filter_map(|piece| match piece {
+                template::Piece::Var { name, start, end } => {
+                    Some((name, Span::new(fid, offset + start, offset + end)))
+                }
+                template::Piece::Literal(_) => None,
+            })
+            .collect();
+        let refs: Vec<(String, Span)> = refs.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
+        let owner = format!("{} `{}`", owner.0, owner.1);
+        let mut reads: Vec<String> = Vec::new();
+        for (name, span) in refs {
+            let name = name.as_str();
+            if !reads.iter().any(|r| r == name) {
                 reads.push(name.to_owned());
             }
             let def = ctx.vars.get(name).copied();
-            let own = def.and_then(VarDef::goal).is_some_and(|g| Some(g) == ctx.goal);
+            let own = def
+                .and_then(VarDef::goal)
+                .is_some_and(|g| Some(g) == ctx.goal);
             if own {
                 if !ctx.iterative {
                     self.error(
@@ -761,7 +918,10 @@ impl Validator<'_, '_> {
             }
             match def {
                 Some(def) => {
-                    let producer = def.goal().map(|g| ctx.goals[g].1.name.name.as_str()).unwrap_or("?");
+                    let producer = def
+                        .goal()
+                        .map(|g| ctx.goals[g].1.name.name.as_str())
+                        .unwrap_or("?");
                     // Does the producer in turn read us? Then it is a cycle.
                     let cyclic = match (def.goal(), ctx.goal) {
                         (Some(pg), Some(me)) => {
@@ -787,20 +947,30 @@ impl Validator<'_, '_> {
                         self.error(
                             "use-before-definition",
                             span,
-                            format!("{owner} reads `${name}` before goal `{producer}` has produced it"),
+                            format!(
+                                "{owner} reads `${name}` before goal `{producer}` has produced it"
+                            ),
                         )
                         .note(def.span(), "defined here");
                         let d = self.diags.last_mut().expect("pushed");
-                        d.hint = Some(format!("run `{producer}` in an earlier step, or earlier in this step"));
+                        d.hint = Some(format!(
+                            "run `{producer}` in an earlier step, or earlier in this step"
+                        ));
                     }
                 }
                 None => {
                     let hint = match suggest(name, ctx.all_names.iter().copied()) {
                         Some(s) => format!("did you mean `${s}`?"),
-                        None => format!("declare it with `INPUT {name}`, or write `$${name}` for a literal `${name}`"),
+                        None => format!(
+                            "declare it with `INPUT {name}`, or write `$${name}` for a literal `${name}`"
+                        ),
                     };
-                    self.error("undefined-variable", span, format!("undefined variable `${name}` in {owner}"))
-                        .hint = Some(hint);
+                    self.error(
+                        "undefined-variable",
+                        span,
+                        format!("undefined variable `${name}` in {owner}"),
+                    )
+                    .hint = Some(hint);
                 }
             }
         }
@@ -813,7 +983,11 @@ impl Validator<'_, '_> {
             Source::Inline(t) => Some(Prompt {
                 text: t.value.clone(),
                 source: plan::PromptSource::Inline,
-                at: Some((t.content.file, t.content.start as usize, t.content.end as usize)),
+                at: Some((
+                    t.content.file,
+                    t.content.start as usize,
+                    t.content.end as usize,
+                )),
             }),
             Source::From { path, span } => self.load_from(path, *span, usage),
         }
@@ -828,18 +1002,33 @@ impl Validator<'_, '_> {
         self.check_escape(written, &resolved, span);
         if resolved.is_dir() {
             if usage == PromptUse::Goal {
-                self.error("missing-file", span, format!("`{written}` is a folder; a goal's FROM names a file"))
-                    .hint = Some("point at a .md or .txt file inside it".into());
+                self.error(
+                    "missing-file",
+                    span,
+                    format!("`{written}` is a folder; a goal's FROM names a file"),
+                )
+                .hint = Some("point at a .md or .txt file inside it".into());
                 return None;
             }
             return self.load_skill(written, &resolved, span);
         }
         if resolved.exists() {
-            return self.read_prompt_file(written, &resolved, span, plan::PromptSource::File { path: written.to_owned() });
+            return self.read_prompt_file(
+                written,
+                &resolved,
+                span,
+                plan::PromptSource::File {
+                    path: written.to_owned(),
+                },
+            );
         }
         // A bare name may be a skill from `skills.paths`.
         if usage == PromptUse::Agent && !written.contains(['/', '\\']) && !written.contains('.') {
-            let paths = self.opts.config.map(|c| c.skills.paths.clone()).unwrap_or_default();
+            let paths = self
+                .opts
+                .config
+                .map(|c| c.skills.paths.clone())
+                .unwrap_or_default();
             for base in paths {
                 let dir = expand_home(&base.to_string_lossy());
                 let candidate = dir.join(written);
@@ -851,7 +1040,10 @@ impl Validator<'_, '_> {
         let mut d = Diagnostic::error(
             "missing-file",
             span,
-            format!("cannot find `{written}` (looked for {})", resolved.display()),
+            format!(
+                "cannot find `{written}` (looked for {})",
+                resolved.display()
+            ),
         );
         d.hint = Some(match self.similar_file(&resolved) {
             Some(s) => format!("did you mean `{s}`?"),
@@ -873,10 +1065,13 @@ impl Validator<'_, '_> {
         }
         let mut p = self.read_prompt_file(written, &skill, span, plan::PromptSource::Inline)?;
         let (name, description, body_offset) = split_front_matter(&p.text);
-        p.text = p.text[body_offset..].trim_start_matches(['\n', '\r']).to_owned();
+        p.text = p.text[body_offset..]
+            .trim_start_matches(['\n', '\r'])
+            .to_owned();
         if let Some((fid, off, end)) = p.at {
             let full = &self.map.file(fid).text;
-            let skipped = full[body_offset..].len() - full[body_offset..].trim_start_matches(['\n', '\r']).len();
+            let skipped = full[body_offset..].len()
+                - full[body_offset..].trim_start_matches(['\n', '\r']).len();
             p.at = Some((fid, off + body_offset + skipped, end));
         }
         p.source = plan::PromptSource::Skill {
@@ -887,29 +1082,48 @@ impl Validator<'_, '_> {
         Some(p)
     }
 
-    fn read_prompt_file(&mut self, written: &str, path: &Path, span: Span, source: plan::PromptSource) -> Option<Prompt> {
+    fn read_prompt_file(
+        &mut self,
+        written: &str,
+        path: &Path,
+        span: Span,
+        source: plan::PromptSource,
+    ) -> Option<Prompt> {
         let meta = match std::fs::metadata(path) {
             Ok(m) => m,
             Err(e) => {
-                self.error("unreadable-file", span, format!("cannot read `{written}`: {e}"));
+                self.error(
+                    "unreadable-file",
+                    span,
+                    format!("cannot read `{written}`: {e}"),
+                );
                 return None;
             }
         };
         if !meta.is_file() {
-            self.error("unreadable-file", span, format!("`{written}` is not a regular file"))
-                .hint = Some("FROM must name a prompt file (.md or .txt)".into());
+            self.error(
+                "unreadable-file",
+                span,
+                format!("`{written}` is not a regular file"),
+            )
+            .hint = Some("FROM must name a prompt file (.md or .txt)".into());
             return None;
         }
         if meta.len() > MAX_PROMPT_BYTES {
             self.error(
                 "unreadable-file",
                 span,
-                format!("`{written}` is {} bytes; prompt files are limited to {MAX_PROMPT_BYTES} bytes", meta.len()),
+                format!(
+                    "`{written}` is {} bytes; prompt files are limited to {MAX_PROMPT_BYTES} bytes",
+                    meta.len()
+                ),
             );
             return None;
         }
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-        if !matches!(ext, "md" | "txt" | "markdown") && path.file_name().is_some_and(|n| n != "SKILL.md") {
+        if !matches!(ext, "md" | "txt" | "markdown")
+            && path.file_name().is_some_and(|n| n != "SKILL.md")
+        {
             self.warning(
                 "prompt-extension",
                 span,
@@ -919,7 +1133,11 @@ impl Validator<'_, '_> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
-                self.error("unreadable-file", span, format!("cannot read `{written}`: {e}"));
+                self.error(
+                    "unreadable-file",
+                    span,
+                    format!("cannot read `{written}`: {e}"),
+                );
                 return None;
             }
         };
@@ -932,13 +1150,18 @@ impl Validator<'_, '_> {
                 self.error(
                     "not-utf8",
                     span,
-                    format!("`{written}` is not UTF-8 text (invalid byte at line {line}, byte {at})"),
+                    format!(
+                        "`{written}` is not UTF-8 text (invalid byte at line {line}, byte {at})"
+                    ),
                 )
                 .hint = Some("save the file as UTF-8".into());
                 return None;
             }
         };
-        let text = text.strip_prefix('\u{feff}').map(str::to_owned).unwrap_or(text);
+        let text = text
+            .strip_prefix('\u{feff}')
+            .map(str::to_owned)
+            .unwrap_or(text);
         let display = self.dir.join(written);
         let len = text.len();
         let fid = self.map.add(display, text.clone());
@@ -955,7 +1178,11 @@ impl Validator<'_, '_> {
         let escapes_lexically = Path::new(written).is_absolute()
             || written.starts_with('~')
             || normalize(Path::new(written)).starts_with("..");
-        let dir = if self.dir.as_os_str().is_empty() { Path::new(".") } else { &self.dir };
+        let dir = if self.dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &self.dir
+        };
         let escapes_by_link = match (resolved.canonicalize(), dir.canonicalize()) {
             (Ok(r), Ok(d)) => !r.starts_with(&d),
             _ => false,
@@ -966,7 +1193,9 @@ impl Validator<'_, '_> {
                 span,
                 format!("`{written}` is outside the workflow's folder"),
             )
-            .hint = Some("copy the file into the workflow folder so the workflow is self-contained".into());
+            .hint = Some(
+                "copy the file into the workflow folder so the workflow is self-contained".into(),
+            );
         }
     }
 
@@ -974,7 +1203,11 @@ impl Validator<'_, '_> {
     fn similar_file(&self, missing: &Path) -> Option<String> {
         let parent = missing.parent()?;
         let want = missing.file_name()?.to_str()?;
-        let listed = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+        let listed = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
         let entries = std::fs::read_dir(listed).ok()?;
         let names: Vec<String> = entries
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -1033,7 +1266,11 @@ fn item_span(item: &Item) -> Span {
 
 /// The first non-empty line, trimmed, for display.
 fn summary(text: &str) -> String {
-    let line = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     let mut s: String = line.chars().take(120).collect();
     if line.chars().count() > 120 {
         s.push('…');
@@ -1044,7 +1281,10 @@ fn summary(text: &str) -> String {
 /// YAML-ish front matter (`---` … `---`) of a SKILL.md: its `name`, its
 /// `description`, and where the body starts. Only these two keys matter here.
 fn split_front_matter(text: &str) -> (Option<String>, Option<String>, usize) {
-    let Some(rest) = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n")) else {
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
         return (None, None, 0);
     };
     let header_start = text.len() - rest.len();
@@ -1077,24 +1317,23 @@ fn expand_home(p: &str) -> PathBuf {
     PathBuf::from(p)
 }
 
-/// Resolve `.` and `..` lexically (no file system access).
+/// Resolve `.` and `..` lexically (no file system access). Leading `..` that
+/// climb above the start are kept, so callers can see the path leaves its base.
 fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
+    let mut parts: Vec<Component> = Vec::new();
     for c in p.components() {
         match c {
             Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() || out.as_os_str().is_empty() && out.components().next().is_none() {
-                    // Popping past the start: keep the `..` so the caller sees it.
-                    if out.as_os_str().is_empty() {
-                        out.push("..");
-                    }
+            Component::ParentDir => match parts.last() {
+                Some(Component::Normal(_)) => {
+                    parts.pop();
                 }
-            }
-            other => out.push(other),
+                _ => parts.push(c),
+            },
+            other => parts.push(other),
         }
     }
-    out
+    parts.iter().collect()
 }
 
 #[cfg(test)]
@@ -1110,9 +1349,13 @@ mod tests {
 
     #[test]
     fn front_matter() {
-        let (n, d, off) = split_front_matter("---\nname: review\ndescription: \"Reviews\"\n---\nBody");
+        let (n, d, off) =
+            split_front_matter("---\nname: review\ndescription: \"Reviews\"\n---\nBody");
         assert_eq!(n.as_deref(), Some("review"));
         assert_eq!(d.as_deref(), Some("Reviews"));
-        assert_eq!(&"---\nname: review\ndescription: \"Reviews\"\n---\nBody"[off..], "Body");
+        assert_eq!(
+            &"---\nname: review\ndescription: \"Reviews\"\n---\nBody"[off..],
+            "Body"
+        );
     }
 }

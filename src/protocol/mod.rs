@@ -12,8 +12,14 @@ pub mod workflows;
 /// Every published schema: file name under `protocol/`, and the schema.
 pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
     vec![
-        ("validate-report.schema.json", schemars::schema_for!(diagnostics::ValidateReport)),
+        (
+            "validate-report.schema.json",
+            schemars::schema_for!(diagnostics::ValidateReport),
+        ),
         ("plan.schema.json", schemars::schema_for!(crate::plan::Plan)),
-        ("workflow-list.schema.json", schemars::schema_for!(workflows::WorkflowList)),
+        (
+            "workflow-list.schema.json",
+            schemars::schema_for!(workflows::WorkflowList),
+        ),
     ]
 }

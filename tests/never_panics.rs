@@ -1,0 +1,139 @@
+//! The front end never panics, whatever it is fed: arbitrary bytes, and token
+//! soups built from the language's own pieces (which reach far deeper into the
+//! parser and validator than random bytes do). Every diagnostic it produces must
+//! also render, so spans always land inside their file.
+
+use std::path::PathBuf;
+
+use agentfile::diag::{Style, render};
+use agentfile::frontend::{Options, analyze_bytes};
+use proptest::prelude::*;
+
+fn check(bytes: Vec<u8>) {
+    // A path inside an empty folder, so FROM paths resolve to nothing real.
+    let dir = std::env::temp_dir().join("agentfile-never-panics");
+    let _ = std::fs::create_dir_all(&dir);
+    let a = analyze_bytes(dir.join("Agentfile"), bytes, Options::default());
+    for d in &a.diagnostics {
+        let text = render(&a.sources, d, Style::default());
+        assert!(text.contains(d.severity.as_str()));
+    }
+    // A valid result always carries a plan, an invalid one never does.
+    assert_eq!(a.plan.is_some(), a.errors() == 0);
+}
+
+const PIECES: &[&str] = &[
+    "NAME",
+    "INPUT",
+    "AGENT",
+    "GOAL",
+    "RUN",
+    "LOOP",
+    "CONVERGE",
+    "FROM",
+    "USING",
+    "WITHIN",
+    "DEFAULT",
+    "REQUIRES",
+    "SUPERVISED",
+    "UNSUPERVISED",
+    "HUMAN",
+    "SECURITY",
+    "goal",
+    "a",
+    "b",
+    "x-y",
+    "_z",
+    "$a",
+    "$b",
+    "$$",
+    "$",
+    "${a}",
+    "\"",
+    "\"\"\"",
+    "\"text $a\"",
+    "\"esc \\d \\\"\"",
+    ",",
+    "->",
+    "-",
+    ">",
+    "#",
+    "# comment",
+    "\n",
+    "\r\n",
+    "\n\n",
+    " ",
+    "\t",
+    "0",
+    "5",
+    "99999999999999",
+    "2.5",
+    "agents/x.md",
+    "../up.md",
+    "/dev/null",
+    "~/x",
+    "é",
+    "日本",
+    "\u{feff}",
+    "\0",
+    "CMD",
+    "TOOL",
+    "# syntax=agentrc",
+];
+
+fn soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(PIECES), 0..60).prop_map(|v| v.join(" "))
+}
+
+fn tight_soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(PIECES), 0..60).prop_map(|v| v.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        check(bytes);
+    }
+
+    #[test]
+    fn arbitrary_text(text in "\\PC{0,300}") {
+        check(text.into_bytes());
+    }
+
+    #[test]
+    fn token_soup(text in soup()) {
+        check(text.into_bytes());
+    }
+
+    #[test]
+    fn token_soup_without_spaces(text in tight_soup()) {
+        check(text.into_bytes());
+    }
+}
+
+/// Mutations of a real workflow: every truncation and every single-byte change
+/// of the seed's TDD workflow.
+#[test]
+fn every_prefix_and_byte_flip_of_a_real_workflow() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/valid/full-dialect/Agentfile");
+    let src = std::fs::read(&path).unwrap();
+    for cut in 0..=src.len() {
+        let a = analyze_bytes(path.clone(), src[..cut].to_vec(), Options::default());
+        for d in &a.diagnostics {
+            render(&a.sources, d, Style::default());
+        }
+    }
+    for i in 0..src.len() {
+        for b in [b'"', b'\n', b'$', b',', b' ', 0xff] {
+            let mut m = src.clone();
+            m[i] = b;
+            let a = analyze_bytes(path.clone(), m, Options::default());
+            for d in &a.diagnostics {
+                render(&a.sources, d, Style::default());
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The JSON Schemas in `protocol/` are generated from the wire types in
+//! `src/protocol/` and `src/plan.rs`; this test fails when they drift apart.
+//! Regenerate with `UPDATE_SNAPSHOTS=1 cargo test --test protocol`.
+
+use std::path::Path;
+
+#[test]
+fn protocol_schemas_match_the_code() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol");
+    let mut stale = Vec::new();
+    for (name, schema) in agentfile::protocol::schemas() {
+        let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
+        let path = dir.join(name);
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(&path, &text).unwrap();
+        } else if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            stale.push(name);
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "protocol schemas out of date: {stale:?}; run UPDATE_SNAPSHOTS=1 cargo test --test protocol"
+    );
+}
