@@ -22,6 +22,9 @@
 //! - [`protocol`]: wire types (JSON shapes other programs read), each deriving the
 //!   JSON Schema published in `protocol/`.
 //!
+//! - [`tools`]: the built-in tools and MCP tools, behind one policy gate; the
+//!   executor sees them only through the `ToolSet` trait.
+//!
 //! `src/main.rs` is only the CLI adapter over these.
 
 pub mod agentfile;
@@ -34,3 +37,4 @@ pub mod inspect;
 pub mod llm;
 pub mod plan;
 pub mod protocol;
+pub mod tools;

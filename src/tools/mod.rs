@@ -1,0 +1,93 @@
+//! Tools: what agents act through, and the one policy gate in front of them.
+//!
+//! The executor sees tools only through [`ToolSet`]: the definitions to offer the
+//! model, and one way to call a tool by name. Every call goes through the policy
+//! gate before anything runs; a denied call never runs and comes back as a
+//! [`CallResult`] with `denied` set, so the executor can tell the model and emit a
+//! `policy_denied` event. Tool failures are results for the model, never run
+//! failures.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::llm::ToolDef;
+
+/// Where and for whom a tool call runs.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The workspace, absolute and canonical: file tools and bash work here.
+    pub workspace: PathBuf,
+    /// The agent id (`agent.id` in the config): the memory namespace.
+    pub agent_id: String,
+    /// Cancelled when the run is cancelled or a budget runs out: a running tool
+    /// (a bash process group, an HTTP fetch, an MCP call) stops at once.
+    pub cancel: CancellationToken,
+}
+
+/// What a tool returns to the model.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolOutput {
+    /// Text the model reads (truncated with a note past the size cap).
+    pub content: String,
+    /// True when the tool failed (bad arguments, missing file, non-zero exit is
+    /// *not* an error for bash — its exit code is part of the content).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// Why the policy refused a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Denial {
+    pub tool: String,
+    /// The rule that decided, as a user would find it in policy.toml
+    /// (`bash.denylist "sudo *"`, `read.deny "~/.ssh/*"`, `default_deny`,
+    /// `[bash] enabled = false`, `no policy file: bash is off by default`).
+    pub rule: String,
+    /// What was refused, in words (`sudo rm -rf / (command 1 of 2)`).
+    pub reason: String,
+}
+
+/// The result of one call through the gate.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallResult {
+    /// What goes back to the model. For a denied call: an error naming the rule.
+    pub output: ToolOutput,
+    /// Set when the policy refused the call (it did not run).
+    pub denied: Option<Denial>,
+    /// Wall time of the call, gate included.
+    pub duration: Duration,
+}
+
+/// The executor's view of the tools a run may use.
+pub trait ToolSet: Send + Sync {
+    /// Tools to offer the model (only those the policy enables).
+    fn definitions(&self) -> Vec<ToolDef>;
+
+    /// Check `name(args)` against the policy and, when allowed, run it.
+    /// Never panics and never fails: every problem is a [`CallResult`].
+    fn call<'a>(
+        &'a self,
+        name: &'a str,
+        args: serde_json::Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, CallResult>;
+}
