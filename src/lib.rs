@@ -22,6 +22,8 @@
 //! - [`protocol`]: wire types (JSON shapes other programs read), each deriving the
 //!   JSON Schema published in `protocol/`.
 //!
+//! - [`session`]: session stores (SQLite, files): every event persisted before any
+//!   other sink sees it; the event log is what resume rebuilds a run from.
 //! - [`tools`]: the built-in tools and MCP tools, behind one policy gate; the
 //!   executor sees them only through the `ToolSet` trait.
 //!
@@ -37,4 +39,5 @@ pub mod inspect;
 pub mod llm;
 pub mod plan;
 pub mod protocol;
+pub mod session;
 pub mod tools;

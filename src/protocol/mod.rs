@@ -7,6 +7,7 @@
 //! `UPDATE_SNAPSHOTS=1 cargo test --test protocol`).
 
 pub mod diagnostics;
+pub mod events;
 pub mod workflows;
 
 /// Every published schema: file name under `protocol/`, and the schema.

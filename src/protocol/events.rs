@@ -1,0 +1,321 @@
+//! Run events (CONTRACT §5): one ordered stream per session.
+//!
+//! The same objects appear in `--output stream-json`, JSON-RPC `event`
+//! notifications, MCP progress notifications, the session store and telemetry.
+//! `seq` is dense and increasing per session, so a consumer that saw `seq` N can
+//! ask for everything after N.
+//!
+//! ```json
+//! {"schema_version":1,"session_id":"…","seq":7,"ts":"2026-11-22T10:00:00.123Z","type":"tool_call",
+//!  "step":"implementation","goal":"fix","agent":"creative","iteration":2,"data":{…}}
+//! ```
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub const EVENT_SCHEMA_VERSION: u32 = 1;
+
+/// One event of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Event {
+    pub schema_version: u32,
+    pub session_id: String,
+    /// Dense, increasing per session, starting at 1.
+    pub seq: u64,
+    /// RFC 3339 UTC with milliseconds.
+    pub ts: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub step: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub goal: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub agent: Option<String>,
+    /// Loop or CONVERGE iteration, 1-based.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub iteration: Option<u32>,
+    #[serde(flatten)]
+    pub body: EventBody,
+}
+
+impl Event {
+    /// The `type` field, as written on the wire.
+    pub fn kind(&self) -> &'static str {
+        self.body.kind()
+    }
+}
+
+/// Token and cost totals.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Estimated; `None` while any call's model had no known price.
+    pub cost_usd: Option<f64>,
+    /// Model calls made.
+    pub turns: u64,
+    pub tool_calls: u64,
+}
+
+/// Why a loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LoopStop {
+    /// The model signalled completion (the `signal_done` tool, or `CONVERGED`).
+    Explicit,
+    /// An iteration made no tool calls.
+    NoToolCalls,
+    /// An iteration's outputs equalled the previous iteration's.
+    Unchanged,
+    /// WITHIN was reached without converging.
+    Limit,
+}
+
+impl LoopStop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoopStop::Explicit => "converged: explicit",
+            LoopStop::NoToolCalls => "converged: no_tool_calls",
+            LoopStop::Unchanged => "converged: unchanged",
+            LoopStop::Limit => "limit",
+        }
+    }
+}
+
+/// A tool call as the model made it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ToolCallInfo {
+    pub id: String,
+    pub name: String,
+    pub arguments: serde_json::Value,
+}
+
+/// What happened, by type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", content = "data", rename_all = "snake_case")]
+pub enum EventBody {
+    RunStarted {
+        workflow: String,
+        path: String,
+        inputs: BTreeMap<String, String>,
+        provider: String,
+        model: String,
+        workspace: String,
+        /// Set when this run continues an earlier, interrupted one.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        resumed_from_seq: Option<u64>,
+    },
+    StepStarted {
+        kind: String,
+        goals: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        limit: Option<u32>,
+    },
+    GoalStarted {
+        /// The outcome with variables filled in.
+        outcome: String,
+        agents: Vec<String>,
+    },
+    AgentStarted {
+        /// `synthesis` for the call that reconciles several agents.
+        role: String,
+    },
+    LlmRequest {
+        model: String,
+        turn: u32,
+        messages: usize,
+        tools: usize,
+    },
+    LlmResponse {
+        model: String,
+        turn: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+        latency_ms: u64,
+        cost_usd: Option<f64>,
+        stop_reason: String,
+        text: String,
+        tool_calls: Vec<ToolCallInfo>,
+    },
+    ToolCall {
+        id: String,
+        tool: String,
+        arguments: serde_json::Value,
+    },
+    ToolResult {
+        id: String,
+        tool: String,
+        content: String,
+        is_error: bool,
+        duration_ms: u64,
+    },
+    PolicyDenied {
+        id: String,
+        tool: String,
+        rule: String,
+        reason: String,
+    },
+    ApprovalRequired {
+        reason: String,
+    },
+    ApprovalResolved {
+        approved: bool,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        note: Option<String>,
+    },
+    LoopIteration {
+        limit: u32,
+    },
+    GoalComplete {
+        output: String,
+        /// Structured fields (`-> a, b`), when the goal declares them.
+        #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+        fields: BTreeMap<String, serde_json::Value>,
+        /// For CONVERGE goals and loop bodies: set on the last iteration.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        converged: Option<LoopStop>,
+    },
+    StepComplete {
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        iterations: Option<u32>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        stop: Option<LoopStop>,
+    },
+    Warning {
+        message: String,
+    },
+    Error {
+        message: String,
+    },
+    RunComplete {
+        outputs: BTreeMap<String, serde_json::Value>,
+        usage: Usage,
+    },
+    RunFailed {
+        error: String,
+        termination_reason: String,
+        usage: Usage,
+    },
+    RunCancelled {
+        usage: Usage,
+    },
+}
+
+impl EventBody {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EventBody::RunStarted { .. } => "run_started",
+            EventBody::StepStarted { .. } => "step_started",
+            EventBody::GoalStarted { .. } => "goal_started",
+            EventBody::AgentStarted { .. } => "agent_started",
+            EventBody::LlmRequest { .. } => "llm_request",
+            EventBody::LlmResponse { .. } => "llm_response",
+            EventBody::ToolCall { .. } => "tool_call",
+            EventBody::ToolResult { .. } => "tool_result",
+            EventBody::PolicyDenied { .. } => "policy_denied",
+            EventBody::ApprovalRequired { .. } => "approval_required",
+            EventBody::ApprovalResolved { .. } => "approval_resolved",
+            EventBody::LoopIteration { .. } => "loop_iteration",
+            EventBody::GoalComplete { .. } => "goal_complete",
+            EventBody::StepComplete { .. } => "step_complete",
+            EventBody::Warning { .. } => "warning",
+            EventBody::Error { .. } => "error",
+            EventBody::RunComplete { .. } => "run_complete",
+            EventBody::RunFailed { .. } => "run_failed",
+            EventBody::RunCancelled { .. } => "run_cancelled",
+        }
+    }
+
+    /// True for the three events that end a run.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            EventBody::RunComplete { .. }
+                | EventBody::RunFailed { .. }
+                | EventBody::RunCancelled { .. }
+        )
+    }
+}
+
+/// The final result of a run (`--output json`, the last line of `stream-json`,
+/// JSON-RPC `run`'s result).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RunResult {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub session_id: String,
+    /// `completed`, `failed` or `cancelled`.
+    pub status: String,
+    /// Each goal's output: its text, or an object of its `-> fields`.
+    pub outputs: BTreeMap<String, serde_json::Value>,
+    pub usage: Usage,
+    /// `completed`, `error`, `cancelled`, `approval_denied`, `approval_unavailable`,
+    /// `max_turns`, `max_tokens`, `max_cost`, `timeout`, `loop_limit`.
+    pub termination_reason: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+    /// The process exit code the CLI uses for this result (CONTRACT §3).
+    pub exit_code: i32,
+}
+
+/// Format a time as RFC 3339 UTC with milliseconds (`2026-11-22T10:00:00.123Z`).
+pub fn rfc3339(t: std::time::SystemTime) -> String {
+    let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let secs = d.as_secs() as i64;
+    let millis = d.subsec_millis();
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{millis:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_341_600_123);
+        assert_eq!(rfc3339(t), "2026-11-22T10:00:00.123Z");
+        let leap = UNIX_EPOCH + Duration::from_secs(951_782_400);
+        assert_eq!(rfc3339(leap), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn wire_shape() {
+        let e = Event {
+            schema_version: 1,
+            session_id: "s".into(),
+            seq: 7,
+            ts: "t".into(),
+            step: Some("impl".into()),
+            goal: Some("fix".into()),
+            agent: None,
+            iteration: Some(2),
+            body: EventBody::ToolCall {
+                id: "c1".into(),
+                tool: "bash".into(),
+                arguments: serde_json::json!({"command": "ls"}),
+            },
+        };
+        let v = serde_json::to_value(&e).unwrap();
+        assert_eq!(v["type"], "tool_call");
+        assert_eq!(v["data"]["tool"], "bash");
+        assert_eq!(v["iteration"], 2);
+        assert!(v.get("agent").is_none());
+        let back: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(back, e);
+    }
+}
