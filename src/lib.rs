@@ -16,6 +16,10 @@
 //! - [`config`]: `agent.json` / `agent.toml` plus environment overrides.
 //! - [`frontend`]: the front door — read a workflow file, detect its format, run
 //!   that format's front end; every command goes through it.
+//! - [`executor`]: runs a plan — steps, loops, CONVERGE, goals as model/tool
+//!   conversations, several agents in parallel and a synthesis, budgets,
+//!   approvals, resume from the event log.
+//! - [`events`]: the event bus — stamps `seq`, stores, then fans out to sinks.
 //! - [`llm`]: the provider trait and its implementations on the real wire formats
 //!   (Anthropic, OpenAI-compatible, Gemini), retries, cost, record/replay, and
 //!   the loopback fake provider that every test above this layer uses.
@@ -34,6 +38,8 @@ pub mod config;
 pub mod detect;
 pub mod diag;
 pub mod discover;
+pub mod events;
+pub mod executor;
 pub mod frontend;
 pub mod inspect;
 pub mod llm;

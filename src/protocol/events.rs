@@ -172,9 +172,15 @@ pub enum EventBody {
         /// Structured fields (`-> a, b`), when the goal declares them.
         #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
         fields: BTreeMap<String, serde_json::Value>,
-        /// For CONVERGE goals and loop bodies: set on the last iteration.
+        /// For CONVERGE goals: why the refinement stopped.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         converged: Option<LoopStop>,
+        /// Tool calls the goal made (convergence of loops, and resume, use it).
+        #[serde(default)]
+        tool_calls: u64,
+        /// The model called `signal_done` during this goal.
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+        done: bool,
     },
     StepComplete {
         #[serde(skip_serializing_if = "Option::is_none", default)]
