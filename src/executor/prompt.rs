@@ -32,11 +32,9 @@ pub(super) fn system(
     let _ = write!(
         s,
         "\n\nYou are working on the goal `{}` of the workflow `{}`. You run unattended: nobody will answer questions, so do not ask any; decide and act. \
-Use the tools to inspect and change things; relative paths are relative to the workspace ({}). \
+Use the tools to inspect and change things; relative paths are relative to the workspace. \
 When the goal is achieved, reply with your final answer and no tool calls.",
-        goal.name,
-        cx.plan.name,
-        cx.tool_cx.workspace.display()
+        goal.name, cx.plan.name
     );
     if !goal.outputs.is_empty() {
         let _ = write!(

@@ -50,7 +50,7 @@ pub struct CassetteEntry {
 pub struct Recorder {
     inner: Arc<dyn Provider>,
     path: PathBuf,
-    file: Mutex<File>,
+    file: Arc<Mutex<File>>,
 }
 
 impl Recorder {
@@ -63,8 +63,18 @@ impl Recorder {
         Ok(Recorder {
             inner,
             path: path.to_owned(),
-            file: Mutex::new(file),
+            file: Arc::new(Mutex::new(file)),
         })
+    }
+
+    /// Record another provider into the same cassette (a run whose agents use
+    /// several profiles writes one cassette, in call order).
+    pub fn share(&self, inner: Arc<dyn Provider>) -> Recorder {
+        Recorder {
+            inner,
+            path: self.path.clone(),
+            file: self.file.clone(),
+        }
     }
 
     fn write(

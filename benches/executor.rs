@@ -1,0 +1,212 @@
+//! Runtime overhead of the executor: a 100-goal workflow, 3 tool calls per goal,
+//! against a zero-latency model (an in-process provider that answers at once) and
+//! a no-op tool set, so what is timed is the executor itself — prompt building,
+//! interpolation, events, budget checks, conversation bookkeeping.
+//!
+//! Target: under 200 µs per model turn. Run with `cargo bench --bench executor`;
+//! it prints the per-turn figure and the process's peak RSS at the end.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentfile::events::EventBus;
+use agentfile::executor::{ApproveAll, Limits, Models, RunSpec, Services, bind_inputs, execute};
+use agentfile::frontend::{Options, analyze_bytes};
+use agentfile::llm::{
+    CancellationToken, ChatRequest, ChatResponse, ContentBlock, LlmError, Provider, StopReason,
+    StreamEvent, ToolCall, ToolDef, Usage,
+};
+use agentfile::plan::Plan;
+use agentfile::protocol::events::Event;
+use agentfile::tools::{CallResult, ToolContext, ToolOutput, ToolSet};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use serde_json::{Value, json};
+
+const GOALS: usize = 100;
+const TOOL_CALLS_PER_GOAL: usize = 3;
+
+fn main() {
+    divan::main();
+    report();
+}
+
+/// Answers with a tool call until the conversation holds three tool results,
+/// then with text — instantly.
+struct Instant0;
+
+impl Provider for Instant0 {
+    fn name(&self) -> &str {
+        "bench"
+    }
+    fn model(&self) -> &str {
+        "bench-model"
+    }
+    fn chat(
+        &self,
+        request: ChatRequest,
+        _: CancellationToken,
+    ) -> BoxFuture<'_, Result<ChatResponse, LlmError>> {
+        let results = request
+            .messages
+            .iter()
+            .flat_map(|m| &m.content)
+            .filter(|b| matches!(b, ContentBlock::ToolResult(_)))
+            .count();
+        let content = if results < TOOL_CALLS_PER_GOAL {
+            vec![ContentBlock::ToolCall(ToolCall {
+                id: format!("call_{results}"),
+                name: "read".into(),
+                arguments: json!({"path": format!("src/file_{results}.rs")}),
+                signature: None,
+            })]
+        } else {
+            vec![ContentBlock::Text {
+                text: "The goal is done; the files look fine.".into(),
+            }]
+        };
+        Box::pin(async move {
+            Ok(ChatResponse {
+                content,
+                stop_reason: StopReason::EndTurn,
+                raw_stop_reason: None,
+                usage: Usage {
+                    input_tokens: 1000,
+                    output_tokens: 50,
+                },
+                model: "bench-model".into(),
+                latency: Duration::ZERO,
+                cost_usd: Some(0.0001),
+                attempts: 1,
+            })
+        })
+    }
+    fn stream(
+        &self,
+        _: ChatRequest,
+        _: CancellationToken,
+    ) -> BoxStream<'_, Result<StreamEvent, LlmError>> {
+        Box::pin(futures::stream::empty())
+    }
+}
+
+struct Bench(Arc<dyn Provider>);
+
+impl Models for Bench {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+        Ok(self.0.clone())
+    }
+}
+
+struct NoopTools;
+
+impl ToolSet for NoopTools {
+    fn definitions(&self) -> Vec<ToolDef> {
+        vec![ToolDef {
+            name: "read".into(),
+            description: "Read a file.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        }]
+    }
+    fn call<'a>(
+        &'a self,
+        _: &'a str,
+        args: Value,
+        _: &'a ToolContext,
+    ) -> BoxFuture<'a, CallResult> {
+        Box::pin(async move {
+            CallResult {
+                output: ToolOutput::ok(format!("contents of {}", args["path"])),
+                denied: None,
+                duration: Duration::ZERO,
+            }
+        })
+    }
+}
+
+fn plan() -> Arc<Plan> {
+    let mut src = String::from("NAME overhead\nINPUT topic DEFAULT \"the codebase\"\n");
+    for i in 0..GOALS {
+        src.push_str(&format!(
+            "GOAL g{i} \"Review part {i} of $topic and report what you find.\"\n"
+        ));
+    }
+    for chunk in 0..GOALS / 10 {
+        let goals: Vec<String> = (chunk * 10..chunk * 10 + 10)
+            .map(|i| format!("g{i}"))
+            .collect();
+        src.push_str(&format!("RUN s{chunk} USING {}\n", goals.join(", ")));
+    }
+    let a = analyze_bytes(
+        PathBuf::from("bench/Agentfile"),
+        src.into_bytes(),
+        Options::default(),
+    );
+    Arc::new(a.plan.expect("valid bench workflow"))
+}
+
+fn run_once(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> u64 {
+    let bus = EventBus::new("bench", 0, None);
+    // A sink that touches every event, as the CLI printer or a server would.
+    bus.subscribe(Arc::new(|e: &Event| {
+        std::hint::black_box(e.seq);
+    }));
+    let models = Bench(Arc::new(Instant0));
+    let svc = Services {
+        models: &models,
+        tools: &NoopTools,
+        approver: &ApproveAll,
+        bus: &bus,
+    };
+    let spec = RunSpec {
+        plan: plan.clone(),
+        inputs: bind_inputs(plan, &BTreeMap::new()).expect("inputs"),
+        workspace: PathBuf::from("/tmp"),
+        agent_id: "bench".into(),
+        limits: Limits::default(),
+        provider_label: ("bench".into(), "bench-model".into()),
+        prior_events: Vec::new(),
+    };
+    let result = rt.block_on(execute(spec, &svc, CancellationToken::new()));
+    assert_eq!(result.status, "completed", "{result:?}");
+    result.usage.turns
+}
+
+#[divan::bench(sample_count = 20)]
+fn workflow_100_goals_3_tools(bencher: divan::Bencher) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let plan = plan();
+    bencher.bench_local(|| run_once(&rt, &plan));
+}
+
+/// Per-turn overhead and peak memory, printed for the README.
+fn report() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let plan = plan();
+    let runs = 10;
+    let started = Instant::now();
+    let mut turns = 0;
+    for _ in 0..runs {
+        turns += run_once(&rt, &plan);
+    }
+    let per_turn = started.elapsed() / turns as u32;
+    let peak = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM"))
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "VmHWM: unknown".into());
+    println!(
+        "executor overhead: {turns} model turns in {runs} runs of {GOALS} goals x {TOOL_CALLS_PER_GOAL} tool calls: {per_turn:?} per turn; peak {peak}"
+    );
+}
