@@ -31,6 +31,11 @@
 //! - [`tools`]: the built-in tools and MCP tools, behind one policy gate; the
 //!   executor sees them only through the `ToolSet` trait.
 //!
+//! - [`run`]: the run API every transport shares — `prepare` checks everything
+//!   that can fail before work starts; then the executor runs with the transport's
+//!   sinks and approver.
+//! - [`printer`]: the CLI's event sinks (progress on stderr, `stream-json`).
+//!
 //! `src/main.rs` is only the CLI adapter over these.
 
 pub mod agentfile;
@@ -44,6 +49,8 @@ pub mod frontend;
 pub mod inspect;
 pub mod llm;
 pub mod plan;
+pub mod printer;
 pub mod protocol;
+pub mod run;
 pub mod session;
 pub mod tools;

@@ -41,7 +41,11 @@ impl Progress {
 
     /// The line for an event, or `None` for events not worth a line.
     pub fn line(&self, e: &Event) -> Option<String> {
-        let who = e.agent.as_deref().map(|a| format!("[{a}] ")).unwrap_or_default();
+        let who = e
+            .agent
+            .as_deref()
+            .map(|a| format!("[{a}] "))
+            .unwrap_or_default();
         let goal = e.goal.as_deref().unwrap_or("");
         Some(match &e.body {
             EventBody::RunStarted {
@@ -51,7 +55,9 @@ impl Progress {
                 resumed_from_seq,
                 ..
             } => {
-                let resumed = resumed_from_seq.map(|s| format!(", resuming after event {s}")).unwrap_or_default();
+                let resumed = resumed_from_seq
+                    .map(|s| format!(", resuming after event {s}"))
+                    .unwrap_or_default();
                 format!(
                     "{} {workflow} (session {}, {provider}/{model}{resumed})",
                     self.paint("1", "run"),
@@ -59,7 +65,9 @@ impl Progress {
                 )
             }
             EventBody::StepStarted { kind, goals, limit } => {
-                let lim = limit.map(|l| format!(", at most {l} iterations")).unwrap_or_default();
+                let lim = limit
+                    .map(|l| format!(", at most {l} iterations"))
+                    .unwrap_or_default();
                 format!(
                     "{} {} {}: {}{lim}",
                     self.paint("1;34", "▶"),
@@ -74,7 +82,11 @@ impl Progress {
                 e.iteration.unwrap_or(0)
             ),
             EventBody::GoalStarted { outcome, agents } => {
-                let first = outcome.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+                let first = outcome
+                    .lines()
+                    .map(str::trim)
+                    .find(|l| !l.is_empty())
+                    .unwrap_or("");
                 let first: String = first.chars().take(100).collect();
                 let agents = if agents.is_empty() {
                     String::new()
@@ -83,7 +95,9 @@ impl Progress {
                 };
                 format!("  {} {goal}: {first}{agents}", self.paint("1", "•"))
             }
-            EventBody::ToolCall { tool, arguments, .. } => {
+            EventBody::ToolCall {
+                tool, arguments, ..
+            } => {
                 let args = arguments.to_string();
                 let args: String = args.chars().take(120).collect();
                 format!("    {who}{} {args}", self.paint("36", tool))
@@ -91,18 +105,37 @@ impl Progress {
             EventBody::PolicyDenied { tool, rule, .. } => {
                 format!("    {who}{} {tool}: {rule}", self.paint("1;31", "denied"))
             }
-            EventBody::ToolResult { is_error: true, content, tool, .. } => {
-                let first: String = content.lines().next().unwrap_or("").chars().take(120).collect();
+            EventBody::ToolResult {
+                is_error: true,
+                content,
+                tool,
+                ..
+            } => {
+                let first: String = content
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(120)
+                    .collect();
                 format!("    {who}{} {tool}: {first}", self.paint("31", "error"))
             }
-            EventBody::ApprovalRequired { reason } => format!("  {} {reason}", self.paint("1;33", "approval")),
+            EventBody::ApprovalRequired { reason } => {
+                format!("  {} {reason}", self.paint("1;33", "approval"))
+            }
             EventBody::ApprovalResolved { approved, note } => format!(
                 "  {} {}",
                 if *approved { "approved" } else { "rejected" },
                 note.as_deref().unwrap_or("")
             ),
-            EventBody::GoalComplete { tool_calls, converged, .. } if e.agent.is_none() => {
-                let conv = converged.map(|c| format!(", {}", c.as_str())).unwrap_or_default();
+            EventBody::GoalComplete {
+                tool_calls,
+                converged,
+                ..
+            } if e.agent.is_none() => {
+                let conv = converged
+                    .map(|c| format!(", {}", c.as_str()))
+                    .unwrap_or_default();
                 format!(
                     "  {} {goal} ({tool_calls} tool call{}{conv})",
                     self.paint("32", "✓"),
@@ -117,9 +150,15 @@ impl Progress {
                     LoopStop::Limit => self.paint("33", "stopped at the limit"),
                     other => other.as_str().to_owned(),
                 };
-                format!("  {} after {n} iteration{} ({how})", self.paint("34", "■"), if *n == 1 { "" } else { "s" })
+                format!(
+                    "  {} after {n} iteration{} ({how})",
+                    self.paint("34", "■"),
+                    if *n == 1 { "" } else { "s" }
+                )
             }
-            EventBody::Warning { message } => format!("{} {message}", self.paint("1;33", "warning:")),
+            EventBody::Warning { message } => {
+                format!("{} {message}", self.paint("1;33", "warning:"))
+            }
             EventBody::Error { message } => format!("{} {message}", self.paint("1;31", "error:")),
             EventBody::RunComplete { usage, .. } => format!(
                 "{} in {} turn{}, {} tool call{}, {} tokens{}",
@@ -129,9 +168,14 @@ impl Progress {
                 usage.tool_calls,
                 if usage.tool_calls == 1 { "" } else { "s" },
                 usage.input_tokens + usage.output_tokens,
-                usage.cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default()
+                usage
+                    .cost_usd
+                    .map(|c| format!(", ${c:.4}"))
+                    .unwrap_or_default()
             ),
-            EventBody::RunFailed { error, .. } => format!("{} {error}", self.paint("1;31", "failed:")),
+            EventBody::RunFailed { error, .. } => {
+                format!("{} {error}", self.paint("1;31", "failed:"))
+            }
             EventBody::RunCancelled { .. } => self.paint("1;33", "cancelled"),
             _ => return None,
         })

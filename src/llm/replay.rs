@@ -53,28 +53,41 @@ pub struct Recorder {
     file: Arc<Mutex<File>>,
 }
 
-impl Recorder {
-    /// Record `inner` into a new (truncated) cassette at `path`.
-    pub fn create(inner: Arc<dyn Provider>, path: &Path) -> Result<Self, LlmError> {
+/// A cassette being written: several [`Recorder`]s (one per provider a run
+/// uses) can share it, so one run writes one cassette in call order.
+#[derive(Clone)]
+pub struct Cassette {
+    path: PathBuf,
+    file: Arc<Mutex<File>>,
+}
+
+impl Cassette {
+    /// Create (or truncate) the cassette file.
+    pub fn create(path: &Path) -> Result<Cassette, LlmError> {
         let file = File::create(path).map_err(|e| LlmError::Cassette {
             path: path.to_owned(),
             message: format!("cannot create: {e}"),
         })?;
-        Ok(Recorder {
-            inner,
+        Ok(Cassette {
             path: path.to_owned(),
             file: Arc::new(Mutex::new(file)),
         })
     }
 
-    /// Record another provider into the same cassette (a run whose agents use
-    /// several profiles writes one cassette, in call order).
-    pub fn share(&self, inner: Arc<dyn Provider>) -> Recorder {
+    /// A provider that records `inner`'s exchanges into this cassette.
+    pub fn record(&self, inner: Arc<dyn Provider>) -> Recorder {
         Recorder {
             inner,
             path: self.path.clone(),
             file: self.file.clone(),
         }
+    }
+}
+
+impl Recorder {
+    /// Record `inner` into a new (truncated) cassette at `path`.
+    pub fn create(inner: Arc<dyn Provider>, path: &Path) -> Result<Self, LlmError> {
+        Ok(Cassette::create(path)?.record(inner))
     }
 
     fn write(
