@@ -135,7 +135,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         .unwrap_or_else(|| PathBuf::from("."));
     let limits = limits(req, &config)?;
     let options = ProviderOptions {
-        http: req.http.clone().unwrap_or_default(),
+        http: req.http.unwrap_or_default(),
         cassette: req.cassette.clone(),
         record: None,
         sampling: None,
