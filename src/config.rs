@@ -106,6 +106,8 @@ pub struct LlmConfig {
     pub base_url: Option<String>,
     /// Sampling temperature, when the user wants one.
     pub temperature: Option<f32>,
+    /// The cassette `provider = "replay"` answers from.
+    pub cassette: Option<PathBuf>,
 }
 
 impl LlmConfig {
@@ -131,6 +133,7 @@ impl LlmConfig {
             max_tokens: over.max_tokens.or(self.max_tokens),
             base_url: inherit(&over.base_url, &self.base_url),
             temperature: over.temperature.or(self.temperature),
+            cassette: over.cassette.clone().or_else(|| self.cassette.clone()),
         }
     }
 
@@ -237,7 +240,7 @@ impl Config {
             source,
         })?;
         let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
-        Self::from_str_ext(&text, ext).map_err(|e| match e {
+        let mut config = Self::from_str_ext(&text, ext).map_err(|e| match e {
             ParseFailure::Message(message) => ConfigError::Parse {
                 path: path.to_owned(),
                 message,
@@ -245,7 +248,42 @@ impl Config {
             ParseFailure::Extension => ConfigError::Extension {
                 path: path.to_owned(),
             },
-        })
+        })?;
+        if let Some(dir) = path.parent() {
+            config.rebase(dir);
+        }
+        Ok(config)
+    }
+
+    /// Make relative paths in the file relative to the file's folder, so a config
+    /// means the same thing whichever folder the command runs from.
+    fn rebase(&mut self, dir: &Path) {
+        if dir.as_os_str().is_empty() {
+            return;
+        }
+        let fix = |p: &mut PathBuf| {
+            let s = p.to_string_lossy();
+            if p.is_relative() && !s.starts_with('~') {
+                *p = dir.join(&*p);
+            }
+        };
+        if let Some(w) = self.agent.workspace.as_mut() {
+            fix(w);
+        }
+        if let Some(c) = self.llm.cassette.as_mut() {
+            fix(c);
+        }
+        for p in self.profiles.values_mut() {
+            if let Some(c) = p.cassette.as_mut() {
+                fix(c);
+            }
+        }
+        if let Some(p) = self.session.path.as_mut() {
+            fix(p);
+        }
+        for p in &mut self.skills.paths {
+            fix(p);
+        }
     }
 
     fn from_str_ext(text: &str, ext: &str) -> Result<Config, ParseFailure> {
@@ -385,6 +423,22 @@ mod tests {
         c.profiles.insert("fast".into(), LlmConfig::default());
         let e = c.llm_for(Some("slow")).unwrap_err().to_string();
         assert!(e.contains("`slow`") && e.contains("fast"), "{e}");
+    }
+
+    #[test]
+    fn relative_paths_follow_the_config_file() {
+        let dir = std::env::temp_dir().join(format!("agentfile-cfg-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("agent.toml");
+        std::fs::write(
+            &f,
+            "[agent]\nworkspace = \".\"\n[llm]\nprovider = \"replay\"\ncassette = \"demo.jsonl\"\n[session]\npath = \"/abs/s.db\"\n",
+        )
+        .unwrap();
+        let c = Config::from_file(&f).unwrap();
+        assert_eq!(c.agent.workspace, Some(dir.join(".")));
+        assert_eq!(c.llm.cassette, Some(dir.join("demo.jsonl")));
+        assert_eq!(c.session.path, Some(PathBuf::from("/abs/s.db")));
     }
 
     #[test]

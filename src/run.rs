@@ -136,7 +136,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     let limits = limits(req, &config)?;
     let options = ProviderOptions {
         http: req.http.unwrap_or_default(),
-        cassette: req.cassette.clone(),
+        cassette: req.cassette.clone().or_else(|| config.llm.cassette.clone()),
         record: None,
         sampling: None,
     };
