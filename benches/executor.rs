@@ -168,6 +168,7 @@ fn run_once(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> u64 {
         limits: Limits::default(),
         provider_label: ("bench".into(), "bench-model".into()),
         prior_events: Vec::new(),
+        warnings: Vec::new(),
     };
     let result = rt.block_on(execute(spec, &svc, CancellationToken::new()));
     assert_eq!(result.status, "completed", "{result:?}");

@@ -162,6 +162,7 @@ async fn run_with(
         limits,
         provider_label: ("openai".into(), "gpt-4o".into()),
         prior_events: prior,
+        warnings: Vec::new(),
     };
     let result = execute(spec, &svc, cancel).await;
     let events = seen.lock().unwrap().clone();

@@ -104,6 +104,9 @@ pub struct RunSpec {
     pub provider_label: (String, String),
     /// Earlier events of this session when resuming (empty for a new run).
     pub prior_events: Vec<Event>,
+    /// Problems found while setting up (a policy section ignored, an MCP server
+    /// that did not start), emitted as `warning` events after `run_started`.
+    pub warnings: Vec<String>,
 }
 
 /// Everything the executor talks to.

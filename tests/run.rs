@@ -1,0 +1,244 @@
+//! `agentfile run` end to end: the real binary, the real tools and policy, a
+//! session store on disk, and the fake provider on loopback speaking the OpenAI
+//! wire format. The centrepiece runs the seed's TDD workflow
+//! (`../shared/reference/headless-agent-v0.1.0/brainstorm`) to completion in a
+//! temporary workspace — the model writes a test, a Makefile and the code, runs
+//! `make test` through bash, and the loop converges on each of the three
+//! conditions in turn.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use agentfile::llm::fake::{FakeReply, FakeServer};
+use serde_json::{Value, json};
+
+const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn brainstorm() -> PathBuf {
+    let p = repo().join("../shared/reference/headless-agent-v0.1.0/brainstorm");
+    assert!(
+        p.is_dir(),
+        "{} is missing: tests need shared/ beside the checkout",
+        p.display()
+    );
+    p
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("agentfile-run-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// A config pointing the OpenAI provider at the fake server.
+fn config(dir: &Path, server: &FakeServer) -> PathBuf {
+    let p = dir.join("agent.toml");
+    std::fs::write(
+        &p,
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    p
+}
+
+fn agentfile(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(args)
+        .current_dir(cwd)
+        .env(KEY_VAR, "test-key-0123456789")
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run agentfile")
+}
+
+fn result_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not a result ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+fn write(path: &str, content: &str) -> FakeReply {
+    FakeReply::tool_call("write", json!({"path": path, "content": content}))
+}
+
+fn bash(command: &str) -> FakeReply {
+    FakeReply::tool_call("bash", json!({"command": command}))
+}
+
+fn text(t: &str) -> FakeReply {
+    FakeReply::text(t)
+}
+
+const E2E_TEST: &str = "#!/bin/sh\nout=$(sh ./greet.sh World)\n[ \"$out\" = \"Hello, World!\" ] || { echo \"FAIL: got '$out'\"; exit 1; }\necho PASS\n";
+const MAKEFILE: &str = "test:\n\tsh tests/e2e/greet_test.sh\n";
+const GREET: &str = "#!/bin/sh\necho \"Hello, $1!\"\n";
+
+/// The setup step: analysis by two agents and a synthesis, then the tests.
+fn setup() -> Vec<FakeReply> {
+    vec![
+        text("Creative: greet.sh NAME prints Hello, NAME!"),
+        text("Skeptic: watch for a missing argument."),
+        text("Summary: a greet.sh script that prints `Hello, NAME!`."),
+        write("tests/e2e/greet_test.sh", E2E_TEST),
+        text("Wrote the end-to-end test."),
+        write("Makefile", MAKEFILE),
+        text("Wrote a Makefile whose `test` target runs the tests."),
+    ]
+}
+
+/// One loop iteration that finds the failure and fixes it.
+fn failing_iteration() -> Vec<FakeReply> {
+    vec![
+        bash("make test"),
+        text("The test fails: greet.sh does not exist."),
+        text("Creative: create greet.sh."),
+        text("Skeptic: quote the argument."),
+        text("Create greet.sh printing Hello, $1!"),
+        write("greet.sh", GREET),
+        text("Created greet.sh."),
+    ]
+}
+
+fn verify() -> Vec<FakeReply> {
+    vec![bash("make test"), text("All end-to-end tests pass.")]
+}
+
+fn run_tdd(name: &str, loop_tail: Vec<FakeReply>) -> (Value, FakeServer, PathBuf) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut script = setup();
+    script.extend(failing_iteration());
+    script.extend(loop_tail);
+    script.extend(verify());
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let dir = tmp(name);
+    let ws = dir.join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let cfg = config(&dir, &server);
+    let o = agentfile(
+        &[
+            "run",
+            brainstorm().join("Agentfile").to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--input",
+            "feature_request=a greet.sh script that prints Hello, NAME!",
+            "--output",
+            "json",
+        ],
+        &dir,
+    );
+    let r = result_of(&o);
+    assert_eq!(
+        r["status"],
+        "completed",
+        "{r:#}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0));
+    // The model's files exist and the code works.
+    assert_eq!(std::fs::read_to_string(ws.join("greet.sh")).unwrap(), GREET);
+    let check = Command::new("sh")
+        .arg("tests/e2e/greet_test.sh")
+        .current_dir(&ws)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stdout)
+    );
+    std::mem::forget(rt);
+    (r, server, ws)
+}
+
+/// The loop's `step_complete` reason, from the session's events.
+fn loop_stop(ws: &Path, session: &str) -> String {
+    let o = agentfile(&["sessions", "show", session, "--format", "json"], ws);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    });
+    v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "step_complete" && e["step"] == "implementation")
+        .map(|e| e["data"]["stop"].as_str().unwrap().to_owned())
+        .unwrap()
+}
+
+#[test]
+fn tdd_workflow_converges_explicitly() {
+    let (r, server, ws) = run_tdd(
+        "tdd-explicit",
+        vec![
+            bash("make test"),
+            FakeReply::tool_call("signal_done", json!({"reason": "PASS"})),
+            text("All tests pass."),
+        ],
+    );
+    assert_eq!(
+        loop_stop(&ws, r["session_id"].as_str().unwrap()),
+        "explicit"
+    );
+    // `make test` really ran: its failure reached the model after the first run…
+    let reqs = server.requests();
+    let after_first_run = reqs[8].body.to_string();
+    assert!(after_first_run.contains("greet.sh"), "{after_first_run}");
+    // …and its success after the fix.
+    let after_fix = reqs[15].body.to_string();
+    assert!(after_fix.contains("PASS"), "{after_fix}");
+    assert_eq!(r["outputs"]["verified"], "All end-to-end tests pass.");
+}
+
+#[test]
+fn tdd_workflow_converges_when_an_iteration_makes_no_tool_calls() {
+    let quiet = vec![
+        text("All tests pass now."),
+        text("Creative: nothing fails."),
+        text("Skeptic: nothing fails."),
+        text("No failures to analyze."),
+        text("Nothing to fix."),
+    ];
+    let (r, _, ws) = run_tdd("tdd-notools", quiet);
+    assert_eq!(
+        loop_stop(&ws, r["session_id"].as_str().unwrap()),
+        "no_tool_calls"
+    );
+}
+
+#[test]
+fn tdd_workflow_converges_when_outputs_stop_changing() {
+    // The same outputs as the first iteration, with tool calls.
+    let same = vec![
+        bash("make test"),
+        text("The test fails: greet.sh does not exist."),
+        text("Creative: create greet.sh."),
+        text("Skeptic: quote the argument."),
+        text("Create greet.sh printing Hello, $1!"),
+        write("greet.sh", GREET),
+        text("Created greet.sh."),
+    ];
+    let (r, _, ws) = run_tdd("tdd-unchanged", same);
+    assert_eq!(
+        loop_stop(&ws, r["session_id"].as_str().unwrap()),
+        "unchanged"
+    );
+}

@@ -1,0 +1,1035 @@
+//! The session stores against the contract of `SessionStore`: one conformance
+//! suite run against both backends, then what is particular to each (SQLite's
+//! migrations, blobs, derived tables and concurrency; the file store's torn
+//! writes), and a real multi-process test.
+//!
+//! Concurrency tests check outcomes (every event stored once, dense seqs, a
+//! sound database), never timings, so a loaded machine only makes them slower.
+
+mod session_support;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use agentfile::config::Config;
+use agentfile::protocol::events::{Event, EventBody};
+use agentfile::session::{
+    self, SessionStatus, SessionStore, SqliteStore, StoreError, new_session_id,
+};
+use serde_json::json;
+use session_support::*;
+
+/// Declares one `#[test]` per conformance case for each backend.
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite_backend {
+            $( #[test] fn $case() { super::$case(super::Kind::Sqlite) } )*
+        }
+        mod file_backend {
+            $( #[test] fn $case() { super::$case(super::Kind::File) } )*
+        }
+    };
+}
+
+conformance!(
+    create_get_and_list,
+    events_read_back_exactly,
+    events_after_a_seq,
+    out_of_order_writes_nothing,
+    status_follows_events,
+    set_status_sticks_until_the_next_status_event,
+    batches_are_all_or_nothing,
+    approvals_first_decision_wins,
+    reopen_sees_everything,
+    racing_writers_of_one_session,
+    threads_on_many_sessions,
+);
+
+fn create_get_and_list(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    for (i, id) in ["s-a", "s-b", "s-c"].iter().enumerate() {
+        store.create(&meta_at(id, i as u64)).unwrap();
+    }
+    assert_eq!(store.get("s-b").unwrap(), meta_at("s-b", 1));
+    let ids = |v: Vec<session::SessionMeta>| v.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(ids(store.list(None, 10).unwrap()), ["s-c", "s-b", "s-a"]);
+    assert_eq!(ids(store.list(None, 2).unwrap()), ["s-c", "s-b"]);
+    assert!(store.list(None, 0).unwrap().is_empty());
+    store.set_status("s-a", SessionStatus::Failed).unwrap();
+    assert_eq!(
+        ids(store.list(Some(SessionStatus::Failed), 10).unwrap()),
+        ["s-a"]
+    );
+    assert!(
+        store
+            .list(Some(SessionStatus::Completed), 10)
+            .unwrap()
+            .is_empty()
+    );
+
+    assert!(matches!(
+        store.create(&meta("s-a")),
+        Err(StoreError::AlreadyExists(id)) if id == "s-a"
+    ));
+    for bad in ["", "../escape", "a/b", "a.json", "-x"] {
+        assert!(
+            matches!(store.create(&meta(bad)), Err(StoreError::InvalidId(_))),
+            "{bad:?}"
+        );
+    }
+    for missing in ["nope", "../etc/passwd"] {
+        assert!(matches!(store.get(missing), Err(StoreError::NotFound(_))));
+        assert!(matches!(
+            store.events(missing, 0),
+            Err(StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.set_status(missing, SessionStatus::Running),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+    let id = new_session_id();
+    store.create(&meta(&id)).unwrap();
+    assert_eq!(store.get(&id).unwrap().id, id);
+}
+
+fn events_read_back_exactly(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("run")).unwrap();
+    let events = full_run("run");
+    for e in &events {
+        store.append(e).unwrap();
+    }
+    let back = store.events("run", 0).unwrap();
+    assert_eq!(back, events);
+    assert_eq!(wire(&back), wire(&events), "byte-for-byte");
+    let m = store.get("run").unwrap();
+    assert_eq!(m.last_seq, events.len() as u64);
+    assert_eq!(m.updated_at, events[events.len() - 1].ts);
+    assert_eq!(m.status, SessionStatus::Completed);
+    assert_eq!(m.created_at, meta("run").created_at);
+}
+
+fn events_after_a_seq(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    let events = small_events("x", 1, 20);
+    for e in &events {
+        store.append(e).unwrap();
+    }
+    assert_eq!(store.events("x", 15).unwrap(), events[15..]);
+    assert!(store.events("x", 20).unwrap().is_empty());
+    assert!(store.events("x", u64::MAX).unwrap().is_empty());
+    store.create(&meta("empty")).unwrap();
+    assert!(store.events("empty", 0).unwrap().is_empty());
+}
+
+fn out_of_order_writes_nothing(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    let events = small_events("x", 1, 3);
+    let err = store.append(&events[1]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::OutOfOrder {
+                expected: 1,
+                got: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    store.append(&events[0]).unwrap();
+    assert!(matches!(
+        store.append(&events[0]),
+        Err(StoreError::OutOfOrder {
+            expected: 2,
+            got: 1,
+            ..
+        })
+    ));
+    assert_eq!(store.events("x", 0).unwrap(), events[..1]);
+    assert_eq!(store.get("x").unwrap().last_seq, 1);
+    let orphan = small_events("ghost", 1, 1);
+    assert!(matches!(
+        store.append(&orphan[0]),
+        Err(StoreError::NotFound(id)) if id == "ghost"
+    ));
+
+    // A session created with a non-zero last_seq continues from there.
+    let mut m = meta("later");
+    m.last_seq = 10;
+    store.create(&m).unwrap();
+    assert!(store.append(&small_events("later", 1, 1)[0]).is_err());
+    store.append(&small_events("later", 11, 1)[0]).unwrap();
+    assert_eq!(store.get("later").unwrap().last_seq, 11);
+}
+
+fn status_follows_events(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    let status = |id: &str| store.get(id).unwrap().status;
+    store.create(&meta("x")).unwrap();
+    assert_eq!(status("x"), SessionStatus::Queued);
+    let mut log = Log::new("x");
+    store.append(&log.push(run_started())).unwrap();
+    assert_eq!(status("x"), SessionStatus::Running);
+    store
+        .append(&log.push(EventBody::ApprovalRequired { reason: "r".into() }))
+        .unwrap();
+    assert_eq!(status("x"), SessionStatus::WaitingApproval);
+    store
+        .append(&log.push(EventBody::Warning {
+            message: "m".into(),
+        }))
+        .unwrap();
+    assert_eq!(status("x"), SessionStatus::WaitingApproval);
+    store
+        .append(&log.push(EventBody::ApprovalResolved {
+            approved: true,
+            note: None,
+        }))
+        .unwrap();
+    assert_eq!(status("x"), SessionStatus::Running);
+    store
+        .append(&log.push(EventBody::RunComplete {
+            outputs: Default::default(),
+            usage: usage(),
+        }))
+        .unwrap();
+    assert_eq!(status("x"), SessionStatus::Completed);
+
+    for (id, body, want) in [
+        (
+            "f",
+            EventBody::RunFailed {
+                error: "boom".into(),
+                termination_reason: "error".into(),
+                usage: usage(),
+            },
+            SessionStatus::Failed,
+        ),
+        (
+            "c",
+            EventBody::RunCancelled { usage: usage() },
+            SessionStatus::Cancelled,
+        ),
+    ] {
+        store.create(&meta(id)).unwrap();
+        let mut log = Log::new(id);
+        store.append(&log.push(run_started())).unwrap();
+        store.append(&log.push(body)).unwrap();
+        assert_eq!(status(id), want);
+    }
+}
+
+fn set_status_sticks_until_the_next_status_event(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    let mut log = Log::new("x");
+    store.append(&log.push(run_started())).unwrap();
+    store.set_status("x", SessionStatus::Interrupted).unwrap();
+    let m = store.get("x").unwrap();
+    assert_eq!(m.status, SessionStatus::Interrupted);
+    assert!(m.updated_at >= log.events[0].ts);
+    store
+        .append(&log.push(EventBody::Warning {
+            message: "m".into(),
+        }))
+        .unwrap();
+    assert_eq!(store.get("x").unwrap().status, SessionStatus::Interrupted);
+    store.append(&log.push(run_started())).unwrap();
+    assert_eq!(store.get("x").unwrap().status, SessionStatus::Running);
+    assert_eq!(store.get("x").unwrap().last_seq, 3);
+}
+
+fn batches_are_all_or_nothing(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    store.create(&meta("y")).unwrap();
+    let xs = small_events("x", 1, 6);
+    store.append_batch(&xs[..3]).unwrap();
+    // A gap in the middle: nothing of the batch is written.
+    let bad = [xs[3].clone(), xs[5].clone()];
+    assert!(matches!(
+        store.append_batch(&bad),
+        Err(StoreError::OutOfOrder {
+            expected: 5,
+            got: 6,
+            ..
+        })
+    ));
+    assert_eq!(store.events("x", 0).unwrap(), xs[..3]);
+    // Interleaved sessions in one batch.
+    let ys = small_events("y", 1, 2);
+    let mixed = [xs[3].clone(), ys[0].clone(), xs[4].clone(), ys[1].clone()];
+    store.append_batch(&mixed).unwrap();
+    assert_eq!(store.events("x", 0).unwrap(), xs[..5]);
+    assert_eq!(store.events("y", 0).unwrap(), ys);
+    store.append_batch(&[]).unwrap();
+}
+
+fn approvals_first_decision_wins(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    assert!(matches!(
+        store.record_approval("x", true, None),
+        Err(StoreError::NoPendingApproval(_))
+    ));
+    assert!(matches!(
+        store.record_approval("nope", true, None),
+        Err(StoreError::NotFound(_))
+    ));
+    let mut log = Log::new("x");
+    store.append(&log.push(run_started())).unwrap();
+    let asked = log.push(EventBody::ApprovalRequired {
+        reason: "SUPERVISED".into(),
+    });
+    store.append(&asked).unwrap();
+    assert_eq!(store.pending_approval("x").unwrap(), Some(asked.seq));
+    assert_eq!(store.approval("x", asked.seq).unwrap(), None);
+
+    // Another process's view of the same store decides.
+    let other = kind.open(dir.path());
+    let a = other
+        .record_approval("x", true, Some("looks fine"))
+        .unwrap();
+    assert_eq!(a.seq_requested, asked.seq);
+    assert!(a.approved);
+    let again = store.record_approval("x", false, None).unwrap_err();
+    assert!(
+        matches!(again, StoreError::AlreadyDecided { approved: true, seq, .. } if seq == asked.seq),
+        "{again}"
+    );
+    assert_eq!(store.approval("x", asked.seq).unwrap(), Some(a.clone()));
+
+    store
+        .append(&log.push(EventBody::ApprovalResolved {
+            approved: true,
+            note: a.note.clone(),
+        }))
+        .unwrap();
+    assert_eq!(store.pending_approval("x").unwrap(), None);
+    let asked2 = log.push(EventBody::ApprovalRequired {
+        reason: "again".into(),
+    });
+    store.append(&asked2).unwrap();
+    let r = store.record_approval("x", false, None).unwrap();
+    assert_eq!((r.seq_requested, r.approved), (asked2.seq, false));
+    assert!(matches!(
+        store.approval("nope", 1),
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+fn reopen_sees_everything(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let events = full_run("run");
+    {
+        let store = kind.open(dir.path());
+        store.create(&meta("run")).unwrap();
+        for e in &events {
+            store.append(e).unwrap();
+        }
+    }
+    let store = kind.open(dir.path());
+    assert_eq!(wire(&store.events("run", 0).unwrap()), wire(&events));
+    assert_eq!(store.get("run").unwrap().status, SessionStatus::Completed);
+}
+
+/// Two writers race to append the next event of one session: every seq is
+/// stored exactly once, and each attempt either wins or is told it is late.
+fn racing_writers_of_one_session(kind: Kind) {
+    const N: u64 = 60;
+    let dir = TempDir::new(kind.name());
+    kind.open(dir.path()).create(&meta("x")).unwrap();
+    let wins: u64 = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let path = dir.path().to_owned();
+                s.spawn(move || {
+                    // Each thread has its own store: two connections, two
+                    // file handles, as two processes would.
+                    let store = kind.open(&path);
+                    let mut wins = 0;
+                    loop {
+                        let last = store.get("x").unwrap().last_seq;
+                        if last >= N {
+                            return wins;
+                        }
+                        match store.append(&small_events("x", last + 1, 1)[0]) {
+                            Ok(()) => wins += 1,
+                            Err(StoreError::OutOfOrder { .. }) => {}
+                            Err(e) => panic!("{e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).sum()
+    });
+    assert_eq!(wins, N);
+    let store = kind.open(dir.path());
+    assert_eq!(store.events("x", 0).unwrap(), small_events("x", 1, N));
+}
+
+/// One store shared by several threads, each writing its own session.
+fn threads_on_many_sessions(kind: Kind) {
+    const THREADS: usize = 4;
+    const EVENTS: u64 = 100;
+    let dir = TempDir::new(kind.name());
+    let store: Arc<dyn SessionStore> = Arc::from(kind.open(dir.path()));
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let store = Arc::clone(&store);
+            s.spawn(move || {
+                let id = format!("t{t}");
+                store.create(&meta(&id)).unwrap();
+                for e in small_events(&id, 1, EVENTS) {
+                    store.append(&e).unwrap();
+                }
+            });
+        }
+    });
+    for t in 0..THREADS {
+        let id = format!("t{t}");
+        assert_eq!(store.events(&id, 0).unwrap(), small_events(&id, 1, EVENTS));
+    }
+    assert_eq!(store.list(None, 100).unwrap().len(), THREADS);
+}
+
+// ---- open() and configuration ----
+
+#[test]
+fn open_picks_backend_and_default_paths() {
+    let dir = TempDir::new("open");
+    let ws = dir.path();
+    let store = session::open(&Config::default(), ws).unwrap();
+    store.create(&meta("x")).unwrap();
+    assert!(ws.join(".agentfile/sessions.db").is_file());
+
+    let mut c = Config::default();
+    c.session.store = Some("file".into());
+    let store = session::open(&c, ws).unwrap();
+    store.create(&meta("y")).unwrap();
+    assert!(ws.join(".agentfile/sessions/y.json").is_file());
+
+    c.session.path = Some("elsewhere".into());
+    session::open(&c, ws).unwrap().create(&meta("z")).unwrap();
+    assert!(ws.join("elsewhere/z.json").is_file());
+
+    c.session.store = Some("mongo".into());
+    assert!(matches!(
+        session::open(&c, ws),
+        Err(StoreError::UnknownBackend(_))
+    ));
+}
+
+// ---- SQLite ----
+
+fn sqlite(dir: &TempDir) -> SqliteStore {
+    SqliteStore::open(&dir.path().join("sessions.db")).unwrap()
+}
+
+fn raw(dir: &TempDir) -> rusqlite::Connection {
+    rusqlite::Connection::open(dir.path().join("sessions.db")).unwrap()
+}
+
+#[test]
+fn sqlite_schema_is_versioned_and_shared_with_memory() {
+    let dir = TempDir::new("schema");
+    // The memory tool may create its table first, in a fresh file.
+    raw(&dir)
+        .execute_batch(
+            "CREATE TABLE IF NOT EXISTS memory(agent_id TEXT NOT NULL, key TEXT NOT NULL, \
+             value TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY(agent_id, key));
+             INSERT INTO memory VALUES ('a', 'k', 'v', 't');",
+        )
+        .unwrap();
+    let store = sqlite(&dir);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile::session::sqlite::SCHEMA_VERSION
+    );
+    drop(store);
+    let conn = raw(&dir);
+    let v: String = conn
+        .query_row("SELECT value FROM memory WHERE agent_id = 'a'", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(v, "v");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let applied: i64 = conn
+        .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(applied, agentfile::session::sqlite::SCHEMA_VERSION);
+    drop(conn);
+    // Opening again applies nothing twice.
+    sqlite(&dir);
+}
+
+#[test]
+fn sqlite_refuses_a_newer_database_untouched() {
+    let dir = TempDir::new("future");
+    let path = dir.path().join("sessions.db");
+    raw(&dir)
+        .execute_batch("CREATE TABLE future(x); PRAGMA user_version = 99;")
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("sessions.db") && msg.contains("99"), "{msg}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "file was modified");
+    assert!(!dir.path().join("sessions.db-wal").exists());
+}
+
+#[test]
+fn sqlite_refuses_a_file_that_is_not_a_database() {
+    let dir = TempDir::new("notdb");
+    let path = dir.path().join("sessions.db");
+    std::fs::write(
+        &path,
+        "this is not a database, but it is long enough to look at ".repeat(50),
+    )
+    .unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("sessions.db"), "{err}");
+}
+
+#[test]
+fn sqlite_stores_a_repeated_large_output_once() {
+    let dir = TempDir::new("dedupe");
+    let store = sqlite(&dir);
+    store.create(&meta("x")).unwrap();
+    let output = "0123456789abcdef".repeat(100 * 1024 / 16);
+    let mut log = Log::new("x");
+    for i in 0..50 {
+        log.at(Some("s"), Some(&format!("g{i}")), None, None);
+        store
+            .append(&log.push(EventBody::GoalComplete {
+                output: output.clone(),
+                fields: Default::default(),
+                converged: None,
+                tool_calls: 0,
+                done: false,
+            }))
+            .unwrap();
+    }
+    assert_eq!(store.blob_count().unwrap(), 1);
+    let stored: i64 = raw(&dir)
+        .query_row("SELECT sum(length(data)) FROM events", [], |r| r.get(0))
+        .unwrap();
+    assert!(stored < 50 * 200, "events hold copies: {stored} bytes");
+    let back = store.events("x", 0).unwrap();
+    assert_eq!(back, log.events);
+    assert!(store.integrity_check().unwrap().is_empty());
+}
+
+#[test]
+fn sqlite_derives_messages_and_tool_calls() {
+    let dir = TempDir::new("derived");
+    let store = sqlite(&dir);
+    store.create(&meta("run")).unwrap();
+    let events = full_run("run");
+    for e in &events {
+        store.append(e).unwrap();
+    }
+    let conn = raw(&dir);
+    let roles: Vec<String> = conn
+        .prepare("SELECT role FROM messages WHERE session_id = 'run' ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(roles, ["user", "assistant", "tool", "tool"]);
+    // Large texts are readable in full through the view, stored once.
+    let big: String = conn
+        .query_row(
+            "SELECT content FROM messages_text WHERE role = 'tool' ORDER BY seq LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(big.len() > 100_000);
+    /// call_id, denied_rule, result, is_error
+    type CallRow = (String, Option<String>, Option<String>, Option<bool>);
+    let calls: Vec<CallRow> = conn
+        .prepare(
+            "SELECT call_id, denied_rule, result, is_error FROM tool_calls \
+             WHERE session_id = 'run' ORDER BY seq",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].0, "c1");
+    assert_eq!(calls[0].2, None, "large result is in result_blob");
+    assert_eq!(calls[0].3, Some(false));
+    assert_eq!(
+        calls[1],
+        (
+            "c2".into(),
+            Some("bash: deny rm".into()),
+            Some("denied".into()),
+            Some(true)
+        )
+    );
+}
+
+#[test]
+fn sqlite_damaged_rows_are_errors_not_panics() {
+    let dir = TempDir::new("damaged");
+    let store = sqlite(&dir);
+    store.create(&meta("x")).unwrap();
+    for e in small_events("x", 1, 3) {
+        store.append(&e).unwrap();
+    }
+    let conn = raw(&dir);
+    conn.execute("UPDATE events SET data = 'not json' WHERE seq = 2", [])
+        .unwrap();
+    let err = store.events("x", 0).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("event 2"), "{err}");
+    conn.execute(
+        "UPDATE events SET data = '{\"turn\": \"x\"}' WHERE seq = 2",
+        [],
+    )
+    .unwrap();
+    assert!(matches!(
+        store.events("x", 0),
+        Err(StoreError::Corrupt { .. })
+    ));
+    conn.execute(
+        "UPDATE events SET data = '{\"text\": {\"$blob\": \"feed\"}}' WHERE seq = 2",
+        [],
+    )
+    .unwrap();
+    let err = store.events("x", 0).unwrap_err();
+    assert!(err.to_string().contains("feed"), "{err}");
+    conn.execute("UPDATE sessions SET status = 'sleeping'", [])
+        .unwrap();
+    assert!(matches!(store.get("x"), Err(StoreError::Corrupt { .. })));
+    assert!(matches!(
+        store.list(None, 9),
+        Err(StoreError::Corrupt { .. })
+    ));
+    conn.execute("UPDATE sessions SET status = 'running', inputs = '[1]'", [])
+        .unwrap();
+    assert!(matches!(store.get("x"), Err(StoreError::Corrupt { .. })));
+}
+
+/// Many writers over two connections at once; the database must stay sound.
+#[test]
+fn sqlite_integrity_after_heavy_concurrent_appends() {
+    const THREADS: usize = 6;
+    const EVENTS: u64 = 250;
+    let dir = TempDir::new("heavy");
+    let stores = [Arc::new(sqlite(&dir)), Arc::new(sqlite(&dir))];
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let store = Arc::clone(&stores[t % 2]);
+            s.spawn(move || {
+                let id = format!("t{t}");
+                store.create(&meta(&id)).unwrap();
+                let mut log = Log::new(&id);
+                for e in full_run(&id) {
+                    store.append(&e).unwrap();
+                    log.events.push(e);
+                }
+                // Then small events in batches and singly.
+                let first = log.next_seq();
+                let more = small_events(&id, first, EVENTS);
+                for chunk in more.chunks(25) {
+                    if chunk[0].seq % 2 == 0 {
+                        store.append_batch(chunk).unwrap();
+                    } else {
+                        chunk.iter().for_each(|e| store.append(e).unwrap());
+                    }
+                }
+            });
+        }
+    });
+    let store = &stores[0];
+    assert_eq!(store.integrity_check().unwrap(), Vec::<String>::new());
+    for t in 0..THREADS {
+        let id = format!("t{t}");
+        let events = store.events(&id, 0).unwrap();
+        let full = full_run(&id);
+        assert_eq!(events[..full.len()], full[..]);
+        assert_eq!(events.len() as u64, full.len() as u64 + EVENTS);
+    }
+    // One blob per distinct large string, however many sessions used it.
+    assert_eq!(store.blob_count().unwrap(), 1);
+}
+
+// ---- file store ----
+
+fn log_path(dir: &TempDir, id: &str) -> std::path::PathBuf {
+    dir.path()
+        .join("sessions")
+        .join(format!("{id}.events.jsonl"))
+}
+
+fn append_raw(dir: &TempDir, id: &str, bytes: &[u8]) {
+    use std::io::Write;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log_path(dir, id))
+        .unwrap();
+    f.write_all(bytes).unwrap();
+}
+
+#[test]
+fn file_torn_last_line_is_ignored_then_cut() {
+    for torn in [
+        &b"{\"schema_version\":1,\"session_id\":\"x\",\"se"[..],
+        b"\0\0\0\0\0\0\0\0\n",
+        b"{\"half\": true}\n",
+    ] {
+        let dir = TempDir::new("torn");
+        let store = Kind::File.open(dir.path());
+        store.create(&meta("x")).unwrap();
+        let events = small_events("x", 1, 6);
+        for e in &events[..5] {
+            store.append(e).unwrap();
+        }
+        append_raw(&dir, "x", torn);
+        assert_eq!(store.events("x", 0).unwrap(), events[..5]);
+        assert_eq!(store.get("x").unwrap().last_seq, 5);
+        assert_eq!(store.list(None, 9).unwrap()[0].last_seq, 5);
+        // The next append cuts the torn line off and continues.
+        store.append(&events[5]).unwrap();
+        assert_eq!(store.events("x", 0).unwrap(), events);
+        let text = std::fs::read_to_string(log_path(&dir, "x")).unwrap();
+        assert_eq!(text.lines().count(), 6, "{text}");
+        assert!(text.ends_with('\n'));
+    }
+}
+
+#[test]
+fn file_garbage_inside_the_log_is_an_error() {
+    let dir = TempDir::new("garbage");
+    let store = Kind::File.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    let events = small_events("x", 1, 4);
+    for e in &events[..2] {
+        store.append(e).unwrap();
+    }
+    append_raw(&dir, "x", b"garbage\n");
+    append_raw(
+        &dir,
+        "x",
+        format!("{}\n", serde_json::to_string(&events[2]).unwrap()).as_bytes(),
+    );
+    let err = store.events("x", 0).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("line 3"), "{err}");
+
+    // A log whose seqs skip is damaged too.
+    let dir = TempDir::new("gap");
+    let store = Kind::File.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    store.append(&events[0]).unwrap();
+    append_raw(
+        &dir,
+        "x",
+        format!("{}\n", serde_json::to_string(&events[2]).unwrap()).as_bytes(),
+    );
+    append_raw(
+        &dir,
+        "x",
+        format!("{}\n", serde_json::to_string(&events[3]).unwrap()).as_bytes(),
+    );
+    assert!(matches!(
+        store.events("x", 0),
+        Err(StoreError::Corrupt { .. })
+    ));
+
+    // And a meta file that is not one.
+    std::fs::write(dir.path().join("sessions/y.json"), "{").unwrap();
+    assert!(matches!(store.get("y"), Err(StoreError::Corrupt { .. })));
+}
+
+/// Killed after the event reached the log but before `ID.json` was rewritten:
+/// the event decides the status, and the next append repairs the file.
+#[test]
+fn file_status_event_wins_over_a_stale_meta() {
+    let dir = TempDir::new("stale");
+    let store = Kind::File.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    let mut log = Log::new("x");
+    store.append(&log.push(run_started())).unwrap();
+    let asked = log.push(EventBody::ApprovalRequired { reason: "r".into() });
+    append_raw(
+        &dir,
+        "x",
+        format!("{}\n", serde_json::to_string(&asked).unwrap()).as_bytes(),
+    );
+    assert_eq!(
+        store.get("x").unwrap().status,
+        SessionStatus::WaitingApproval
+    );
+    store
+        .append(&log.push(EventBody::Warning {
+            message: "m".into(),
+        }))
+        .unwrap();
+    assert_eq!(
+        store.get("x").unwrap().status,
+        SessionStatus::WaitingApproval
+    );
+    let on_disk: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("sessions/x.json")).unwrap())
+            .unwrap();
+    assert_eq!(on_disk["status"], json!("waiting_approval"));
+}
+
+#[test]
+fn file_store_ignores_temporary_and_foreign_files() {
+    let dir = TempDir::new("foreign");
+    let store = Kind::File.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    let folder = dir.path().join("sessions");
+    std::fs::write(folder.join(".x.json.123.0.tmp"), "{").unwrap();
+    std::fs::write(folder.join("notes.txt"), "hi").unwrap();
+    std::fs::write(folder.join("x.approval-3.json"), "{}").unwrap();
+    let ids: BTreeSet<String> = store
+        .list(None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, BTreeSet::from(["x".to_owned()]));
+}
+
+// ---- several processes ----
+
+/// Child half of `processes_share_a_store`: does nothing unless started by it.
+#[test]
+fn child_writer() {
+    let (Ok(dir), Ok(kind), Ok(name)) = (
+        std::env::var("SESSION_CHILD_DIR"),
+        std::env::var("SESSION_CHILD_KIND"),
+        std::env::var("SESSION_CHILD_NAME"),
+    ) else {
+        return;
+    };
+    let store = Kind::parse(&kind).open(std::path::Path::new(&dir));
+    // Its own session, and a share of the races on a common one.
+    store.create(&meta(&name)).unwrap();
+    for e in small_events(&name, 1, 150) {
+        store.append(&e).unwrap();
+    }
+    loop {
+        let last = store.get("shared").unwrap().last_seq;
+        if last >= 100 {
+            break;
+        }
+        match store.append(&small_events("shared", last + 1, 1)[0]) {
+            Ok(()) | Err(StoreError::OutOfOrder { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn processes_share_a_store() {
+    for kind in [Kind::Sqlite, Kind::File] {
+        let dir = TempDir::new("procs");
+        kind.open(dir.path()).create(&meta("shared")).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..3)
+            .map(|i| {
+                std::process::Command::new(&exe)
+                    .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
+                    .env("SESSION_CHILD_DIR", dir.path())
+                    .env("SESSION_CHILD_KIND", kind.name())
+                    .env("SESSION_CHILD_NAME", format!("p{i}"))
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success(), "{kind:?} child failed");
+        }
+        let store = kind.open(dir.path());
+        for i in 0..3 {
+            let id = format!("p{i}");
+            assert_eq!(store.events(&id, 0).unwrap(), small_events(&id, 1, 150));
+        }
+        assert_eq!(
+            store.events("shared", 0).unwrap(),
+            small_events("shared", 1, 100)
+        );
+        if kind == Kind::Sqlite {
+            let db = SqliteStore::open(&dir.path().join("sessions.db")).unwrap();
+            assert!(db.integrity_check().unwrap().is_empty());
+        }
+    }
+}
+
+#[test]
+fn events_equal_what_the_wire_carries() {
+    // The stored form is an implementation detail; what comes back must be
+    // what `--output stream-json` would have printed.
+    let events: Vec<Event> = full_run("w");
+    for kind in [Kind::Sqlite, Kind::File] {
+        let dir = TempDir::new("wire");
+        let store = kind.open(dir.path());
+        store.create(&meta("w")).unwrap();
+        store.append_batch(&events).unwrap();
+        let back: Vec<serde_json::Value> = store
+            .events("w", 0)
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        let sent: Vec<serde_json::Value> = events
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        assert_eq!(back, sent, "{kind:?}");
+    }
+}
+
+#[test]
+fn sqlite_fresh_database_opened_by_many_at_once() {
+    let dir = TempDir::new("fresh");
+    std::thread::scope(|s| {
+        for i in 0..6 {
+            let dir = &dir;
+            s.spawn(move || {
+                let store = sqlite(dir);
+                store.create(&meta(&format!("s{i}"))).unwrap();
+            });
+        }
+    });
+    let store = sqlite(&dir);
+    assert_eq!(store.list(None, 10).unwrap().len(), 6);
+    let applied: i64 = raw(&dir)
+        .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(applied, 1);
+}
+
+// ---- killed mid-append ----
+
+/// Event `seq` of the crash test: mostly small, every seventh a 5 KB tool
+/// result (several database pages, a long log line), every eleventh a status
+/// change.
+fn crash_event(id: &str, seq: u64) -> Event {
+    let mut e = small_events(id, seq, 1).remove(0);
+    if seq.is_multiple_of(7) {
+        e.body = EventBody::ToolResult {
+            id: format!("c{seq}"),
+            tool: "read".into(),
+            content: format!("{seq:>8} bytes of file content\n").repeat(170),
+            is_error: false,
+            duration_ms: seq,
+        };
+    } else if seq.is_multiple_of(11) {
+        e.body = EventBody::ApprovalRequired {
+            reason: format!("checkpoint {seq}"),
+        };
+    } else if seq % 11 == 1 {
+        e.body = EventBody::ApprovalResolved {
+            approved: true,
+            note: None,
+        };
+    }
+    e
+}
+
+/// Child half of `sigkill_mid_append_loses_nothing_committed`: appends until
+/// it is killed.
+#[test]
+fn child_appender() {
+    let (Ok(dir), Ok(kind)) = (
+        std::env::var("SESSION_CRASH_DIR"),
+        std::env::var("SESSION_CRASH_KIND"),
+    ) else {
+        return;
+    };
+    let store = Kind::parse(&kind).open(std::path::Path::new(&dir));
+    let mut seq = store.get("crash").unwrap().last_seq;
+    loop {
+        seq += 1;
+        store.append(&crash_event("crash", seq)).unwrap();
+    }
+}
+
+/// SIGKILL a process while it appends, many times: what was acknowledged is
+/// there, the log is dense and readable (a torn file-store line is ignored),
+/// the database passes `integrity_check`, and the next process continues.
+#[test]
+fn sigkill_mid_append_loses_nothing_committed() {
+    const ROUNDS: u64 = 8;
+    for kind in [Kind::Sqlite, Kind::File] {
+        let dir = TempDir::new("sigkill");
+        kind.open(dir.path()).create(&meta("crash")).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        for round in 0..ROUNDS {
+            let store = kind.open(dir.path());
+            let before = store.get("crash").unwrap().last_seq;
+            let mut child = std::process::Command::new(&exe)
+                .args([
+                    "--exact",
+                    "child_appender",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env("SESSION_CRASH_DIR", dir.path())
+                .env("SESSION_CRASH_KIND", kind.name())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            // Kill only once it is writing, at a different moment each round.
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while store.get("crash").unwrap().last_seq == before {
+                assert!(std::time::Instant::now() < deadline, "child never wrote");
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(round * 7 % 23));
+            child.kill().unwrap();
+            child.wait().unwrap();
+
+            let store = kind.open(dir.path());
+            let meta = store.get("crash").unwrap();
+            assert!(meta.last_seq > before, "{kind:?} round {round}");
+            let events = store.events("crash", 0).unwrap();
+            let want: Vec<Event> = (1..=meta.last_seq)
+                .map(|s| crash_event("crash", s))
+                .collect();
+            assert_eq!(wire(&events), wire(&want), "{kind:?} round {round}");
+            let want_status = want
+                .iter()
+                .rev()
+                .find_map(|e| session::status_after(&e.body))
+                .unwrap_or(SessionStatus::Queued);
+            assert_eq!(meta.status, want_status, "{kind:?} round {round}");
+            if kind == Kind::Sqlite {
+                let db = SqliteStore::open(&dir.path().join("sessions.db")).unwrap();
+                assert!(db.integrity_check().unwrap().is_empty());
+            }
+        }
+    }
+}
