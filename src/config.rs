@@ -200,12 +200,17 @@ pub struct McpSection {
     pub servers: BTreeMap<String, McpServer>,
 }
 
+/// One MCP server: a command started with stdio (`command`, `args`, `env`), or
+/// a streamable-HTTP endpoint (`url`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpServer {
     pub command: String,
     pub args: Vec<String>,
     pub env: BTreeMap<String, String>,
+    /// A streamable-HTTP MCP endpoint, used instead of `command` when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -6,14 +6,20 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
 use agentfile::config::Config;
 use agentfile::detect::Dialect;
 use agentfile::diag::{self, Style};
+use agentfile::executor::exit;
 use agentfile::frontend::{self, Analysis, Options};
+use agentfile::printer::{Progress, StreamJson};
 use agentfile::protocol::diagnostics::ValidateReport;
+use agentfile::protocol::events::RunResult;
+use agentfile::run::{self as runapi, RunError, RunRequest, SessionChoice, TerminalApprover};
+use agentfile::session::{self, SessionStatus};
 use agentfile::{discover, inspect};
 
 #[derive(Parser)]
@@ -55,6 +61,13 @@ enum Command {
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
     },
+    /// Run a workflow: goals as model/tool loops behind the policy, every event stored.
+    Run(RunArgs),
+    /// List, show, export, resume and approve stored sessions.
+    Sessions {
+        #[command(subcommand)]
+        command: SessionsCommand,
+    },
     /// Find workflows under a folder and show their names, paths and inputs.
     List {
         /// Folder to search (default: the current folder).
@@ -62,6 +75,130 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+}
+
+#[derive(clap::Args, Clone, Default)]
+struct RunArgs {
+    /// The workflow file (or a folder holding an Agentfile).
+    path: Option<PathBuf>,
+    /// An input as name=value (repeatable).
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    inputs: Vec<String>,
+    /// Inputs from a JSON object in FILE, or `-` for standard input.
+    #[arg(long, value_name = "FILE|-")]
+    inputs_json: Option<String>,
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Policy file (default: policy.toml beside the workflow, else the safe default).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The folder tools work in (default: agent.workspace in the config, else here).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// anthropic, openai, openrouter, ollama, gemini, replay or mcp-sampling.
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    /// The cassette `--provider replay` answers from.
+    #[arg(long)]
+    cassette: Option<PathBuf>,
+    /// Record every model exchange of this run to a cassette.
+    #[arg(long)]
+    record: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = OutputMode::Text)]
+    output: OutputMode,
+    /// Continue an interrupted session instead of starting a new one.
+    #[arg(long, value_name = "SESSION")]
+    resume: Option<String>,
+    #[arg(long)]
+    max_turns: Option<u64>,
+    #[arg(long)]
+    max_tokens: Option<u64>,
+    #[arg(long)]
+    max_cost_usd: Option<f64>,
+    /// Wall-clock limit such as 90s, 10m or 1h.
+    #[arg(long)]
+    timeout: Option<String>,
+    /// Approve every supervised goal without asking.
+    #[arg(long)]
+    approve_all: bool,
+    /// Exit 5 when a loop reaches its limit without converging.
+    #[arg(long)]
+    strict_convergence: bool,
+}
+
+// Parsed once per process; boxing the large variant would fight clap's derive.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum SessionsCommand {
+    /// Sessions, newest first.
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+    /// One session: its state and events.
+    Show {
+        id: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+    /// The full transcript as JSON or markdown.
+    Export {
+        id: String,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Markdown)]
+        format: ExportFormat,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+    /// Continue an interrupted session.
+    Resume {
+        id: String,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Record a decision for a session waiting for approval.
+    Approve {
+        id: String,
+        /// Reject instead of approving.
+        #[arg(long)]
+        reject: bool,
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+}
+
+/// Where the session store is: the config and workspace decide, as for `run`.
+#[derive(clap::Args, Clone)]
+struct StoreArgs {
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+enum OutputMode {
+    #[default]
+    Text,
+    Json,
+    StreamJson,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    Json,
+    Markdown,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -111,6 +248,11 @@ fn main() -> ExitCode {
             dialect,
         } => inspect_cmd(&path, config.as_deref(), format, dialect.map(Into::into)),
         Command::List { dir, format } => list(dir.as_deref().unwrap_or(Path::new(".")), format),
+        Command::Run(args) => return run_cmd(args, None),
+        Command::Sessions { command } => match command {
+            SessionsCommand::Resume { id, run } => return run_cmd(run, Some(id)),
+            other => sessions_cmd(other),
+        },
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -257,6 +399,322 @@ fn list(dir: &Path, format: ReportFormat) -> anyhow::Result<u8> {
             writeln!(out)?;
         }
         ReportFormat::Text => out.write_all(discover::text(&found).as_bytes())?,
+    }
+    Ok(0)
+}
+
+fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentfile: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mode = args.output;
+    let code = runtime.block_on(async move {
+        match run_async(args, resume_id).await {
+            Ok(result) => {
+                print_result(&result, mode);
+                result.exit_code
+            }
+            Err(e) => {
+                eprintln!("agentfile: error: {e}");
+                e.exit_code
+            }
+        }
+    });
+    // Tool processes and MCP servers are already stopped; do not wait for
+    // stray blocking threads (a terminal read) to finish.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+async fn run_async(args: RunArgs, resume_id: Option<String>) -> Result<RunResult, RunError> {
+    let usage = |m: String| RunError {
+        message: m,
+        exit_code: exit::USAGE,
+    };
+    let resume_id = resume_id.or(args.resume.clone());
+    let mut req = RunRequest {
+        path: args.path.clone().unwrap_or_default(),
+        inputs: runapi::parse_inputs(&args.inputs, args.inputs_json.as_deref())?,
+        config: args.config.clone(),
+        policy: args.policy.clone(),
+        workspace: args.workspace.clone(),
+        provider: args.provider.clone(),
+        model: args.model.clone(),
+        cassette: args.cassette.clone(),
+        record: args.record.clone(),
+        max_turns: args.max_turns,
+        max_tokens: args.max_tokens,
+        max_cost_usd: args.max_cost_usd,
+        timeout: match &args.timeout {
+            Some(t) => Some(
+                agentfile::executor::parse_duration(t)
+                    .map_err(|e| usage(format!("--timeout: {e}")))?,
+            ),
+            None => None,
+        },
+        strict_convergence: args.strict_convergence,
+        http: None,
+    };
+    let choice = match resume_id {
+        Some(id) => {
+            // The session says which workflow, inputs and workspace it ran with.
+            let config = runapi::load_config(args.config.as_deref(), Path::new("."))?;
+            let ws = store_workspace(args.workspace.as_deref(), &config)?;
+            let store = runapi::open_store(&config, &ws)?;
+            let meta = store.get(&id).map_err(|e| {
+                usage(format!(
+                    "{e} (looked in the session store of {})",
+                    ws.display()
+                ))
+            })?;
+            if args.path.is_none() {
+                req.path = PathBuf::from(&meta.path);
+            }
+            if !args.inputs.is_empty() || args.inputs_json.is_some() {
+                return Err(usage(
+                    "a resumed run keeps the inputs it started with; drop --input/--inputs-json"
+                        .into(),
+                ));
+            }
+            req.inputs = meta.inputs.clone();
+            req.workspace = Some(PathBuf::from(&meta.workspace));
+            SessionChoice::Resume(id)
+        }
+        None => {
+            if args.path.is_none() {
+                return Err(usage(
+                    "run needs a workflow path: agentfile run PATH".into(),
+                ));
+            }
+            SessionChoice::New
+        }
+    };
+    let prepared = runapi::prepare(&req)?;
+    let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = Vec::new();
+    match args.output {
+        OutputMode::StreamJson => sinks.push(Arc::new(StreamJson::stdout())),
+        OutputMode::Text | OutputMode::Json => {
+            let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            sinks.push(Arc::new(Progress::stderr(color)));
+        }
+    }
+    let cancel = agentfile::llm::CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nagentfile: cancelling (Ctrl-C again to quit at once)");
+            on_signal.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    let approver = TerminalApprover {
+        approve_all: args.approve_all,
+    };
+    runapi::start(prepared, choice, sinks, &approver, cancel).await
+}
+
+fn store_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunError> {
+    let ws = flag
+        .map(Path::to_path_buf)
+        .or_else(|| config.agent.workspace.clone())
+        .unwrap_or_else(|| PathBuf::from("."));
+    ws.canonicalize().map_err(|e| RunError {
+        message: format!("workspace {}: {e}", ws.display()),
+        exit_code: exit::USAGE,
+    })
+}
+
+fn print_result(result: &RunResult, mode: OutputMode) {
+    let mut out = std::io::stdout().lock();
+    match mode {
+        OutputMode::Json => {
+            let _ = serde_json::to_writer_pretty(&mut out, result);
+            let _ = writeln!(out);
+        }
+        OutputMode::StreamJson => StreamJson::stdout().write_line(result),
+        OutputMode::Text => {
+            if result.status != "completed" {
+                if let Some(e) = &result.error {
+                    eprintln!("agentfile: {}: {e}", result.termination_reason);
+                }
+                eprintln!(
+                    "session {} — resume with `agentfile sessions resume {}`",
+                    result.session_id, result.session_id
+                );
+                return;
+            }
+            // The result of a workflow is what its last goal produced.
+            if let Some((_, v)) = result
+                .outputs
+                .iter()
+                .last()
+                .filter(|_| result.outputs.len() == 1)
+            {
+                let _ = writeln!(out, "{}", value_text(v));
+            } else {
+                for (name, v) in &result.outputs {
+                    let _ = writeln!(out, "## {name}\n\n{}\n", value_text(v));
+                }
+            }
+        }
+    }
+}
+
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
+    let open = |at: &StoreArgs| -> anyhow::Result<Arc<dyn session::SessionStore>> {
+        let config = runapi::load_config(at.config.as_deref(), Path::new("."))?;
+        let ws = store_workspace(at.workspace.as_deref(), &config)?;
+        Ok(runapi::open_store(&config, &ws)?)
+    };
+    let mut out = std::io::stdout().lock();
+    match cmd {
+        SessionsCommand::List {
+            status,
+            limit,
+            format,
+            at,
+        } => {
+            let status = match status.as_deref() {
+                None => None,
+                Some(s) => Some(
+                    serde_json::from_value::<SessionStatus>(serde_json::Value::String(s.to_owned()))
+                        .map_err(|_| anyhow::anyhow!("unknown status `{s}`; use queued, running, waiting_approval, completed, failed, cancelled or interrupted"))?,
+                ),
+            };
+            let list = open(&at)?.list(status, limit)?;
+            match format {
+                ReportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut out, &list)?;
+                    writeln!(out)?;
+                }
+                ReportFormat::Text => {
+                    if list.is_empty() {
+                        writeln!(out, "no sessions")?;
+                    }
+                    for m in list {
+                        let status = serde_json::to_value(m.status)?
+                            .as_str()
+                            .unwrap_or("")
+                            .to_owned();
+                        writeln!(
+                            out,
+                            "{}  {:16}  {:20}  {}",
+                            m.id, status, m.workflow, m.updated_at
+                        )?;
+                    }
+                }
+            }
+        }
+        SessionsCommand::Show { id, format, at } => {
+            let store = open(&at)?;
+            let meta = store.get(&id)?;
+            let events = store.events(&id, 0)?;
+            match format {
+                ReportFormat::Json => {
+                    serde_json::to_writer_pretty(
+                        &mut out,
+                        &serde_json::json!({"session": meta, "events": events}),
+                    )?;
+                    writeln!(out)?;
+                }
+                ReportFormat::Text => {
+                    let status = serde_json::to_value(meta.status)?
+                        .as_str()
+                        .unwrap_or("")
+                        .to_owned();
+                    writeln!(
+                        out,
+                        "session {}\nworkflow {} ({})\nstatus {status}\nworkspace {}\nevents {}",
+                        meta.id,
+                        meta.workflow,
+                        meta.path,
+                        meta.workspace,
+                        events.len()
+                    )?;
+                    let progress = Progress::to_writer(Box::new(std::io::stdout()));
+                    drop(out);
+                    for e in &events {
+                        if let Some(line) = progress.line(e) {
+                            println!("{line}");
+                        }
+                    }
+                    return Ok(0);
+                }
+            }
+        }
+        SessionsCommand::Export { id, format, at } => {
+            let store = open(&at)?;
+            let meta = store.get(&id)?;
+            let events = store.events(&id, 0)?;
+            match format {
+                ExportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut out, &session::export::json(&meta, &events))?;
+                    writeln!(out)?;
+                }
+                ExportFormat::Markdown => {
+                    out.write_all(session::export::markdown(&meta, &events).as_bytes())?
+                }
+            }
+        }
+        SessionsCommand::Approve {
+            id,
+            reject,
+            note,
+            at,
+        } => {
+            let store = open(&at)?;
+            let events = store.events(&id, 0)?;
+            let Some(seq) = session::pending_approval_in(&events) else {
+                anyhow::bail!("session `{id}` is not waiting for an approval");
+            };
+            let asked = events.iter().find(|e| e.seq == seq).cloned();
+            let Some(asked) = asked else {
+                anyhow::bail!("session `{id}`: approval event {seq} is missing");
+            };
+            let last = events.last().map(|e| e.seq).unwrap_or(0);
+            let bus = agentfile::events::EventBus::new(&id, last, Some(store.clone()));
+            let scope = agentfile::events::Scope {
+                step: asked.step.clone(),
+                goal: asked.goal.clone(),
+                agent: asked.agent.clone(),
+                iteration: asked.iteration,
+            };
+            bus.emit(
+                &scope,
+                agentfile::protocol::events::EventBody::ApprovalResolved {
+                    approved: !reject,
+                    note: note.or(Some("recorded with `agentfile sessions approve`".into())),
+                },
+            );
+            if let Some(e) = bus.store_error() {
+                anyhow::bail!("cannot record the decision: {e}");
+            }
+            let verb = if reject { "rejected" } else { "approved" };
+            writeln!(
+                out,
+                "{verb} goal `{}` of session {id}; continue it with `agentfile sessions resume {id}`",
+                asked.goal.unwrap_or_default()
+            )?;
+        }
+        SessionsCommand::Resume { .. } => {
+            anyhow::bail!("internal error: resume is handled by `run`")
+        }
     }
     Ok(0)
 }

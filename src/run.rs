@@ -13,14 +13,23 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::time::SystemTime;
+
 use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::diag::{self, Style};
-use crate::executor::{self, Approval, ApprovalRequest, Approver, Limits, Models, exit};
+use crate::events::{EventBus, EventSink};
+use crate::executor::{
+    self, Approval, ApprovalRequest, Approver, Limits, Models, RunSpec, Services, exit,
+};
 use crate::frontend;
 use crate::llm::{self, Cassette, Provider, ProviderOptions};
 use crate::plan::Plan;
+use crate::protocol::events::{RunResult, rfc3339};
+use crate::session::{self, SessionMeta, SessionStatus, SessionStore};
+use crate::tools::{MemoryStore, Policy, Toolbox};
 
 /// What the caller asks for. Every field but `path` is optional.
 #[derive(Debug, Clone, Default)]
@@ -368,6 +377,112 @@ impl Approver for TerminalApprover {
             }
         })
     }
+}
+
+/// Where a run's session comes from.
+pub enum SessionChoice {
+    New,
+    /// Continue this session: its completed goals are not run again.
+    Resume(String),
+}
+
+/// Open the session store a prepared run uses.
+pub fn open_store(config: &Config, workspace: &Path) -> Result<Arc<dyn SessionStore>, RunError> {
+    session::open(config, workspace)
+        .map(Arc::from)
+        .map_err(|e| usage(format!("cannot open the session store: {e}")))
+}
+
+/// Start a prepared run and carry it to its end: open the session, load the
+/// policy and the tools, stream events to `sinks` (after the store), and ask
+/// `approver` at supervised goals. Setup problems are a [`RunError`]; everything
+/// after `run_started` is part of the [`RunResult`].
+pub async fn start(
+    prepared: Prepared,
+    choice: SessionChoice,
+    sinks: Vec<Arc<dyn EventSink>>,
+    approver: &dyn Approver,
+    cancel: CancellationToken,
+) -> Result<RunResult, RunError> {
+    let store = open_store(&prepared.config, &prepared.workspace)?;
+    let (id, prior) = match choice {
+        SessionChoice::Resume(id) => {
+            let meta = store.get(&id).map_err(|e| usage(e.to_string()))?;
+            if meta.status == SessionStatus::Completed {
+                return Err(usage(format!(
+                    "session `{id}` already completed; nothing to resume"
+                )));
+            }
+            let prior = store.events(&id, 0).map_err(|e| usage(e.to_string()))?;
+            (id, prior)
+        }
+        SessionChoice::New => {
+            let id = session::new_session_id();
+            let now = rfc3339(SystemTime::now());
+            let path = std::fs::canonicalize(&prepared.plan.path)
+                .unwrap_or_else(|_| PathBuf::from(&prepared.plan.path));
+            store
+                .create(&SessionMeta {
+                    id: id.clone(),
+                    workflow: prepared.plan.name.clone(),
+                    path: path.display().to_string(),
+                    workspace: prepared.workspace.display().to_string(),
+                    inputs: prepared.inputs.clone(),
+                    status: SessionStatus::Running,
+                    created_at: now.clone(),
+                    updated_at: now,
+                    last_seq: 0,
+                })
+                .map_err(|e| usage(format!("cannot record the session: {e}")))?;
+            (id, Vec::new())
+        }
+    };
+
+    let policy = Policy::load(prepared.policy.as_deref(), &prepared.workflow_dir)
+        .map_err(|e| usage(e.to_string()))?;
+    let memory_path = match session::location(&prepared.config, &prepared.workspace) {
+        Ok((session::Backend::Sqlite, p)) => p,
+        _ => prepared.workspace.join(".agentfile").join("memory.db"),
+    };
+    let memory =
+        MemoryStore::open(&memory_path).map_err(|e| usage(format!("memory store: {e}")))?;
+    let toolbox = Toolbox::new(&prepared.config, policy, &prepared.workspace, memory)
+        .map_err(|e| usage(e.to_string()))?;
+    toolbox.ready().await;
+
+    let last_seq = prior.last().map(|e| e.seq).unwrap_or(0);
+    let bus = EventBus::new(&id, last_seq, Some(store.clone()));
+    for s in sinks {
+        bus.subscribe(s);
+    }
+    let svc = Services {
+        models: prepared.models.as_ref(),
+        tools: &toolbox,
+        approver,
+        bus: &bus,
+    };
+    let spec = RunSpec {
+        plan: prepared.plan.clone(),
+        inputs: prepared.inputs.clone(),
+        workspace: prepared.workspace.clone(),
+        agent_id: prepared
+            .config
+            .agent
+            .id
+            .clone()
+            .unwrap_or_else(|| "default".into()),
+        limits: prepared.limits.clone(),
+        provider_label: prepared.provider_label.clone(),
+        prior_events: prior,
+        warnings: toolbox.warnings(),
+    };
+    let result = executor::execute(spec, &svc, cancel).await;
+    toolbox.shutdown();
+    if result.termination_reason == "approval_unavailable" {
+        // Not a failure: the run waits for `sessions approve`, then resumes.
+        let _ = store.set_status(&id, SessionStatus::WaitingApproval);
+    }
+    Ok(result)
 }
 
 #[cfg(test)]

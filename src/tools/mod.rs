@@ -6,6 +6,31 @@
 //! [`CallResult`] with `denied` set, so the executor can tell the model and emit a
 //! `policy_denied` event. Tool failures are results for the model, never run
 //! failures.
+//!
+//! # Layout
+//!
+//! - [`policy`]: `policy.toml` loaded and validated ([`policy::Policy`]), then
+//!   compiled for a workspace into the [`policy::Gate`] that judges every call:
+//!   paths ([`policy::paths`]), bash lines parsed as shell ([`policy::bash`]),
+//!   URLs and addresses ([`policy::web`]), MCP `server:tool` patterns, rate
+//!   limits. With no policy file the safe default applies (file tools in the
+//!   workspace only, no bash, no web, memory on, MCP denied).
+//! - [`builtin`]: what each built-in tool does once allowed — read, write, edit,
+//!   ls, glob, grep, bash, web_fetch, web_search, memory_read, memory_write.
+//! - [`mcp`]: tools of MCP servers (rmcp client), started in the background,
+//!   offered as `mcp_<server>_<tool>`.
+//! - [`toolbox`]: [`Toolbox`], the [`ToolSet`] the executor uses: the registry
+//!   and the one place the gate is asked.
+//!
+//! # Invariants
+//!
+//! - Nothing runs before the gate has said yes, and the gate is asked in one
+//!   place (`toolbox.rs`). A denied call returns `denied: Some(..)` naming the
+//!   rule, and never touches the file system, a process or the network beyond
+//!   the checks themselves.
+//! - Listings (glob, grep, ls) never show what `read` could not read.
+//! - No secret reaches a bash process or an MCP server's environment.
+//! - `ToolSet::call` never panics and never fails; every problem is an output.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,6 +40,14 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::llm::ToolDef;
+
+pub mod builtin;
+pub mod mcp;
+pub mod policy;
+pub mod toolbox;
+
+pub use policy::{Gate, Policy, PolicyError};
+pub use toolbox::{MemoryError, MemoryStore, ToolError, Toolbox, ToolboxOptions};
 
 /// Where and for whom a tool call runs.
 #[derive(Debug, Clone)]

@@ -1,0 +1,806 @@
+//! The security policy: `policy.toml`, loaded, validated, and compiled into the one
+//! [`Gate`] every tool call passes through.
+//!
+//! # The file
+//!
+//! The seed's format (CONTRACT §4), with the predecessor's `[tools.read]` spelling
+//! accepted as well as `[read]`:
+//!
+//! ```toml
+//! default_deny = true
+//! [read]
+//! allow = ["$WORKSPACE/**"]
+//! deny = ["~/.ssh/*"]
+//! [bash]
+//! allowlist = ["git log *", "cargo test *"]
+//! denylist = ["sudo *"]
+//! [web_fetch]
+//! allow_domains = ["docs.rs", "*.github.com"]
+//! rate_limit = 10          # calls per minute
+//! [mcp]
+//! allow = ["github:*", "fs:read_file"]
+//! ```
+//!
+//! Sections: `read write edit glob grep ls bash web_fetch web_search memory_read
+//! memory_write mcp`. Keys: `enabled`, `allow`/`deny` (path patterns; for `[mcp]`
+//! `server:tool` patterns, `allowed_tools` being an alias of `allow`),
+//! `allowlist`/`denylist` (bash), `allow_domains` (web), `rate_limit` (any tool),
+//! and `default_deny` at the top (and inside `[mcp]`). `$WORKSPACE` and `~` expand
+//! in patterns; a relative pattern is anchored at the workspace. Top-level
+//! `allowed_dirs = [...]` (from the predecessor's later versions) adds directories
+//! every file tool may use.
+//!
+//! # Made safe
+//!
+//! The seed's semantics, with these deliberate deviations so that a forgotten line
+//! never opens the machine:
+//!
+//! - **No policy file is the safe default, never allow-all**: read, write, edit,
+//!   glob, grep and ls inside the workspace only; bash off; web_fetch and
+//!   web_search off; memory on; MCP tools denied. See [`Policy::safe_default`].
+//! - **An invalid file is an error naming `path:line:col`**, and nothing runs. A
+//!   section whose name is close to a tool's (`[bassh]`) is an error with a
+//!   did-you-mean; unknown keys inside tool sections are errors. Foreign sections
+//!   that are nothing like a tool (`[security]` in the predecessor's example) are
+//!   tolerated and listed in [`Policy::ignored_sections`].
+//! - **Outside the workspace needs an explicit allow** even when
+//!   `default_deny = false`: the seed would let a tool without `allow` touch
+//!   anything; here it gets the workspace.
+//! - **bash and the web tools are off unless their section exists** (under either
+//!   `default_deny`), because they are the ways out of the workspace.
+//! - **Deny wins**, and is matched against both the path as written (normalised)
+//!   and its real location; allow only against the real location.
+//! - **Private, loopback and link-local addresses** are refused to web_fetch even
+//!   under `allow_domains = ["*"]`, unless a host is named in `allow_domains`
+//!   exactly.
+//! - `$WORKSPACE/.agentfile/**` (the session and memory store) is off limits to
+//!   every file tool and to bash arguments; `$WORKSPACE/.git/**` to write and
+//!   edit (hooks and `core.fsmonitor` would run code later).
+//!
+//! What this module is not: the place tools run. It decides; [`crate::tools`]
+//! acts. Apart from the gate, only glob/grep/ls consult it, and only to filter
+//! their results through the same read check.
+
+pub mod bash;
+mod gate;
+pub mod paths;
+pub mod web;
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+use toml::de::{DeTable, DeValue};
+
+pub use gate::{Gate, Permit, Request};
+
+/// The policy file name looked for beside a workflow.
+pub const POLICY_FILE: &str = "policy.toml";
+
+/// A built-in tool the policy has a section for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Tool {
+    Read,
+    Write,
+    Edit,
+    Glob,
+    Grep,
+    Ls,
+    Bash,
+    WebFetch,
+    WebSearch,
+    MemoryRead,
+    MemoryWrite,
+}
+
+impl Tool {
+    /// Every built-in tool, in the order they are offered to the model.
+    pub const ALL: [Tool; 11] = [
+        Tool::Read,
+        Tool::Write,
+        Tool::Edit,
+        Tool::Glob,
+        Tool::Grep,
+        Tool::Ls,
+        Tool::Bash,
+        Tool::WebFetch,
+        Tool::WebSearch,
+        Tool::MemoryRead,
+        Tool::MemoryWrite,
+    ];
+
+    /// The tool's name, as the model calls it and as its policy section is named.
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Read => "read",
+            Tool::Write => "write",
+            Tool::Edit => "edit",
+            Tool::Glob => "glob",
+            Tool::Grep => "grep",
+            Tool::Ls => "ls",
+            Tool::Bash => "bash",
+            Tool::WebFetch => "web_fetch",
+            Tool::WebSearch => "web_search",
+            Tool::MemoryRead => "memory_read",
+            Tool::MemoryWrite => "memory_write",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Tool> {
+        Tool::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// Tools whose argument is a path matched against `allow`/`deny`.
+    pub fn is_path_tool(self) -> bool {
+        matches!(
+            self,
+            Tool::Read | Tool::Write | Tool::Edit | Tool::Glob | Tool::Grep | Tool::Ls
+        )
+    }
+
+    fn is_web(self) -> bool {
+        matches!(self, Tool::WebFetch | Tool::WebSearch)
+    }
+
+    /// Keys a section of this tool may contain.
+    fn keys(self) -> &'static [&'static str] {
+        match self {
+            Tool::Read | Tool::Write | Tool::Edit | Tool::Glob | Tool::Grep | Tool::Ls => {
+                &["enabled", "allow", "deny", "rate_limit"]
+            }
+            Tool::Bash => &["enabled", "allowlist", "denylist", "rate_limit"],
+            Tool::WebFetch => &["enabled", "allow_domains", "rate_limit"],
+            Tool::WebSearch | Tool::MemoryRead | Tool::MemoryWrite => &["enabled", "rate_limit"],
+        }
+    }
+}
+
+impl fmt::Display for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A policy that could not be loaded. Nothing may run with it.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("{path}: cannot read policy: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Every problem found, each `path:line:col: message`.
+    #[error("{}", render_problems(path, problems))]
+    Invalid {
+        path: PathBuf,
+        problems: Vec<Problem>,
+    },
+}
+
+/// One problem in a policy file, at a 1-based line and column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+}
+
+fn render_problems(path: &Path, problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|p| format!("{}:{}:{}: {}", path.display(), p.line, p.col, p.message))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A pattern as written, with where it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pat {
+    pub text: String,
+    pub line: usize,
+    pub col: usize,
+}
+
+/// One tool's section as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Section {
+    /// `read` or `tools.read`: how rules are named back to the user.
+    pub label: String,
+    pub enabled: Option<bool>,
+    pub allow: Vec<Pat>,
+    pub deny: Vec<Pat>,
+    pub allowlist: Vec<Pat>,
+    pub denylist: Vec<Pat>,
+    pub allow_domains: Vec<Pat>,
+    pub rate_limit: Option<u32>,
+}
+
+/// The `[mcp]` section as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct McpSection {
+    pub label: String,
+    pub enabled: Option<bool>,
+    pub default_deny: Option<bool>,
+    pub allow: Vec<Pat>,
+    pub deny: Vec<Pat>,
+    pub rate_limit: Option<u32>,
+}
+
+/// Where a policy came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Origin {
+    SafeDefault,
+    File(PathBuf),
+}
+
+/// A loaded, validated policy, not yet tied to a workspace. [`Policy::bind`] it to
+/// one to get the [`Gate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub(crate) origin: Origin,
+    pub(crate) default_deny: bool,
+    pub(crate) sections: [Option<Section>; 11],
+    pub(crate) mcp: Option<McpSection>,
+    pub(crate) allowed_dirs: Vec<Pat>,
+    ignored: Vec<String>,
+}
+
+impl Policy {
+    /// The policy a run uses: `explicit` (`--policy FILE`) if given, else
+    /// `policy.toml` in `workflow_dir` if there is one, else [`Policy::safe_default`].
+    /// An explicit file that does not exist is an error, not the default.
+    pub fn load(explicit: Option<&Path>, workflow_dir: &Path) -> Result<Policy, PolicyError> {
+        if let Some(path) = explicit {
+            return Policy::from_file(path);
+        }
+        let beside = workflow_dir.join(POLICY_FILE);
+        match std::fs::metadata(&beside) {
+            Ok(_) => Policy::from_file(&beside),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Policy::safe_default()),
+            Err(source) => Err(PolicyError::Read {
+                path: beside,
+                source,
+            }),
+        }
+    }
+
+    /// Read and validate a policy file.
+    pub fn from_file(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Policy::parse(&text, path)
+    }
+
+    /// Validate policy text; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Policy, PolicyError> {
+        let mut policy = parse_text(text).map_err(|problems| PolicyError::Invalid {
+            path: path.to_owned(),
+            problems,
+        })?;
+        policy.origin = Origin::File(path.to_owned());
+        Ok(policy)
+    }
+
+    /// The policy used when there is no policy file: file tools (read, write,
+    /// edit, glob, grep, ls) inside the workspace only, bash off, web off, memory
+    /// on, MCP tools denied.
+    pub fn safe_default() -> Policy {
+        let mut sections: [Option<Section>; 11] = Default::default();
+        for tool in Tool::ALL {
+            let on = tool.is_path_tool() || matches!(tool, Tool::MemoryRead | Tool::MemoryWrite);
+            if on {
+                sections[tool.index()] = Some(Section {
+                    label: tool.name().to_owned(),
+                    enabled: Some(true),
+                    allow: vec![Pat {
+                        text: "$WORKSPACE/**".to_owned(),
+                        line: 0,
+                        col: 0,
+                    }],
+                    ..Section::default()
+                });
+            }
+        }
+        Policy {
+            origin: Origin::SafeDefault,
+            default_deny: true,
+            sections,
+            mcp: None,
+            allowed_dirs: Vec::new(),
+            ignored: Vec::new(),
+        }
+    }
+
+    /// The file this policy came from; `None` for the safe default.
+    pub fn source(&self) -> Option<&Path> {
+        match &self.origin {
+            Origin::SafeDefault => None,
+            Origin::File(p) => Some(p),
+        }
+    }
+
+    /// Top-level sections that were not ours and were skipped (`security`), so a
+    /// caller can warn about them.
+    pub fn ignored_sections(&self) -> &[String] {
+        &self.ignored
+    }
+
+    /// Compile this policy for a workspace (absolute; resolved here) and a home
+    /// directory (`None` when unknown: `~` patterns then fail to compile).
+    pub fn bind(&self, workspace: &Path, home: Option<&Path>) -> Result<Gate, PolicyError> {
+        Gate::new(self, workspace, home)
+    }
+
+    pub(crate) fn section(&self, tool: Tool) -> Option<&Section> {
+        self.sections[tool.index()].as_ref()
+    }
+}
+
+/// What a top-level key is.
+enum TopKey {
+    Tool(Tool),
+    Mcp,
+}
+
+fn top_key(name: &str) -> Option<TopKey> {
+    if name == "mcp" {
+        return Some(TopKey::Mcp);
+    }
+    Tool::from_name(name).map(TopKey::Tool)
+}
+
+fn section_names() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = Tool::ALL.iter().map(|t| t.name()).collect();
+    v.push("mcp");
+    v
+}
+
+/// Sections known to be written for other tools; skipped without a word.
+const FOREIGN_SECTIONS: &[&str] = &["security"];
+
+struct Ctx<'t> {
+    text: &'t str,
+    problems: Vec<Problem>,
+}
+
+impl Ctx<'_> {
+    fn at(&self, span: &Range<usize>) -> (usize, usize) {
+        line_col(self.text, span.start)
+    }
+
+    fn problem(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        let (line, col) = self.at(span);
+        self.problems.push(Problem {
+            line,
+            col,
+            message: message.into(),
+        });
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let col = before.get(line_start..).map_or(0, |s| s.chars().count()) + 1;
+    (line, col)
+}
+
+fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
+    let root = DeTable::parse(text).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let (line, col) = line_col(text, span.start);
+        vec![Problem {
+            line,
+            col,
+            message: e.message().trim_end().to_owned(),
+        }]
+    })?;
+    let mut cx = Ctx {
+        text,
+        problems: Vec::new(),
+    };
+    let mut policy = Policy {
+        origin: Origin::SafeDefault,
+        default_deny: false,
+        sections: Default::default(),
+        mcp: None,
+        allowed_dirs: Vec::new(),
+        ignored: Vec::new(),
+    };
+    for (key, value) in root.get_ref().iter() {
+        let name: &str = key.get_ref();
+        let kspan = key.span();
+        match name {
+            "default_deny" => {
+                if let Some(b) = want_bool(&mut cx, "default_deny", value) {
+                    policy.default_deny = b;
+                }
+            }
+            "allowed_dirs" => {
+                policy.allowed_dirs = want_patterns(&mut cx, "allowed_dirs", value);
+            }
+            "tools" => match value.get_ref() {
+                DeValue::Table(tools) => {
+                    for (tkey, tval) in tools.iter() {
+                        let tname: &str = tkey.get_ref();
+                        let label = format!("tools.{tname}");
+                        match top_key(tname) {
+                            Some(k) => section(&mut cx, &mut policy, k, &label, tval),
+                            None => {
+                                let hint = did_you_mean(tname);
+                                cx.problem(
+                                    &tkey.span(),
+                                    format!("unknown tool section [tools.{tname}]{hint}"),
+                                );
+                            }
+                        }
+                    }
+                }
+                _ => cx.problem(&value.span(), "`tools` must be a table of tool sections"),
+            },
+            _ => match top_key(name) {
+                Some(k) => section(&mut cx, &mut policy, k, name, value),
+                None => match value.get_ref() {
+                    DeValue::Table(_) => {
+                        let near = crate::diag::suggest(name, section_names());
+                        match near {
+                            Some(s) if !FOREIGN_SECTIONS.contains(&name) => cx.problem(
+                                &kspan,
+                                format!("unknown section [{name}]; did you mean [{s}]?"),
+                            ),
+                            _ => policy.ignored.push(name.to_owned()),
+                        }
+                    }
+                    _ => {
+                        let hint =
+                            match crate::diag::suggest(name, ["default_deny", "allowed_dirs"]) {
+                                Some(s) => format!("; did you mean `{s}`?"),
+                                None => "; top-level keys are `default_deny` and `allowed_dirs`"
+                                    .to_owned(),
+                            };
+                        cx.problem(&kspan, format!("unknown key `{name}`{hint}"));
+                    }
+                },
+            },
+        }
+    }
+    // Patterns must compile; try them against a stand-in workspace now so a bad
+    // one is reported with its line before anything runs.
+    check_patterns(&mut cx, &policy);
+    if cx.problems.is_empty() {
+        Ok(policy)
+    } else {
+        cx.problems.sort_by_key(|p| (p.line, p.col));
+        Err(cx.problems)
+    }
+}
+
+fn did_you_mean(name: &str) -> String {
+    match crate::diag::suggest(name, section_names()) {
+        Some(s) => format!("; did you mean [{s}]?"),
+        None => format!("; known sections: {}", section_names().join(", ")),
+    }
+}
+
+fn section(
+    cx: &mut Ctx<'_>,
+    policy: &mut Policy,
+    key: TopKey,
+    label: &str,
+    value: &Spanned<DeValue<'_>>,
+) {
+    let DeValue::Table(table) = value.get_ref() else {
+        cx.problem(&value.span(), format!("[{label}] must be a table"));
+        return;
+    };
+    match key {
+        TopKey::Tool(tool) => {
+            if policy.sections[tool.index()].is_some() {
+                cx.problem(
+                    &value.span(),
+                    format!("the {tool} section appears twice (as [{tool}] and [tools.{tool}])"),
+                );
+                return;
+            }
+            let mut s = Section {
+                label: label.to_owned(),
+                ..Section::default()
+            };
+            for (k, v) in table.iter() {
+                let kname: &str = k.get_ref();
+                if !tool.keys().contains(&kname) {
+                    let hint = key_hint(tool, kname);
+                    cx.problem(
+                        &k.span(),
+                        format!("unknown key `{kname}` in [{label}]{hint}"),
+                    );
+                    continue;
+                }
+                let what = format!("{label}.{kname}");
+                match kname {
+                    "enabled" => s.enabled = want_bool(cx, &what, v),
+                    "allow" => s.allow = want_patterns(cx, &what, v),
+                    "deny" => s.deny = want_patterns(cx, &what, v),
+                    "allowlist" => s.allowlist = want_patterns(cx, &what, v),
+                    "denylist" => s.denylist = want_patterns(cx, &what, v),
+                    "allow_domains" => s.allow_domains = want_patterns(cx, &what, v),
+                    "rate_limit" => s.rate_limit = want_rate(cx, &what, v),
+                    _ => {}
+                }
+            }
+            policy.sections[tool.index()] = Some(s);
+        }
+        TopKey::Mcp => {
+            if policy.mcp.is_some() {
+                cx.problem(&value.span(), "the mcp section appears twice");
+                return;
+            }
+            let mut s = McpSection {
+                label: label.to_owned(),
+                ..McpSection::default()
+            };
+            const KEYS: &[&str] = &[
+                "enabled",
+                "default_deny",
+                "allow",
+                "allowed_tools",
+                "deny",
+                "rate_limit",
+            ];
+            for (k, v) in table.iter() {
+                let kname: &str = k.get_ref();
+                let what = format!("{label}.{kname}");
+                match kname {
+                    "enabled" => s.enabled = want_bool(cx, &what, v),
+                    "default_deny" => s.default_deny = want_bool(cx, &what, v),
+                    "allow" | "allowed_tools" => {
+                        let mut pats = want_patterns(cx, &what, v);
+                        s.allow.append(&mut pats);
+                    }
+                    "deny" => s.deny = want_patterns(cx, &what, v),
+                    "rate_limit" => s.rate_limit = want_rate(cx, &what, v),
+                    _ => {
+                        let hint = match crate::diag::suggest(kname, KEYS.iter().copied()) {
+                            Some(h) => format!("; did you mean `{h}`?"),
+                            None => format!("; keys are {}", KEYS.join(", ")),
+                        };
+                        cx.problem(
+                            &k.span(),
+                            format!("unknown key `{kname}` in [{label}]{hint}"),
+                        );
+                    }
+                }
+            }
+            policy.mcp = Some(s);
+        }
+    }
+}
+
+fn key_hint(tool: Tool, key: &str) -> String {
+    // The common mix-ups get a direct answer rather than a spelling guess.
+    match (tool, key) {
+        (Tool::Bash, "allow") => return "; bash uses `allowlist`".to_owned(),
+        (Tool::Bash, "deny") => return "; bash uses `denylist`".to_owned(),
+        (t, "allowlist" | "denylist") if t.is_path_tool() => {
+            return format!("; [{t}] uses `allow` and `deny` (path patterns)");
+        }
+        (Tool::WebFetch, "allow") => return "; web_fetch uses `allow_domains`".to_owned(),
+        (t, "allow_domains") if t != Tool::WebFetch => {
+            return format!("; `allow_domains` belongs in [web_fetch], not [{t}]");
+        }
+        _ => {}
+    }
+    match crate::diag::suggest(key, tool.keys().iter().copied()) {
+        Some(s) => format!("; did you mean `{s}`?"),
+        None => format!("; [{tool}] takes {}", tool.keys().join(", ")),
+    }
+}
+
+fn want_bool(cx: &mut Ctx<'_>, what: &str, v: &Spanned<DeValue<'_>>) -> Option<bool> {
+    match v.get_ref() {
+        DeValue::Boolean(b) => Some(*b),
+        other => {
+            cx.problem(
+                &v.span(),
+                format!("`{what}` must be true or false, not {}", other.type_str()),
+            );
+            None
+        }
+    }
+}
+
+fn want_rate(cx: &mut Ctx<'_>, what: &str, v: &Spanned<DeValue<'_>>) -> Option<u32> {
+    let parsed = match v.get_ref() {
+        DeValue::Integer(i) => i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok(),
+        _ => None,
+    };
+    match parsed.and_then(|n| u32::try_from(n).ok()) {
+        Some(n) if n >= 1 => Some(n),
+        _ => {
+            cx.problem(
+                &v.span(),
+                format!("`{what}` must be a whole number of calls per minute, at least 1"),
+            );
+            None
+        }
+    }
+}
+
+fn want_patterns(cx: &mut Ctx<'_>, what: &str, v: &Spanned<DeValue<'_>>) -> Vec<Pat> {
+    let DeValue::Array(items) = v.get_ref() else {
+        cx.problem(
+            &v.span(),
+            format!(
+                "`{what}` must be a list of strings, not {}",
+                v.get_ref().type_str()
+            ),
+        );
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for item in items {
+        match item.get_ref() {
+            DeValue::String(s) => {
+                let (line, col) = cx.at(&item.span());
+                if s.trim().is_empty() {
+                    cx.problem(&item.span(), format!("empty pattern in `{what}`"));
+                    continue;
+                }
+                out.push(Pat {
+                    text: s.to_string(),
+                    line,
+                    col,
+                });
+            }
+            other => cx.problem(
+                &item.span(),
+                format!(
+                    "`{what}` must contain only strings, found {}",
+                    other.type_str()
+                ),
+            ),
+        }
+    }
+    out
+}
+
+fn check_patterns(cx: &mut Ctx<'_>, policy: &Policy) {
+    let ws = Path::new("/nonexistent/agentfile-policy-check/workspace");
+    let home = Path::new("/nonexistent/agentfile-policy-check/home");
+    let mut bad = Vec::new();
+    let path_lists = policy
+        .sections
+        .iter()
+        .flatten()
+        .flat_map(|s| s.allow.iter().chain(&s.deny))
+        .chain(&policy.allowed_dirs);
+    for pat in path_lists {
+        if let Err(m) = paths::PathPattern::compile(&pat.text, ws, Some(home)) {
+            bad.push((pat.line, pat.col, m));
+        }
+    }
+    if let Some(s) = policy.section(Tool::WebFetch) {
+        for pat in &s.allow_domains {
+            if let Err(m) = web::DomainPattern::parse(&pat.text) {
+                bad.push((pat.line, pat.col, m));
+            }
+        }
+    }
+    if let Some(m) = &policy.mcp {
+        for pat in m.allow.iter().chain(&m.deny) {
+            if !pat.text.contains(':') && pat.text != "*" {
+                bad.push((
+                    pat.line,
+                    pat.col,
+                    format!(
+                        "MCP pattern {:?} must be `server:tool` (`server:*` for all of a server's tools)",
+                        pat.text
+                    ),
+                ));
+            }
+        }
+    }
+    for (line, col, message) in bad {
+        cx.problems.push(Problem { line, col, message });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Policy, String> {
+        Policy::parse(text, Path::new("policy.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reference_policies_load() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference");
+        let files = [
+            "headless-agent-v0.1.0/examples/policy.toml",
+            "headless-agent-v0.1.0/brainstorm/policy.toml",
+            "headless-agent-head/examples/policy.toml",
+        ];
+        for f in files {
+            // The shared folder lives beside the checkout, as for tests/cli.rs.
+            let p = root.join(f);
+            assert!(p.is_file(), "{} is missing", p.display());
+            let policy = Policy::from_file(&p).unwrap_or_else(|e| panic!("{f}: {e}"));
+            assert!(policy.source().is_some());
+        }
+    }
+
+    #[test]
+    fn both_section_spellings() {
+        let a = parse("[tools.read]\nenabled = true\n").unwrap();
+        let b = parse("[read]\nenabled = true\n").unwrap();
+        assert_eq!(a.section(Tool::Read).unwrap().enabled, Some(true));
+        assert_eq!(b.section(Tool::Read).unwrap().enabled, Some(true));
+        let both = parse("[read]\nenabled = true\n[tools.read]\nenabled = false\n").unwrap_err();
+        assert!(both.contains("appears twice"), "{both}");
+    }
+
+    #[test]
+    fn errors_name_line_and_column() {
+        let e = parse("default_deny = true\n[bassh]\nenabled = true\n").unwrap_err();
+        assert!(
+            e.starts_with("policy.toml:2:2: unknown section [bassh]; did you mean [bash]?"),
+            "{e}"
+        );
+        let e = parse("[read]\nenabled = \"yes\"\n").unwrap_err();
+        assert!(
+            e.starts_with("policy.toml:2:11: `read.enabled` must be true or false"),
+            "{e}"
+        );
+        let e = parse("[read]\nallow = [\"a/[\"]\n").unwrap_err();
+        assert!(e.starts_with("policy.toml:2:10: invalid pattern"), "{e}");
+        let e = parse("[bash]\nallow = [\"ls\"]\n").unwrap_err();
+        assert!(e.contains("bash uses `allowlist`"), "{e}");
+        let e = parse("defualt_deny = true\n").unwrap_err();
+        assert!(e.contains("did you mean `default_deny`"), "{e}");
+        let e = parse("[read\n").unwrap_err();
+        assert!(e.starts_with("policy.toml:1:"), "{e}");
+        let e = parse("[web_fetch]\nrate_limit = 0\n").unwrap_err();
+        assert!(e.contains("at least 1"), "{e}");
+        let e = parse("[tools.raed]\n").unwrap_err();
+        assert!(e.contains("did you mean [read]"), "{e}");
+        let e = parse("[mcp]\nallow = [\"github\"]\n").unwrap_err();
+        assert!(e.contains("server:tool"), "{e}");
+    }
+
+    #[test]
+    fn every_problem_is_reported() {
+        let e = parse("[read]\nenabled = 1\n[write]\nallow = \"x\"\n").unwrap_err();
+        assert_eq!(e.lines().count(), 2, "{e}");
+    }
+
+    #[test]
+    fn foreign_sections_are_tolerated() {
+        let p = parse("[security]\nextra_patterns = [\"x\"]\n[observability]\nx = 1\n").unwrap();
+        assert_eq!(p.ignored_sections(), ["observability", "security"]);
+    }
+
+    #[test]
+    fn missing_explicit_file_is_an_error_and_missing_beside_is_default() {
+        let dir = std::env::temp_dir();
+        let e = Policy::load(Some(Path::new("/nonexistent/policy.toml")), &dir).unwrap_err();
+        assert!(matches!(e, PolicyError::Read { .. }));
+        let p = Policy::load(None, Path::new("/nonexistent-dir")).unwrap();
+        assert_eq!(p, Policy::safe_default());
+    }
+
+    #[test]
+    fn line_col_counts_characters() {
+        assert_eq!(line_col("ab\ncé d", 7), (2, 4));
+    }
+}
