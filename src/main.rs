@@ -417,8 +417,8 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
     let mode = args.output;
     let code = runtime.block_on(async move {
         match run_async(args, resume_id).await {
-            Ok(result) => {
-                print_result(&result, mode);
+            Ok((result, order)) => {
+                print_result(&result, mode, &order);
                 result.exit_code
             }
             Err(e) => {
@@ -433,7 +433,9 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-async fn run_async(args: RunArgs, resume_id: Option<String>) -> Result<RunResult, RunError> {
+/// Run (or resume) a workflow; also returns its goals in execution order, for
+/// printing outputs the way the workflow produced them.
+async fn run_async(args: RunArgs, resume_id: Option<String>) -> Result<(RunResult, Vec<String>), RunError> {
     let usage = |m: String| RunError {
         message: m,
         exit_code: exit::USAGE,
@@ -497,6 +499,12 @@ async fn run_async(args: RunArgs, resume_id: Option<String>) -> Result<RunResult
         }
     };
     let prepared = runapi::prepare(&req)?;
+    let mut order: Vec<String> = Vec::new();
+    for g in prepared.plan.steps.iter().flat_map(|s| &s.goals) {
+        if !order.contains(g) {
+            order.push(g.clone());
+        }
+    }
     let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = Vec::new();
     match args.output {
         OutputMode::StreamJson => sinks.push(Arc::new(StreamJson::stdout())),
@@ -519,7 +527,8 @@ async fn run_async(args: RunArgs, resume_id: Option<String>) -> Result<RunResult
     let approver = TerminalApprover {
         approve_all: args.approve_all,
     };
-    runapi::start(prepared, choice, sinks, &approver, cancel).await
+    let result = runapi::start(prepared, choice, sinks, &approver, cancel).await?;
+    Ok((result, order))
 }
 
 fn store_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunError> {
@@ -533,7 +542,7 @@ fn store_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunE
     })
 }
 
-fn print_result(result: &RunResult, mode: OutputMode) {
+fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
     let mut out = std::io::stdout().lock();
     match mode {
         OutputMode::Json => {
