@@ -435,7 +435,10 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
 
 /// Run (or resume) a workflow; also returns its goals in execution order, for
 /// printing outputs the way the workflow produced them.
-async fn run_async(args: RunArgs, resume_id: Option<String>) -> Result<(RunResult, Vec<String>), RunError> {
+async fn run_async(
+    args: RunArgs,
+    resume_id: Option<String>,
+) -> Result<(RunResult, Vec<String>), RunError> {
     let usage = |m: String| RunError {
         message: m,
         exit_code: exit::USAGE,
@@ -561,17 +564,17 @@ fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
                 );
                 return;
             }
-            // The result of a workflow is what its last goal produced.
-            if let Some((_, v)) = result
-                .outputs
-                .iter()
-                .last()
-                .filter(|_| result.outputs.len() == 1)
-            {
-                let _ = writeln!(out, "{}", value_text(v));
+            // One goal: its output as is, for pipelines. Several: each under its
+            // name, in the order the workflow ran them.
+            if result.outputs.len() == 1 {
+                if let Some(v) = result.outputs.values().next() {
+                    let _ = writeln!(out, "{}", value_text(v));
+                }
             } else {
-                for (name, v) in &result.outputs {
-                    let _ = writeln!(out, "## {name}\n\n{}\n", value_text(v));
+                for name in order {
+                    if let Some(v) = result.outputs.get(name) {
+                        let _ = writeln!(out, "## {name}\n\n{}\n", value_text(v));
+                    }
                 }
             }
         }

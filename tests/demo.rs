@@ -39,7 +39,12 @@ fn the_demo_runs_offline_from_its_cassette() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(0), "round {round}: {stderr}\n{}", String::from_utf8_lossy(&o.stdout));
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "round {round}: {stderr}\n{}",
+            String::from_utf8_lossy(&o.stdout)
+        );
         let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(r["status"], "completed");
         assert_eq!(r["outputs"]["report"]["report_path"], "REPORT.md");

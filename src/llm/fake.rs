@@ -82,6 +82,16 @@ pub struct FakeReply {
     pub stall_after: Option<usize>,
     /// Send exactly this instead of a rendered answer (for garbage tests).
     pub raw: Option<FakeRaw>,
+    /// Makes this reply a *rule*: it answers any request whose JSON body
+    /// contains every one of these strings (and none of `unless`), and is not
+    /// used up. Rules are tried in script order before the plain replies, so a
+    /// model can be scripted by what it is asked rather than by call order (a
+    /// resumed run asks again what an interrupted one asked).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub when: Vec<String>,
+    /// With `when`: strings the request body must not contain.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unless: Vec<String>,
 }
 
 /// A scripted tool call.
@@ -197,6 +207,18 @@ impl FakeReply {
     }
 
     /// Wait before answering.
+    /// Turn this reply into a rule answering requests that contain all of `when`.
+    pub fn when<S: Into<String>>(mut self, when: impl IntoIterator<Item = S>) -> Self {
+        self.when = when.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// With [`FakeReply::when`]: strings the request must not contain.
+    pub fn unless<S: Into<String>>(mut self, unless: impl IntoIterator<Item = S>) -> Self {
+        self.unless = unless.into_iter().map(Into::into).collect();
+        self
+    }
+
     pub fn with_latency(mut self, latency: Duration) -> Self {
         self.latency_ms = u64::try_from(latency.as_millis()).unwrap_or(u64::MAX);
         self
@@ -293,6 +315,7 @@ impl RecordedRequest {
 }
 
 struct Script {
+    rules: Vec<FakeReply>,
     replies: VecDeque<FakeReply>,
     repeat: bool,
     last: Option<FakeReply>,
@@ -305,8 +328,14 @@ struct Shared {
 }
 
 impl Shared {
-    fn next_reply(&self) -> Option<FakeReply> {
+    fn next_reply(&self, body: &str) -> Option<FakeReply> {
         let mut s = self.script.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(rule) = s.rules.iter().find(|r| {
+            r.when.iter().all(|w| body.contains(w.as_str()))
+                && !r.unless.iter().any(|u| body.contains(u.as_str()))
+        }) {
+            return Some(rule.clone());
+        }
         match s.replies.pop_front() {
             Some(r) => {
                 s.last = Some(r.clone());
@@ -346,7 +375,17 @@ impl FakeServer {
         let shared = Arc::new(Shared {
             script: Mutex::new(Script {
                 total: script.replies.len(),
-                replies: script.replies.into(),
+                rules: script
+                    .replies
+                    .iter()
+                    .filter(|r| !r.when.is_empty())
+                    .cloned()
+                    .collect(),
+                replies: script
+                    .replies
+                    .into_iter()
+                    .filter(|r| r.when.is_empty())
+                    .collect(),
                 repeat: script.repeat,
                 last: None,
             }),
@@ -526,7 +565,7 @@ async fn handle(
         ));
     }
 
-    let Some(reply) = shared.next_reply() else {
+    let Some(reply) = shared.next_reply(&body.to_string()) else {
         let total = shared
             .script
             .lock()
