@@ -46,11 +46,21 @@ impl Analysis {
     }
 
     fn failed(path: PathBuf, d: Diagnostic) -> Analysis {
+        Analysis::stopped(path, SourceMap::default(), d, None)
+    }
+
+    /// Analysis that stopped at one diagnostic, before any front end ran.
+    fn stopped(
+        path: PathBuf,
+        sources: SourceMap,
+        d: Diagnostic,
+        dialect: Option<Dialect>,
+    ) -> Analysis {
         Analysis {
             path,
-            sources: SourceMap::default(),
+            sources,
             diagnostics: vec![d],
-            dialect: None,
+            dialect,
             plan: None,
         }
     }
@@ -148,13 +158,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             format!("the file is not UTF-8 text: invalid byte 0x{byte:02X}"),
         )
         .with_hint("save the file as UTF-8");
-        return Analysis {
-            path,
-            sources,
-            diagnostics: vec![d],
-            dialect: None,
-            plan: None,
-        };
+        return Analysis::stopped(path, sources, d, None);
     }
     let text = &sources.file(file).text;
     let dialect = match (opts.dialect, detect(&path, text)) {
@@ -170,13 +174,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
                 ),
             )
             .with_hint("pass --dialect agentfile or --dialect agentrc");
-            return Analysis {
-                path,
-                sources,
-                diagnostics: vec![d],
-                dialect: None,
-                plan: None,
-            };
+            return Analysis::stopped(path, sources, d, None);
         }
     };
     if dialect != Dialect::Agentfile {
@@ -199,13 +197,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             format!("this is {what}{why}; that format is not supported yet"),
         )
         .with_hint("agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…); pass --dialect agentfile if this is one");
-        return Analysis {
-            path,
-            sources,
-            diagnostics: vec![d],
-            dialect: Some(dialect),
-            plan: None,
-        };
+        return Analysis::stopped(path, sources, d, Some(dialect));
     }
     let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text);
     let (more, plan) = agentfile::validate(

@@ -270,6 +270,7 @@ async fn three_agents_run_concurrently() {
     let started = Instant::now();
     let r = run(p, &server, &ws, &[]).await;
     let took = started.elapsed();
+    eprintln!("three agents at 300 ms each, then a synthesis: {took:?}");
     assert_eq!(r.result.status, "completed", "{:?}", r.result);
     assert_eq!(r.result.outputs["g"], json!("all three agree"));
     assert!(
