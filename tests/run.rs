@@ -242,3 +242,127 @@ fn tdd_workflow_converges_when_outputs_stop_changing() {
         "unchanged"
     );
 }
+
+/// Ctrl-C (SIGINT) stops a run at once: exit 130, `run_cancelled` stored, and the
+/// session resumable.
+#[test]
+fn ctrl_c_cancels_with_exit_130() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start(vec![
+            FakeReply::text("slow").with_latency(std::time::Duration::from_secs(20)),
+        ]))
+        .unwrap();
+    let dir = tmp("sigint");
+    std::fs::write(
+        dir.join("Agentfile"),
+        "NAME slow\nGOAL g \"Take your time\"\nRUN main USING g\n",
+    )
+    .unwrap();
+    let cfg = config(&dir, &server);
+    let child = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args([
+            "run",
+            "Agentfile",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--output",
+            "json",
+        ])
+        .current_dir(&dir)
+        .env(KEY_VAR, "test-key-0123456789")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the model call is in flight, then interrupt.
+    let started = std::time::Instant::now();
+    while server.request_count() == 0 && started.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on a child we own.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "cancellation took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = result_of(&o);
+    assert_eq!(r["status"], "cancelled");
+    let list = agentfile(&["sessions", "list", "--format", "json"], &dir);
+    let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(sessions[0]["status"], "cancelled");
+}
+
+/// A supervised goal in a non-interactive run stops the run (exit 3) and leaves
+/// the session waiting; `sessions approve` records the decision and `sessions
+/// resume` finishes it without asking the model again for what was done.
+#[test]
+fn approval_survives_between_processes() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start(vec![
+            text("Prepared the release notes."),
+            text("Deployed."),
+        ]))
+        .unwrap();
+    let dir = tmp("approve");
+    std::fs::write(
+        dir.join("Agentfile"),
+        "NAME release\nGOAL prepare \"Prepare\"\nGOAL deploy \"Deploy\" SUPERVISED HUMAN\nRUN main USING prepare, deploy\n",
+    )
+    .unwrap();
+    let cfg = config(&dir, &server);
+    let cfg = cfg.to_str().unwrap();
+    let o = agentfile(
+        &["run", "Agentfile", "--config", cfg, "--output", "json"],
+        &dir,
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r = result_of(&o);
+    assert_eq!(r["termination_reason"], "approval_unavailable");
+    let id = r["session_id"].as_str().unwrap().to_owned();
+    assert_eq!(server.request_count(), 1);
+
+    let list = agentfile(
+        &["sessions", "list", "--format", "json", "--config", cfg],
+        &dir,
+    );
+    let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(sessions[0]["status"], "waiting_approval");
+
+    let a = agentfile(&["sessions", "approve", &id, "--config", cfg], &dir);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let o = agentfile(
+        &[
+            "sessions", "resume", &id, "--config", cfg, "--output", "json",
+        ],
+        &dir,
+    );
+    let r = result_of(&o);
+    assert_eq!(
+        r["status"],
+        "completed",
+        "{r:#}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(r["outputs"]["prepare"], "Prepared the release notes.");
+    assert_eq!(r["outputs"]["deploy"], "Deployed.");
+    assert_eq!(server.request_count(), 2, "`prepare` was not asked again");
+
+    // A second approval is refused: nothing is pending.
+    let again = agentfile(&["sessions", "approve", &id, "--config", cfg], &dir);
+    assert!(!again.status.success());
+}
