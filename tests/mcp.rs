@@ -330,6 +330,89 @@ async fn fake_provider_run_calls_an_allowed_tool_and_is_refused_a_denied_one() {
     assert_eq!(tool_results, 2);
 }
 
+/// The same, through `agentfile run` itself: the binary starts the configured
+/// server, offers its tools, runs the allowed call, refuses the denied one and
+/// records the refusal as a `policy_denied` event in the session.
+async fn agentfile_run_uses_mcp_tools_behind_the_policy() {
+    let dir = temp_dir();
+    let log = dir.0.join("server.log");
+    let fake = FakeServer::start(vec![
+        FakeReply::tool_call("mcp_echo_echo", json!({"text": "from a real run"})),
+        FakeReply::tool_call("mcp_echo_secret", json!({})),
+        FakeReply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let exe = std::env::current_exe().unwrap();
+    std::fs::write(
+        dir.0.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = {:?}\napi_key_env = \"AGENTFILE_MCP_TEST_KEY\"\n\
+             [mcp.servers.echo]\ncommand = {:?}\nenv = {{ {SERVER_VAR} = \"serve\", {LOG_VAR} = {:?} }}\n",
+            fake.base_url(),
+            exe.display().to_string(),
+            log.display().to_string()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.0.join("policy.toml"), POLICY).unwrap();
+    std::fs::write(
+        dir.0.join("Agentfile"),
+        "NAME mcp-run\nGOAL g \"Echo something\"\nRUN main USING g\n",
+    )
+    .unwrap();
+    let cwd = dir.0.clone();
+    let o = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
+            .args(["run", "Agentfile", "--output", "json"])
+            .current_dir(&cwd)
+            .env("AGENTFILE_MCP_TEST_KEY", "test-key-0123456789")
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!(
+        r["status"],
+        "completed",
+        "{r:#}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(r["outputs"]["g"], "done");
+    let requests = fake.requests();
+    assert!(
+        requests[1]
+            .body
+            .to_string()
+            .contains("echo: from a real run")
+    );
+    let lines = log_lines(&log);
+    assert!(lines.contains(&"call echo".to_owned()), "{lines:?}");
+    assert!(!lines.iter().any(|l| l == "call secret"), "{lines:?}");
+    let id = r["session_id"].as_str().unwrap().to_owned();
+    let dir2 = dir.0.clone();
+    let show = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
+            .args(["sessions", "show", &id, "--format", "json"])
+            .current_dir(&dir2)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let shown: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+    let denied: Vec<&serde_json::Value> = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "policy_denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{shown:#}");
+    assert_eq!(denied[0]["data"]["rule"], "default_deny = true");
+}
+
 async fn a_crashed_server_is_a_tool_error_not_a_stuck_run() {
     let dir = temp_dir();
     let log = dir.0.join("server.log");
@@ -515,6 +598,9 @@ fn main() {
             "fake_provider_run_calls_an_allowed_tool_and_is_refused_a_denied_one",
             || Box::pin(fake_provider_run_calls_an_allowed_tool_and_is_refused_a_denied_one()),
         ),
+        ("agentfile_run_uses_mcp_tools_behind_the_policy", || {
+            Box::pin(agentfile_run_uses_mcp_tools_behind_the_policy())
+        }),
         ("a_crashed_server_is_a_tool_error_not_a_stuck_run", || {
             Box::pin(a_crashed_server_is_a_tool_error_not_a_stuck_run())
         }),
