@@ -20,6 +20,8 @@ use agentfile::llm::{
 };
 use agentfile::plan::Plan;
 use agentfile::protocol::events::Event;
+use agentfile::session::sqlite::SqliteStore;
+use agentfile::session::{SessionMeta, SessionStatus, SessionStore};
 use agentfile::tools::{CallResult, ToolContext, ToolOutput, ToolSet};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
@@ -148,7 +150,41 @@ fn plan() -> Arc<Plan> {
 }
 
 fn run_once(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> u64 {
-    let bus = EventBus::new("bench", 0, None);
+    run_with_store(rt, plan, None)
+}
+
+/// A fresh SQLite session store in a temporary folder, with one session.
+fn store() -> Arc<dyn SessionStore> {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "agentfile-bench-exec-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = SqliteStore::open(&dir.join("sessions.db")).expect("store");
+    store
+        .create(&SessionMeta {
+            id: "bench".into(),
+            workflow: "overhead".into(),
+            path: "bench/Agentfile".into(),
+            workspace: "/tmp".into(),
+            inputs: BTreeMap::new(),
+            status: SessionStatus::Running,
+            created_at: "2026-11-22T00:00:00.000Z".into(),
+            updated_at: "2026-11-22T00:00:00.000Z".into(),
+            last_seq: 0,
+        })
+        .expect("session");
+    Arc::new(store)
+}
+
+fn run_with_store(
+    rt: &tokio::runtime::Runtime,
+    plan: &Arc<Plan>,
+    store: Option<Arc<dyn SessionStore>>,
+) -> u64 {
+    let bus = EventBus::new("bench", 0, store);
     // A sink that touches every event, as the CLI printer or a server would.
     bus.subscribe(Arc::new(|e: &Event| {
         std::hint::black_box(e.seq);
@@ -183,6 +219,19 @@ fn workflow_100_goals_3_tools(bencher: divan::Bencher) {
         .expect("runtime");
     let plan = plan();
     bencher.bench_local(|| run_once(&rt, &plan));
+}
+
+/// The same with every event stored durably in SQLite, as a real run does.
+#[divan::bench(sample_count = 10)]
+fn workflow_100_goals_3_tools_sqlite_store(bencher: divan::Bencher) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let plan = plan();
+    bencher
+        .with_inputs(store)
+        .bench_local_values(|s| run_with_store(&rt, &plan, Some(s)));
 }
 
 /// Per-turn overhead and peak memory, printed for the README.

@@ -18,5 +18,13 @@ echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
 echo "== cargo test"
-cargo test --locked --all-targets
-cargo test --locked --doc
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+cargo test --locked --all-targets 2>&1 | tee "$log"
+cargo test --locked --doc 2>&1 | tee -a "$log"
+
+# One closing line with the totals of every test binary above.
+passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
+failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
+echo "summary: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
