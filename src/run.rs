@@ -156,7 +156,15 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     )?);
     // Build every provider the workflow will need now, so a missing key or an
     // unknown profile stops the run before the first model call.
-    let default = models.provider(None).map_err(usage)?;
+    let default = models.provider(None).map_err(|e| {
+        if e.contains("no provider configured") {
+            usage(format!(
+                "{e}\n  = hint: pass --provider and --model (e.g. --provider anthropic --model claude-sonnet-4-5 with ANTHROPIC_API_KEY set), or add an [llm] section to agent.toml; examples/demo runs offline from a cassette"
+            ))
+        } else {
+            usage(e)
+        }
+    })?;
     for a in &plan.agents {
         if a.profile.is_some() {
             models.provider(a.profile.as_deref()).map_err(usage)?;
