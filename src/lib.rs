@@ -52,5 +52,6 @@ pub mod plan;
 pub mod printer;
 pub mod protocol;
 pub mod run;
+pub mod server;
 pub mod session;
 pub mod tools;

@@ -266,20 +266,7 @@ fn main() -> ExitCode {
 /// The config for a workflow: `--config`, else ./agent.{json,toml}, else one
 /// beside the workflow file.
 fn config_for(explicit: Option<&Path>, workflow: &Path) -> anyhow::Result<Option<Config>> {
-    if let Some(p) = explicit {
-        return Ok(Some(Config::discover(Some(p), Path::new("."))?.config));
-    }
-    let cwd = Config::discover(None, Path::new("."))?;
-    if cwd.source.is_some() {
-        return Ok(Some(cwd.config));
-    }
-    let dir = match workflow.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => return Ok(None),
-    };
-    let dir = if workflow.is_dir() { workflow } else { dir };
-    let beside = Config::discover(None, dir)?;
-    Ok(beside.source.map(|_| beside.config))
+    Ok(runapi::find_config(explicit, workflow, Path::new("."))?)
 }
 
 fn color_for_stdout() -> bool {
@@ -466,6 +453,8 @@ async fn run_async(
         },
         strict_convergence: args.strict_convergence,
         http: None,
+        sampling: None,
+        loaded_config: None,
     };
     let choice = match resume_id {
         Some(id) => {
@@ -691,37 +680,16 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
             at,
         } => {
             let store = open(&at)?;
-            let events = store.events(&id, 0)?;
-            let Some(seq) = session::pending_approval_in(&events) else {
-                anyhow::bail!("session `{id}` is not waiting for an approval");
-            };
-            let asked = events.iter().find(|e| e.seq == seq).cloned();
-            let Some(asked) = asked else {
-                anyhow::bail!("session `{id}`: approval event {seq} is missing");
-            };
-            let last = events.last().map(|e| e.seq).unwrap_or(0);
-            let bus = agentfile::events::EventBus::new(&id, last, Some(store.clone()));
-            let scope = agentfile::events::Scope {
-                step: asked.step.clone(),
-                goal: asked.goal.clone(),
-                agent: asked.agent.clone(),
-                iteration: asked.iteration,
-            };
-            bus.emit(
-                &scope,
-                agentfile::protocol::events::EventBody::ApprovalResolved {
-                    approved: !reject,
-                    note: note.or(Some("recorded with `agentfile sessions approve`".into())),
-                },
-            );
-            if let Some(e) = bus.store_error() {
-                anyhow::bail!("cannot record the decision: {e}");
-            }
+            let goal = runapi::record_decision(
+                &store,
+                &id,
+                !reject,
+                note.or(Some("recorded with `agentfile sessions approve`".into())),
+            )?;
             let verb = if reject { "rejected" } else { "approved" };
             writeln!(
                 out,
-                "{verb} goal `{}` of session {id}; continue it with `agentfile sessions resume {id}`",
-                asked.goal.unwrap_or_default()
+                "{verb} goal `{goal}` of session {id}; continue it with `agentfile sessions resume {id}`"
             )?;
         }
         SessionsCommand::Resume { .. } => {

@@ -32,7 +32,7 @@ use crate::session::{self, SessionMeta, SessionStatus, SessionStore};
 use crate::tools::{MemoryStore, Policy, Toolbox};
 
 /// What the caller asks for. Every field but `path` is optional.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct RunRequest {
     pub path: PathBuf,
     pub inputs: BTreeMap<String, String>,
@@ -54,6 +54,24 @@ pub struct RunRequest {
     pub strict_convergence: bool,
     /// HTTP behaviour of providers (tests shorten timeouts and retries).
     pub http: Option<llm::HttpOptions>,
+    /// The MCP host's model, for `--provider mcp-sampling` under `agentfile mcp`.
+    pub sampling: Option<Arc<dyn Provider>>,
+    /// A config the caller already found (the servers look for it in their
+    /// workspace, not the current folder); `config` is then ignored.
+    pub loaded_config: Option<Config>,
+}
+
+impl std::fmt::Debug for RunRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRequest")
+            .field("path", &self.path)
+            .field("inputs", &self.inputs)
+            .field("config", &self.config)
+            .field("workspace", &self.workspace)
+            .field("provider", &self.provider)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A run that cannot start, with the exit code it means.
@@ -96,7 +114,10 @@ pub struct Prepared {
 
 /// Validate everything a run needs (see the module doc).
 pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
-    let config = load_config(req.config.as_deref(), &req.path)?;
+    let config = match &req.loaded_config {
+        Some(c) => c.clone(),
+        None => load_config(req.config.as_deref(), &req.path)?,
+    };
     let analysis = frontend::analyze(
         &req.path,
         frontend::Options {
@@ -147,7 +168,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         http: req.http.unwrap_or_default(),
         cassette: req.cassette.clone().or_else(|| config.llm.cassette.clone()),
         record: None,
-        sampling: None,
+        sampling: req.sampling.clone(),
     };
     let models = Arc::new(ConfigModels::new(
         config.clone(),
@@ -184,28 +205,39 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     })
 }
 
-/// `--config`, else `./agent.json` / `./agent.toml`, else one beside the workflow.
+/// `--config`, else `./agent.json` / `./agent.toml`, else one beside the workflow,
+/// else defaults.
 pub fn load_config(explicit: Option<&Path>, workflow: &Path) -> Result<Config, RunError> {
+    Ok(find_config(explicit, workflow, Path::new("."))?.unwrap_or_default())
+}
+
+/// The config file a workflow uses, if there is one: `explicit`, else
+/// `agent.json` / `agent.toml` in `dir` (the current folder for the CLI, the
+/// workspace for the servers), else one beside the workflow. Environment
+/// overrides are applied.
+pub fn find_config(
+    explicit: Option<&Path>,
+    workflow: &Path,
+    dir: &Path,
+) -> Result<Option<Config>, RunError> {
     let err = |e: crate::config::ConfigError| usage(e.to_string());
     if let Some(p) = explicit {
-        return Ok(Config::discover(Some(p), Path::new("."))
-            .map_err(err)?
-            .config);
+        return Ok(Some(Config::discover(Some(p), dir).map_err(err)?.config));
     }
-    let cwd = Config::discover(None, Path::new(".")).map_err(err)?;
-    if cwd.source.is_some() {
-        return Ok(cwd.config);
+    let here = Config::discover(None, dir).map_err(err)?;
+    if here.source.is_some() {
+        return Ok(Some(here.config));
     }
-    let dir = if workflow.is_dir() {
+    let beside = if workflow.is_dir() {
         workflow.to_path_buf()
     } else {
         workflow.parent().map(Path::to_path_buf).unwrap_or_default()
     };
-    if dir.as_os_str().is_empty() {
-        return Ok(cwd.config);
+    if beside.as_os_str().is_empty() {
+        return Ok(None);
     }
-    let beside = Config::discover(None, &dir).map_err(err)?;
-    Ok(beside.config)
+    let found = Config::discover(None, &beside).map_err(err)?;
+    Ok(found.source.map(|_| found.config))
 }
 
 fn resolve_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunError> {
@@ -390,6 +422,8 @@ impl Approver for TerminalApprover {
 /// Where a run's session comes from.
 pub enum SessionChoice {
     New,
+    /// A session already recorded (as `queued`) that has not run yet.
+    Created(String),
     /// Continue this session: its completed goals are not run again.
     Resume(String),
 }
@@ -399,6 +433,66 @@ pub fn open_store(config: &Config, workspace: &Path) -> Result<Arc<dyn SessionSt
     session::open(config, workspace)
         .map(Arc::from)
         .map_err(|e| usage(format!("cannot open the session store: {e}")))
+}
+
+/// Record a human's decision on a stored session's pending approval, as an
+/// `approval_resolved` event after its last one (the session must not be
+/// running in this moment: `sessions approve`, or a server approving a session
+/// that waits from an earlier process). Returns the goal decided.
+pub fn record_decision(
+    store: &Arc<dyn SessionStore>,
+    id: &str,
+    approved: bool,
+    note: Option<String>,
+) -> Result<String, RunError> {
+    let events = store.events(id, 0).map_err(|e| usage(e.to_string()))?;
+    let Some(seq) = session::pending_approval_in(&events) else {
+        return Err(usage(format!(
+            "session `{id}` is not waiting for an approval"
+        )));
+    };
+    let Some(asked) = events.iter().find(|e| e.seq == seq) else {
+        return Err(usage(format!(
+            "session `{id}`: approval event {seq} is missing"
+        )));
+    };
+    let last = events.last().map(|e| e.seq).unwrap_or(0);
+    let bus = EventBus::new(id, last, Some(store.clone()));
+    let scope = crate::events::Scope {
+        step: asked.step.clone(),
+        goal: asked.goal.clone(),
+        agent: asked.agent.clone(),
+        iteration: asked.iteration,
+    };
+    bus.emit(
+        &scope,
+        crate::protocol::events::EventBody::ApprovalResolved { approved, note },
+    );
+    if let Some(e) = bus.store_error() {
+        return Err(usage(format!("cannot record the decision: {e}")));
+    }
+    Ok(asked.goal.clone().unwrap_or_default())
+}
+
+/// The stores a run writes to: its session log and the memory tools' table.
+/// Servers open them once and share them between runs.
+#[derive(Clone)]
+pub struct Stores {
+    pub sessions: Arc<dyn SessionStore>,
+    pub memory: MemoryStore,
+}
+
+/// Open the stores for a configuration and workspace. The memory table lives
+/// in the SQLite session database, or beside the file store.
+pub fn open_stores(config: &Config, workspace: &Path) -> Result<Stores, RunError> {
+    let sessions = open_store(config, workspace)?;
+    let memory_path = match session::location(config, workspace) {
+        Ok((session::Backend::Sqlite, p)) => p,
+        _ => workspace.join(".agentfile").join("memory.db"),
+    };
+    let memory =
+        MemoryStore::open(&memory_path).map_err(|e| usage(format!("memory store: {e}")))?;
+    Ok(Stores { sessions, memory })
 }
 
 /// Start a prepared run and carry it to its end: open the session, load the
@@ -412,8 +506,22 @@ pub async fn start(
     approver: &dyn Approver,
     cancel: CancellationToken,
 ) -> Result<RunResult, RunError> {
-    let store = open_store(&prepared.config, &prepared.workspace)?;
+    let stores = open_stores(&prepared.config, &prepared.workspace)?;
+    start_in(prepared, stores, choice, sinks, approver, cancel).await
+}
+
+/// [`start`] with stores the caller already opened.
+pub async fn start_in(
+    prepared: Prepared,
+    stores: Stores,
+    choice: SessionChoice,
+    sinks: Vec<Arc<dyn EventSink>>,
+    approver: &dyn Approver,
+    cancel: CancellationToken,
+) -> Result<RunResult, RunError> {
+    let store = stores.sessions;
     let (id, prior) = match choice {
+        SessionChoice::Created(id) => (id, Vec::new()),
         SessionChoice::Resume(id) => {
             let meta = store.get(&id).map_err(|e| usage(e.to_string()))?;
             if meta.status == SessionStatus::Completed {
@@ -448,13 +556,7 @@ pub async fn start(
 
     let policy = Policy::load(prepared.policy.as_deref(), &prepared.workflow_dir)
         .map_err(|e| usage(e.to_string()))?;
-    let memory_path = match session::location(&prepared.config, &prepared.workspace) {
-        Ok((session::Backend::Sqlite, p)) => p,
-        _ => prepared.workspace.join(".agentfile").join("memory.db"),
-    };
-    let memory =
-        MemoryStore::open(&memory_path).map_err(|e| usage(format!("memory store: {e}")))?;
-    let toolbox = Toolbox::new(&prepared.config, policy, &prepared.workspace, memory)
+    let toolbox = Toolbox::new(&prepared.config, policy, &prepared.workspace, stores.memory)
         .map_err(|e| usage(e.to_string()))?;
     toolbox.ready().await;
 

@@ -8,6 +8,7 @@
 
 pub mod diagnostics;
 pub mod events;
+pub mod rpc;
 pub mod workflows;
 
 /// Every published schema: file name under `protocol/`, and the schema.

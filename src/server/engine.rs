@@ -1,0 +1,913 @@
+//! The engine both servers share: runs in flight on one connection, and the
+//! operations on them (`run`, `event`, `cancel`, `approve`, `validate`,
+//! `inspect`, `list`, `sessions`) with the wire shapes of [`crate::protocol::rpc`].
+//!
+//! A run is prepared (every check that can fail before work starts, so a bad
+//! request is an error reply, not a failed session), recorded as `queued`,
+//! and spawned; it waits for one of `max_runs` slots, then goes through
+//! [`run::start_in`] like a CLI run. Its events are read back from the session
+//! store — the store is the only copy, so `event` serves a run started here,
+//! one that finished long ago, or one another process is running, the same way.
+//!
+//! What it is not: a transport. It knows nothing of JSON-RPC framing or MCP;
+//! those adapters turn requests into these calls and events into their
+//! notifications (the [`RunHooks`] they pass in).
+//!
+//! Shutdown: [`Engine::drain`] (stdin closed) lets every accepted run finish,
+//! because a client that pipes one request and closes its end still wants the
+//! answer; [`Engine::interrupt`] (a signal) stops them and marks each session
+//! `interrupted`, so `sessions resume` continues it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use futures::future::BoxFuture;
+use tokio::sync::{Semaphore, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::events::EventSink;
+use crate::executor::{Approval, ApprovalRequest, Approver, exit};
+use crate::frontend;
+use crate::llm::{HttpOptions, Provider};
+use crate::protocol::diagnostics::ValidateReport;
+use crate::protocol::events::{Event, EventBody, RunResult, Usage, rfc3339};
+use crate::protocol::rpc::{
+    ApproveParams, CancelParams, EventPage, EventParams, InspectFormat, InspectParams, InspectText,
+    ListParams, RpcError, RunParams, RunStatus, SessionList, SessionsParams, ValidateParams, code,
+};
+use crate::protocol::workflows::WorkflowList;
+use crate::run::{self, RunError, RunRequest, SessionChoice, Stores};
+use crate::session::{self, SessionMeta, SessionStatus, SessionStore, StoreError};
+use crate::{discover, inspect};
+
+/// The longest `event` long poll.
+pub const MAX_WAIT_MS: u64 = 60_000;
+/// Events per `event` answer when the caller sets no limit.
+pub const DEFAULT_EVENT_LIMIT: usize = 1000;
+
+/// Server-wide settings, from the `serve` / `mcp` command line.
+#[derive(Clone, Default)]
+pub struct EngineOptions {
+    /// `--config`: used for every request that names none.
+    pub config: Option<PathBuf>,
+    /// `--workspace`: where tools work, relative request paths start, and
+    /// sessions are stored (default: the current folder).
+    pub workspace: Option<PathBuf>,
+    /// `--policy`, else `policy.toml` beside each workflow.
+    pub policy: Option<PathBuf>,
+    pub provider: Option<String>,
+    pub model: Option<String>,
+    /// Runs executing at once; more wait as `queued`. 0 means the default.
+    pub max_runs: usize,
+    pub http: Option<HttpOptions>,
+    /// The MCP host's model (`--provider mcp-sampling`).
+    pub sampling: Option<Arc<dyn Provider>>,
+    /// Said after "the API key is not set": where this server's host passes
+    /// environment variables.
+    pub key_hint: Option<String>,
+}
+
+/// Runs at once when `--max-runs` is not given.
+pub const DEFAULT_MAX_RUNS: usize = 16;
+
+/// What a transport attaches to one run.
+#[derive(Clone, Default)]
+pub struct RunHooks {
+    /// Receive every event after it is stored (JSON-RPC notifications, MCP progress).
+    pub sinks: Vec<Arc<dyn EventSink>>,
+    /// Asked first at a supervised goal (MCP elicitation); when it answers
+    /// `Unavailable` the run waits for the `approve` method instead.
+    pub approver: Option<Arc<dyn Approver>>,
+}
+
+#[derive(Debug, Clone)]
+struct LiveState {
+    status: SessionStatus,
+    last_seq: u64,
+    result: Option<Arc<RunResult>>,
+}
+
+/// A run accepted by this engine and not yet finished.
+pub struct LiveRun {
+    session_id: String,
+    store: Arc<dyn SessionStore>,
+    cancel: CancellationToken,
+    state: watch::Sender<LiveState>,
+    /// The decision a supervised goal waits for.
+    pending: Mutex<Pending>,
+    /// Stopped by a shutdown rather than a `cancel`: the session is left resumable.
+    interrupted: AtomicBool,
+}
+
+impl LiveRun {
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    pub fn status(&self) -> SessionStatus {
+        self.state.borrow().status
+    }
+
+    /// Wait for the run's result.
+    pub async fn finished(&self) -> Arc<RunResult> {
+        let mut rx = self.state.subscribe();
+        loop {
+            if let Some(r) = rx.borrow_and_update().result.clone() {
+                return r;
+            }
+            if rx.changed().await.is_err() {
+                // The sender lives as long as `self`; unreachable in practice.
+                let st = rx.borrow().clone();
+                return Arc::new(failed_result(
+                    &self.session_id,
+                    "the run vanished",
+                    st.status,
+                ));
+            }
+        }
+    }
+
+    fn update(&self, f: impl FnOnce(&mut LiveState)) {
+        self.state.send_modify(f);
+    }
+}
+
+/// Where a run's approval stands. A client that sees `approval_required` may
+/// answer before the executor starts waiting; the decision is then kept.
+#[derive(Default)]
+enum Pending {
+    #[default]
+    Nothing,
+    Waiting(oneshot::Sender<Approval>),
+    Decided(Approval),
+}
+
+/// Runs in flight and the operations on sessions, for one connection.
+pub struct Engine {
+    options: EngineOptions,
+    /// Canonical workspace: relative request paths start here.
+    root: PathBuf,
+    slots: Arc<Semaphore>,
+    runs: Mutex<HashMap<String, Arc<LiveRun>>>,
+    /// Stores by location, opened once and shared by every run that uses them.
+    stores: Mutex<HashMap<PathBuf, Stores>>,
+    closing: AtomicBool,
+    tasks: TaskTracker,
+}
+
+impl Engine {
+    pub fn new(options: EngineOptions) -> Result<Arc<Engine>, RpcError> {
+        let ws = options
+            .workspace
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("."));
+        let root = ws.canonicalize().map_err(|e| {
+            RpcError::new(code::NOT_FOUND, format!("workspace {}: {e}", ws.display()))
+        })?;
+        let max = if options.max_runs == 0 {
+            DEFAULT_MAX_RUNS
+        } else {
+            options.max_runs
+        };
+        Ok(Arc::new(Engine {
+            options,
+            root,
+            slots: Arc::new(Semaphore::new(max)),
+            runs: Mutex::new(HashMap::new()),
+            stores: Mutex::new(HashMap::new()),
+            closing: AtomicBool::new(false),
+            tasks: TaskTracker::new(),
+        }))
+    }
+
+    /// The folder relative paths start from.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn options(&self) -> &EngineOptions {
+        &self.options
+    }
+
+    /// Runs accepted and not finished.
+    pub fn live_count(&self) -> usize {
+        lock(&self.runs).len()
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        let p = Path::new(p);
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.root.join(p)
+        }
+    }
+
+    fn config_path(&self, request: Option<&str>) -> Option<PathBuf> {
+        request
+            .map(|c| self.path(c))
+            .or_else(|| self.options.config.as_ref().map(|c| self.path_buf(c)))
+    }
+
+    fn path_buf(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            p.to_owned()
+        } else {
+            self.root.join(p)
+        }
+    }
+
+    fn find_config(
+        &self,
+        explicit: Option<&str>,
+        workflow: &Path,
+    ) -> Result<Option<Config>, RpcError> {
+        run::find_config(self.config_path(explicit).as_deref(), workflow, &self.root)
+            .map_err(|e| RpcError::new(code::RUN_REJECTED, e.message))
+    }
+
+    fn stores_for(&self, config: &Config, workspace: &Path) -> Result<Stores, RpcError> {
+        let key = match session::location(config, workspace) {
+            Ok((_, p)) => p,
+            Err(e) => return Err(RpcError::new(code::STORE, e.to_string())),
+        };
+        let mut stores = lock(&self.stores);
+        if let Some(s) = stores.get(&key) {
+            return Ok(s.clone());
+        }
+        let opened = run::open_stores(config, workspace)
+            .map_err(|e| RpcError::new(code::STORE, e.message))?;
+        stores.insert(key, opened.clone());
+        Ok(opened)
+    }
+
+    /// The store sessions are looked up in when no live run names one: the
+    /// server's config and workspace.
+    fn default_store(&self) -> Result<Arc<dyn SessionStore>, RpcError> {
+        let config = self.find_config(None, &self.root)?.unwrap_or_default();
+        Ok(self.stores_for(&config, &self.root)?.sessions)
+    }
+
+    fn live(&self, id: &str) -> Option<Arc<LiveRun>> {
+        lock(&self.runs).get(id).cloned()
+    }
+
+    // ---- run ----
+
+    /// Accept a run: prepare it, record its session as `queued`, and start it
+    /// when a slot is free. Errors here mean nothing was recorded.
+    pub async fn submit(
+        self: &Arc<Self>,
+        params: RunParams,
+        hooks: RunHooks,
+    ) -> Result<Arc<LiveRun>, RpcError> {
+        if self.closing.load(Ordering::SeqCst) {
+            return Err(RpcError::new(
+                code::SHUTTING_DOWN,
+                "the server is shutting down and accepts no new runs",
+            ));
+        }
+        let (req, resume) = self.request(&params)?;
+        let engine = self.clone();
+        // Parsing, config and provider set-up touch files: off the async threads.
+        let prepared = tokio::task::spawn_blocking(move || run::prepare(&req))
+            .await
+            .map_err(|e| RpcError::internal(format!("preparing the run panicked: {e}")))?
+            .map_err(|e| engine.rejected(e))?;
+        let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
+        let store = stores.sessions.clone();
+        let (id, choice) = match resume {
+            Some(id) => {
+                if self.live(&id).is_some() {
+                    return Err(RpcError::new(
+                        code::SESSION_STATE,
+                        format!("session `{id}` is already running in this server"),
+                    ));
+                }
+                let meta = self.meta(&store, &id)?;
+                if meta.status == SessionStatus::Completed {
+                    return Err(RpcError::new(
+                        code::SESSION_STATE,
+                        format!("session `{id}` already completed; nothing to resume"),
+                    ));
+                }
+                (id.clone(), SessionChoice::Resume(id))
+            }
+            None => {
+                let id = session::new_session_id();
+                let now = rfc3339(SystemTime::now());
+                let path = std::fs::canonicalize(&prepared.plan.path)
+                    .unwrap_or_else(|_| PathBuf::from(&prepared.plan.path));
+                store
+                    .create(&SessionMeta {
+                        id: id.clone(),
+                        workflow: prepared.plan.name.clone(),
+                        path: path.display().to_string(),
+                        workspace: prepared.workspace.display().to_string(),
+                        inputs: prepared.inputs.clone(),
+                        status: SessionStatus::Queued,
+                        created_at: now.clone(),
+                        updated_at: now,
+                        last_seq: 0,
+                    })
+                    .map_err(|e| {
+                        RpcError::new(code::STORE, format!("cannot record the session: {e}"))
+                    })?;
+                (id.clone(), SessionChoice::Created(id))
+            }
+        };
+        let last_seq = store.get(&id).map(|m| m.last_seq).unwrap_or(0);
+        let (state, _) = watch::channel(LiveState {
+            status: SessionStatus::Queued,
+            last_seq,
+            result: None,
+        });
+        let live = Arc::new(LiveRun {
+            session_id: id.clone(),
+            store: store.clone(),
+            cancel: CancellationToken::new(),
+            state,
+            pending: Mutex::new(Pending::Nothing),
+            interrupted: AtomicBool::new(false),
+        });
+        lock(&self.runs).insert(id.clone(), live.clone());
+
+        let engine = self.clone();
+        let task_live = live.clone();
+        self.tasks.spawn(async move {
+            let live = task_live;
+            let result = engine.execute(&live, prepared, stores, choice, hooks).await;
+            let status = if live.interrupted.load(Ordering::SeqCst) {
+                let _ = live
+                    .store
+                    .set_status(&live.session_id, SessionStatus::Interrupted);
+                SessionStatus::Interrupted
+            } else {
+                live.store
+                    .get(&live.session_id)
+                    .map(|m| m.status)
+                    .unwrap_or(SessionStatus::Failed)
+            };
+            lock(&engine.runs).remove(&live.session_id);
+            live.update(|s| {
+                s.status = status;
+                s.result = Some(Arc::new(result));
+            });
+        });
+        Ok(live)
+    }
+
+    async fn execute(
+        &self,
+        live: &Arc<LiveRun>,
+        prepared: run::Prepared,
+        stores: Stores,
+        choice: SessionChoice,
+        hooks: RunHooks,
+    ) -> RunResult {
+        let id = live.session_id.clone();
+        if matches!(choice, SessionChoice::Resume(_)) {
+            let _ = live.store.set_status(&id, SessionStatus::Queued);
+        }
+        let permit = tokio::select! {
+            p = self.slots.clone().acquire_owned() => p.ok(),
+            _ = live.cancel.cancelled() => None,
+        };
+        let Some(_permit) = permit else {
+            // Cancelled (or interrupted) before it started: nothing ran.
+            let status = if live.interrupted.load(Ordering::SeqCst) {
+                SessionStatus::Interrupted
+            } else {
+                SessionStatus::Cancelled
+            };
+            let _ = live.store.set_status(&id, status);
+            let mut r = failed_result(&id, "cancelled before it started", status);
+            r.status = "cancelled".into();
+            r.termination_reason = "cancelled".into();
+            r.exit_code = exit::CANCELLED;
+            return r;
+        };
+        live.update(|s| s.status = SessionStatus::Running);
+        let tracker: Arc<dyn EventSink> = {
+            let live = live.clone();
+            Arc::new(move |e: &Event| {
+                live.update(|s| {
+                    s.last_seq = e.seq;
+                    if let Some(st) = session::status_after(&e.body) {
+                        s.status = st;
+                    }
+                });
+            })
+        };
+        let mut sinks = vec![tracker];
+        sinks.extend(hooks.sinks);
+        let approver = EngineApprover {
+            live: live.clone(),
+            first: hooks.approver,
+        };
+        match run::start_in(
+            prepared,
+            stores,
+            choice,
+            sinks,
+            &approver,
+            live.cancel.clone(),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                // Set-up after the session was recorded failed (policy, tools):
+                // the session says so too.
+                let _ = live.store.set_status(&id, SessionStatus::Failed);
+                let mut r = failed_result(&id, &e.message, SessionStatus::Failed);
+                r.exit_code = e.exit_code;
+                r
+            }
+        }
+    }
+
+    /// A [`RunRequest`] from wire params, and the session to resume if any.
+    fn request(&self, p: &RunParams) -> Result<(RunRequest, Option<String>), RpcError> {
+        let timeout = match &p.timeout {
+            Some(t) => Some(crate::executor::parse_duration(t).map_err(|e| {
+                RpcError::invalid_params(format!("run: invalid params: `timeout`: {e}"))
+            })?),
+            None => None,
+        };
+        let mut inputs = std::collections::BTreeMap::new();
+        for (k, v) in &p.inputs {
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
+                other => {
+                    return Err(RpcError::invalid_params(format!(
+                        "run: invalid params: `inputs.{k}`: expected a string, number or boolean, not {}",
+                        crate::protocol::rpc::json_kind(other)
+                    )));
+                }
+            };
+            inputs.insert(k.clone(), text);
+        }
+        let mut resume = None;
+        let path = match &p.resume {
+            Some(id) => {
+                if !session::is_valid_id(id) {
+                    return Err(RpcError::invalid_params(format!(
+                        "run: invalid params: `resume`: `{id}` is not a session id"
+                    )));
+                }
+                if !inputs.is_empty() {
+                    return Err(RpcError::invalid_params(
+                        "run: invalid params: `inputs`: a resumed run keeps the inputs it started with; leave them out",
+                    ));
+                }
+                let store = self.default_store()?;
+                let meta = self.meta(&store, id)?;
+                inputs = meta.inputs.clone();
+                resume = Some(id.clone());
+                if p.path.is_empty() {
+                    PathBuf::from(&meta.path)
+                } else {
+                    self.path(&p.path)
+                }
+            }
+            None => {
+                if p.path.trim().is_empty() {
+                    return Err(RpcError::invalid_params(
+                        "run: invalid params: missing field `path` (the workflow file to run)",
+                    ));
+                }
+                self.path(&p.path)
+            }
+        };
+        if !path.exists() {
+            return Err(RpcError::new(
+                code::NOT_FOUND,
+                format!("{}: no such workflow file or folder", path.display()),
+            ));
+        }
+        let loaded = self
+            .find_config(p.config.as_deref(), &path)?
+            .unwrap_or_default();
+        let req = RunRequest {
+            path,
+            inputs,
+            config: None,
+            policy: self.options.policy.as_ref().map(|p| self.path_buf(p)),
+            workspace: Some(self.root.clone()),
+            provider: p.provider.clone().or_else(|| self.options.provider.clone()),
+            model: p.model.clone().or_else(|| self.options.model.clone()),
+            cassette: None,
+            record: None,
+            max_turns: p.max_turns,
+            max_tokens: p.max_tokens,
+            max_cost_usd: p.max_cost_usd,
+            timeout,
+            strict_convergence: false,
+            http: self.options.http,
+            sampling: self.options.sampling.clone(),
+            loaded_config: Some(loaded),
+        };
+        Ok((req, resume))
+    }
+
+    fn rejected(&self, e: RunError) -> RpcError {
+        let mut message = e.message;
+        if let Some(hint) = &self.options.key_hint
+            && message.contains("API key is not set")
+        {
+            message.push_str("\n  = hint: ");
+            message.push_str(hint);
+        }
+        RpcError::new(code::RUN_REJECTED, message)
+            .with_data(serde_json::json!({"exit_code": e.exit_code}))
+    }
+
+    fn meta(&self, store: &Arc<dyn SessionStore>, id: &str) -> Result<SessionMeta, RpcError> {
+        store.get(id).map_err(|e| match e {
+            StoreError::NotFound(_) | StoreError::InvalidId(_) => RpcError::new(
+                code::UNKNOWN_SESSION,
+                format!(
+                    "no session `{id}` in the session store of {}; `sessions` lists them",
+                    self.root.display()
+                ),
+            ),
+            other => RpcError::new(code::STORE, other.to_string()),
+        })
+    }
+
+    // ---- event ----
+
+    /// A session's events after `after_seq`, waiting up to `wait_ms` for the
+    /// first new one.
+    pub async fn events(&self, p: EventParams) -> Result<EventPage, RpcError> {
+        let wait = Duration::from_millis(p.wait_ms.min(MAX_WAIT_MS));
+        let limit = p.limit.unwrap_or(DEFAULT_EVENT_LIMIT).clamp(1, 10_000);
+        let deadline = Instant::now() + wait;
+        let live = self.live(&p.session_id);
+        let store = match &live {
+            Some(l) => l.store.clone(),
+            None => self.default_store()?,
+        };
+        let mut rx = live.as_ref().map(|l| l.state.subscribe());
+        loop {
+            // Whether the run had ended is read before its events: every event of
+            // an ended run is stored, so `done` never hides a last event.
+            let (ended, live_status) = match &rx {
+                Some(rx) => {
+                    let st = rx.borrow();
+                    (Some(st.result.is_some()), Some(st.status))
+                }
+                None => (None, None),
+            };
+            let meta = self.meta(&store, &p.session_id)?;
+            let mut events = store
+                .events(&p.session_id, p.after_seq)
+                .map_err(|e| RpcError::new(code::STORE, e.to_string()))?;
+            let complete = events.len() <= limit;
+            events.truncate(limit);
+            let finished = ended.unwrap_or(!matches!(
+                meta.status,
+                SessionStatus::Running | SessionStatus::Queued
+            ));
+            let status = live_status.unwrap_or(meta.status);
+            let last_seq = meta.last_seq.max(events.last().map_or(0, |e| e.seq));
+            let done = finished && complete;
+            let now = Instant::now();
+            if !events.is_empty() || done || now >= deadline {
+                return Ok(EventPage {
+                    events,
+                    done,
+                    status,
+                    last_seq,
+                });
+            }
+            match &mut rx {
+                Some(rx) => {
+                    let _ = tokio::time::timeout(deadline - now, rx.changed()).await;
+                }
+                // Running in another process: poll the store.
+                None => tokio::time::sleep((deadline - now).min(Duration::from_millis(100))).await,
+            }
+        }
+    }
+
+    // ---- cancel ----
+
+    pub async fn cancel(&self, p: CancelParams) -> Result<RunStatus, RpcError> {
+        if let Some(live) = self.live(&p.session_id) {
+            live.cancel.cancel();
+            // Cancellation reaches model calls and tools at once; give it a moment
+            // to be recorded so the answer says `cancelled`.
+            let _ = tokio::time::timeout(Duration::from_secs(10), live.finished()).await;
+            return Ok(RunStatus {
+                session_id: p.session_id,
+                status: live.status(),
+            });
+        }
+        let store = self.default_store()?;
+        let meta = self.meta(&store, &p.session_id)?;
+        let status = match meta.status {
+            s if s.is_terminal() => s,
+            SessionStatus::Running => {
+                return Err(RpcError::new(
+                    code::SESSION_STATE,
+                    format!(
+                        "session `{}` is running in another process; cancel it there",
+                        p.session_id
+                    ),
+                ));
+            }
+            // Waiting for an approval, interrupted or queued by a process that
+            // is gone: record the end so it is not resumed by mistake.
+            _ => {
+                let bus =
+                    crate::events::EventBus::new(&p.session_id, meta.last_seq, Some(store.clone()));
+                bus.emit(
+                    &crate::events::Scope::default(),
+                    EventBody::RunCancelled {
+                        usage: Usage::default(),
+                    },
+                );
+                if let Some(e) = bus.store_error() {
+                    return Err(RpcError::new(code::STORE, e));
+                }
+                SessionStatus::Cancelled
+            }
+        };
+        Ok(RunStatus {
+            session_id: p.session_id,
+            status,
+        })
+    }
+
+    // ---- approve ----
+
+    /// Decide the goal a run waits at. A session waiting from an earlier process
+    /// gets the decision recorded and is resumed here, with `hooks`.
+    pub async fn approve(
+        self: &Arc<Self>,
+        p: ApproveParams,
+        hooks: RunHooks,
+    ) -> Result<RunStatus, RpcError> {
+        let decision = if p.approve {
+            Approval::Approved(p.note.clone())
+        } else {
+            Approval::Rejected(p.note.clone())
+        };
+        if let Some(live) = self.live(&p.session_id) {
+            let mut pending = lock(&live.pending);
+            match std::mem::take(&mut *pending) {
+                Pending::Waiting(tx) => {
+                    let _ = tx.send(decision);
+                }
+                Pending::Nothing if live.status() == SessionStatus::WaitingApproval => {
+                    *pending = Pending::Decided(decision);
+                }
+                other => {
+                    *pending = other;
+                    return Err(RpcError::new(
+                        code::SESSION_STATE,
+                        format!(
+                            "session `{}` is not waiting for an approval (it is {})",
+                            p.session_id,
+                            live.status().as_str()
+                        ),
+                    ));
+                }
+            }
+            drop(pending);
+            return Ok(RunStatus {
+                session_id: p.session_id,
+                status: SessionStatus::Running,
+            });
+        }
+        let store = self.default_store()?;
+        let meta = self.meta(&store, &p.session_id)?;
+        if meta.status == SessionStatus::Running {
+            return Err(RpcError::new(
+                code::SESSION_STATE,
+                format!(
+                    "session `{}` is running in another process; approve it there or with `agentfile sessions approve`",
+                    p.session_id
+                ),
+            ));
+        }
+        run::record_decision(&store, &p.session_id, p.approve, p.note.clone())
+            .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))?;
+        let resumed = self
+            .submit(
+                RunParams {
+                    resume: Some(p.session_id.clone()),
+                    ..RunParams::default()
+                },
+                hooks,
+            )
+            .await?;
+        Ok(RunStatus {
+            session_id: p.session_id,
+            status: resumed.status(),
+        })
+    }
+
+    // ---- validate, inspect, list, sessions ----
+
+    pub fn validate(&self, p: ValidateParams) -> Result<ValidateReport, RpcError> {
+        let mut paths: Vec<PathBuf> = p.paths.iter().map(|x| self.path(x)).collect();
+        if let Some(x) = &p.path {
+            paths.insert(0, self.path(x));
+        }
+        let mut analyses = Vec::new();
+        if let Some(source) = p.source {
+            if paths.len() > 1 {
+                return Err(RpcError::invalid_params(
+                    "validate: invalid params: `source` checks one workflow; give at most one `path`",
+                ));
+            }
+            let at = paths.pop().unwrap_or_else(|| self.root.join("Agentfile"));
+            let config = self.find_config(p.config.as_deref(), &at)?;
+            analyses.push(frontend::analyze_bytes(
+                at,
+                source.into_bytes(),
+                frontend::Options {
+                    config: config.as_ref(),
+                    dialect: None,
+                },
+            ));
+        } else {
+            if paths.is_empty() {
+                return Err(RpcError::invalid_params(
+                    "validate: invalid params: missing field `path` (or `paths`, or `source`)",
+                ));
+            }
+            for path in paths {
+                let config = self.find_config(p.config.as_deref(), &path)?;
+                analyses.push(frontend::analyze(
+                    &path,
+                    frontend::Options {
+                        config: config.as_ref(),
+                        dialect: None,
+                    },
+                ));
+            }
+        }
+        Ok(ValidateReport::new(&analyses))
+    }
+
+    /// The plan as JSON (format `json`), or rendered text.
+    pub fn inspect(&self, p: InspectParams) -> Result<serde_json::Value, RpcError> {
+        if p.path.trim().is_empty() {
+            return Err(RpcError::invalid_params(
+                "inspect: invalid params: missing field `path`",
+            ));
+        }
+        let path = self.path(&p.path);
+        let config = self.find_config(p.config.as_deref(), &path)?;
+        let a = frontend::analyze(
+            &path,
+            frontend::Options {
+                config: config.as_ref(),
+                dialect: None,
+            },
+        );
+        let Some(plan) = &a.plan else {
+            let report = ValidateReport::new(std::slice::from_ref(&a));
+            return Err(RpcError::new(
+                code::RUN_REJECTED,
+                format!(
+                    "{}: invalid — {} error(s); `validate` lists them",
+                    a.path.display(),
+                    a.errors()
+                ),
+            )
+            .with_data(serde_json::to_value(report).unwrap_or_default()));
+        };
+        let text = match p.format {
+            InspectFormat::Json => {
+                return serde_json::to_value(plan).map_err(|e| RpcError::internal(e.to_string()));
+            }
+            InspectFormat::Text => inspect::text(plan),
+            InspectFormat::Mermaid => inspect::mermaid(plan),
+        };
+        serde_json::to_value(InspectText {
+            format: p.format,
+            text,
+        })
+        .map_err(|e| RpcError::internal(e.to_string()))
+    }
+
+    pub fn list(&self, p: ListParams) -> Result<WorkflowList, RpcError> {
+        let dir = p
+            .dir
+            .map(|d| self.path(&d))
+            .unwrap_or_else(|| self.root.clone());
+        if !dir.is_dir() {
+            return Err(RpcError::new(
+                code::NOT_FOUND,
+                format!("{}: not a folder", dir.display()),
+            ));
+        }
+        let config = self.find_config(None, &dir.join("Agentfile"))?;
+        Ok(discover::list(&dir, config.as_ref()))
+    }
+
+    pub fn sessions(&self, p: SessionsParams) -> Result<SessionList, RpcError> {
+        let store = self.default_store()?;
+        let sessions = store
+            .list(p.status, p.limit.unwrap_or(50).max(1))
+            .map_err(|e| RpcError::new(code::STORE, e.to_string()))?;
+        Ok(SessionList { sessions })
+    }
+
+    // ---- shutdown ----
+
+    /// Accept no new runs and wait for every accepted one to finish.
+    pub async fn drain(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+
+    /// Accept no new runs, stop the ones in flight and leave their sessions
+    /// `interrupted` (resumable); waits up to `grace` for them to stop.
+    pub async fn interrupt(&self, grace: Duration) {
+        self.closing.store(true, Ordering::SeqCst);
+        let live: Vec<Arc<LiveRun>> = lock(&self.runs).values().cloned().collect();
+        for l in live {
+            l.interrupted.store(true, Ordering::SeqCst);
+            l.cancel.cancel();
+        }
+        self.tasks.close();
+        let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
+    }
+}
+
+/// Waits for the `approve` method, after asking the transport's own approver
+/// (MCP elicitation) if there is one.
+struct EngineApprover {
+    live: Arc<LiveRun>,
+    first: Option<Arc<dyn Approver>>,
+}
+
+impl Approver for EngineApprover {
+    fn decide<'a>(&'a self, req: &'a ApprovalRequest) -> BoxFuture<'a, Approval> {
+        Box::pin(async move {
+            let (tx, rx) = oneshot::channel();
+            {
+                let mut pending = lock(&self.live.pending);
+                if let Pending::Decided(d) = std::mem::take(&mut *pending) {
+                    return d;
+                }
+                *pending = Pending::Waiting(tx);
+            }
+            let answer = async {
+                rx.await.unwrap_or_else(|_| {
+                    Approval::Unavailable("the approval request was dropped".into())
+                })
+            };
+            let decision = match &self.first {
+                Some(first) => {
+                    tokio::pin!(answer);
+                    tokio::select! {
+                        d = first.decide(req) => match d {
+                            Approval::Unavailable(_) => answer.await,
+                            decided => decided,
+                        },
+                        d = &mut answer => d,
+                    }
+                }
+                None => answer.await,
+            };
+            *lock(&self.live.pending) = Pending::Nothing;
+            decision
+        })
+    }
+}
+
+fn failed_result(id: &str, message: &str, status: SessionStatus) -> RunResult {
+    RunResult {
+        kind: "result".into(),
+        session_id: id.to_owned(),
+        status: match status {
+            SessionStatus::Completed => "completed",
+            SessionStatus::Cancelled | SessionStatus::Interrupted => "cancelled",
+            _ => "failed",
+        }
+        .into(),
+        outputs: Default::default(),
+        usage: Usage::default(),
+        termination_reason: "error".into(),
+        error: Some(message.to_owned()),
+        exit_code: exit::FAILED,
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}

@@ -1,0 +1,11 @@
+//! The servers: `agentfile serve` (JSON-RPC 2.0 on stdio) and `agentfile mcp`
+//! (an MCP server on stdio), two transports over one [`engine::Engine`].
+//!
+//! - [`engine`]: runs in flight on a connection — accept, queue behind a
+//!   concurrency limit, execute through [`crate::run`], read events back from
+//!   the session store, cancel, approve, drain or interrupt at shutdown.
+//!
+//! Nothing here holds workflow logic: a transport decodes a request, calls the
+//! engine, and encodes the answer and the run's events in its own protocol.
+
+pub mod engine;
