@@ -68,6 +68,9 @@ enum Command {
         #[command(subcommand)]
         command: SessionsCommand,
     },
+    /// Serve JSON-RPC 2.0 on stdio, one message per line (run, event, cancel,
+    /// approve, validate, inspect, list, sessions; `event` notifications).
+    Serve(ServerArgs),
     /// Find workflows under a folder and show their names, paths and inputs.
     List {
         /// Folder to search (default: the current folder).
@@ -178,6 +181,44 @@ enum SessionsCommand {
     },
 }
 
+/// What every server connection runs with.
+#[derive(clap::Args, Clone, Default)]
+struct ServerArgs {
+    /// The folder tools work in, relative request paths start from, and
+    /// sessions are stored in (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Config file for requests that name none (default: agent.json /
+    /// agent.toml in the workspace, else beside each workflow).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Policy file for every run (default: policy.toml beside each workflow).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Provider for every run, overriding the config.
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    /// Runs executing at once; more wait as `queued`.
+    #[arg(long, default_value_t = agentfile::server::engine::DEFAULT_MAX_RUNS)]
+    max_runs: usize,
+}
+
+impl ServerArgs {
+    fn engine_options(&self) -> agentfile::server::engine::EngineOptions {
+        agentfile::server::engine::EngineOptions {
+            config: self.config.clone(),
+            workspace: self.workspace.clone(),
+            policy: self.policy.clone(),
+            provider: self.provider.clone(),
+            model: self.model.clone(),
+            max_runs: self.max_runs,
+            ..Default::default()
+        }
+    }
+}
+
 /// Where the session store is: the config and workspace decide, as for `run`.
 #[derive(clap::Args, Clone)]
 struct StoreArgs {
@@ -249,6 +290,7 @@ fn main() -> ExitCode {
         } => inspect_cmd(&path, config.as_deref(), format, dialect.map(Into::into)),
         Command::List { dir, format } => list(dir.as_deref().unwrap_or(Path::new(".")), format),
         Command::Run(args) => return run_cmd(args, None),
+        Command::Serve(args) => return serve_cmd(args),
         Command::Sessions { command } => match command {
             SessionsCommand::Resume { id, run } => return run_cmd(run, Some(id)),
             other => sessions_cmd(other),
@@ -521,6 +563,79 @@ async fn run_async(
     };
     let result = runapi::start(prepared, choice, sinks, &approver, cancel).await?;
     Ok((result, order))
+}
+
+/// `agentfile serve`: until stdin closes (runs finish) or a signal (runs stop,
+/// sessions left `interrupted`).
+fn serve_cmd(args: ServerArgs) -> ExitCode {
+    use agentfile::server::{engine::Engine, jsonrpc};
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentfile: error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (outbox, writer) = match jsonrpc::Outbox::start(Box::new(std::io::stdout())) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("agentfile: error: cannot start the output thread: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(async move {
+        let engine = match Engine::new(args.engine_options()) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("agentfile: error: {e}");
+                return exit::USAGE;
+            }
+        };
+        let stop = agentfile::llm::CancellationToken::new();
+        let signalled = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        spawn_signal_watch(stop.clone(), signalled.clone());
+        jsonrpc::serve(engine, tokio::io::stdin(), outbox, stop).await;
+        signalled.load(std::sync::atomic::Ordering::SeqCst)
+    });
+    // Every reply is queued; the writer ends once it has written them.
+    let _ = writer.join();
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// SIGINT / SIGTERM cancel `stop` and record the exit code (130 / 143).
+fn spawn_signal_watch(
+    stop: agentfile::llm::CancellationToken,
+    code: std::sync::Arc<std::sync::atomic::AtomicI32>,
+) {
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                return;
+            };
+            let c = tokio::select! {
+                _ = int.recv() => 130,
+                _ = term.recv() => 143,
+            };
+            code.store(c, std::sync::atomic::Ordering::SeqCst);
+        }
+        #[cfg(not(unix))]
+        {
+            if tokio::signal::ctrl_c().await.is_err() {
+                return;
+            }
+            code.store(130, std::sync::atomic::Ordering::SeqCst);
+        }
+        stop.cancel();
+    });
 }
 
 fn store_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunError> {

@@ -22,3 +22,30 @@ fn protocol_schemas_match_the_code() {
         "protocol schemas out of date: {stale:?}; run UPDATE_SNAPSHOTS=1 cargo test --test protocol"
     );
 }
+
+/// Every `$ref` in the OpenRPC document points at something in it.
+#[test]
+fn openrpc_references_resolve() {
+    fn walk<'a>(v: &'a serde_json::Value, refs: &mut Vec<&'a str>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(serde_json::Value::String(r)) = m.get("$ref") {
+                    refs.push(r);
+                }
+                m.values().for_each(|x| walk(x, refs));
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| walk(x, refs)),
+            _ => {}
+        }
+    }
+    let doc = agentfile::protocol::openrpc::document();
+    let mut refs = Vec::new();
+    walk(&doc, &mut refs);
+    assert!(refs.len() > 10);
+    for r in refs {
+        let pointer = r.strip_prefix('#').expect("local reference");
+        assert!(doc.pointer(pointer).is_some(), "dangling {r}");
+    }
+    let methods = doc["methods"].as_array().unwrap();
+    assert_eq!(methods.len(), agentfile::server::jsonrpc::METHODS.len());
+}

@@ -8,6 +8,7 @@
 
 pub mod diagnostics;
 pub mod events;
+pub mod openrpc;
 pub mod rpc;
 pub mod workflows;
 
@@ -22,6 +23,67 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         (
             "workflow-list.schema.json",
             schemars::schema_for!(workflows::WorkflowList),
+        ),
+        ("event.schema.json", schemars::schema_for!(events::Event)),
+        (
+            "run-result.schema.json",
+            schemars::schema_for!(events::RunResult),
+        ),
+        (
+            "rpc-error.schema.json",
+            schemars::schema_for!(rpc::RpcError),
+        ),
+        (
+            "run-params.schema.json",
+            schemars::schema_for!(rpc::RunParams),
+        ),
+        (
+            "run-status.schema.json",
+            schemars::schema_for!(rpc::RunStatus),
+        ),
+        (
+            "event-params.schema.json",
+            schemars::schema_for!(rpc::EventParams),
+        ),
+        (
+            "event-page.schema.json",
+            schemars::schema_for!(rpc::EventPage),
+        ),
+        (
+            "cancel-params.schema.json",
+            schemars::schema_for!(rpc::CancelParams),
+        ),
+        (
+            "approve-params.schema.json",
+            schemars::schema_for!(rpc::ApproveParams),
+        ),
+        (
+            "validate-params.schema.json",
+            schemars::schema_for!(rpc::ValidateParams),
+        ),
+        (
+            "inspect-params.schema.json",
+            schemars::schema_for!(rpc::InspectParams),
+        ),
+        (
+            "inspect-text.schema.json",
+            schemars::schema_for!(rpc::InspectText),
+        ),
+        (
+            "list-params.schema.json",
+            schemars::schema_for!(rpc::ListParams),
+        ),
+        (
+            "sessions-params.schema.json",
+            schemars::schema_for!(rpc::SessionsParams),
+        ),
+        (
+            "session-list.schema.json",
+            schemars::schema_for!(rpc::SessionList),
+        ),
+        (
+            "openrpc.json",
+            schemars::Schema::from(openrpc::document().as_object().cloned().unwrap_or_default()),
         ),
     ]
 }

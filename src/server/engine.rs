@@ -89,6 +89,9 @@ pub struct RunHooks {
 struct LiveState {
     status: SessionStatus,
     last_seq: u64,
+    /// The run's last event (complete, failed, cancelled) is stored: nothing
+    /// more will be appended, even before `result` is set.
+    ended: bool,
     result: Option<Arc<RunResult>>,
 }
 
@@ -325,6 +328,7 @@ impl Engine {
         let (state, _) = watch::channel(LiveState {
             status: SessionStatus::Queued,
             last_seq,
+            ended: false,
             result: None,
         });
         let live = Arc::new(LiveRun {
@@ -356,6 +360,7 @@ impl Engine {
             lock(&engine.runs).remove(&live.session_id);
             live.update(|s| {
                 s.status = status;
+                s.ended = true;
                 s.result = Some(Arc::new(result));
             });
         });
@@ -398,6 +403,7 @@ impl Engine {
             Arc::new(move |e: &Event| {
                 live.update(|s| {
                     s.last_seq = e.seq;
+                    s.ended |= e.body.is_terminal();
                     if let Some(st) = session::status_after(&e.body) {
                         s.status = st;
                     }
@@ -500,7 +506,12 @@ impl Engine {
             inputs,
             config: None,
             policy: self.options.policy.as_ref().map(|p| self.path_buf(p)),
-            workspace: Some(self.root.clone()),
+            // The server's --workspace wins; else the workflow's config says, else
+            // the server's folder.
+            workspace: Some(match (&self.options.workspace, &loaded.agent.workspace) {
+                (None, Some(ws)) => ws.clone(),
+                _ => self.root.clone(),
+            }),
             provider: p.provider.clone().or_else(|| self.options.provider.clone()),
             model: p.model.clone().or_else(|| self.options.model.clone()),
             cassette: None,
@@ -562,7 +573,7 @@ impl Engine {
             let (ended, live_status) = match &rx {
                 Some(rx) => {
                     let st = rx.borrow();
-                    (Some(st.result.is_some()), Some(st.status))
+                    (Some(st.ended || st.result.is_some()), Some(st.status))
                 }
                 None => (None, None),
             };

@@ -4,8 +4,12 @@
 //! - [`engine`]: runs in flight on a connection — accept, queue behind a
 //!   concurrency limit, execute through [`crate::run`], read events back from
 //!   the session store, cancel, approve, drain or interrupt at shutdown.
+//! - [`jsonrpc`]: `agentfile serve` — line framing, the JSON-RPC 2.0 rules
+//!   (batches, notifications, error objects), one stdout writer with
+//!   backpressure, `event` notifications.
 //!
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
 //! engine, and encodes the answer and the run's events in its own protocol.
 
 pub mod engine;
+pub mod jsonrpc;
