@@ -35,6 +35,8 @@
 //!   that can fail before work starts; then the executor runs with the transport's
 //!   sinks and approver.
 //! - [`printer`]: the CLI's event sinks (progress on stderr, `stream-json`).
+//! - [`server`]: `agentfile serve` (JSON-RPC 2.0 on stdio) and `agentfile mcp`,
+//!   transports over one engine that holds a connection's runs in flight.
 //!
 //! `src/main.rs` is only the CLI adapter over these.
 
