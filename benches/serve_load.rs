@@ -103,7 +103,9 @@ fn main() {
     drop(writer.join().expect("writer"));
     let _ = child.wait();
 
-    println!("serve load: {runs} concurrent runs of a 2-goal workflow (zero-latency fake provider)");
+    println!(
+        "serve load: {runs} concurrent runs of a 2-goal workflow (zero-latency fake provider)"
+    );
     println!("  completed       {completed}/{runs}");
     println!("  event lines     {events}");
     println!(
@@ -111,7 +113,10 @@ fn main() {
         elapsed.as_secs_f64(),
         runs as f64 / elapsed.as_secs_f64()
     );
-    println!("  peak RSS        {:.1} MB (target < 300 MB)", peak_kb as f64 / 1024.0);
+    println!(
+        "  peak RSS        {:.1} MB (target < 300 MB)",
+        peak_kb as f64 / 1024.0
+    );
     let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(completed, runs, "every run must complete");
 }

@@ -206,6 +206,35 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Output limit when the config gives none and the API insists on one (Anthropic).
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
+/// One HTTP client per (connect timeout, loopback) for the whole process.
+///
+/// A client carries its TLS configuration (the root store) and a connection
+/// pool; building one per provider made a server with 1,000 runs in flight hold
+/// 1,000 of each. Shared, the runs also reuse each other's connections.
+fn shared_client(connect_timeout: Duration, loopback: bool) -> reqwest::Result<reqwest::Client> {
+    static CLIENTS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<(Duration, bool), reqwest::Client>>,
+    > = std::sync::OnceLock::new();
+    let mut clients = CLIENTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = clients.get(&(connect_timeout, loopback)) {
+        return Ok(c.clone());
+    }
+    let mut builder = reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .user_agent(concat!("agentfile/", env!("CARGO_PKG_VERSION")));
+    // A proxy from the environment must not capture calls to a local server
+    // (Ollama, the fake provider): they would fail or leave the machine.
+    if loopback {
+        builder = builder.no_proxy();
+    }
+    let client = builder.build()?;
+    clients.insert((connect_timeout, loopback), client.clone());
+    Ok(client)
+}
+
 /// A provider reached over HTTP, speaking one [`WireFormat`].
 pub struct HttpProvider {
     name: String,
@@ -265,16 +294,7 @@ impl HttpProvider {
         let headers = wire
             .headers(settings.api_key.as_deref())
             .map_err(config_error)?;
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(settings.options.connect_timeout)
-            .user_agent(concat!("agentfile/", env!("CARGO_PKG_VERSION")));
-        // A proxy from the environment must not capture calls to a local server
-        // (Ollama, the fake provider): they would fail or leave the machine.
-        if is_loopback(&parsed) {
-            builder = builder.no_proxy();
-        }
-        let client = builder
-            .build()
+        let client = shared_client(settings.options.connect_timeout, is_loopback(&parsed))
             .map_err(|e| config_error(format!("cannot set up the HTTP client: {e}")))?;
         Ok(HttpProvider {
             name: settings.name,

@@ -276,12 +276,10 @@ impl Engine {
             ));
         }
         let (req, resume) = self.request(&params)?;
-        let engine = self.clone();
-        // Parsing, config and provider set-up touch files: off the async threads.
-        let prepared = tokio::task::spawn_blocking(move || run::prepare(&req))
-            .await
-            .map_err(|e| RpcError::internal(format!("preparing the run panicked: {e}")))?
-            .map_err(|e| engine.rejected(e))?;
+        // Parsing, config and provider set-up read a few small files: done
+        // inline, because a burst of runs on the blocking pool meant hundreds of
+        // threads (and their malloc arenas) for work of a millisecond each.
+        let prepared = run::prepare(&req).map_err(|e| self.rejected(e))?;
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
         let (id, choice) = match resume {

@@ -187,7 +187,35 @@ pub fn display_relative(path: &Path, base: &Path) -> String {
 pub struct PathPattern {
     /// As written in policy.toml, for messages.
     pub source: String,
-    matchers: Vec<GlobMatcher>,
+    matchers: Vec<std::sync::Arc<GlobMatcher>>,
+}
+
+/// Compiled globs by their expanded text, shared by every run in the process.
+///
+/// Each matcher is a compiled regex of some 13 KB; a policy binds about 16 of
+/// them per run, so a server with 1,000 runs in flight held 200 MB of identical
+/// matchers before they were shared. Bounded: past the cap, globs are compiled
+/// per use again.
+fn shared_matcher(text: &str) -> Result<std::sync::Arc<GlobMatcher>, globset::Error> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    const CAP: usize = 4096;
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<GlobMatcher>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(m) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(text) {
+        return Ok(m.clone());
+    }
+    let m = Arc::new(
+        GlobBuilder::new(text)
+            .literal_separator(true)
+            .build()?
+            .compile_matcher(),
+    );
+    let mut map = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if map.len() < CAP {
+        map.insert(text.to_owned(), m.clone());
+    }
+    Ok(m)
 }
 
 impl PathPattern {
@@ -212,11 +240,9 @@ impl PathPattern {
         }
         let mut matchers = Vec::new();
         for t in texts {
-            let glob = GlobBuilder::new(&t)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| format!("invalid pattern {raw:?}: {}", e.kind()))?;
-            matchers.push(glob.compile_matcher());
+            matchers.push(
+                shared_matcher(&t).map_err(|e| format!("invalid pattern {raw:?}: {}", e.kind()))?,
+            );
         }
         Ok(PathPattern {
             source: raw.to_owned(),
