@@ -86,7 +86,7 @@ fn main() {
         let v: Value = serde_json::from_str(&line).expect("JSON line");
         if v["method"] == "event" {
             events += 1;
-            if events % 2000 == 0 {
+            if events.is_multiple_of(2000) {
                 peak_kb = peak_kb.max(vm_hwm_kb(pid));
             }
             continue;
