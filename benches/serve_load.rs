@@ -19,10 +19,13 @@ use serde_json::{Value, json};
 const WORKFLOW: &str = "NAME small\nINPUT topic DEFAULT \"load\"\nGOAL outline \"Outline $topic\"\nGOAL summary \"Summarise $outline\"\nRUN main USING outline, summary\n";
 
 fn main() {
+    // `cargo bench` passes --bench; under `cargo test --all-targets` this is a
+    // quick smoke test of the same path with fewer runs.
+    let full = std::env::args().any(|a| a == "--bench");
     let runs: usize = std::env::var("RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(1000);
+        .unwrap_or(if full { 1000 } else { 50 });
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let server = rt
         .block_on(FakeServer::start_script(
