@@ -35,6 +35,10 @@
 //!   that can fail before work starts; then the executor runs with the transport's
 //!   sinks and approver.
 //! - [`printer`]: the CLI's event sinks (progress on stderr, `stream-json`).
+//! - [`telemetry`]: a run's events shipped to operators — OpenTelemetry traces
+//!   and logs over OTLP, the seed's JSON messages over HTTP or to a file — from a
+//!   bounded queue that never slows or fails the run; and the process's `tracing`
+//!   logs on stderr.
 //!
 //! `src/main.rs` is only the CLI adapter over these.
 
@@ -53,4 +57,5 @@ pub mod printer;
 pub mod protocol;
 pub mod run;
 pub mod session;
+pub mod telemetry;
 pub mod tools;

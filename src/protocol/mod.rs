@@ -8,6 +8,7 @@
 
 pub mod diagnostics;
 pub mod events;
+pub mod telemetry;
 pub mod workflows;
 
 /// Every published schema: file name under `protocol/`, and the schema.
@@ -21,6 +22,10 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         (
             "workflow-list.schema.json",
             schemars::schema_for!(workflows::WorkflowList),
+        ),
+        (
+            "telemetry-message.schema.json",
+            schemars::schema_for!(telemetry::TelemetryMessage),
         ),
     ]
 }
