@@ -217,9 +217,12 @@ mod tests {
     use std::net::TcpListener;
     use std::sync::Mutex;
 
+    /// Each request's status and body.
+    type Seen = Arc<Mutex<Vec<(u16, Vec<u8>)>>>;
+
     /// A tiny HTTP/1.1 server on a thread: answers each request with the next
     /// status of `statuses` (200 when they run out) and keeps the bodies.
-    fn server(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<(u16, Vec<u8>)>>>) {
+    fn server(statuses: Vec<u16>) -> (String, Seen) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/ingest", listener.local_addr().unwrap());
         let seen = Arc::new(Mutex::new(Vec::new()));

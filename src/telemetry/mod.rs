@@ -238,7 +238,7 @@ impl Shared {
 pub(crate) trait Exporter {
     /// Take one event (convert, buffer, maybe send).
     fn export(&mut self, event: &Event);
-    /// Called about every [`TICK`] while idle: send what has waited long enough.
+    /// Called about every [`TICK`]: send what has waited long enough.
     fn tick(&mut self) {}
     /// Flush and stop; give up at `deadline`.
     fn finish(&mut self, deadline: Instant);
@@ -401,6 +401,11 @@ impl Telemetry {
         report
     }
 
+    /// What has happened so far (the run is still going: `timed_out` is false).
+    pub fn progress(&self) -> Report {
+        self.report(false)
+    }
+
     fn close(&self, wait: Duration) {
         if self.shared.deadline().is_none() {
             self.shared.close_by(Instant::now() + wait);
@@ -447,11 +452,18 @@ fn build(
 
 /// The worker: drain the queue into the exporter until the sink closes it.
 fn work(mut exporter: Box<dyn Exporter>, rx: Receiver<Event>, shared: &Shared) {
+    let mut ticked = Instant::now();
     loop {
         match rx.recv_timeout(TICK) {
             Ok(event) => exporter.export(&event),
-            Err(RecvTimeoutError::Timeout) => exporter.tick(),
+            Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+        // Also while events keep coming, so a busy run's batches still linger
+        // no longer than they should.
+        if ticked.elapsed() >= TICK {
+            exporter.tick();
+            ticked = Instant::now();
         }
     }
     let deadline = shared

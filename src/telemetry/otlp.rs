@@ -832,8 +832,9 @@ impl SpanTree {
         Some(cx)
     }
 
-    /// End the span at `place` and, first, every span still open inside it
-    /// (those with an error status: they never got their own end).
+    /// End the span at `place` and, first, every span still open inside it.
+    /// Those inherit `error`; without one, an agent ending with its goal is
+    /// normal, but a model or tool call that never got its result is an error.
     fn end(
         &mut self,
         place: &Place,
@@ -848,9 +849,13 @@ impl SpanTree {
             .cloned()
             .collect();
         inner.sort_by_key(|p| std::cmp::Reverse(p.nest));
-        let why = error.unwrap_or("its parent ended first");
         for p in inner {
-            self.finish(&p, at, Vec::new(), Some(why));
+            let why = match error {
+                Some(e) => Some(e),
+                None if p.nest >= Nest::Call => Some("ended before its result arrived"),
+                None => None,
+            };
+            self.finish(&p, at, Vec::new(), why);
         }
         self.finish(place, at, attrs, error)
     }
@@ -1223,6 +1228,9 @@ mod tests {
             vec![Some(Value::I64(100)), Some(Value::I64(120))]
         );
         assert_eq!(under("invoke_agent b"), vec![Some(Value::I64(200))]);
+        for agent in ["invoke_agent a", "invoke_agent b", "invoke_agent synthesis"] {
+            assert_eq!(by_name(&spans, agent).status, Status::Unset, "{agent}");
+        }
         // b ended with its own call, not when a did.
         let b_span = by_name(&spans, "invoke_agent b");
         assert!(b_span.end_time < by_name(&spans, "invoke_agent a").end_time);
