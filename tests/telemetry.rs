@@ -228,31 +228,30 @@ impl Collector {
         self.seen.lock().unwrap().clone()
     }
 
-    fn spans(&self) -> Vec<Span> {
+    /// The accepted requests to `path`, decoded.
+    fn decoded<M: Message + Default>(&self, path: &str) -> Vec<M> {
         self.received()
             .iter()
-            .filter(|r| r.path == "/v1/traces" && r.status == 200)
-            .flat_map(|r| {
-                let req = ExportTraceServiceRequest::decode(r.body.clone()).unwrap();
-                req.resource_spans
-                    .into_iter()
-                    .flat_map(|rs| rs.scope_spans)
-                    .flat_map(|ss| ss.spans)
-            })
+            .filter(|r| r.path == path && r.status == 200)
+            .map(|r| M::decode(r.body.clone()).unwrap())
+            .collect()
+    }
+
+    fn spans(&self) -> Vec<Span> {
+        self.decoded::<ExportTraceServiceRequest>("/v1/traces")
+            .into_iter()
+            .flat_map(|r| r.resource_spans)
+            .flat_map(|rs| rs.scope_spans)
+            .flat_map(|ss| ss.spans)
             .collect()
     }
 
     fn logs(&self) -> Vec<LogRecord> {
-        self.received()
-            .iter()
-            .filter(|r| r.path == "/v1/logs" && r.status == 200)
-            .flat_map(|r| {
-                let req = ExportLogsServiceRequest::decode(r.body.clone()).unwrap();
-                req.resource_logs
-                    .into_iter()
-                    .flat_map(|rl| rl.scope_logs)
-                    .flat_map(|sl| sl.log_records)
-            })
+        self.decoded::<ExportLogsServiceRequest>("/v1/logs")
+            .into_iter()
+            .flat_map(|r| r.resource_logs)
+            .flat_map(|rl| rl.scope_logs)
+            .flat_map(|sl| sl.log_records)
             .collect()
     }
 }
@@ -319,17 +318,8 @@ fn otlp_span_tree_of_a_multi_agent_run() {
     let result = assert_completed(&o);
     let session = result["session_id"].as_str().unwrap();
 
-    let first = ExportTraceServiceRequest::decode(
-        collector
-            .received()
-            .iter()
-            .find(|r| r.path == "/v1/traces")
-            .unwrap()
-            .body
-            .clone(),
-    )
-    .unwrap();
-    let resource = first.resource_spans[0].resource.as_ref().unwrap();
+    let traces = collector.decoded::<ExportTraceServiceRequest>("/v1/traces");
+    let resource = traces[0].resource_spans[0].resource.as_ref().unwrap();
     assert_eq!(
         string(&resource.attributes, "service.name"),
         Some("agentfile")
@@ -872,12 +862,7 @@ fn otlp_honours_the_standard_variables() {
         ],
     );
     assert_completed(&o);
-    let traces: Vec<ExportTraceServiceRequest> = collector
-        .received()
-        .iter()
-        .filter(|r| r.path == "/v1/traces")
-        .map(|r| ExportTraceServiceRequest::decode(r.body.clone()).unwrap())
-        .collect();
+    let traces = collector.decoded::<ExportTraceServiceRequest>("/v1/traces");
     assert!(!traces.is_empty());
     let resource = traces[0].resource_spans[0].resource.as_ref().unwrap();
     assert_eq!(

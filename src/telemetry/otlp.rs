@@ -365,15 +365,25 @@ struct Place {
 }
 
 impl Place {
-    fn at(nest: Nest, e: &Event) -> Place {
+    /// The place at `nest` of a scope: the fields deeper than `nest` dropped.
+    fn scoped(
+        nest: Nest,
+        step: &Option<String>,
+        goal: &Option<String>,
+        agent: &Option<String>,
+    ) -> Place {
         let keep = |level: Nest, v: &Option<String>| if nest >= level { v.clone() } else { None };
         Place {
             nest,
-            step: keep(Nest::Step, &e.step),
-            goal: keep(Nest::Goal, &e.goal),
-            agent: keep(Nest::Agent, &e.agent),
+            step: keep(Nest::Step, step),
+            goal: keep(Nest::Goal, goal),
+            agent: keep(Nest::Agent, agent),
             id: None,
         }
+    }
+
+    fn at(nest: Nest, e: &Event) -> Place {
+        Place::scoped(nest, &e.step, &e.goal, &e.agent)
     }
 
     fn tool(e: &Event, id: &str) -> Place {
@@ -383,15 +393,9 @@ impl Place {
         }
     }
 
+    /// This place's enclosing place at `nest`.
     fn with(&self, nest: Nest) -> Place {
-        let keep = |level: Nest, v: &Option<String>| if nest >= level { v.clone() } else { None };
-        Place {
-            nest,
-            step: keep(Nest::Step, &self.step),
-            goal: keep(Nest::Goal, &self.goal),
-            agent: keep(Nest::Agent, &self.agent),
-            id: None,
-        }
+        Place::scoped(nest, &self.step, &self.goal, &self.agent)
     }
 
     /// The places that could hold this one's parent, innermost first.
@@ -1023,6 +1027,34 @@ mod tests {
         }
     }
 
+    /// `run_started` of `wf`, then `step_started` of `main` (one goal, `g`).
+    fn opening(f: &mut Feed) -> [Event; 2] {
+        [
+            f.ev(
+                0,
+                (None, None, None),
+                EventBody::RunStarted {
+                    workflow: "wf".into(),
+                    path: "x".into(),
+                    inputs: Default::default(),
+                    provider: "openai".into(),
+                    model: "gpt-4o".into(),
+                    workspace: "/w".into(),
+                    resumed_from_seq: None,
+                },
+            ),
+            f.ev(
+                1,
+                (Some("main"), None, None),
+                EventBody::StepStarted {
+                    kind: "run".into(),
+                    goals: vec!["g".into()],
+                    limit: None,
+                },
+            ),
+        ]
+    }
+
     fn request() -> EventBody {
         EventBody::LlmRequest {
             model: "gpt-4o".into(),
@@ -1068,29 +1100,8 @@ mod tests {
         let (s, g) = (Some("main"), Some("g"));
         let a = (s, g, Some("a"));
         let b = (s, g, Some("b"));
-        let events = vec![
-            f.ev(
-                0,
-                (None, None, None),
-                EventBody::RunStarted {
-                    workflow: "wf".into(),
-                    path: "x".into(),
-                    inputs: Default::default(),
-                    provider: "openai".into(),
-                    model: "gpt-4o".into(),
-                    workspace: "/w".into(),
-                    resumed_from_seq: None,
-                },
-            ),
-            f.ev(
-                1,
-                (s, None, None),
-                EventBody::StepStarted {
-                    kind: "run".into(),
-                    goals: vec!["g".into()],
-                    limit: None,
-                },
-            ),
+        let mut events = opening(&mut f).to_vec();
+        events.extend([
             f.ev(
                 2,
                 (s, g, None),
@@ -1197,7 +1208,7 @@ mod tests {
                     usage: Usage::default(),
                 },
             ),
-        ];
+        ]);
         for e in &events {
             t.event(e);
         }
@@ -1255,29 +1266,8 @@ mod tests {
         let (mut t, keep, _p) = tree(true);
         let mut f = Feed { seq: 0 };
         let s = Some("main");
-        for e in [
-            f.ev(
-                0,
-                (None, None, None),
-                EventBody::RunStarted {
-                    workflow: "wf".into(),
-                    path: "x".into(),
-                    inputs: Default::default(),
-                    provider: "openai".into(),
-                    model: "m".into(),
-                    workspace: "/w".into(),
-                    resumed_from_seq: None,
-                },
-            ),
-            f.ev(
-                1,
-                (s, None, None),
-                EventBody::StepStarted {
-                    kind: "run".into(),
-                    goals: vec!["g".into()],
-                    limit: None,
-                },
-            ),
+        let opening = opening(&mut f);
+        for e in opening.into_iter().chain([
             f.ev(
                 2,
                 (s, Some("g"), None),
@@ -1296,7 +1286,7 @@ mod tests {
                     usage: Usage::default(),
                 },
             ),
-        ] {
+        ]) {
             t.event(&e);
         }
         let spans = keep.0.lock().unwrap().clone();
