@@ -177,13 +177,53 @@ pub struct WebSection {
     pub gateway_token_env: Option<String>,
 }
 
+/// Where a run's telemetry goes (see [`crate::telemetry`]).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetrySection {
     pub enabled: bool,
+    /// `otlp`: the collector's base URL (`/v1/traces` and `/v1/logs` are
+    /// appended); unset, the `OTEL_EXPORTER_OTLP_*` variables decide. `http`:
+    /// the URL the messages are POSTed to (required).
     pub endpoint: Option<String>,
-    /// `otlp`, `http`, `file` or `noop`.
-    pub protocol: Option<String>,
+    /// `otlp` (the default when enabled), `http`, `file` or `noop`.
+    pub protocol: Option<TelemetryProtocol>,
+    /// Send message content (model answers, tool arguments and results, goal
+    /// outcomes). Unset: on for `http` and `file`, whose messages are the
+    /// transcript; off for `otlp`, as the GenAI conventions ask.
+    pub capture_content: Option<bool>,
+    /// Extra request headers for `otlp` and `http`: header name to the *name*
+    /// of the environment variable holding its value (tokens never sit in files).
+    pub headers_env: BTreeMap<String, String>,
+    /// `file`: the folder of the per-session files (default
+    /// `<workspace>/.agentfile/telemetry`).
+    pub path: Option<PathBuf>,
+}
+
+/// The telemetry exporters (CONTRACT §4).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TelemetryProtocol {
+    /// OpenTelemetry traces and logs over OTLP/HTTP (protobuf).
+    #[default]
+    Otlp,
+    /// The seed's JSON messages, POSTed in batches.
+    Http,
+    /// The seed's JSON messages as JSON lines, one file per session.
+    File,
+    /// Nothing.
+    Noop,
+}
+
+impl TelemetryProtocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TelemetryProtocol::Otlp => "otlp",
+            TelemetryProtocol::Http => "http",
+            TelemetryProtocol::File => "file",
+            TelemetryProtocol::Noop => "noop",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -284,6 +324,9 @@ impl Config {
             }
         }
         if let Some(p) = self.session.path.as_mut() {
+            fix(p);
+        }
+        if let Some(p) = self.telemetry.path.as_mut() {
             fix(p);
         }
         for p in &mut self.skills.paths {
@@ -437,10 +480,11 @@ mod tests {
         let f = dir.join("agent.toml");
         std::fs::write(
             &f,
-            "[agent]\nworkspace = \".\"\n[llm]\nprovider = \"replay\"\ncassette = \"demo.jsonl\"\n[session]\npath = \"/abs/s.db\"\n",
+            "[agent]\nworkspace = \".\"\n[llm]\nprovider = \"replay\"\ncassette = \"demo.jsonl\"\n[session]\npath = \"/abs/s.db\"\n[telemetry]\npath = \"tele\"\n",
         )
         .unwrap();
         let c = Config::from_file(&f).unwrap();
+        assert_eq!(c.telemetry.path, Some(dir.join("tele")));
         assert_eq!(c.agent.workspace, Some(dir.join(".")));
         assert_eq!(c.llm.cassette, Some(dir.join("demo.jsonl")));
         assert_eq!(c.session.path, Some(PathBuf::from("/abs/s.db")));
@@ -466,6 +510,31 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(same.api_key_env.as_deref(), Some("ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn telemetry_section() {
+        let json = r#"{"telemetry":{"enabled":true,"protocol":"http","endpoint":"http://c/ingest",
+                       "capture_content":false,"headers_env":{"Authorization":"TELEMETRY_TOKEN"}}}"#;
+        let toml = "[telemetry]\nenabled = true\nprotocol = \"http\"\nendpoint = \"http://c/ingest\"\n\
+                    capture_content = false\n[telemetry.headers_env]\nAuthorization = \"TELEMETRY_TOKEN\"\n";
+        let a = Config::from_str_ext(json, "json").ok().unwrap();
+        let b = Config::from_str_ext(toml, "toml").ok().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.telemetry.protocol, Some(TelemetryProtocol::Http));
+        assert_eq!(a.telemetry.capture_content, Some(false));
+        assert_eq!(a.telemetry.headers_env["Authorization"], "TELEMETRY_TOKEN");
+        // The predecessor's `enabled = false` alone still reads.
+        let old = Config::from_str_ext("[telemetry]\nenabled = false\n", "toml")
+            .ok()
+            .unwrap();
+        assert_eq!(old.telemetry, TelemetrySection::default());
+        let Err(ParseFailure::Message(m)) =
+            Config::from_str_ext("[telemetry]\nprotocol = \"grpc\"\n", "toml")
+        else {
+            panic!("an unknown protocol must be refused")
+        };
+        assert!(m.contains("grpc") && m.contains("otlp"), "{m}");
     }
 
     #[test]

@@ -134,6 +134,7 @@ impl EventBus {
             && st.store_error.is_none()
             && let Err(e) = store.append(&event)
         {
+            tracing::error!(session = %self.session_id, seq = event.seq, error = %e, "the session store failed; the run stops");
             st.store_error = Some(e.to_string());
         }
         st.seq = event.seq;

@@ -37,6 +37,10 @@
 //! - [`printer`]: the CLI's event sinks (progress on stderr, `stream-json`).
 //! - [`server`]: `agentfile serve` (JSON-RPC 2.0 on stdio) and `agentfile mcp`,
 //!   transports over one engine that holds a connection's runs in flight.
+//! - [`telemetry`]: a run's events shipped to operators — OpenTelemetry traces
+//!   and logs over OTLP, the seed's JSON messages over HTTP or to a file — from a
+//!   bounded queue that never slows or fails the run; and the process's `tracing`
+//!   logs on stderr.
 //!
 //! `src/main.rs` is only the CLI adapter over these.
 
@@ -56,4 +60,5 @@ pub mod protocol;
 pub mod run;
 pub mod server;
 pub mod session;
+pub mod telemetry;
 pub mod tools;

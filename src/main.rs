@@ -1,7 +1,8 @@
 //! The `agentfile` command line: a thin adapter from flags to the library.
 //!
-//! Human-readable progress goes to stderr; results go to stdout. Exit codes
-//! (CONTRACT §3): 0 success, 1 run failed, 2 usage or validation error.
+//! Human-readable progress and log lines (`--log-format`, `--log-level`) go to
+//! stderr; results go to stdout. Exit codes (CONTRACT §3): 0 success, 1 run
+//! failed, 2 usage or validation error.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -20,6 +21,7 @@ use agentfile::protocol::diagnostics::ValidateReport;
 use agentfile::protocol::events::RunResult;
 use agentfile::run::{self as runapi, RunError, RunRequest, SessionChoice, TerminalApprover};
 use agentfile::session::{self, SessionStatus};
+use agentfile::telemetry::logs;
 use agentfile::{discover, inspect};
 
 #[derive(Parser)]
@@ -32,6 +34,20 @@ use agentfile::{discover, inspect};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log lines on stderr as text or JSON lines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
+    /// Log level (error, warn, info, debug, trace) or a filter such as
+    /// `agentfile=debug`; default: RUST_LOG, else warn.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum, Default)]
+enum LogFormatArg {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -275,6 +291,14 @@ const EXIT_INVALID: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let format = match cli.log_format {
+        LogFormatArg::Text => logs::LogFormat::Text,
+        LogFormatArg::Json => logs::LogFormat::Json,
+    };
+    if let Err(e) = logs::init(format, cli.log_level.as_deref()) {
+        eprintln!("agentfile: error: {e}");
+        return ExitCode::from(EXIT_INVALID);
+    }
     let result = match cli.command {
         Command::Validate {
             paths,

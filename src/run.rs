@@ -29,6 +29,7 @@ use crate::llm::{self, Cassette, Provider, ProviderOptions};
 use crate::plan::Plan;
 use crate::protocol::events::{RunResult, rfc3339};
 use crate::session::{self, SessionMeta, SessionStatus, SessionStore};
+use crate::telemetry;
 use crate::tools::{MemoryStore, Policy, Toolbox};
 
 /// What the caller asks for. Every field but `path` is optional.
@@ -155,6 +156,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     if let Some(m) = &req.model {
         config.llm.model = Some(m.clone());
     }
+    telemetry::check(&config).map_err(|e| usage(e.to_string()))?;
     let inputs = executor::bind_inputs(&plan, &req.inputs).map_err(usage)?;
     let workspace = resolve_workspace(req.workspace.as_deref(), &config)?;
     let workflow_dir = analysis
@@ -565,6 +567,11 @@ pub async fn start_in(
     for s in sinks {
         bus.subscribe(s);
     }
+    let info = telemetry::RunInfo::new(&prepared.config, &prepared.plan, &prepared.workspace, &id);
+    let shipping = telemetry::Telemetry::start(&prepared.config, &info);
+    if let Some(t) = &shipping {
+        bus.subscribe(t.sink());
+    }
     let svc = Services {
         models: prepared.models.as_ref(),
         tools: &toolbox,
@@ -588,6 +595,9 @@ pub async fn start_in(
     };
     let result = executor::execute(spec, &svc, cancel).await;
     toolbox.shutdown();
+    if let Some(t) = shipping {
+        t.finish(telemetry::FINISH_WAIT).await;
+    }
     if result.termination_reason == "approval_unavailable" {
         // Not a failure: the run waits for `sessions approve`, then resumes.
         let _ = store.set_status(&id, SessionStatus::WaitingApproval);

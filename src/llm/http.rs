@@ -376,6 +376,13 @@ impl HttpProvider {
                     error
                 });
             };
+            tracing::info!(
+                provider = %self.name,
+                attempt,
+                wait_ms = wait.as_millis() as u64,
+                error = %error,
+                "model call failed; retrying"
+            );
             if let Some(s) = sink.as_mut()
                 && s.emitted
             {

@@ -10,6 +10,7 @@ pub mod diagnostics;
 pub mod events;
 pub mod openrpc;
 pub mod rpc;
+pub mod telemetry;
 pub mod workflows;
 
 /// Every published schema: file name under `protocol/`, and the schema.
@@ -84,6 +85,10 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
         (
             "openrpc.json",
             schemars::Schema::from(openrpc::document().as_object().cloned().unwrap_or_default()),
+        ),
+        (
+            "telemetry-message.schema.json",
+            schemars::schema_for!(telemetry::TelemetryMessage),
         ),
     ]
 }

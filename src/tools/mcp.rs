@@ -366,6 +366,12 @@ fn server_env(
         .collect()
 }
 
+/// Record why a server is unusable (the toolbox shows it as a warning event).
+fn fail(state: &watch::Sender<State>, server: &str, why: String) {
+    tracing::info!(server, reason = %why, "MCP server unavailable");
+    let _ = state.send(State::Failed(why));
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn supervise(
     name: String,
@@ -378,6 +384,7 @@ async fn supervise(
     shutdown: CancellationToken,
 ) {
     let url = cfg.url.as_deref().map(str::trim).filter(|u| !u.is_empty());
+    tracing::debug!(server = %name, command = %cfg.command, "starting MCP server");
     let serving: futures::future::BoxFuture<
         '_,
         Result<RunningService<RoleClient, Client>, ClientInitializeError>,
@@ -387,9 +394,11 @@ async fn supervise(
         }
         None => {
             if cfg.command.trim().is_empty() {
-                let _ = state.send(State::Failed(
+                fail(
+                    &state,
+                    &name,
                     "neither `command` nor `url` is configured".to_owned(),
-                ));
+                );
                 return;
             }
             let mut cmd = tokio::process::Command::new(&cfg.command);
@@ -405,10 +414,11 @@ async fn supervise(
             let (transport, stderr) = match spawned {
                 Ok(t) => t,
                 Err(e) => {
-                    let _ = state.send(State::Failed(format!(
-                        "cannot start `{}`: {e}",
-                        cfg.command
-                    )));
+                    fail(
+                        &state,
+                        &name,
+                        format!("cannot start `{}`: {e}", cfg.command),
+                    );
                     return;
                 }
             };
@@ -436,14 +446,18 @@ async fn supervise(
     let service = match started {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            let _ = state.send(State::Failed(failed(format!("initialisation failed: {e}"))));
+            fail(&state, &name, failed(format!("initialisation failed: {e}")));
             return;
         }
         Err(_) => {
-            let _ = state.send(State::Failed(failed(format!(
-                "did not initialise within {} s",
-                start_timeout.as_secs()
-            ))));
+            fail(
+                &state,
+                &name,
+                failed(format!(
+                    "did not initialise within {} s",
+                    start_timeout.as_secs()
+                )),
+            );
             return;
         }
     };
@@ -455,14 +469,18 @@ async fn supervise(
     let tools = match listed {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
-            let _ = state.send(State::Failed(failed(format!("listing tools failed: {e}"))));
+            fail(&state, &name, failed(format!("listing tools failed: {e}")));
             return;
         }
         Err(_) => {
-            let _ = state.send(State::Failed(failed(format!(
-                "did not list its tools within {} s",
-                start_timeout.as_secs()
-            ))));
+            fail(
+                &state,
+                &name,
+                failed(format!(
+                    "did not list its tools within {} s",
+                    start_timeout.as_secs()
+                )),
+            );
             return;
         }
     };
@@ -479,6 +497,7 @@ async fn supervise(
             }
         })
         .collect();
+    tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
     let _ = state.send(State::Ready {
         peer,
         tools: Arc::new(tools),
@@ -488,7 +507,7 @@ async fn supervise(
     tokio::pin!(waiting);
     tokio::select! {
         _ = &mut waiting => {
-            let _ = state.send(State::Failed(failed("the server exited".to_owned())));
+            fail(&state, &name, failed("the server exited".to_owned()));
         }
         _ = shutdown.cancelled() => {
             stop.cancel();
