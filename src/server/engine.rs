@@ -102,6 +102,9 @@ pub struct LiveRun {
     pending: Mutex<Pending>,
     /// Stopped by a shutdown rather than a `cancel`: the session is left resumable.
     interrupted: AtomicBool,
+    /// Nobody is left to call `approve` (the client is gone): an approval this
+    /// run waits for, or comes to, ends it as `waiting_approval`.
+    orphaned: AtomicBool,
 }
 
 impl LiveRun {
@@ -334,6 +337,7 @@ impl Engine {
             state,
             pending: Mutex::new(Pending::Nothing),
             interrupted: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
         });
         lock(&self.runs).insert(id.clone(), live.clone());
 
@@ -827,9 +831,24 @@ impl Engine {
 
     // ---- shutdown ----
 
-    /// Accept no new runs and wait for every accepted one to finish.
+    /// Accept no new runs and wait for every accepted one to finish. The client
+    /// is gone, so a run that waits for the `approve` method (now or later)
+    /// stops there as `waiting_approval`, to be approved with `agentfile
+    /// sessions approve` and resumed; otherwise draining would never end.
     pub async fn drain(&self) {
         self.closing.store(true, Ordering::SeqCst);
+        let live: Vec<Arc<LiveRun>> = lock(&self.runs).values().cloned().collect();
+        for l in live {
+            // Set before taking the lock, which `EngineApprover` checks it under.
+            l.orphaned.store(true, Ordering::SeqCst);
+            let mut pending = lock(&l.pending);
+            match std::mem::take(&mut *pending) {
+                Pending::Waiting(tx) => {
+                    let _ = tx.send(Approval::Unavailable(nobody_to_approve(&l.session_id)));
+                }
+                other => *pending = other,
+            }
+        }
         self.tasks.close();
         self.tasks.wait().await;
     }
@@ -864,6 +883,9 @@ impl Approver for EngineApprover {
                 if let Pending::Decided(d) = std::mem::take(&mut *pending) {
                     return d;
                 }
+                if self.live.orphaned.load(Ordering::SeqCst) {
+                    return Approval::Unavailable(nobody_to_approve(&self.live.session_id));
+                }
                 *pending = Pending::Waiting(tx);
             }
             let answer = async {
@@ -888,6 +910,14 @@ impl Approver for EngineApprover {
             decision
         })
     }
+}
+
+/// Why a run stops at an approval once its client is gone (after "goal `g`
+/// needs approval, but").
+fn nobody_to_approve(id: &str) -> String {
+    format!(
+        "the client that started it is gone; approve it with `agentfile sessions approve {id}`, then continue with `agentfile sessions resume {id}`"
+    )
 }
 
 fn failed_result(id: &str, message: &str, status: SessionStatus) -> RunResult {
