@@ -75,6 +75,39 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+    /// Serve MCP on stdio for IDE agents (Claude Code, Cursor, Cline, VS Code):
+    /// workflows as tools, progress, approvals, the host's model by sampling.
+    Mcp(McpArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct McpArgs {
+    /// Where tools work, relative paths start and sessions are stored
+    /// (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Config file for every run (default: agent.json / agent.toml in the
+    /// workspace, else beside each workflow).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Policy file for every run (default: policy.toml beside each workflow).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// anthropic, openai, openrouter, ollama, gemini, replay, or mcp-sampling
+    /// (the MCP host's own model; no API key needed).
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    /// Runs executing at once; more wait as `queued` (default 16).
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
+    max_runs: usize,
+    /// Milliseconds between progress heartbeats while a run is quiet.
+    #[arg(long, default_value_t = 5000, hide = true)]
+    heartbeat_ms: u64,
+    /// Milliseconds between workspace rescans for `run_<name>` tools.
+    #[arg(long, default_value_t = 3000, hide = true)]
+    poll_ms: u64,
 }
 
 #[derive(clap::Args, Clone, Default)]
@@ -249,6 +282,7 @@ fn main() -> ExitCode {
         } => inspect_cmd(&path, config.as_deref(), format, dialect.map(Into::into)),
         Command::List { dir, format } => list(dir.as_deref().unwrap_or(Path::new(".")), format),
         Command::Run(args) => return run_cmd(args, None),
+        Command::Mcp(args) => return mcp_cmd(args),
         Command::Sessions { command } => match command {
             SessionsCommand::Resume { id, run } => return run_cmd(run, Some(id)),
             other => sessions_cmd(other),
@@ -416,6 +450,45 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
     });
     // Tool processes and MCP servers are already stopped; do not wait for
     // stray blocking threads (a terminal read) to finish.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn mcp_cmd(args: McpArgs) -> ExitCode {
+    if let Some(p) = &args.provider
+        && !agentfile::config::PROVIDERS.contains(&p.as_str())
+    {
+        eprintln!(
+            "agentfile mcp: unknown provider `{p}`; use one of: {}",
+            agentfile::config::PROVIDERS.join(", ")
+        );
+        return ExitCode::from(EXIT_INVALID);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentfile mcp: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let options = agentfile::server::mcp::McpOptions {
+        engine: agentfile::server::engine::EngineOptions {
+            config: args.config,
+            workspace: args.workspace,
+            policy: args.policy,
+            provider: args.provider,
+            model: args.model,
+            max_runs: args.max_runs,
+            ..Default::default()
+        },
+        heartbeat: std::time::Duration::from_millis(args.heartbeat_ms.max(10)),
+        poll: std::time::Duration::from_millis(args.poll_ms.max(10)),
+    };
+    let code = runtime.block_on(agentfile::server::mcp::serve_stdio(options));
+    // A read of stdin may still be parked on a blocking thread; do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

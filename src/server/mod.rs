@@ -4,8 +4,14 @@
 //! - [`engine`]: runs in flight on a connection — accept, queue behind a
 //!   concurrency limit, execute through [`crate::run`], read events back from
 //!   the session store, cancel, approve, drain or interrupt at shutdown.
+//! - [`mcp`]: `agentfile mcp` — an rmcp server handler and stdio transport:
+//!   the engine's operations as tools (plus one `run_<name>` tool per workflow
+//!   in the workspace, kept current), run events as progress and log
+//!   notifications, approvals by elicitation, the host's model as a provider
+//!   through sampling, and the `run`/`list`/`create` prompts.
 //!
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
 //! engine, and encodes the answer and the run's events in its own protocol.
 
 pub mod engine;
+pub mod mcp;
