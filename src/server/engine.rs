@@ -339,7 +339,24 @@ impl Engine {
             interrupted: AtomicBool::new(false),
             orphaned: AtomicBool::new(false),
         });
-        lock(&self.runs).insert(id.clone(), live.clone());
+        {
+            // Checked again under the lock `interrupt` and `drain` collect runs
+            // under: a run prepared while they began must not escape them.
+            let mut runs = lock(&self.runs);
+            if self.closing.load(Ordering::SeqCst) {
+                drop(runs);
+                if matches!(choice, SessionChoice::Created(_)) {
+                    let _ = store.set_status(&id, SessionStatus::Interrupted);
+                }
+                return Err(RpcError::new(
+                    code::SHUTTING_DOWN,
+                    format!(
+                        "the server is shutting down; session `{id}` did not start (continue it later with `run` and `resume`)"
+                    ),
+                ));
+            }
+            runs.insert(id.clone(), live.clone());
+        }
 
         let engine = self.clone();
         let task_live = live.clone();
