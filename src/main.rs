@@ -97,6 +97,7 @@ struct McpArgs {
     /// (the MCP host's own model; no API key needed).
     #[arg(long)]
     provider: Option<String>,
+    /// Model for every run (with mcp-sampling: the model the host is asked for).
     #[arg(long)]
     model: Option<String>,
     /// Runs executing at once; more wait as `queued` (default 16).

@@ -1245,9 +1245,15 @@ async fn sigterm_interrupts_runs_and_leaves_them_resumable() {
         .as_str()
         .unwrap()
         .to_owned();
-    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run","arguments":{"path":"slow.agent"}}}"#)
+    raw.send(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"_meta":{"progressToken":3},"name":"run","arguments":{"path":"slow.agent"}}}"#)
         .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Both runs are under way (the second has reported progress) when the signal comes.
+    loop {
+        let m = raw.next().await.expect("stdout ended");
+        if m["method"] == "notifications/progress" {
+            break;
+        }
+    }
     let pid = raw.child.id().unwrap() as i32;
     // SAFETY: sending a signal to the child this test started.
     unsafe {
