@@ -52,6 +52,8 @@ use crate::server::engine::{Engine, EngineOptions};
 
 /// How long runs get to stop after a signal before the process exits anyway.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// How long calls get to answer after their runs stopped at a signal.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(3);
 /// Default interval of progress heartbeats while a run is quiet.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// Default interval of workspace rescans for `run_<name>` tools.
@@ -334,9 +336,10 @@ pub async fn serve(
             }
         }
         Some(code) => {
-            // Runs stop first, so the calls waiting on them answer while the
+            // Runs stop first, and the calls waiting on them answer while the
             // connection is still up; then the service loop ends.
             engine.interrupt(INTERRUPT_GRACE).await;
+            let _ = tokio::time::timeout(ANSWER_GRACE, io.idle()).await;
             io.shutdown.cancel();
             ct.cancel();
             let _ = tokio::time::timeout(Duration::from_secs(3), &mut serving).await;

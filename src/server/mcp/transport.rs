@@ -80,7 +80,7 @@ impl Conn {
     }
 
     /// Wait until every request read has been answered, or a shutdown.
-    async fn idle(&self) {
+    pub async fn idle(&self) {
         loop {
             let notified = self.answered.notified();
             tokio::pin!(notified);
