@@ -11,6 +11,31 @@ if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
 
+# The official MCP Python SDK, for tests/mcp_python.rs (`agentfile mcp` driven
+# by another implementation than ours). A venv under target/, made once.
+echo "== MCP Python SDK (target/py-mcp)"
+venv=target/py-mcp
+if [ ! -x "$venv/bin/python" ] && command -v python3 >/dev/null 2>&1; then
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    # Debian and Ubuntu ship the venv module separately.
+    rm -rf "$venv"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null \
+        && python3 -m venv "$venv"; } || rm -rf "$venv"
+    fi
+  fi
+fi
+if [ -x "$venv/bin/python" ]; then
+  # The client is written against the SDK's 2.x API (snake_case results, `mcp.Client`).
+  "$venv/bin/python" -c 'import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(not v.startswith("2."))' 2>/dev/null \
+    || "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
+  AGENTFILE_PY="$PWD/$venv/bin/python"
+  export AGENTFILE_PY
+  echo "mcp $("$AGENTFILE_PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
+else
+  echo "no python3 with venv: tests/mcp_python.rs will be skipped (or fail under CI)"
+fi
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

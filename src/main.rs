@@ -94,6 +94,21 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+    /// Serve MCP on stdio for IDE agents (Claude Code, Cursor, Cline, VS Code):
+    /// workflows as tools, progress, approvals, the host's model by sampling.
+    Mcp(McpArgs),
+}
+
+#[derive(clap::Args, Clone)]
+struct McpArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Milliseconds between progress heartbeats while a run is quiet.
+    #[arg(long, default_value_t = 5000, hide = true)]
+    heartbeat_ms: u64,
+    /// Milliseconds between workspace rescans for `run_<name>` tools.
+    #[arg(long, default_value_t = 3000, hide = true)]
+    poll_ms: u64,
 }
 
 #[derive(clap::Args, Clone, Default)]
@@ -211,9 +226,12 @@ struct ServerArgs {
     /// Policy file for every run (default: policy.toml beside each workflow).
     #[arg(long)]
     policy: Option<PathBuf>,
-    /// Provider for every run, overriding the config.
+    /// Provider for every run, overriding the config: anthropic, openai,
+    /// openrouter, ollama, gemini, replay, or (under `mcp`) mcp-sampling, the
+    /// MCP host's own model, which needs no API key.
     #[arg(long)]
     provider: Option<String>,
+    /// Model for every run (with mcp-sampling: the model the host is asked for).
     #[arg(long)]
     model: Option<String>,
     /// Runs executing at once; more wait as `queued`.
@@ -222,6 +240,20 @@ struct ServerArgs {
 }
 
 impl ServerArgs {
+    /// A provider name that cannot work is a usage error before anything starts.
+    fn check(&self, command: &str) -> Result<(), ExitCode> {
+        if let Some(p) = &self.provider
+            && !agentfile::config::PROVIDERS.contains(&p.as_str())
+        {
+            eprintln!(
+                "agentfile {command}: unknown provider `{p}`; use one of: {}",
+                agentfile::config::PROVIDERS.join(", ")
+            );
+            return Err(ExitCode::from(EXIT_INVALID));
+        }
+        Ok(())
+    }
+
     fn engine_options(&self) -> agentfile::server::engine::EngineOptions {
         agentfile::server::engine::EngineOptions {
             config: self.config.clone(),
@@ -315,6 +347,7 @@ fn main() -> ExitCode {
         Command::List { dir, format } => list(dir.as_deref().unwrap_or(Path::new(".")), format),
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
+        Command::Mcp(args) => return mcp_cmd(args),
         Command::Sessions { command } => match command {
             SessionsCommand::Resume { id, run } => return run_cmd(run, Some(id)),
             other => sessions_cmd(other),
@@ -486,6 +519,31 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
+fn mcp_cmd(args: McpArgs) -> ExitCode {
+    if let Err(code) = args.server.check("mcp") {
+        return code;
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentfile mcp: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let options = agentfile::server::mcp::McpOptions {
+        engine: args.server.engine_options(),
+        heartbeat: std::time::Duration::from_millis(args.heartbeat_ms.max(10)),
+        poll: std::time::Duration::from_millis(args.poll_ms.max(10)),
+    };
+    let code = runtime.block_on(agentfile::server::mcp::serve_stdio(options));
+    // A read of stdin may still be parked on a blocking thread; do not wait for it.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
 /// Run (or resume) a workflow; also returns its goals in execution order, for
 /// printing outputs the way the workflow produced them.
 async fn run_async(
@@ -592,6 +650,9 @@ async fn run_async(
 /// `agentfile serve`: until stdin closes (runs finish) or a signal (runs stop,
 /// sessions left `interrupted`).
 fn serve_cmd(args: ServerArgs) -> ExitCode {
+    if let Err(code) = args.check("serve") {
+        return code;
+    }
     use agentfile::server::{engine::Engine, jsonrpc};
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -105,6 +105,9 @@ pub struct LiveRun {
     pending: Mutex<Pending>,
     /// Stopped by a shutdown rather than a `cancel`: the session is left resumable.
     interrupted: AtomicBool,
+    /// Nobody is left to call `approve` (the client is gone): an approval this
+    /// run waits for, or comes to, ends it as `waiting_approval`.
+    orphaned: AtomicBool,
 }
 
 impl LiveRun {
@@ -336,8 +339,26 @@ impl Engine {
             state,
             pending: Mutex::new(Pending::Nothing),
             interrupted: AtomicBool::new(false),
+            orphaned: AtomicBool::new(false),
         });
-        lock(&self.runs).insert(id.clone(), live.clone());
+        {
+            // Checked again under the lock `interrupt` and `drain` collect runs
+            // under: a run prepared while they began must not escape them.
+            let mut runs = lock(&self.runs);
+            if self.closing.load(Ordering::SeqCst) {
+                drop(runs);
+                if matches!(choice, SessionChoice::Created(_)) {
+                    let _ = store.set_status(&id, SessionStatus::Interrupted);
+                }
+                return Err(RpcError::new(
+                    code::SHUTTING_DOWN,
+                    format!(
+                        "the server is shutting down; session `{id}` did not start (continue it later with `run` and `resume`)"
+                    ),
+                ));
+            }
+            runs.insert(id.clone(), live.clone());
+        }
 
         let engine = self.clone();
         let task_live = live.clone();
@@ -836,9 +857,24 @@ impl Engine {
 
     // ---- shutdown ----
 
-    /// Accept no new runs and wait for every accepted one to finish.
+    /// Accept no new runs and wait for every accepted one to finish. The client
+    /// is gone, so a run that waits for the `approve` method (now or later)
+    /// stops there as `waiting_approval`, to be approved with `agentfile
+    /// sessions approve` and resumed; otherwise draining would never end.
     pub async fn drain(&self) {
         self.closing.store(true, Ordering::SeqCst);
+        let live: Vec<Arc<LiveRun>> = lock(&self.runs).values().cloned().collect();
+        for l in live {
+            // Set before taking the lock, which `EngineApprover` checks it under.
+            l.orphaned.store(true, Ordering::SeqCst);
+            let mut pending = lock(&l.pending);
+            match std::mem::take(&mut *pending) {
+                Pending::Waiting(tx) => {
+                    let _ = tx.send(Approval::Unavailable(nobody_to_approve(&l.session_id)));
+                }
+                other => *pending = other,
+            }
+        }
         self.tasks.close();
         self.tasks.wait().await;
     }
@@ -873,6 +909,9 @@ impl Approver for EngineApprover {
                 if let Pending::Decided(d) = std::mem::take(&mut *pending) {
                     return d;
                 }
+                if self.live.orphaned.load(Ordering::SeqCst) {
+                    return Approval::Unavailable(nobody_to_approve(&self.live.session_id));
+                }
                 *pending = Pending::Waiting(tx);
             }
             let answer = async {
@@ -897,6 +936,14 @@ impl Approver for EngineApprover {
             decision
         })
     }
+}
+
+/// Why a run stops at an approval once its client is gone (after "goal `g`
+/// needs approval, but").
+fn nobody_to_approve(id: &str) -> String {
+    format!(
+        "the client that started it is gone; approve it with `agentfile sessions approve {id}`, then continue with `agentfile sessions resume {id}`"
+    )
 }
 
 fn failed_result(id: &str, message: &str, status: SessionStatus) -> RunResult {

@@ -7,9 +7,15 @@
 //! - [`jsonrpc`]: `agentfile serve` — line framing, the JSON-RPC 2.0 rules
 //!   (batches, notifications, error objects), one stdout writer with
 //!   backpressure, `event` notifications.
+//! - [`mcp`]: `agentfile mcp` — an rmcp server handler and stdio transport:
+//!   the engine's operations as tools (plus one `run_<name>` tool per workflow
+//!   in the workspace, kept current), run events as progress and log
+//!   notifications, approvals by elicitation, the host's model as a provider
+//!   through sampling, and the `run`/`list`/`create` prompts.
 //!
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
 //! engine, and encodes the answer and the run's events in its own protocol.
 
 pub mod engine;
 pub mod jsonrpc;
+pub mod mcp;

@@ -1,0 +1,231 @@
+//! The prompts hosts show as slash commands: `run` (run a workflow), `list`
+//! (show the workspace's workflows) and `create` (write a new Agentfile with
+//! the host's model, checked with the `validate` tool until it is clean).
+//!
+//! Each produces one user message that asks the model to use this server's
+//! tools; nothing here runs anything.
+
+use rmcp::model::{
+    GetPromptResult, JsonObject, Prompt, PromptArgument, PromptMessage, Role as McpRole,
+};
+
+/// The prompts, as `prompts/list` returns them.
+pub fn list() -> Vec<Prompt> {
+    vec![
+        Prompt::new(
+            "run",
+            Some("Run an agentfile workflow in this workspace and report its outputs"),
+            Some(vec![
+                PromptArgument::new("workflow")
+                    .with_description("The workflow's name or path (see /list)")
+                    .with_required(true),
+                PromptArgument::new("inputs")
+                    .with_description("Its inputs, e.g. `topic=caching depth=2`, or JSON")
+                    .with_required(false),
+            ]),
+        )
+        .with_title("Run a workflow"),
+        Prompt::new(
+            "list",
+            Some("List the workflows in this workspace with their inputs"),
+            None,
+        )
+        .with_title("List workflows"),
+        Prompt::new(
+            "create",
+            Some("Write a new Agentfile workflow, validated until it is clean"),
+            Some(vec![
+                PromptArgument::new("task")
+                    .with_description("What the workflow should do")
+                    .with_required(false),
+                PromptArgument::new("path")
+                    .with_description("Where to save it (default: a new NAME.agent file)")
+                    .with_required(false),
+            ]),
+        )
+        .with_title("Create a workflow"),
+    ]
+}
+
+fn arg(args: Option<&JsonObject>, name: &str) -> Option<String> {
+    let v = args?.get(name)?;
+    let s = match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => return None,
+        other => other.to_string(),
+    };
+    let s = s.trim().to_owned();
+    (!s.is_empty()).then_some(s)
+}
+
+/// The prompt `name` with its arguments, or why not.
+pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, String> {
+    let (description, text) = match name {
+        "run" => {
+            let Some(workflow) = arg(args, "workflow") else {
+                return Err(
+                    "prompt `run` needs the `workflow` argument (a name or path; /list shows them)"
+                        .into(),
+                );
+            };
+            let inputs = arg(args, "inputs");
+            ("Run a workflow", run_text(&workflow, inputs.as_deref()))
+        }
+        "list" => ("List workflows", LIST.to_owned()),
+        "create" => (
+            "Create a workflow",
+            create_text(arg(args, "task").as_deref(), arg(args, "path").as_deref()),
+        ),
+        other => {
+            return Err(format!(
+                "no prompt `{other}`; the prompts are run, list and create"
+            ));
+        }
+    };
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(McpRole::User, text)])
+            .with_description(description),
+    )
+}
+
+fn run_text(workflow: &str, inputs: Option<&str>) -> String {
+    let mut t = format!(
+        "Run the agentfile workflow `{workflow}` with the agentfile MCP server's tools.\n\n\
+         1. If `{workflow}` is not a path to a file, call the `list` tool and find the workflow by name; \
+         note its path and inputs.\n"
+    );
+    match inputs {
+        Some(i) => t.push_str(&format!(
+            "2. Call the `run` tool with `path` set to the workflow's path and `inputs` set to an object built from: {i}\n   \
+             (or call its own `run_<name>` tool with those inputs as arguments).\n"
+        )),
+        None => t.push_str(
+            "2. Call the `run` tool with `path` set to the workflow's path. If it has required inputs, ask me for them first; \
+             inputs with a default may be left out. (Its own `run_<name>` tool works too.)\n",
+        ),
+    }
+    t.push_str(
+        "3. If the result has status `waiting_approval`, tell me which goal waits and ask me; then call `approve` with my answer \
+         and follow the run with `event` (session_id, after_seq, wait_ms) until `done`.\n\
+         4. When the run ends, show me each goal's output, and the session id. If it failed, explain the error and how to fix it.",
+    );
+    t
+}
+
+const LIST: &str = "Call the agentfile `list` tool and show me the workflows in this workspace as a short table: \
+name, path, inputs (required ones, and the defaults of the others) and whether it is valid. \
+For an invalid one, call `validate` with its path and summarise what is wrong.";
+
+/// The Agentfile language, compactly, for a model that writes one.
+pub const LANGUAGE: &str = r#"# The Agentfile language (one statement per line; `#` starts a comment)
+
+NAME <name>                                  required, once: the workflow's name
+INPUT <name> [DEFAULT <value>]               an input; without DEFAULT it is required
+AGENT <name> FROM <path> [REQUIRES "<profile>"]   a persona from a .md/.txt file (or a skill folder with SKILL.md), relative to the Agentfile
+AGENT <name> "<inline prompt>"               a persona written inline
+GOAL <name> "<outcome>" [-> out1, out2] [USING agent1, agent2]
+GOAL <name> FROM <path> [-> outs] [USING agents]  the outcome text from a file
+RUN <step> USING goal1, goal2                run goals once, in order
+LOOP <step> USING goal1, goal2 WITHIN <n>|$input  repeat the goals as one body until converged or n iterations
+CONVERGE <name> "<outcome>" [-> outs] [USING agent] WITHIN <n>|$input  refine one answer until the model replies exactly CONVERGED or it stops changing
+SUPERVISED [HUMAN] | UNSUPERVISED            on its own line: the goals defined below need (or stop needing) human
+                                             approval before they run; at the end of a GOAL line: that goal only
+
+Rules:
+- Identifiers: letters, digits, `_` and `-`. Strings: "..." with \n \t \r \\ \" escapes, or """...""" over several lines.
+- `$name` in an outcome or prompt is an input, a goal's output (`$goal`) or a structured field (`-> field` makes `$field`);
+  `$$` is a literal `$`; the longest name wins. A variable must be defined before the step that uses it.
+- A goal with `USING a, b` runs one conversation per agent in parallel, then one synthesis; its output is the synthesis.
+- A loop converges when the model signals it is done, an iteration makes no tool calls, or outputs stop changing.
+- Every name is unique; NAME appears once; at least one RUN, LOOP or CONVERGE step is needed; WITHIN is a positive number or an input.
+- Agents act through tools (read, write, edit, glob, grep, ls, bash, web_fetch, web_search, memory_read, memory_write) that
+  `policy.toml` beside the workflow allows; without one, only file tools inside the workspace are on.
+
+Example (save as review.agent):
+
+NAME code-review
+INPUT path DEFAULT "src"
+INPUT focus DEFAULT "correctness"
+
+AGENT reviewer "You are a careful senior engineer. Cite file and line for every finding."
+AGENT skeptic "You look for what others missed: edge cases, error handling, security."
+
+GOAL findings "Review the code under $path with an eye on $focus; list concrete findings." -> issues, summary USING reviewer, skeptic
+GOAL report """
+Write REVIEW.md: first $summary in one paragraph,
+then the findings in $issues as a checklist.
+"""
+
+RUN review USING findings, report
+"#;
+
+fn create_text(task: Option<&str>, path: Option<&str>) -> String {
+    let task = task
+        .map(|t| format!("The workflow should: {t}\n\n"))
+        .unwrap_or_else(|| "Ask me what the workflow should do, then write it.\n\n".into());
+    let path = path
+        .map(|p| format!("Save it as `{p}`."))
+        .unwrap_or_else(|| {
+            "Save it as `<name>.agent` in the workspace (or `Agentfile` in a new folder).".into()
+        });
+    format!(
+        "Write a new agentfile workflow.\n\n{task}\
+         Steps:\n\
+         1. Draft the workflow in the Agentfile language described below: clear goal outcomes that say what done looks like, \
+         agents only where a persona helps, inputs for what varies between runs.\n\
+         2. Call the agentfile `validate` tool with `source` set to the full text (and `path` set to where it will be saved, \
+         so FROM files resolve). Fix every diagnostic it reports and validate again, until `ok` is true with no errors.\n\
+         3. {path} Then call `inspect` with its path and format `text` and show me the plan.\n\
+         4. Offer to run it with the `run` tool.\n\n{LANGUAGE}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(r: &GetPromptResult) -> String {
+        serde_json::to_value(&r.messages[0]).unwrap()["content"]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    #[test]
+    fn prompts_ask_for_the_tools() {
+        assert_eq!(
+            list().iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+            ["run", "list", "create"]
+        );
+        let mut args = JsonObject::new();
+        args.insert("workflow".into(), "review".into());
+        args.insert("inputs".into(), "path=lib".into());
+        let t = text(&get("run", Some(&args)).unwrap());
+        assert!(t.contains("`run` tool") && t.contains("path=lib"), "{t}");
+        assert!(get("run", None).unwrap_err().contains("workflow"));
+        assert!(text(&get("list", None).unwrap()).contains("`list` tool"));
+        let t = text(&get("create", None).unwrap());
+        assert!(
+            t.contains("`validate`") && t.contains("CONVERGE") && t.contains("NAME code-review")
+        );
+        assert!(get("nope", None).is_err());
+    }
+
+    /// The example in the language description is itself a valid workflow.
+    #[test]
+    fn the_example_validates() {
+        let example = LANGUAGE
+            .split_once("Example (save as review.agent):\n")
+            .unwrap()
+            .1;
+        let a = crate::frontend::analyze_bytes(
+            std::path::PathBuf::from("review.agent"),
+            example.as_bytes().to_vec(),
+            crate::frontend::Options {
+                config: None,
+                dialect: None,
+            },
+        );
+        assert_eq!(a.errors(), 0, "{:?}", a.diagnostics);
+    }
+}
