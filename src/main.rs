@@ -490,15 +490,9 @@ fn list(dir: &Path, format: ReportFormat) -> anyhow::Result<u8> {
 }
 
 fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("agentfile: error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let mode = args.output;
     let code = runtime.block_on(async move {
@@ -523,15 +517,9 @@ fn mcp_cmd(args: McpArgs) -> ExitCode {
     if let Err(code) = args.server.check("mcp") {
         return code;
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("agentfile mcp: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let options = agentfile::server::mcp::McpOptions {
         engine: args.server.engine_options(),
@@ -647,6 +635,17 @@ async fn run_async(
     Ok((result, order))
 }
 
+/// The multi-threaded runtime the async commands run on.
+fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("agentfile: error: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        })
+}
+
 /// `agentfile serve`: until stdin closes (runs finish) or a signal (runs stop,
 /// sessions left `interrupted`).
 fn serve_cmd(args: ServerArgs) -> ExitCode {
@@ -654,15 +653,9 @@ fn serve_cmd(args: ServerArgs) -> ExitCode {
         return code;
     }
     use agentfile::server::{engine::Engine, jsonrpc};
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            eprintln!("agentfile: error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     let (outbox, writer) = match jsonrpc::Outbox::start(Box::new(std::io::stdout())) {
         Ok(o) => o,

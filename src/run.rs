@@ -437,6 +437,31 @@ pub fn open_store(config: &Config, workspace: &Path) -> Result<Arc<dyn SessionSt
         .map_err(|e| usage(format!("cannot open the session store: {e}")))
 }
 
+/// Record a new session for a prepared run, with `status` (`running`, or
+/// `queued` for a server's run waiting for a slot). Returns its id.
+pub fn create_session(
+    store: &dyn SessionStore,
+    prepared: &Prepared,
+    status: SessionStatus,
+) -> Result<String, session::StoreError> {
+    let id = session::new_session_id();
+    let now = rfc3339(SystemTime::now());
+    let path = std::fs::canonicalize(&prepared.plan.path)
+        .unwrap_or_else(|_| PathBuf::from(&prepared.plan.path));
+    store.create(&SessionMeta {
+        id: id.clone(),
+        workflow: prepared.plan.name.clone(),
+        path: path.display().to_string(),
+        workspace: prepared.workspace.display().to_string(),
+        inputs: prepared.inputs.clone(),
+        status,
+        created_at: now.clone(),
+        updated_at: now,
+        last_seq: 0,
+    })?;
+    Ok(id)
+}
+
 /// Record a human's decision on a stored session's pending approval, as an
 /// `approval_resolved` event after its last one (the session must not be
 /// running in this moment: `sessions approve`, or a server approving a session
@@ -535,22 +560,7 @@ pub async fn start_in(
             (id, prior)
         }
         SessionChoice::New => {
-            let id = session::new_session_id();
-            let now = rfc3339(SystemTime::now());
-            let path = std::fs::canonicalize(&prepared.plan.path)
-                .unwrap_or_else(|_| PathBuf::from(&prepared.plan.path));
-            store
-                .create(&SessionMeta {
-                    id: id.clone(),
-                    workflow: prepared.plan.name.clone(),
-                    path: path.display().to_string(),
-                    workspace: prepared.workspace.display().to_string(),
-                    inputs: prepared.inputs.clone(),
-                    status: SessionStatus::Running,
-                    created_at: now.clone(),
-                    updated_at: now,
-                    last_seq: 0,
-                })
+            let id = create_session(store.as_ref(), &prepared, SessionStatus::Running)
                 .map_err(|e| usage(format!("cannot record the session: {e}")))?;
             (id, Vec::new())
         }

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use tokio::sync::{Semaphore, oneshot, watch};
@@ -35,7 +35,7 @@ use crate::executor::{Approval, ApprovalRequest, Approver, exit};
 use crate::frontend;
 use crate::llm::{HttpOptions, Provider};
 use crate::protocol::diagnostics::ValidateReport;
-use crate::protocol::events::{Event, EventBody, RunResult, Usage, rfc3339};
+use crate::protocol::events::{Event, EventBody, RunResult, Usage};
 use crate::protocol::rpc::{
     ApproveParams, CancelParams, EventPage, EventParams, InspectFormat, InspectParams, InspectText,
     ListParams, RpcError, RunParams, RunStatus, SessionList, SessionsParams, ValidateParams, code,
@@ -303,22 +303,7 @@ impl Engine {
                 (id.clone(), SessionChoice::Resume(id))
             }
             None => {
-                let id = session::new_session_id();
-                let now = rfc3339(SystemTime::now());
-                let path = std::fs::canonicalize(&prepared.plan.path)
-                    .unwrap_or_else(|_| PathBuf::from(&prepared.plan.path));
-                store
-                    .create(&SessionMeta {
-                        id: id.clone(),
-                        workflow: prepared.plan.name.clone(),
-                        path: path.display().to_string(),
-                        workspace: prepared.workspace.display().to_string(),
-                        inputs: prepared.inputs.clone(),
-                        status: SessionStatus::Queued,
-                        created_at: now.clone(),
-                        updated_at: now,
-                        last_seq: 0,
-                    })
+                let id = run::create_session(store.as_ref(), &prepared, SessionStatus::Queued)
                     .map_err(|e| {
                         RpcError::new(code::STORE, format!("cannot record the session: {e}"))
                     })?;
