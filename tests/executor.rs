@@ -389,6 +389,49 @@ async fn converge_stops_on_converged_and_keeps_the_last_real_output() {
 }
 
 #[tokio::test]
+async fn converge_with_fields_accepts_converged_and_keeps_the_last_fields() {
+    // The runtime tells the model to reply exactly CONVERGED; for a goal with
+    // `-> fields` that reply must end the goal, not fail as malformed JSON.
+    let ws = tmp("converge-fields");
+    let p = plan(
+        &ws,
+        "NAME c\nCONVERGE polish \"Polish\" -> title, body WITHIN 5\nRUN main USING polish\n",
+    );
+    let server = FakeServer::start(vec![
+        FakeReply::tool_call("submit_output", json!({"title": "T1", "body": "B1"})),
+        FakeReply::tool_call("submit_output", json!({"title": "T2", "body": "B2"})),
+        FakeReply::text("CONVERGED"),
+    ])
+    .await
+    .unwrap();
+    let r = run(p, &server, &ws, &[]).await;
+    assert_eq!(r.result.status, "completed", "{:?}", r.result);
+    assert_eq!(r.result.exit_code, 0);
+    assert_eq!(r.result.outputs["polish"], json!({"title": "T2", "body": "B2"}));
+    assert_eq!(server.request_count(), 3, "no retry of the CONVERGED reply");
+}
+
+#[tokio::test]
+async fn signal_done_outside_a_loop_is_answered_once_then_the_goal_ends() {
+    let ws = tmp("stray-done");
+    let p = plan(&ws, "NAME s\nGOAL g \"Do it\"\nRUN main USING g\n");
+    let mut replies = vec![FakeReply::tool_call("signal_done", json!({"reason": "x"}))];
+    for _ in 0..50 {
+        replies.push(FakeReply {
+            text: Some("all done".into()),
+            ..FakeReply::tool_call("signal_done", json!({"reason": "x"}))
+        });
+    }
+    let server = FakeServer::start(replies).await.unwrap();
+    let r = run(p, &server, &ws, &[]).await;
+    assert_eq!(r.result.status, "completed", "{:?}", r.result);
+    assert_eq!(r.result.outputs["g"], json!("all done"));
+    assert_eq!(server.request_count(), 2, "told once, then the goal ended");
+    let told = server.requests()[1].body.to_string();
+    assert!(told.contains("not in one"), "{told}");
+}
+
+#[tokio::test]
 async fn invalid_structured_output_is_retried_once_then_fails() {
     let ws = tmp("badjson");
     let p = plan(

@@ -38,6 +38,9 @@ pub struct Conversation<'a> {
     pub outputs: &'a [String],
     /// Offer `signal_done` (goals inside a LOOP).
     pub can_signal_done: bool,
+    /// A CONVERGE round after the first: the exact reply `CONVERGED` ends the
+    /// conversation as a signal, before any structured-output parsing.
+    pub accept_converged: bool,
 }
 
 /// What a conversation produced.
@@ -49,6 +52,18 @@ pub struct Answer {
     /// Calls to the tool set (not the runtime's own tools).
     pub tool_calls: u64,
     pub done: bool,
+    /// The model replied exactly `CONVERGED` (only when the conversation
+    /// accepted that signal); `text` and `fields` are then empty.
+    pub converged: bool,
+}
+
+/// The reply that ends a CONVERGE goal: `CONVERGED`, give or take the
+/// punctuation and markup models wrap around it.
+pub fn says_converged(text: &str) -> bool {
+    text.trim()
+        .trim_matches(['.', '*', '`', '"', '\'', '!'])
+        .trim()
+        .eq_ignore_ascii_case("CONVERGED")
 }
 
 impl RunCx<'_> {
@@ -78,6 +93,9 @@ impl RunCx<'_> {
             .unwrap_or(super::budget::DEFAULT_GOAL_TURNS);
         let mut answer = Answer::default();
         let mut json_retry_used = false;
+        // Calls to `signal_done` where it is not offered: answered once, then
+        // the goal ends on the model's text instead of burning every turn.
+        let mut stray_done = 0u32;
         let model = conv.provider.model().to_owned();
         for turn in 1..=goal_turns {
             self.budget.check_turn().map_err(Stop::Budget)?;
@@ -136,6 +154,12 @@ impl RunCx<'_> {
             request.messages.push(response.to_message());
 
             if calls.is_empty() {
+                // The convergence signal is recognised before the answer is
+                // read as structured output: `CONVERGED` is not a JSON object.
+                if conv.accept_converged && says_converged(&text) {
+                    answer.converged = true;
+                    return Ok(answer);
+                }
                 if conv.outputs.is_empty() {
                     answer.text = text;
                     return Ok(answer);
@@ -200,12 +224,43 @@ impl RunCx<'_> {
                             is_error: false,
                         }
                     }
+                    SIGNAL_DONE => {
+                        stray_done += 1;
+                        let finish = if conv.outputs.is_empty() {
+                            "reply with your final answer and no tool calls".to_owned()
+                        } else {
+                            format!("call `{SUBMIT_OUTPUT}` with your result")
+                        };
+                        ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: format!("`{SIGNAL_DONE}` is only for goals inside a loop, and this goal is not in one; there is nothing to signal. To finish, {finish}."),
+                            is_error: true,
+                        }
+                    }
                     _ => {
                         answer.tool_calls += 1;
                         self.call_tool(&conv.scope, call).await?
                     }
                 };
                 results.push(result);
+            }
+            if stray_done > 1 && conv.outputs.is_empty() {
+                // Told once already: take what it said as the answer.
+                self.emit(
+                    &conv.scope,
+                    EventBody::Warning {
+                        message: format!(
+                            "the model kept calling `{SIGNAL_DONE}` outside a loop; the goal ends on its last text"
+                        ),
+                    },
+                );
+                answer.text = if text.trim().is_empty() {
+                    last_text(&request.messages)
+                } else {
+                    text
+                };
+                return Ok(answer);
             }
             if submitted {
                 // The fields are in; no need for another turn.
@@ -366,6 +421,20 @@ pub fn truncate(s: &str, max: usize) -> String {
         Some((i, _)) => format!("{}… [{} more bytes]", &s[..i], s.len() - i),
         None => s.to_owned(),
     }
+}
+
+/// The last non-empty assistant text in a conversation.
+fn last_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m.role == crate::llm::Role::Assistant)
+        .flat_map(|m| m.content.iter().rev())
+        .find_map(|b| match b {
+            ContentBlock::Text { text } if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
 }
 
 /// Text blocks of a message list, for tests and transcripts.

@@ -756,6 +756,9 @@ async fn work_goal(
 ) -> Result<(Answer, Option<LoopStop>), Stop> {
     let context = prompt::context(cx.plan, state, step, goal);
     let user = prompt::user(outcome, &context, history, goal.kind == GoalKind::Converge);
+    // Only rounds that were told about `CONVERGED` may answer with it.
+    let accept_converged =
+        goal.kind == GoalKind::Converge && history.is_some_and(|h| !h.is_empty());
     let provider_for =
         |profile: Option<&str>| cx.svc.models.provider(profile).map_err(Stop::Failed);
     if goal.agents.len() <= 1 {
@@ -780,6 +783,7 @@ async fn work_goal(
                 use_tools: true,
                 outputs: &goal.outputs,
                 can_signal_done: in_loop,
+                accept_converged,
             })
             .await?;
         return Ok((answer, None));
@@ -804,10 +808,23 @@ async fn work_goal(
             use_tools: true,
             outputs: &agent.outputs,
             can_signal_done: in_loop,
+            accept_converged,
         };
         convs.push(cx.converse(conv));
     }
     let answers = futures::future::try_join_all(convs).await?;
+    if accept_converged && answers.iter().all(|a| a.converged) {
+        // Every agent is satisfied with the last round: nothing to reconcile.
+        return Ok((
+            Answer {
+                converged: true,
+                tool_calls: answers.iter().map(|a| a.tool_calls).sum(),
+                done: answers.iter().any(|a| a.done),
+                ..Answer::default()
+            },
+            None,
+        ));
+    }
     for (name, a) in goal.agents.iter().zip(&answers) {
         cx.emit(
             &scope.with_agent(name),
@@ -838,6 +855,7 @@ async fn work_goal(
             use_tools: false,
             outputs: &goal.outputs,
             can_signal_done: false,
+            accept_converged,
         })
         .await?;
     synthesis.tool_calls = answers.iter().map(|a| a.tool_calls).sum();
@@ -887,11 +905,7 @@ async fn converge(
         )
         .await?;
         total_tools += answer.tool_calls;
-        let said_converged = answer
-            .text
-            .trim()
-            .trim_matches(['.', '*', '`'])
-            .eq_ignore_ascii_case("CONVERGED");
+        let said_converged = answer.converged || goal::says_converged(&answer.text);
         let stop = if said_converged {
             Some(LoopStop::Explicit)
         } else if history.last() == Some(&answer.text) {
