@@ -203,6 +203,7 @@ fn run_with_store(
         agent_id: "bench".into(),
         limits: Limits::default(),
         provider_label: ("bench".into(), "bench-model".into()),
+        endpoint: None,
         prior_events: Vec::new(),
         warnings: Vec::new(),
     };

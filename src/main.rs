@@ -134,6 +134,11 @@ struct RunArgs {
     provider: Option<String>,
     #[arg(long)]
     model: Option<String>,
+    /// The provider's API endpoint (a local server, a proxy); kept when
+    /// --provider switches the wire format. Default: the config's
+    /// `llm.base_url` or AGENTFILE_BASE_URL, else the provider's public API.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
     /// The cassette `--provider replay` answers from.
     #[arg(long)]
     cassette: Option<PathBuf>,
@@ -551,6 +556,7 @@ async fn run_async(
         workspace: args.workspace.clone(),
         provider: args.provider.clone(),
         model: args.model.clone(),
+        base_url: args.base_url.clone(),
         cassette: args.cassette.clone(),
         record: args.record.clone(),
         max_turns: args.max_turns,

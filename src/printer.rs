@@ -52,14 +52,19 @@ impl Progress {
                 workflow,
                 provider,
                 model,
+                endpoint,
                 resumed_from_seq,
                 ..
             } => {
                 let resumed = resumed_from_seq
                     .map(|s| format!(", resuming after event {s}"))
                     .unwrap_or_default();
+                let at = endpoint
+                    .as_deref()
+                    .map(|u| format!(" at {u}"))
+                    .unwrap_or_default();
                 format!(
-                    "{} {workflow} (session {}, {provider}/{model}{resumed})",
+                    "{} {workflow} (session {}, {provider}/{model}{at}{resumed})",
                     self.paint("1", "run"),
                     e.session_id
                 )

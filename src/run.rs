@@ -44,6 +44,8 @@ pub struct RunRequest {
     pub provider: Option<String>,
     /// `--model`, overriding the config.
     pub model: Option<String>,
+    /// `--base-url`, overriding the config (kept across a `--provider` switch).
+    pub base_url: Option<String>,
     /// `--cassette` for `--provider replay`.
     pub cassette: Option<PathBuf>,
     /// `--record FILE`.
@@ -110,6 +112,8 @@ pub struct Prepared {
     pub models: Arc<ConfigModels>,
     /// (provider, model) of the default profile, for `run_started`.
     pub provider_label: (String, String),
+    /// Where the default provider's calls go.
+    pub endpoint: Option<String>,
     pub policy: Option<PathBuf>,
 }
 
@@ -147,11 +151,15 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
             )));
         }
         if config.llm.provider.as_deref() != Some(p.as_str()) {
-            // Another provider: the configured key variable and URL were for the old one.
+            // Another provider: the configured key variable belonged to the old
+            // one. An explicit endpoint stays (a local server often speaks
+            // several formats); the run's header names it, so a wrong one shows.
             config.llm.api_key_env = None;
-            config.llm.base_url = None;
         }
         config.llm.provider = Some(p.clone());
+    }
+    if let Some(u) = &req.base_url {
+        config.llm.base_url = Some(u.clone());
     }
     if let Some(m) = &req.model {
         config.llm.model = Some(m.clone());
@@ -194,6 +202,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         }
     }
     let provider_label = (default.name().to_owned(), default.model().to_owned());
+    let endpoint = default.endpoint();
     Ok(Prepared {
         plan: Arc::new(plan),
         config,
@@ -203,6 +212,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         limits,
         models,
         provider_label,
+        endpoint,
         policy: req.policy.clone(),
     })
 }
@@ -210,7 +220,16 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
 /// `--config`, else `./agent.json` / `./agent.toml`, else one beside the workflow,
 /// else defaults.
 pub fn load_config(explicit: Option<&Path>, workflow: &Path) -> Result<Config, RunError> {
-    Ok(find_config(explicit, workflow, Path::new("."))?.unwrap_or_default())
+    match find_config(explicit, workflow, Path::new("."))? {
+        Some(c) => Ok(c),
+        // No file anywhere: the defaults, still with AGENTFILE_* applied.
+        None => {
+            let mut c = Config::default();
+            c.apply_env(|k| std::env::var(k).ok())
+                .map_err(|e| usage(e.to_string()))?;
+            Ok(c)
+        }
+    }
 }
 
 /// The config file a workflow uses, if there is one: `explicit`, else
@@ -600,6 +619,7 @@ pub async fn start_in(
             .unwrap_or_else(|| "default".into()),
         limits: prepared.limits.clone(),
         provider_label: prepared.provider_label.clone(),
+        endpoint: prepared.endpoint.clone(),
         prior_events: prior,
         warnings: toolbox.warnings(),
     };

@@ -161,6 +161,7 @@ async fn run_with(
         agent_id: "test".into(),
         limits,
         provider_label: ("openai".into(), "gpt-4o".into()),
+        endpoint: None,
         prior_events: prior,
         warnings: Vec::new(),
     };

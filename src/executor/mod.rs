@@ -102,6 +102,8 @@ pub struct RunSpec {
     pub limits: Limits,
     /// Provider and model names for `run_started`.
     pub provider_label: (String, String),
+    /// Where the default provider's calls go, for `run_started`.
+    pub endpoint: Option<String>,
     /// Earlier events of this session when resuming (empty for a new run).
     pub prior_events: Vec<Event>,
     /// Problems found while setting up (a policy section ignored, an MCP server
@@ -371,6 +373,7 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
             inputs: spec.inputs.clone(),
             provider: spec.provider_label.0.clone(),
             model: spec.provider_label.1.clone(),
+            endpoint: spec.endpoint.clone(),
             workspace: spec.workspace.display().to_string(),
             resumed_from_seq: resumed_from,
         },

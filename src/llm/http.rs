@@ -658,6 +658,10 @@ impl Provider for HttpProvider {
         &self.model
     }
 
+    fn endpoint(&self) -> Option<String> {
+        Some(self.base_url.clone())
+    }
+
     fn chat(
         &self,
         request: ChatRequest,

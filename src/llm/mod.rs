@@ -81,6 +81,12 @@ pub trait Provider: Send + Sync {
     /// The model calls go to when the request does not name one.
     fn model(&self) -> &str;
 
+    /// Where calls go, for the user to see (`https://api.anthropic.com`, a
+    /// cassette's path); `None` when there is nothing useful to say.
+    fn endpoint(&self) -> Option<String> {
+        None
+    }
+
     /// One complete answer.
     fn chat(
         &self,

@@ -140,6 +140,10 @@ impl Provider for Recorder {
         self.inner.model()
     }
 
+    fn endpoint(&self) -> Option<String> {
+        self.inner.endpoint()
+    }
+
     fn chat(
         &self,
         request: ChatRequest,

@@ -101,6 +101,9 @@ pub enum EventBody {
         inputs: BTreeMap<String, String>,
         provider: String,
         model: String,
+        /// Where model calls go (the provider's base URL), when known.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        endpoint: Option<String>,
         workspace: String,
         /// Set when this run continues an earlier, interrupted one.
         #[serde(skip_serializing_if = "Option::is_none", default)]

@@ -518,6 +518,7 @@ impl Engine {
             }),
             provider: p.provider.clone().or_else(|| self.options.provider.clone()),
             model: p.model.clone().or_else(|| self.options.model.clone()),
+            base_url: None,
             cassette: None,
             record: None,
             max_turns: p.max_turns,
