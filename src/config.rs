@@ -108,6 +108,9 @@ pub struct LlmConfig {
     pub temperature: Option<f32>,
     /// The cassette `provider = "replay"` answers from.
     pub cassette: Option<PathBuf>,
+    /// Longest one model call may take, request to last byte (`"10m"`,
+    /// `"90s"`); default 10 minutes.
+    pub call_timeout: Option<String>,
 }
 
 impl LlmConfig {
@@ -134,6 +137,10 @@ impl LlmConfig {
             base_url: inherit(&over.base_url, &self.base_url),
             temperature: over.temperature.or(self.temperature),
             cassette: over.cassette.clone().or_else(|| self.cassette.clone()),
+            call_timeout: over
+                .call_timeout
+                .clone()
+                .or_else(|| self.call_timeout.clone()),
         }
     }
 
@@ -545,4 +552,21 @@ mod tests {
         };
         assert_eq!(l.provider_name().as_deref(), Some("anthropic"));
     }
+}
+
+/// A duration as users write them in configs and flags: `90s`, `10m`, `1h30m`,
+/// `250ms`, or a bare number of seconds. Never panics: a value too large to be
+/// a duration is an error that says so.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty duration; write it like 90s, 10m or 1h".into());
+    }
+    if t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse::<u64>()
+            .map(std::time::Duration::from_secs)
+            .map_err(|_| format!("`{t}` seconds is too large for a duration"));
+    }
+    humantime::parse_duration(t).map_err(|e| format!("`{t}` is not a duration ({e}); write it like 90s, 10m or 1h"))
 }

@@ -55,6 +55,7 @@ fn model(server: &FakeServer) -> OneModel {
             connect_timeout: Duration::from_secs(2),
             first_byte_timeout: Duration::from_secs(20),
             idle_timeout: Duration::from_secs(20),
+            call_timeout: Duration::from_secs(60),
             retry: RetryPolicy {
                 max_attempts: 2,
                 base_delay: Duration::from_millis(5),

@@ -19,6 +19,8 @@ scenarios!(Wire::OpenAi;
     connect_error_is_retried_then_clear,
     first_byte_timeout,
     idle_stream_timeout,
+    trickle_hits_the_call_deadline,
+    retries_are_announced,
     cancellation_stops_the_request,
     cancellation_mid_stream,
     garbage_is_a_clear_error,

@@ -18,6 +18,9 @@ pub enum TimeoutPhase {
     FirstByte,
     /// Between two chunks of the response body.
     Idle,
+    /// The whole exchange, request to last byte: a provider that keeps sending
+    /// a trickle never trips the idle timeout, so this one bounds it.
+    Total,
 }
 
 impl std::fmt::Display for TimeoutPhase {
@@ -26,6 +29,7 @@ impl std::fmt::Display for TimeoutPhase {
             TimeoutPhase::Connect => "the connection",
             TimeoutPhase::FirstByte => "the first byte of the response",
             TimeoutPhase::Idle => "the next chunk of the response",
+            TimeoutPhase::Total => "the whole response",
         })
     }
 }

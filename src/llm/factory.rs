@@ -161,6 +161,13 @@ fn http_provider(
     options: &ProviderOptions,
 ) -> Result<HttpProvider, LlmError> {
     let (base_url, default_key_var, example) = defaults(name);
+    let mut http = options.http;
+    if let Some(t) = &llm.call_timeout {
+        http.call_timeout = crate::config::parse_duration(t).map_err(|e| LlmError::Config {
+            provider: name.to_owned(),
+            message: format!("llm.call_timeout: {e}"),
+        })?;
+    }
     let model = llm
         .model
         .clone()
@@ -197,7 +204,7 @@ fn http_provider(
         max_tokens: llm.max_tokens,
         temperature: llm.temperature,
         pricing,
-        options: options.http,
+        options: http,
     };
     match name {
         "anthropic" => HttpProvider::anthropic(settings),

@@ -41,8 +41,15 @@ pub struct HttpOptions {
     pub first_byte_timeout: Duration,
     /// Longest silence between two chunks of a response body.
     pub idle_timeout: Duration,
+    /// Longest one attempt may take from request to last byte, however
+    /// steadily the bytes come (config `llm.call_timeout`).
+    pub call_timeout: Duration,
     pub retry: RetryPolicy,
 }
+
+/// Default for [`HttpOptions::call_timeout`]: room for a long answer at a slow
+/// model's pace, and a bound on a provider that trickles forever.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
 
 impl Default for HttpOptions {
     fn default() -> Self {
@@ -50,6 +57,7 @@ impl Default for HttpOptions {
             connect_timeout: Duration::from_secs(10),
             first_byte_timeout: Duration::from_secs(300),
             idle_timeout: Duration::from_secs(120),
+            call_timeout: DEFAULT_CALL_TIMEOUT,
             retry: RetryPolicy::default(),
         }
     }
@@ -357,7 +365,10 @@ impl HttpProvider {
             let outcome = tokio::select! {
                 biased;
                 _ = cancel.cancelled() => return Err(LlmError::Cancelled),
-                r = self.attempt(&url, &body, &ctx, sink.as_mut()) => r,
+                r = tokio::time::timeout(
+                    self.options.call_timeout,
+                    self.attempt(&url, &body, &ctx, sink.as_mut()),
+                ) => r.unwrap_or_else(|_| Err(self.timeout(TimeoutPhase::Total))),
             };
             let error = match outcome {
                 Ok(parsed) => return Ok(self.finish(parsed, &model, started, attempt)),
@@ -383,14 +394,23 @@ impl HttpProvider {
                 error = %error,
                 "model call failed; retrying"
             );
-            if let Some(s) = sink.as_mut()
-                && s.emitted
-            {
-                s.send(StreamEvent::Restart {
+            if let Some(s) = sink.as_mut() {
+                // Said before the wait, so a run does not look stalled while it
+                // backs off (the executor turns this into a `warning` event).
+                s.notify(StreamEvent::Retry {
                     attempt: attempt + 1,
+                    max_attempts: policy.max_attempts.max(1),
+                    wait,
                     reason: error.to_string(),
                 })
                 .await?;
+                if s.emitted {
+                    s.send(StreamEvent::Restart {
+                        attempt: attempt + 1,
+                        reason: error.to_string(),
+                    })
+                    .await?;
+                }
             }
             tokio::select! {
                 biased;
@@ -629,6 +649,7 @@ impl HttpProvider {
             TimeoutPhase::Connect => self.options.connect_timeout,
             TimeoutPhase::FirstByte => self.options.first_byte_timeout,
             TimeoutPhase::Idle => self.options.idle_timeout,
+            TimeoutPhase::Total => self.options.call_timeout,
         };
         LlmError::Timeout {
             provider: self.name.clone(),
@@ -703,6 +724,12 @@ struct Sink<'a> {
 impl Sink<'_> {
     async fn send(&mut self, event: StreamEvent) -> Result<(), LlmError> {
         self.emitted = true;
+        self.notify(event).await
+    }
+
+    /// Pass on an event that is not part of the answer (it does not make a
+    /// later retry need a `Restart`).
+    async fn notify(&mut self, event: StreamEvent) -> Result<(), LlmError> {
         self.tx
             .send(Ok(event))
             .await

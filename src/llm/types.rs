@@ -242,6 +242,15 @@ pub enum StreamEvent {
     /// is being retried: discard what was received since the start or the last
     /// `Restart`. The final [`StreamEvent::Done`] never contains discarded parts.
     Restart { attempt: u32, reason: String },
+    /// The last attempt failed with a retryable error; attempt `attempt` of
+    /// `max_attempts` starts after `wait`. Nothing to discard unless a
+    /// `Restart` follows.
+    Retry {
+        attempt: u32,
+        max_attempts: u32,
+        wait: std::time::Duration,
+        reason: String,
+    },
     /// The whole answer, assembled. Always the last item of a successful stream.
     Done(ChatResponse),
 }

@@ -166,6 +166,7 @@ pub fn fast() -> HttpOptions {
         connect_timeout: Duration::from_secs(2),
         first_byte_timeout: Duration::from_secs(20),
         idle_timeout: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(60),
         retry: RetryPolicy {
             max_attempts: 3,
             base_delay: Duration::from_millis(10),
@@ -725,6 +726,67 @@ pub async fn idle_stream_timeout(wire: Wire) {
         ),
         "{e:?}"
     );
+}
+
+/// A provider that trickles (each chunk inside the idle timeout) cannot hold a
+/// call forever: the per-call deadline ends it.
+pub async fn trickle_hits_the_call_deadline(wire: Wire) {
+    let server = FakeServer::start(vec![
+        FakeReply::text("a b c d e f g h i j k l m n o p q r s t u v w x y z")
+            .with_chunk_delay(Duration::from_millis(300)),
+    ])
+    .await
+    .unwrap();
+    let mut http = fast();
+    http.idle_timeout = Duration::from_secs(5);
+    http.call_timeout = Duration::from_millis(500);
+    http.retry = RetryPolicy::none();
+    let p = provider_at(wire, &server.base_url(), http);
+    let started = Instant::now();
+    let c = stream_all(p.as_ref(), ask("Hi.")).await;
+    let e = c.error.expect("the trickle must end in an error");
+    assert!(
+        matches!(
+            e,
+            LlmError::Timeout {
+                phase: TimeoutPhase::Total,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+}
+
+/// Every retry is announced on the stream before its wait, so callers can say
+/// why nothing is happening.
+pub async fn retries_are_announced(wire: Wire) {
+    let server = FakeServer::start(vec![
+        FakeReply::error(429, "slow down"),
+        FakeReply::text("after the wait"),
+    ])
+    .await
+    .unwrap();
+    let p = provider(wire, &server);
+    let c = stream_all(p.as_ref(), ask("Hi.")).await;
+    assert!(c.error.is_none(), "{:?}", c.error);
+    let retries: Vec<_> = c
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::Retry {
+                attempt,
+                max_attempts,
+                reason,
+                ..
+            } => Some((*attempt, *max_attempts, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retries.len(), 1, "{:?}", c.events);
+    assert_eq!(retries[0].0, 2);
+    assert_eq!(retries[0].1, 3);
+    assert!(retries[0].2.contains("429"), "{}", retries[0].2);
 }
 
 pub async fn cancellation_stops_the_request(wire: Wire) {
