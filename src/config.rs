@@ -568,5 +568,6 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
             .map(std::time::Duration::from_secs)
             .map_err(|_| format!("`{t}` seconds is too large for a duration"));
     }
-    humantime::parse_duration(t).map_err(|e| format!("`{t}` is not a duration ({e}); write it like 90s, 10m or 1h"))
+    humantime::parse_duration(t)
+        .map_err(|e| format!("`{t}` is not a duration ({e}); write it like 90s, 10m or 1h"))
 }

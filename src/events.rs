@@ -17,6 +17,24 @@ use crate::session::SessionStore;
 /// Receives every event after it has been stored.
 pub trait EventSink: Send + Sync {
     fn send(&self, event: &Event);
+
+    /// A transient event (`llm_delta`: never stored, carrying the seq of the
+    /// last stored event). Sinks that show a run live opt in; the default
+    /// ignores it, so stores, trackers and telemetry see only stored events.
+    fn send_transient(&self, _event: &Event) {}
+}
+
+/// A sink that wants every event, transient ones included.
+pub struct AllEvents<F>(pub F);
+
+impl<F: Fn(&Event) + Send + Sync> EventSink for AllEvents<F> {
+    fn send(&self, event: &Event) {
+        (self.0)(event)
+    }
+
+    fn send_transient(&self, event: &Event) {
+        (self.0)(event)
+    }
 }
 
 impl<F: Fn(&Event) + Send + Sync> EventSink for F {
@@ -142,6 +160,33 @@ impl EventBus {
             sink.send(&event);
         }
         event
+    }
+}
+
+impl EventBus {
+    /// Send a transient event (see [`EventSink::send_transient`]) to the sinks
+    /// that want it. Nothing is stored and `seq` does not move; under the same
+    /// lock as [`EventBus::emit`], so it lands between the stored events it
+    /// happened between.
+    pub fn emit_transient(&self, scope: &Scope, body: EventBody) {
+        let st = self.lock();
+        if st.store_error.is_some() || st.sinks.is_empty() {
+            return;
+        }
+        let event = Event {
+            schema_version: EVENT_SCHEMA_VERSION,
+            session_id: self.session_id.clone(),
+            seq: st.seq,
+            ts: rfc3339(SystemTime::now()),
+            step: scope.step.clone(),
+            goal: scope.goal.clone(),
+            agent: scope.agent.clone(),
+            iteration: scope.iteration,
+            body,
+        };
+        for sink in &st.sinks {
+            sink.send_transient(&event);
+        }
     }
 }
 

@@ -42,6 +42,9 @@
 //!   bounded queue that never slows or fails the run; and the process's `tracing`
 //!   logs on stderr.
 //!
+//! - [`text`]: small text helpers (truncation with honest notes, durations for
+//!   people, terminal-safe text).
+//!
 //! `src/main.rs` is only the CLI adapter over these.
 
 pub mod agentfile;
@@ -61,4 +64,5 @@ pub mod run;
 pub mod server;
 pub mod session;
 pub mod telemetry;
+pub mod text;
 pub mod tools;

@@ -409,7 +409,10 @@ async fn converge_with_fields_accepts_converged_and_keeps_the_last_fields() {
     let r = run(p, &server, &ws, &[]).await;
     assert_eq!(r.result.status, "completed", "{:?}", r.result);
     assert_eq!(r.result.exit_code, 0);
-    assert_eq!(r.result.outputs["polish"], json!({"title": "T2", "body": "B2"}));
+    assert_eq!(
+        r.result.outputs["polish"],
+        json!({"title": "T2", "body": "B2"})
+    );
     assert_eq!(server.request_count(), 3, "no retry of the CONVERGED reply");
 }
 
@@ -431,6 +434,138 @@ async fn signal_done_outside_a_loop_is_answered_once_then_the_goal_ends() {
     assert_eq!(server.request_count(), 2, "told once, then the goal ended");
     let told = server.requests()[1].body.to_string();
     assert!(told.contains("not in one"), "{told}");
+}
+
+#[tokio::test]
+async fn a_retry_is_a_warning_event_before_its_wait() {
+    let ws = tmp("retry-warning");
+    let p = plan(&ws, "NAME r\nGOAL g \"Do it\"\nRUN main USING g\n");
+    let server = FakeServer::start(vec![
+        FakeReply::error(429, "slow down"),
+        FakeReply::text("done"),
+    ])
+    .await
+    .unwrap();
+    let r = run(p, &server, &ws, &[]).await;
+    assert_eq!(r.result.status, "completed", "{:?}", r.result);
+    let warnings: Vec<String> = body_of(&r.events, "warning")
+        .into_iter()
+        .filter_map(|b| match b {
+            EventBody::Warning { message } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("429") && warnings[0].contains("retry 2/2 in"),
+        "{warnings:?}"
+    );
+}
+
+#[tokio::test]
+async fn unparseable_tool_arguments_go_back_to_the_model() {
+    // Arguments nested 10,000 deep are not JSON serde will build: the model is
+    // told and answers again; the run does not end.
+    let ws = tmp("deep-args");
+    let p = plan(&ws, "NAME d\nGOAL g \"Do it\"\nRUN main USING g\n");
+    let deep = format!("{}{}", "[".repeat(10_000), "]".repeat(10_000));
+    let body = json!({
+        "id": "x", "object": "chat.completion", "model": "gpt-4o",
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": null,
+            "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "write", "arguments": deep}}]}}],
+        "usage": {"prompt_tokens": 1, "completion_tokens": 1}
+    });
+    let server = FakeServer::start(vec![
+        FakeReply::raw(200, "application/json", body.to_string()),
+        FakeReply::text("sorry, done without tools"),
+    ])
+    .await
+    .unwrap();
+    let r = run(p, &server, &ws, &[]).await;
+    assert_eq!(r.result.status, "completed", "{:?}", r.result);
+    assert_eq!(r.result.outputs["g"], json!("sorry, done without tools"));
+    let second = server.requests()[1].body.to_string();
+    assert!(second.contains("not valid JSON"), "{second}");
+}
+
+#[tokio::test]
+async fn text_streams_as_transient_deltas_that_are_never_stored() {
+    let ws = tmp("deltas");
+    let p = plan(&ws, "NAME d\nGOAL g \"Say it\"\nRUN main USING g\n");
+    let server = FakeServer::start(vec![FakeReply::text("streamed words arrive in pieces")])
+        .await
+        .unwrap();
+    let given = BTreeMap::new();
+    let inputs = bind_inputs(&p, &given).unwrap();
+    let dir = tmp("deltas-store");
+    let store: Arc<dyn agentfile::session::SessionStore> =
+        Arc::new(agentfile::session::file::FileStore::open(&dir).unwrap());
+    let meta = agentfile::session::SessionMeta {
+        id: "s-deltas".into(),
+        workflow: "d".into(),
+        path: "Agentfile".into(),
+        workspace: ws.display().to_string(),
+        inputs: BTreeMap::new(),
+        status: agentfile::session::SessionStatus::Running,
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        updated_at: "2026-01-01T00:00:00.000Z".into(),
+        last_seq: 0,
+    };
+    store.create(&meta).unwrap();
+    let bus = EventBus::new("s-deltas", 0, Some(store.clone()));
+    let live = Arc::new(Mutex::new(Vec::<Event>::new()));
+    let l = live.clone();
+    bus.subscribe(Arc::new(agentfile::events::AllEvents(move |e: &Event| {
+        l.lock().unwrap().push(e.clone())
+    })));
+    let models = model(&server);
+    let svc = Services {
+        models: &models,
+        tools: &TestTools,
+        approver: &ApproveAll,
+        bus: &bus,
+    };
+    let spec = RunSpec {
+        plan: p,
+        inputs,
+        workspace: ws.clone(),
+        agent_id: "test".into(),
+        limits: Limits::default(),
+        provider_label: ("openai".into(), "gpt-4o".into()),
+        endpoint: None,
+        prior_events: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let result = execute(spec, &svc, CancellationToken::new()).await;
+    assert_eq!(result.status, "completed");
+    let live = live.lock().unwrap().clone();
+    let deltas: String = live
+        .iter()
+        .filter_map(|e| match &e.body {
+            EventBody::LlmDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, "streamed words arrive in pieces");
+    assert!(live.iter().filter(|e| e.kind() == "llm_delta").count() > 1);
+    // Deltas come before the response they belong to, and move no seq.
+    let first_delta = live.iter().position(|e| e.kind() == "llm_delta").unwrap();
+    let response = live
+        .iter()
+        .position(|e| e.kind() == "llm_response")
+        .unwrap();
+    assert!(first_delta < response);
+    let stored = store.events("s-deltas", 0).unwrap();
+    assert!(stored.iter().all(|e| e.kind() != "llm_delta"));
+    for (i, e) in stored.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1);
+    }
+    assert_eq!(
+        stored.len(),
+        live.len() - live.iter().filter(|e| e.kind() == "llm_delta").count()
+    );
 }
 
 #[tokio::test]

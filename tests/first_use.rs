@@ -71,7 +71,9 @@ fn a_provider_switch_keeps_the_configured_endpoint_and_the_header_names_it() {
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["outputs"]["greet"], "hello from gemini format");
     assert!(
-        server.requests()[0].path.ends_with(":streamGenerateContent")
+        server.requests()[0]
+            .path
+            .ends_with(":streamGenerateContent")
             || server.requests()[0].path.contains("generateContent"),
         "{:?}",
         server.requests()[0].path

@@ -17,10 +17,17 @@ use serde_json::{Value, json};
 
 use super::{RunCx, Stop};
 use crate::events::Scope;
+use futures::StreamExt;
+
 use crate::llm::{
-    ChatRequest, ContentBlock, LlmError, Message, Provider, ToolCall, ToolDef, ToolResult,
+    ChatRequest, ChatResponse, ContentBlock, LlmError, Message, Provider, StreamEvent, ToolCall,
+    ToolDef, ToolResult,
 };
 use crate::protocol::events::{EventBody, ToolCallInfo};
+
+/// Replies with unparseable tool arguments the model may send in one
+/// conversation before the goal fails.
+const MAX_BAD_ARGUMENTS: u32 = 3;
 
 /// The runtime's own tools.
 pub const SUBMIT_OUTPUT: &str = "submit_output";
@@ -96,6 +103,7 @@ impl RunCx<'_> {
         // Calls to `signal_done` where it is not offered: answered once, then
         // the goal ends on the model's text instead of burning every turn.
         let mut stray_done = 0u32;
+        let mut bad_arguments = 0u32;
         let model = conv.provider.model().to_owned();
         for turn in 1..=goal_turns {
             self.budget.check_turn().map_err(Stop::Budget)?;
@@ -108,13 +116,32 @@ impl RunCx<'_> {
                     tools: request.tools.len(),
                 },
             );
-            let response = match conv
-                .provider
-                .chat(request.clone(), self.cancel.clone())
+            let response = match self
+                .stream_turn(&conv.scope, conv.provider.as_ref(), request.clone(), turn)
                 .await
             {
                 Ok(r) => r,
                 Err(LlmError::Cancelled) => return Err(self.stop_for_cancel()),
+                Err(LlmError::InvalidToolArguments { tool, message, .. })
+                    if bad_arguments < MAX_BAD_ARGUMENTS =>
+                {
+                    // The model's own mistake: tell it and let it try again,
+                    // as for any other tool error, instead of ending the run.
+                    bad_arguments += 1;
+                    let message = truncate(&message, 300);
+                    self.emit(
+                        &conv.scope,
+                        EventBody::Warning {
+                            message: format!(
+                                "the model's arguments for `{tool}` were not valid JSON ({message}); asked it to try again"
+                            ),
+                        },
+                    );
+                    request.messages.push(Message::user(format!(
+                        "Your last reply could not be used: the arguments of your call to `{tool}` are not valid JSON ({message}). Call the tool again with a flat, valid JSON object as its arguments."
+                    )));
+                    continue;
+                }
                 Err(e) => return Err(Stop::Failed(format!("model call failed: {e}"))),
             };
             self.budget.record_turn(
@@ -234,7 +261,9 @@ impl RunCx<'_> {
                         ToolResult {
                             call_id: call.id.clone(),
                             name: call.name.clone(),
-                            content: format!("`{SIGNAL_DONE}` is only for goals inside a loop, and this goal is not in one; there is nothing to signal. To finish, {finish}."),
+                            content: format!(
+                                "`{SIGNAL_DONE}` is only for goals inside a loop, and this goal is not in one; there is nothing to signal. To finish, {finish}."
+                            ),
                             is_error: true,
                         }
                     }
@@ -271,6 +300,59 @@ impl RunCx<'_> {
         Err(Stop::Failed(format!(
             "the goal used all {goal_turns} model turns without finishing"
         )))
+    }
+
+    /// One model call, streamed: text deltas go out as transient `llm_delta`
+    /// events as they arrive, retries as `warning` events before their wait.
+    async fn stream_turn(
+        &self,
+        scope: &Scope,
+        provider: &dyn Provider,
+        request: ChatRequest,
+        turn: u32,
+    ) -> Result<ChatResponse, LlmError> {
+        let mut stream = provider.stream(request, self.cancel.clone());
+        while let Some(item) = stream.next().await {
+            match item? {
+                StreamEvent::TextDelta(text) => self.svc.bus.emit_transient(
+                    scope,
+                    EventBody::LlmDelta {
+                        turn,
+                        text,
+                        restart: false,
+                    },
+                ),
+                StreamEvent::Restart { .. } => self.svc.bus.emit_transient(
+                    scope,
+                    EventBody::LlmDelta {
+                        turn,
+                        text: String::new(),
+                        restart: true,
+                    },
+                ),
+                StreamEvent::Retry {
+                    attempt,
+                    max_attempts,
+                    wait,
+                    reason,
+                } => self.emit(
+                    scope,
+                    EventBody::Warning {
+                        message: format!(
+                            "model call failed: {}; retry {attempt}/{max_attempts} in {}",
+                            truncate(&reason, 300),
+                            crate::text::human_duration(wait)
+                        ),
+                    },
+                ),
+                StreamEvent::Done(response) => return Ok(response),
+                StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. } => {}
+            }
+        }
+        Err(LlmError::Protocol {
+            provider: provider.name().to_owned(),
+            message: "the stream ended without a final answer".to_owned(),
+        })
     }
 
     /// One tool call through the gate, with its events.
@@ -416,12 +498,7 @@ pub fn parse_fields(text: &str, wanted: &[String]) -> Result<BTreeMap<String, Va
     Err(last_err)
 }
 
-pub fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}… [{} more bytes]", &s[..i], s.len() - i),
-        None => s.to_owned(),
-    }
-}
+pub use crate::text::truncate;
 
 /// The last non-empty assistant text in a conversation.
 fn last_text(messages: &[Message]) -> String {

@@ -179,17 +179,7 @@ pub fn redact(text: &str, secret: Option<&str>) -> String {
     }
 }
 
-/// At most `max` bytes of `text`, cut on a character boundary, marked when cut.
-pub(crate) fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes in all)", &text[..end], text.len())
-}
+pub(crate) use crate::text::truncate;
 
 #[cfg(test)]
 mod tests {
@@ -231,6 +221,6 @@ mod tests {
             "bad key [redacted]"
         );
         assert_eq!(redact("a b", Some("a")), "a b");
-        assert_eq!(truncate("héllo", 2), "h… (6 bytes in all)");
+        assert_eq!(truncate("héllo", 2), "h… [5 more bytes]");
     }
 }

@@ -130,6 +130,18 @@ pub enum EventBody {
         messages: usize,
         tools: usize,
     },
+    /// A piece of the model's answer as it streams in. Transient: sent to live
+    /// consumers (stream-json, JSON-RPC notifications, MCP progress, the
+    /// terminal) but never stored, so it carries the `seq` of the last stored
+    /// event and is not returned by `event` or replayed on resume; the stored
+    /// `llm_response` holds the whole text.
+    LlmDelta {
+        turn: u32,
+        text: String,
+        /// The call is being retried: discard this turn's earlier deltas.
+        #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+        restart: bool,
+    },
     LlmResponse {
         model: String,
         turn: u32,
@@ -219,6 +231,7 @@ impl EventBody {
             EventBody::GoalStarted { .. } => "goal_started",
             EventBody::AgentStarted { .. } => "agent_started",
             EventBody::LlmRequest { .. } => "llm_request",
+            EventBody::LlmDelta { .. } => "llm_delta",
             EventBody::LlmResponse { .. } => "llm_response",
             EventBody::ToolCall { .. } => "tool_call",
             EventBody::ToolResult { .. } => "tool_result",
@@ -234,6 +247,11 @@ impl EventBody {
             EventBody::RunFailed { .. } => "run_failed",
             EventBody::RunCancelled { .. } => "run_cancelled",
         }
+    }
+
+    /// True for events that are never stored (`llm_delta`).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, EventBody::LlmDelta { .. })
     }
 
     /// True for the three events that end a run.

@@ -75,6 +75,8 @@ fn transcript_entry(e: &Event) -> Option<Value> {
             "prompt",
             json!({ "role": "user", "text": outcome, "agents": agents }),
         ),
+        // Never stored; the `llm_response` holds the whole text.
+        EventBody::LlmDelta { .. } => return None,
         EventBody::LlmResponse {
             model,
             text,
@@ -362,7 +364,7 @@ fn render(out: &mut String, e: &Event) {
                 let _ = writeln!(out, "#### Agent `{agent}`\n");
             }
         }
-        EventBody::LlmRequest { .. } => {}
+        EventBody::LlmRequest { .. } | EventBody::LlmDelta { .. } => {}
         EventBody::LlmResponse {
             model,
             turn,

@@ -199,6 +199,9 @@ pub fn log_line(body: &EventBody) -> (Level, String) {
             messages,
             tools,
         } => format!("model call {turn} to {model}: {messages} messages, {tools} tools"),
+        EventBody::LlmDelta { turn, text, .. } => {
+            format!("model call {turn}: {} more bytes", text.len())
+        }
         EventBody::LlmResponse {
             model,
             turn,

@@ -526,17 +526,7 @@ pub fn redact_url(raw: &str) -> String {
     }
 }
 
-/// Cut `s` to at most `max` bytes on a character boundary, saying so.
-pub(crate) fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_owned();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… [{} bytes cut]", &s[..end], s.len() - end)
-}
+pub(crate) use crate::text::truncate;
 
 #[cfg(test)]
 mod tests {
@@ -576,7 +566,7 @@ mod tests {
     #[test]
     fn truncation_keeps_characters_whole() {
         assert_eq!(truncate("abc", 5), "abc");
-        assert_eq!(truncate("ééé", 3), "é… [4 bytes cut]");
+        assert_eq!(truncate("ééé", 3), "é… [4 more bytes]");
     }
 
     fn config(t: TelemetrySection) -> Config {

@@ -583,6 +583,8 @@ impl SpanTree {
                     attrs,
                 )
             }
+            // Never stored, never sent here (telemetry sinks take stored events).
+            EventBody::LlmDelta { .. } => None,
             EventBody::LlmResponse {
                 model,
                 input_tokens,
@@ -1039,6 +1041,7 @@ mod tests {
                     inputs: Default::default(),
                     provider: "openai".into(),
                     model: "gpt-4o".into(),
+                    endpoint: None,
                     workspace: "/w".into(),
                     resumed_from_seq: None,
                 },

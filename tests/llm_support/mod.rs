@@ -755,7 +755,11 @@ pub async fn trickle_hits_the_call_deadline(wire: Wire) {
         ),
         "{e:?}"
     );
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 /// Every retry is announced on the stream before its wait, so callers can say

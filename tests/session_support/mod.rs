@@ -161,6 +161,7 @@ pub fn run_started() -> EventBody {
         inputs: BTreeMap::from([("topic".into(), "crash safety ✓".into())]),
         provider: "fake".into(),
         model: "fake-model".into(),
+        endpoint: None,
         workspace: "/work/demo".into(),
         resumed_from_seq: None,
     }
