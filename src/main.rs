@@ -16,7 +16,7 @@ use agentfile::detect::Dialect;
 use agentfile::diag::{self, Style};
 use agentfile::executor::exit;
 use agentfile::frontend::{self, Analysis, Options};
-use agentfile::printer::{Progress, StreamJson};
+use agentfile::printer::{Live, Progress, StreamJson};
 use agentfile::protocol::diagnostics::ValidateReport;
 use agentfile::protocol::events::RunResult;
 use agentfile::run::{self as runapi, RunError, RunRequest, SessionChoice, TerminalApprover};
@@ -113,8 +113,18 @@ struct McpArgs {
 
 #[derive(clap::Args, Clone, Default)]
 struct RunArgs {
-    /// The workflow file (or a folder holding an Agentfile).
+    /// The workflow file (or a folder holding an Agentfile); `-` reads the
+    /// workflow from standard input.
     path: Option<PathBuf>,
+    /// Run one goal in the workspace, no workflow file needed:
+    /// `agentfile run --goal "list the files" --allow ls`.
+    #[arg(long, value_name = "TEXT", conflicts_with = "path")]
+    goal: Option<String>,
+    /// Allow a tool for this run, on top of the policy: `TOOL` or
+    /// `TOOL:PATTERN` (repeatable), e.g. `--allow write`, `--allow bash:"cargo test *"`.
+    /// A deny rule of the policy file still wins.
+    #[arg(long = "allow", value_name = "TOOL[:PATTERN]")]
+    allow: Vec<String>,
     /// An input as name=value (repeatable).
     #[arg(long = "input", value_name = "NAME=VALUE")]
     inputs: Vec<String>,
@@ -548,8 +558,32 @@ async fn run_async(
         exit_code: exit::USAGE,
     };
     let resume_id = resume_id.or(args.resume.clone());
+    let here = std::env::current_dir()
+        .map_err(|e| usage(format!("cannot read the current folder: {e}")))?;
+    // A workflow that is not a file: `--goal TEXT`, or `-` for stdin. It is
+    // placed in the current folder (policy.toml and FROM paths resolve there).
+    let (path, source) = match (&args.goal, &args.path) {
+        (Some(goal), _) => {
+            if goal.trim().is_empty() {
+                return Err(usage("--goal needs the text of the goal".into()));
+            }
+            (here.join("(goal)"), Some(runapi::one_goal_workflow(goal)))
+        }
+        (None, Some(p)) if p.as_os_str() == "-" => {
+            if args.inputs_json.as_deref() == Some("-") {
+                return Err(usage(
+                    "`run -` reads the workflow from standard input; pass --inputs-json a file"
+                        .into(),
+                ));
+            }
+            (here.join("(stdin)"), Some(read_workflow_stdin()?))
+        }
+        (None, p) => (p.clone().unwrap_or_default(), None),
+    };
     let mut req = RunRequest {
-        path: args.path.clone().unwrap_or_default(),
+        path,
+        source,
+        allow: args.allow.clone(),
         inputs: runapi::parse_inputs(&args.inputs, args.inputs_json.as_deref())?,
         config: args.config.clone(),
         policy: args.policy.clone(),
@@ -586,7 +620,7 @@ async fn run_async(
                     ws.display()
                 ))
             })?;
-            if args.path.is_none() {
+            if args.path.is_none() && args.goal.is_none() {
                 req.path = PathBuf::from(&meta.path);
             }
             if !args.inputs.is_empty() || args.inputs_json.is_some() {
@@ -600,9 +634,9 @@ async fn run_async(
             SessionChoice::Resume(id)
         }
         None => {
-            if args.path.is_none() {
+            if args.path.is_none() && args.goal.is_none() {
                 return Err(usage(
-                    "run needs a workflow path: agentfile run PATH".into(),
+                    "run needs a workflow: agentfile run PATH, `agentfile run -` (from standard input) or `agentfile run --goal TEXT`".into(),
                 ));
             }
             SessionChoice::New
@@ -619,8 +653,13 @@ async fn run_async(
     match args.output {
         OutputMode::StreamJson => sinks.push(Arc::new(StreamJson::stdout())),
         OutputMode::Text | OutputMode::Json => {
-            let color = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-            sinks.push(Arc::new(Progress::stderr(color)));
+            let terminal = std::io::stderr().is_terminal();
+            let color = terminal && std::env::var_os("NO_COLOR").is_none();
+            if terminal && !std::env::var("TERM").is_ok_and(|t| t == "dumb") {
+                sinks.push(Arc::new(Live::stderr(color)));
+            } else {
+                sinks.push(Arc::new(Progress::stderr(color)));
+            }
         }
     }
     let cancel = agentfile::llm::CancellationToken::new();
@@ -639,6 +678,34 @@ async fn run_async(
     };
     let result = runapi::start(prepared, choice, sinks, &approver, cancel).await?;
     Ok((result, order))
+}
+
+/// A workflow piped to `agentfile run -`, bounded like a workflow file.
+fn read_workflow_stdin() -> Result<String, RunError> {
+    use std::io::Read;
+    let limit = frontend::MAX_WORKFLOW_BYTES;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| RunError {
+            message: format!("cannot read the workflow from standard input: {e}"),
+            exit_code: exit::USAGE,
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(RunError {
+            message: format!("the workflow on standard input is larger than {limit} bytes"),
+            exit_code: exit::USAGE,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| RunError {
+        message: format!(
+            "the workflow on standard input is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ),
+        exit_code: exit::USAGE,
+    })
 }
 
 /// The multi-threaded runtime the async commands run on.
@@ -753,15 +820,25 @@ fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
                 return;
             }
             // One goal: its output as is, for pipelines. Several: each under its
-            // name, in the order the workflow ran them.
+            // name, in the order the workflow ran them. On a terminal, model
+            // text may not carry escape sequences that would act on it.
+            let terminal = std::io::stdout().is_terminal();
+            let shown = |v: &serde_json::Value| {
+                let t = value_text(v);
+                if terminal {
+                    agentfile::text::for_terminal(&t).into_owned()
+                } else {
+                    t
+                }
+            };
             if result.outputs.len() == 1 {
                 if let Some(v) = result.outputs.values().next() {
-                    let _ = writeln!(out, "{}", value_text(v));
+                    let _ = writeln!(out, "{}", shown(v));
                 }
             } else {
                 for name in order {
                     if let Some(v) = result.outputs.get(name) {
-                        let _ = writeln!(out, "## {name}\n\n{}\n", value_text(v));
+                        let _ = writeln!(out, "## {name}\n\n{}\n", shown(v));
                     }
                 }
             }
@@ -883,7 +960,7 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
                 &store,
                 &id,
                 !reject,
-                note.or(Some("recorded with `agentfile sessions approve`".into())),
+                note.or(Some("with `agentfile sessions approve`".into())),
             )?;
             let verb = if reject { "rejected" } else { "approved" };
             writeln!(

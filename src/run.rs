@@ -36,6 +36,12 @@ use crate::tools::{MemoryStore, Policy, Toolbox};
 #[derive(Clone, Default)]
 pub struct RunRequest {
     pub path: PathBuf,
+    /// The workflow's text, when it is not read from `path` (`run -`,
+    /// `run --goal`); `path` then only places it (relative FROM files,
+    /// policy.toml beside it).
+    pub source: Option<String>,
+    /// `--allow TOOL[:PATTERN]`: additions to the policy for this run.
+    pub allow: Vec<String>,
     pub inputs: BTreeMap<String, String>,
     pub config: Option<PathBuf>,
     pub policy: Option<PathBuf>,
@@ -115,6 +121,26 @@ pub struct Prepared {
     /// Where the default provider's calls go.
     pub endpoint: Option<String>,
     pub policy: Option<PathBuf>,
+    /// `--allow` additions to the policy.
+    pub allow: Vec<String>,
+}
+
+/// The workflow `agentfile run --goal TEXT` runs: one goal, no agents, in one
+/// RUN step. The text is taken literally (`$` is not a variable here).
+pub fn one_goal_workflow(text: &str) -> String {
+    let literal = text.replace('$', "$$");
+    let quoted = if literal.contains("\"\"\"") || literal.ends_with('"') {
+        let escaped = literal
+            .replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+            .replace('\r', "\\r")
+            .replace('\t', "\\t");
+        format!("\"{escaped}\"")
+    } else {
+        format!("\"\"\"{literal}\"\"\"")
+    };
+    format!("NAME goal\nGOAL goal {quoted}\nRUN main USING goal\n")
 }
 
 /// Validate everything a run needs (see the module doc).
@@ -123,13 +149,14 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         Some(c) => c.clone(),
         None => load_config(req.config.as_deref(), &req.path)?,
     };
-    let analysis = frontend::analyze(
-        &req.path,
-        frontend::Options {
-            config: Some(&config),
-            dialect: None,
-        },
-    );
+    let options = frontend::Options {
+        config: Some(&config),
+        dialect: None,
+    };
+    let analysis = match &req.source {
+        Some(text) => frontend::analyze_bytes(req.path.clone(), text.clone().into_bytes(), options),
+        None => frontend::analyze(&req.path, options),
+    };
     let Some(plan) = analysis.plan.clone() else {
         let mut text = String::new();
         for d in &analysis.diagnostics {
@@ -214,6 +241,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         provider_label,
         endpoint,
         policy: req.policy.clone(),
+        allow: req.allow.clone(),
     })
 }
 
@@ -407,7 +435,7 @@ impl Approver for TerminalApprover {
     fn decide<'a>(&'a self, req: &'a ApprovalRequest) -> BoxFuture<'a, Approval> {
         Box::pin(async move {
             if self.approve_all {
-                return Approval::Approved(Some("--approve-all".into()));
+                return Approval::Approved(Some("with --approve-all".into()));
             }
             if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
                 return Approval::Unavailable(format!(
@@ -431,9 +459,9 @@ impl Approver for TerminalApprover {
             .await;
             match answer {
                 Ok(Ok(line)) if matches!(line.trim().to_lowercase().as_str(), "y" | "yes") => {
-                    Approval::Approved(Some("approved at the terminal".into()))
+                    Approval::Approved(Some("at the terminal".into()))
                 }
-                Ok(Ok(_)) => Approval::Rejected(Some("rejected at the terminal".into())),
+                Ok(Ok(_)) => Approval::Rejected(Some("at the terminal".into())),
                 _ => Approval::Unavailable("the terminal could not be read".into()),
             }
         })
@@ -585,8 +613,13 @@ pub async fn start_in(
         }
     };
 
-    let policy = Policy::load(prepared.policy.as_deref(), &prepared.workflow_dir)
+    let mut policy = Policy::load(prepared.policy.as_deref(), &prepared.workflow_dir)
         .map_err(|e| usage(e.to_string()))?;
+    if !prepared.allow.is_empty() {
+        policy
+            .allow_for_run(&prepared.allow)
+            .map_err(|e| usage(format!("--allow: {e}")))?;
+    }
     let toolbox = Toolbox::new(&prepared.config, policy, &prepared.workspace, stores.memory)
         .map_err(|e| usage(e.to_string()))?;
     toolbox.ready().await;

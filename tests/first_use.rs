@@ -112,3 +112,136 @@ fn base_url_flag_points_a_provider_at_a_server() {
     assert_eq!(first["data"]["endpoint"], json!(server.base_url()));
     assert!(o.status.success(), "{stdout}");
 }
+
+/// A workflow whose model streams three lines, runs a slow command, then ends.
+fn live_script() -> Vec<FakeReply> {
+    vec![
+        FakeReply::text("Looking around.\nFirst I will wait a little.\nThen report.\n")
+            .with_chunk_delay(std::time::Duration::from_millis(40)),
+        FakeReply::tool_call("bash", json!({"command": "sleep 1"})),
+        FakeReply::text("All quiet here."),
+    ]
+}
+
+fn live_workspace(name: &str, server: &FakeServer) -> PathBuf {
+    let dir = tmp(name);
+    std::fs::write(dir.join("Agentfile"), ONE_GOAL).unwrap();
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[bash]\nenabled = true\nallowlist = [\"sleep *\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"AGENTFILE_TEST_KEY\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    dir
+}
+
+/// Run the binary with stdin, stdout and stderr on a pseudo-terminal and return
+/// everything the terminal received.
+#[cfg(unix)]
+fn on_a_terminal(cmd: &mut Command) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    let ws = libc::winsize {
+        ws_row: 40,
+        ws_col: 120,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two new descriptors into the out-parameters.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &ws,
+        )
+    };
+    assert_eq!(rc, 0, "openpty failed");
+    // SAFETY: both descriptors are fresh and owned here.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let child = cmd
+        .env("TERM", "xterm-256color")
+        .stdin(Stdio::from(slave.try_clone().unwrap()))
+        .stdout(Stdio::from(slave.try_clone().unwrap()))
+        .stderr(Stdio::from(slave))
+        .spawn()
+        .unwrap();
+    let mut reader = std::fs::File::from(master);
+    let collected = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let c = collected.clone();
+    let pump = std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        // Ends with EIO once the child and every copy of the slave are gone.
+        while let Ok(n) = reader.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            c.lock().unwrap().extend_from_slice(&buf[..n]);
+        }
+    });
+    let mut child = child;
+    let status = child.wait().unwrap();
+    let _ = pump.join();
+    let out = String::from_utf8_lossy(&collected.lock().unwrap()).into_owned();
+    (status, out)
+}
+
+#[cfg(unix)]
+#[test]
+fn the_live_display_shows_streamed_text_and_the_running_tool_call_on_a_terminal() {
+    let (_rt, server) = fake(live_script());
+    let dir = live_workspace("live-tty", &server);
+    let mut cmd = agentfile(&dir);
+    cmd.args(["run", "Agentfile"])
+        .env("AGENTFILE_TEST_KEY", "test-key-0123456789")
+        .env_remove("NO_COLOR");
+    let (status, screen) = on_a_terminal(&mut cmd);
+    assert!(status.success(), "{screen}");
+    // The streamed lines, each printed as it completed.
+    for line in [
+        "Looking around.",
+        "First I will wait a little.",
+        "Then report.",
+    ] {
+        assert!(
+            screen.contains(&format!("greet │ {line}")),
+            "{line}: {screen}"
+        );
+    }
+    // The status area showed the command while it ran, with the counters.
+    assert!(screen.contains("⚙ bash"), "{screen}");
+    assert!(screen.contains("sleep 1"), "{screen}");
+    assert!(screen.contains("tool call"), "{screen}");
+    // Drawn in place: cursor movement and line clearing.
+    assert!(screen.contains("\x1b["), "{screen:?}");
+    // The output, on stdout (the same terminal), at the end.
+    assert!(screen.contains("All quiet here."), "{screen}");
+}
+
+#[test]
+fn without_a_terminal_progress_is_plain_lines() {
+    let (_rt, server) = fake(live_script());
+    let dir = live_workspace("live-plain", &server);
+    let o = agentfile(&dir)
+        .args(["run", "Agentfile"])
+        .env("AGENTFILE_TEST_KEY", "test-key-0123456789")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains('\x1b'), "no escape sequences: {err:?}");
+    assert!(!err.contains('\r'), "no redraws: {err:?}");
+    assert!(!err.contains("⚙"), "no status area: {err}");
+    assert!(err.contains("bash {\"command\":\"sleep 1\"}"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "All quiet here.\n");
+}

@@ -88,7 +88,7 @@ pub struct ApproveAll;
 
 impl Approver for ApproveAll {
     fn decide<'a>(&'a self, _: &'a ApprovalRequest) -> BoxFuture<'a, Approval> {
-        Box::pin(async { Approval::Approved(Some("--approve-all".into())) })
+        Box::pin(async { Approval::Approved(Some("with --approve-all".into())) })
     }
 }
 

@@ -507,6 +507,8 @@ impl Engine {
             .unwrap_or_default();
         let req = RunRequest {
             path,
+            source: None,
+            allow: Vec::new(),
             inputs,
             config: None,
             policy: self.options.policy.as_ref().map(|p| self.path_buf(p)),

@@ -1,13 +1,21 @@
-//! Event sinks for the command line: human progress on stderr, and
-//! `--output stream-json` (one event per line on stdout, flushed per line).
+//! Event sinks for the command line: human progress on stderr (the [`Live`]
+//! display on a terminal, plain [`Progress`] lines elsewhere), and
+//! `--output stream-json` (one event per line on stdout, flushed per line,
+//! streamed text deltas included).
 //!
-//! Pure presentation: nothing here changes what a run does.
+//! Pure presentation: nothing here changes what a run does. Text that came
+//! from a model or a tool is made terminal-safe before it is written.
+
+pub mod live;
 
 use std::io::Write;
 use std::sync::Mutex;
 
+pub use live::Live;
+
 use crate::events::EventSink;
 use crate::protocol::events::{Event, EventBody, LoopStop};
+use crate::text::for_terminal;
 
 /// Human-readable progress lines on stderr (colour on a terminal).
 pub struct Progress {
@@ -20,6 +28,15 @@ impl Progress {
         Progress {
             color,
             out: Mutex::new(Box::new(std::io::stderr())),
+        }
+    }
+
+    /// A line formatter that writes nowhere (for [`Live`], which prints the
+    /// lines itself).
+    pub fn plain(color: bool) -> Progress {
+        Progress {
+            color,
+            out: Mutex::new(Box::new(std::io::sink())),
         }
     }
 
@@ -92,7 +109,7 @@ impl Progress {
                     .map(str::trim)
                     .find(|l| !l.is_empty())
                     .unwrap_or("");
-                let first: String = first.chars().take(100).collect();
+                let first: String = for_terminal(first).chars().take(100).collect();
                 let agents = if agents.is_empty() {
                     String::new()
                 } else {
@@ -104,11 +121,16 @@ impl Progress {
                 tool, arguments, ..
             } => {
                 let args = arguments.to_string();
-                let args: String = args.chars().take(120).collect();
+                let args: String = for_terminal(&args).chars().take(120).collect();
                 format!("    {who}{} {args}", self.paint("36", tool))
             }
             EventBody::PolicyDenied { tool, rule, .. } => {
-                format!("    {who}{} {tool}: {rule}", self.paint("1;31", "denied"))
+                format!(
+                    "    {who}{} {}: {}",
+                    self.paint("1;31", "denied"),
+                    for_terminal(tool),
+                    for_terminal(rule)
+                )
             }
             EventBody::ToolResult {
                 is_error: true,
@@ -116,10 +138,7 @@ impl Progress {
                 tool,
                 ..
             } => {
-                let first: String = content
-                    .lines()
-                    .next()
-                    .unwrap_or("")
+                let first: String = for_terminal(content.lines().next().unwrap_or(""))
                     .chars()
                     .take(120)
                     .collect();
@@ -128,10 +147,11 @@ impl Progress {
             EventBody::ApprovalRequired { reason } => {
                 format!("  {} {reason}", self.paint("1;33", "approval"))
             }
+            // Notes say how (`at the terminal`, `with --approve-all`).
             EventBody::ApprovalResolved { approved, note } => format!(
                 "  {} {}",
                 if *approved { "approved" } else { "rejected" },
-                note.as_deref().unwrap_or("")
+                for_terminal(note.as_deref().unwrap_or(""))
             ),
             EventBody::GoalComplete {
                 tool_calls,
@@ -162,9 +182,15 @@ impl Progress {
                 )
             }
             EventBody::Warning { message } => {
-                format!("{} {message}", self.paint("1;33", "warning:"))
+                format!(
+                    "{} {}",
+                    self.paint("1;33", "warning:"),
+                    for_terminal(message)
+                )
             }
-            EventBody::Error { message } => format!("{} {message}", self.paint("1;31", "error:")),
+            EventBody::Error { message } => {
+                format!("{} {}", self.paint("1;31", "error:"), for_terminal(message))
+            }
             EventBody::RunComplete { usage, .. } => format!(
                 "{} in {} turn{}, {} tool call{}, {} tokens{}",
                 self.paint("1;32", "done"),
@@ -179,7 +205,7 @@ impl Progress {
                     .unwrap_or_default()
             ),
             EventBody::RunFailed { error, .. } => {
-                format!("{} {error}", self.paint("1;31", "failed:"))
+                format!("{} {}", self.paint("1;31", "failed:"), for_terminal(error))
             }
             EventBody::RunCancelled { .. } => self.paint("1;33", "cancelled"),
             _ => return None,
@@ -222,6 +248,11 @@ impl StreamJson {
 
 impl EventSink for StreamJson {
     fn send(&self, e: &Event) {
+        self.write_line(e);
+    }
+
+    /// Streamed text, as it comes (JSON escapes any control characters).
+    fn send_transient(&self, e: &Event) {
         self.write_line(e);
     }
 }
