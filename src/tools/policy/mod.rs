@@ -64,6 +64,7 @@
 pub mod bash;
 mod gate;
 pub mod paths;
+pub mod shell_worker;
 pub mod web;
 
 use std::fmt;
