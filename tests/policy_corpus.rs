@@ -364,3 +364,88 @@ async fn listings_never_show_what_read_cannot_read() {
         grep.output.content
     );
 }
+
+#[derive(Debug, Deserialize)]
+struct AllowLists {
+    policy: Vec<AllowListPolicy>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AllowListPolicy {
+    name: String,
+    text: String,
+    cases: Vec<AllowListCase>,
+    #[serde(default)]
+    servers_impossible: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AllowListCase {
+    tool: String,
+    deny: String,
+    allow: String,
+    #[serde(default)]
+    policy_extra: String,
+}
+
+fn judge(gate: &agentfile::tools::policy::Gate, tool: &str, arg: &str) -> Result<(), String> {
+    use agentfile::tools::policy::Tool;
+    let r = match tool {
+        "bash" => gate.check(&Request::Bash { command: arg }),
+        "web_fetch" => {
+            let url = url::Url::parse(arg).map_err(|e| format!("bad URL in fixture: {e}"))?;
+            gate.check(&Request::Fetch { url: &url })
+        }
+        "mcp" => {
+            let (server, tool) = arg.split_once(':').ok_or("mcp case needs server:tool")?;
+            gate.check(&Request::Mcp { server, tool })
+        }
+        other => {
+            let tool = Tool::from_name(other).ok_or(format!("unknown tool {other}"))?;
+            gate.check(&Request::Path { tool, path: arg })
+        }
+    };
+    r.map(|_| ())
+        .map_err(|d| format!("{}: {}", d.rule, d.reason))
+}
+
+#[test]
+fn allow_lists_restrict_whatever_default_deny_says() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/policy/allow-lists.toml"),
+    )
+    .unwrap();
+    let lists: AllowLists = toml::from_str(&text).unwrap();
+    let l = layout();
+    let mut failures = Vec::new();
+    for p in &lists.policy {
+        for top in ["", "default_deny = false\n", "default_deny = true\n"] {
+            for case in &p.cases {
+                let policy_text = fill(&format!("{top}{}{}", p.text, case.policy_extra), &l);
+                let policy = Policy::parse(&policy_text, Path::new("allow-lists.toml"))
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.name));
+                let gate = policy.bind(&l.ws, Some(&l.home)).unwrap();
+                let what = format!("[{}] {:?} {}", p.name, top.trim(), case.tool);
+                let deny = fill(&case.deny, &l);
+                if judge(&gate, &case.tool, &deny).is_ok() {
+                    failures.push(format!("NOT DENIED {what} {deny:?}"));
+                }
+                let allow = fill(&case.allow, &l);
+                if let Err(why) = judge(&gate, &case.tool, &allow) {
+                    failures.push(format!("NOT ALLOWED {what} {allow:?}: {why}"));
+                }
+                for server in &p.servers_impossible {
+                    if gate.mcp_server_possible(server) {
+                        failures.push(format!("SERVER POSSIBLE {what} {server}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

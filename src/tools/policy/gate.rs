@@ -145,6 +145,9 @@ struct ToolGate {
     label: String,
     enabled: Enabled,
     allow: Vec<PathPattern>,
+    /// The section itself has an `allow` list: then it permits only what the
+    /// list (and `allowed_dirs`) names, whatever `default_deny` says.
+    restricted: bool,
     deny: Vec<PathPattern>,
     allowlist: Vec<String>,
     denylist: Vec<String>,
@@ -282,6 +285,7 @@ impl Gate {
                 label,
                 enabled,
                 allow,
+                restricted: section.is_some_and(|s| !s.allow.is_empty()),
                 deny,
                 allowlist: section.map_or_else(Vec::new, |s| {
                     s.allowlist.iter().map(|p| p.text.clone()).collect()
@@ -386,7 +390,7 @@ impl Gate {
         if matches!(self.mcp.enabled, Enabled::Off { .. }) {
             return false;
         }
-        if !self.mcp.default_deny {
+        if !self.mcp.default_deny && self.mcp.allow.is_empty() {
             return true;
         }
         self.mcp.allow.iter().any(|p| {
@@ -591,6 +595,13 @@ impl Gate {
                 format!("`{}` is outside the workspace", self.shown(r)),
             ));
         }
+        if t.restricted {
+            return Err(denial(
+                who,
+                format!("{}.allow", t.label),
+                format!("`{}` is not covered by [{}] allow", self.shown(r), t.label),
+            ));
+        }
         if self.default_deny {
             return Err(denial(
                 who,
@@ -629,6 +640,14 @@ impl Gate {
         }
         if m.allow.iter().any(|p| wildcard_match(p, &key)) {
             return Ok(());
+        }
+        // An allow list says what is allowed, with or without default_deny.
+        if !m.allow.is_empty() {
+            return Err(denial(
+                "mcp",
+                format!("{}.allow", m.label),
+                format!("`{key}` is not in [{}] allow", m.label),
+            ));
         }
         if m.default_deny {
             return Err(denial(

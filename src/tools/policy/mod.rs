@@ -46,6 +46,12 @@
 //! - **Outside the workspace needs an explicit allow** even when
 //!   `default_deny = false`: the seed would let a tool without `allow` touch
 //!   anything; here it gets the workspace.
+//! - **An allow list always restricts**: a section with `allow` (for `[mcp]`,
+//!   `allow`/`allowed_tools`; for bash, `allowlist`; for web_fetch,
+//!   `allow_domains`) permits only what it names (file tools: plus
+//!   `allowed_dirs`), whatever `default_deny` says. The seed would let
+//!   everything else through when `default_deny = false`. An empty list counts
+//!   as no list.
 //! - **bash and the web tools are off unless their section exists** (under either
 //!   `default_deny`), because they are the ways out of the workspace.
 //! - **Deny wins**, and is matched against both the path as written (normalised)
