@@ -97,7 +97,10 @@ fn layout() -> Layout {
 fn toolbox(l: &Layout) -> Toolbox {
     let policy_path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/policy/corpus-policy.toml");
-    let policy = Policy::from_file(&policy_path).unwrap();
+    toolbox_with(l, Policy::from_file(&policy_path).unwrap())
+}
+
+fn toolbox_with(l: &Layout, policy: Policy) -> Toolbox {
     let memory = MemoryStore::open(&l.ws.join(".agentfile/sessions.db")).unwrap();
     let env = vec![
         ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
@@ -448,4 +451,42 @@ fn allow_lists_restrict_whatever_default_deny_says() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_lists_by_its_own_rules() {
+    let l = layout();
+    // ls on the workspace and home, no [read] allow at all: ls must list what
+    // its own section allows; read's deny of ~/.ssh still hides the key.
+    let policy = Policy::parse(
+        "default_deny = true\n[ls]\nallow = [\"$WORKSPACE/**\", \"~/**\"]\n[read]\ndeny = [\"~/.ssh/*\"]\n",
+        Path::new("policy.toml"),
+    )
+    .unwrap();
+    let tb = toolbox_with(&l, policy);
+    let c = ctx(&l);
+    let ws = tb.call("ls", json!({"path": "."}), &c).await;
+    assert!(ws.denied.is_none(), "{:?}", ws.denied);
+    let out = &ws.output.content;
+    for shown in ["notes.txt", "src/", "inner_link/"] {
+        assert!(out.contains(shown), "ls . did not show {shown}:\n{out}");
+    }
+    for hidden in ["link_out", "key_link", "dangling", ".agentfile"] {
+        assert!(!out.contains(hidden), "ls . showed {hidden}:\n{out}");
+    }
+    let home = l.home.display().to_string();
+    let h = tb.call("ls", json!({"path": home}), &c).await;
+    assert!(h.output.content.contains(".ssh/"), "{}", h.output.content);
+    let ssh = tb
+        .call("ls", json!({"path": format!("{home}/.ssh")}), &c)
+        .await;
+    assert!(ssh.denied.is_none(), "{:?}", ssh.denied);
+    assert!(
+        !ssh.output.content.contains("id_rsa"),
+        "{}",
+        ssh.output.content
+    );
+    // read itself stays off: ls opened no door for it.
+    let r = tb.call("read", json!({"path": "notes.txt"}), &c).await;
+    assert!(r.denied.is_some(), "{}", r.output.content);
 }

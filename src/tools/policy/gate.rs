@@ -510,6 +510,25 @@ impl Gate {
         self.enabled(Tool::Read).is_ok() && self.judge_path("read", Tool::Read, &r).is_ok()
     }
 
+    /// Whether `tool` may show a name it found at an already resolved path
+    /// (no symlinks in it): `tool`'s own path rules allow it, and no file
+    /// tool's deny rule matches it — a name denied to any tool (`~/.ssh/*`)
+    /// stays hidden. `ls` filters its entries through this; glob and grep go
+    /// through [`Gate::readable`], since what they list is then read.
+    pub fn listable(&self, tool: Tool, real: &Path) -> bool {
+        let r = Resolved {
+            lexical: real.to_path_buf(),
+            real: real.to_path_buf(),
+        };
+        if self.judge_path(tool.name(), tool, &r).is_err() {
+            return false;
+        }
+        !Tool::ALL
+            .into_iter()
+            .filter(|t| t.is_path_tool())
+            .any(|t| self.tool(t).deny.iter().any(|d| d.is_match(real)))
+    }
+
     /// Resolve a path the way the gate does, for tools that list what they find.
     pub fn resolve_path(&self, raw: &str) -> Result<Resolved, Denial> {
         self.resolve("read", raw)
@@ -595,17 +614,18 @@ impl Gate {
                 format!("`{}` is outside the workspace", self.shown(r)),
             ));
         }
-        if t.restricted {
-            return Err(denial(
-                who,
-                format!("{}.allow", t.label),
-                format!("`{}` is not covered by [{}] allow", self.shown(r), t.label),
-            ));
-        }
         if self.default_deny {
             return Err(denial(
                 who,
                 "default_deny = true",
+                format!("`{}` is not covered by [{}] allow", self.shown(r), t.label),
+            ));
+        }
+        // An allow list restricts under default_deny = false too.
+        if t.restricted {
+            return Err(denial(
+                who,
+                format!("{}.allow", t.label),
                 format!("`{}` is not covered by [{}] allow", self.shown(r), t.label),
             ));
         }
@@ -641,18 +661,18 @@ impl Gate {
         if m.allow.iter().any(|p| wildcard_match(p, &key)) {
             return Ok(());
         }
-        // An allow list says what is allowed, with or without default_deny.
-        if !m.allow.is_empty() {
-            return Err(denial(
-                "mcp",
-                format!("{}.allow", m.label),
-                format!("`{key}` is not in [{}] allow", m.label),
-            ));
-        }
         if m.default_deny {
             return Err(denial(
                 "mcp",
                 "default_deny = true",
+                format!("`{key}` is not in [{}] allow", m.label),
+            ));
+        }
+        // An allow list says what is allowed, under default_deny = false too.
+        if !m.allow.is_empty() {
+            return Err(denial(
+                "mcp",
+                format!("{}.allow", m.label),
                 format!("`{key}` is not in [{}] allow", m.label),
             ));
         }

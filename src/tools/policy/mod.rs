@@ -65,7 +65,9 @@
 //!
 //! What this module is not: the place tools run. It decides; [`crate::tools`]
 //! acts. Apart from the gate, only glob/grep/ls consult it, and only to filter
-//! their results through the same read check.
+//! what they list: glob and grep through `read`'s rules (what they list is then
+//! read), ls through its own section's rules ([`Gate::listable`]), a name that
+//! any file tool's `deny` matches staying hidden from all three.
 
 pub mod bash;
 mod gate;
