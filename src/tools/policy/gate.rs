@@ -298,7 +298,8 @@ impl Gate {
             });
         }
         let mcp = match &policy.mcp {
-            _ if safe_default => McpGate {
+            // The safe default has no [mcp]; one added by `--allow mcp:…` counts.
+            None if safe_default => McpGate {
                 label: "mcp".to_owned(),
                 enabled: Enabled::Off {
                     rule: "no policy file: MCP tools are off by default".to_owned(),
