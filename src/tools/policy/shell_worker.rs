@@ -36,6 +36,9 @@
 //! Where the hook cannot be installed (targets other than Linux and Android),
 //! analysis runs in the calling process, without these bounds.
 
+// Off Linux the worker is not built and its constants go unused.
+#![cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
