@@ -97,7 +97,10 @@ fn layout() -> Layout {
 fn toolbox(l: &Layout) -> Toolbox {
     let policy_path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/policy/corpus-policy.toml");
-    let policy = Policy::from_file(&policy_path).unwrap();
+    toolbox_with(l, Policy::from_file(&policy_path).unwrap())
+}
+
+fn toolbox_with(l: &Layout, policy: Policy) -> Toolbox {
     let memory = MemoryStore::open(&l.ws.join(".agentfile/sessions.db")).unwrap();
     let env = vec![
         ("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()),
@@ -363,4 +366,127 @@ async fn listings_never_show_what_read_cannot_read() {
         "{}",
         grep.output.content
     );
+}
+
+#[derive(Debug, Deserialize)]
+struct AllowLists {
+    policy: Vec<AllowListPolicy>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AllowListPolicy {
+    name: String,
+    text: String,
+    cases: Vec<AllowListCase>,
+    #[serde(default)]
+    servers_impossible: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AllowListCase {
+    tool: String,
+    deny: String,
+    allow: String,
+    #[serde(default)]
+    policy_extra: String,
+}
+
+fn judge(gate: &agentfile::tools::policy::Gate, tool: &str, arg: &str) -> Result<(), String> {
+    use agentfile::tools::policy::Tool;
+    let r = match tool {
+        "bash" => gate.check(&Request::Bash { command: arg }),
+        "web_fetch" => {
+            let url = url::Url::parse(arg).map_err(|e| format!("bad URL in fixture: {e}"))?;
+            gate.check(&Request::Fetch { url: &url })
+        }
+        "mcp" => {
+            let (server, tool) = arg.split_once(':').ok_or("mcp case needs server:tool")?;
+            gate.check(&Request::Mcp { server, tool })
+        }
+        other => {
+            let tool = Tool::from_name(other).ok_or(format!("unknown tool {other}"))?;
+            gate.check(&Request::Path { tool, path: arg })
+        }
+    };
+    r.map(|_| ())
+        .map_err(|d| format!("{}: {}", d.rule, d.reason))
+}
+
+#[test]
+fn allow_lists_restrict_whatever_default_deny_says() {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/policy/allow-lists.toml"),
+    )
+    .unwrap();
+    let lists: AllowLists = toml::from_str(&text).unwrap();
+    let l = layout();
+    let mut failures = Vec::new();
+    for p in &lists.policy {
+        for top in ["", "default_deny = false\n", "default_deny = true\n"] {
+            for case in &p.cases {
+                let policy_text = fill(&format!("{top}{}{}", p.text, case.policy_extra), &l);
+                let policy = Policy::parse(&policy_text, Path::new("allow-lists.toml"))
+                    .unwrap_or_else(|e| panic!("{}: {e}", p.name));
+                let gate = policy.bind(&l.ws, Some(&l.home)).unwrap();
+                let what = format!("[{}] {:?} {}", p.name, top.trim(), case.tool);
+                let deny = fill(&case.deny, &l);
+                if judge(&gate, &case.tool, &deny).is_ok() {
+                    failures.push(format!("NOT DENIED {what} {deny:?}"));
+                }
+                let allow = fill(&case.allow, &l);
+                if let Err(why) = judge(&gate, &case.tool, &allow) {
+                    failures.push(format!("NOT ALLOWED {what} {allow:?}: {why}"));
+                }
+                for server in &p.servers_impossible {
+                    if gate.mcp_server_possible(server) {
+                        failures.push(format!("SERVER POSSIBLE {what} {server}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ls_lists_by_its_own_rules() {
+    let l = layout();
+    // ls on the workspace and home, no [read] allow at all: ls must list what
+    // its own section allows; read's deny of ~/.ssh still hides the key.
+    let policy = Policy::parse(
+        "default_deny = true\n[ls]\nallow = [\"$WORKSPACE/**\", \"~/**\"]\n[read]\ndeny = [\"~/.ssh/*\"]\n",
+        Path::new("policy.toml"),
+    )
+    .unwrap();
+    let tb = toolbox_with(&l, policy);
+    let c = ctx(&l);
+    let ws = tb.call("ls", json!({"path": "."}), &c).await;
+    assert!(ws.denied.is_none(), "{:?}", ws.denied);
+    let out = &ws.output.content;
+    for shown in ["notes.txt", "src/", "inner_link/"] {
+        assert!(out.contains(shown), "ls . did not show {shown}:\n{out}");
+    }
+    for hidden in ["link_out", "key_link", "dangling", ".agentfile"] {
+        assert!(!out.contains(hidden), "ls . showed {hidden}:\n{out}");
+    }
+    let home = l.home.display().to_string();
+    let h = tb.call("ls", json!({"path": home}), &c).await;
+    assert!(h.output.content.contains(".ssh/"), "{}", h.output.content);
+    let ssh = tb
+        .call("ls", json!({"path": format!("{home}/.ssh")}), &c)
+        .await;
+    assert!(ssh.denied.is_none(), "{:?}", ssh.denied);
+    assert!(
+        !ssh.output.content.contains("id_rsa"),
+        "{}",
+        ssh.output.content
+    );
+    // read itself stays off: ls opened no door for it.
+    let r = tb.call("read", json!({"path": "notes.txt"}), &c).await;
+    assert!(r.denied.is_some(), "{}", r.output.content);
 }

@@ -10,8 +10,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 use crate::tools::ToolOutput;
-use crate::tools::policy::Gate;
 use crate::tools::policy::paths::{self, Resolved};
+use crate::tools::policy::{Gate, Tool};
 
 /// How many bytes are inspected for a NUL to call a file binary.
 const BINARY_SNIFF: usize = 8 * 1024;
@@ -185,7 +185,8 @@ pub fn edit(path: &Resolved, shown: &str, old: &str, new: &str, replace_all: boo
     }
 }
 
-/// `ls{path}`: entries `read` could not read are not listed.
+/// `ls{path}`: entries `ls`'s own rules do not allow, or that any file tool's
+/// deny rules name, are not listed.
 pub fn ls(gate: &Gate, path: &Resolved, shown: &str, max_entries: usize) -> ToolOutput {
     let dir = &path.real;
     let entries = match fs::read_dir(dir) {
@@ -214,7 +215,7 @@ pub fn ls(gate: &Gate, path: &Resolved, shown: &str, max_entries: usize) -> Tool
         } else {
             (p.clone(), false)
         };
-        if !gate.readable(&real) {
+        if !gate.listable(Tool::Ls, &real) {
             hidden += 1;
             continue;
         }
@@ -248,7 +249,7 @@ pub fn ls(gate: &Gate, path: &Resolved, shown: &str, max_entries: usize) -> Tool
     }
     if hidden > 0 {
         out.push_str(&format!(
-            "[{hidden} entries not shown: the policy does not allow reading them]\n"
+            "[{hidden} entries not shown: the policy does not allow listing them]\n"
         ));
     }
     ToolOutput::ok(out.trim_end().to_owned())

@@ -68,7 +68,7 @@ pub const CHILD_ENV: &[&str] = &[
 pub struct Unanalysable(pub String);
 
 /// One word, expanded as far as it is known before the shell runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Val {
     /// The value when static; the source text when dynamic.
     pub text: String,
@@ -89,7 +89,7 @@ impl Val {
 }
 
 /// A simple command that would run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommandUse {
     /// Assignments and words joined by single spaces: what the lists match.
     pub text: String,
@@ -127,7 +127,7 @@ impl CommandUse {
 }
 
 /// Something the gate must judge, in the order the shell would meet it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Item {
     Command(CommandUse),
     /// Words that may name files to read (loop values, `[[ -f x ]]` operands).
@@ -141,7 +141,7 @@ pub enum Item {
 }
 
 /// The result of analysing one line.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Analysis {
     pub items: Vec<Item>,
     /// Every pipeline of two or more commands, as `a | b` (for denylist patterns
@@ -159,13 +159,30 @@ impl Analysis {
 }
 
 /// Analyse a bash command line. `home` expands `~`.
+///
+/// The parse runs in a worker process under a memory and a time limit (see
+/// [`super::shell_worker`]): the parser does not finish on every input, and a
+/// line it cannot analyse within the limits is refused like any other line that
+/// cannot be analysed. The cheap checks run here first, so an oversized line is
+/// never sent.
 pub fn analyze(line: &str, home: Option<&Path>) -> Result<Analysis, Unanalysable> {
+    precheck(line)?;
+    super::shell_worker::analyze(line, home)
+}
+
+fn precheck(line: &str) -> Result<(), Unanalysable> {
     if line.len() > MAX_LINE_BYTES {
         return Err(refuse(format!(
             "the command is longer than {MAX_LINE_BYTES} bytes"
         )));
     }
-    scan_chars(line)?;
+    scan_chars(line)
+}
+
+/// [`analyze`] in this process, with no bound on what the parser may use: only
+/// for the worker.
+pub(super) fn analyze_here(line: &str, home: Option<&Path>) -> Result<Analysis, Unanalysable> {
+    precheck(line)?;
     let mut a = Analyzer {
         home,
         out: Analysis::default(),

@@ -145,6 +145,9 @@ struct ToolGate {
     label: String,
     enabled: Enabled,
     allow: Vec<PathPattern>,
+    /// The section itself has an `allow` list: then it permits only what the
+    /// list (and `allowed_dirs`) names, whatever `default_deny` says.
+    restricted: bool,
     deny: Vec<PathPattern>,
     allowlist: Vec<String>,
     denylist: Vec<String>,
@@ -282,6 +285,7 @@ impl Gate {
                 label,
                 enabled,
                 allow,
+                restricted: section.is_some_and(|s| !s.allow.is_empty()),
                 deny,
                 allowlist: section.map_or_else(Vec::new, |s| {
                     s.allowlist.iter().map(|p| p.text.clone()).collect()
@@ -294,7 +298,8 @@ impl Gate {
             });
         }
         let mcp = match &policy.mcp {
-            _ if safe_default => McpGate {
+            // The safe default has no [mcp]; one added by `--allow mcp:…` counts.
+            None if safe_default => McpGate {
                 label: "mcp".to_owned(),
                 enabled: Enabled::Off {
                     rule: "no policy file: MCP tools are off by default".to_owned(),
@@ -386,7 +391,7 @@ impl Gate {
         if matches!(self.mcp.enabled, Enabled::Off { .. }) {
             return false;
         }
-        if !self.mcp.default_deny {
+        if !self.mcp.default_deny && self.mcp.allow.is_empty() {
             return true;
         }
         self.mcp.allow.iter().any(|p| {
@@ -506,6 +511,25 @@ impl Gate {
         self.enabled(Tool::Read).is_ok() && self.judge_path("read", Tool::Read, &r).is_ok()
     }
 
+    /// Whether `tool` may show a name it found at an already resolved path
+    /// (no symlinks in it): `tool`'s own path rules allow it, and no file
+    /// tool's deny rule matches it — a name denied to any tool (`~/.ssh/*`)
+    /// stays hidden. `ls` filters its entries through this; glob and grep go
+    /// through [`Gate::readable`], since what they list is then read.
+    pub fn listable(&self, tool: Tool, real: &Path) -> bool {
+        let r = Resolved {
+            lexical: real.to_path_buf(),
+            real: real.to_path_buf(),
+        };
+        if self.judge_path(tool.name(), tool, &r).is_err() {
+            return false;
+        }
+        !Tool::ALL
+            .into_iter()
+            .filter(|t| t.is_path_tool())
+            .any(|t| self.tool(t).deny.iter().any(|d| d.is_match(real)))
+    }
+
     /// Resolve a path the way the gate does, for tools that list what they find.
     pub fn resolve_path(&self, raw: &str) -> Result<Resolved, Denial> {
         self.resolve("read", raw)
@@ -598,6 +622,14 @@ impl Gate {
                 format!("`{}` is not covered by [{}] allow", self.shown(r), t.label),
             ));
         }
+        // An allow list restricts under default_deny = false too.
+        if t.restricted {
+            return Err(denial(
+                who,
+                format!("{}.allow", t.label),
+                format!("`{}` is not covered by [{}] allow", self.shown(r), t.label),
+            ));
+        }
         if paths::is_within(&r.real, &self.workspace) {
             return Ok(());
         }
@@ -634,6 +666,14 @@ impl Gate {
             return Err(denial(
                 "mcp",
                 "default_deny = true",
+                format!("`{key}` is not in [{}] allow", m.label),
+            ));
+        }
+        // An allow list says what is allowed, under default_deny = false too.
+        if !m.allow.is_empty() {
+            return Err(denial(
+                "mcp",
+                format!("{}.allow", m.label),
                 format!("`{key}` is not in [{}] allow", m.label),
             ));
         }

@@ -46,6 +46,12 @@
 //! - **Outside the workspace needs an explicit allow** even when
 //!   `default_deny = false`: the seed would let a tool without `allow` touch
 //!   anything; here it gets the workspace.
+//! - **An allow list always restricts**: a section with `allow` (for `[mcp]`,
+//!   `allow`/`allowed_tools`; for bash, `allowlist`; for web_fetch,
+//!   `allow_domains`) permits only what it names (file tools: plus
+//!   `allowed_dirs`), whatever `default_deny` says. The seed would let
+//!   everything else through when `default_deny = false`. An empty list counts
+//!   as no list.
 //! - **bash and the web tools are off unless their section exists** (under either
 //!   `default_deny`), because they are the ways out of the workspace.
 //! - **Deny wins**, and is matched against both the path as written (normalised)
@@ -59,11 +65,14 @@
 //!
 //! What this module is not: the place tools run. It decides; [`crate::tools`]
 //! acts. Apart from the gate, only glob/grep/ls consult it, and only to filter
-//! their results through the same read check.
+//! what they list: glob and grep through `read`'s rules (what they list is then
+//! read), ls through its own section's rules ([`Gate::listable`]), a name that
+//! any file tool's `deny` matches staying hidden from all three.
 
 pub mod bash;
 mod gate;
 pub mod paths;
+pub mod shell_worker;
 pub mod web;
 
 use std::fmt;
@@ -180,6 +189,9 @@ pub enum PolicyError {
         path: PathBuf,
         problems: Vec<Problem>,
     },
+    /// A `--allow TOOL[:PATTERN]` that cannot be granted.
+    #[error("--allow {spec}: {message}")]
+    Grant { spec: String, message: String },
 }
 
 /// One problem in a policy file, at a 1-based line and column.
@@ -341,6 +353,230 @@ impl Policy {
     pub(crate) fn section(&self, tool: Tool) -> Option<&Section> {
         self.sections[tool.index()].as_ref()
     }
+
+    /// Widen this policy for one run with `--allow TOOL[:PATTERN]` grants, as
+    /// written on the command line: `write`, `read:~/notes/**`,
+    /// `bash:cargo test *`, `web_fetch:https://docs.rs/*`, `mcp:github:get_*`.
+    ///
+    /// Each grant enables the tool and adds its pattern where that tool keeps
+    /// its allow rules:
+    ///
+    /// | tool | `TOOL` alone | `TOOL:PATTERN` |
+    /// |---|---|---|
+    /// | read write edit glob grep ls | `allow += "$WORKSPACE/**"` | `allow += PATTERN` (a path pattern) |
+    /// | bash | `allowlist += "*"` (the denylist still applies) | `allowlist += PATTERN` |
+    /// | web_fetch | `allow_domains += "*"` (private addresses stay refused) | the host of PATTERN (`https://docs.rs/*` or `docs.rs`; a path other than `/*` is refused: rules are per host) |
+    /// | web_search memory_read memory_write | enabled | refused (they take no pattern) |
+    /// | mcp | `allow += "*"` | `allow += PATTERN` (`server:tool`; `server` alone means `server:*`) |
+    ///
+    /// A grant is refused — and nothing of this call is applied — when the
+    /// policy file says otherwise: the tool's section has `enabled = false`,
+    /// or one of its deny rules (`deny`, `denylist`) covers the pattern
+    /// (`--allow bash:"rm -rf *"` against `denylist = ["rm *"]`,
+    /// `--allow read:~/.ssh/*` against `deny = ["~/.ssh/*"]`). A grant never
+    /// weakens a deny rule: at run time deny still wins over every allow. An
+    /// unknown tool name is an error that lists the known ones.
+    pub fn allow_for_run(&mut self, specs: &[String]) -> Result<(), PolicyError> {
+        let mut next = self.clone();
+        for spec in specs {
+            next.grant(spec).map_err(|message| PolicyError::Grant {
+                spec: spec.clone(),
+                message,
+            })?;
+        }
+        *self = next;
+        Ok(())
+    }
+
+    fn grant(&mut self, spec: &str) -> Result<(), String> {
+        let (name, pattern) = match spec.split_once(':') {
+            Some((n, p)) => (n.trim(), Some(p.trim())),
+            None => (spec.trim(), None),
+        };
+        if pattern.is_some_and(str::is_empty) {
+            return Err(format!(
+                "the pattern after `{name}:` is empty; write `--allow {name}` to enable the tool, \
+                 or give a pattern"
+            ));
+        }
+        let file = match self.source() {
+            Some(p) => p.display().to_string(),
+            None => POLICY_FILE.to_owned(),
+        };
+        if name == "mcp" {
+            return self.grant_mcp(pattern, &file);
+        }
+        let Some(tool) = Tool::from_name(name) else {
+            let near = crate::diag::suggest(name, section_names())
+                .map(|s| format!("did you mean `{s}`? "))
+                .unwrap_or_default();
+            return Err(format!(
+                "unknown tool `{name}`; {near}known tools: {}",
+                section_names().join(", ")
+            ));
+        };
+        if let Some(s) = self.section(tool)
+            && s.enabled == Some(false)
+        {
+            return Err(format!(
+                "{file} turns {tool} off ([{}] enabled = false); change the policy file to allow it",
+                s.label
+            ));
+        }
+        let section = self.sections[tool.index()].get_or_insert_with(|| Section {
+            label: tool.name().to_owned(),
+            ..Section::default()
+        });
+        section.enabled = Some(true);
+        let pat = |text: &str| Pat {
+            text: text.to_owned(),
+            line: 0,
+            col: 0,
+        };
+        let add = |list: &mut Vec<Pat>, text: &str| {
+            if !list.iter().any(|p| p.text == text) {
+                list.push(pat(text));
+            }
+        };
+        match tool {
+            t if t.is_path_tool() => {
+                let text = pattern.unwrap_or("$WORKSPACE/**");
+                let expanded = stand_in_expansions(text)?;
+                for d in &section.deny {
+                    for (ws, home, allow) in &expanded {
+                        let covered = paths::PathPattern::compile(&d.text, ws, Some(home))
+                            .is_ok_and(|dp| dp.is_match(Path::new(allow)));
+                        if covered {
+                            return Err(format!(
+                                "{file} denies it ([{}] deny {:?}); a deny rule always wins, \
+                                 so change the policy file or ask for less",
+                                section.label, d.text
+                            ));
+                        }
+                    }
+                }
+                add(&mut section.allow, text);
+            }
+            Tool::Bash => {
+                let text = pattern.unwrap_or("*");
+                if let Some(d) = section
+                    .denylist
+                    .iter()
+                    .find(|d| paths::wildcard_match(&d.text, text))
+                {
+                    return Err(format!(
+                        "{file} denies it ([{}] denylist {:?}); a deny rule always wins, \
+                         so change the policy file or ask for less",
+                        section.label, d.text
+                    ));
+                }
+                add(&mut section.allowlist, text);
+            }
+            Tool::WebFetch => {
+                let host = match pattern {
+                    None => "*".to_owned(),
+                    Some(p) => url_pattern_host(p)?,
+                };
+                web::DomainPattern::parse(&host)?;
+                add(&mut section.allow_domains, &host);
+            }
+            _ => {
+                if pattern.is_some() {
+                    return Err(format!(
+                        "{tool} takes no pattern; write `--allow {tool}` to enable it"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn grant_mcp(&mut self, pattern: Option<&str>, file: &str) -> Result<(), String> {
+        let text = match pattern {
+            None => "*".to_owned(),
+            Some(p) if p.contains(':') || p == "*" => p.to_owned(),
+            Some(server) => format!("{server}:*"),
+        };
+        if let Some(m) = &self.mcp
+            && m.enabled == Some(false)
+        {
+            return Err(format!(
+                "{file} turns MCP tools off ([{}] enabled = false); change the policy file to allow them",
+                m.label
+            ));
+        }
+        let m = self.mcp.get_or_insert_with(|| McpSection {
+            label: "mcp".to_owned(),
+            ..McpSection::default()
+        });
+        if let Some(d) = m
+            .deny
+            .iter()
+            .find(|d| paths::wildcard_match(&d.text, &text))
+        {
+            return Err(format!(
+                "{file} denies it ([{}] deny {:?}); a deny rule always wins, \
+                 so change the policy file or ask for less",
+                m.label, d.text
+            ));
+        }
+        m.enabled = Some(true);
+        if !m.allow.iter().any(|p| p.text == text) {
+            m.allow.push(Pat {
+                text,
+                line: 0,
+                col: 0,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A path pattern expanded against the stand-in workspace and home used for
+/// checks, and against this user's real home when known (so
+/// `/home/me/.ssh/id_rsa` meets a `~/.ssh/*` deny): `(workspace, home, text)`.
+fn stand_in_expansions(text: &str) -> Result<Vec<(PathBuf, PathBuf, String)>, String> {
+    let ws = PathBuf::from("/nonexistent/agentfile-policy-check/workspace");
+    let mut homes = vec![PathBuf::from("/nonexistent/agentfile-policy-check/home")];
+    if let Some(h) = std::env::home_dir() {
+        homes.push(h);
+    }
+    let mut out = Vec::new();
+    for home in homes {
+        let e = paths::expand_pattern(text, &ws, Some(&home))?;
+        paths::PathPattern::compile(text, &ws, Some(&home))?;
+        out.push((ws.clone(), home, e));
+    }
+    Ok(out)
+}
+
+/// The host of a web_fetch grant: `docs.rs`, `*.github.com`,
+/// `https://docs.rs/*`, `https://docs.rs`. Rules are per host, so a narrower
+/// path is refused rather than silently widened.
+fn url_pattern_host(p: &str) -> Result<String, String> {
+    let rest = match p.split_once("://") {
+        Some(("http" | "https" | "*", rest)) => rest,
+        Some((scheme, _)) => {
+            return Err(format!(
+                "web_fetch fetches http and https only, not `{scheme}://`"
+            ));
+        }
+        None => p,
+    };
+    let (host, path) = match rest.find('/') {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    if !matches!(path, "" | "/" | "/*" | "/**") {
+        return Err(format!(
+            "web_fetch rules name hosts, not paths: `{path}` cannot be enforced; \
+             write `--allow web_fetch:{host}` to allow the whole host"
+        ));
+    }
+    if host.is_empty() {
+        return Err(format!("`{p}` names no host"));
+    }
+    Ok(host.to_owned())
 }
 
 /// What a top-level key is.
@@ -797,6 +1033,138 @@ mod tests {
         assert!(matches!(e, PolicyError::Read { .. }));
         let p = Policy::load(None, Path::new("/nonexistent-dir")).unwrap();
         assert_eq!(p, Policy::safe_default());
+    }
+
+    fn grants(policy: &mut Policy, specs: &[&str]) -> Result<(), String> {
+        let specs: Vec<String> = specs.iter().map(|s| s.to_string()).collect();
+        policy.allow_for_run(&specs).map_err(|e| e.to_string())
+    }
+
+    fn ws() -> PathBuf {
+        let d = std::env::temp_dir().join("agentfile-policy-grants");
+        let _ = std::fs::create_dir_all(&d);
+        d
+    }
+
+    fn bash_ok(g: &Gate, line: &str) -> bool {
+        g.check(&Request::Bash { command: line }).is_ok()
+    }
+
+    #[test]
+    fn grants_enable_and_add_patterns() {
+        let home = Path::new("/nonexistent-home");
+        let mut p = Policy::safe_default();
+        grants(
+            &mut p,
+            &[
+                "bash:cargo test *",
+                "web_fetch:https://docs.rs/*",
+                "mcp:github:get_*",
+                "read:/nonexistent-home/notes/**",
+            ],
+        )
+        .unwrap();
+        let g = p.bind(&ws(), Some(home)).unwrap();
+        assert!(bash_ok(&g, "cargo test -q"));
+        assert!(!bash_ok(&g, "ls"));
+        let url = |u: &str| url::Url::parse(u).unwrap();
+        assert!(
+            g.check(&Request::Fetch {
+                url: &url("https://docs.rs/serde")
+            })
+            .is_ok()
+        );
+        assert!(
+            g.check(&Request::Fetch {
+                url: &url("https://example.com/")
+            })
+            .is_err()
+        );
+        let mcp = |server, tool| g.check(&Request::Mcp { server, tool }).is_ok();
+        assert!(mcp("github", "get_issue"));
+        assert!(!mcp("github", "delete_repo"));
+        let read = |path| {
+            g.check(&Request::Path {
+                tool: Tool::Read,
+                path,
+            })
+            .is_ok()
+        };
+        assert!(read("/nonexistent-home/notes/a.md"));
+        assert!(!read("/nonexistent-home/other"));
+
+        // A tool alone: in the workspace (file tools), anything (bash).
+        let mut p = parse("default_deny = true\n").unwrap();
+        grants(&mut p, &["write", "bash", "mcp:fs", "memory_read"]).unwrap();
+        let g = p.bind(&ws(), Some(home)).unwrap();
+        let write = |path| {
+            g.check(&Request::Path {
+                tool: Tool::Write,
+                path,
+            })
+            .is_ok()
+        };
+        assert!(write("a.txt"));
+        assert!(!write("/etc/passwd"));
+        assert!(bash_ok(&g, "ls -la && pwd"));
+        assert!(
+            g.check(&Request::Mcp {
+                server: "fs",
+                tool: "read"
+            })
+            .is_ok()
+        );
+        assert!(g.check(&Request::Plain(Tool::MemoryRead)).is_ok());
+    }
+
+    #[test]
+    fn grants_the_file_denies_are_refused_whole() {
+        let text = "[bash]\nallowlist = [\"ls *\"]\ndenylist = [\"rm *\"]\n\
+                    [read]\ndeny = [\"~/.ssh/*\"]\n[mcp]\ndeny = [\"github:delete_*\"]\n\
+                    [web_search]\nenabled = false\n";
+        let mut p = parse(text).unwrap();
+        let before = p.clone();
+        let e = grants(&mut p, &["write", "bash:rm -rf *"]).unwrap_err();
+        assert!(
+            e.starts_with(
+                "--allow bash:rm -rf *: policy.toml denies it ([bash] denylist \"rm *\")"
+            ),
+            "{e}"
+        );
+        // Nothing of a refused call is applied, not even the good grant before.
+        assert_eq!(p, before);
+        for spec in [
+            "read:~/.ssh/*",
+            "read:~/.ssh/id_rsa",
+            "mcp:github:delete_repo",
+        ] {
+            let e = grants(&mut p, &[spec]).unwrap_err();
+            assert!(e.contains("denies it"), "{spec}: {e}");
+        }
+        let e = grants(&mut p, &["web_search"]).unwrap_err();
+        assert!(e.contains("enabled = false"), "{e}");
+        grants(&mut p, &["read:~/notes/**", "bash:git status"]).unwrap();
+    }
+
+    #[test]
+    fn bad_grants_say_what_to_write() {
+        let mut p = Policy::safe_default();
+        let e = grants(&mut p, &["bsh:ls"]).unwrap_err();
+        assert!(
+            e.contains("unknown tool `bsh`; did you mean `bash`?"),
+            "{e}"
+        );
+        assert!(e.contains("known tools: read, write, edit"), "{e}");
+        let e = grants(&mut p, &["memory_read:x"]).unwrap_err();
+        assert!(e.contains("takes no pattern"), "{e}");
+        let e = grants(&mut p, &["web_fetch:https://docs.rs/serde/*"]).unwrap_err();
+        assert!(e.contains("--allow web_fetch:docs.rs"), "{e}");
+        let e = grants(&mut p, &["web_fetch:ftp://x.org"]).unwrap_err();
+        assert!(e.contains("http and https only"), "{e}");
+        let e = grants(&mut p, &["bash:"]).unwrap_err();
+        assert!(e.contains("empty"), "{e}");
+        let e = grants(&mut p, &["read:a/["]).unwrap_err();
+        assert!(e.contains("invalid pattern"), "{e}");
     }
 
     #[test]

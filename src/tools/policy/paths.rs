@@ -261,7 +261,11 @@ fn has_glob_meta(s: &str) -> bool {
 }
 
 /// The absolute glob text of a policy pattern.
-fn expand_pattern(raw: &str, workspace: &Path, home: Option<&Path>) -> Result<String, String> {
+pub(crate) fn expand_pattern(
+    raw: &str,
+    workspace: &Path,
+    home: Option<&Path>,
+) -> Result<String, String> {
     let raw_trim = raw.trim();
     if raw_trim.is_empty() {
         return Err("empty pattern".to_owned());
