@@ -343,6 +343,8 @@ pub struct SourceFile {
     pub path: PathBuf,
     pub text: String,
     line_starts: Vec<u32>,
+    /// All ASCII: a column is then a byte count, with no scan of the line.
+    ascii: bool,
 }
 
 impl SourceFile {
@@ -354,10 +356,12 @@ impl SourceFile {
                 .filter(|&(_, b)| b == b'\n')
                 .map(|(i, _)| i as u32 + 1),
         );
+        let ascii = text.is_ascii();
         SourceFile {
             path,
             text,
             line_starts,
+            ascii,
         }
     }
 
@@ -389,10 +393,12 @@ impl SourceFile {
         let line = self.line_index(offset);
         let start = self.line_starts[line] as usize;
         let end = floor_char_boundary(&self.text, (offset as usize).min(self.text.len()));
-        (
-            line as u32 + 1,
-            count_chars(&self.text[start..end]) as u32 + 1,
-        )
+        let chars = if self.ascii {
+            end - start
+        } else {
+            count_chars(&self.text[start..end])
+        };
+        (line as u32 + 1, chars as u32 + 1)
     }
 
     /// The text of a 1-based line, without its line ending.
