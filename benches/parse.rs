@@ -68,3 +68,83 @@ fn parse_and_validate(bencher: divan::Bencher, n: usize) {
         .with_inputs(|| src.clone().into_bytes())
         .bench_local_values(|bytes| analyze_bytes(path.clone(), bytes, Options::default()));
 }
+
+/// Error-heavy inputs of about 1 MB each, as `validate` sees them: analysis plus
+/// rendering what is shown. Target: ≤ 1 s each in release (they once took
+/// minutes: every undefined name was compared with every defined name, and every
+/// excerpt repeated its whole line).
+fn error_shape(shape: &str) -> String {
+    let goals = |n: usize| {
+        (0..n)
+            .map(|i| format!("goal_{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match shape {
+        // 20,000 goals each reading an undefined `$var`.
+        "undefined-vars" => {
+            let n = 20_000;
+            let mut s = String::from("NAME big\n");
+            for i in 0..n {
+                s.push_str(&format!("GOAL goal_{i} \"Use $missing_{i} here\"\n"));
+            }
+            s.push_str(&format!("RUN main USING {}\n", goals(n)));
+            s
+        }
+        // One 1 MB line holding 130,000 undefined variables.
+        "one-line" => {
+            let vars: Vec<String> = (0..130_000).map(|i| format!("$m{i}")).collect();
+            format!(
+                "NAME big\nGOAL g \"{}\"\nRUN main USING g\n",
+                vars.join(" ")
+            )
+        }
+        // 25,000 goals naming agents that do not exist.
+        "undefined-agents" => {
+            let n = 25_000;
+            let mut s = String::from("NAME big\n");
+            for i in 0..n {
+                s.push_str(&format!("GOAL goal_{i} \"x\" USING agent_{i}\n"));
+            }
+            s.push_str(&format!("RUN main USING {}\n", goals(n)));
+            s
+        }
+        // Each goal reads the next one's output before it has run.
+        "use-before-definition" => {
+            let n = 30_000;
+            let mut s = String::from("NAME big\n");
+            for i in 0..n {
+                s.push_str(&format!("GOAL goal_{i} \"read $goal_{}\"\n", i + 1));
+            }
+            s.push_str(&format!(
+                "GOAL goal_{n} \"end\"\nRUN main USING {}, goal_{n}\n",
+                goals(n)
+            ));
+            s
+        }
+        // One name defined 70,000 times.
+        "duplicate-goals" => format!(
+            "NAME x\n{}RUN main USING same\n",
+            "GOAL same \"x\"\n".repeat(70_000)
+        ),
+        _ => unreachable!("unknown shape {shape}"),
+    }
+}
+
+#[divan::bench(args = ["undefined-vars", "one-line", "undefined-agents", "use-before-definition", "duplicate-goals"])]
+fn validate_errors(bencher: divan::Bencher, shape: &str) {
+    use agentfile::diag::{Style, render};
+    let src = error_shape(shape);
+    let path = PathBuf::from("bench/Agentfile");
+    bencher
+        .counter(BytesCount::new(src.len()))
+        .with_inputs(|| src.clone().into_bytes())
+        .bench_local_values(|bytes| {
+            let a = analyze_bytes(path.clone(), bytes, Options::default());
+            assert!(a.errors() > 0);
+            a.diagnostics
+                .iter()
+                .map(|d| render(&a.sources, d, Style::default()).len())
+                .sum::<usize>()
+        });
+}

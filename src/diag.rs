@@ -18,6 +18,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -169,6 +170,21 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     ),
 ];
 
+/// At most this many diagnostics are kept per file; the rest are only counted
+/// (errors first, so a flood of warnings never hides an error). A file with
+/// 20,000 mistakes is better served by its first screenful and a count than by
+/// 20,000 messages, and the cap keeps `validate` linear in the input.
+pub const MAX_DIAGNOSTICS_PER_FILE: usize = 200;
+
+/// Text excerpts show at most this many characters either side of the caret,
+/// with `…` where the line was cut, so one huge line is never printed whole.
+pub const EXCERPT_WINDOW: usize = 80;
+
+/// Did-you-mean searches compare a name with at most this many candidates per
+/// file in all; beyond it the plain hint stays. Bounds the search on files that
+/// define tens of thousands of names.
+pub const SUGGEST_BUDGET: usize = 1_000_000;
+
 /// Index of a file in a [`SourceMap`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FileId(pub u32);
@@ -215,6 +231,38 @@ pub struct Diagnostic {
     pub notes: Vec<(Span, String)>,
     /// Used when `span` is `None`: the file the problem is about.
     pub path: Option<PathBuf>,
+    /// A did-you-mean search not run yet: it costs time in the number of names,
+    /// so it runs only for the diagnostics that are shown ([`resolve_suggestions`]).
+    /// When it finds a close name, its hint replaces `hint`.
+    pub suggestion: Option<Box<Suggestion>>,
+}
+
+/// A deferred did-you-mean search: `name` against `candidates`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Suggestion {
+    pub name: String,
+    /// Shared by every diagnostic that searches the same namespace.
+    pub candidates: Arc<[String]>,
+    /// Written before the found name in the hint (`$` for variables, a folder
+    /// for files).
+    pub prefix: String,
+}
+
+/// Run the deferred searches of `diags`, in order, within [`SUGGEST_BUDGET`].
+pub fn resolve_suggestions(diags: &mut [Diagnostic]) {
+    let mut budget = SUGGEST_BUDGET;
+    for d in diags {
+        let Some(s) = d.suggestion.take() else {
+            continue;
+        };
+        if s.candidates.len() > budget {
+            continue;
+        }
+        budget -= s.candidates.len();
+        if let Some(found) = suggest(&s.name, s.candidates.iter().map(String::as_str)) {
+            d.hint = Some(format!("did you mean `{}{found}`?", s.prefix));
+        }
+    }
 }
 
 impl Diagnostic {
@@ -227,6 +275,7 @@ impl Diagnostic {
             hint: None,
             notes: Vec::new(),
             path: None,
+            suggestion: None,
         }
     }
 
@@ -247,6 +296,7 @@ impl Diagnostic {
             hint: None,
             notes: Vec::new(),
             path: Some(path.to_owned()),
+            suggestion: None,
         }
     }
 
@@ -257,6 +307,22 @@ impl Diagnostic {
 
     pub fn with_note(mut self, span: Span, note: impl Into<String>) -> Diagnostic {
         self.notes.push((span, note.into()));
+        self
+    }
+
+    /// Search `candidates` for a name close to `name` when this diagnostic is
+    /// shown; the hint set now is kept when none is close.
+    pub fn suggest_later(
+        &mut self,
+        name: &str,
+        candidates: &Arc<[String]>,
+        prefix: impl Into<String>,
+    ) -> &mut Diagnostic {
+        self.suggestion = Some(Box::new(Suggestion {
+            name: name.to_owned(),
+            candidates: Arc::clone(candidates),
+            prefix: prefix.into(),
+        }));
         self
     }
 
@@ -277,6 +343,8 @@ pub struct SourceFile {
     pub path: PathBuf,
     pub text: String,
     line_starts: Vec<u32>,
+    /// All ASCII: a column is then a byte count, with no scan of the line.
+    ascii: bool,
 }
 
 impl SourceFile {
@@ -288,24 +356,49 @@ impl SourceFile {
                 .filter(|&(_, b)| b == b'\n')
                 .map(|(i, _)| i as u32 + 1),
         );
+        let ascii = text.is_ascii();
         SourceFile {
             path,
             text,
             line_starts,
+            ascii,
         }
+    }
+
+    /// 0-based index of the line holding a byte offset (a binary search: no
+    /// scan of the line, which may be megabytes long).
+    fn line_index(&self, offset: u32) -> usize {
+        let offset = offset.min(self.text.len() as u32);
+        match self.line_starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i.saturating_sub(1),
+        }
+    }
+
+    /// 1-based line of a byte offset, without computing the column.
+    pub fn line(&self, offset: u32) -> u32 {
+        self.line_index(offset) as u32 + 1
+    }
+
+    /// Byte offset where a 1-based line starts.
+    fn line_start(&self, line: u32) -> usize {
+        let i = (line as usize).saturating_sub(1);
+        self.line_starts
+            .get(i)
+            .map_or(self.text.len(), |&s| s as usize)
     }
 
     /// 1-based line and 1-based character column of a byte offset.
     pub fn line_col(&self, offset: u32) -> (u32, u32) {
-        let offset = offset.min(self.text.len() as u32);
-        let line = match self.line_starts.binary_search(&offset) {
-            Ok(i) => i,
-            Err(i) => i - 1,
-        };
+        let line = self.line_index(offset);
         let start = self.line_starts[line] as usize;
-        let end = floor_char_boundary(&self.text, offset as usize);
-        let col = self.text[start..end].chars().count() as u32 + 1;
-        (line as u32 + 1, col)
+        let end = floor_char_boundary(&self.text, (offset as usize).min(self.text.len()));
+        let chars = if self.ascii {
+            end - start
+        } else {
+            count_chars(&self.text[start..end])
+        };
+        (line as u32 + 1, chars as u32 + 1)
     }
 
     /// The text of a 1-based line, without its line ending.
@@ -321,6 +414,12 @@ impl SourceFile {
             .unwrap_or(self.text.len());
         self.text[start as usize..end].trim_end_matches(['\n', '\r'])
     }
+}
+
+/// Characters in `s`: the bytes that do not continue a UTF-8 sequence. A byte
+/// loop the compiler vectorises, since lines can be megabytes long.
+fn count_chars(s: &str) -> usize {
+    s.bytes().filter(|&b| (b as i8) >= -0x40).count()
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
@@ -374,6 +473,41 @@ pub struct Style {
     pub color: bool,
 }
 
+/// The line that ends a file's shortened list: `… and 19,800 more errors (only
+/// the first 200 diagnostics of a file are listed)`, or `None` when nothing was
+/// left out.
+pub fn omitted_note(errors: usize, warnings: usize) -> Option<String> {
+    let count = |n: usize, word: &str| {
+        format!(
+            "{} more {word}{}",
+            thousands(n),
+            if n == 1 { "" } else { "s" }
+        )
+    };
+    let what = match (errors, warnings) {
+        (0, 0) => return None,
+        (e, 0) => count(e, "error"),
+        (0, w) => count(w, "warning"),
+        (e, w) => format!("{} and {}", count(e, "error"), count(w, "warning")),
+    };
+    Some(format!(
+        "… and {what} (only the first {MAX_DIAGNOSTICS_PER_FILE} diagnostics of a file are listed; fix these and validate again)"
+    ))
+}
+
+/// `19800` as `19,800`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Render one diagnostic as text, compiler style, ending with a newline.
 pub fn render(map: &SourceMap, d: &Diagnostic, style: Style) -> String {
     let mut out = String::new();
@@ -404,64 +538,186 @@ pub fn render(map: &SourceMap, d: &Diagnostic, style: Style) -> String {
 
 /// The source line under a span, with carets under the span's first line.
 /// Returns the gutter padding, so notes can line up with it.
+///
+/// A long line is cut to [`EXCERPT_WINDOW`] characters either side of the caret,
+/// with `…` marking each cut; the work is proportional to the window, not the
+/// line, once the column is known.
 fn excerpt(out: &mut String, map: &SourceMap, span: Span) -> String {
     let file = map.file(span.file);
-    let (line, col) = file.line_col(span.start);
+    let line = file.line(span.start);
     let text = file.line_text(line);
+    let line_start = file.line_start(line);
     let gutter = line.to_string().len();
     let pad = " ".repeat(gutter);
-    // Carets cover the span, clipped to its first line, at least one wide.
-    let (end_line, end_col) = file.line_col(span.end);
-    let width = if end_line == line {
-        end_col.saturating_sub(col).max(1)
+    // Byte offsets of the span within the line, on character boundaries.
+    let at = floor_char_boundary(
+        text,
+        (span.start as usize)
+            .saturating_sub(line_start)
+            .min(text.len()),
+    );
+    let span_end = floor_char_boundary(
+        text,
+        (span.end as usize)
+            .saturating_sub(line_start)
+            .min(text.len()),
+    )
+    .max(at);
+    // The window: up to EXCERPT_WINDOW characters before the caret, and up to
+    // EXCERPT_WINDOW after the caret's start.
+    let from = text[..at]
+        .char_indices()
+        .rev()
+        .nth(EXCERPT_WINDOW - 1)
+        .map_or(0, |(i, _)| i);
+    let to = text[at..]
+        .char_indices()
+        .nth(EXCERPT_WINDOW)
+        .map_or(text.len(), |(i, _)| at + i);
+    let (cut_left, cut_right) = (from > 0, to < text.len());
+    let shown = &text[from..to];
+    // Carets cover the span, clipped to its first line and to the window, at
+    // least one wide. A span that ends on a later line runs to the line's end.
+    let end_in_window = if file.line(span.end) == line {
+        span_end.min(to)
     } else {
-        (text.chars().count() as u32 + 1).saturating_sub(col).max(1)
+        to
     };
+    let width = count_chars(&text[at..end_in_window.max(at)])
+        .max(1)
+        .min(count_chars(&text[at..to]) + 1);
     // Keep tabs as tabs so the carets line up in a terminal.
-    let lead: String = text
+    let lead: String = text[from..at]
         .chars()
-        .take(col as usize - 1)
         .map(|c| if c == '\t' { '\t' } else { ' ' })
         .collect();
+    let (left, right) = (
+        if cut_left { "…" } else { "" },
+        if cut_right { "…" } else { "" },
+    );
+    let lead_mark = if cut_left { " " } else { "" };
     let _ = writeln!(out, "{pad} |");
-    let _ = writeln!(out, "{line} | {text}");
-    let _ = writeln!(out, "{pad} | {lead}{}", "^".repeat(width as usize));
+    let _ = writeln!(out, "{line} | {left}{shown}{right}");
+    let _ = writeln!(out, "{pad} | {lead_mark}{lead}{}", "^".repeat(width));
     pad
 }
 
 /// The closest candidate to `name` by edit distance, if it is close enough to be
-/// what the user meant.
+/// what the user meant. Ties go to the first candidate.
+///
+/// Linear in the candidates with a small constant: lengths too far apart are
+/// skipped, and each distance stops as soon as it exceeds the best so far.
 pub fn suggest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let want: Vec<char> = name.chars().flat_map(char::to_lowercase).collect();
     let limit = (name.chars().count() / 3).max(1);
-    candidates
-        .into_iter()
-        .filter(|c| *c != name)
-        .map(|c| (edit_distance(&name.to_lowercase(), &c.to_lowercase()), c))
-        .filter(|&(d, _)| d <= limit)
-        .min_by_key(|&(d, _)| d)
-        .map(|(_, c)| c)
+    let mut best: Option<(usize, &'a str)> = None;
+    let mut other: Vec<char> = Vec::new();
+    let mut rows = Rows::default();
+    // Letter counts of `name`, for a cheap lower bound on the distance: an
+    // edit changes the counts by at most two, a transposition not at all.
+    // (Folding characters into 128 buckets only weakens the bound.)
+    let mut bag = [0i32; 128];
+    for &c in &want {
+        bag[bucket(c)] += 1;
+    }
+    for c in candidates {
+        if c == name {
+            continue;
+        }
+        other.clear();
+        other.extend(c.chars().flat_map(char::to_lowercase));
+        // Only a strictly better candidate replaces the best one.
+        let bound = match best {
+            Some((0, _)) => break,
+            Some((d, _)) => d - 1,
+            None => limit,
+        };
+        if want.len().abs_diff(other.len()) > bound {
+            continue;
+        }
+        for &c in &other {
+            bag[bucket(c)] -= 1;
+        }
+        let apart: u32 = other
+            .iter()
+            .chain(&want)
+            .map(|&c| {
+                let b = &mut bag[bucket(c)];
+                // Count each bucket once: zero it after reading.
+                std::mem::take(b).unsigned_abs()
+            })
+            .sum();
+        // Every bucket touched is zero again; put `name`'s counts back.
+        for &c in &want {
+            bag[bucket(c)] += 1;
+        }
+        if apart.div_ceil(2) as usize > bound {
+            continue;
+        }
+        if let Some(d) = rows.distance(&want, &other, bound) {
+            best = Some((d, c));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn bucket(c: char) -> usize {
+    c as usize & 127
 }
 
 /// Levenshtein distance, counting a transposition of neighbours as one edit.
 pub fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
-    let mut prev2: Vec<usize> = vec![0; b.len() + 1];
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for i in 1..=a.len() {
-        cur[0] = i;
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                cur[j] = cur[j].min(prev2[j - 2] + 1);
+    Rows::default()
+        .distance(&a, &b, usize::MAX)
+        .unwrap_or(usize::MAX)
+}
+
+/// The three rows of the distance table, reused across calls.
+#[derive(Default)]
+struct Rows {
+    prev2: Vec<usize>,
+    prev: Vec<usize>,
+    cur: Vec<usize>,
+}
+
+impl Rows {
+    /// The distance between `a` and `b`, or `None` once it must exceed `bound`
+    /// (every cell of a row above it: later rows can only grow).
+    fn distance(&mut self, a: &[char], b: &[char], bound: usize) -> Option<usize> {
+        self.prev2.clear();
+        self.prev2.resize(b.len() + 1, 0);
+        self.prev.clear();
+        self.prev.extend(0..=b.len());
+        self.cur.clear();
+        self.cur.resize(b.len() + 1, 0);
+        for i in 1..=a.len() {
+            self.cur[0] = i;
+            let mut row_min = i;
+            for j in 1..=b.len() {
+                let cost = usize::from(a[i - 1] != b[j - 1]);
+                let mut v = (self.prev[j] + 1)
+                    .min(self.cur[j - 1] + 1)
+                    .min(self.prev[j - 1] + cost);
+                if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                    v = v.min(self.prev2[j - 2] + 1);
+                }
+                self.cur[j] = v;
+                row_min = row_min.min(v);
             }
+            // A transposition reads two rows back, so stop only when this row
+            // and the previous one are both past the bound.
+            let prev_min = self.prev.iter().copied().min().unwrap_or(0);
+            if row_min > bound && prev_min > bound {
+                return None;
+            }
+            std::mem::swap(&mut self.prev2, &mut self.prev);
+            std::mem::swap(&mut self.prev, &mut self.cur);
         }
-        std::mem::swap(&mut prev2, &mut prev);
-        std::mem::swap(&mut prev, &mut cur);
+        let d = self.prev[b.len()];
+        (d <= bound).then_some(d)
     }
-    prev[b.len()]
 }
 
 #[cfg(test)]
@@ -490,6 +746,86 @@ mod tests {
             text,
             "Agentfile:1:18: error: undefined agent\n  |\n1 | GOAL a \"x\" USING creatve\n  |                  ^^^^^^^\n  = hint: did you mean `creative`?\n"
         );
+    }
+
+    #[test]
+    fn long_lines_are_cut_around_the_caret() {
+        // 300 two-byte characters, the span, then 300 more: the excerpt shows
+        // EXCERPT_WINDOW characters either side, `…` at both cuts, and the
+        // caret under the span's first character.
+        let before = "é".repeat(300);
+        let after = "ü".repeat(300);
+        let line = format!("GOAL g \"{before}$bad{after}\"");
+        let mut map = SourceMap::default();
+        let id = map.add("Agentfile".into(), format!("NAME x\n{line}\n"));
+        let start = "NAME x\n".len() + "GOAL g \"".len() + before.len();
+        let d = Diagnostic::error("undefined-variable", Span::new(id, start, start + 4), "bad");
+        let text = render(&map, &d, Style::default());
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "Agentfile:2:309: error: bad");
+        let shown = lines[2].strip_prefix("2 | ").expect("excerpt line");
+        assert_eq!(shown, format!("…{}$bad{}…", "é".repeat(80), "ü".repeat(76)));
+        let carets = lines[3].strip_prefix("  | ").expect("caret line");
+        // One column for the `…`, then 80 characters, then the carets.
+        assert_eq!(carets, format!("{}^^^^", " ".repeat(81)));
+    }
+
+    #[test]
+    fn short_lines_are_not_cut_and_spans_past_the_window_clip() {
+        let mut map = SourceMap::default();
+        let text = format!("{}\n", "x".repeat(200));
+        let id = map.add("f".into(), text);
+        // A span from column 1 to the end: the carets stop at the window.
+        let d = Diagnostic::error("syntax", Span::new(id, 0, 200), "m");
+        let out = render(&map, &d, Style::default());
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[2], format!("1 | {}…", "x".repeat(80)));
+        assert_eq!(lines[3], format!("  | {}", "^".repeat(80)));
+        // A caret at the very end of a line (a missing token) is one wide.
+        let d = Diagnostic::error("syntax", Span::new(id, 200, 200), "m");
+        let out = render(&map, &d, Style::default());
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines[2], format!("1 | …{}", "x".repeat(80)));
+        assert_eq!(lines[3], format!("  |  {}^", " ".repeat(80)));
+    }
+
+    #[test]
+    fn omitted_note_counts_with_separators() {
+        assert_eq!(omitted_note(0, 0), None);
+        let n = omitted_note(19_800, 1).expect("note");
+        assert!(
+            n.starts_with("… and 19,800 more errors and 1 more warning"),
+            "{n}"
+        );
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(999), "999");
+    }
+
+    #[test]
+    fn deferred_suggestions_fill_the_hint() {
+        let mut map = SourceMap::default();
+        let id = map.add("f".into(), "x\n".into());
+        let pool: Arc<[String]> = vec!["creative".to_owned(), "critic".to_owned()].into();
+        let mut d =
+            Diagnostic::error("undefined-agent", Span::new(id, 0, 1), "m").with_hint("define it");
+        d.suggest_later("creatve", &pool, "");
+        let mut far =
+            Diagnostic::error("undefined-agent", Span::new(id, 0, 1), "m").with_hint("define it");
+        far.suggest_later("zzz", &pool, "$");
+        let mut all = vec![d, far];
+        resolve_suggestions(&mut all);
+        assert_eq!(all[0].hint.as_deref(), Some("did you mean `creative`?"));
+        assert_eq!(all[1].hint.as_deref(), Some("define it"));
+        assert!(all.iter().all(|d| d.suggestion.is_none()));
+    }
+
+    #[test]
+    fn edit_distance_counts_transpositions() {
+        assert_eq!(edit_distance("abcd", "abdc"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        // Ties go to the first candidate; an exact match is skipped.
+        assert_eq!(suggest("ab", ["ab", "ac", "ad"]), Some("ac"));
     }
 
     #[test]

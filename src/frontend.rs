@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::agentfile;
 use crate::config::Config;
 use crate::detect::{Detected, Dialect, detect};
-use crate::diag::{Diagnostic, SourceMap, Span};
+use crate::diag::{self, Diagnostic, SourceMap, Span};
 use crate::plan::Plan;
 
 /// Workflow files larger than this are refused before parsing.
@@ -29,20 +29,37 @@ pub struct Analysis {
     /// The path as the user gave it (a folder resolves to its `Agentfile`).
     pub path: PathBuf,
     pub sources: SourceMap,
-    /// Sorted by file, then position.
+    /// Sorted by file, then position; at most
+    /// [`diag::MAX_DIAGNOSTICS_PER_FILE`], errors kept before warnings.
     pub diagnostics: Vec<Diagnostic>,
+    /// Errors found but left out of `diagnostics` by the cap.
+    pub omitted_errors: usize,
+    /// Warnings found but left out of `diagnostics` by the cap.
+    pub omitted_warnings: usize,
     pub dialect: Option<Dialect>,
     /// Present only when there are no errors.
     pub plan: Option<Plan>,
 }
 
 impl Analysis {
+    /// Every error found, listed or omitted.
     pub fn errors(&self) -> usize {
-        self.diagnostics.iter().filter(|d| d.is_error()).count()
+        self.diagnostics.iter().filter(|d| d.is_error()).count() + self.omitted_errors
     }
 
+    /// Every warning found, listed or omitted.
     pub fn warnings(&self) -> usize {
-        self.diagnostics.len() - self.errors()
+        self.diagnostics.iter().filter(|d| !d.is_error()).count() + self.omitted_warnings
+    }
+
+    /// How many diagnostics the cap left out.
+    pub fn omitted(&self) -> usize {
+        self.omitted_errors + self.omitted_warnings
+    }
+
+    /// The closing "… and N more errors" line, when the cap left some out.
+    pub fn omitted_note(&self) -> Option<String> {
+        diag::omitted_note(self.omitted_errors, self.omitted_warnings)
     }
 
     fn failed(path: PathBuf, d: Diagnostic) -> Analysis {
@@ -60,6 +77,8 @@ impl Analysis {
             path,
             sources,
             diagnostics: vec![d],
+            omitted_errors: 0,
+            omitted_warnings: 0,
             dialect,
             plan: None,
         }
@@ -162,6 +181,9 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
     }
     let text = &sources.file(file).text;
     let dialect = match (opts.dialect, detect(&path, text)) {
+        // `--dialect` chooses between the two formats named `Agentfile`; a file
+        // called workflow.yaml or WORKFLOW.md is that format whatever the flag.
+        (_, Detected::Format(d @ (Dialect::WorkflowYaml | Dialect::WorkflowMd), _)) => d,
         (Some(d), _) => d,
         (None, Detected::Format(d, _)) => d,
         (None, Detected::Ambiguous { dsl, agentrc }) => {
@@ -191,12 +213,22 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             Dialect::WorkflowMd => "an AIP-15 WORKFLOW.md",
             Dialect::Agentfile => "an Agentfile",
         };
+        let hint = match dialect {
+            // Recognised by its file name, so no flag makes it readable: say what
+            // works today instead.
+            Dialect::WorkflowYaml | Dialect::WorkflowMd => {
+                "agentfile recognises this format (`agentfile list` shows it) but cannot validate, inspect or run it yet; what works today is the Agentfile workflow DSL (a file named `Agentfile` or `*.agent` with NAME, GOAL, RUN, LOOP…): write the workflow in it to run it now"
+            }
+            Dialect::Agentrc | Dialect::Agentfile => {
+                "agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…); pass --dialect agentfile if this is one"
+            }
+        };
         let d = Diagnostic::error(
             "unsupported-dialect",
             span,
             format!("this is {what}{why}; that format is not supported yet"),
         )
-        .with_hint("agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…); pass --dialect agentfile if this is one");
+        .with_hint(hint);
         return Analysis::stopped(path, sources, d, Some(dialect));
     }
     let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text);
@@ -214,17 +246,42 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
     if diagnostics.iter().any(Diagnostic::is_error) {
         diagnostics.retain(|d| d.is_error() || !d.code.starts_with("unused-"));
     }
-    diagnostics.sort_by_key(|d| d.span.map(|s| (s.file.0, s.start, s.end)));
-    let plan = if diagnostics.iter().any(Diagnostic::is_error) {
-        None
-    } else {
-        plan
-    };
+    let has_errors = diagnostics.iter().any(Diagnostic::is_error);
+    let (mut diagnostics, omitted_errors, omitted_warnings) = cap(diagnostics);
+    // Only now, for what is shown: the search is linear in the names defined.
+    diag::resolve_suggestions(&mut diagnostics);
+    let plan = if has_errors { None } else { plan };
     Analysis {
         path,
         sources,
         diagnostics,
+        omitted_errors,
+        omitted_warnings,
         dialect: Some(dialect),
         plan,
     }
+}
+
+/// Keep at most [`diag::MAX_DIAGNOSTICS_PER_FILE`] diagnostics, the earliest
+/// errors first and then the earliest warnings, sorted by file and position;
+/// returns them with the numbers of errors and warnings left out.
+fn cap(all: Vec<Diagnostic>) -> (Vec<Diagnostic>, usize, usize) {
+    let key = |d: &Diagnostic| d.span.map(|s| (s.file.0, s.start, s.end));
+    // The index keeps diagnostics at one place in the order they were found.
+    let mut all: Vec<(usize, Diagnostic)> = all.into_iter().enumerate().collect();
+    let total_errors = all.iter().filter(|(_, d)| d.is_error()).count();
+    let total_warnings = all.len() - total_errors;
+    if all.len() > diag::MAX_DIAGNOSTICS_PER_FILE {
+        all.sort_by_key(|(i, d)| (!d.is_error(), key(d), *i));
+        all.truncate(diag::MAX_DIAGNOSTICS_PER_FILE);
+    }
+    all.sort_by_key(|(i, d)| (key(d), *i));
+    let kept: Vec<Diagnostic> = all.into_iter().map(|(_, d)| d).collect();
+    let kept_errors = kept.iter().filter(|d| d.is_error()).count();
+    let kept_warnings = kept.len() - kept_errors;
+    (
+        kept,
+        total_errors - kept_errors,
+        total_warnings - kept_warnings,
+    )
 }

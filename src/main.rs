@@ -353,19 +353,23 @@ fn main() -> ExitCode {
             format,
             dialect,
         } => validate(&paths, config.as_deref(), format, dialect.map(Into::into)),
+        // These print a result after the work is done; a reader that stops
+        // early (`| head -1`) does not change that result (0 here).
+        Command::List { dir, format } => {
+            list(dir.as_deref().unwrap_or(Path::new(".")), format).or_else(|e| quiet_pipe(e, 0))
+        }
         Command::Inspect {
             path,
             format,
             config,
             dialect,
         } => inspect_cmd(&path, config.as_deref(), format, dialect.map(Into::into)),
-        Command::List { dir, format } => list(dir.as_deref().unwrap_or(Path::new(".")), format),
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
         Command::Mcp(args) => return mcp_cmd(args),
         Command::Sessions { command } => match command {
             SessionsCommand::Resume { id, run } => return run_cmd(run, Some(id)),
-            other => sessions_cmd(other),
+            other => sessions_cmd(other).or_else(|e| quiet_pipe(e, 0)),
         },
     };
     match result {
@@ -387,11 +391,36 @@ fn color_for_stdout() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
+/// A file's diagnostics as text, ending with "… and N more errors" when the
+/// per-file cap left some out.
 fn print_diagnostics(out: &mut impl Write, a: &Analysis, style: Style) -> std::io::Result<()> {
     for d in &a.diagnostics {
         out.write_all(diag::render(&a.sources, d, style).as_bytes())?;
     }
+    if let Some(note) = a.omitted_note() {
+        writeln!(out, "{note}")?;
+    }
     Ok(())
+}
+
+/// Is this a write to a pipe whose reader has gone (`agentfile … | head -1`)?
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A closed stdout ends a printing command quietly with the exit code it
+/// already had: the reader chose to stop reading, which changes neither whether
+/// the files were valid nor whether the command worked. (Not 141: that would
+/// hide `validate`'s 0/2 from `set -o pipefail` scripts that only want the
+/// first lines.) Any other error stays an error.
+fn quiet_pipe(e: anyhow::Error, code: u8) -> anyhow::Result<u8> {
+    if is_broken_pipe(&e) { Ok(code) } else { Err(e) }
 }
 
 fn plural(n: usize, word: &str) -> String {
@@ -416,10 +445,15 @@ fn validate(
         ));
     }
     let errors: usize = analyses.iter().map(Analysis::errors).sum();
+    let code = if errors > 0 { EXIT_INVALID } else { 0 };
+    print_report(&analyses, format).map_or_else(|e| quiet_pipe(e, code), |()| Ok(code))
+}
+
+fn print_report(analyses: &[Analysis], format: ReportFormat) -> anyhow::Result<()> {
     let mut out = std::io::stdout().lock();
     match format {
         ReportFormat::Json => {
-            let report = ValidateReport::new(&analyses);
+            let report = ValidateReport::new(analyses);
             serde_json::to_writer_pretty(&mut out, &report)?;
             writeln!(out)?;
         }
@@ -427,7 +461,7 @@ fn validate(
             let style = Style {
                 color: color_for_stdout(),
             };
-            for a in &analyses {
+            for a in analyses {
                 print_diagnostics(&mut out, a, style)?;
                 let status = match &a.plan {
                     Some(p) => format!(
@@ -448,7 +482,9 @@ fn validate(
             }
         }
     }
-    Ok(if errors > 0 { EXIT_INVALID } else { 0 })
+    // Surface a closed pipe here, not in a flush at exit that nobody checks.
+    out.flush()?;
+    Ok(())
 }
 
 fn inspect_cmd(
@@ -470,21 +506,29 @@ fn inspect_cmd(
         let style = Style {
             color: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         };
-        print_diagnostics(&mut std::io::stderr().lock(), &a, style)?;
-        eprintln!(
-            "{}: invalid — {}; fix them to inspect it",
-            a.path.display(),
-            plural(a.errors(), "error")
+        let mut err = std::io::stderr().lock();
+        let explained = print_diagnostics(&mut err, &a, style).and_then(|()| {
+            writeln!(
+                err,
+                "{}: invalid — {}; fix them to inspect it",
+                a.path.display(),
+                plural(a.errors(), "error")
+            )
+        });
+        return explained.map_or_else(
+            |e| quiet_pipe(e.into(), EXIT_INVALID),
+            |()| Ok(EXIT_INVALID),
         );
-        return Ok(EXIT_INVALID);
     };
     let rendered = match format {
         InspectFormat::Text => inspect::text(plan),
         InspectFormat::Json => inspect::json(plan),
         InspectFormat::Mermaid => inspect::mermaid(plan),
     };
-    std::io::stdout().lock().write_all(rendered.as_bytes())?;
-    Ok(0)
+    let mut out = std::io::stdout().lock();
+    out.write_all(rendered.as_bytes())
+        .and_then(|()| out.flush())
+        .map_or_else(|e| quiet_pipe(e.into(), 0), |()| Ok(0))
 }
 
 fn list(dir: &Path, format: ReportFormat) -> anyhow::Result<u8> {
@@ -501,6 +545,7 @@ fn list(dir: &Path, format: ReportFormat) -> anyhow::Result<u8> {
         }
         ReportFormat::Text => out.write_all(discover::text(&found).as_bytes())?,
     }
+    out.flush()?;
     Ok(0)
 }
 
@@ -924,14 +969,12 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
                         meta.workspace,
                         events.len()
                     )?;
-                    let progress = Progress::to_writer(Box::new(std::io::stdout()));
-                    drop(out);
+                    let progress = Progress::to_writer(Box::new(std::io::sink()));
                     for e in &events {
                         if let Some(line) = progress.line(e) {
-                            println!("{line}");
+                            writeln!(out, "{line}")?;
                         }
                     }
-                    return Ok(0);
                 }
             }
         }
@@ -972,5 +1015,6 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
             anyhow::bail!("internal error: resume is handled by `run`")
         }
     }
+    out.flush()?;
     Ok(0)
 }

@@ -281,3 +281,350 @@ fn list_finds_every_workflow_with_inputs() {
     );
     assert!(text.contains("not supported yet"), "{text}");
 }
+
+/// A fresh, empty folder for one test's generated files.
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("agentfile-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// What a run under [`limited`] printed: the first MiB of stdout, and how many
+/// bytes it printed in all.
+struct Limited {
+    code: Option<i32>,
+    head: Vec<u8>,
+    total: usize,
+    stderr: String,
+}
+
+/// Run the binary under a 4 GB address-space limit and a wall-clock bound, so a
+/// regression (quadratic time, gigabytes of output) fails the test instead of
+/// the machine. Stdout is drained as it comes, keeping only its first MiB.
+fn limited(args: &[&std::ffi::OsStr], wall: std::time::Duration) -> Limited {
+    use std::io::Read;
+    let mut child = Command::new("bash")
+        .arg("-c")
+        .arg("ulimit -v 4000000; exec \"$0\" \"$@\"")
+        .arg(env!("CARGO_BIN_EXE_agentfile"))
+        .args(args)
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let drain = std::thread::spawn(move || {
+        let (mut head, mut total, mut buf) = (Vec::new(), 0usize, vec![0u8; 1 << 16]);
+        while let Ok(n) = out.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            total += n;
+            let room = (1usize << 20).saturating_sub(head.len());
+            head.extend_from_slice(&buf[..n.min(room)]);
+        }
+        (head, total)
+    });
+    let mut err = child.stderr.take().unwrap();
+    let drain_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > wall {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("agentfile {args:?} ran past {wall:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let (head, total) = drain.join().unwrap();
+    Limited {
+        code: status.code(),
+        head,
+        total,
+        stderr: drain_err.join().unwrap(),
+    }
+}
+
+/// Generous: a debug build on a shared machine. The figure itself (≤ 1 s for
+/// 1 MB in release) is measured by `cargo bench --bench parse`.
+const WALL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// 20,000 goals each reading an undefined `$var`: a 1 MB file.
+fn undefined_variables(n: usize) -> String {
+    let mut s = String::from("NAME big\n");
+    for i in 0..n {
+        s.push_str(&format!("GOAL goal_{i} \"Use $missing_{i} here\"\n"));
+    }
+    let goals: Vec<String> = (0..n).map(|i| format!("goal_{i}")).collect();
+    s.push_str(&format!("RUN main USING {}\n", goals.join(", ")));
+    s
+}
+
+#[test]
+fn twenty_thousand_errors_validate_quickly_and_are_capped() {
+    let dir = scratch("many-errors");
+    let f = dir.join("big.agent");
+    std::fs::write(&f, undefined_variables(20_000)).unwrap();
+
+    let o = limited(&["validate".as_ref(), f.as_os_str()], WALL);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    let out = String::from_utf8_lossy(&o.head);
+    assert_eq!(out.matches("error: undefined variable").count(), 200);
+    assert!(
+        out.contains("… and 19,800 more errors (only the first 200 diagnostics"),
+        "{}",
+        &out[out.len().saturating_sub(400)..]
+    );
+    assert!(out.contains("big.agent: invalid — 20000 errors"));
+    // The first ones are shown, in file order.
+    assert!(out.contains("undefined variable `$missing_0` in goal `goal_0`"));
+
+    let o = limited(
+        &[
+            "validate".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            f.as_os_str(),
+        ],
+        WALL,
+    );
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    let r: Value = serde_json::from_slice(&o.head).unwrap();
+    assert_eq!(r["errors"], 20_000);
+    assert_eq!(r["files"][0]["omitted_diagnostics"], 19_800);
+    assert_eq!(r["files"][0]["diagnostics"].as_array().unwrap().len(), 200);
+}
+
+#[test]
+fn one_huge_line_prints_a_window_not_the_line() {
+    // 100,000 undefined variables on one 790 KB line: each excerpt used to
+    // repeat the whole line (tens of gigabytes of output).
+    let dir = scratch("huge-line");
+    let f = dir.join("line.agent");
+    let vars: Vec<String> = (0..100_000).map(|i| format!("$m{i}")).collect();
+    std::fs::write(
+        &f,
+        format!(
+            "NAME big\nGOAL g \"{}\"\nRUN main USING g\n",
+            vars.join(" ")
+        ),
+    )
+    .unwrap();
+    let o = limited(&["validate".as_ref(), f.as_os_str()], WALL);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+    assert!(o.total < 200_000, "{} bytes of output", o.total);
+    let out = String::from_utf8_lossy(&o.head);
+    assert!(out.contains("… and 99,800 more errors"));
+    let longest = out.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(longest < 200, "a line of {longest} characters");
+    // The caret still sits under the variable: find `$m150` and its carets.
+    let lines: Vec<&str> = out.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("undefined variable `$m150`"))
+        .unwrap();
+    let (excerpt, carets) = (lines[at + 2], lines[at + 3]);
+    // Columns, not bytes: the `…` mark is one column of three bytes.
+    let col = carets.chars().position(|c| c == '^').unwrap();
+    let under: String = excerpt.chars().skip(col).collect();
+    assert!(under.starts_with("$m150 "), "{excerpt}\n{carets}");
+    assert_eq!(carets.matches('^').count(), "$m150".len());
+    assert!(excerpt.contains('…'));
+}
+
+#[test]
+fn hostile_megabyte_shapes_validate_quickly() {
+    let dir = scratch("shapes");
+    let n = 40_000;
+    let goals = |n: usize| {
+        (0..n)
+            .map(|i| format!("g{i}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let chain = |n: usize| vec!["a"; n].join("-");
+    let shapes: Vec<(&str, String)> = vec![
+        // One name defined again and again.
+        (
+            "duplicate-goals",
+            format!(
+                "NAME x\n{}RUN main USING same\n",
+                "GOAL same \"x\"\n".repeat(n)
+            ),
+        ),
+        // Every goal names an agent that does not exist.
+        (
+            "undefined-agents",
+            format!(
+                "NAME x\n{}RUN main USING {}\n",
+                (0..n)
+                    .map(|i| format!("GOAL g{i} \"x\" USING agent_{i}\n"))
+                    .collect::<String>(),
+                goals(n)
+            ),
+        ),
+        // Every step names a goal that does not exist.
+        (
+            "undefined-goals",
+            format!(
+                "NAME x\nGOAL g \"x\"\n{}",
+                (0..n)
+                    .map(|i| format!("RUN s{i} USING goal_{i}\n"))
+                    .collect::<String>()
+            ),
+        ),
+        // Lines that are not statements at all.
+        (
+            "garbage",
+            (0..n)
+                .map(|i| format!("blah{i} x y z\n"))
+                .collect::<String>(),
+        ),
+        // Every goal reads the next one's output before it has run.
+        (
+            "use-before-definition",
+            format!(
+                "NAME x\n{}GOAL g{n} \"end\"\nRUN main USING {}, g{n}\n",
+                (0..n)
+                    .map(|i| format!("GOAL g{i} \"read $g{}\"\n", i + 1))
+                    .collect::<String>(),
+                goals(n)
+            ),
+        ),
+        // A megabyte-long hyphenated `$a-a-a-…`, once as a reference only and
+        // once against a defined hyphenated name: every prefix is a candidate.
+        (
+            "hyphen-chain",
+            format!(
+                "NAME x\nINPUT a\nGOAL g \"${}\"\nRUN main USING g\n",
+                chain(500_000)
+            ),
+        ),
+        (
+            "hyphen-defined",
+            format!(
+                "NAME x\nINPUT {}\nGOAL g \"${}-b\"\nRUN main USING g\n",
+                chain(150_000),
+                chain(150_000)
+            ),
+        ),
+        // One 8 MB line for the lexer and the excerpt.
+        (
+            "long-line",
+            format!("NAME x\nGOAL g \"{}\n", "x".repeat(8 << 20)),
+        ),
+    ];
+    for (name, text) in shapes {
+        let f = dir.join(format!("{name}.agent"));
+        std::fs::write(&f, &text).unwrap();
+        let started = std::time::Instant::now();
+        let o = limited(&["validate".as_ref(), f.as_os_str()], WALL);
+        // The hyphen chain reads the defined `$a` and is valid.
+        let code = if name == "hyphen-chain" { 0 } else { 2 };
+        assert_eq!(o.code, Some(code), "{name}: {}", o.stderr);
+        assert!(o.total < 400_000, "{name}: {} bytes of output", o.total);
+        eprintln!(
+            "{name}: {} bytes in {:?}, {} bytes out",
+            text.len(),
+            started.elapsed(),
+            o.total
+        );
+    }
+}
+
+/// Run with stdout a pipe whose reader has already gone, as in `| head -1`
+/// once head has exited.
+fn closed_stdout(args: &[&std::ffi::OsStr]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    bin()
+        .args(args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_closed_stdout_ends_printing_commands_quietly() {
+    let valid = repo().join("fixtures/valid/full-dialect/Agentfile");
+    let invalid = repo().join("fixtures/invalid/every-error-at-once/Agentfile");
+    let ws = scratch("closed-stdout");
+    let cases: Vec<(Vec<&std::ffi::OsStr>, i32)> = vec![
+        (vec!["validate".as_ref(), valid.as_os_str()], 0),
+        (
+            vec![
+                "validate".as_ref(),
+                "--format".as_ref(),
+                "json".as_ref(),
+                invalid.as_os_str(),
+            ],
+            2,
+        ),
+        (vec!["validate".as_ref(), invalid.as_os_str()], 2),
+        (vec!["inspect".as_ref(), valid.as_os_str()], 0),
+        (
+            vec![
+                "list".as_ref(),
+                "--format".as_ref(),
+                "json".as_ref(),
+                valid.parent().unwrap().as_os_str(),
+            ],
+            0,
+        ),
+        (
+            vec![
+                "sessions".as_ref(),
+                "list".as_ref(),
+                "--workspace".as_ref(),
+                ws.as_os_str(),
+            ],
+            0,
+        ),
+    ];
+    for (args, code) in cases {
+        let o = closed_stdout(&args);
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            "",
+            "{args:?} complained about the closed pipe"
+        );
+        assert_eq!(o.status.code(), Some(code), "{args:?}");
+    }
+}
+
+#[test]
+fn recognised_but_unsupported_formats_get_a_truthful_hint() {
+    let dir = scratch("unsupported");
+    let yaml = dir.join("workflows/review/workflow.yaml");
+    std::fs::create_dir_all(yaml.parent().unwrap()).unwrap();
+    std::fs::write(&yaml, "name: review\nsteps:\n  - id: a\n    agent: x\n").unwrap();
+    let md = dir.join(".workflows/review/WORKFLOW.md");
+    std::fs::create_dir_all(md.parent().unwrap()).unwrap();
+    std::fs::write(&md, "---\nid: review\n---\n# Review\n").unwrap();
+    for f in [&yaml, &md] {
+        // `--dialect agentfile` was the old advice: it must not turn YAML or
+        // markdown into a page of DSL syntax errors either.
+        for extra in [&[][..], &["--dialect", "agentfile"][..]] {
+            let o = bin().arg("validate").args(extra).arg(f).output().unwrap();
+            assert_eq!(o.status.code(), Some(2));
+            let out = stdout(&o);
+            assert!(out.contains("unsupported"), "{out}");
+            assert!(!out.contains("--dialect"), "{out}");
+            assert!(
+                out.contains("cannot validate, inspect or run it yet"),
+                "{out}"
+            );
+            assert!(out.contains("invalid — 1 error"), "{out}");
+        }
+    }
+}

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use agentfile::diag::{Style, render};
+use agentfile::diag::{EXCERPT_WINDOW, Style, render};
 use agentfile::frontend::{Options, analyze_bytes};
 use proptest::prelude::*;
 
@@ -17,6 +17,20 @@ fn check(bytes: Vec<u8>) {
     for d in &a.diagnostics {
         let text = render(&a.sources, d, Style::default());
         assert!(text.contains(d.severity.as_str()));
+        // Excerpt and caret lines (`12 | …`, `   | …`) stay within the window:
+        // the gutter, `| `, two `…` marks and 2 × EXCERPT_WINDOW characters.
+        for line in text.lines() {
+            let Some((gutter, rest)) = line.split_once(" | ") else {
+                continue;
+            };
+            if gutter.chars().all(|c| c.is_ascii_digit() || c == ' ') {
+                assert!(
+                    rest.chars().count() <= 2 * EXCERPT_WINDOW + 2,
+                    "an excerpt of {} characters:\n{text}",
+                    rest.chars().count()
+                );
+            }
+        }
     }
     // A valid result always carries a plan, an invalid one never does.
     assert_eq!(a.plan.is_some(), a.errors() == 0);
@@ -109,6 +123,20 @@ proptest! {
 
     #[test]
     fn token_soup_without_spaces(text in tight_soup()) {
+        check(text.into_bytes());
+    }
+
+    /// Long lines: language pieces between long runs of text, so spans land
+    /// before, inside and after the excerpt window, beside multi-byte text.
+    #[test]
+    fn long_lines(parts in prop::collection::vec(
+        (prop::sample::select(PIECES), 0usize..300, prop::sample::select(&["x", "é", "\t", " "][..])),
+        0..12,
+    )) {
+        let text: String = parts
+            .into_iter()
+            .map(|(piece, n, fill)| format!("{piece}{}", fill.repeat(n)))
+            .collect();
         check(text.into_bytes());
     }
 }

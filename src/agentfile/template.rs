@@ -10,6 +10,14 @@
 //!   `$topic-specific` the hyphenated name is used only if it is defined, else the
 //!   longest defined prefix ending before a `-`, else the whole hyphenated name
 //!   (which is then reported as undefined).
+//! - A name is at most [`MAX_NAME_LEN`] bytes: the validator refuses longer
+//!   definitions, so longer candidates are never looked up. That keeps a
+//!   megabyte of `$a-a-a-…` linear instead of hashing every prefix of it.
+
+use rustc_hash::FxHashSet as HashSet;
+
+/// The longest name an input, goal or output field may have, in bytes.
+pub const MAX_NAME_LEN: usize = 256;
 
 /// One piece of a template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +103,7 @@ fn name_end(b: &[u8], from: usize, defined: &impl Fn(&str) -> bool, text: &str) 
     let longest = *ends.last().unwrap_or(&first);
     ends.iter()
         .rev()
+        .filter(|&&e| e - from <= MAX_NAME_LEN)
         .find(|&&e| defined(&text[from..e]))
         .copied()
         .or(Some(longest))
@@ -103,9 +112,10 @@ fn name_end(b: &[u8], from: usize, defined: &impl Fn(&str) -> bool, text: &str) 
 /// The names a template refers to, in order of first appearance, without repeats.
 pub fn references(text: &str, defined: impl Fn(&str) -> bool) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::default();
     for p in pieces(text, defined) {
         if let Piece::Var { name, .. } = p
-            && !out.contains(&name)
+            && seen.insert(name)
         {
             out.push(name);
         }

@@ -12,6 +12,7 @@
 
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use super::ast::{self, GoalKind, Item, Limit, Source, StepKind, Supervision};
 use super::template;
@@ -53,6 +54,8 @@ pub fn validate(
         dir,
         opts,
         diags: Vec::new(),
+        goal_refs: HashMap::default(),
+        dir_listings: HashMap::default(),
     };
     let plan = v.run(tree);
     let has_errors = v.diags.iter().any(Diagnostic::is_error);
@@ -65,6 +68,12 @@ struct Validator<'m, 'o> {
     dir: PathBuf,
     opts: Options<'o>,
     diags: Vec<Diagnostic>,
+    /// The names each goal's prompt refers to, worked out once per goal for
+    /// the cycle check (which may ask about one producer many times).
+    goal_refs: HashMap<usize, HashSet<String>>,
+    /// File names in each folder a missing FROM file was looked for in, read
+    /// once per folder for did-you-mean hints.
+    dir_listings: HashMap<PathBuf, Arc<[String]>>,
 }
 
 /// A loaded prompt: its text, where it came from, and where to scan it for
@@ -126,7 +135,7 @@ impl Validator<'_, '_> {
     }
 
     fn line_of(&self, span: Span) -> u32 {
-        self.map.file(span.file).line_col(span.start).0
+        self.map.file(span.file).line(span.start)
     }
 
     fn run(&mut self, tree: &ast::File) -> Option<Plan> {
@@ -214,7 +223,7 @@ impl Validator<'_, '_> {
             }
         }
         let mut goal_index: HashMap<&str, usize> = HashMap::default();
-        let mut field_owner: HashMap<&str, usize> = HashMap::default();
+        let mut field_owner: HashMap<&str, (usize, Span)> = HashMap::default();
         for (n, (_, g, _)) in goals.iter().enumerate() {
             if let Some(&first) = goal_index.get(g.name.name.as_str()) {
                 let first = goals[first].1.name.span;
@@ -241,11 +250,8 @@ impl Validator<'_, '_> {
                     );
                     continue;
                 }
-                if let Some(&owner) = field_owner.get(f.name.as_str()) {
-                    let (other, other_span) = (
-                        goals[owner].1.name.name.clone(),
-                        field_span(&goals[owner].1.outputs, &f.name),
-                    );
+                if let Some(&(owner, other_span)) = field_owner.get(f.name.as_str()) {
+                    let other = goals[owner].1.name.name.clone();
                     self.warning(
                         "duplicate-output",
                         f.span,
@@ -254,7 +260,7 @@ impl Validator<'_, '_> {
                     .note(other_span, "also declared here");
                     continue;
                 }
-                field_owner.insert(&f.name, n);
+                field_owner.insert(&f.name, (n, f.span));
                 self.define_var(
                     &mut vars,
                     f,
@@ -266,6 +272,22 @@ impl Validator<'_, '_> {
                 );
             }
         }
+        // Did-you-mean candidates, one shared list per namespace, searched only
+        // for the diagnostics that are shown.
+        let pool = |names: Vec<&str>| -> Arc<[String]> {
+            names
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+                .into()
+        };
+        let agent_pool = pool(agent_index.keys().copied().collect());
+        let goal_pool = pool(goal_index.keys().copied().collect());
+        let var_pool = pool(vars.keys().copied().collect());
+        let input_pool = pool(inputs.iter().map(|i| i.name.name.as_str()).collect());
+        let input_by_name: HashMap<&str, &ast::Input> =
+            inputs.iter().map(|i| (i.name.name.as_str(), *i)).collect();
+        let broken: HashSet<&str> = tree.broken.iter().map(String::as_str).collect();
         let mut step_names: HashMap<&str, Span> = HashMap::default();
         for (_, s) in &steps {
             if let Some(&first) = step_names.get(s.name.name.as_str()) {
@@ -355,20 +377,20 @@ impl Validator<'_, '_> {
                         d.hint = Some(format!("move the AGENT line (line {line}) above this goal"));
                     }
                     Some(_) => {}
-                    None if tree.broken.contains(&u.name) => {}
+                    None if broken.contains(u.name.as_str()) => {}
                     None => {
                         let mut d = Diagnostic::error(
                             "undefined-agent",
                             u.span,
                             format!("undefined agent `{}`", u.name),
                         );
-                        d.hint = Some(match suggest(&u.name, agent_index.keys().copied()) {
-                            Some(s) => format!("did you mean `{s}`?"),
-                            None if goal_index.contains_key(u.name.as_str()) => format!(
+                        d.suggest_later(&u.name, &agent_pool, "");
+                        d.hint = Some(match () {
+                            () if goal_index.contains_key(u.name.as_str()) => format!(
                                 "`{}` is a goal; a goal's USING names agents (define one with `AGENT {} \"…\"`)",
                                 u.name, u.name
                             ),
-                            None => format!(
+                            () => format!(
                                 "define it with `AGENT {} FROM agents/{}.md`",
                                 u.name, u.name
                             ),
@@ -378,7 +400,7 @@ impl Validator<'_, '_> {
                 }
             }
             if let Some(l) = &g.within {
-                self.check_limit(l, &inputs, &vars);
+                self.check_limit(l, &input_by_name, &input_pool, &vars);
             }
         }
         for (spos, s) in &steps {
@@ -410,20 +432,20 @@ impl Validator<'_, '_> {
                         ));
                     }
                     Some(_) => {}
-                    None if tree.broken.contains(&r.name) => {}
+                    None if broken.contains(r.name.as_str()) => {}
                     None => {
                         let mut d = Diagnostic::error(
                             "undefined-goal",
                             r.span,
                             format!("undefined goal `{}`", r.name),
                         );
-                        d.hint = Some(match suggest(&r.name, goal_index.keys().copied()) {
-                            Some(s) => format!("did you mean `{s}`?"),
-                            None if agent_index.contains_key(r.name.as_str()) => format!(
+                        d.suggest_later(&r.name, &goal_pool, "");
+                        d.hint = Some(match () {
+                            () if agent_index.contains_key(r.name.as_str()) => format!(
                                 "`{}` is an agent; steps run goals (use it in a goal: `GOAL x \"…\" USING {}`)",
                                 r.name, r.name
                             ),
-                            None => {
+                            () => {
                                 format!("define it with `GOAL {} \"…\"` above this step", r.name)
                             }
                         });
@@ -432,7 +454,7 @@ impl Validator<'_, '_> {
                 }
             }
             if let Some(l) = &s.within {
-                self.check_limit(l, &inputs, &vars);
+                self.check_limit(l, &input_by_name, &input_pool, &vars);
             }
         }
 
@@ -443,7 +465,6 @@ impl Validator<'_, '_> {
         let mut agent_checked = vec![false; agents.len()];
         let mut goal_reads: Vec<Vec<String>> = vec![Vec::new(); goals.len()];
         let mut agent_reads: Vec<Vec<String>> = vec![Vec::new(); agents.len()];
-        let all_names: Vec<&str> = vars.keys().copied().collect();
 
         for (_, s) in &steps {
             let in_loop = s.kind == StepKind::Loop;
@@ -472,7 +493,7 @@ impl Validator<'_, '_> {
                         scope: &scope,
                         carried: &carried,
                         vars: &vars,
-                        all_names: &all_names,
+                        all_names: &var_pool,
                         goals: &goals,
                         goal_prompts: &goal_prompts,
                     };
@@ -512,7 +533,7 @@ impl Validator<'_, '_> {
                 scope: &everything,
                 carried: &none,
                 vars: &vars,
-                all_names: &all_names,
+                all_names: &var_pool,
                 goals: &goals,
                 goal_prompts: &goal_prompts,
             };
@@ -520,14 +541,15 @@ impl Validator<'_, '_> {
                 goal_reads[n] = self.check_refs(p, &ctx, ("goal", &g.name.name));
             }
         }
+        let used_agents: HashSet<&str> = goals
+            .iter()
+            .flat_map(|(_, g, _)| g.using.iter().map(|u| u.name.as_str()))
+            .collect();
         for (n, (_, a)) in agents.iter().enumerate() {
             if agent_checked[n] || agent_index.get(a.name.name.as_str()) != Some(&n) {
                 continue;
             }
-            let used = goals
-                .iter()
-                .any(|(_, g, _)| g.using.iter().any(|u| u.name == a.name.name));
-            if !used {
+            if !used_agents.contains(a.name.name.as_str()) {
                 self.warning(
                     "unused-agent",
                     a.name.span,
@@ -544,7 +566,7 @@ impl Validator<'_, '_> {
                 scope: &everything,
                 carried: &none,
                 vars: &vars,
-                all_names: &all_names,
+                all_names: &var_pool,
                 goals: &goals,
                 goal_prompts: &goal_prompts,
             };
@@ -611,10 +633,11 @@ impl Validator<'_, '_> {
         };
         // A goal also reads what its agents' personas read.
         for (n, (_, g, _)) in goals.iter().enumerate() {
+            let mut have: HashSet<String> = goal_reads[n].iter().cloned().collect();
             for u in &g.using {
                 if let Some(&an) = agent_index.get(u.name.as_str()) {
                     for r in &agent_reads[an] {
-                        if !goal_reads[n].contains(r) {
+                        if have.insert(r.clone()) {
                             goal_reads[n].push(r.clone());
                         }
                     }
@@ -715,6 +738,19 @@ impl Validator<'_, '_> {
         def: VarDef,
         what: &str,
     ) {
+        if id.name.len() > template::MAX_NAME_LEN {
+            self.error(
+                "syntax",
+                id.span,
+                format!(
+                    "{what} name is {} bytes long; names are limited to {} bytes",
+                    id.name.len(),
+                    template::MAX_NAME_LEN
+                ),
+            )
+            .hint = Some("use a shorter name".into());
+            return;
+        }
         if let Some(prev) = vars.get(id.name.as_str()).copied() {
             // `GOAL outline "…" -> outline`: the field is the goal's output, and
             // `$outline` means the field.
@@ -786,7 +822,13 @@ impl Validator<'_, '_> {
         }
     }
 
-    fn check_limit(&mut self, l: &Limit, inputs: &[&ast::Input], vars: &HashMap<&str, VarDef>) {
+    fn check_limit(
+        &mut self,
+        l: &Limit,
+        inputs: &HashMap<&str, &ast::Input>,
+        input_pool: &Arc<[String]>,
+        vars: &HashMap<&str, VarDef>,
+    ) {
         match l {
             Limit::Count { digits, span } => match digits.parse::<u32>() {
                 Ok(0) => {
@@ -805,7 +847,7 @@ impl Validator<'_, '_> {
             },
             Limit::Var(v) => match vars.get(v.name.as_str()) {
                 Some(VarDef::Input { .. }) => {
-                    let input = inputs.iter().find(|i| i.name.name == v.name);
+                    let input = inputs.get(v.name.as_str());
                     if let Some(d) = input.and_then(|i| i.default.as_ref()) {
                         let ok = d.as_str().trim().parse::<u32>().is_ok_and(|n| n > 0);
                         if !ok {
@@ -842,17 +884,13 @@ impl Validator<'_, '_> {
                     ));
                 }
                 None => {
-                    let names: Vec<&str> = inputs.iter().map(|i| i.name.name.as_str()).collect();
-                    let hint = match suggest(&v.name, names.iter().copied()) {
-                        Some(s) => format!("did you mean `${s}`?"),
-                        None => format!("declare it with `INPUT {} DEFAULT 5`", v.name),
-                    };
-                    self.error(
+                    let d = self.error(
                         "undefined-variable",
                         v.span,
                         format!("undefined variable `${}`", v.name),
-                    )
-                    .hint = Some(hint);
+                    );
+                    d.hint = Some(format!("declare it with `INPUT {} DEFAULT 5`", v.name));
+                    d.suggest_later(&v.name, input_pool, "$");
                 }
             },
             Limit::Other { text, span } => {
@@ -893,9 +931,14 @@ impl Validator<'_, '_> {
         let refs: Vec<(String, Span)> = refs.into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
         let owner = format!("{} `{}`", owner.0, owner.1);
         let mut reads: Vec<String> = Vec::new();
+        let mut read_set: HashSet<String> = HashSet::default();
+        // Whether producer goal N reads this goal's output, asked once per N.
+        let mut cyclic_with: HashMap<usize, bool> = HashMap::default();
+        // What this goal produces, built on the first cycle check only.
+        let mut me_produced: Option<HashSet<&str>> = None;
         for (name, span) in refs {
             let name = name.as_str();
-            if !reads.iter().any(|r| r == name) {
+            if read_set.insert(name.to_owned()) {
                 reads.push(name.to_owned());
             }
             let def = ctx.vars.get(name).copied();
@@ -924,14 +967,34 @@ impl Validator<'_, '_> {
                         .unwrap_or("?");
                     // Does the producer in turn read us? Then it is a cycle.
                     let cyclic = match (def.goal(), ctx.goal) {
-                        (Some(pg), Some(me)) => {
-                            let me_goal = ctx.goals[me].1;
-                            ctx.goal_prompts[pg].as_ref().is_some_and(|pp| {
-                                template::references(&pp.text, |n| ctx.vars.contains_key(n))
-                                    .iter()
-                                    .any(|r| produced(me_goal).any(|m| m == *r))
-                            })
-                        }
+                        (Some(pg), Some(me)) => match cyclic_with.get(&pg) {
+                            Some(&c) => c,
+                            None => {
+                                let mine = me_produced
+                                    .get_or_insert_with(|| produced(ctx.goals[me].1).collect());
+                                let theirs = self.goal_refs.entry(pg).or_insert_with(|| {
+                                    ctx.goal_prompts[pg].as_ref().map_or_else(
+                                        HashSet::default,
+                                        |pp| {
+                                            template::references(&pp.text, |n| {
+                                                ctx.vars.contains_key(n)
+                                            })
+                                            .into_iter()
+                                            .map(str::to_owned)
+                                            .collect()
+                                        },
+                                    )
+                                });
+                                // Walk the smaller side: both can be large.
+                                let c = if theirs.len() <= mine.len() {
+                                    theirs.iter().any(|r| mine.contains(r.as_str()))
+                                } else {
+                                    mine.iter().any(|m| theirs.contains(*m))
+                                };
+                                cyclic_with.insert(pg, c);
+                                c
+                            }
+                        },
                         _ => false,
                     };
                     if cyclic {
@@ -958,19 +1021,33 @@ impl Validator<'_, '_> {
                         ));
                     }
                 }
-                None => {
-                    let hint = match suggest(name, ctx.all_names.iter().copied()) {
-                        Some(s) => format!("did you mean `${s}`?"),
-                        None => format!(
-                            "declare it with `INPUT {name}`, or write `$${name}` for a literal `${name}`"
-                        ),
-                    };
+                None if name.len() > template::MAX_NAME_LEN => {
+                    // No such name can be defined; and a megabyte-long name
+                    // is not worth repeating in the message.
+                    let short: String = name.chars().take(40).collect();
                     self.error(
                         "undefined-variable",
                         span,
-                        format!("undefined variable `${name}` in {owner}"),
+                        format!(
+                            "undefined variable `${short}…` ({} bytes long) in {owner}",
+                            name.len()
+                        ),
                     )
-                    .hint = Some(hint);
+                    .hint = Some(format!(
+                        "names are at most {} bytes; write `$$` for a literal `$`",
+                        template::MAX_NAME_LEN
+                    ));
+                }
+                None => {
+                    let d = self.error(
+                        "undefined-variable",
+                        span,
+                        format!("undefined variable `${name}` in {owner}"),
+                    );
+                    d.hint = Some(format!(
+                        "declare it with `INPUT {name}`, or write `$${name}` for a literal `${name}`"
+                    ));
+                    d.suggest_later(name, ctx.all_names, "$");
                 }
             }
         }
@@ -1045,13 +1122,13 @@ impl Validator<'_, '_> {
                 resolved.display()
             ),
         );
-        d.hint = Some(match self.similar_file(&resolved) {
-            Some(s) => format!("did you mean `{s}`?"),
-            None if usage == PromptUse::Agent => {
+        d.hint = Some(match usage {
+            PromptUse::Agent => {
                 "FROM paths are relative to the Agentfile; create the file, or name a folder holding SKILL.md".into()
             }
-            None => "FROM paths are relative to the Agentfile; create the file or fix the path".into(),
+            PromptUse::Goal => "FROM paths are relative to the Agentfile; create the file or fix the path".into(),
         });
+        self.similar_file_later(&mut d, &resolved);
         self.diags.push(d);
         None
     }
@@ -1199,23 +1276,45 @@ impl Validator<'_, '_> {
         }
     }
 
-    /// A file next to `missing` with a similar name, as the user would write it.
-    fn similar_file(&self, missing: &Path) -> Option<String> {
-        let parent = missing.parent()?;
-        let want = missing.file_name()?.to_str()?;
+    /// Have `d` suggest a file next to `missing` with a similar name, as the
+    /// user would write it. Each folder is listed once (the first 1000 names).
+    fn similar_file_later(&mut self, d: &mut Diagnostic, missing: &Path) {
+        let (Some(parent), Some(want)) = (
+            missing.parent(),
+            missing.file_name().and_then(|n| n.to_str()),
+        ) else {
+            return;
+        };
         let listed = if parent.as_os_str().is_empty() {
             Path::new(".")
         } else {
             parent
         };
-        let entries = std::fs::read_dir(listed).ok()?;
-        let names: Vec<String> = entries
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .take(1000)
-            .collect();
-        let best = suggest(want, names.iter().map(String::as_str))?;
-        let rel = parent.strip_prefix(&self.dir).unwrap_or(parent).join(best);
-        Some(rel.to_string_lossy().trim_start_matches("./").to_owned())
+        let names = self
+            .dir_listings
+            .entry(listed.to_path_buf())
+            .or_insert_with(|| {
+                let names: Vec<String> = std::fs::read_dir(listed)
+                    .map(|entries| {
+                        entries
+                            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                            .take(1000)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                names.into()
+            })
+            .clone();
+        if names.is_empty() {
+            return;
+        }
+        let rel = parent.strip_prefix(&self.dir).unwrap_or(parent);
+        let prefix = if rel.as_os_str().is_empty() {
+            String::new()
+        } else {
+            format!("{}/", rel.to_string_lossy())
+        };
+        d.suggest_later(want, &names, prefix.trim_start_matches("./"));
     }
 }
 
@@ -1234,7 +1333,8 @@ struct RefCtx<'a, 't> {
     scope: &'a HashSet<&'t str>,
     carried: &'a HashSet<&'t str>,
     vars: &'a HashMap<&'t str, VarDef>,
-    all_names: &'a [&'t str],
+    /// Every variable name, for did-you-mean hints.
+    all_names: &'a Arc<[String]>,
     goals: &'a [(usize, &'t ast::Goal, Option<Supervision>)],
     goal_prompts: &'a [Option<Prompt>],
 }
@@ -1242,14 +1342,6 @@ struct RefCtx<'a, 't> {
 /// The variables a goal produces: its name and its fields.
 fn produced(g: &ast::Goal) -> impl Iterator<Item = &str> {
     std::iter::once(g.name.name.as_str()).chain(g.outputs.iter().map(|o| o.name.as_str()))
-}
-
-fn field_span(outputs: &[ast::Ident], name: &str) -> Span {
-    outputs
-        .iter()
-        .find(|o| o.name == name)
-        .map(|o| o.span)
-        .unwrap_or_else(|| outputs[0].span)
 }
 
 fn item_span(item: &Item) -> Span {

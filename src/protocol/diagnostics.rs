@@ -25,7 +25,11 @@ pub struct FileReport {
     /// The detected format, when the file could be read.
     pub dialect: Option<String>,
     pub ok: bool,
+    /// At most 200 per file (errors kept before warnings), sorted by position.
     pub diagnostics: Vec<DiagnosticJson>,
+    /// How many more diagnostics this file has that `diagnostics` leaves out
+    /// (the report's `errors` and `warnings` count them too). 0 when all are listed.
+    pub omitted_diagnostics: usize,
 }
 
 /// One problem. Lines and columns are 1-based; columns count characters.
@@ -111,6 +115,7 @@ impl FileReport {
                 .iter()
                 .map(|d| DiagnosticJson::new(&a.sources, d, &path))
                 .collect(),
+            omitted_diagnostics: a.omitted(),
             path,
         }
     }
