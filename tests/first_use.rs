@@ -2,7 +2,6 @@
 //! loopback fake provider: provider and endpoint selection, one-shot runs
 //! (`--goal`, `run -`, `--allow`), and the live display on a real terminal.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -116,9 +115,11 @@ fn base_url_flag_points_a_provider_at_a_server() {
 /// A workflow whose model streams three lines, runs a slow command, then ends.
 fn live_script() -> Vec<FakeReply> {
     vec![
-        FakeReply::text("Looking around.\nFirst I will wait a little.\nThen report.\n")
-            .with_chunk_delay(std::time::Duration::from_millis(40)),
-        FakeReply::tool_call("bash", json!({"command": "sleep 1"})),
+        FakeReply {
+            text: Some("Looking around.\nFirst I will wait a little.\nThen report.\n".into()),
+            ..FakeReply::tool_call("bash", json!({"command": "sleep 1"}))
+        }
+        .with_chunk_delay(std::time::Duration::from_millis(40)),
         FakeReply::text("All quiet here."),
     ]
 }
@@ -175,6 +176,11 @@ fn on_a_terminal(cmd: &mut Command) -> (std::process::ExitStatus, String) {
         .stderr(Stdio::from(slave))
         .spawn()
         .unwrap();
+    // The builder keeps its copies of the terminal's slave side open; replace
+    // them, so the master reads end of file once the child is gone.
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     let mut reader = std::fs::File::from(master);
     let collected = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let c = collected.clone();
