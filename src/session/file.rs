@@ -174,6 +174,18 @@ impl FileStore {
         meta
     }
 
+    /// The owner to judge the session's liveness by: the one in `ID.json`,
+    /// unless the log holds a status change `ID.json` has not caught up with —
+    /// then whoever wrote that event died before recording itself, and only
+    /// the event's time can tell.
+    fn owner_of<'a>(&self, file: &'a MetaFile, tail: &Tail) -> Option<&'a OwnerRecord> {
+        let lagging = tail
+            .last
+            .as_ref()
+            .is_some_and(|e| e.seq > file.status_seq && status_after(&e.body).is_some());
+        if lagging { None } else { file.owner.as_ref() }
+    }
+
     /// Open a session's log for writing and take its cross-process lock; the
     /// lock is released when the file is closed.
     fn lock_log(&self, id: &str) -> Result<File, StoreError> {
@@ -299,6 +311,11 @@ impl FileStore {
         }
         let current = self.current(file, &tail);
         if current.status != file.meta.status {
+            // The event's writer died before recording itself as the owner;
+            // the owner written here is not the one that made it run.
+            if self.owner_of(file, &tail).is_none() {
+                file.owner = None;
+            }
             file.meta.status = current.status;
             file.status_seq = current.last_seq;
             file.meta.updated_at = current.updated_at;
@@ -479,7 +496,7 @@ impl SessionStore for FileStore {
         let mut meta = self.current(&file, &tail);
         meta.status = effective_status(
             meta.status,
-            file.owner.as_ref(),
+            self.owner_of(&file, &tail),
             &meta.updated_at,
             SystemTime::now(),
         );
@@ -617,7 +634,7 @@ impl SessionStore for FileStore {
             let current = self.current(&file, &tail);
             let status = effective_status(
                 current.status,
-                file.owner.as_ref(),
+                self.owner_of(&file, &tail),
                 &current.updated_at,
                 SystemTime::now(),
             );

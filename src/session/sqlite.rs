@@ -1386,6 +1386,42 @@ mod tests {
     }
 
     #[test]
+    fn a_version_1_database_migrates_and_keeps_its_sessions() {
+        let dir = std::env::temp_dir().join(format!("agentfile-migrate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sessions.db");
+        let old = crate::protocol::events::rfc3339(
+            SystemTime::now() - super::super::owner::STALE_AFTER * 2,
+        );
+        let fresh = now();
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATION_1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO schema_migrations VALUES (1, 'then'); PRAGMA user_version = 1;",
+            )
+            .unwrap();
+            for (id, at) in [("old", &old), ("recent", &fresh)] {
+                conn.execute(
+                    "INSERT INTO sessions VALUES (?1, 'w', '/p', '/ws', '{}', 'running', ?2, ?2, 0)",
+                    params![id, at],
+                )
+                .unwrap();
+            }
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        // No owner was recorded then: the last sign of life decides.
+        assert_eq!(store.get("old").unwrap().status, SessionStatus::Interrupted);
+        assert_eq!(store.get("recent").unwrap().status, SessionStatus::Running);
+        assert_eq!(store.owner("old").unwrap(), None);
+        assert_eq!(store.reap_orphans().unwrap(), ["old"]);
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn encoding_round_trips_markers_and_blobs() {
         let big = "x".repeat(BLOB_THRESHOLD);
         let cases = [
