@@ -205,10 +205,11 @@ impl Heartbeat {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let key = NEXT.fetch_add(1, Ordering::Relaxed);
-        beating()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((key, Arc::downgrade(store), id.to_owned()));
+        beating().lock().unwrap_or_else(|p| p.into_inner()).push((
+            key,
+            Arc::downgrade(store),
+            id.to_owned(),
+        ));
         Heartbeat { key }
     }
 }
@@ -307,7 +308,11 @@ mod tests {
                 },
             );
         }
-        assert_eq!(*seen.lock().unwrap(), vec![1, 2], "only stored events are sent");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![1, 2],
+            "only stored events are sent"
+        );
         // The failure is reported once, and the store is not asked again.
         assert_eq!(*store.appends.lock().unwrap(), 3);
         let err = bus.store_error().unwrap();

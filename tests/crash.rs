@@ -305,7 +305,6 @@ fn a_killed_run_reads_interrupted() {
         .unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.contains("interrupted"), "{text}");
-
 }
 
 /// A workflow whose one goal makes the model write a file of `size` bytes: the
@@ -313,7 +312,10 @@ fn a_killed_run_reads_interrupted() {
 fn filling(rt: &tokio::runtime::Runtime, name: &str, size: usize, session: &str) -> Setup {
     let replies = vec![
         FakeReply::text("written").when(["\"role\":\"tool\""]),
-        FakeReply::tool_call("write", json!({"path": "big.txt", "content": "x".repeat(size)})),
+        FakeReply::tool_call(
+            "write",
+            json!({"path": "big.txt", "content": "x".repeat(size)}),
+        ),
     ];
     let s = setup_with(rt, name, replies);
     std::fs::write(

@@ -73,28 +73,32 @@ fn a_session_whose_owner_died_reads_interrupted(kind: Kind) {
         ("dead-waiting", SessionStatus::WaitingApproval),
     ] {
         store
-            .create(&session::SessionMeta {
-                status,
-                ..meta(id)
-            })
+            .create(&session::SessionMeta { status, ..meta(id) })
             .unwrap();
-        store.record_owner(id, &dead_owner(&ago(Duration::ZERO))).unwrap();
+        store
+            .record_owner(id, &dead_owner(&ago(Duration::ZERO)))
+            .unwrap();
     }
     // On this machine the pid decides at once, however fresh the heartbeat.
-    assert_eq!(store.get("dead").unwrap().status, SessionStatus::Interrupted);
+    assert_eq!(
+        store.get("dead").unwrap().status,
+        SessionStatus::Interrupted
+    );
     assert_eq!(
         store.get("dead-queued").unwrap().status,
         SessionStatus::Interrupted
     );
     // Only queued and running sessions are held by a process.
-    assert_eq!(store.get("dead-done").unwrap().status, SessionStatus::Completed);
+    assert_eq!(
+        store.get("dead-done").unwrap().status,
+        SessionStatus::Completed
+    );
     assert_eq!(
         store.get("dead-waiting").unwrap().status,
         SessionStatus::WaitingApproval
     );
-    let ids = |v: Vec<session::SessionMeta>| {
-        v.into_iter().map(|m| m.id).collect::<BTreeSet<String>>()
-    };
+    let ids =
+        |v: Vec<session::SessionMeta>| v.into_iter().map(|m| m.id).collect::<BTreeSet<String>>();
     assert_eq!(
         ids(store.list(Some(SessionStatus::Interrupted), 10).unwrap()),
         BTreeSet::from(["dead".to_owned(), "dead-queued".to_owned()])
@@ -130,7 +134,10 @@ fn owners_elsewhere_are_judged_by_their_heartbeat(kind: Kind) {
     store.record_owner("fresh", &remote_owner(&fresh)).unwrap();
     store.record_owner("stale", &remote_owner(&stale)).unwrap();
     assert_eq!(store.get("fresh").unwrap().status, SessionStatus::Running);
-    assert_eq!(store.get("stale").unwrap().status, SessionStatus::Interrupted);
+    assert_eq!(
+        store.get("stale").unwrap().status,
+        SessionStatus::Interrupted
+    );
     // Its events count as signs of life too.
     let mut log = Log::new("stale");
     let mut e = log.push(EventBody::Warning {
@@ -150,7 +157,9 @@ fn reap_orphans_writes_interrupted_down(kind: Kind) {
     store.create(&meta("done")).unwrap();
     store.set_status("done", SessionStatus::Completed).unwrap();
     for id in ["orphan", "orphan-queued", "done"] {
-        store.record_owner(id, &dead_owner(&ago(Duration::ZERO))).unwrap();
+        store
+            .record_owner(id, &dead_owner(&ago(Duration::ZERO)))
+            .unwrap();
     }
     let mut reaped = store.reap_orphans().unwrap();
     reaped.sort();
@@ -159,11 +168,17 @@ fn reap_orphans_writes_interrupted_down(kind: Kind) {
     // looking at owners, and a second reap finds nothing.
     assert!(store.reap_orphans().unwrap().is_empty());
     let again = kind.open(dir.path());
-    assert_eq!(again.get("orphan").unwrap().status, SessionStatus::Interrupted);
+    assert_eq!(
+        again.get("orphan").unwrap().status,
+        SessionStatus::Interrupted
+    );
     assert_eq!(again.get("live").unwrap().status, SessionStatus::Running);
     assert_eq!(again.get("done").unwrap().status, SessionStatus::Completed);
     assert_eq!(
-        again.list(Some(SessionStatus::Interrupted), 10).unwrap().len(),
+        again
+            .list(Some(SessionStatus::Interrupted), 10)
+            .unwrap()
+            .len(),
         2
     );
 }
@@ -1195,7 +1210,9 @@ fn child_owner() {
     let store = Kind::parse(&kind).open(std::path::Path::new(&dir));
     store.create(&running("created")).unwrap();
     store.create(&meta("started")).unwrap();
-    store.append(&Log::new("started").push(run_started())).unwrap();
+    store
+        .append(&Log::new("started").push(run_started()))
+        .unwrap();
     assert_eq!(store.get("started").unwrap().status, SessionStatus::Running);
 }
 

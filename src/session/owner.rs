@@ -194,7 +194,12 @@ mod tests {
         let pid = child.id();
         let ticks = start_ticks(pid);
         child.wait().unwrap();
-        let scope = Owner::current().start.rsplit_once('/').unwrap().0.to_owned();
+        let scope = Owner::current()
+            .start
+            .rsplit_once('/')
+            .unwrap()
+            .0
+            .to_owned();
         let gone = Owner {
             pid,
             host: "h".into(),
