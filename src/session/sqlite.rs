@@ -51,6 +51,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -76,6 +77,13 @@ pub const BLOB_THRESHOLD: usize = 1024;
 /// so checkpointing ten times less often writes far less. Measured: about 1.5×
 /// the sustained append rate of the default (README, Performance).
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
+
+/// A WAL left behind when a store closes is checkpointed (and emptied) once it
+/// is larger than this. The next process to open the database reads the whole
+/// WAL to rebuild its index, so what is left must stay small: 1 MiB is read in
+/// well under a millisecond, and about four short CLI runs fit before one pays
+/// for the checkpoint's two fsyncs.
+const WAL_KEEP_BYTES: u64 = 1 << 20;
 
 /// How long a write waits for another process's transaction before giving up.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -246,6 +254,23 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        let wal = {
+            let mut p = self.path.clone().into_os_string();
+            p.push("-wal");
+            PathBuf::from(p)
+        };
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES) {
+            // Best effort: a reader or writer in another process makes it a
+            // partial checkpoint, and the next close tries again.
+            let _ = self
+                .lock()
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
+    }
+}
+
 impl SqliteStore {
     /// Open (creating it and its folder if needed) the database at `path`, with
     /// default [`Options`], and bring its schema up to date.
@@ -309,6 +334,12 @@ impl SqliteStore {
             .map_err(self.err("set the checkpoint interval"))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(self.err("enable foreign keys"))?;
+        // Keep the WAL when the last connection closes (see `Drop`): closing
+        // would checkpoint it into the database and delete it, and the next
+        // process would create it again — four fsyncs (WAL, database, a new
+        // WAL's header and its folder) per CLI run for nothing a crash needs.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(self.err("keep the WAL on close"))?;
         // Enough for every statement this file prepares, so none is re-parsed.
         conn.set_prepared_statement_cache_capacity(64);
         if found == SCHEMA_VERSION {
