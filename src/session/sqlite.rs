@@ -45,6 +45,19 @@
 //! flush per append; [`SqliteStore::append_batch`] amortises it. The WAL is
 //! checkpointed every 10,000 pages rather than SQLite's default 1,000, which
 //! measurably raises the sustained append rate (see `WAL_AUTOCHECKPOINT_PAGES`).
+//! Closing a store does not checkpoint and delete the WAL (SQLite's default),
+//! so a short CLI run neither pays for that nor for creating the WAL again;
+//! a WAL left larger than 1 MiB is checkpointed on close, so the next process's
+//! recovery of the WAL index stays cheap. The `-wal` and `-shm` files beside
+//! the database are therefore part of it: copy all three, or none while a run
+//! writes (`sqlite3 sessions.db .backup` makes a single-file copy).
+//!
+//! # Owners
+//!
+//! `sessions` records who runs each session (`owner_pid`, `owner_host`,
+//! `owner_start`, `heartbeat_at`, migration 2); `get` and `list` report a
+//! queued or running session whose owner is gone as `interrupted`, and
+//! [`SessionStore::reap_orphans`] writes that down (see [`super::owner`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
