@@ -8,11 +8,12 @@
 //! What it is not: a queue. Sinks are called synchronously and must be quick (a
 //! sink that needs to do slow work forwards into its own bounded channel).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::SystemTime;
 
 use crate::protocol::events::{EVENT_SCHEMA_VERSION, Event, EventBody, rfc3339};
 use crate::session::SessionStore;
+use crate::session::owner::HEARTBEAT_INTERVAL;
 
 /// Receives every event after it has been stored.
 pub trait EventSink: Send + Sync {
@@ -95,11 +96,14 @@ pub struct EventBus {
     session_id: String,
     store: Option<Arc<dyn SessionStore>>,
     state: Mutex<BusState>,
+    /// Keeps the session's heartbeat beating while the bus lives.
+    _beat: Option<Heartbeat>,
 }
 
 impl EventBus {
     /// A bus for `session_id` continuing after `last_seq` (0 for a new session).
     pub fn new(session_id: &str, last_seq: u64, store: Option<Arc<dyn SessionStore>>) -> EventBus {
+        let beat = store.as_ref().map(|s| Heartbeat::start(s, session_id));
         EventBus {
             session_id: session_id.to_owned(),
             store,
@@ -108,6 +112,7 @@ impl EventBus {
                 sinks: Vec::new(),
                 store_error: None,
             }),
+            _beat: beat,
         }
     }
 
@@ -134,7 +139,14 @@ impl EventBus {
         self.lock().store_error.clone()
     }
 
-    /// Stamp, store, and fan out one event. Returns it as sent.
+    /// Stamp, store, and fan out one event. Returns it as stamped.
+    ///
+    /// Sinks see an event only once the store has it: when the append fails,
+    /// or failed for an earlier event, nobody is told about this one, so a
+    /// client never learns of an event that a resume would not find. The first
+    /// failure is logged once and kept for [`EventBus::store_error`]; later
+    /// events are not offered to the store again (their `seq` would no longer
+    /// follow the stored log).
     pub fn emit(&self, scope: &Scope, body: EventBody) -> Event {
         let mut st = self.lock();
         let event = Event {
@@ -148,16 +160,23 @@ impl EventBus {
             iteration: scope.iteration,
             body,
         };
-        if let Some(store) = &self.store
-            && st.store_error.is_none()
-            && let Err(e) = store.append(&event)
-        {
-            tracing::error!(session = %self.session_id, seq = event.seq, error = %e, "the session store failed; the run stops");
-            st.store_error = Some(e.to_string());
-        }
+        let stored = match &self.store {
+            None => true,
+            Some(_) if st.store_error.is_some() => false,
+            Some(store) => match store.append(&event) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(session = %self.session_id, seq = event.seq, error = %e, "the session store failed; the run stops");
+                    st.store_error = Some(e.to_string());
+                    false
+                }
+            },
+        };
         st.seq = event.seq;
-        for sink in &st.sinks {
-            sink.send(&event);
+        if stored {
+            for sink in &st.sinks {
+                sink.send(&event);
+            }
         }
         event
     }
@@ -190,6 +209,65 @@ impl EventBus {
     }
 }
 
+/// One process-wide thread beats for every live bus: a run's heartbeat must
+/// not depend on its own tasks being scheduled, and a server with a thousand
+/// runs should not need a thousand timers.
+struct Heartbeat {
+    key: u64,
+}
+
+type Beating = Mutex<Vec<(u64, Weak<dyn SessionStore>, String)>>;
+
+fn beating() -> &'static Beating {
+    static BEATING: OnceLock<Beating> = OnceLock::new();
+    BEATING.get_or_init(|| {
+        // If the thread cannot start, sessions on this machine are still
+        // judged by their owner's pid; only other hosts rely on the beat.
+        let _ = std::thread::Builder::new()
+            .name("agentfile-heartbeat".into())
+            .spawn(|| {
+                loop {
+                    std::thread::sleep(HEARTBEAT_INTERVAL);
+                    let due: Vec<(Arc<dyn SessionStore>, String)> = beating()
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .iter()
+                        .filter_map(|(_, store, id)| Some((store.upgrade()?, id.clone())))
+                        .collect();
+                    for (store, id) in due {
+                        // A failed beat is retried at the next one; the run
+                        // itself reports store failures through its events.
+                        let _ = store.heartbeat(&id);
+                    }
+                }
+            });
+        Mutex::new(Vec::new())
+    })
+}
+
+impl Heartbeat {
+    fn start(store: &Arc<dyn SessionStore>, id: &str) -> Heartbeat {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let key = NEXT.fetch_add(1, Ordering::Relaxed);
+        beating().lock().unwrap_or_else(|p| p.into_inner()).push((
+            key,
+            Arc::downgrade(store),
+            id.to_owned(),
+        ));
+        Heartbeat { key }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        beating()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(k, _, _)| *k != self.key);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +292,75 @@ mod tests {
         );
         assert_eq!(*seen.lock().unwrap(), vec![5, 6]);
         assert_eq!(bus.last_seq(), 6);
+    }
+
+    /// A store whose appends fail with a full disk after `ok` successes.
+    struct FullDisk {
+        ok: u64,
+        appends: Mutex<u64>,
+    }
+
+    impl SessionStore for FullDisk {
+        fn create(&self, _: &crate::session::SessionMeta) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn append(&self, _: &Event) -> Result<(), StoreError> {
+            let mut n = self.appends.lock().unwrap();
+            *n += 1;
+            if *n > self.ok {
+                return Err(StoreError::DiskFull {
+                    path: "/full/sessions.db".into(),
+                    message: "cannot store the event".into(),
+                });
+            }
+            Ok(())
+        }
+        fn set_status(&self, _: &str, _: crate::session::SessionStatus) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn get(&self, id: &str) -> Result<crate::session::SessionMeta, StoreError> {
+            Err(StoreError::NotFound(id.into()))
+        }
+        fn list(
+            &self,
+            _: Option<crate::session::SessionStatus>,
+            _: usize,
+        ) -> Result<Vec<crate::session::SessionMeta>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn events(&self, _: &str, _: u64) -> Result<Vec<Event>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    use crate::session::StoreError;
+
+    #[test]
+    fn sinks_never_see_an_event_the_store_refused() {
+        let store = Arc::new(FullDisk {
+            ok: 2,
+            appends: Mutex::new(0),
+        });
+        let bus = EventBus::new("s1", 0, Some(store.clone()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        bus.subscribe(Arc::new(move |e: &Event| s.lock().unwrap().push(e.seq)));
+        for i in 0..5 {
+            bus.emit(
+                &Scope::default(),
+                EventBody::Warning {
+                    message: format!("w{i}"),
+                },
+            );
+        }
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec![1, 2],
+            "only stored events are sent"
+        );
+        // The failure is reported once, and the store is not asked again.
+        assert_eq!(*store.appends.lock().unwrap(), 3);
+        let err = bus.store_error().unwrap();
+        assert!(err.contains("disk full"), "{err}");
     }
 }

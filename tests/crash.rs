@@ -62,6 +62,10 @@ struct Setup {
 }
 
 fn setup(rt: &tokio::runtime::Runtime, name: &str) -> Setup {
+    setup_with(rt, name, model())
+}
+
+fn setup_with(rt: &tokio::runtime::Runtime, name: &str, replies: Vec<FakeReply>) -> Setup {
     let dir = tmp(name);
     std::fs::write(dir.join("Agentfile"), WORKFLOW).unwrap();
     std::fs::write(
@@ -69,7 +73,7 @@ fn setup(rt: &tokio::runtime::Runtime, name: &str) -> Setup {
         "[write]\nallow = [\"$WORKSPACE/**\"]\n",
     )
     .unwrap();
-    let server = rt.block_on(FakeServer::start(model())).unwrap();
+    let server = rt.block_on(FakeServer::start(replies)).unwrap();
     std::fs::write(
         dir.join("agent.toml"),
         format!(
@@ -246,4 +250,178 @@ fn killed_runs_resume_to_the_same_outputs() {
         resumed_runs >= 15,
         "only {resumed_runs} of {points} kills interrupted a run"
     );
+}
+
+/// The first session listed, as JSON.
+fn first_session(dir: &Path) -> Option<Value> {
+    let list = agentfile(dir)
+        .args(["sessions", "list", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&list.stdout).ok()?;
+    v.as_array()?.first().cloned()
+}
+
+/// A run killed with SIGKILL never writes its end; its session must not say
+/// `running` forever. `sessions list` and `sessions show` see that its owner
+/// is gone and say `interrupted` (resumable; `killed_runs_resume_to_the_same_outputs`
+/// resumes such sessions).
+#[test]
+fn a_killed_run_reads_interrupted() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // A slow answer, so the kill lands while the model is asked.
+    let replies = vec![FakeReply::text("slow").with_latency(Duration::from_secs(600))];
+    let s = setup_with(&rt, "sigkill-status", replies);
+    let mut child = agentfile(&s.dir)
+        .args(["run", "Agentfile", "--output", "json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the run is under way: its session says running.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if first_session(&s.dir).is_some_and(|m| m["status"] == "running") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the run never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let meta = first_session(&s.dir).unwrap();
+    assert_eq!(meta["status"], "interrupted", "{meta:#}");
+    let id = meta["id"].as_str().unwrap().to_owned();
+    let show = agentfile(&s.dir)
+        .args(["sessions", "show", &id, "--format", "json"])
+        .output()
+        .unwrap();
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    assert_eq!(shown["session"]["status"], "interrupted");
+    let text = agentfile(&s.dir)
+        .args(["sessions", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("interrupted"), "{text}");
+}
+
+/// A workflow whose one goal makes the model write a file of `size` bytes: the
+/// call's arguments (a `tool_call` event of that size) are what fills the disk.
+fn filling(rt: &tokio::runtime::Runtime, name: &str, size: usize, session: &str) -> Setup {
+    let replies = vec![
+        FakeReply::text("written").when(["\"role\":\"tool\""]),
+        FakeReply::tool_call(
+            "write",
+            json!({"path": "big.txt", "content": "x".repeat(size)}),
+        ),
+    ];
+    let s = setup_with(rt, name, replies);
+    std::fs::write(
+        s.dir.join("Agentfile"),
+        "NAME filler\nGOAL fill \"Write big.txt\"\nRUN main USING fill\n",
+    )
+    .unwrap();
+    let toml = std::fs::read_to_string(s.dir.join("agent.toml")).unwrap();
+    std::fs::write(s.dir.join("agent.toml"), format!("{toml}{session}")).unwrap();
+    s
+}
+
+/// What a run that filled the disk must look like: failed (exit 1) with one
+/// clear "disk full" error, not one per event.
+fn assert_failed_once_for_disk_full(o: &Output) {
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stdout}\n{stderr}");
+    let r = result(o);
+    assert_eq!(r["status"], "failed", "{r:#}");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(error.contains("disk full"), "{error}");
+    let mentions = stdout.matches("disk full").count() + stderr.matches("disk full").count();
+    assert_eq!(mentions, 1, "{stdout}\n{stderr}");
+}
+
+/// Unmounts a tmpfs when dropped, even when the test fails.
+struct Mount(PathBuf);
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The SQLite store on a real full disk (a 1 MiB tmpfs, so this needs root to
+/// mount it; elsewhere it says so and checks nothing).
+#[test]
+fn a_full_disk_fails_the_run_once_and_keeps_the_database() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let full = tmp("full-mount");
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&full)
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _mount = Mount(full.clone());
+    let db = full.join("sessions.db");
+    let s = filling(
+        &rt,
+        "full-sqlite",
+        2 << 20,
+        &format!("[session]\npath = \"{}\"\n", db.display()),
+    );
+    let o = agentfile(&s.dir)
+        .args(["run", "Agentfile", "--output", "json"])
+        .output()
+        .unwrap();
+    assert_failed_once_for_disk_full(&o);
+
+    // What was stored before is intact and readable.
+    let store = SqliteStore::open(&db).unwrap();
+    assert!(store.integrity_check().unwrap().is_empty());
+    let meta = &store.list(None, 1).unwrap()[0];
+    let events = store.events(&meta.id, 0).unwrap();
+    assert_eq!(events[0].kind(), "run_started");
+    for (n, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, n as u64 + 1);
+    }
+    // Its end could not be written; its owner is gone, so it is resumable.
+    assert_eq!(first_session(&s.dir).unwrap()["status"], "interrupted");
+}
+
+/// The file store under a file size limit (`ulimit -f`, which needs no
+/// privileges): the write that does not fit fails with EFBIG, reported as a
+/// full disk, and the log keeps only whole events.
+#[test]
+fn a_file_size_limit_fails_the_run_once_and_keeps_the_log() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let s = filling(
+        &rt,
+        "full-file",
+        2 << 20,
+        "[session]\nstore = \"file\"\npath = \"sessions\"\n",
+    );
+    // 512 KiB per file; SIGXFSZ ignored so the write fails instead of killing.
+    let o = Command::new("bash")
+        .arg("-c")
+        .arg("ulimit -f 512; trap '' XFSZ; exec \"$0\" run Agentfile --output json")
+        .arg(env!("CARGO_BIN_EXE_agentfile"))
+        .current_dir(&s.dir)
+        .env(KEY_VAR, "test-key-0123456789")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_failed_once_for_disk_full(&o);
+    let store = agentfile::session::FileStore::open(&s.dir.join("ws/sessions")).unwrap();
+    let meta = &store.list(None, 1).unwrap()[0];
+    let events = store.events(&meta.id, 0).unwrap();
+    assert_eq!(events[0].kind(), "run_started");
+    let log = std::fs::read(s.dir.join(format!("ws/sessions/{}.events.jsonl", meta.id))).unwrap();
+    assert!(log.ends_with(b"\n"), "a torn line was left behind");
+    assert_eq!(first_session(&s.dir).unwrap()["status"], "interrupted");
 }

@@ -10,11 +10,12 @@ mod session_support;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentfile::config::Config;
 use agentfile::protocol::events::{Event, EventBody};
 use agentfile::session::{
-    self, SessionStatus, SessionStore, SqliteStore, StoreError, new_session_id,
+    self, OwnerRecord, SessionStatus, SessionStore, SqliteStore, StoreError, new_session_id,
 };
 use serde_json::json;
 use session_support::*;
@@ -43,7 +44,162 @@ conformance!(
     reopen_sees_everything,
     racing_writers_of_one_session,
     threads_on_many_sessions,
+    a_session_whose_owner_died_reads_interrupted,
+    owners_elsewhere_are_judged_by_their_heartbeat,
+    reap_orphans_writes_interrupted_down,
+    heartbeat_refreshes_only_our_own_sessions,
 );
+
+fn running(id: &str) -> session::SessionMeta {
+    session::SessionMeta {
+        status: SessionStatus::Running,
+        ..meta(id)
+    }
+}
+
+fn a_session_whose_owner_died_reads_interrupted(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    // Created running by this (live) process: it owns it.
+    store.create(&running("live")).unwrap();
+    let me = store.owner("live").unwrap().unwrap();
+    assert_eq!(me.owner, *agentfile::session::Owner::current());
+    assert_eq!(store.get("live").unwrap().status, SessionStatus::Running);
+
+    for (id, status) in [
+        ("dead", SessionStatus::Running),
+        ("dead-queued", SessionStatus::Queued),
+        ("dead-done", SessionStatus::Completed),
+        ("dead-waiting", SessionStatus::WaitingApproval),
+    ] {
+        store
+            .create(&session::SessionMeta { status, ..meta(id) })
+            .unwrap();
+        store
+            .record_owner(id, &dead_owner(&ago(Duration::ZERO)))
+            .unwrap();
+    }
+    // On this machine the pid decides at once, however fresh the heartbeat.
+    assert_eq!(
+        store.get("dead").unwrap().status,
+        SessionStatus::Interrupted
+    );
+    assert_eq!(
+        store.get("dead-queued").unwrap().status,
+        SessionStatus::Interrupted
+    );
+    // Only queued and running sessions are held by a process.
+    assert_eq!(
+        store.get("dead-done").unwrap().status,
+        SessionStatus::Completed
+    );
+    assert_eq!(
+        store.get("dead-waiting").unwrap().status,
+        SessionStatus::WaitingApproval
+    );
+    let ids =
+        |v: Vec<session::SessionMeta>| v.into_iter().map(|m| m.id).collect::<BTreeSet<String>>();
+    assert_eq!(
+        ids(store.list(Some(SessionStatus::Interrupted), 10).unwrap()),
+        BTreeSet::from(["dead".to_owned(), "dead-queued".to_owned()])
+    );
+    assert_eq!(
+        ids(store.list(Some(SessionStatus::Running), 10).unwrap()),
+        BTreeSet::from(["live".to_owned()])
+    );
+    let all = store.list(None, 10).unwrap();
+    let dead = all.iter().find(|m| m.id == "dead").unwrap();
+    assert_eq!(dead.status, SessionStatus::Interrupted);
+
+    // A run that resumes it (appending `run_started`) owns it again.
+    store.append(&Log::new("dead").push(run_started())).unwrap();
+    assert_eq!(store.get("dead").unwrap().status, SessionStatus::Running);
+    assert_eq!(store.owner("dead").unwrap().unwrap().owner, me.owner);
+}
+
+fn owners_elsewhere_are_judged_by_their_heartbeat(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    let stale = ago(session::owner::STALE_AFTER + Duration::from_secs(5));
+    let fresh = ago(Duration::from_secs(1));
+    for id in ["fresh", "stale"] {
+        store
+            .create(&session::SessionMeta {
+                created_at: stale.clone(),
+                updated_at: stale.clone(),
+                ..running(id)
+            })
+            .unwrap();
+    }
+    store.record_owner("fresh", &remote_owner(&fresh)).unwrap();
+    store.record_owner("stale", &remote_owner(&stale)).unwrap();
+    assert_eq!(store.get("fresh").unwrap().status, SessionStatus::Running);
+    assert_eq!(
+        store.get("stale").unwrap().status,
+        SessionStatus::Interrupted
+    );
+    // Its events count as signs of life too.
+    let mut log = Log::new("stale");
+    let mut e = log.push(EventBody::Warning {
+        message: "still here".into(),
+    });
+    e.ts = fresh.clone();
+    store.append(&e).unwrap();
+    assert_eq!(store.get("stale").unwrap().status, SessionStatus::Running);
+}
+
+fn reap_orphans_writes_interrupted_down(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&running("live")).unwrap();
+    store.create(&running("orphan")).unwrap();
+    store.create(&meta("orphan-queued")).unwrap();
+    store.create(&meta("done")).unwrap();
+    store.set_status("done", SessionStatus::Completed).unwrap();
+    for id in ["orphan", "orphan-queued", "done"] {
+        store
+            .record_owner(id, &dead_owner(&ago(Duration::ZERO)))
+            .unwrap();
+    }
+    let mut reaped = store.reap_orphans().unwrap();
+    reaped.sort();
+    assert_eq!(reaped, ["orphan", "orphan-queued"]);
+    // Written down: another store (another process) reads it so even without
+    // looking at owners, and a second reap finds nothing.
+    assert!(store.reap_orphans().unwrap().is_empty());
+    let again = kind.open(dir.path());
+    assert_eq!(
+        again.get("orphan").unwrap().status,
+        SessionStatus::Interrupted
+    );
+    assert_eq!(again.get("live").unwrap().status, SessionStatus::Running);
+    assert_eq!(again.get("done").unwrap().status, SessionStatus::Completed);
+    assert_eq!(
+        again
+            .list(Some(SessionStatus::Interrupted), 10)
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+fn heartbeat_refreshes_only_our_own_sessions(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    let old = ago(Duration::from_secs(3600));
+    store.create(&running("mine")).unwrap();
+    store.create(&running("theirs")).unwrap();
+    let mine = OwnerRecord {
+        owner: agentfile::session::Owner::current().clone(),
+        heartbeat_at: old.clone(),
+    };
+    store.record_owner("mine", &mine).unwrap();
+    store.record_owner("theirs", &remote_owner(&old)).unwrap();
+    store.heartbeat("mine").unwrap();
+    store.heartbeat("theirs").unwrap();
+    assert!(store.owner("mine").unwrap().unwrap().heartbeat_at > old);
+    assert_eq!(store.owner("theirs").unwrap().unwrap().heartbeat_at, old);
+}
 
 fn create_get_and_list(kind: Kind) {
     let dir = TempDir::new(kind.name());
@@ -927,7 +1083,7 @@ fn sqlite_fresh_database_opened_by_many_at_once() {
     let applied: i64 = raw(&dir)
         .query_row("SELECT count(*) FROM schema_migrations", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(applied, 1);
+    assert_eq!(applied, agentfile::session::sqlite::SCHEMA_VERSION);
 }
 
 // ---- killed mid-append ----
@@ -1025,11 +1181,63 @@ fn sigkill_mid_append_loses_nothing_committed() {
                 .rev()
                 .find_map(|e| session::status_after(&e.body))
                 .unwrap_or(SessionStatus::Queued);
+            // The child that made it running is dead, so it reads interrupted.
+            let want_status = match want_status {
+                SessionStatus::Running | SessionStatus::Queued => SessionStatus::Interrupted,
+                other => other,
+            };
             assert_eq!(meta.status, want_status, "{kind:?} round {round}");
             if kind == Kind::Sqlite {
                 let db = SqliteStore::open(&dir.path().join("sessions.db")).unwrap();
                 assert!(db.integrity_check().unwrap().is_empty());
             }
         }
+    }
+}
+
+// ---- owners across processes ----
+
+/// Child half of `sessions_of_a_process_that_died_read_interrupted`: creates a
+/// running session, starts a run in another, and exits without ending either.
+#[test]
+fn child_owner() {
+    let (Ok(dir), Ok(kind)) = (
+        std::env::var("SESSION_OWNER_DIR"),
+        std::env::var("SESSION_OWNER_KIND"),
+    ) else {
+        return;
+    };
+    let store = Kind::parse(&kind).open(std::path::Path::new(&dir));
+    store.create(&running("created")).unwrap();
+    store.create(&meta("started")).unwrap();
+    store
+        .append(&Log::new("started").push(run_started()))
+        .unwrap();
+    assert_eq!(store.get("started").unwrap().status, SessionStatus::Running);
+}
+
+#[test]
+fn sessions_of_a_process_that_died_read_interrupted() {
+    for kind in [Kind::Sqlite, Kind::File] {
+        let dir = TempDir::new("owners");
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "child_owner", "--nocapture", "--test-threads=1"])
+            .env("SESSION_OWNER_DIR", dir.path())
+            .env("SESSION_OWNER_KIND", kind.name())
+            .stdout(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{kind:?} child failed");
+        let store = kind.open(dir.path());
+        for id in ["created", "started"] {
+            assert_eq!(
+                store.get(id).unwrap().status,
+                SessionStatus::Interrupted,
+                "{kind:?} {id}"
+            );
+        }
+        let mut reaped = store.reap_orphans().unwrap();
+        reaped.sort();
+        assert_eq!(reaped, ["created", "started"], "{kind:?}");
     }
 }

@@ -106,6 +106,7 @@ impl RunCx<'_> {
         let mut bad_arguments = 0u32;
         let model = conv.provider.model().to_owned();
         for turn in 1..=goal_turns {
+            self.check_store()?;
             self.budget.check_turn().map_err(Stop::Budget)?;
             self.emit(
                 &conv.scope,
@@ -360,6 +361,7 @@ impl RunCx<'_> {
         if self.cancel.is_cancelled() {
             return Err(self.stop_for_cancel());
         }
+        self.check_store()?;
         self.budget.record_tool_call();
         self.emit(
             scope,

@@ -146,6 +146,16 @@ impl RunCx<'_> {
         self.svc.bus.emit(scope, body);
     }
 
+    /// Once the session store has failed (a full disk), nothing more can be
+    /// recorded: the run stops before its next model call or tool call rather
+    /// than doing work nobody could resume.
+    pub(crate) fn check_store(&self) -> Result<(), Stop> {
+        match self.svc.bus.store_error() {
+            Some(e) => Err(Stop::Failed(format!("the session store failed: {e}"))),
+            None => Ok(()),
+        }
+    }
+
     /// Cancellation has two causes: a budget (which says which) or the user.
     pub(crate) fn stop_for_cancel(&self) -> Stop {
         match self.budget.exhausted() {
@@ -483,6 +493,7 @@ async fn run_steps(cx: &RunCx<'_>, state: &mut State) -> Result<(), Stop> {
         if cx.cancel.is_cancelled() {
             return Err(cx.stop_for_cancel());
         }
+        cx.check_store()?;
         // A step that finished before a crash: restore its outputs, skip it.
         if let Some(done) = state.journal.steps.remove(&step.name) {
             for (goal, c) in done {

@@ -214,20 +214,33 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Output limit when the config gives none and the API insists on one (Anthropic).
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
-/// One HTTP client per (connect timeout, loopback) for the whole process.
+/// One HTTP client per (connect timeout, loopback, plain http) for the whole
+/// process.
 ///
 /// A client carries its TLS configuration (the root store) and a connection
 /// pool; building one per provider made a server with 1,000 runs in flight hold
 /// 1,000 of each. Shared, the runs also reuse each other's connections.
-fn shared_client(connect_timeout: Duration, loopback: bool) -> reqwest::Result<reqwest::Client> {
+///
+/// A plain-http loopback client (Ollama, the fake provider) gets an empty root
+/// store: building the default one reads every certificate under
+/// /etc/ssl/certs, about 10 ms of a 25 ms run, for a connection that never
+/// speaks TLS. Such a client refuses https, which it is never given: the key
+/// says which URLs it serves.
+fn shared_client(
+    connect_timeout: Duration,
+    loopback: bool,
+    plain_http: bool,
+) -> reqwest::Result<reqwest::Client> {
+    type Key = (Duration, bool, bool);
     static CLIENTS: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<(Duration, bool), reqwest::Client>>,
+        std::sync::Mutex<std::collections::HashMap<Key, reqwest::Client>>,
     > = std::sync::OnceLock::new();
+    let key = (connect_timeout, loopback, loopback && plain_http);
     let mut clients = CLIENTS
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = clients.get(&(connect_timeout, loopback)) {
+    if let Some(c) = clients.get(&key) {
         return Ok(c.clone());
     }
     let mut builder = reqwest::Client::builder()
@@ -238,8 +251,11 @@ fn shared_client(connect_timeout: Duration, loopback: bool) -> reqwest::Result<r
     if loopback {
         builder = builder.no_proxy();
     }
+    if key.2 {
+        builder = builder.tls_certs_only(Vec::<reqwest::Certificate>::new());
+    }
     let client = builder.build()?;
-    clients.insert((connect_timeout, loopback), client.clone());
+    clients.insert(key, client.clone());
     Ok(client)
 }
 
@@ -302,8 +318,12 @@ impl HttpProvider {
         let headers = wire
             .headers(settings.api_key.as_deref())
             .map_err(config_error)?;
-        let client = shared_client(settings.options.connect_timeout, is_loopback(&parsed))
-            .map_err(|e| config_error(format!("cannot set up the HTTP client: {e}")))?;
+        let client = shared_client(
+            settings.options.connect_timeout,
+            is_loopback(&parsed),
+            parsed.scheme() == "http",
+        )
+        .map_err(|e| config_error(format!("cannot set up the HTTP client: {e}")))?;
         Ok(HttpProvider {
             name: settings.name,
             model: settings.model,

@@ -37,12 +37,14 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use super::owner::{Owner, OwnerRecord, effective_status};
 use super::{
-    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_valid_id, later, now,
-    pending_approval_in, status_after,
+    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, io_is_full, is_live,
+    is_valid_id, later, now, pending_approval_in, status_after,
 };
 use crate::protocol::events::Event;
 
@@ -64,6 +66,20 @@ struct MetaFile {
     /// event after it is newer than the status written here.
     #[serde(default)]
     status_seq: u64,
+    /// Who holds the session while it is queued or running (absent in files
+    /// written before owners were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    owner: Option<OwnerRecord>,
+}
+
+impl MetaFile {
+    /// Make this process the owner, as of now.
+    fn claim(&mut self) {
+        self.owner = Some(OwnerRecord {
+            owner: Owner::current().clone(),
+            heartbeat_at: now(),
+        });
+    }
 }
 
 /// The end of an event log: its last good event and where it ends.
@@ -156,6 +172,18 @@ impl FileStore {
             }
         }
         meta
+    }
+
+    /// The owner to judge the session's liveness by: the one in `ID.json`,
+    /// unless the log holds a status change `ID.json` has not caught up with —
+    /// then whoever wrote that event died before recording itself, and only
+    /// the event's time can tell.
+    fn owner_of<'a>(&self, file: &'a MetaFile, tail: &Tail) -> Option<&'a OwnerRecord> {
+        let lagging = tail
+            .last
+            .as_ref()
+            .is_some_and(|e| e.seq > file.status_seq && status_after(&e.body).is_some());
+        if lagging { None } else { file.owner.as_ref() }
     }
 
     /// Open a session's log for writing and take its cross-process lock; the
@@ -283,6 +311,11 @@ impl FileStore {
         }
         let current = self.current(file, &tail);
         if current.status != file.meta.status {
+            // The event's writer died before recording itself as the owner;
+            // the owner written here is not the one that made it run.
+            if self.owner_of(file, &tail).is_none() {
+                file.owner = None;
+            }
             file.meta.status = current.status;
             file.status_seq = current.last_seq;
             file.meta.updated_at = current.updated_at;
@@ -320,10 +353,14 @@ impl SessionStore for FileStore {
         // between the meta and the emptying of the log below.
         let log = self.lock_log(&meta.id)?;
         let path = self.meta_path(&meta.id);
-        let file = MetaFile {
+        let mut file = MetaFile {
             meta: meta.clone(),
             status_seq: meta.last_seq,
+            owner: None,
         };
+        if is_live(meta.status) {
+            file.claim();
+        }
         let bytes = to_pretty(&file, &path)?;
         match write_atomic(&path, &bytes, true) {
             Ok(()) => {}
@@ -419,6 +456,9 @@ impl SessionStore for FileStore {
                 return Err(io_err(&path, "cannot append to", e));
             }
             if let Some((status, seq, ts)) = s.status.take() {
+                if is_live(status) {
+                    s.file.claim();
+                }
                 s.file.meta.status = status;
                 s.file.meta.last_seq = seq;
                 s.file.meta.updated_at = later(&s.file.meta.updated_at, &ts);
@@ -444,13 +484,23 @@ impl SessionStore for FileStore {
         file.meta.last_seq = current.last_seq;
         file.meta.updated_at = later(&current.updated_at, &now());
         file.status_seq = current.last_seq;
+        if is_live(status) {
+            file.claim();
+        }
         self.write_meta(&file)
     }
 
     fn get(&self, id: &str) -> Result<SessionMeta, StoreError> {
         let file = self.read_meta(id)?;
         let tail = self.tail_of(id)?;
-        Ok(self.current(&file, &tail))
+        let mut meta = self.current(&file, &tail);
+        meta.status = effective_status(
+            meta.status,
+            self.owner_of(&file, &tail),
+            &meta.updated_at,
+            SystemTime::now(),
+        );
+        Ok(meta)
     }
 
     fn list(
@@ -540,6 +590,65 @@ impl SessionStore for FileStore {
                 message: format!("not an approval: {e}"),
             })
     }
+
+    fn owner(&self, id: &str) -> Result<Option<OwnerRecord>, StoreError> {
+        Ok(self.read_meta(id)?.owner)
+    }
+
+    fn record_owner(&self, id: &str, owner: &OwnerRecord) -> Result<(), StoreError> {
+        let _guard = self.guard();
+        self.read_meta(id)?;
+        let _log = self.lock_log(id)?;
+        let mut file = self.read_meta(id)?;
+        file.owner = Some(owner.clone());
+        self.write_meta(&file)
+    }
+
+    fn heartbeat(&self, id: &str) -> Result<(), StoreError> {
+        let _guard = self.guard();
+        self.read_meta(id)?;
+        let _log = self.lock_log(id)?;
+        let mut file = self.read_meta(id)?;
+        match &mut file.owner {
+            Some(o) if o.owner == *Owner::current() => o.heartbeat_at = now(),
+            _ => return Ok(()),
+        }
+        self.write_meta(&file)
+    }
+
+    fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
+        let _guard = self.guard();
+        let mut orphans = Vec::new();
+        let mut ids = self.list_ids()?;
+        ids.sort();
+        for id in ids {
+            let log = match self.read_meta(&id) {
+                Ok(_) => self.lock_log(&id)?,
+                Err(StoreError::NotFound(_)) => continue,
+                Err(e) => return Err(e),
+            };
+            // Under the log's lock: an owner that claims it now waits for us,
+            // and one that claimed it before is seen alive.
+            let mut file = self.read_meta(&id)?;
+            let tail = self.repair(&id, &log, &mut file)?;
+            let current = self.current(&file, &tail);
+            let status = effective_status(
+                current.status,
+                self.owner_of(&file, &tail),
+                &current.updated_at,
+                SystemTime::now(),
+            );
+            if status == SessionStatus::Interrupted && current.status != status {
+                file.meta.status = status;
+                file.meta.last_seq = current.last_seq;
+                file.meta.updated_at = later(&current.updated_at, &now());
+                file.status_seq = current.last_seq;
+                self.write_meta(&file)?;
+                orphans.push(id);
+            }
+        }
+        Ok(orphans)
+    }
 }
 
 /// The byte range of the last complete line that ends at or before `end`
@@ -620,6 +729,12 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 fn io_err(path: &Path, doing: &str, e: std::io::Error) -> StoreError {
+    if io_is_full(&e) {
+        return StoreError::DiskFull {
+            path: path.display().to_string(),
+            message: format!("{doing}: {e}"),
+        };
+    }
     StoreError::Io {
         path: path.display().to_string(),
         message: format!("{doing}: {e}"),

@@ -17,6 +17,8 @@
 //!   large strings stored once in `blobs`, the `memory` table of the memory tools.
 //! - [`file`]: one JSON file per session plus an append-only JSON Lines event log,
 //!   for people who want plain files.
+//! - [`owner`]: who runs a session and whether they still do, so a run killed
+//!   with `kill -9` reads as `interrupted` instead of `running` forever.
 //! - [`export`]: a session's full transcript as JSON or Markdown, rendered from
 //!   its events alone.
 //!
@@ -34,9 +36,11 @@ use crate::protocol::events::{Event, EventBody, rfc3339};
 
 pub mod export;
 pub mod file;
+pub mod owner;
 pub mod sqlite;
 
 pub use file::FileStore;
+pub use owner::{Owner, OwnerRecord};
 pub use sqlite::{Durability, SqliteStore};
 
 /// Where a session stands.
@@ -166,6 +170,30 @@ pub enum StoreError {
     },
     #[error("this session store does not support {0}")]
     Unsupported(&'static str),
+    /// The disk (or the file size limit) is full. Nothing stored before is
+    /// damaged, and the write that failed left nothing behind.
+    #[error(
+        "session store {path}: disk full ({message}); what was stored before is intact — \
+         free some space (or point `session.path` at another disk), then continue the run \
+         with `agentfile sessions resume`"
+    )]
+    DiskFull { path: String, message: String },
+}
+
+impl StoreError {
+    /// Whether this is a full disk, which no retry will fix until a person
+    /// frees space.
+    pub fn is_disk_full(&self) -> bool {
+        matches!(self, StoreError::DiskFull { .. })
+    }
+}
+
+/// `ENOSPC` (no space left) and `EFBIG` (the process's file size limit,
+/// `ulimit -f`): both mean nothing more can be written until someone acts.
+pub(crate) fn io_is_full(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::StorageFull
+        || e.kind() == std::io::ErrorKind::FileTooLarge
+        || e.kind() == std::io::ErrorKind::QuotaExceeded
 }
 
 /// A human's decision on an `approval_required` event (`sessions approve ID
@@ -238,6 +266,45 @@ pub trait SessionStore: Send + Sync {
         let _ = (id, seq_requested);
         Err(StoreError::Unsupported("approvals"))
     }
+
+    /// The process recorded as running the session, with its last heartbeat.
+    /// Stores record it themselves: whoever creates a session `queued` or
+    /// `running`, sets one of those statuses, or appends an event that makes it
+    /// running (`run_started`, `approval_resolved`) becomes its owner.
+    fn owner(&self, id: &str) -> Result<Option<OwnerRecord>, StoreError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Record `owner` as the session's owner, as if it had claimed it at
+    /// `owner.heartbeat_at`. For handing a session over, and for tests.
+    fn record_owner(&self, id: &str, owner: &OwnerRecord) -> Result<(), StoreError> {
+        let _ = (id, owner);
+        Err(StoreError::Unsupported("owners"))
+    }
+
+    /// Refresh the heartbeat of a session this process owns; a session owned
+    /// by another process is left alone.
+    fn heartbeat(&self, id: &str) -> Result<(), StoreError> {
+        let _ = id;
+        Ok(())
+    }
+
+    /// Mark `interrupted` every `queued` or `running` session whose owner is
+    /// gone (see [`owner::effective_status`]), and return their ids. Servers
+    /// call it when they start, so what a crash left behind is written down
+    /// once and listed as resumable. Safe to run while other processes run
+    /// sessions: a live owner's session is never touched, and a session
+    /// claimed again between the look and the write is left as it is.
+    fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
+/// `queued` and `running`: the statuses a process holds, and that turn into
+/// `interrupted` when it dies (see [`owner`]).
+pub(crate) fn is_live(status: SessionStatus) -> bool {
+    matches!(status, SessionStatus::Queued | SessionStatus::Running)
 }
 
 /// How appending `body` changes a session's status, if it does: `run_started`

@@ -45,24 +45,40 @@
 //! flush per append; [`SqliteStore::append_batch`] amortises it. The WAL is
 //! checkpointed every 10,000 pages rather than SQLite's default 1,000, which
 //! measurably raises the sustained append rate (see `WAL_AUTOCHECKPOINT_PAGES`).
+//! Closing a store does not checkpoint and delete the WAL (SQLite's default),
+//! so a short CLI run neither pays for that nor for creating the WAL again;
+//! a WAL left larger than 1 MiB is checkpointed on close, so the next process's
+//! recovery of the WAL index stays cheap. The `-wal` and `-shm` files beside
+//! the database are therefore part of it: copy all three, or none while a run
+//! writes (`sqlite3 sessions.db .backup` makes a single-file copy).
+//!
+//! # Owners
+//!
+//! `sessions` records who runs each session (`owner_pid`, `owner_host`,
+//! `owner_start`, `heartbeat_at`, migration 2); `get` and `list` report a
+//! queued or running session whose owner is gone as `interrupted`, and
+//! [`SessionStore::reap_orphans`] writes that down (see [`super::owner`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::owner::{Owner, OwnerRecord, effective_status};
 use super::{
-    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_valid_id, now, status_after,
+    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id, now,
+    status_after,
 };
 use crate::protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -75,12 +91,19 @@ pub const BLOB_THRESHOLD: usize = 1024;
 /// the sustained append rate of the default (README, Performance).
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
 
+/// A WAL left behind when a store closes is checkpointed (and emptied) once it
+/// is larger than this. The next process to open the database reads the whole
+/// WAL to rebuild its index, so what is left must stay small: 1 MiB is read in
+/// well under a millisecond, and about four short CLI runs fit before one pays
+/// for the checkpoint's two fsyncs.
+const WAL_KEEP_BYTES: u64 = 1 << 20;
+
 /// How long a write waits for another process's transaction before giving up.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Migration `n` (1-based) takes a database from version `n - 1` to `n`. Never
 /// edit a released entry; add a new one.
-const MIGRATIONS: &[&str] = &[MIGRATION_1];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
 
 const MIGRATION_1: &str = r#"
 CREATE TABLE schema_migrations(
@@ -185,6 +208,20 @@ CREATE TABLE approvals(
 CREATE TABLE IF NOT EXISTS memory(agent_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY(agent_id, key));
 "#;
 
+/// The owner of a session and its heartbeat (see [`super::owner`]). NULL for
+/// sessions written by version 1, whose liveness `updated_at` alone decides.
+const MIGRATION_2: &str = r#"
+ALTER TABLE sessions ADD COLUMN owner_pid INTEGER;
+ALTER TABLE sessions ADD COLUMN owner_host TEXT;
+ALTER TABLE sessions ADD COLUMN owner_start TEXT;
+ALTER TABLE sessions ADD COLUMN heartbeat_at TEXT;
+"#;
+
+/// The columns `RawMeta::from_row` reads, in its order.
+const META_COLUMNS: &str = "SELECT id, workflow, path, workspace, inputs, status, created_at, \
+                            updated_at, last_seq, owner_pid, owner_host, owner_start, \
+                            heartbeat_at FROM sessions";
+
 /// What a commit waits for. See the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
@@ -227,6 +264,23 @@ impl std::fmt::Debug for SqliteStore {
         f.debug_struct("SqliteStore")
             .field("path", &self.path)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        let wal = {
+            let mut p = self.path.clone().into_os_string();
+            p.push("-wal");
+            PathBuf::from(p)
+        };
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > WAL_KEEP_BYTES) {
+            // Best effort: a reader or writer in another process makes it a
+            // partial checkpoint, and the next close tries again.
+            let _ = self
+                .lock()
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        }
     }
 }
 
@@ -293,6 +347,12 @@ impl SqliteStore {
             .map_err(self.err("set the checkpoint interval"))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(self.err("enable foreign keys"))?;
+        // Keep the WAL when the last connection closes (see `Drop`): closing
+        // would checkpoint it into the database and delete it, and the next
+        // process would create it again — four fsyncs (WAL, database, a new
+        // WAL's header and its folder) per CLI run for nothing a crash needs.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(self.err("keep the WAL on close"))?;
         // Enough for every statement this file prepares, so none is re-parsed.
         conn.set_prepared_statement_cache_capacity(64);
         if found == SCHEMA_VERSION {
@@ -404,6 +464,13 @@ impl SqliteStore {
                 Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
                     return self.corrupt(message);
                 }
+                // SQLite rolls the statement back and keeps the file sound.
+                Some(ErrorCode::DiskFull) => {
+                    return StoreError::DiskFull {
+                        path: self.shown(),
+                        message: format!("cannot {doing}"),
+                    };
+                }
                 Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => message.push_str(
                     " (another process kept the database busy past the busy timeout; try again)",
                 ),
@@ -431,13 +498,35 @@ impl SqliteStore {
         // Claim the seq first: one statement both checks `seq == last_seq + 1`
         // and moves `last_seq`, and only a refusal costs a second look.
         let claimed = match status_after(&event.body) {
-            // Two statements, so that the common case leaves the status index alone.
+            // Separate statements, so that the common case leaves the status
+            // index alone.
             None => tx
                 .prepare_cached(
                     "UPDATE sessions SET last_seq = ?2, updated_at = max(updated_at, ?3) \
                      WHERE id = ?1 AND last_seq = ?2 - 1",
                 )
                 .and_then(|mut s| s.execute(params![id, seq, event.ts])),
+            // Whoever makes a session run owns it.
+            Some(status) if is_live(status) => {
+                let me = Owner::current();
+                tx.prepare_cached(
+                    "UPDATE sessions SET last_seq = ?2, updated_at = max(updated_at, ?3), \
+                     status = ?4, owner_pid = ?5, owner_host = ?6, owner_start = ?7, \
+                     heartbeat_at = ?8 WHERE id = ?1 AND last_seq = ?2 - 1",
+                )
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id,
+                        seq,
+                        event.ts,
+                        status.as_str(),
+                        me.pid,
+                        me.host,
+                        me.start,
+                        now()
+                    ])
+                })
+            }
             Some(status) => tx
                 .prepare_cached(
                     "UPDATE sessions SET last_seq = ?2, updated_at = max(updated_at, ?3), \
@@ -631,14 +720,11 @@ impl SqliteStore {
     }
 
     fn read_meta(&self, conn: &Connection, id: &str) -> Result<Option<SessionMeta>, StoreError> {
-        conn.prepare_cached(
-            "SELECT id, workflow, path, workspace, inputs, status, created_at, updated_at, \
-             last_seq FROM sessions WHERE id = ?1",
-        )
-        .and_then(|mut s| s.query_row([id], RawMeta::from_row).optional())
-        .map_err(self.err("read the session"))?
-        .map(|raw| raw.into_meta(self))
-        .transpose()
+        conn.prepare_cached(&format!("{META_COLUMNS} WHERE id = ?1"))
+            .and_then(|mut s| s.query_row([id], RawMeta::from_row).optional())
+            .map_err(self.err("read the session"))?
+            .map(|raw| raw.into_meta(self, SystemTime::now()))
+            .transpose()
     }
 
     /// The `seq` of the pending `approval_required`, read inside `conn`'s
@@ -669,11 +755,14 @@ impl SessionStore for SqliteStore {
             message: format!("cannot serialise the inputs of `{}`: {e}", meta.id),
         })?;
         let last_seq = self.to_sql_int(meta.last_seq, "last_seq")?;
+        // A session created queued or running is owned by its creator.
+        let owner = is_live(meta.status).then(|| (Owner::current(), now()));
         let conn = self.lock();
         let inserted = conn
             .prepare_cached(
                 "INSERT INTO sessions(id, workflow, path, workspace, inputs, status, created_at, \
-                 updated_at, last_seq) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) \
+                 updated_at, last_seq, owner_pid, owner_host, owner_start, heartbeat_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) \
                  ON CONFLICT(id) DO NOTHING",
             )
             .and_then(|mut s| {
@@ -687,6 +776,10 @@ impl SessionStore for SqliteStore {
                     meta.created_at,
                     meta.updated_at,
                     last_seq,
+                    owner.as_ref().map(|(o, _)| o.pid),
+                    owner.as_ref().map(|(o, _)| &o.host),
+                    owner.as_ref().map(|(o, _)| &o.start),
+                    owner.as_ref().map(|(_, t)| t),
                 ])
             })
             .map_err(self.err("create the session"))?;
@@ -717,13 +810,23 @@ impl SessionStore for SqliteStore {
     }
 
     fn set_status(&self, id: &str, status: SessionStatus) -> Result<(), StoreError> {
-        let changed = self
-            .lock()
-            .prepare_cached(
+        let conn = self.lock();
+        let t = now();
+        let changed = if is_live(status) {
+            let me = Owner::current();
+            conn.prepare_cached(
+                "UPDATE sessions SET status = ?2, updated_at = max(updated_at, ?3), \
+                 owner_pid = ?4, owner_host = ?5, owner_start = ?6, heartbeat_at = ?3 \
+                 WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute(params![id, status.as_str(), t, me.pid, me.host, me.start]))
+        } else {
+            conn.prepare_cached(
                 "UPDATE sessions SET status = ?2, updated_at = max(updated_at, ?3) WHERE id = ?1",
             )
-            .and_then(|mut s| s.execute(params![id, status.as_str(), now()]))
-            .map_err(self.err("set the status"))?;
+            .and_then(|mut s| s.execute(params![id, status.as_str(), t]))
+        }
+        .map_err(self.err("set the status"))?;
         if changed == 0 {
             return Err(StoreError::NotFound(id.to_owned()));
         }
@@ -740,29 +843,46 @@ impl SessionStore for SqliteStore {
         status: Option<SessionStatus>,
         limit: usize,
     ) -> Result<Vec<SessionMeta>, StoreError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let conn = self.lock();
-        const COLUMNS: &str = "SELECT id, workflow, path, workspace, inputs, status, created_at, \
-                               updated_at, last_seq FROM sessions";
-        // Two statements rather than `?1 IS NULL OR status = ?1`, which no
-        // index can serve.
-        let sql = match status {
-            Some(_) => {
-                format!("{COLUMNS} WHERE status = ?1 ORDER BY created_at DESC, id DESC LIMIT ?2")
-            }
-            None => format!("{COLUMNS} ORDER BY created_at DESC, id DESC LIMIT ?1"),
+        let now = SystemTime::now();
+        // Stored `queued` or `running` may read as `interrupted` (an owner that
+        // is gone), so a filter on any of the three looks at all three rows
+        // and decides after reading; there are few of them.
+        let (sql, stored): (String, Vec<&str>) = match status {
+            Some(s) if is_live(s) || s == SessionStatus::Interrupted => (
+                format!(
+                    "{META_COLUMNS} WHERE status IN (?1, ?2, ?3) ORDER BY created_at DESC, id DESC"
+                ),
+                vec!["queued", "running", "interrupted"],
+            ),
+            // Two statements rather than `?1 IS NULL OR status = ?1`, which no
+            // index can serve.
+            Some(s) => (
+                format!("{META_COLUMNS} WHERE status = ?1 ORDER BY created_at DESC, id DESC"),
+                vec![s.as_str()],
+            ),
+            None => (
+                format!("{META_COLUMNS} ORDER BY created_at DESC, id DESC"),
+                Vec::new(),
+            ),
         };
         let mut stmt = conn
             .prepare_cached(&sql)
             .map_err(self.err("list sessions"))?;
-        let rows = match status {
-            Some(s) => stmt.query_map(params![s.as_str(), limit], RawMeta::from_row),
-            None => stmt.query_map(params![limit], RawMeta::from_row),
-        }
-        .map_err(self.err("list sessions"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(stored), RawMeta::from_row)
+            .map_err(self.err("list sessions"))?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(row.map_err(self.err("list sessions"))?.into_meta(self)?);
+            if out.len() >= limit {
+                break;
+            }
+            let meta = row
+                .map_err(self.err("list sessions"))?
+                .into_meta(self, now)?;
+            if status.is_none_or(|s| s == meta.status) {
+                out.push(meta);
+            }
         }
         Ok(out)
     }
@@ -883,6 +1003,91 @@ impl SessionStore for SqliteStore {
         }
         read_approval(&conn, id, seq_requested, self)
     }
+
+    fn owner(&self, id: &str) -> Result<Option<OwnerRecord>, StoreError> {
+        let conn = self.lock();
+        conn.prepare_cached(&format!("{META_COLUMNS} WHERE id = ?1"))
+            .and_then(|mut s| s.query_row([id], RawMeta::from_row).optional())
+            .map_err(self.err("read the session"))?
+            .map(|raw| raw.owner())
+            .ok_or_else(|| StoreError::NotFound(id.to_owned()))
+    }
+
+    fn record_owner(&self, id: &str, owner: &OwnerRecord) -> Result<(), StoreError> {
+        let changed = self
+            .lock()
+            .prepare_cached(
+                "UPDATE sessions SET owner_pid = ?2, owner_host = ?3, owner_start = ?4, \
+                 heartbeat_at = ?5 WHERE id = ?1",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    id,
+                    owner.owner.pid,
+                    owner.owner.host,
+                    owner.owner.start,
+                    owner.heartbeat_at
+                ])
+            })
+            .map_err(self.err("record the owner"))?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(id.to_owned()));
+        }
+        Ok(())
+    }
+
+    fn heartbeat(&self, id: &str) -> Result<(), StoreError> {
+        let me = Owner::current();
+        self.lock()
+            .prepare_cached(
+                "UPDATE sessions SET heartbeat_at = ?2 WHERE id = ?1 AND owner_pid = ?3 \
+                 AND owner_start = ?4 AND owner_host = ?5",
+            )
+            .and_then(|mut s| s.execute(params![id, now(), me.pid, me.start, me.host]))
+            .map_err(self.err("record the heartbeat"))?;
+        Ok(())
+    }
+
+    fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
+        let mut conn = self.lock();
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.err("begin marking orphaned sessions"))?;
+        let now_t = SystemTime::now();
+        let mut orphans = Vec::new();
+        {
+            let mut stmt = tx
+                .prepare_cached(&format!(
+                    "{META_COLUMNS} WHERE status IN ('queued', 'running') \
+                     ORDER BY created_at, id"
+                ))
+                .map_err(self.err("find orphaned sessions"))?;
+            let rows = stmt
+                .query_map([], RawMeta::from_row)
+                .map_err(self.err("find orphaned sessions"))?;
+            for row in rows {
+                let raw = row.map_err(self.err("find orphaned sessions"))?;
+                let id = raw.id.clone();
+                if raw.into_meta(self, now_t)?.status == SessionStatus::Interrupted {
+                    orphans.push(id);
+                }
+            }
+        }
+        // Inside the write transaction no one can claim a session between the
+        // look and the write.
+        let t = now();
+        for id in &orphans {
+            tx.prepare_cached(
+                "UPDATE sessions SET status = 'interrupted', updated_at = max(updated_at, ?2) \
+                 WHERE id = ?1",
+            )
+            .and_then(|mut s| s.execute(params![id, t]))
+            .map_err(self.err("mark a session interrupted"))?;
+        }
+        tx.commit()
+            .map_err(self.err("commit marking orphaned sessions"))?;
+        Ok(orphans)
+    }
 }
 
 fn read_approval(
@@ -956,6 +1161,10 @@ struct RawMeta {
     created_at: String,
     updated_at: String,
     last_seq: i64,
+    owner_pid: Option<i64>,
+    owner_host: Option<String>,
+    owner_start: Option<String>,
+    heartbeat_at: Option<String>,
 }
 
 impl RawMeta {
@@ -970,16 +1179,35 @@ impl RawMeta {
             created_at: r.get(6)?,
             updated_at: r.get(7)?,
             last_seq: r.get(8)?,
+            owner_pid: r.get(9)?,
+            owner_host: r.get(10)?,
+            owner_start: r.get(11)?,
+            heartbeat_at: r.get(12)?,
         })
     }
 
-    fn into_meta(self, store: &SqliteStore) -> Result<SessionMeta, StoreError> {
-        let status = SessionStatus::parse(&self.status).ok_or_else(|| {
+    fn owner(&self) -> Option<OwnerRecord> {
+        Some(OwnerRecord {
+            owner: Owner {
+                // A pid that does not fit is nobody's: the owner reads as gone.
+                pid: u32::try_from(self.owner_pid?).unwrap_or(0),
+                host: self.owner_host.clone().unwrap_or_default(),
+                start: self.owner_start.clone().unwrap_or_default(),
+            },
+            heartbeat_at: self.heartbeat_at.clone().unwrap_or_default(),
+        })
+    }
+
+    /// The session as reported: its stored status, or `interrupted` when it
+    /// is queued or running and its owner is gone (as of `now`).
+    fn into_meta(self, store: &SqliteStore, now: SystemTime) -> Result<SessionMeta, StoreError> {
+        let stored = SessionStatus::parse(&self.status).ok_or_else(|| {
             store.corrupt(format!(
                 "session `{}` has unknown status `{}`",
                 self.id, self.status
             ))
         })?;
+        let status = effective_status(stored, self.owner().as_ref(), &self.updated_at, now);
         let inputs = serde_json::from_str(&self.inputs).map_err(|e| {
             store.corrupt(format!("session `{}` has unreadable inputs: {e}", self.id))
         })?;
@@ -1199,6 +1427,42 @@ mod tests {
             panic!("decode failed")
         };
         back
+    }
+
+    #[test]
+    fn a_version_1_database_migrates_and_keeps_its_sessions() {
+        let dir = std::env::temp_dir().join(format!("agentfile-migrate-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sessions.db");
+        let old = crate::protocol::events::rfc3339(
+            SystemTime::now() - super::super::owner::STALE_AFTER * 2,
+        );
+        let fresh = now();
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATION_1).unwrap();
+            conn.execute_batch(
+                "INSERT INTO schema_migrations VALUES (1, 'then'); PRAGMA user_version = 1;",
+            )
+            .unwrap();
+            for (id, at) in [("old", &old), ("recent", &fresh)] {
+                conn.execute(
+                    "INSERT INTO sessions VALUES (?1, 'w', '/p', '/ws', '{}', 'running', ?2, ?2, 0)",
+                    params![id, at],
+                )
+                .unwrap();
+            }
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        // No owner was recorded then: the last sign of life decides.
+        assert_eq!(store.get("old").unwrap().status, SessionStatus::Interrupted);
+        assert_eq!(store.get("recent").unwrap().status, SessionStatus::Running);
+        assert_eq!(store.owner("old").unwrap(), None);
+        assert_eq!(store.reap_orphans().unwrap(), ["old"]);
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
 use agentfile::protocol::events::{Event, EventBody, LoopStop, ToolCallInfo, Usage, rfc3339};
-use agentfile::session::{FileStore, SessionMeta, SessionStatus, SessionStore, SqliteStore};
+use agentfile::session::{
+    FileStore, Owner, OwnerRecord, SessionMeta, SessionStatus, SessionStore, SqliteStore,
+};
 use serde_json::json;
 
 /// A folder under `target/tmp` (a real disk, so fsync means something),
@@ -314,4 +316,39 @@ pub fn wire(events: &[Event]) -> Vec<String> {
         .iter()
         .map(|e| serde_json::to_string(e).unwrap())
         .collect()
+}
+
+/// An owner on this machine whose process has exited: the pid of a child that
+/// ran and was reaped, in this boot and pid namespace.
+pub fn dead_owner(heartbeat_at: &str) -> OwnerRecord {
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    child.wait().unwrap();
+    let me = Owner::current();
+    let scope = me.start.rsplit_once('/').map(|(s, _)| s).unwrap_or("");
+    OwnerRecord {
+        owner: Owner {
+            pid,
+            host: me.host.clone(),
+            start: format!("{scope}/1"),
+        },
+        heartbeat_at: heartbeat_at.to_owned(),
+    }
+}
+
+/// An owner on another machine (another boot), last heard from at `heartbeat_at`.
+pub fn remote_owner(heartbeat_at: &str) -> OwnerRecord {
+    OwnerRecord {
+        owner: Owner {
+            pid: 4242,
+            host: "elsewhere".into(),
+            start: "another-boot/1/12345".into(),
+        },
+        heartbeat_at: heartbeat_at.to_owned(),
+    }
+}
+
+/// `ago` before now, as the stores write times.
+pub fn ago(ago: Duration) -> String {
+    rfc3339(std::time::SystemTime::now() - ago)
 }

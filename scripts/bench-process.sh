@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Whole-process benchmark of `agentfile run`: a two-turn run (one `ls` call,
+# then an answer) against the zero-latency loopback fake model, with the
+# default SQLite session store.
+#
+# Reports, as medians over RUNS runs (default 200, after 10 warm-up runs):
+#   total           exec to exit of the whole process
+#   to run_started  exec to the moment the `run_started` line reaches our pipe
+#                   (stream-json flushes per line, so this is when it was emitted)
+#   after complete  the `run_complete` line to process exit
+# Times are taken with a monotonic clock in the parent just before spawning,
+# so no strace or clock skew is involved.
+#
+# Usage: scripts/bench-process.sh                 # builds target/release first
+#        AGENTFILE_BIN=/path/agentfile FAKE_BIN=/path/fake-provider scripts/bench-process.sh
+#        RUNS=500 scripts/bench-process.sh
+# Needs: cargo (unless both binaries are given), python3 (installed with
+# apt-get when missing and running as root).
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+RUNS="${RUNS:-200}"
+
+if ! command -v python3 >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq python3 >/dev/null
+    else
+        echo "bench-process: python3 is needed (apt-get install python3)" >&2
+        exit 2
+    fi
+fi
+
+if [ -z "${AGENTFILE_BIN:-}" ] || [ -z "${FAKE_BIN:-}" ]; then
+    cargo build --release --bin agentfile --bin fake-provider >&2
+    target="${CARGO_TARGET_DIR:-target}"
+    AGENTFILE_BIN="${AGENTFILE_BIN:-$target/release/agentfile}"
+    FAKE_BIN="${FAKE_BIN:-$target/release/fake-provider}"
+fi
+AGENTFILE_BIN="$(realpath "$AGENTFILE_BIN")"
+FAKE_BIN="$(realpath "$FAKE_BIN")"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/agentfile-bench-process.XXXXXX")"
+fake_pid=""
+cleanup() {
+    if [ -n "$fake_pid" ]; then kill "$fake_pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+# The model: an `ls` call first; once a tool result is in the conversation, the answer.
+cat >"$work/script.json" <<'EOF'
+{"replies": [
+  {"text": "there is one file", "when": ["\"role\":\"tool\""]},
+  {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}
+], "repeat": true}
+EOF
+"$FAKE_BIN" "$work/script.json" >"$work/url" &
+fake_pid=$!
+for _ in $(seq 100); do [ -s "$work/url" ] && break; sleep 0.05; done
+url="$(head -n1 "$work/url")"
+[ -n "$url" ] || { echo "bench-process: the fake provider did not start" >&2; exit 1; }
+
+mkdir -p "$work/ws"
+echo hello >"$work/ws/file.txt"
+cat >"$work/Agentfile" <<'EOF'
+NAME bench
+GOAL look "List the files in the workspace and say how many there are"
+RUN main USING look
+EOF
+cat >"$work/agent.toml" <<EOF
+[agent]
+workspace = "ws"
+[llm]
+provider = "openai"
+model = "gpt-4o"
+base_url = "$url"
+api_key_env = "BENCH_KEY"
+EOF
+
+python3 - "$AGENTFILE_BIN" "$work" "$RUNS" <<'PY'
+import json, os, statistics, subprocess, sys, time
+
+exe, work, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+env = dict(os.environ, BENCH_KEY="bench-key-0123456789", NO_COLOR="1")
+
+def one():
+    t0 = time.perf_counter()
+    p = subprocess.Popen([exe, "run", "Agentfile", "--output", "stream-json"],
+                         cwd=work, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    started = complete = None
+    for line in p.stdout:
+        now = time.perf_counter()
+        try:
+            kind = json.loads(line).get("type")
+        except ValueError:
+            continue
+        if kind == "run_started":
+            started = now
+        elif kind == "run_complete":
+            complete = now
+    code = p.wait()
+    end = time.perf_counter()
+    if code != 0 or started is None or complete is None:
+        sys.exit(f"bench-process: a run failed (exit {code})")
+    return (end - t0) * 1e3, (started - t0) * 1e3, (end - complete) * 1e3
+
+for _ in range(10):
+    one()
+samples = [one() for _ in range(runs)]
+def row(name, i):
+    xs = sorted(s[i] for s in samples)
+    p90 = xs[int(len(xs) * 0.9) - 1]
+    print(f"{name:<16} median {statistics.median(xs):7.2f} ms   p90 {p90:7.2f} ms   min {xs[0]:7.2f} ms")
+print(f"agentfile run, two turns (one ls call), {runs} runs: {exe}")
+row("total", 0)
+row("to run_started", 1)
+row("after complete", 2)
+PY
