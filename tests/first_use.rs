@@ -2,6 +2,7 @@
 //! loopback fake provider: provider and endpoint selection, one-shot runs
 //! (`--goal`, `run -`, `--allow`), and the live display on a real terminal.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
@@ -250,4 +251,123 @@ fn without_a_terminal_progress_is_plain_lines() {
     assert!(!err.contains("⚙"), "no status area: {err}");
     assert!(err.contains("bash {\"command\":\"sleep 1\"}"), "{err}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "All quiet here.\n");
+}
+
+fn fake_config(dir: &Path, server: &FakeServer) {
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"AGENTFILE_TEST_KEY\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_goal_runs_without_a_workflow_file_with_tools_allowed_on_the_command_line() {
+    let (_rt, server) = fake(vec![
+        FakeReply::tool_call("ls", json!({"path": "."})),
+        FakeReply::text("There is notes.txt."),
+    ]);
+    let dir = tmp("goal");
+    fake_config(&dir, &server);
+    std::fs::write(dir.join("notes.txt"), "hi").unwrap();
+    // A policy that enables nothing: only --allow makes `ls` possible.
+    std::fs::write(dir.join("policy.toml"), "default_deny = true\n").unwrap();
+    let o = agentfile(&dir)
+        .args([
+            "run",
+            "--goal",
+            "list the files, and say $HOME is not a variable",
+            "--allow",
+            "ls",
+            "--output",
+            "json",
+        ])
+        .env("AGENTFILE_TEST_KEY", "test-key-0123456789")
+        .output()
+        .unwrap();
+    let r = result_of(&o);
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["outputs"]["goal"], "There is notes.txt.");
+    let reqs = server.requests();
+    let first = reqs[0].body.to_string();
+    assert!(first.contains("list the files, and say $HOME is not a variable"), "{first}");
+    let second = reqs[1].body.to_string();
+    assert!(second.contains("notes.txt"), "ls ran: {second}");
+
+    // Without --allow the same call is refused by the policy file.
+    let (_rt2, server2) = fake(vec![
+        FakeReply::tool_call("ls", json!({"path": "."})),
+        FakeReply::text("Could not list."),
+    ]);
+    fake_config(&dir, &server2);
+    let o = agentfile(&dir)
+        .args(["run", "--goal", "list the files", "--output", "json"])
+        .env("AGENTFILE_TEST_KEY", "test-key-0123456789")
+        .output()
+        .unwrap();
+    assert_eq!(result_of(&o)["status"], "completed");
+    assert!(!server2.requests()[1].body.to_string().contains("notes.txt"));
+}
+
+#[test]
+fn allow_is_refused_where_the_policy_file_denies() {
+    let dir = tmp("allow-denied");
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[bash]\nenabled = true\nallowlist = [\"ls *\"]\ndenylist = [\"rm *\"]\n",
+    )
+    .unwrap();
+    let (_rt, server) = fake(vec![FakeReply::text("unused")]);
+    fake_config(&dir, &server);
+    let o = agentfile(&dir)
+        .args(["run", "--goal", "clean up", "--allow", "bash:rm -rf *"])
+        .env("AGENTFILE_TEST_KEY", "test-key-0123456789")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--allow") && err.contains("rm"), "{err}");
+    assert_eq!(server.request_count(), 0, "refused before any model call");
+}
+
+#[test]
+fn a_workflow_can_come_from_standard_input() {
+    let (_rt, server) = fake(vec![FakeReply::text("piped hello")]);
+    let dir = tmp("stdin");
+    fake_config(&dir, &server);
+    let mut child = agentfile(&dir)
+        .args(["run", "-", "--input", "who=world", "--output", "json"])
+        .env("AGENTFILE_TEST_KEY", "test-key-0123456789")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"NAME piped\nINPUT who\nGOAL hi \"Greet $who\"\nRUN main USING hi\n")
+        .unwrap();
+    let o = child.wait_with_output().unwrap();
+    let r = result_of(&o);
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(r["outputs"]["hi"], "piped hello");
+    assert!(server.requests()[0].body.to_string().contains("Greet world"));
+
+    // Garbage on stdin is a validation error (exit 2) naming where.
+    let mut child = agentfile(&dir)
+        .args(["run", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"GOAL\n").unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("(stdin):1:"), "{}", String::from_utf8_lossy(&o.stderr));
 }
