@@ -315,7 +315,30 @@ fn limits(req: &RunRequest, config: &Config) -> Result<Limits, RunError> {
         }
         (None, None) => None,
     };
+    use executor::BudgetKind;
+    let from_config = [
+        (
+            BudgetKind::MaxTurns,
+            req.max_turns.is_none() && c.max_turns.is_some(),
+        ),
+        (
+            BudgetKind::MaxTokens,
+            req.max_tokens.is_none() && c.max_tokens.is_some(),
+        ),
+        (
+            BudgetKind::MaxCost,
+            req.max_cost_usd.is_none() && c.max_cost_usd.is_some(),
+        ),
+        (
+            BudgetKind::Timeout,
+            req.timeout.is_none() && c.timeout.is_some(),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(k, yes)| yes.then_some(k))
+    .collect();
     Ok(Limits {
+        from_config,
         max_turns: req.max_turns.or(c.max_turns.map(u64::from)),
         max_tokens: req.max_tokens.or(c.max_tokens),
         max_cost_usd: req.max_cost_usd.or(c.max_cost_usd),

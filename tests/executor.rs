@@ -292,6 +292,33 @@ async fn three_agents_run_concurrently() {
 }
 
 #[tokio::test]
+async fn a_failed_agent_is_an_error_event_and_the_others_carry_the_goal() {
+    let ws = tmp("agent-fails");
+    let p = plan(
+        &ws,
+        "NAME par\nAGENT a \"You are A.\"\nAGENT b \"You are B.\"\nGOAL g \"Think\" USING a, b\nRUN main USING g\n",
+    );
+    let server = FakeServer::start(vec![
+        FakeReply::error(400, "this model refuses").when(["You are B."]),
+        FakeReply::text("A's view").when(["You are A."]),
+        FakeReply::text("only A answered").when(["<agent name"]),
+    ])
+    .await
+    .unwrap();
+    let r = run(p, &server, &ws, &[]).await;
+    assert_eq!(r.result.status, "completed", "{:?}", r.result);
+    assert_eq!(r.result.outputs["g"], json!("only A answered"));
+    let errors: Vec<&Event> = r.events.iter().filter(|e| e.kind() == "error").collect();
+    assert_eq!(errors.len(), 1, "{:?}", kinds(&r.events));
+    assert_eq!(errors[0].agent.as_deref(), Some("b"));
+    assert!(
+        matches!(&errors[0].body, EventBody::Error { message } if message.contains("refuses")),
+        "{:?}",
+        errors[0]
+    );
+}
+
+#[tokio::test]
 async fn loops_stop_on_each_condition() {
     let src = "NAME l\nINPUT n DEFAULT 5\nGOAL work \"Work\"\nLOOP again USING work WITHIN $n\n";
     let stop_of = |r: &Run| {

@@ -293,7 +293,10 @@ fn a_goal_runs_without_a_workflow_file_with_tools_allowed_on_the_command_line() 
     assert_eq!(r["outputs"]["goal"], "There is notes.txt.");
     let reqs = server.requests();
     let first = reqs[0].body.to_string();
-    assert!(first.contains("list the files, and say $HOME is not a variable"), "{first}");
+    assert!(
+        first.contains("list the files, and say $HOME is not a variable"),
+        "{first}"
+    );
     let second = reqs[1].body.to_string();
     assert!(second.contains("notes.txt"), "ls ran: {second}");
 
@@ -356,7 +359,12 @@ fn a_workflow_can_come_from_standard_input() {
     let r = result_of(&o);
     assert_eq!(r["status"], "completed", "{r}");
     assert_eq!(r["outputs"]["hi"], "piped hello");
-    assert!(server.requests()[0].body.to_string().contains("Greet world"));
+    assert!(
+        server.requests()[0]
+            .body
+            .to_string()
+            .contains("Greet world")
+    );
 
     // Garbage on stdin is a validation error (exit 2) naming where.
     let mut child = agentfile(&dir)
@@ -369,5 +377,9 @@ fn a_workflow_can_come_from_standard_input() {
     child.stdin.take().unwrap().write_all(b"GOAL\n").unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("(stdin):1:"), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("(stdin):1:"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -22,10 +22,71 @@ pub struct Limits {
     pub goal_turns: Option<u32>,
     /// Exit 5 when a loop hits its limit without converging.
     pub strict_convergence: bool,
+    /// The limits above that came from the config's `[limits]` rather than a
+    /// flag or request (for messages that say where to change them).
+    pub from_config: Vec<BudgetKind>,
 }
 
 /// Default cap on model turns in one conversation.
 pub const DEFAULT_GOAL_TURNS: u32 = 40;
+
+/// Which budget ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum BudgetKind {
+    MaxTurns,
+    MaxTokens,
+    MaxCost,
+    Timeout,
+}
+
+impl BudgetKind {
+    /// The `termination_reason` on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetKind::MaxTurns => "max_turns",
+            BudgetKind::MaxTokens => "max_tokens",
+            BudgetKind::MaxCost => "max_cost",
+            BudgetKind::Timeout => "timeout",
+        }
+    }
+
+    /// Where the limit is set: the flag, or the config key.
+    fn setting(self, from_config: bool) -> &'static str {
+        match (self, from_config) {
+            (BudgetKind::MaxTurns, false) => "--max-turns",
+            (BudgetKind::MaxTurns, true) => "[limits] max_turns",
+            (BudgetKind::MaxTokens, false) => "--max-tokens",
+            (BudgetKind::MaxTokens, true) => "[limits] max_tokens",
+            (BudgetKind::MaxCost, false) => "--max-cost-usd",
+            (BudgetKind::MaxCost, true) => "[limits] max_cost_usd",
+            (BudgetKind::Timeout, false) => "--timeout",
+            (BudgetKind::Timeout, true) => "[limits] timeout",
+        }
+    }
+
+    /// What ran out, in words, naming where the limit was set.
+    pub fn describe(self, l: &Limits) -> String {
+        let from = self.setting(l.from_config.contains(&self));
+        match self {
+            BudgetKind::MaxTurns => format!(
+                "the run used its {} model turns ({from})",
+                l.max_turns.unwrap_or(0)
+            ),
+            BudgetKind::MaxTokens => format!(
+                "the run used more than {} tokens ({from})",
+                l.max_tokens.unwrap_or(0)
+            ),
+            BudgetKind::MaxCost => format!(
+                "the run cost more than ${:.4} ({from})",
+                l.max_cost_usd.unwrap_or(0.0)
+            ),
+            BudgetKind::Timeout => format!(
+                "the run took longer than {} ({from})",
+                crate::text::human_duration(l.timeout.unwrap_or_default())
+            ),
+        }
+    }
+}
 
 /// The shared counters of one run.
 pub struct Budget {
@@ -39,7 +100,7 @@ pub struct Budget {
 struct State {
     usage: Usage,
     unpriced: bool,
-    exhausted: Option<&'static str>,
+    exhausted: Option<BudgetKind>,
 }
 
 impl Budget {
@@ -70,7 +131,7 @@ impl Budget {
     }
 
     /// Which budget ran out, if one did.
-    pub fn exhausted(&self) -> Option<&'static str> {
+    pub fn exhausted(&self) -> Option<BudgetKind> {
         self.lock().exhausted
     }
 
@@ -84,15 +145,15 @@ impl Budget {
     }
 
     /// Called before a model call: is there room for one more turn?
-    pub fn check_turn(&self) -> Result<(), &'static str> {
+    pub fn check_turn(&self) -> Result<(), BudgetKind> {
         let mut st = self.lock();
         if let Some(r) = st.exhausted {
             return Err(r);
         }
         let over = if self.limits.max_turns.is_some_and(|m| st.usage.turns >= m) {
-            Some("max_turns")
+            Some(BudgetKind::MaxTurns)
         } else if self.deadline().is_some_and(|d| Instant::now() >= d) {
-            Some("timeout")
+            Some(BudgetKind::Timeout)
         } else {
             None
         };
@@ -116,13 +177,13 @@ impl Budget {
         }
         let tokens = st.usage.input_tokens + st.usage.output_tokens;
         let over = if self.limits.max_tokens.is_some_and(|m| tokens > m) {
-            Some("max_tokens")
+            Some(BudgetKind::MaxTokens)
         } else if self
             .limits
             .max_cost_usd
             .is_some_and(|m| st.usage.cost_usd.unwrap_or(0.0) > m)
         {
-            Some("max_cost")
+            Some(BudgetKind::MaxCost)
         } else {
             None
         };
@@ -142,7 +203,7 @@ impl Budget {
     pub fn time_out(&self) {
         let mut st = self.lock();
         if st.exhausted.is_none() {
-            st.exhausted = Some("timeout");
+            st.exhausted = Some(BudgetKind::Timeout);
         }
         self.cancel.cancel();
     }
@@ -227,7 +288,23 @@ mod tests {
         assert!(!cancel.is_cancelled());
         b.record_turn(20, 0, None);
         assert!(cancel.is_cancelled());
-        assert_eq!(b.exhausted(), Some("max_tokens"));
+        assert_eq!(b.exhausted(), Some(BudgetKind::MaxTokens));
         assert_eq!(b.usage().cost_usd, None);
+    }
+
+    #[test]
+    fn budget_messages_name_where_the_limit_was_set() {
+        let mut l = Limits {
+            max_cost_usd: Some(0.5),
+            ..Limits::default()
+        };
+        assert!(
+            BudgetKind::MaxCost
+                .describe(&l)
+                .ends_with("(--max-cost-usd)")
+        );
+        l.from_config = vec![BudgetKind::MaxCost];
+        let m = BudgetKind::MaxCost.describe(&l);
+        assert!(m.ends_with("([limits] max_cost_usd)"), "{m}");
     }
 }

@@ -34,7 +34,7 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use budget::{Limits, parse_duration};
+pub use budget::{BudgetKind, Limits, parse_duration};
 use goal::{Answer, Conversation};
 
 use crate::agentfile::template;
@@ -123,7 +123,7 @@ pub struct Services<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Stop {
     Failed(String),
-    Budget(&'static str),
+    Budget(BudgetKind),
     Cancelled,
     ApprovalDenied(String),
     ApprovalUnavailable(String),
@@ -413,11 +413,8 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         Err(Stop::Failed(e)) => ("failed", "error".to_owned(), Some(e.clone()), exit::FAILED),
         Err(Stop::Budget(b)) => (
             "failed",
-            (*b).to_owned(),
-            Some(format!(
-                "budget exhausted: {}",
-                budget_words(b, &spec.limits)
-            )),
+            b.as_str().to_owned(),
+            Some(format!("budget exhausted: {}", b.describe(&spec.limits))),
             exit::BUDGET,
         ),
         Err(Stop::ApprovalDenied(e)) => (
@@ -463,28 +460,6 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         termination_reason: reason,
         error,
         exit_code: code,
-    }
-}
-
-fn budget_words(which: &str, l: &Limits) -> String {
-    match which {
-        "max_turns" => format!(
-            "the run used its {} model turns (--max-turns)",
-            l.max_turns.unwrap_or(0)
-        ),
-        "max_tokens" => format!(
-            "the run used more than {} tokens (--max-tokens)",
-            l.max_tokens.unwrap_or(0)
-        ),
-        "max_cost" => format!(
-            "the run cost more than ${:.4} (--max-cost-usd)",
-            l.max_cost_usd.unwrap_or(0.0)
-        ),
-        "timeout" => format!(
-            "the run took longer than {:?} (--timeout)",
-            l.timeout.unwrap_or_default()
-        ),
-        other => other.to_owned(),
     }
 }
 
@@ -826,7 +801,40 @@ async fn work_goal(
         };
         convs.push(cx.converse(conv));
     }
-    let answers = futures::future::try_join_all(convs).await?;
+    // One agent failing (its provider down, its turns used up) does not sink
+    // the others: its failure is an `error` event and the synthesis works
+    // from the rest. A budget or a cancellation stops everything.
+    let mut answers = Vec::with_capacity(convs.len());
+    let mut names = Vec::with_capacity(convs.len());
+    let mut first_failure = None;
+    for (name, outcome) in goal
+        .agents
+        .iter()
+        .zip(futures::future::join_all(convs).await)
+    {
+        match outcome {
+            Ok(a) => {
+                answers.push(a);
+                names.push(name.clone());
+            }
+            Err(Stop::Failed(why)) => {
+                cx.emit(
+                    &scope.with_agent(name),
+                    EventBody::Error {
+                        message: format!(
+                            "agent `{name}` failed; the goal goes on with the other agents: {why}"
+                        ),
+                    },
+                );
+                first_failure.get_or_insert(Stop::Failed(format!("agent `{name}`: {why}")));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    if answers.is_empty() {
+        return Err(first_failure
+            .unwrap_or_else(|| Stop::Failed(format!("goal `{}` has no agents", goal.name))));
+    }
     if accept_converged && answers.iter().all(|a| a.converged) {
         // Every agent is satisfied with the last round: nothing to reconcile.
         return Ok((
@@ -839,7 +847,7 @@ async fn work_goal(
             None,
         ));
     }
-    for (name, a) in goal.agents.iter().zip(&answers) {
+    for (name, a) in names.iter().zip(&answers) {
         cx.emit(
             &scope.with_agent(name),
             EventBody::GoalComplete {
@@ -865,7 +873,7 @@ async fn work_goal(
             scope: synth_scope,
             provider: provider_for(None)?,
             system: prompt::synthesis_system(cx.plan, goal),
-            user: prompt::synthesis_user(outcome, &goal.agents, &answers),
+            user: prompt::synthesis_user(outcome, &names, &answers),
             use_tools: false,
             outputs: &goal.outputs,
             can_signal_done: false,
