@@ -184,7 +184,7 @@ pub async fn serve(
         match read {
             Ok(Line::Eof) => break false,
             Ok(Line::TooLong) => conn.outbox.send(&error_reply(
-                recover_id(&buf),
+                limits::recover_id(&buf),
                 limits::limit_error(
                     "request_size",
                     MAX_LINE,
@@ -245,8 +245,8 @@ async fn read_line(
             if buf.len() + take > MAX_LINE {
                 // Keep the start: the id is looked for there to answer it.
                 too_long = true;
-                buf.truncate(ID_PREFIX);
-                buf.shrink_to(ID_PREFIX);
+                buf.truncate(limits::ID_PREFIX);
+                buf.shrink_to(limits::ID_PREFIX);
             } else {
                 buf.extend_from_slice(&chunk[..take]);
             }
@@ -282,7 +282,7 @@ impl Connection {
         let weight = u32::try_from(line.len()).unwrap_or(u32::MAX);
         let Ok(bytes) = self.bytes.clone().try_acquire_many_owned(weight) else {
             self.outbox.send(&error_reply(
-                recover_id(&line),
+                limits::recover_id(&line),
                 limits::too_many_request_bytes(self.limits.max_request_bytes()),
             ));
             return;
@@ -627,50 +627,6 @@ fn encode_within(
         return None;
     }
     Some(line)
-}
-
-/// How much of an overlong line is kept to find its id.
-const ID_PREFIX: usize = 4096;
-
-/// The id of a message from the start of its line, when it can be found
-/// cheaply (an `"id"` member before any nested value); else `null`, as JSON-RPC
-/// says for a request whose id cannot be read.
-pub fn recover_id(line: &[u8]) -> Value {
-    let head = &line[..line.len().min(ID_PREFIX)];
-    let mut de = serde_json::Deserializer::from_slice(head).into_iter::<Value>();
-    // A whole line parses fully: take its id when it is a single request.
-    if let Some(Ok(Value::Object(o))) = de.next() {
-        return match o.get("id") {
-            Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
-            _ => Value::Null,
-        };
-    }
-    scan_id(head).unwrap_or(Value::Null)
-}
-
-/// `"id": <string or number>` among the top-level members at the start of an
-/// object, read up to the first member whose value is not a scalar.
-fn scan_id(head: &[u8]) -> Option<Value> {
-    let text = std::str::from_utf8(head)
-        .unwrap_or_else(|e| std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or(""));
-    let mut rest = text.trim_start().strip_prefix('{')?;
-    loop {
-        rest = rest.trim_start();
-        let mut keys = serde_json::Deserializer::from_str(rest).into_iter::<String>();
-        let key = keys.next()?.ok()?;
-        rest = rest[keys.byte_offset()..].trim_start().strip_prefix(':')?;
-        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
-        let value = values.next()?.ok()?;
-        rest = &rest[values.byte_offset()..];
-        if key == "id" {
-            return matches!(value, Value::String(_) | Value::Number(_)).then_some(value);
-        }
-        if matches!(value, Value::Object(_) | Value::Array(_)) {
-            // Nested values may be long: not worth reading on.
-            return None;
-        }
-        rest = rest.trim_start().strip_prefix(',')?;
-    }
 }
 
 /// The OpenRPC document of this server (`protocol/openrpc.json`).

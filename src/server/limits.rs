@@ -18,7 +18,7 @@
 use std::io::Write;
 
 use serde::Serialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::protocol::rpc::{RpcError, code};
 
@@ -163,6 +163,50 @@ pub fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     }
 }
 
+/// How much of an overlong line is kept to find its id.
+pub const ID_PREFIX: usize = 4096;
+
+/// The id of a message from the start of its line, when it can be found
+/// cheaply (an `"id"` member before any nested value); else `null`, as JSON-RPC
+/// says for a request whose id cannot be read.
+pub fn recover_id(line: &[u8]) -> Value {
+    let head = &line[..line.len().min(ID_PREFIX)];
+    let mut de = serde_json::Deserializer::from_slice(head).into_iter::<Value>();
+    // A whole line parses fully: take its id when it is a single request.
+    if let Some(Ok(Value::Object(o))) = de.next() {
+        return match o.get("id") {
+            Some(id @ (Value::String(_) | Value::Number(_))) => id.clone(),
+            _ => Value::Null,
+        };
+    }
+    scan_id(head).unwrap_or(Value::Null)
+}
+
+/// `"id": <string or number>` among the top-level members at the start of an
+/// object, read up to the first member whose value is not a scalar.
+fn scan_id(head: &[u8]) -> Option<Value> {
+    let text = std::str::from_utf8(head)
+        .unwrap_or_else(|e| std::str::from_utf8(&head[..e.valid_up_to()]).unwrap_or(""));
+    let mut rest = text.trim_start().strip_prefix('{')?;
+    loop {
+        rest = rest.trim_start();
+        let mut keys = serde_json::Deserializer::from_str(rest).into_iter::<String>();
+        let key = keys.next()?.ok()?;
+        rest = rest[keys.byte_offset()..].trim_start().strip_prefix(':')?;
+        let mut values = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+        let value = values.next()?.ok()?;
+        rest = &rest[values.byte_offset()..];
+        if key == "id" {
+            return matches!(value, Value::String(_) | Value::Number(_)).then_some(value);
+        }
+        if matches!(value, Value::Object(_) | Value::Array(_)) {
+            // Nested values may be long: not worth reading on.
+            return None;
+        }
+        rest = rest.trim_start().strip_prefix(',')?;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,6 +218,11 @@ mod tests {
         let line = encode_capped(&v, 1000).unwrap();
         assert_eq!(line.last(), Some(&b'\n'));
         let e = reply_too_large(50);
+        assert_eq!(recover_id(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"#), json!(7));
+        assert_eq!(recover_id(br#"{"id":"a b","method":"x"}"#), json!("a b"));
+        assert_eq!(recover_id(br#"{"method":"x","params":{"id":3,"#), Value::Null);
+        assert_eq!(recover_id(br#"[{"id":1"#), Value::Null);
+        assert_eq!(recover_id(b"xxxx"), Value::Null);
         assert_eq!(e.code, code::LIMIT);
         assert_eq!(e.data.unwrap()["limit"], "reply_size");
     }

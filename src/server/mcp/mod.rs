@@ -43,6 +43,7 @@ use rmcp::model::{
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
     PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
+use futures::FutureExt;
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -198,7 +199,23 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        tools::call(self, request, context).await.map(Into::into)
+        // A panic in a tool is an internal error to that call; the
+        // connection and the other calls go on.
+        let name = request.name.clone();
+        match std::panic::AssertUnwindSafe(tools::call(self, request, context))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => r.map(Into::into),
+            Err(p) => {
+                let why = crate::server::limits::panic_message(p.as_ref());
+                eprintln!("agentfile mcp: tool `{name}` panicked: {why}");
+                Err(ErrorData::internal_error(
+                    format!("internal error: the `{name}` tool panicked ({why}); please report it"),
+                    None,
+                ))
+            }
+        }
     }
 
     async fn list_prompts(
@@ -252,7 +269,7 @@ pub async fn serve(
     mut options: McpOptions,
     stop: impl Future<Output = ExitCode>,
 ) -> ExitCode {
-    let io = Arc::new(transport::Conn::default());
+    let io = Arc::new(transport::Conn::new(options.engine.limits));
     let client = Arc::new(Client::new(io.clone(), options.heartbeat));
     options.engine.sampling = Some(Arc::new(sampling::SamplingProvider::new(
         client.clone(),
