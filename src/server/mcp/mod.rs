@@ -190,7 +190,13 @@ impl ServerHandler for McpServer {
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let mut all: Vec<rmcp::model::Tool> = self.fixed_tools.as_ref().clone();
-        all.extend(self.catalog.tools().await.iter().map(|w| w.tool.clone()));
+        // A slow first scan must not hold the list up: the client hears
+        // `list_changed` when the workflow tools are ready.
+        let workflows = self
+            .catalog
+            .tools_within(workflows::FIRST_SCAN_WAIT)
+            .await;
+        all.extend(workflows.iter().map(|w| w.tool.clone()));
         Ok(ListToolsResult::with_all_items(all))
     }
 
@@ -286,16 +292,17 @@ pub async fn serve(
             return 2;
         }
     };
-    let scan = workflows::Scan {
-        root: engine.root().to_owned(),
-        config: config.map(|c| {
+    let scan = workflows::Scan::new(
+        engine.root().to_owned(),
+        config.map(|c| {
             if c.is_absolute() {
                 c
             } else {
                 engine.root().join(c)
             }
         }),
-    };
+        engine.options().limits.max_source() as u64,
+    );
     let catalog = Arc::new(workflows::Catalog::default());
     {
         // The first scan runs beside the handshake, so `initialize` is not kept waiting.
