@@ -173,7 +173,14 @@ pub fn document() -> Value {
                 "Cancel a run; a finished one keeps its status",
                 "status",
                 r,
-                &[INVALID_PARAMS, UNKNOWN_SESSION, SESSION_STATE, STORE, LIMIT, INTERNAL],
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
             )
         },
         {
@@ -184,7 +191,14 @@ pub fn document() -> Value {
                 "Approve or reject the supervised goal a run waits at (a session waiting from an earlier process is resumed)",
                 "status",
                 r,
-                &[INVALID_PARAMS, UNKNOWN_SESSION, SESSION_STATE, STORE, LIMIT, INTERNAL],
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
             )
         },
         {

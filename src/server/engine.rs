@@ -847,11 +847,7 @@ impl Engine {
         let weight = match &p.source {
             Some(src) => {
                 if src.len() > max {
-                    return Err(limits::source_too_large(
-                        "`source`",
-                        src.len() as u64,
-                        max,
-                    ));
+                    return Err(limits::source_too_large("`source`", src.len() as u64, max));
                 }
                 src.len() as u64
             }

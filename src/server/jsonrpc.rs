@@ -513,10 +513,20 @@ impl Connection {
                 drop(admission.take());
                 to_value(&status?)
             }
-            "validate" => to_value(&self.engine.validate_bounded(rpc::params(m, params)?).await?),
+            "validate" => to_value(
+                &self
+                    .engine
+                    .validate_bounded(rpc::params(m, params)?)
+                    .await?,
+            ),
             "inspect" => self.engine.inspect_bounded(rpc::params(m, params)?).await,
             "list" => to_value(&self.engine.list_bounded(rpc::params(m, params)?).await?),
-            "sessions" => to_value(&self.engine.sessions_bounded(rpc::params(m, params)?).await?),
+            "sessions" => to_value(
+                &self
+                    .engine
+                    .sessions_bounded(rpc::params(m, params)?)
+                    .await?,
+            ),
             "rpc.discover" => Ok(openrpc()),
             other => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,

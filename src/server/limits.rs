@@ -218,9 +218,15 @@ mod tests {
         let line = encode_capped(&v, 1000).unwrap();
         assert_eq!(line.last(), Some(&b'\n'));
         let e = reply_too_large(50);
-        assert_eq!(recover_id(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"#), json!(7));
+        assert_eq!(
+            recover_id(br#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"a":"#),
+            json!(7)
+        );
         assert_eq!(recover_id(br#"{"id":"a b","method":"x"}"#), json!("a b"));
-        assert_eq!(recover_id(br#"{"method":"x","params":{"id":3,"#), Value::Null);
+        assert_eq!(
+            recover_id(br#"{"method":"x","params":{"id":3,"#),
+            Value::Null
+        );
         assert_eq!(recover_id(br#"[{"id":1"#), Value::Null);
         assert_eq!(recover_id(b"xxxx"), Value::Null);
         assert_eq!(e.code, code::LIMIT);

@@ -38,12 +38,12 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, GetPromptRequestParams, GetPromptResponse,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
     PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
 };
-use futures::FutureExt;
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -192,10 +192,7 @@ impl ServerHandler for McpServer {
         let mut all: Vec<rmcp::model::Tool> = self.fixed_tools.as_ref().clone();
         // A slow first scan must not hold the list up: the client hears
         // `list_changed` when the workflow tools are ready.
-        let workflows = self
-            .catalog
-            .tools_within(workflows::FIRST_SCAN_WAIT)
-            .await;
+        let workflows = self.catalog.tools_within(workflows::FIRST_SCAN_WAIT).await;
         all.extend(workflows.iter().map(|w| w.tool.clone()));
         Ok(ListToolsResult::with_all_items(all))
     }

@@ -413,7 +413,11 @@ mod tests {
         // Too large to analyse: skipped, never analysed.
         std::fs::write(dir.join("big.agent"), "#".repeat(2000)).unwrap();
         let scan = Scan::new(dir.clone(), None, 1000);
-        let names = |t: &[WorkflowTool]| t.iter().map(|w| w.tool.name.to_string()).collect::<Vec<_>>();
+        let names = |t: &[WorkflowTool]| {
+            t.iter()
+                .map(|w| w.tool.name.to_string())
+                .collect::<Vec<_>>()
+        };
         assert_eq!(names(&scan.tools()), ["run_one", "run_two"]);
         let analyses = || scan.cache.lock().unwrap().analyses;
         assert_eq!(analyses(), 2);
