@@ -254,7 +254,18 @@ pub async fn call(
         },
         "validate" => match params::<ValidateParams>("validate", args) {
             Ok(p) => match engine.validate_bounded(p).await {
-                Ok(report) => text_result(validate_text(&report), structured(&report), false),
+                // A report of thousands of diagnostics takes a while to render:
+                // off the async threads, like the validation.
+                Ok(report) => match tokio::task::spawn_blocking(move || {
+                    text_result(validate_text(&report), structured(&report), false)
+                })
+                .await
+                {
+                    Ok(r) => r,
+                    Err(e) => tool_error(&RpcError::internal(format!(
+                        "internal error: cannot render the report: {e}"
+                    ))),
+                },
                 Err(e) => tool_error(&e),
             },
             Err(e) => tool_error(&e),
