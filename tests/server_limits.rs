@@ -590,3 +590,58 @@ fn a_huge_timeout_is_an_error_everywhere_and_the_servers_still_exit() {
     assert!(tool_text(&r).contains("`timeout`"), "{r}");
     assert!(m.finish(Duration::from_secs(20)).success());
 }
+
+// ── item: a panic never leaves a request unanswered ────────────────────────
+
+/// A provider answering 429 with `Retry-After: 1e300` panics the run inside
+/// the LLM driver (`Duration::from_secs_f64` out of range): the `run` call is
+/// still answered, as a failed run that says so, and both servers go on and
+/// exit when their input closes.
+#[test]
+fn a_run_that_panics_is_answered_as_failed_and_the_server_goes_on() {
+    let _serial = serial();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let fake = rt
+        .block_on(FakeServer::start_script(
+            FakeScript {
+                replies: vec![FakeReply::error(429, "slow down").with_retry_after("1e300")],
+                repeat: true,
+            },
+            ([127, 0, 0, 1], 0).into(),
+        ))
+        .unwrap();
+    let dir = temp_dir("panicking-run");
+    std::fs::write(
+        dir.0.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.0.join("Agentfile"),
+        "NAME p\nGOAL g \"Say hi\"\nRUN main USING g\n",
+    )
+    .unwrap();
+
+    let mut s = Server::start(&dir.0, &["serve"]);
+    s.send(&json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {"path": "Agentfile"}}));
+    let r = s.reply(1, PATIENCE);
+    assert_eq!(r["result"]["status"], "failed", "{r}");
+    assert!(
+        r["result"]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("panicked"),
+        "{r}"
+    );
+    assert!(s.ping("after") < Duration::from_secs(5));
+    assert!(s.finish(PATIENCE).success());
+
+    let mut m = Server::mcp(&dir.0, &[]);
+    m.send(&call_tool("r", "run", json!({"path": "Agentfile"})));
+    let r = m.reply("r", PATIENCE);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(m.finish(Duration::from_secs(20)).success());
+}
