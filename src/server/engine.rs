@@ -804,9 +804,10 @@ impl Engine {
         work: impl FnOnce(&Engine) -> Result<T, RpcError> + Send + 'static,
     ) -> Result<T, RpcError> {
         let budget = self.analysis_budget();
-        // Every request takes at least one permit, so an empty file still waits
-        // its turn behind a budget that is full.
-        let weight = weight.clamp(1, budget as u64) as u32;
+        // At most ANALYSES_AT_ONCE at a time whatever their size: a small file
+        // can still take far more than its size (a diagnostic per line).
+        let least = (budget / ANALYSES_AT_ONCE).max(1) as u64;
+        let weight = weight.clamp(least, budget as u64) as u32;
         let permit = self
             .analysis
             .clone()
@@ -1095,6 +1096,9 @@ impl Approver for EngineApprover {
         })
     }
 }
+
+/// Analyses (validate, inspect, list) running at once on one connection.
+pub const ANALYSES_AT_ONCE: usize = 2;
 
 /// What the diagnostics of `validate {source}` without a `path` name as their file.
 pub const SOURCE_LABEL: &str = "<source>";
