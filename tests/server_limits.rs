@@ -103,6 +103,12 @@ impl Server {
         );
         s.reply("init", PATIENCE);
         s.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        // Answered only once the handshake is complete on the server's side.
+        s.send(&json!({"jsonrpc": "2.0", "id": "ready", "method": "tools/list"}));
+        s.reply("ready", PATIENCE);
+        // A request counts as in flight until its reply is written, a moment
+        // after the client reads it.
+        std::thread::sleep(Duration::from_millis(200));
         s
     }
 
@@ -434,7 +440,15 @@ fn mcp_answers_ping_at_once_while_it_refuses_requests_for_limits() {
     // Let the runs start before timing anything.
     m.send(&call_tool("warm-up", "list", json!({})));
     let r = m.reply("warm-up", PATIENCE);
-    assert_eq!(limit_of(&r["error"]), "requests_in_flight", "{r}");
+    assert_eq!(
+        limit_of(&r["error"]),
+        "requests_in_flight",
+        "{r} after {:?}",
+        m.seen
+            .iter()
+            .map(|(_, v)| v.to_string())
+            .collect::<Vec<_>>()
+    );
     m.ping("warm-up-ping");
     std::thread::sleep(Duration::from_millis(500));
     for round in 0..5 {
