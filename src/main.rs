@@ -252,6 +252,16 @@ struct ServerArgs {
     /// Runs executing at once; more wait as `queued`.
     #[arg(long, default_value_t = agentfile::server::engine::DEFAULT_MAX_RUNS)]
     max_runs: usize,
+    /// Requests (and batch items) handled at once per connection; more are
+    /// answered with error -32007.
+    #[arg(long, default_value_t = agentfile::server::limits::DEFAULT_MAX_REQUESTS)]
+    max_requests: usize,
+    /// Largest reply line, in bytes; a larger reply becomes error -32007.
+    #[arg(long, default_value_t = agentfile::server::limits::DEFAULT_MAX_REPLY)]
+    max_reply_bytes: usize,
+    /// Largest workflow file a request may have analysed, in bytes.
+    #[arg(long, default_value_t = agentfile::server::limits::DEFAULT_MAX_SOURCE)]
+    max_source_bytes: usize,
 }
 
 impl ServerArgs {
@@ -277,6 +287,11 @@ impl ServerArgs {
             provider: self.provider.clone(),
             model: self.model.clone(),
             max_runs: self.max_runs,
+            limits: agentfile::server::limits::Limits {
+                max_requests: self.max_requests,
+                max_reply: self.max_reply_bytes,
+                max_source: self.max_source_bytes,
+            },
             ..Default::default()
         }
     }

@@ -413,7 +413,7 @@ fn batches_and_notifications() {
     assert_eq!(
         names,
         [
-            "run", "event", "cancel", "approve", "validate", "inspect", "list", "sessions"
+            "run", "event", "cancel", "approve", "validate", "inspect", "list", "sessions", "ping"
         ]
     );
 }

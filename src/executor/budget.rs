@@ -217,7 +217,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     if let Ok(secs) = s.parse::<f64>() {
         return if secs.is_finite() && secs >= 0.0 {
-            Ok(Duration::from_secs_f64(secs))
+            Duration::try_from_secs_f64(secs).map_err(|_| too_long(s))
         } else {
             Err(format!("`{s}` is not a duration"))
         };
@@ -250,12 +250,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
             "h" => v * 3600.0,
             _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
         };
-        total += Duration::from_secs_f64(secs);
+        // Checked: a number from the user can exceed what a Duration holds,
+        // and the unchecked conversion and `+=` panic there.
+        let part = Duration::try_from_secs_f64(secs).map_err(|_| too_long(s))?;
+        total = total.checked_add(part).ok_or_else(|| too_long(s))?;
     }
     if !num.is_empty() {
         return Err(format!("`{s}`: a number needs a unit (ms, s, m or h)"));
     }
     Ok(total)
+}
+
+fn too_long(s: &str) -> String {
+    format!("`{s}` is too long a duration to represent; give at most a few years (like 8760h)")
 }
 
 #[cfg(test)]
@@ -271,6 +278,17 @@ mod tests {
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("10").is_ok());
         assert!(parse_duration("3x").is_err());
+        // Past what a Duration holds: an error, not a panic.
+        for huge in [
+            "18446744073709551616s",
+            "18446744073709551616",
+            "1e300",
+            "99999999999999999999999999h",
+            "18446744073709551615s18446744073709551615s",
+        ] {
+            let e = parse_duration(huge).unwrap_err();
+            assert!(e.contains("too long"), "{huge}: {e}");
+        }
     }
 
     #[test]

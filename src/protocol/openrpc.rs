@@ -10,8 +10,8 @@ use serde_json::{Map, Value, json};
 use crate::protocol::diagnostics::ValidateReport;
 use crate::protocol::events::{Event, RunResult};
 use crate::protocol::rpc::{
-    ApproveParams, CancelParams, EventPage, EventParams, InspectParams, ListParams, RpcError,
-    RunParams, RunStatus, SessionList, SessionsParams, ValidateParams, code,
+    ApproveParams, CancelParams, EventPage, EventParams, InspectParams, ListParams, PingParams,
+    Pong, RpcError, RunParams, RunStatus, SessionList, SessionsParams, ValidateParams, code,
 };
 use crate::protocol::workflows::WorkflowList;
 
@@ -67,7 +67,7 @@ fn descriptors(params: &Schema) -> Vec<Value> {
         .collect()
 }
 
-const ERRORS: [(i64, &str); 11] = [
+const ERRORS: [(i64, &str); 12] = [
     (
         code::PARSE_ERROR,
         "Parse error: the line is not JSON (id is null)",
@@ -102,6 +102,10 @@ const ERRORS: [(i64, &str); 11] = [
     (
         code::NOT_FOUND,
         "A workflow file or folder named in the request does not exist",
+    ),
+    (
+        code::LIMIT,
+        "A bound of the server was reached and the request was not run: data.limit names it (requests_in_flight, request_bytes_in_flight, reply_size, source_size) and data.max is its value",
     ),
 ];
 
@@ -146,6 +150,8 @@ pub fn document() -> Value {
                 SHUTTING_DOWN,
                 STORE,
                 NOT_FOUND,
+                LIMIT,
+                INTERNAL,
             ],
         ),
         {
@@ -156,7 +162,7 @@ pub fn document() -> Value {
                 "Read a session's events after a seq, or long-poll for the next ones",
                 "page",
                 r,
-                &[INVALID_PARAMS, UNKNOWN_SESSION, STORE],
+                &[INVALID_PARAMS, UNKNOWN_SESSION, STORE, LIMIT, INTERNAL],
             )
         },
         {
@@ -167,7 +173,14 @@ pub fn document() -> Value {
                 "Cancel a run; a finished one keeps its status",
                 "status",
                 r,
-                &[INVALID_PARAMS, UNKNOWN_SESSION, SESSION_STATE, STORE],
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
             )
         },
         {
@@ -178,7 +191,14 @@ pub fn document() -> Value {
                 "Approve or reject the supervised goal a run waits at (a session waiting from an earlier process is resumed)",
                 "status",
                 r,
-                &[INVALID_PARAMS, UNKNOWN_SESSION, SESSION_STATE, STORE],
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
             )
         },
         {
@@ -189,7 +209,7 @@ pub fn document() -> Value {
                 "Check workflow files (or source text) and report every problem",
                 "report",
                 r,
-                &[INVALID_PARAMS],
+                &[INVALID_PARAMS, LIMIT, INTERNAL],
             )
         },
         method::<InspectParams>(
@@ -198,7 +218,7 @@ pub fn document() -> Value {
             "A workflow's plan: inputs, agents, goals, steps",
             "plan",
             inspect_result,
-            &[INVALID_PARAMS, RUN_REJECTED],
+            &[INVALID_PARAMS, RUN_REJECTED, LIMIT, INTERNAL],
         ),
         {
             let r = g.subschema_for::<WorkflowList>();
@@ -208,7 +228,7 @@ pub fn document() -> Value {
                 "Find the workflows under a folder",
                 "workflows",
                 r,
-                &[INVALID_PARAMS, NOT_FOUND],
+                &[INVALID_PARAMS, NOT_FOUND, LIMIT, INTERNAL],
             )
         },
         {
@@ -219,7 +239,18 @@ pub fn document() -> Value {
                 "Stored sessions, newest first",
                 "sessions",
                 r,
-                &[INVALID_PARAMS, STORE],
+                &[INVALID_PARAMS, STORE, LIMIT, INTERNAL],
+            )
+        },
+        {
+            let r = g.subschema_for::<Pong>();
+            method::<PingParams>(
+                &mut g,
+                "ping",
+                "Answered `{}` at once, also while the connection is at a limit: is the server there?",
+                "pong",
+                r,
+                &[INVALID_PARAMS],
             )
         },
     ];

@@ -56,6 +56,16 @@ pub struct RunParams {
     pub timeout: Option<String>,
 }
 
+/// `ping`: no params; answered `{}` at once, even while the connection is at a
+/// limit.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PingParams {}
+
+/// The answer to `ping`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Pong {}
+
 /// `run` with `wait: false`, and `cancel` / `approve`: where a session stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunStatus {
@@ -209,6 +219,10 @@ pub mod code {
     pub const STORE: i64 = -32005;
     /// A workflow or folder named in the request cannot be read.
     pub const NOT_FOUND: i64 = -32006;
+    /// A bound of the server was reached (requests in flight, their bytes, the
+    /// size of a reply, the size of a workflow source); the request was not
+    /// run. `data.limit` names the bound and `data.max` is its value.
+    pub const LIMIT: i64 = -32007;
 }
 
 /// An error object: JSON-RPC's `error` member, and the text of an MCP tool error.

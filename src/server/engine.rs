@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::FutureExt;
 use futures::future::BoxFuture;
 use tokio::sync::{Semaphore, oneshot, watch};
 use tokio_util::sync::CancellationToken;
@@ -42,6 +43,7 @@ use crate::protocol::rpc::{
 };
 use crate::protocol::workflows::WorkflowList;
 use crate::run::{self, RunError, RunRequest, SessionChoice, Stores};
+use crate::server::limits::{self, Limits};
 use crate::session::{self, SessionMeta, SessionStatus, SessionStore, StoreError};
 use crate::{discover, inspect};
 
@@ -70,6 +72,8 @@ pub struct EngineOptions {
     /// Said after "the API key is not set": where this server's host passes
     /// environment variables.
     pub key_hint: Option<String>,
+    /// The connection's bounds (requests in flight, reply and source sizes).
+    pub limits: Limits,
 }
 
 /// Runs at once when `--max-runs` is not given.
@@ -159,6 +163,9 @@ pub struct Engine {
     /// Canonical workspace: relative request paths start here.
     root: PathBuf,
     slots: Arc<Semaphore>,
+    /// Bytes of workflow source being analysed (validate, inspect, list), so
+    /// that concurrent analyses cannot take more memory than a few big files.
+    analysis: Arc<Semaphore>,
     runs: Mutex<HashMap<String, Arc<LiveRun>>>,
     /// Stores by location, opened once and shared by every run that uses them.
     stores: Mutex<HashMap<PathBuf, Stores>>,
@@ -180,10 +187,16 @@ impl Engine {
         } else {
             options.max_runs
         };
+        let budget = options
+            .limits
+            .analysis_budget()
+            .min(Semaphore::MAX_PERMITS)
+            .min(u32::MAX as usize);
         Ok(Arc::new(Engine {
             options,
             root,
             slots: Arc::new(Semaphore::new(max)),
+            analysis: Arc::new(Semaphore::new(budget)),
             runs: Mutex::new(HashMap::new()),
             stores: Mutex::new(HashMap::new()),
             closing: AtomicBool::new(false),
@@ -349,7 +362,27 @@ impl Engine {
         let task_live = live.clone();
         self.tasks.spawn(async move {
             let live = task_live;
-            let result = engine.execute(&live, prepared, stores, choice, hooks).await;
+            // A panic inside a run must still end it: its caller waits for a
+            // result and the server must stay able to drain and exit.
+            let result = match std::panic::AssertUnwindSafe(
+                engine.execute(&live, prepared, stores, choice, hooks),
+            )
+            .catch_unwind()
+            .await
+            {
+                Ok(r) => r,
+                Err(p) => {
+                    let message = format!(
+                        "internal error: the run panicked ({}); please report it",
+                        limits::panic_message(p.as_ref())
+                    );
+                    eprintln!("agentfile: session {}: {message}", live.session_id);
+                    let _ = live
+                        .store
+                        .set_status(&live.session_id, SessionStatus::Failed);
+                    failed_result(&live.session_id, &message, SessionStatus::Failed)
+                }
+            };
             let status = if live.interrupted.load(Ordering::SeqCst) {
                 let _ = live
                     .store
@@ -502,6 +535,9 @@ impl Engine {
                 format!("{}: no such workflow file or folder", path.display()),
             ));
         }
+        // Preparing a run parses the workflow inline: a huge file is refused
+        // before it is read.
+        self.source_size(&path)?;
         let loaded = self
             .find_config(p.config.as_deref(), &path)?
             .unwrap_or_default();
@@ -736,6 +772,134 @@ impl Engine {
 
     // ---- validate, inspect, list, sessions ----
 
+    /// The size of the workflow source at `path` (a folder: the workflow file
+    /// in it), refused past `--max-source-bytes`. Unreadable files weigh 0:
+    /// the analysis reports them.
+    fn source_size(&self, path: &Path) -> Result<u64, RpcError> {
+        let file = if path.is_dir() {
+            ["Agentfile", "workflow.yaml", "WORKFLOW.md"]
+                .iter()
+                .map(|n| path.join(n))
+                .find(|p| p.is_file())
+        } else {
+            Some(path.to_owned())
+        };
+        let size = file
+            .and_then(|f| std::fs::metadata(f).ok())
+            .map_or(0, |m| m.len());
+        let max = self.options.limits.max_source();
+        if size > max as u64 {
+            return Err(limits::source_too_large(
+                &path.display().to_string(),
+                size,
+                max,
+            ));
+        }
+        Ok(size)
+    }
+
+    /// Run `work` on the blocking pool once `weight` bytes of the analysis
+    /// budget are free, so that analyses in flight stay within it; a panic
+    /// in it is an internal error, not a lost reply.
+    async fn analyse<T: Send + 'static>(
+        self: &Arc<Self>,
+        weight: u64,
+        work: impl FnOnce(&Engine) -> Result<T, RpcError> + Send + 'static,
+    ) -> Result<T, RpcError> {
+        let budget = self.analysis_budget();
+        // At most ANALYSES_AT_ONCE at a time whatever their size: a small file
+        // can still take far more than its size (a diagnostic per line).
+        let least = (budget / ANALYSES_AT_ONCE).max(1) as u64;
+        let weight = weight.clamp(least, budget as u64) as u32;
+        let permit = self
+            .analysis
+            .clone()
+            .acquire_many_owned(weight)
+            .await
+            .map_err(|_| RpcError::internal("the analysis budget was closed"))?;
+        let engine = self.clone();
+        let out = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            work(&engine)
+        })
+        .await;
+        match out {
+            Ok(r) => r,
+            Err(e) if e.is_panic() => Err(RpcError::internal(format!(
+                "internal error: the request handler panicked ({}); please report it",
+                limits::panic_message(e.into_panic().as_ref())
+            ))),
+            Err(e) => Err(RpcError::internal(format!("the request was dropped: {e}"))),
+        }
+    }
+
+    fn analysis_budget(&self) -> usize {
+        self.options
+            .limits
+            .analysis_budget()
+            .min(Semaphore::MAX_PERMITS)
+            .min(u32::MAX as usize)
+    }
+
+    /// [`Engine::validate`] within the source-size and analysis bounds, off the
+    /// async threads.
+    pub async fn validate_bounded(
+        self: &Arc<Self>,
+        p: ValidateParams,
+    ) -> Result<ValidateReport, RpcError> {
+        let max = self.options.limits.max_source();
+        let weight = match &p.source {
+            Some(src) => {
+                if src.len() > max {
+                    return Err(limits::source_too_large("`source`", src.len() as u64, max));
+                }
+                src.len() as u64
+            }
+            None => {
+                let mut total = 0u64;
+                for x in p.path.iter().chain(&p.paths) {
+                    total = total.saturating_add(self.source_size(&self.path(x))?);
+                }
+                total
+            }
+        };
+        self.analyse(weight, move |e| e.validate(p)).await
+    }
+
+    /// [`Engine::inspect`] within the same bounds as validation.
+    pub async fn inspect_bounded(
+        self: &Arc<Self>,
+        p: InspectParams,
+    ) -> Result<serde_json::Value, RpcError> {
+        let weight = if p.path.trim().is_empty() {
+            0
+        } else {
+            self.source_size(&self.path(&p.path))?
+        };
+        self.analyse(weight, move |e| e.inspect(p)).await
+    }
+
+    /// [`Engine::list`] analyses every workflow under a folder: it takes the
+    /// whole analysis budget, one listing at a time and nothing beside it.
+    pub async fn list_bounded(self: &Arc<Self>, p: ListParams) -> Result<WorkflowList, RpcError> {
+        let all = self.analysis_budget() as u64;
+        self.analyse(all, move |e| e.list(p)).await
+    }
+
+    /// [`Engine::sessions`] off the async threads.
+    pub async fn sessions_bounded(
+        self: &Arc<Self>,
+        p: SessionsParams,
+    ) -> Result<SessionList, RpcError> {
+        let engine = self.clone();
+        match tokio::task::spawn_blocking(move || engine.sessions(p)).await {
+            Ok(r) => r,
+            Err(e) => Err(RpcError::internal(format!(
+                "internal error: the request handler failed ({e}); please report it"
+            ))),
+        }
+    }
+
     pub fn validate(&self, p: ValidateParams) -> Result<ValidateReport, RpcError> {
         let mut paths: Vec<PathBuf> = p.paths.iter().map(|x| self.path(x)).collect();
         if let Some(x) = &p.path {
@@ -748,16 +912,26 @@ impl Engine {
                     "validate: invalid params: `source` checks one workflow; give at most one `path`",
                 ));
             }
-            let at = paths.pop().unwrap_or_else(|| self.root.join("Agentfile"));
+            // Without a `path` the text is not a file: its diagnostics say
+            // `<source>`, while FROM files still resolve from the workspace.
+            let (at, label) = match paths.pop() {
+                Some(at) => (at, None),
+                None => (self.root.join(SOURCE_LABEL), Some(SOURCE_LABEL)),
+            };
             let config = self.find_config(p.config.as_deref(), &at)?;
-            analyses.push(frontend::analyze_bytes(
-                at,
+            let analysis = frontend::analyze_bytes(
+                at.clone(),
                 source.into_bytes(),
                 frontend::Options {
                     config: config.as_ref(),
                     dialect: None,
                 },
-            ));
+            );
+            let mut report = ValidateReport::new(std::slice::from_ref(&analysis));
+            if let Some(label) = label {
+                relabel(&mut report, &at.display().to_string(), label);
+            }
+            return Ok(report);
         } else {
             if paths.is_empty() {
                 return Err(RpcError::invalid_params(
@@ -923,6 +1097,30 @@ impl Approver for EngineApprover {
             *lock(&self.live.pending) = Pending::Nothing;
             decision
         })
+    }
+}
+
+/// Analyses (validate, inspect, list) running at once on one connection.
+pub const ANALYSES_AT_ONCE: usize = 2;
+
+/// What the diagnostics of `validate {source}` without a `path` name as their file.
+pub const SOURCE_LABEL: &str = "<source>";
+
+/// Name `from` as `to` wherever the report mentions it.
+fn relabel(report: &mut ValidateReport, from: &str, to: &str) {
+    let swap = |p: &mut String| {
+        if p == from {
+            *p = to.to_owned();
+        }
+    };
+    for f in &mut report.files {
+        swap(&mut f.path);
+        for d in &mut f.diagnostics {
+            swap(&mut d.path);
+            for n in &mut d.notes {
+                swap(&mut n.path);
+            }
+        }
     }
 }
 

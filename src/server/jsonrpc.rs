@@ -29,9 +29,11 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
 
+use futures::FutureExt;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
@@ -40,15 +42,19 @@ use crate::events::EventSink;
 use crate::protocol::events::Event;
 use crate::protocol::rpc::{self, RpcError, code};
 use crate::server::engine::{Engine, RunHooks};
+use crate::server::limits::{self, Limits};
 
 /// The longest line read; longer ones are answered with a parse error.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub const MAX_LINE: usize = limits::MAX_LINE;
+/// Lines longer than this are parsed on the blocking pool, so the reader
+/// goes on to the next line (a `ping`) while a big one is decoded.
+const PARSE_INLINE: usize = 64 * 1024;
 /// Messages waiting for stdout before producers wait.
 const OUTBOX_CAPACITY: usize = 256;
 
 /// The methods, for `-32601` hints and `rpc.discover`.
-pub const METHODS: [&str; 8] = [
-    "run", "event", "cancel", "approve", "validate", "inspect", "list", "sessions",
+pub const METHODS: [&str; 9] = [
+    "run", "event", "cancel", "approve", "validate", "inspect", "list", "sessions", "ping",
 ];
 
 /// Serialised messages on their way to stdout, written by one thread.
@@ -81,6 +87,11 @@ impl Outbox {
             }
         };
         line.push(b'\n');
+        self.send_line(line);
+    }
+
+    /// Queue one encoded message, ending in a newline (see [`Outbox::send`]).
+    pub fn send_line(&self, line: Vec<u8>) {
         match self.tx.try_send(line) {
             Ok(()) => {}
             Err(TrySendError::Full(line)) => {
@@ -134,6 +145,11 @@ pub struct Connection {
     admissions: TaskTracker,
     /// Cancelled once stdin closed and every run finished: long polls answer.
     closed: CancellationToken,
+    limits: Limits,
+    /// One permit per request or batch item being handled (`ping` aside).
+    slots: Arc<Semaphore>,
+    /// One permit per byte of the request lines being handled.
+    bytes: Arc<Semaphore>,
 }
 
 /// Run a connection over `input` until it closes (or `stop` fires: a signal),
@@ -144,12 +160,18 @@ pub async fn serve(
     outbox: Outbox,
     stop: CancellationToken,
 ) {
+    let limits = engine.options().limits;
     let conn = Arc::new(Connection {
         engine: engine.clone(),
         outbox,
         requests: TaskTracker::new(),
         admissions: TaskTracker::new(),
         closed: CancellationToken::new(),
+        limits,
+        slots: Arc::new(Semaphore::new(limits.max_requests())),
+        bytes: Arc::new(Semaphore::new(
+            limits.max_request_bytes().min(Semaphore::MAX_PERMITS),
+        )),
     });
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut buf = Vec::new();
@@ -162,13 +184,17 @@ pub async fn serve(
         match read {
             Ok(Line::Eof) => break false,
             Ok(Line::TooLong) => conn.outbox.send(&error_reply(
-                Value::Null,
-                RpcError::new(
-                    code::PARSE_ERROR,
-                    format!("message longer than {} MiB", MAX_LINE / (1024 * 1024)),
+                limits::recover_id(&buf),
+                limits::limit_error(
+                    "request_size",
+                    MAX_LINE,
+                    format!(
+                        "message longer than {} MiB; send workflows by `path`, not inline",
+                        MAX_LINE / (1024 * 1024)
+                    ),
                 ),
             )),
-            Ok(Line::Text) => conn.handle_line(&buf),
+            Ok(Line::Text) => conn.handle_line(std::mem::take(&mut buf)),
             Err(e) => {
                 eprintln!("agentfile serve: cannot read standard input: {e}");
                 break false;
@@ -217,8 +243,10 @@ async fn read_line(
         };
         if !too_long {
             if buf.len() + take > MAX_LINE {
+                // Keep the start: the id is looked for there to answer it.
                 too_long = true;
-                buf.clear();
+                buf.truncate(limits::ID_PREFIX);
+                buf.shrink_to(limits::ID_PREFIX);
             } else {
                 buf.extend_from_slice(&chunk[..take]);
             }
@@ -245,12 +273,51 @@ struct Call {
 }
 
 impl Connection {
-    /// One line from the client: a message or a batch.
-    fn handle_line(self: &Arc<Self>, line: &[u8]) {
+    /// One line from the client: a message or a batch. Its bytes count against
+    /// the connection's budget until it is answered.
+    fn handle_line(self: &Arc<Self>, line: Vec<u8>) {
         if line.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        let value: Value = match serde_json::from_slice(line) {
+        let weight = u32::try_from(line.len()).unwrap_or(u32::MAX);
+        let Ok(bytes) = self.bytes.clone().try_acquire_many_owned(weight) else {
+            self.outbox.send(&error_reply(
+                limits::recover_id(&line),
+                limits::too_many_request_bytes(self.limits.max_request_bytes()),
+            ));
+            return;
+        };
+        let conn = self.clone();
+        let token = self.admissions.token();
+        self.requests.spawn(async move {
+            let value = if line.len() <= PARSE_INLINE {
+                serde_json::from_slice::<Value>(&line)
+            } else {
+                // Decoding megabytes takes a while: not on the async threads.
+                match tokio::task::spawn_blocking(move || serde_json::from_slice::<Value>(&line))
+                    .await
+                {
+                    Ok(v) => v,
+                    Err(e) => {
+                        conn.outbox.send(&error_reply(
+                            Value::Null,
+                            RpcError::internal(format!("internal error: cannot decode: {e}")),
+                        ));
+                        return;
+                    }
+                }
+            };
+            conn.handle_value(value, token).await;
+            drop(bytes);
+        });
+    }
+
+    async fn handle_value(
+        self: &Arc<Self>,
+        value: serde_json::Result<Value>,
+        token: TaskTrackerToken,
+    ) {
+        let value = match value {
             Ok(v) => v,
             Err(e) => {
                 self.outbox.send(&error_reply(
@@ -260,57 +327,139 @@ impl Connection {
                 return;
             }
         };
+        let max = self.limits.max_reply();
         match value {
             Value::Array(items) if items.is_empty() => self.outbox.send(&error_reply(
                 Value::Null,
                 RpcError::new(code::INVALID_REQUEST, "invalid request: empty batch"),
             )),
             Value::Array(items) => {
-                let conn = self.clone();
+                // Each item's reply is encoded as it comes, within what is left
+                // of the reply limit; an item past it gets a small error instead.
+                let used = std::sync::atomic::AtomicUsize::new(2);
                 let tokens: Vec<_> = items.iter().map(|_| self.admissions.token()).collect();
-                self.requests.spawn(async move {
-                    let replies = futures::future::join_all(
-                        items
-                            .into_iter()
-                            .zip(tokens)
-                            .map(|(item, token)| conn.clone().reply_to(item, token)),
-                    )
-                    .await;
-                    let replies: Vec<Value> = replies.into_iter().flatten().collect();
-                    // A batch of notifications gets no reply at all.
-                    if !replies.is_empty() {
-                        conn.outbox.send(&replies);
+                drop(token);
+                let replies = futures::future::join_all(items.into_iter().zip(tokens).map(
+                    |(item, token)| {
+                        let used = &used;
+                        async move {
+                            // The reply is full already: do not run the item at all.
+                            if used.load(std::sync::atomic::Ordering::SeqCst) >= max {
+                                let id = match &item {
+                                    Value::Object(o) => match o.get("id") {
+                                        None => return None,
+                                        Some(id @ (Value::String(_) | Value::Number(_))) => {
+                                            id.clone()
+                                        }
+                                        Some(_) => Value::Null,
+                                    },
+                                    _ => Value::Null,
+                                };
+                                let mut line = limits::encode_capped(
+                                    &error_reply(id, limits::reply_too_large(max)),
+                                    usize::MAX,
+                                )
+                                .unwrap_or_default();
+                                line.pop();
+                                return Some(line);
+                            }
+                            let (id, reply) = self.clone().reply_to(item, token).await?;
+                            let mut line = encode_within(&reply, used, max)
+                                .or_else(|| {
+                                    encode_within(
+                                        &error_reply(id, limits::reply_too_large(max)),
+                                        used,
+                                        usize::MAX,
+                                    )
+                                })
+                                .unwrap_or_default();
+                            line.pop();
+                            Some(line)
+                        }
+                    },
+                ))
+                .await;
+                let replies: Vec<Vec<u8>> = replies.into_iter().flatten().collect();
+                // A batch of notifications gets no reply at all.
+                if !replies.is_empty() {
+                    let mut line = Vec::with_capacity(used.into_inner() + 1);
+                    line.push(b'[');
+                    for (i, r) in replies.iter().enumerate() {
+                        if i > 0 {
+                            line.push(b',');
+                        }
+                        line.extend_from_slice(r);
                     }
-                });
+                    line.extend_from_slice(b"]\n");
+                    self.outbox.send_line(line);
+                }
             }
             single => {
-                let conn = self.clone();
-                let token = self.admissions.token();
-                self.requests.spawn(async move {
-                    if let Some(reply) = conn.clone().reply_to(single, token).await {
-                        conn.outbox.send(&reply);
+                if let Some((id, reply)) = self.clone().reply_to(single, token).await {
+                    match limits::encode_capped(&reply, max) {
+                        Some(line) => self.outbox.send_line(line),
+                        None => self
+                            .outbox
+                            .send(&error_reply(id, limits::reply_too_large(max))),
                     }
-                });
+                }
             }
         }
     }
 
-    /// The reply to one message, or `None` for a notification.
+    /// The reply to one message and the id it answers, or `None` for a
+    /// notification.
     async fn reply_to(
         self: Arc<Self>,
         message: Value,
         admission: TaskTrackerToken,
-    ) -> Option<Value> {
+    ) -> Option<(Value, Value)> {
         let call = match check(message) {
             Ok(call) => call,
-            Err((id, e)) => return Some(error_reply(id, e)),
+            Err((id, e)) => return Some((id.clone(), error_reply(id, e))),
         };
-        let result = self.dispatch(&call, admission).await;
+        let result = if call.method == "ping" {
+            // Exempt from the request bounds: it holds nothing.
+            rpc::params::<rpc::PingParams>("ping", call.params.clone())
+                .and_then(|_| to_value(&rpc::Pong {}))
+        } else {
+            match self.slots.clone().try_acquire_owned() {
+                Ok(slot) => self.dispatch_guarded(&call, admission, slot).await,
+                Err(_) => Err(limits::too_many_requests(self.limits.max_requests())),
+            }
+        };
         let id = call.id?;
-        Some(match result {
-            Ok(value) => json!({"jsonrpc": "2.0", "id": id, "result": value}),
-            Err(e) => error_reply(id, e),
-        })
+        Some((
+            id.clone(),
+            match result {
+                Ok(value) => json!({"jsonrpc": "2.0", "id": id, "result": value}),
+                Err(e) => error_reply(id, e),
+            },
+        ))
+    }
+
+    /// [`Connection::dispatch`] holding a request slot; a panic in it is an
+    /// internal error reply, and the connection goes on.
+    async fn dispatch_guarded(
+        self: &Arc<Self>,
+        call: &Call,
+        admission: TaskTrackerToken,
+        _slot: OwnedSemaphorePermit,
+    ) -> Result<Value, RpcError> {
+        match std::panic::AssertUnwindSafe(self.dispatch(call, admission))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => r,
+            Err(p) => {
+                let why = limits::panic_message(p.as_ref());
+                eprintln!("agentfile serve: `{}` panicked: {why}", call.method);
+                Err(RpcError::internal(format!(
+                    "internal error: the `{}` handler panicked ({why}); please report it",
+                    call.method
+                )))
+            }
+        }
     }
 
     /// Answer one call. `admission` is held until the call has started any run
@@ -364,26 +513,20 @@ impl Connection {
                 drop(admission.take());
                 to_value(&status?)
             }
-            "validate" => {
-                let p = rpc::params(m, params)?;
-                let engine = self.engine.clone();
-                to_value(&blocking(move || engine.validate(p)).await?)
-            }
-            "inspect" => {
-                let p = rpc::params(m, params)?;
-                let engine = self.engine.clone();
-                blocking(move || engine.inspect(p)).await
-            }
-            "list" => {
-                let p = rpc::params(m, params)?;
-                let engine = self.engine.clone();
-                to_value(&blocking(move || engine.list(p)).await?)
-            }
-            "sessions" => {
-                let p = rpc::params(m, params)?;
-                let engine = self.engine.clone();
-                to_value(&blocking(move || engine.sessions(p)).await?)
-            }
+            "validate" => to_value(
+                &self
+                    .engine
+                    .validate_bounded(rpc::params(m, params)?)
+                    .await?,
+            ),
+            "inspect" => self.engine.inspect_bounded(rpc::params(m, params)?).await,
+            "list" => to_value(&self.engine.list_bounded(rpc::params(m, params)?).await?),
+            "sessions" => to_value(
+                &self
+                    .engine
+                    .sessions_bounded(rpc::params(m, params)?)
+                    .await?,
+            ),
             "rpc.discover" => Ok(openrpc()),
             other => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,
@@ -476,18 +619,31 @@ fn to_value(v: &impl Serialize) -> Result<Value, RpcError> {
         .map_err(|e| RpcError::internal(format!("cannot encode the result: {e}")))
 }
 
-/// File-reading methods run off the async threads.
-async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, RpcError> + Send + 'static,
-) -> Result<T, RpcError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| RpcError::internal(format!("the request handler panicked: {e}")))?
+/// `value` encoded as one line if it fits in what is left of `max` after
+/// `used` bytes, which it then adds to `used`.
+fn encode_within(
+    value: &Value,
+    used: &std::sync::atomic::AtomicUsize,
+    max: usize,
+) -> Option<Vec<u8>> {
+    use std::sync::atomic::Ordering;
+    let left = max.saturating_sub(used.load(Ordering::SeqCst));
+    let line = limits::encode_capped(value, left)?;
+    // Reserve after encoding: items finishing together may each fit alone and
+    // not together, so the sum is checked again.
+    let before = used.fetch_add(line.len(), Ordering::SeqCst);
+    if before.saturating_add(line.len()) > max {
+        used.fetch_sub(line.len(), Ordering::SeqCst);
+        return None;
+    }
+    Some(line)
 }
 
 /// The OpenRPC document of this server (`protocol/openrpc.json`).
 pub fn openrpc() -> Value {
-    crate::protocol::openrpc::document()
+    // Built once: generating it costs milliseconds, and a batch may ask often.
+    static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+    DOC.get_or_init(crate::protocol::openrpc::document).clone()
 }
 
 #[cfg(test)]

@@ -18,4 +18,5 @@
 
 pub mod engine;
 pub mod jsonrpc;
+pub mod limits;
 pub mod mcp;

@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures::FutureExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ErrorData, GetPromptRequestParams, GetPromptResponse,
     Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
@@ -189,7 +190,10 @@ impl ServerHandler for McpServer {
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let mut all: Vec<rmcp::model::Tool> = self.fixed_tools.as_ref().clone();
-        all.extend(self.catalog.tools().await.iter().map(|w| w.tool.clone()));
+        // A slow first scan must not hold the list up: the client hears
+        // `list_changed` when the workflow tools are ready.
+        let workflows = self.catalog.tools_within(workflows::FIRST_SCAN_WAIT).await;
+        all.extend(workflows.iter().map(|w| w.tool.clone()));
         Ok(ListToolsResult::with_all_items(all))
     }
 
@@ -198,7 +202,23 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        tools::call(self, request, context).await.map(Into::into)
+        // A panic in a tool is an internal error to that call; the
+        // connection and the other calls go on.
+        let name = request.name.clone();
+        match std::panic::AssertUnwindSafe(tools::call(self, request, context))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => r.map(Into::into),
+            Err(p) => {
+                let why = crate::server::limits::panic_message(p.as_ref());
+                eprintln!("agentfile mcp: tool `{name}` panicked: {why}");
+                Err(ErrorData::internal_error(
+                    format!("internal error: the `{name}` tool panicked ({why}); please report it"),
+                    None,
+                ))
+            }
+        }
     }
 
     async fn list_prompts(
@@ -252,7 +272,7 @@ pub async fn serve(
     mut options: McpOptions,
     stop: impl Future<Output = ExitCode>,
 ) -> ExitCode {
-    let io = Arc::new(transport::Conn::default());
+    let io = Arc::new(transport::Conn::new(options.engine.limits));
     let client = Arc::new(Client::new(io.clone(), options.heartbeat));
     options.engine.sampling = Some(Arc::new(sampling::SamplingProvider::new(
         client.clone(),
@@ -269,16 +289,17 @@ pub async fn serve(
             return 2;
         }
     };
-    let scan = workflows::Scan {
-        root: engine.root().to_owned(),
-        config: config.map(|c| {
+    let scan = workflows::Scan::new(
+        engine.root().to_owned(),
+        config.map(|c| {
             if c.is_absolute() {
                 c
             } else {
                 engine.root().join(c)
             }
         }),
-    };
+        engine.options().limits.max_source() as u64,
+    );
     let catalog = Arc::new(workflows::Catalog::default());
     {
         // The first scan runs beside the handshake, so `initialize` is not kept waiting.

@@ -253,14 +253,25 @@ pub async fn call(
             Err(e) => tool_error(&e),
         },
         "validate" => match params::<ValidateParams>("validate", args) {
-            Ok(p) => match engine.validate(p) {
-                Ok(report) => text_result(validate_text(&report), structured(&report), false),
+            Ok(p) => match engine.validate_bounded(p).await {
+                // A report of thousands of diagnostics takes a while to render:
+                // off the async threads, like the validation.
+                Ok(report) => match tokio::task::spawn_blocking(move || {
+                    text_result(validate_text(&report), structured(&report), false)
+                })
+                .await
+                {
+                    Ok(r) => r,
+                    Err(e) => tool_error(&RpcError::internal(format!(
+                        "internal error: cannot render the report: {e}"
+                    ))),
+                },
                 Err(e) => tool_error(&e),
             },
             Err(e) => tool_error(&e),
         },
         "inspect" => match params::<InspectParams>("inspect", args) {
-            Ok(p) => match engine.inspect(p) {
+            Ok(p) => match engine.inspect_bounded(p).await {
                 Ok(v) => {
                     let text = match v.get("text").and_then(Value::as_str) {
                         Some(t) => t.to_owned(),
@@ -273,7 +284,7 @@ pub async fn call(
             Err(e) => tool_error(&e),
         },
         "list" => match params::<ListParams>("list", args) {
-            Ok(p) => match engine.list(p) {
+            Ok(p) => match engine.list_bounded(p).await {
                 Ok(list) => text_result(list_text(&list), structured(&list), false),
                 Err(e) => tool_error(&e),
             },

@@ -27,18 +27,24 @@
 //! Malformed input is answered the JSON-RPC way: invalid JSON with `-32700`
 //! and `id: null`, a well-formed message that is not a valid MCP message with
 //! `-32600`/`-32602` naming the problem and carrying its `id` when it has one.
-//! A line longer than [`MAX_LINE`] is skipped.
+//! A line longer than [`MAX_LINE`] is answered with error `-32007` (limit
+//! `request_size`) to the id found at its start, else to `id: null`.
+//!
+//! The connection's bounds ([`crate::server::limits`]) are kept here, where
+//! every request passes: a request past the requests or bytes in flight is
+//! answered `-32007` without reaching a handler, and a reply larger than the
+//! reply limit becomes a `-32007` error to the same id. `ping` is answered
+//! here at once, whatever the load.
 //!
 //! Writes go through one lock and are flushed per message; nothing else in the
 //! process writes to stdout.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, ErrorData, JsonRpcMessage,
-    RequestId, ServerJsonRpcMessage,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, JsonRpcMessage, RequestId,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -47,8 +53,11 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
+use crate::protocol::rpc::RpcError;
+use crate::server::limits::{self, Limits};
+
 /// The longest message accepted (one line).
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub const MAX_LINE: usize = limits::MAX_LINE;
 
 /// What the transport shares with the rest of the connection.
 #[derive(Default)]
@@ -58,23 +67,65 @@ pub struct Conn {
     pub input_closed: CancellationToken,
     /// Fires on a signal: stop holding back the end of input.
     pub shutdown: CancellationToken,
-    /// Requests read and not yet answered.
-    pending: Mutex<HashSet<RequestId>>,
+    /// Requests read and not yet answered, with the length of their lines.
+    pending: Mutex<Pending>,
     answered: Notify,
+    pub limits: Limits,
+}
+
+#[derive(Default)]
+struct Pending {
+    requests: HashMap<RequestId, usize>,
+    bytes: usize,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.requests.is_empty()
+    }
 }
 
 impl Conn {
-    fn pending(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+    pub fn new(limits: Limits) -> Conn {
+        Conn {
+            limits,
+            ..Conn::default()
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Requests read and not yet answered.
     pub fn in_flight(&self) -> usize {
-        self.pending().len()
+        self.pending().requests.len()
+    }
+
+    /// Count a request in flight, or say which bound it would break.
+    fn admit(&self, id: &RequestId, len: usize) -> Result<(), RpcError> {
+        let mut p = self.pending();
+        let max = self.limits.max_requests();
+        if p.requests.len() >= max {
+            return Err(limits::too_many_requests(max));
+        }
+        let max_bytes = self.limits.max_request_bytes();
+        if p.bytes.saturating_add(len) > max_bytes {
+            return Err(limits::too_many_request_bytes(max_bytes));
+        }
+        if let Some(old) = p.requests.insert(id.clone(), len) {
+            // A client reusing an id in flight: count the line once.
+            p.bytes -= old;
+        }
+        p.bytes += len;
+        Ok(())
     }
 
     fn settle(&self, id: &RequestId) {
-        if self.pending().remove(id) {
+        let mut p = self.pending();
+        if let Some(len) = p.requests.remove(id) {
+            p.bytes -= len;
+            drop(p);
             self.answered.notify_waiters();
         }
     }
@@ -140,13 +191,24 @@ impl Drop for StdioTransport {
 async fn write_line(writer: &Writer, message: &impl serde::Serialize) -> std::io::Result<()> {
     let mut line = serde_json::to_vec(message).map_err(std::io::Error::other)?;
     line.push(b'\n');
+    write_bytes(writer, &line).await
+}
+
+async fn write_bytes(writer: &Writer, line: &[u8]) -> std::io::Result<()> {
     let mut w = writer.lock().await;
-    w.write_all(&line).await?;
+    w.write_all(line).await?;
     w.flush().await
 }
 
-fn error_reply(id: Option<RequestId>, code: ErrorCode, message: String) -> ServerJsonRpcMessage {
-    ServerJsonRpcMessage::error(ErrorData::new(code, message, None), id)
+fn error_reply(id: Option<RequestId>, code: ErrorCode, message: String) -> Value {
+    rpc_error(id, RpcError::new(i64::from(code.0), message))
+}
+
+/// An error reply; a missing id is written `"id": null`, as JSON-RPC asks of a
+/// reply to a request whose id could not be read.
+fn rpc_error(id: Option<RequestId>, e: RpcError) -> Value {
+    let id = id.map_or(Value::Null, |id| id.into_json_value());
+    serde_json::json!({"jsonrpc": "2.0", "id": id, "error": e})
 }
 
 /// Just enough of a message to route it before the full parse.
@@ -177,7 +239,19 @@ async fn read_loop<R: AsyncRead + Unpin>(
         match got {
             Ok(LineRead::Line) => {}
             Ok(LineRead::TooLong) => {
-                eprintln!("agentfile mcp: skipped a message longer than {MAX_LINE} bytes");
+                let id = limits::recover_id(&line);
+                let _ = write_line(
+                    &writer,
+                    &serde_json::json!({"jsonrpc": "2.0", "id": id, "error": limits::limit_error(
+                        "request_size",
+                        MAX_LINE,
+                        format!(
+                            "message longer than {} MiB; pass workflows by `path`, not inline",
+                            MAX_LINE / (1024 * 1024)
+                        ),
+                    )}),
+                )
+                .await;
                 continue;
             }
             Ok(LineRead::Eof) => break,
@@ -195,10 +269,19 @@ async fn read_loop<R: AsyncRead + Unpin>(
         };
         match &message {
             JsonRpcMessage::Request(r) => {
+                if r.request.method() == "ping" {
+                    // Answered here, whatever the load: it holds nothing.
+                    let pong = serde_json::json!({"jsonrpc": "2.0", "id": r.id.clone().into_json_value(), "result": {}});
+                    let _ = write_line(&writer, &pong).await;
+                    continue;
+                }
+                if let Err(e) = conn.admit(&r.id, text.len()) {
+                    let _ = write_line(&writer, &rpc_error(Some(r.id.clone()), e)).await;
+                    continue;
+                }
                 if r.request.method() == "initialize" {
                     initialized = true;
                 }
-                conn.pending().insert(r.id.clone());
             }
             JsonRpcMessage::Notification(n) => {
                 if !initialized {
@@ -384,8 +467,10 @@ async fn read_line<R: AsyncRead + Unpin>(
         let take = newline.map_or(available.len(), |i| i + 1);
         if !too_long {
             if line.len() + take > MAX_LINE {
+                // Keep the start: the id is looked for there to answer it.
                 too_long = true;
-                line.clear();
+                line.truncate(limits::ID_PREFIX);
+                line.shrink_to(limits::ID_PREFIX);
             } else {
                 line.extend_from_slice(&available[..take]);
             }
@@ -416,7 +501,14 @@ impl Transport<RoleServer> for StdioTransport {
                 JsonRpcMessage::Error(e) => e.id.clone(),
                 _ => None,
             };
-            let written = write_line(&writer, &item).await;
+            let max = conn.limits.max_reply();
+            let written = match limits::encode_capped(&item, max) {
+                Some(line) => write_bytes(&writer, &line).await,
+                None => {
+                    let id = answers.clone();
+                    write_line(&writer, &rpc_error(id, limits::reply_too_large(max))).await
+                }
+            };
             // Settled even when the write failed: a client that is gone will
             // not read it either, and the end of input must not wait for it.
             if let Some(id) = answers {

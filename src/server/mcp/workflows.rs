@@ -7,11 +7,20 @@
 //! the front end; only workflows that validate become tools. A watcher task
 //! rescans every few seconds and tells the client (`notifications/tools/
 //! list_changed`) when the set of tools changed.
+//!
+//! A rescan analyses only what changed: each workflow's analysis is kept with
+//! the size and modification time of every file it read (the workflow and
+//! its FROM files) and of the config, and reused while they are the same, so
+//! one slow file costs one analysis, not one every few seconds. Files larger
+//! than `--max-source-bytes` are not analysed at all. `tools/list` waits for
+//! the first scan only briefly; when it answered without the workflows, the
+//! client is told `list_changed` once the scan is done.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use rmcp::RoleServer;
 use rmcp::model::{Tool, ToolAnnotations};
@@ -37,15 +46,23 @@ pub struct WorkflowTool {
     pub path: String,
 }
 
+/// How long `tools/list` waits for the first scan before answering without
+/// the workflow tools.
+pub const FIRST_SCAN_WAIT: Duration = Duration::from_secs(1);
+
 /// The current workflow tools, `None` until the first scan is done.
 pub struct Catalog {
     tools: watch::Sender<Option<Arc<Vec<WorkflowTool>>>>,
+    /// A list was answered before the first scan ended: the client must be
+    /// told when it ends.
+    answered_early: AtomicBool,
 }
 
 impl Default for Catalog {
     fn default() -> Self {
         Catalog {
             tools: watch::Sender::new(None),
+            answered_early: AtomicBool::new(false),
         }
     }
 }
@@ -58,6 +75,23 @@ impl Catalog {
             Ok(v) => v.clone().unwrap_or_default(),
             Err(_) => Arc::default(),
         }
+    }
+
+    /// The tools, waiting for the first scan at most `wait`; none if it has
+    /// not ended by then (and the client is told when it does).
+    pub async fn tools_within(&self, wait: Duration) -> Arc<Vec<WorkflowTool>> {
+        match tokio::time::timeout(wait, self.tools()).await {
+            Ok(t) => t,
+            Err(_) => {
+                self.answered_early.store(true, Ordering::SeqCst);
+                Arc::default()
+            }
+        }
+    }
+
+    /// Whether a list went out without the first scan's tools (once).
+    pub fn take_answered_early(&self) -> bool {
+        self.answered_early.swap(false, Ordering::SeqCst)
     }
 
     /// Replace the tools; true when they changed.
@@ -77,9 +111,107 @@ impl Catalog {
 pub struct Scan {
     pub root: PathBuf,
     pub config: Option<PathBuf>,
+    /// Files larger than this are not analysed (`--max-source-bytes`).
+    pub max_source: u64,
+    /// Analyses of earlier scans (see the module doc).
+    pub cache: Arc<Mutex<ScanCache>>,
+}
+
+/// What a file looked like when it was analysed: size and modification time,
+/// `None` when it could not be read.
+type Stamp = Option<(u64, SystemTime)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
+/// Analyses kept between scans.
+#[derive(Default)]
+pub struct ScanCache {
+    /// The config files' stamps the entries were made with.
+    config: Vec<(PathBuf, Stamp)>,
+    entries: HashMap<PathBuf, Cached>,
+    /// Analyses done, for tests and the curious.
+    pub analyses: usize,
+}
+
+struct Cached {
+    /// Every file the analysis read, with its stamp then.
+    read: Vec<(PathBuf, Stamp)>,
+    plan: Option<Arc<Plan>>,
 }
 
 impl Scan {
+    pub fn new(root: PathBuf, config: Option<PathBuf>, max_source: u64) -> Scan {
+        Scan {
+            root,
+            config,
+            max_source,
+            cache: Arc::default(),
+        }
+    }
+
+    /// The config files whose change invalidates every analysis.
+    fn config_stamps(&self) -> Vec<(PathBuf, Stamp)> {
+        let mut files = vec![self.root.join("agent.json"), self.root.join("agent.toml")];
+        files.extend(self.config.clone());
+        files.into_iter().map(|f| (f.clone(), stamp(&f))).collect()
+    }
+
+    /// The plan of the workflow at `path`, analysed again only when a file it
+    /// read changed.
+    fn plan(
+        &self,
+        cache: &mut ScanCache,
+        path: &Path,
+        config: Option<&crate::config::Config>,
+    ) -> Option<Arc<Plan>> {
+        if let Some(c) = cache.entries.get(path)
+            && c.read.iter().all(|(f, s)| stamp(f) == *s)
+        {
+            return c.plan.clone();
+        }
+        // The stamp is taken before reading, so a change during the analysis
+        // is seen by the next scan.
+        let own = stamp(path);
+        if own.is_some_and(|(len, _)| len > self.max_source) {
+            cache.entries.insert(
+                path.to_owned(),
+                Cached {
+                    read: vec![(path.to_owned(), own)],
+                    plan: None,
+                },
+            );
+            return None;
+        }
+        let mut read: Vec<(PathBuf, Stamp)> = Vec::new();
+        let a = frontend::analyze(
+            path,
+            Options {
+                config,
+                dialect: None,
+            },
+        );
+        cache.analyses += 1;
+        read.push((path.to_owned(), own));
+        for i in 0..a.sources.file_count() {
+            let f = &a.sources.file(crate::diag::FileId(i as u32)).path;
+            if f != path {
+                read.push((f.clone(), stamp(f)));
+            }
+        }
+        let plan = a.plan.map(Arc::new);
+        cache.entries.insert(
+            path.to_owned(),
+            Cached {
+                read,
+                plan: plan.clone(),
+            },
+        );
+        plan
+    }
+
     /// The workflow tools under the root, in path order.
     pub fn tools(&self) -> Vec<WorkflowTool> {
         let config = run::find_config(
@@ -89,24 +221,30 @@ impl Scan {
         )
         .ok()
         .flatten();
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let config_now = self.config_stamps();
+        if cache.config != config_now {
+            cache.entries.clear();
+            cache.config = config_now;
+        }
+        let found = discover::find(&self.root);
+        // Forget workflows that are gone.
+        let keep: HashSet<&PathBuf> = found.iter().collect();
+        cache.entries.retain(|p, _| keep.contains(p));
         let mut taken = HashSet::new();
         let mut out = Vec::new();
-        for path in discover::find(&self.root) {
-            let a = frontend::analyze(
-                &path,
-                Options {
-                    config: config.as_ref(),
-                    dialect: None,
-                },
-            );
-            let Some(plan) = &a.plan else { continue };
+        for path in &found {
+            let Some(plan) = self.plan(&mut cache, path, config.as_ref()) else {
+                continue;
+            };
+            let path = path.clone();
             let rel = path
                 .strip_prefix(&self.root)
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|_| path.clone());
             let name = tool_name(&plan.name, &mut taken);
             out.push(WorkflowTool {
-                tool: tool(&name, plan, &rel.display().to_string()),
+                tool: tool(&name, &plan, &rel.display().to_string()),
                 path: rel.display().to_string(),
             });
         }
@@ -125,6 +263,13 @@ impl Scan {
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
                 _ = stop.cancelled() => return,
+            }
+            // The first scan ended after a list went out without it.
+            if catalog.tools.borrow().is_some()
+                && catalog.take_answered_early()
+                && peer.notify_tool_list_changed().await.is_err()
+            {
+                return;
             }
             let scan = self.clone();
             let Ok(tools) = tokio::task::spawn_blocking(move || scan.tools()).await else {
@@ -247,6 +392,48 @@ fn tool(name: &str, plan: &Plan, path: &str) -> Tool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rescan analyses only the workflows whose files changed.
+    #[test]
+    fn rescans_reuse_analyses_of_unchanged_files() {
+        let dir = std::env::temp_dir().join(format!("agentfile-scan-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("b")).unwrap();
+        std::fs::write(dir.join("b/prompt.md"), "You are terse.").unwrap();
+        std::fs::write(
+            dir.join("Agentfile"),
+            "NAME one\nGOAL g \"Say hi\"\nRUN main USING g\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("b/two.agent"),
+            "NAME two\nAGENT p FROM prompt.md\nGOAL g \"Say hi\" USING p\nRUN main USING g\n",
+        )
+        .unwrap();
+        // Too large to analyse: skipped, never analysed.
+        std::fs::write(dir.join("big.agent"), "#".repeat(2000)).unwrap();
+        let scan = Scan::new(dir.clone(), None, 1000);
+        let names = |t: &[WorkflowTool]| {
+            t.iter()
+                .map(|w| w.tool.name.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&scan.tools()), ["run_one", "run_two"]);
+        let analyses = || scan.cache.lock().unwrap().analyses;
+        assert_eq!(analyses(), 2);
+        for _ in 0..3 {
+            assert_eq!(names(&scan.tools()), ["run_one", "run_two"]);
+        }
+        assert_eq!(analyses(), 2, "nothing changed, nothing analysed again");
+        // A FROM file that changes (size differs) re-validates its workflow only.
+        std::fs::write(dir.join("b/prompt.md"), "You are terse and kind.").unwrap();
+        scan.tools();
+        assert_eq!(analyses(), 3);
+        std::fs::remove_file(dir.join("b/two.agent")).unwrap();
+        assert_eq!(names(&scan.tools()), ["run_one"]);
+        assert_eq!(analyses(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn names_are_sanitised_bounded_and_unique() {
