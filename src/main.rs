@@ -805,6 +805,9 @@ fn serve_cmd(args: ServerArgs) -> ExitCode {
                 return exit::USAGE;
             }
         };
+        // Sessions a killed process left `running` read `interrupted` from now on.
+        let reaper = engine.clone();
+        let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
         let stop = agentfile::llm::CancellationToken::new();
         let signalled = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
         spawn_signal_watch(stop.clone(), signalled.clone());

@@ -250,14 +250,17 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
 pub fn load_config(explicit: Option<&Path>, workflow: &Path) -> Result<Config, RunError> {
     match find_config(explicit, workflow, Path::new("."))? {
         Some(c) => Ok(c),
-        // No file anywhere: the defaults, still with AGENTFILE_* applied.
-        None => {
-            let mut c = Config::default();
-            c.apply_env(|k| std::env::var(k).ok())
-                .map_err(|e| usage(e.to_string()))?;
-            Ok(c)
-        }
+        None => default_config(),
     }
+}
+
+/// The config when no file is found anywhere: the defaults, with the
+/// `AGENTFILE_*` environment still applied.
+pub fn default_config() -> Result<Config, RunError> {
+    let mut c = Config::default();
+    c.apply_env(|k| std::env::var(k).ok())
+        .map_err(|e| usage(e.to_string()))?;
+    Ok(c)
 }
 
 /// The config file a workflow uses, if there is one: `explicit`, else

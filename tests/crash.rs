@@ -289,6 +289,24 @@ fn a_killed_run_reads_interrupted() {
     }
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
+    let db = s.dir.join("ws/.agentfile/sessions.db");
+    let stored = || -> String {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.query_row("SELECT status FROM sessions", [], |r| r.get(0))
+            .unwrap()
+    };
+    assert_eq!(stored(), "running", "what the killed process left behind");
+
+    // A server starting in that workspace writes the truth down.
+    let served = agentfile(&s.dir)
+        .args(["serve", "--workspace", "ws"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(served.success());
+    assert_eq!(stored(), "interrupted");
 
     let meta = first_session(&s.dir).unwrap();
     assert_eq!(meta["status"], "interrupted", "{meta:#}");

@@ -97,7 +97,8 @@ pub fn retry_after_from_headers(headers: &HeaderMap) -> Option<Duration> {
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|ms| ms.is_finite() && *ms >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        // `try_`: a value too large for a Duration (`1e300`) is ignored, not a panic.
+        return Duration::try_from_secs_f64(ms / 1000.0).ok();
     }
     let value = headers.get("retry-after")?.to_str().ok()?;
     parse_retry_after(value, SystemTime::now())
@@ -114,7 +115,7 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
         && secs.is_finite()
         && secs >= 0.0
     {
-        return Some(Duration::from_secs_f64(secs));
+        return Duration::try_from_secs_f64(secs).ok();
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(when.duration_since(now).unwrap_or(Duration::ZERO))

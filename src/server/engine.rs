@@ -204,6 +204,45 @@ impl Engine {
         }))
     }
 
+    /// Mark sessions left `queued` or `running` by a process that is gone
+    /// (killed, crashed) as `interrupted`, so `sessions` and resume see them as
+    /// they are. Called once when a server starts; only a store that already
+    /// exists is opened. Returns the sessions marked.
+    pub fn reap_orphans(&self) -> Vec<String> {
+        let Ok(config) = self.default_config() else {
+            return Vec::new();
+        };
+        match session::location(&config, &self.root) {
+            Ok((_, path)) if path.exists() => {}
+            _ => return Vec::new(),
+        }
+        match self.default_store().and_then(|s| {
+            s.reap_orphans()
+                .map_err(|e| RpcError::new(code::STORE, e.to_string()))
+        }) {
+            Ok(ids) => {
+                if !ids.is_empty() {
+                    tracing::info!(
+                        count = ids.len(),
+                        "sessions of processes that are gone marked interrupted"
+                    );
+                }
+                ids
+            }
+            Err(e) => {
+                tracing::warn!(error = %e.message, "could not check for interrupted sessions");
+                Vec::new()
+            }
+        }
+    }
+
+    fn default_config(&self) -> Result<Config, RpcError> {
+        match self.find_config(None, &self.root)? {
+            Some(c) => Ok(c),
+            None => run::default_config().map_err(|e| RpcError::new(code::RUN_REJECTED, e.message)),
+        }
+    }
+
     /// The folder relative paths start from.
     pub fn root(&self) -> &Path {
         &self.root
@@ -268,7 +307,12 @@ impl Engine {
     /// The store sessions are looked up in when no live run names one: the
     /// server's config and workspace.
     fn default_store(&self) -> Result<Arc<dyn SessionStore>, RpcError> {
-        let config = self.find_config(None, &self.root)?.unwrap_or_default();
+        let config = match self.find_config(None, &self.root)? {
+            Some(c) => c,
+            None => {
+                run::default_config().map_err(|e| RpcError::new(code::RUN_REJECTED, e.message))?
+            }
+        };
         Ok(self.stores_for(&config, &self.root)?.sessions)
     }
 
@@ -538,9 +582,12 @@ impl Engine {
         // Preparing a run parses the workflow inline: a huge file is refused
         // before it is read.
         self.source_size(&path)?;
-        let loaded = self
-            .find_config(p.config.as_deref(), &path)?
-            .unwrap_or_default();
+        let loaded = match self.find_config(p.config.as_deref(), &path)? {
+            Some(c) => c,
+            None => {
+                run::default_config().map_err(|e| RpcError::new(code::RUN_REJECTED, e.message))?
+            }
+        };
         let req = RunRequest {
             path,
             source: None,

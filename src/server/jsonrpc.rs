@@ -542,13 +542,15 @@ impl Connection {
     /// notification.
     fn hooks(&self) -> RunHooks {
         let outbox = self.outbox.clone();
-        let sink: Arc<dyn EventSink> = Arc::new(move |e: &Event| {
+        // Streamed text deltas too (`llm_delta`, not stored): a client shows
+        // the answer as it comes.
+        let sink: Arc<dyn EventSink> = Arc::new(crate::events::AllEvents(move |e: &Event| {
             outbox.send(&Notification {
                 jsonrpc: "2.0",
                 method: "event",
                 params: e,
             })
-        });
+        }));
         RunHooks {
             sinks: vec![sink],
             approver: None,

@@ -289,6 +289,9 @@ pub async fn serve(
             return 2;
         }
     };
+    // Sessions a killed process left `running` read `interrupted` from now on.
+    let reaper = engine.clone();
+    let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
     let scan = workflows::Scan::new(
         engine.root().to_owned(),
         config.map(|c| {

@@ -91,6 +91,12 @@ impl EventSink for RunSink {
             self.shared.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
+
+    /// Streamed model text: forwarded while there is room, else dropped
+    /// quietly (the stored `llm_response` has it all).
+    fn send_transient(&self, e: &Event) {
+        let _ = self.tx.try_send(e.clone());
+    }
 }
 
 fn urgent(e: &Event) -> bool {
@@ -257,6 +263,21 @@ impl Forward {
     }
 
     async fn event(&mut self, e: &Event) {
+        if let EventBody::LlmDelta { text, restart, .. } = &e.body {
+            // Between two stored events: a progress value between their seqs,
+            // rising with each piece, as for heartbeats.
+            self.beats += 1;
+            let k = f64::from(self.beats);
+            let value = self.progress.floor() + k / (k + 1.0);
+            let who = e.agent.as_deref().or(e.goal.as_deref()).unwrap_or("model");
+            let message = if *restart {
+                format!("[{who}] the model call is being retried")
+            } else {
+                format!("[{who}] ✎ {}", crate::text::truncate(text, 400))
+            };
+            self.progress(value, message).await;
+            return;
+        }
         let line = summary(&self.printer, e);
         if let Some(level) = log_level(&e.body) {
             self.log(level, &line).await;
