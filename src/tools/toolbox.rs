@@ -210,7 +210,8 @@ impl Toolbox {
             _ => None,
         };
         let has_gateway = gateway.is_some();
-        let web = web::WebClient::new(gateway, options.web_timeout, options.web_max_bytes);
+        let web = web::WebClient::new(gateway, options.web_timeout, options.web_max_bytes)
+            .with_result_cap(options.max_result_bytes);
 
         let servers = &config.mcp.servers;
         if !servers.is_empty() && tokio::runtime::Handle::try_current().is_err() {
