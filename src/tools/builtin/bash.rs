@@ -498,6 +498,66 @@ async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> Stream {
 mod tests {
     use super::*;
 
+    fn seen(text: &str) -> Seen {
+        let mut s = Seen::default();
+        s.scan(text.as_bytes());
+        s
+    }
+
+    #[test]
+    fn each_limit_is_named_with_its_key() {
+        let limits = BashSection {
+            max_memory_bytes: 512 << 20,
+            ..BashSection::default()
+        };
+        let none = Seen::default();
+        let notes = |sig, err: &str| limit_notes(sig, &none, &seen(err), &limits).join("\n");
+        assert!(
+            notes(Some(libc::SIGXFSZ), "")
+                .contains("the command hit the 1 GiB file-size limit ([bash] max_file_bytes)")
+        );
+        assert!(
+            notes(
+                None,
+                "bash: line 1: 7 File size limit exceeded (core dumped) yes > x"
+            )
+            .contains("[bash] max_file_bytes")
+        );
+        assert!(notes(None, "OSError: [Errno 27] File too large").contains("max_file_bytes"));
+        assert!(
+            notes(Some(libc::SIGXCPU), "")
+                .contains("the command hit the 600 s CPU-time limit ([bash] max_cpu_seconds)")
+        );
+        assert!(
+            notes(None, "bash: fork: retry: Resource temporarily unavailable")
+                .contains("at most 4096 processes at once while it runs ([bash] max_processes)")
+        );
+        assert!(
+            notes(None, "x: Cannot allocate memory")
+                .contains("512 MiB address-space limit ([bash] max_memory_bytes)")
+        );
+        assert_eq!(notes(Some(libc::SIGKILL), "File not found"), "");
+        // A limit that is off is never blamed.
+        let off = BashSection {
+            max_file_bytes: 0,
+            ..BashSection::default()
+        };
+        assert!(limit_notes(Some(libc::SIGXFSZ), &none, &none, &off).is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_message_split_across_reads_is_still_seen() {
+        let msg = b"bash: line 1: 9 File size limit exceeded";
+        for split in 1..msg.len() {
+            let (a, b) = msg.split_at(split);
+            let reader = tokio::io::AsyncReadExt::chain(a, b);
+            let s = read_capped(reader, 4).await;
+            assert!(s.seen.file_too_large, "split at {split}");
+            assert_eq!(s.total, msg.len() as u64);
+            assert_eq!(s.kept, b"bash");
+        }
+    }
+
     #[test]
     fn secrets_never_pass() {
         let vars = [

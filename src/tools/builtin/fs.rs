@@ -107,7 +107,7 @@ pub fn read(
     let stop = loop {
         if shown_lines == count {
             match reader.fill_buf() {
-                Ok(c) if c.is_empty() => break None,
+                Ok([]) => break None,
                 Ok(_) => break Some(Stop::Limit),
                 Err(e) => return io_error(shown, &e),
             }
