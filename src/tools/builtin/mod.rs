@@ -100,7 +100,7 @@ pub fn definition(tool: Tool) -> ToolDef {
             }),
         ),
         Tool::Bash => (
-            "Run a bash command in the workspace and return its exit code, stdout and stderr. Only commands the policy allows run; each command of a line (after ;, &&, |, inside $(...)) is checked. Runs with a timeout, resource limits (file size, CPU time, processes) and without secrets in its environment.",
+            "Run a bash command in the workspace and return its exit code, stdout and stderr. Only commands the policy allows run; each command of a line (after ;, &&, |, inside $(...)) is checked. Runs with a timeout and without secrets in its environment.",
             json!({
                 "type": "object",
                 "properties": {
