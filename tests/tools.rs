@@ -90,6 +90,9 @@ fn in_child_under_memory_limit(test: &str, mib: u64) -> bool {
     if std::env::var_os(CHILD_VAR).is_some() {
         return true;
     }
+    // The child's files go to a folder of the parent's, removed here whatever
+    // became of the child (an aborted child runs no destructors).
+    let scratch = Ws::new();
     let exe = std::env::current_exe().unwrap();
     let out = Command::new("bash")
         .arg("-c")
@@ -99,11 +102,13 @@ fn in_child_under_memory_limit(test: &str, mib: u64) -> bool {
         ))
         .arg(exe)
         .env(CHILD_VAR, "1")
+        .env("TMPDIR", &scratch.root)
         // glibc reserves 64 MiB of address space per malloc arena; two keep
         // the child's baseline small and the same on any number of cores.
         .env("MALLOC_ARENA_MAX", "2")
         .output()
         .unwrap();
+    drop(scratch);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

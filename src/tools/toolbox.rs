@@ -42,8 +42,9 @@ pub use memory::{MemoryError, MemoryStore};
 /// Limits and timeouts of the tools. The defaults suit an unattended run.
 #[derive(Debug, Clone)]
 pub struct ToolboxOptions {
-    /// Largest tool result handed to the model (bytes); longer ones are cut
-    /// with a `[truncated: N more bytes]` note.
+    /// Largest tool result handed to the model (bytes), notes included; the
+    /// built-in tools fit their output under it with notes that give the true
+    /// size (`builtin::fit`), anything else is cut by `builtin::truncate`.
     pub max_result_bytes: usize,
     /// bash: default timeout, and the most a call may ask for.
     pub bash_timeout: Duration,

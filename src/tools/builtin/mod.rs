@@ -3,7 +3,11 @@
 //! One file per family: [`fs`] (read, write, edit, ls), [`search`] (glob, grep),
 //! [`bash`], [`web`] (web_fetch, web_search), [`memory`] (memory_read,
 //! memory_write). This module holds what they share: the JSON Schemas offered to
-//! the model, argument helpers and the result size cap.
+//! the model, argument helpers and the result size cap ([`fit`], [`truncate`]):
+//! every capped output — bash's streams, read, grep, web_fetch, and in the
+//! toolbox anything else (MCP results, memory) — is cut by the same code, with
+//! notes composed after the cut that state true sizes in bytes and are never
+//! cut themselves.
 //!
 //! What these are not: judges. None of them checks a permission; the toolbox has
 //! asked the gate before calling them, and they act on the resolved path or URL
