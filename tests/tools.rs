@@ -1,6 +1,11 @@
 //! The built-in tools through the toolbox, as the executor calls them: file
-//! tools, bash (timeouts, process groups, output caps), memory, the safe
-//! default policy, and errors as results.
+//! tools, bash (timeouts, process groups, output caps, `[bash]` resource
+//! limits), memory, the safe default policy, and errors as results.
+//!
+//! Tests that feed a tool something huge (a 1.5 GiB line, a 200 MiB line, a
+//! command that writes without end) run again in a child of this binary under
+//! an address-space limit ([`in_child_under_memory_limit`]), so a regression
+//! fails the test rather than exhausting the machine.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
