@@ -9,7 +9,8 @@
 //! Lookup order (CONTRACT §4): `--config FILE`, else `./agent.json`, else
 //! `./agent.toml`, else defaults. JSON and TOML share the same keys. Environment
 //! variables (`AGENTFILE_PROVIDER`, `AGENTFILE_MODEL`, `AGENTFILE_BASE_URL`,
-//! `AGENTFILE_MAX_TOKENS`, `AGENTFILE_API_KEY_ENV`) win over the file.
+//! `AGENTFILE_MAX_TOKENS`, `AGENTFILE_API_KEY_ENV`, and `AGENTFILE_BASH_MAX_*` for
+//! the keys of `[bash]`) win over the file.
 //!
 //! Unknown sections are kept out of the way rather than rejected, because real
 //! configs written for the predecessor carry sections we do not use (`small_llm`,
@@ -80,6 +81,8 @@ pub struct Config {
     pub mcp: McpSection,
     pub limits: LimitsSection,
     pub skills: SkillsSection,
+    /// Resource limits of the bash tool's commands.
+    pub bash: BashSection,
     /// Per-model prices in USD per million tokens, overriding the built-in table.
     pub pricing: BTreeMap<String, Price>,
     /// Sections we do not own (written for other tools); kept so they are not errors.
@@ -270,6 +273,41 @@ pub struct LimitsSection {
     pub timeout: Option<String>,
 }
 
+/// Resource limits every command of the bash tool runs under (`[bash]`), set
+/// with `setrlimit` in the child before bash starts, so they bind the command
+/// and everything it starts. They cannot be raised from inside. `0` means no
+/// limit of that kind. (The policy file has a `[bash]` section too; that one
+/// says *which* commands may run, this one *how much* they may take.)
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct BashSection {
+    /// Largest file a command may write, in bytes (`RLIMIT_FSIZE`): an allowed
+    /// `yes > out.txt` stops there instead of filling the disk.
+    pub max_file_bytes: u64,
+    /// CPU seconds each process may use (`RLIMIT_CPU`); the wall-clock timeout
+    /// bounds the command itself, this bounds anything that escapes its group.
+    pub max_cpu_seconds: u64,
+    /// Processes the user may have at once while the command runs
+    /// (`RLIMIT_NPROC`, which the kernel counts per user, not per command):
+    /// stops a fork bomb.
+    pub max_processes: u64,
+    /// Address space of each process, in bytes (`RLIMIT_AS`). Off by default:
+    /// runtimes such as the JVM, Go and Node reserve far more address space
+    /// than they use and fail to start under a tight limit.
+    pub max_memory_bytes: u64,
+}
+
+impl Default for BashSection {
+    fn default() -> Self {
+        BashSection {
+            max_file_bytes: 1 << 30,
+            max_cpu_seconds: 600,
+            max_processes: 4096,
+            max_memory_bytes: 0,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SkillsSection {
@@ -396,6 +434,30 @@ impl Config {
                 reason: e.to_string(),
             })?;
             self.llm.max_tokens = Some(n);
+        }
+        let bash = [
+            (
+                "AGENTFILE_BASH_MAX_FILE_BYTES",
+                &mut self.bash.max_file_bytes,
+            ),
+            (
+                "AGENTFILE_BASH_MAX_CPU_SECONDS",
+                &mut self.bash.max_cpu_seconds,
+            ),
+            ("AGENTFILE_BASH_MAX_PROCESSES", &mut self.bash.max_processes),
+            (
+                "AGENTFILE_BASH_MAX_MEMORY_BYTES",
+                &mut self.bash.max_memory_bytes,
+            ),
+        ];
+        for (var, field) in bash {
+            if let Some(v) = get(var) {
+                *field = v.trim().parse::<u64>().map_err(|e| ConfigError::Env {
+                    var,
+                    value: v.clone(),
+                    reason: format!("{e} (a whole number; 0 means no limit)"),
+                })?;
+            }
         }
         Ok(())
     }
@@ -542,6 +604,32 @@ mod tests {
             panic!("an unknown protocol must be refused")
         };
         assert!(m.contains("grpc") && m.contains("otlp"), "{m}");
+    }
+
+    #[test]
+    fn bash_section_defaults_file_and_env() {
+        let d = Config::default().bash;
+        assert_eq!(d.max_file_bytes, 1 << 30);
+        assert_eq!(d.max_memory_bytes, 0);
+        let toml = "[bash]\nmax_file_bytes = 4096\nmax_cpu_seconds = 5\n";
+        let json = r#"{"bash":{"max_file_bytes":4096,"max_cpu_seconds":5}}"#;
+        let mut a = Config::from_str_ext(toml, "toml").ok().unwrap();
+        let b = Config::from_str_ext(json, "json").ok().unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.bash.max_file_bytes, 4096);
+        assert_eq!(
+            a.bash.max_processes, d.max_processes,
+            "unset keys keep defaults"
+        );
+        assert!(Config::from_str_ext("[bash]\nmax_file_size = 1\n", "toml").is_err());
+        a.apply_env(|k| (k == "AGENTFILE_BASH_MAX_PROCESSES").then(|| "64".to_owned()))
+            .unwrap();
+        assert_eq!(a.bash.max_processes, 64);
+        let e = a
+            .apply_env(|k| (k == "AGENTFILE_BASH_MAX_FILE_BYTES").then(|| "1G".to_owned()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("AGENTFILE_BASH_MAX_FILE_BYTES"), "{e}");
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! The built-in tools through the toolbox, as the executor calls them: file
-//! tools, bash (timeouts, process groups, output caps), memory, the safe
-//! default policy, and errors as results.
+//! tools, bash (timeouts, process groups, output caps, `[bash]` resource
+//! limits), memory, the safe default policy, and errors as results.
+//!
+//! Tests that feed a tool something huge (a 1.5 GiB line, a 200 MiB line, a
+//! command that writes without end) run again in a child of this binary under
+//! an address-space limit ([`in_child_under_memory_limit`]), so a regression
+//! fails the test rather than exhausting the machine.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -74,6 +80,74 @@ fn toolbox_with(ws: &Ws, policy: &str, options: ToolboxOptions) -> Toolbox {
     let policy = Policy::parse(policy, Path::new("policy.toml")).unwrap();
     let memory = MemoryStore::in_memory().unwrap();
     Toolbox::with_options(&Config::default(), policy, &ws.root, memory, options).unwrap()
+}
+
+/// Set in the child [`in_child_under_memory_limit`] starts.
+const CHILD_VAR: &str = "AGENTFILE_TOOLS_TEST_CHILD";
+
+/// Runs the calling test again, alone, in a child process of this test binary
+/// whose address space is limited to `mib` MiB (`ulimit -v`), so that a
+/// regression that takes memory in proportion to a hostile input fails the
+/// test instead of the machine. Returns `true` in the child, which then does
+/// the work; in the parent it checks that the child ran the test and passed,
+/// and returns `false`.
+fn in_child_under_memory_limit(test: &str, mib: u64) -> bool {
+    if std::env::var_os(CHILD_VAR).is_some() {
+        return true;
+    }
+    // The child's files go to a folder of the parent's, removed here whatever
+    // became of the child (an aborted child runs no destructors).
+    let scratch = Ws::new();
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {} && exec \"$0\" --exact {test} --nocapture --test-threads=1",
+            mib * 1024
+        ))
+        .arg(exe)
+        .env(CHILD_VAR, "1")
+        .env("TMPDIR", &scratch.root)
+        // glibc reserves 64 MiB of address space per malloc arena; two keep
+        // the child's baseline small and the same on any number of cores.
+        .env("MALLOC_ARENA_MAX", "2")
+        .output()
+        .unwrap();
+    drop(scratch);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{test} under a {mib} MiB address-space limit: {:?}\n{stdout}\n{stderr}",
+        out.status
+    );
+    false
+}
+
+/// A file of `len` bytes: `head` written, the rest a hole (no disk used).
+fn sparse_file(path: &Path, head: &[u8], len: u64) {
+    let f = std::fs::File::create(path).unwrap();
+    use std::io::Write;
+    (&f).write_all(head).unwrap();
+    f.set_len(len).unwrap();
+}
+
+/// A file of `lines`, each `len` bytes of text plus `\n`, written in pieces.
+fn long_lines_file(path: &Path, lines: &[(&str, u64)]) {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let block = vec![b'x'; 1 << 20];
+    for (text, len) in lines {
+        f.write_all(text.as_bytes()).unwrap();
+        let mut left = len - text.len() as u64;
+        while left > 0 {
+            let n = left.min(block.len() as u64) as usize;
+            f.write_all(&block[..n]).unwrap();
+            left -= n as u64;
+        }
+        f.write_all(b"\n").unwrap();
+    }
+    f.flush().unwrap();
 }
 
 #[tokio::test]
@@ -192,18 +266,22 @@ async fn results_past_the_cap_are_truncated_with_a_note() {
     let tb = toolbox_with(&ws, OPEN_POLICY, options);
     let c = ws.ctx();
     let r = tb.call("read", json!({"path": "big.txt"}), &c).await;
-    assert!(r.output.content.len() < 1200, "{}", r.output.content.len());
+    assert!(r.output.content.len() <= 1000, "{}", r.output.content.len());
     assert!(
-        r.output.content.contains("more bytes"),
+        r.output
+            .content
+            .contains(&format!("which has {} bytes in all", big.len())),
         "{}",
         r.output.content
     );
     let r = tb
         .call("bash", json!({"command": "seq 1 100000"}), &c)
         .await;
-    assert!(r.output.content.len() < 1200, "{}", r.output.content.len());
+    assert!(r.output.content.len() <= 1000, "{}", r.output.content.len());
     assert!(
-        r.output.content.contains("[truncated: "),
+        r.output
+            .content
+            .contains("[stdout: 575.1 KiB in all (588895 bytes); only the first "),
         "{}",
         r.output.content
     );
@@ -654,5 +732,320 @@ async fn reference_policies_behave() {
     assert_eq!(
         r.denied.map(|d| d.rule).as_deref(),
         Some("bash.denylist \"chmod 777 *\"")
+    );
+}
+
+/// The address space the memory-limited tests run in. The test process
+/// itself needs about a third of it (measured with `VmPeak`); the rest is
+/// far less than any of the hostile inputs below.
+const CHILD_MIB: u64 = 384;
+
+/// A tokio runtime for the tests that first re-run themselves in a child.
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn read_of_a_line_far_larger_than_the_cap_takes_the_cap_not_the_line() {
+    if !in_child_under_memory_limit(
+        "read_of_a_line_far_larger_than_the_cap_takes_the_cap_not_the_line",
+        CHILD_MIB,
+    ) {
+        return;
+    }
+    // One 1.5 GiB line: 8 KiB of text, then a hole, which reads as NULs but
+    // costs no disk. Holding it once would need four times the limit.
+    let ws = Ws::new();
+    let len: u64 = 3 << 29;
+    sparse_file(&ws.path("huge.txt"), &[b'a'; 8192], len);
+    let tb = toolbox(&ws, OPEN_POLICY);
+    let c = ws.ctx();
+    let cap = ToolboxOptions::default().max_result_bytes;
+    for args in [
+        json!({"path": "huge.txt", "offset": 1, "limit": 1}),
+        json!({"path": "huge.txt"}),
+    ] {
+        let r = tb.call("read", args.clone(), &c).await_blocking();
+        let out = &r.output.content;
+        assert!(!r.output.is_error, "{args}: {out}");
+        assert!(out.len() <= cap, "{args}: {} bytes", out.len());
+        assert!(out.starts_with("aaaa"), "{args}");
+        assert!(
+            out.contains(&format!("the file has {len} bytes in all"))
+                && out.contains("read again with offset=2"),
+            "{args}: {}",
+            &out[out.len() - 300..]
+        );
+    }
+    // Going on after the line skips it in chunks.
+    let r = tb
+        .call("read", json!({"path": "huge.txt", "offset": 2}), &c)
+        .await_blocking();
+    assert_eq!(
+        r.output.content, "`huge.txt` has 1 lines; nothing at offset 2",
+        "{:?}",
+        r.output
+    );
+}
+
+/// Drive a future to completion on a fresh runtime (the memory-limited tests
+/// are plain `#[test]`s, since they first re-run themselves in a child).
+trait AwaitBlocking: std::future::Future + Sized {
+    fn await_blocking(self) -> Self::Output {
+        rt().block_on(self)
+    }
+}
+impl<F: std::future::Future> AwaitBlocking for F {}
+
+#[test]
+fn grep_of_a_line_far_larger_than_the_cap_takes_the_cap_not_the_line() {
+    if !in_child_under_memory_limit(
+        "grep_of_a_line_far_larger_than_the_cap_takes_the_cap_not_the_line",
+        CHILD_MIB,
+    ) {
+        return;
+    }
+    // A 200 MiB line (200 times the default 1 MiB line cap) between two short
+    // ones; grep-searcher alone would grow its buffer past 256 MiB for it.
+    let ws = Ws::new();
+    long_lines_file(
+        &ws.path("min.js"),
+        &[
+            ("first needle", 12),
+            ("needle at the start of a long line ", 200 << 20),
+            ("last needle", 11),
+        ],
+    );
+    let tb = toolbox(&ws, OPEN_POLICY);
+    let r = tb
+        .call(
+            "grep",
+            json!({"pattern": "needle", "path": "min.js"}),
+            &ws.ctx(),
+        )
+        .await_blocking();
+    let out = &r.output.content;
+    assert!(!r.output.is_error, "{out}");
+    assert!(
+        out.starts_with("min.js:1:first needle\nmin.js:2:needle at the start"),
+        "{out}"
+    );
+    assert!(
+        out.contains("min.js:3:last needle"),
+        "line numbers survive the cut: {out}"
+    );
+    assert!(
+        out.contains("[1 lines longer than 1 MiB were searched only in their first 1 MiB (the line cap), in `min.js`]"),
+        "{out}"
+    );
+}
+
+#[test]
+fn grep_caps_are_configurable_and_say_what_they_skipped() {
+    if !in_child_under_memory_limit(
+        "grep_caps_are_configurable_and_say_what_they_skipped",
+        CHILD_MIB,
+    ) {
+        return;
+    }
+    let ws = Ws::new();
+    // The same shapes as above at a thousandth of the size, under caps a
+    // thousand times smaller.
+    long_lines_file(
+        &ws.path("a.txt"),
+        &[("needle early", 800), ("late needle", 200 << 10)],
+    );
+    let b = format!("{}\n", "y".repeat(80)).repeat(100) + "needle after the file cap\n";
+    std::fs::write(ws.path("b.txt"), b).unwrap();
+    std::fs::write(
+        ws.path("c.txt"),
+        format!("{}needle past the line cap\n", "z".repeat(3000)),
+    )
+    .unwrap();
+    let options = ToolboxOptions {
+        grep_max_line_bytes: 1024,
+        grep_max_file_bytes: 4096 + 1024,
+        ..ToolboxOptions::default()
+    };
+    let tb = toolbox_with(&ws, OPEN_POLICY, options);
+    let c = ws.ctx();
+    let grep = |pattern: &str| {
+        tb.call("grep", json!({"pattern": pattern, "glob": "*.txt"}), &c)
+            .await_blocking()
+            .output
+            .content
+    };
+    let out = grep("needle");
+    assert!(out.starts_with("a.txt:1:needle early"), "{out}");
+    assert!(out.contains("a.txt:2:late needle"), "{out}");
+    assert!(!out.contains("past the line cap"), "{out}");
+    assert!(!out.contains("after the file cap"), "{out}");
+    assert!(
+        out.contains("[2 lines longer than 1 KiB were searched only in their first 1 KiB (the line cap), in `a.txt`, `c.txt`]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[2 files were searched only in their first 5 KiB (the per-file cap): `a.txt` (200.8 KiB), `b.txt` (7.9 KiB)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn truncation_notes_state_the_true_size_and_are_never_cut() {
+    if !in_child_under_memory_limit(
+        "truncation_notes_state_the_true_size_and_are_never_cut",
+        CHILD_MIB,
+    ) {
+        return;
+    }
+    let ws = Ws::new();
+    let tb = toolbox(&ws, OPEN_POLICY);
+    let c = ws.ctx();
+    let cap = ToolboxOptions::default().max_result_bytes;
+
+    let r = tb
+        .call("bash", json!({"command": "yes | head -c 3000000"}), &c)
+        .await_blocking();
+    let out = &r.output.content;
+    assert!(out.len() <= cap, "{}", out.len());
+    assert!(
+        out.starts_with("exit code: 0\n--- stdout ---\ny\ny\n"),
+        "{}",
+        &out[..40]
+    );
+    assert!(
+        out.contains("\n[stdout: 2.9 MiB in all (3000000 bytes); only the first ")
+            && out.ends_with(" bytes are shown]"),
+        "{}",
+        &out[out.len() - 200..]
+    );
+
+    let r = tb
+        .call(
+            "bash",
+            json!({"command": "yes out | head -c 300000; yes err | head -c 200000 >&2"}),
+            &c,
+        )
+        .await_blocking();
+    let out = &r.output.content;
+    assert!(out.len() <= cap, "{}", out.len());
+    assert!(
+        out.contains("[stdout: 293.0 KiB in all (300000 bytes);"),
+        "{out}"
+    );
+    assert!(
+        out.contains("[stderr: 195.3 KiB in all (200000 bytes);"),
+        "{out}"
+    );
+
+    let text: String = (0..200_000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(ws.path("big.txt"), &text).unwrap();
+    let r = tb
+        .call("read", json!({"path": "big.txt"}), &c)
+        .await_blocking();
+    let out = &r.output.content;
+    assert!(out.len() <= cap, "{}", out.len());
+    let shown_lines = out.lines().filter(|l| l.starts_with("line ")).count();
+    assert!(
+        out.ends_with(&format!(
+            "which has {} bytes in all; the answer is capped at 64 KiB; more lines follow: read again with offset={} to continue]",
+            text.len(),
+            shown_lines + 1
+        )),
+        "{}",
+        &out[out.len() - 300..]
+    );
+
+    let r = tb
+        .call("grep", json!({"pattern": "line", "path": "big.txt"}), &c)
+        .await_blocking();
+    let out = &r.output.content;
+    assert!(out.len() <= cap, "{}", out.len());
+    assert!(
+        out.contains("[output stopped at the 64 KiB cap after ")
+            && out.ends_with("more may follow: narrow the search with path or glob]"),
+        "{}",
+        &out[out.len() - 300..]
+    );
+}
+
+fn config_with_bash(edit: impl FnOnce(&mut agentfile::config::BashSection)) -> Config {
+    let mut config = Config::default();
+    edit(&mut config.bash);
+    config
+}
+
+#[test]
+fn bash_file_size_limit_stops_a_disk_filler_and_says_so() {
+    if !in_child_under_memory_limit(
+        "bash_file_size_limit_stops_a_disk_filler_and_says_so",
+        CHILD_MIB,
+    ) {
+        return;
+    }
+    let ws = Ws::new();
+    let config = config_with_bash(|b| b.max_file_bytes = 64 * 1024);
+    let policy = Policy::parse(OPEN_POLICY, Path::new("policy.toml")).unwrap();
+    let tb = Toolbox::new(&config, policy, &ws.root, MemoryStore::in_memory().unwrap()).unwrap();
+    let c = ws.ctx();
+    // Bounded writers (10 MB), so that without the limit the test fails
+    // instead of filling the disk.
+    for command in [
+        "yes | head -c 10000000 > out.txt",
+        "seq 1 2000000 > out.txt",
+        "seq 1 2000000 > out.txt; echo went on",
+        "python3 -c 'import signal; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); open(\"out.txt\", \"w\").write(\"x\" * 10**7)'",
+    ] {
+        let _ = std::fs::remove_file(ws.path("out.txt"));
+        let r = tb
+            .call("bash", json!({"command": command}), &c)
+            .await_blocking();
+        let out = &r.output.content;
+        assert!(
+            out.contains("the command hit the 64 KiB file-size limit ([bash] max_file_bytes)"),
+            "{command}: {out}"
+        );
+        assert!(r.output.is_error, "{command}: {out}");
+        let written = std::fs::metadata(ws.path("out.txt")).unwrap().len();
+        assert!(written <= 64 * 1024, "{command}: {written} bytes written");
+    }
+    // Under the limit nothing is said.
+    let r = tb
+        .call("bash", json!({"command": "seq 1 100 > small.txt"}), &c)
+        .await_blocking();
+    assert_eq!(r.output.content, "exit code: 0");
+    assert!(!r.output.is_error);
+}
+
+#[test]
+fn bash_cpu_limit_stops_a_spinner_and_says_so() {
+    if !in_child_under_memory_limit("bash_cpu_limit_stops_a_spinner_and_says_so", CHILD_MIB) {
+        return;
+    }
+    let ws = Ws::new();
+    let config = config_with_bash(|b| b.max_cpu_seconds = 1);
+    let policy = Policy::parse(OPEN_POLICY, Path::new("policy.toml")).unwrap();
+    let tb = Toolbox::new(&config, policy, &ws.root, MemoryStore::in_memory().unwrap()).unwrap();
+    let started = Instant::now();
+    let r = tb
+        .call(
+            "bash",
+            json!({"command": "while :; do :; done", "timeout": 30}),
+            &ws.ctx(),
+        )
+        .await_blocking();
+    let out = &r.output.content;
+    assert!(
+        out.contains("the command hit the 1 s CPU-time limit ([bash] max_cpu_seconds)"),
+        "{out}"
+    );
+    assert!(r.output.is_error);
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
     );
 }

@@ -116,6 +116,12 @@ fn routes(path: &str, addr: SocketAddr) -> Reply {
             vec![0, 1, 2, 3],
         ),
         "/gw/fetch" => (200, html, PAGE.as_bytes().to_vec()),
+        "/failing-gw/fetch" => (502, html, b"upstream said no".to_vec()),
+        "/big" => (
+            200,
+            vec![("Content-Type", "text/plain".to_owned())],
+            "0123456789abcde\n".repeat(6 << 16).into_bytes(),
+        ),
         "/gw/search" => (
             200,
             vec![("Content-Type", "application/json".to_owned())],
@@ -311,6 +317,13 @@ async fn the_gateway_carries_fetch_and_search_with_its_token() {
         .call("web_fetch", json!({"url": "https://example.com/doc"}), &c)
         .await;
     assert!(r.output.content.contains("Heading"), "{}", r.output.content);
+    assert!(
+        r.output
+            .content
+            .starts_with("URL: https://example.com/doc\nStatus: 200\n"),
+        "the page's URL, not the gateway's: {}",
+        r.output.content
+    );
     let r = tb
         .call("web_search", json!({"query": "rust lang"}), &c)
         .await;
@@ -334,4 +347,71 @@ async fn the_gateway_carries_fetch_and_search_with_its_token() {
         .call("web_fetch", json!({"url": "http://169.254.169.254/"}), &c)
         .await;
     assert!(r.denied.is_some());
+}
+
+#[tokio::test]
+async fn through_the_gateway_answers_and_errors_name_the_page() {
+    let (addr, _) = serve(routes).await;
+    let policy = "default_deny = true\n[web_fetch]\nallow_domains = [\"*\"]\n";
+    let page = json!({"url": "https://example.com/doc"});
+    let c = ctx();
+
+    let mut config = Config::default();
+    config.web.gateway_url = Some(format!("http://{addr}/failing-gw"));
+    let tb = toolbox(policy, config, Vec::new());
+    let r = tb.call("web_fetch", page.clone(), &c).await;
+    assert!(r.output.is_error);
+    assert_eq!(
+        r.output.content,
+        "URL: https://example.com/doc\nStatus: 502\n\nupstream said no"
+    );
+
+    // A gateway that is down: the error names the page, not the gateway.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let mut config = Config::default();
+    config.web.gateway_url = Some(format!("http://127.0.0.1:{port}/down-gw"));
+    let tb = toolbox(policy, config, Vec::new());
+    let r = tb.call("web_fetch", page, &c).await;
+    let out = &r.output.content;
+    assert!(r.output.is_error, "{out}");
+    assert!(
+        out.starts_with("fetching `https://example.com/doc` through the web gateway failed: "),
+        "{out}"
+    );
+    assert!(
+        !out.contains("down-gw") && !out.contains(&port.to_string()),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn a_page_past_both_caps_says_its_true_size() {
+    let (addr, _) = serve(routes).await;
+    let tb = toolbox(NAMED_LOOPBACK, Config::default(), Vec::new());
+    let r = tb
+        .call(
+            "web_fetch",
+            json!({"url": format!("http://{addr}/big")}),
+            &ctx(),
+        )
+        .await;
+    let out = &r.output.content;
+    let cap = ToolboxOptions::default().max_result_bytes;
+    assert!(!r.output.is_error, "{}", &out[..200]);
+    assert!(out.len() <= cap, "{}", out.len());
+    let head = format!("URL: http://{addr}/big\nStatus: 200\n\n");
+    assert!(out.starts_with(&format!("{head}0123456789abcde\n")));
+    let tail = &out[out.len() - 400..];
+    let text = head.len() + (5 << 20);
+    assert!(
+        tail.contains(&format!(
+            "[the page's text is {text} bytes (5.0 MiB); only the first "
+        ))
+            && tail.ends_with(
+                "[the download stopped after the first 5242880 bytes of the page of its 6291456 bytes (6 MiB); the text above comes from that part only]"
+            ),
+        "{tail}"
+    );
 }

@@ -42,8 +42,9 @@ pub use memory::{MemoryError, MemoryStore};
 /// Limits and timeouts of the tools. The defaults suit an unattended run.
 #[derive(Debug, Clone)]
 pub struct ToolboxOptions {
-    /// Largest tool result handed to the model (bytes); longer ones are cut
-    /// with a `[truncated: N more bytes]` note.
+    /// Largest tool result handed to the model (bytes), notes included; the
+    /// built-in tools fit their output under it with notes that give the true
+    /// size (`builtin::fit`), anything else is cut by `builtin::truncate`.
     pub max_result_bytes: usize,
     /// bash: default timeout, and the most a call may ask for.
     pub bash_timeout: Duration,
@@ -53,6 +54,10 @@ pub struct ToolboxOptions {
     pub web_max_bytes: usize,
     /// glob and ls: most entries listed.
     pub max_entries: usize,
+    /// grep: bytes of a line searched (the rest is skipped, and said), and
+    /// bytes of a file searched; they bound its memory and its time.
+    pub grep_max_line_bytes: usize,
+    pub grep_max_file_bytes: u64,
     /// MCP: how long [`Toolbox::ready`] waits for servers to list their tools,
     /// how long a server may take to start, and how long a call may take.
     pub mcp_list_deadline: Duration,
@@ -74,6 +79,8 @@ impl Default for ToolboxOptions {
             web_timeout: Duration::from_secs(30),
             web_max_bytes: 5 * 1024 * 1024,
             max_entries: 1000,
+            grep_max_line_bytes: search::DEFAULT_MAX_LINE_BYTES,
+            grep_max_file_bytes: search::DEFAULT_MAX_FILE_BYTES,
             mcp_list_deadline: Duration::from_secs(5),
             mcp_start_timeout: Duration::from_secs(30),
             mcp_call_timeout: Duration::from_secs(60),
@@ -110,6 +117,8 @@ pub struct Toolbox {
     web: web::WebClient,
     has_gateway: bool,
     bash_env: Arc<Vec<(String, String)>>,
+    /// `[bash]` of the config: the resource limits of every command.
+    bash_limits: crate::config::BashSection,
     mcp: McpHub,
     /// Configured servers the policy denies entirely (never started).
     unstarted_mcp: Vec<String>,
@@ -202,7 +211,8 @@ impl Toolbox {
             _ => None,
         };
         let has_gateway = gateway.is_some();
-        let web = web::WebClient::new(gateway, options.web_timeout, options.web_max_bytes);
+        let web = web::WebClient::new(gateway, options.web_timeout, options.web_max_bytes)
+            .with_result_cap(options.max_result_bytes);
 
         let servers = &config.mcp.servers;
         if !servers.is_empty() && tokio::runtime::Handle::try_current().is_err() {
@@ -228,6 +238,7 @@ impl Toolbox {
             web,
             has_gateway,
             bash_env: Arc::new(bash_env),
+            bash_limits: config.bash.clone(),
             mcp,
             unstarted_mcp,
             options,
@@ -402,6 +413,8 @@ impl Toolbox {
                     arg!(builtin::opt_bool(args, "respect_gitignore")).unwrap_or(true);
                 opts.max_output = self.options.max_result_bytes;
                 opts.max_line_chars = 500;
+                opts.max_line_bytes = self.options.grep_max_line_bytes;
+                opts.max_file_bytes = self.options.grep_max_file_bytes;
                 let r = self.path_permit(tool, path)?;
                 let gate = self.gate.clone();
                 Ok(blocking(move || search::grep_tool(&gate, &r, &opts)).await)
@@ -439,6 +452,7 @@ impl Toolbox {
                     &self.bash_env,
                     timeout,
                     self.options.max_result_bytes,
+                    &self.bash_limits,
                     &ctx.cancel,
                 )
                 .await)

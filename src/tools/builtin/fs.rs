@@ -9,6 +9,7 @@ use std::fs;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
+use super::{first_newline, fit, human_bytes, note_room};
 use crate::tools::ToolOutput;
 use crate::tools::policy::paths::{self, Resolved};
 use crate::tools::policy::{Gate, Tool};
@@ -25,7 +26,13 @@ fn io_error(shown: &str, e: &std::io::Error) -> ToolOutput {
     ToolOutput::error(format!("`{shown}` {what}"))
 }
 
-/// `read{path, offset?, limit?}`.
+/// `read{path, offset?, limit?}`: lines from `offset` (1-based), at most
+/// `limit` of them, in at most `cap` bytes with the note after them.
+///
+/// The file is read in chunks, and a line only as far as the cap: a file that
+/// is one gigabyte-long line costs the cap in memory, not the line. When the
+/// answer stops early its note gives the file's true size and the `offset` to
+/// go on from.
 pub fn read(
     path: &Resolved,
     shown: &str,
@@ -48,67 +55,141 @@ pub fn read(
         Ok(f) => f,
         Err(e) => return io_error(shown, &e),
     };
-    let mut reader = BufReader::new(file);
+    let size = meta.len();
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
     let sniff = match reader.fill_buf() {
         Ok(b) => b,
         Err(e) => return io_error(shown, &e),
     };
     if sniff[..sniff.len().min(BINARY_SNIFF)].contains(&0) {
         return ToolOutput::ok(format!(
-            "`{shown}` is a binary file ({} bytes); not shown",
-            meta.len()
+            "`{shown}` is a binary file ({size} bytes); not shown"
         ));
     }
-    if offset.is_some() || limit.is_some() {
-        let first = offset.unwrap_or(1).max(1);
-        let count = limit.unwrap_or(u64::MAX);
-        let mut out = String::new();
-        let mut line_no = 0u64;
-        let mut shown_lines = 0u64;
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf) {
-                Ok(0) => break,
-                Ok(_) => {}
-                Err(e) => return io_error(shown, &e),
-            }
-            line_no += 1;
-            if line_no < first {
-                continue;
-            }
-            if shown_lines == count || out.len() > cap {
-                return ToolOutput::ok(format!(
-                    "{out}[more lines follow from line {line_no}; read again with offset={line_no}]"
-                ));
-            }
-            out.push_str(&String::from_utf8_lossy(&buf));
-            shown_lines += 1;
-        }
-        if line_no < first {
+    let first = offset.unwrap_or(1).max(1);
+    let count = limit.unwrap_or(u64::MAX);
+    let budget = cap.saturating_sub(note_room(cap));
+    let mut pos = 0u64;
+    let mut line_no = 1u64;
+    // Whether the bytes skipped so far end inside a line (one without its
+    // terminator, at the end of the file, still counts as a line).
+    let mut mid_line = false;
+    // Skip to the first line wanted without holding any line.
+    while line_no < first {
+        let chunk = match reader.fill_buf() {
+            Ok(c) => c,
+            Err(e) => return io_error(shown, &e),
+        };
+        if chunk.is_empty() {
+            let lines = line_no - 1 + u64::from(mid_line);
             return ToolOutput::ok(format!(
-                "`{shown}` has {line_no} lines; nothing at offset {first}"
+                "`{shown}` has {lines} lines; nothing at offset {first}"
             ));
         }
-        return ToolOutput::ok(out);
+        let used = match first_newline(chunk) {
+            Some(i) => {
+                line_no += 1;
+                mid_line = false;
+                i + 1
+            }
+            None => {
+                mid_line = true;
+                chunk.len()
+            }
+        };
+        reader.consume(used);
+        pos += used as u64;
     }
-    let mut bytes = Vec::new();
-    if let Err(e) = reader.by_ref().take(cap as u64).read_to_end(&mut bytes) {
-        return io_error(shown, &e);
-    }
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
-    let total = meta.len();
-    if total > bytes.len() as u64 {
-        let lines = text.matches('\n').count() + 1;
-        if !text.ends_with('\n') {
-            text.push('\n');
+    let start = pos;
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut shown_lines = 0u64;
+    let stop = loop {
+        if shown_lines == count {
+            match reader.fill_buf() {
+                Ok([]) => break None,
+                Ok(_) => break Some(Stop::Limit),
+                Err(e) => return io_error(shown, &e),
+            }
         }
-        text.push_str(&format!(
-            "[truncated: {} more bytes; read again with offset={lines} to continue]",
-            total - bytes.len() as u64
-        ));
+        let room = budget.saturating_sub(out.len());
+        line.clear();
+        // At most `room + 1` bytes: one more than fits says it does not.
+        let got = match (&mut reader)
+            .take(room as u64 + 1)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(n) => n,
+            Err(e) => return io_error(shown, &e),
+        };
+        if got == 0 {
+            break None;
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.len() > room {
+            if shown_lines > 0 {
+                break Some(Stop::Full);
+            }
+            // Not even one line fits: show what does of it.
+            let part = super::prefix(&text, room);
+            out.push_str(part);
+            pos += part.len().min(line.len()) as u64;
+            break Some(Stop::LongLine);
+        }
+        out.push_str(&text);
+        pos += got as u64;
+        line_no += 1;
+        shown_lines += 1;
+    };
+    if shown_lines == 0 && stop.is_none() {
+        let lines = if first > 1 { line_no - 1 } else { 0 };
+        if first > 1 {
+            return ToolOutput::ok(format!(
+                "`{shown}` has {lines} lines; nothing at offset {first}"
+            ));
+        }
+        return ToolOutput::ok(String::new());
     }
-    ToolOutput::ok(text)
+    let Some(stop) = stop else {
+        return ToolOutput::ok(out);
+    };
+    let last = line_no.saturating_sub(1).max(first);
+    let range = if shown_lines > 1 {
+        format!("lines {first}-{last}")
+    } else {
+        format!("line {first}")
+    };
+    let note = match stop {
+        Stop::Limit | Stop::Full => format!(
+            "[showed {range} (bytes {}-{pos}) of `{shown}`, which has {size} bytes in all{}; more lines follow: read again with offset={line_no} to continue]",
+            start + 1,
+            if matches!(stop, Stop::Full) {
+                format!("; the answer is capped at {}", human_bytes(cap as u64))
+            } else {
+                String::new()
+            },
+        ),
+        Stop::LongLine => format!(
+            "[line {line_no} of `{shown}` is longer than the {} cap: showed its first {} bytes; the file has {size} bytes in all; read again with offset={} to go on after this line, or look inside it with grep]",
+            human_bytes(cap as u64),
+            pos - start,
+            line_no + 1
+        ),
+    };
+    ToolOutput::ok(fit(&out, &[note], cap, |shown_bytes, total| {
+        format!("[cut to {shown_bytes} of {total} bytes]")
+    }))
+}
+
+/// Why `read` stopped before the end of the file.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// `limit` lines were shown.
+    Limit,
+    /// The next line does not fit in what is left of the cap.
+    Full,
+    /// The first line wanted alone is longer than the cap.
+    LongLine,
 }
 
 /// `write{path, content}`.

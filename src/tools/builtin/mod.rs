@@ -3,7 +3,11 @@
 //! One file per family: [`fs`] (read, write, edit, ls), [`search`] (glob, grep),
 //! [`bash`], [`web`] (web_fetch, web_search), [`memory`] (memory_read,
 //! memory_write). This module holds what they share: the JSON Schemas offered to
-//! the model, argument helpers and the result size cap.
+//! the model, argument helpers and the result size cap ([`fit`], [`truncate`]):
+//! every capped output — bash's streams, read, grep, web_fetch, and in the
+//! toolbox anything else (MCP results, memory) — is cut by the same code, with
+//! notes composed after the cut that state true sizes in bytes and are never
+//! cut themselves.
 //!
 //! What these are not: judges. None of them checks a permission; the toolbox has
 //! asked the gate before calling them, and they act on the resolved path or URL
@@ -234,24 +238,119 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// `text` cut to at most `cap` bytes (on a character boundary) with a note
-/// saying how much was left out.
+/// Bytes kept free under the result cap for the notes a tool appends, so that
+/// no note is ever cut by the cap it reports on.
+pub const NOTE_ROOM: usize = 1024;
+
+/// [`NOTE_ROOM`], or a quarter of a small cap.
+pub fn note_room(cap: usize) -> usize {
+    NOTE_ROOM.min(cap / 4)
+}
+
+/// The longest prefix of `text` of at most `max` bytes that ends on a
+/// character boundary.
+pub fn prefix(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut cut = max;
+    while cut > 0 && !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &text[..cut]
+}
+
+/// The one way tool output meets the result cap: `body` cut (on a character
+/// boundary) so that it and its `notes`, each on its own line after it, fit in
+/// `cap` bytes. The notes are composed by the caller *after* it knows what it
+/// kept, so they state true sizes; they are never cut unless they alone exceed
+/// the cap. `cut_note` is called with (bytes of `body` shown, bytes of `body`)
+/// when the body itself had to be cut, to add a note saying so.
+pub fn fit(
+    body: &str,
+    notes: &[String],
+    cap: usize,
+    cut_note: impl Fn(usize, usize) -> String,
+) -> String {
+    let notes_len = |notes: &[String]| notes.iter().map(|n| n.len() + 1).sum::<usize>();
+    let mut notes: Vec<String> = notes.iter().filter(|n| !n.is_empty()).cloned().collect();
+    let mut kept = body;
+    if body.len() + 1 + notes_len(&notes) > cap {
+        // Size the cut note for the worst case (every number as long as the
+        // body's length) so the body can be cut once.
+        let worst = cut_note(body.len(), body.len()).len() + 1;
+        let room = cap.saturating_sub(notes_len(&notes) + worst + 1);
+        kept = prefix(body, room);
+        notes.insert(0, cut_note(kept.len(), body.len()));
+    }
+    let mut out = String::with_capacity(kept.len() + notes_len(&notes) + 1);
+    out.push_str(kept);
+    for n in &notes {
+        if !out.is_empty() && !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str(n);
+    }
+    if out.len() > cap {
+        // Only notes longer than the cap get here (a cap of a few bytes).
+        return prefix(&out, cap).to_owned();
+    }
+    out
+}
+
+/// `text` cut to at most `cap` bytes (on a character boundary), with a note
+/// saying how many of its bytes are shown. The toolbox applies it to every
+/// result as the last word; the built-in tools fit their own output first (see
+/// [`fit`]), so it cuts only what came whole from elsewhere (MCP tools,
+/// memory), where `text` is all there is and its length is the true size.
 pub fn truncate(text: String, cap: usize) -> String {
     if text.len() <= cap {
         return text;
     }
-    let mut cut = cap;
-    while cut > 0 && !text.is_char_boundary(cut) {
-        cut -= 1;
+    fit(&text, &[], cap, |shown, total| {
+        format!("[truncated: showed the first {shown} of {total} bytes]")
+    })
+}
+
+/// A byte count for people: `512 bytes`, `64 KiB`, `1.5 GiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
     }
-    let more = text.len() - cut;
-    let mut out = text;
-    out.truncate(cut);
-    if !out.ends_with('\n') {
-        out.push('\n');
+    let mut value = n as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
     }
-    out.push_str(&format!("[truncated: {more} more bytes]"));
-    out
+    if value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Index of the first `\n` in `bytes`, found with memchr (through
+/// grep-searcher, which has it): the long-line paths of read and grep scan
+/// gigabytes with it.
+pub(crate) fn first_newline(bytes: &[u8]) -> Option<usize> {
+    let (_, end) = grep_searcher::LineStep::new(b'\n', 0, bytes.len()).next(bytes)?;
+    (bytes[end - 1] == b'\n').then_some(end - 1)
+}
+
+/// A list for a note: the first few items, then how many more.
+pub(crate) fn some_names(names: &[String], max: usize) -> String {
+    let mut s = names
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > max {
+        s.push_str(&format!(" and {} more", names.len() - max));
+    }
+    s
 }
 
 #[cfg(test)]
@@ -282,11 +381,33 @@ mod tests {
     }
 
     #[test]
-    fn truncation_keeps_char_boundaries() {
-        let t = truncate("héllo wörld".to_owned(), 2);
-        assert!(t.starts_with('h'));
-        assert!(t.ends_with("more bytes]"), "{t}");
+    fn truncation_keeps_char_boundaries_and_its_note() {
+        let text = "héllo wörld ".repeat(100);
+        let t = truncate(text.clone(), 80);
+        assert!(t.len() <= 80, "{t}");
+        assert!(t.starts_with("héllo"), "{t}");
+        assert!(t.ends_with(&format!(" of {} bytes]", text.len())), "{t}");
         assert_eq!(truncate("short".to_owned(), 10), "short");
+    }
+
+    #[test]
+    fn fit_never_cuts_a_note() {
+        let body = "x".repeat(10_000);
+        let notes = ["[a note that states the true size: 5 GiB]".to_owned()];
+        let out = fit(&body, &notes, 1000, |s, t| format!("[{s} of {t}]"));
+        assert!(out.len() <= 1000, "{}", out.len());
+        assert!(out.ends_with(&notes[0]), "{out}");
+        assert!(out.contains(" of 10000]"), "{out}");
+        let small = fit("abc", &notes, 1000, |_, _| unreachable!());
+        assert_eq!(small, format!("abc\n{}", notes[0]));
+    }
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(human_bytes(512), "512 bytes");
+        assert_eq!(human_bytes(64 * 1024), "64 KiB");
+        assert_eq!(human_bytes(1 << 30), "1 GiB");
+        assert_eq!(human_bytes(3 << 29), "1.5 GiB");
     }
 
     #[test]

@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use url::Url;
 
+use super::{fit, human_bytes};
 use crate::tools::policy::Gate;
 use crate::tools::policy::web::UrlVerdict;
 use crate::tools::{Denial, ToolOutput};
@@ -42,7 +43,10 @@ const USER_AGENT: &str = concat!("agentfile/", env!("CARGO_PKG_VERSION"));
 pub struct WebClient {
     gateway: Option<Gateway>,
     timeout: Duration,
+    /// Bytes of a response downloaded at most.
     max_bytes: usize,
+    /// Bytes of text handed back at most, notes included.
+    result_cap: usize,
 }
 
 #[derive(Clone)]
@@ -72,7 +76,15 @@ impl WebClient {
             gateway: gateway.map(|(url, token)| Gateway { url, token }),
             timeout,
             max_bytes,
+            result_cap: usize::MAX,
         }
+    }
+
+    /// Fit what `web_fetch` returns in `cap` bytes, with notes that say how
+    /// large the page and its text really were (see [`super::fit`]).
+    pub fn with_result_cap(mut self, cap: usize) -> WebClient {
+        self.result_cap = cap;
+        self
     }
 
     /// Fetch `url` (already judged: `verdict`). A redirect or resolved address
@@ -178,17 +190,24 @@ impl WebClient {
         )))
     }
 
+    /// The page through the gateway. What the model reads names the page,
+    /// never the gateway: the gateway is plumbing the operator set up, and its
+    /// URL would only mislead (the model would fetch it, or report it).
     async fn fetch_via_gateway(&self, g: &Gateway, url: &Url) -> ToolOutput {
         let endpoint = match join_endpoint(&g.url, "fetch") {
             Ok(e) => e,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => return ToolOutput::error(format!("fetching `{url}`: {e}")),
         };
         let resp = match self
             .gateway_post(g, endpoint, json!({"url": url.as_str()}))
             .await
         {
             Ok(r) => r,
-            Err(e) => return ToolOutput::error(e),
+            Err(e) => {
+                return ToolOutput::error(format!(
+                    "fetching `{url}` through the web gateway failed: {e}"
+                ));
+            }
         };
         self.render(resp, url).await
     }
@@ -208,9 +227,13 @@ impl WebClient {
         if let Some(t) = &g.token {
             req = req.bearer_auth(t);
         }
-        req.send()
-            .await
-            .map_err(|e| format!("the web gateway did not answer: {}", error_chain(&e)))
+        // Without the endpoint's URL: the caller says what was asked for.
+        req.send().await.map_err(|e| {
+            format!(
+                "the web gateway did not answer: {}",
+                error_chain(&e.without_url())
+            )
+        })
     }
 
     /// `web_search` through the gateway.
@@ -254,9 +277,11 @@ impl WebClient {
         }
     }
 
+    /// The answer for the model. `url` is the page asked for (after
+    /// redirects), also when the response came through the gateway.
     async fn render(&self, resp: reqwest::Response, url: &Url) -> ToolOutput {
         let status = resp.status();
-        let final_url = resp.url().to_string();
+        let length = resp.content_length();
         let ctype = resp
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
@@ -267,6 +292,7 @@ impl WebClient {
             Ok(b) => b,
             Err(e) => return ToolOutput::error(format!("reading `{url}` failed: {e}")),
         };
+        let downloaded = body.len() as u64 + more;
         let is_html = ctype.contains("html") || (ctype.is_empty() && looks_like_html(&body));
         let textual = is_html
             || ctype.starts_with("text/")
@@ -274,16 +300,21 @@ impl WebClient {
             || ctype.contains("xml")
             || ctype.contains("javascript")
             || ctype.is_empty();
-        let mut text = format!("URL: {final_url}\nStatus: {}\n\n", status.as_u16());
+        let mut text = format!("URL: {url}\nStatus: {}\n\n", status.as_u16());
+        let mut notes = Vec::new();
         if !textual || body.contains(&0) {
+            let size = match length {
+                Some(n) => format!("{n} bytes"),
+                None if more == 0 => format!("{downloaded} bytes"),
+                None => format!("more than {downloaded} bytes"),
+            };
             text.push_str(&format!(
-                "[binary content ({}), {} bytes; not shown]",
+                "[binary content ({}), {size}; not shown]",
                 if ctype.is_empty() {
                     "unknown type"
                 } else {
                     &ctype
                 },
-                body.len() as u64 + more
             ));
         } else {
             let raw = String::from_utf8_lossy(&body);
@@ -293,14 +324,24 @@ impl WebClient {
                 text.push_str(&raw);
             }
             if more > 0 {
-                text.push_str(&format!(
-                    "\n[truncated: download stopped after {} bytes]",
+                let of = match length {
+                    Some(n) => format!("of its {n} bytes ({})", human_bytes(n)),
+                    None => "(it is longer; its size was not given)".to_owned(),
+                };
+                notes.push(format!(
+                    "[the download stopped after the first {} bytes of the page {of}; the text above comes from that part only]",
                     body.len()
                 ));
             }
         }
+        let content = fit(&text, &notes, self.result_cap, |shown, total| {
+            format!(
+                "[the page's text is {total} bytes ({}); only the first {shown} bytes are shown]",
+                human_bytes(total as u64)
+            )
+        });
         ToolOutput {
-            content: text,
+            content,
             is_error: !status.is_success(),
         }
     }
