@@ -482,6 +482,24 @@ enum ParseFailure {
     Extension,
 }
 
+/// A duration as users write them in configs and flags: `90s`, `10m`, `1h30m`,
+/// `250ms`, or a bare number of seconds. Never panics: a value too large to be
+/// a duration is an error that says so.
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return Err("empty duration; write it like 90s, 10m or 1h".into());
+    }
+    if t.bytes().all(|b| b.is_ascii_digit()) {
+        return t
+            .parse::<u64>()
+            .map(std::time::Duration::from_secs)
+            .map_err(|_| format!("`{t}` seconds is too large for a duration"));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("`{t}` is not a duration ({e}); write it like 90s, 10m or 1h"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -640,22 +658,4 @@ mod tests {
         };
         assert_eq!(l.provider_name().as_deref(), Some("anthropic"));
     }
-}
-
-/// A duration as users write them in configs and flags: `90s`, `10m`, `1h30m`,
-/// `250ms`, or a bare number of seconds. Never panics: a value too large to be
-/// a duration is an error that says so.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
-    let t = text.trim();
-    if t.is_empty() {
-        return Err("empty duration; write it like 90s, 10m or 1h".into());
-    }
-    if t.bytes().all(|b| b.is_ascii_digit()) {
-        return t
-            .parse::<u64>()
-            .map(std::time::Duration::from_secs)
-            .map_err(|_| format!("`{t}` seconds is too large for a duration"));
-    }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("`{t}` is not a duration ({e}); write it like 90s, 10m or 1h"))
 }

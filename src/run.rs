@@ -162,6 +162,10 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         for d in &analysis.diagnostics {
             text.push_str(&diag::render(&analysis.sources, d, Style::default()));
         }
+        if let Some(note) = analysis.omitted_note() {
+            text.push_str(&note);
+            text.push('\n');
+        }
         text.push_str(&format!(
             "{}: invalid — {} error(s); `agentfile validate` shows the same list",
             analysis.path.display(),
