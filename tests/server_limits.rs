@@ -607,10 +607,11 @@ fn a_huge_timeout_is_an_error_everywhere_and_the_servers_still_exit() {
 
 // ── item: a panic never leaves a request unanswered ────────────────────────
 
-/// A provider answering 429 with `Retry-After: 1e300` panics the run inside
-/// the LLM driver (`Duration::from_secs_f64` out of range): the `run` call is
-/// still answered, as a failed run that says so, and both servers go on and
-/// exit when their input closes.
+/// A provider answering 429 with `Retry-After: 1e300` once panicked the run
+/// inside the LLM driver (`Duration::from_secs_f64` out of range; now the
+/// value is ignored, and a panic anywhere in a run is caught at the run's task
+/// and answered as a failed run): the `run` call is answered, as a failed run
+/// that says why, and both servers go on and exit when their input closes.
 #[test]
 fn a_run_that_panics_is_answered_as_failed_and_the_server_goes_on() {
     let _serial = serial();
@@ -644,10 +645,7 @@ fn a_run_that_panics_is_answered_as_failed_and_the_server_goes_on() {
     let r = s.reply(1, PATIENCE);
     assert_eq!(r["result"]["status"], "failed", "{r}");
     assert!(
-        r["result"]["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("panicked"),
+        r["result"]["error"].as_str().unwrap_or("").contains("429"),
         "{r}"
     );
     assert!(s.ping("after") < Duration::from_secs(5));
