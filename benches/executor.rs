@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentfile::events::EventBus;
+use agentfile::events::{EventBus, Scope};
 use agentfile::executor::{ApproveAll, Limits, Models, RunSpec, Services, bind_inputs, execute};
 use agentfile::frontend::{Options, analyze_bytes};
 use agentfile::llm::{
@@ -19,7 +19,7 @@ use agentfile::llm::{
     StreamEvent, ToolCall, ToolDef, Usage,
 };
 use agentfile::plan::Plan;
-use agentfile::protocol::events::Event;
+use agentfile::protocol::events::{Event, EventBody, ToolCallInfo};
 use agentfile::session::sqlite::SqliteStore;
 use agentfile::session::{SessionMeta, SessionStatus, SessionStore};
 use agentfile::tools::{CallResult, ToolContext, ToolOutput, ToolSet};
@@ -33,6 +33,7 @@ const TOOL_CALLS_PER_GOAL: usize = 3;
 fn main() {
     divan::main();
     report();
+    report_turn_storage();
 }
 
 /// Answers with a tool call until the conversation holds three tool results,
@@ -87,10 +88,13 @@ impl Provider for Instant0 {
     }
     fn stream(
         &self,
-        _: ChatRequest,
-        _: CancellationToken,
+        request: ChatRequest,
+        cancel: CancellationToken,
     ) -> BoxStream<'_, Result<StreamEvent, LlmError>> {
-        Box::pin(futures::stream::empty())
+        // The executor streams: the same answers, whole, as one final item.
+        Box::pin(futures::stream::once(async move {
+            self.chat(request, cancel).await.map(StreamEvent::Done)
+        }))
     }
 }
 
@@ -259,5 +263,96 @@ fn report() {
         .unwrap_or_else(|| "VmHWM: unknown".into());
     println!(
         "executor overhead: {turns} model turns in {runs} runs of {GOALS} goals x {TOOL_CALLS_PER_GOAL} tool calls: {per_turn:?} per turn; peak {peak}"
+    );
+}
+
+/// One tool-using model turn's events, as the executor emits them: the
+/// request; the answer and the tool call it asks for; the tool's result.
+fn turn_events(turn: u32) -> [EventBody; 4] {
+    let call = ToolCallInfo {
+        id: format!("call_{turn}"),
+        name: "read".into(),
+        arguments: json!({"path": format!("src/file_{turn}.rs")}),
+    };
+    [
+        EventBody::LlmRequest {
+            model: "bench-model".into(),
+            turn,
+            messages: 3,
+            tools: 1,
+        },
+        EventBody::LlmResponse {
+            model: "bench-model".into(),
+            turn,
+            input_tokens: 1000,
+            output_tokens: 50,
+            latency_ms: 0,
+            cost_usd: Some(0.0001),
+            stop_reason: "tool_calls".into(),
+            text: String::new(),
+            tool_calls: vec![call.clone()],
+        },
+        EventBody::ToolCall {
+            id: call.id,
+            tool: call.name,
+            arguments: call.arguments,
+        },
+        EventBody::ToolResult {
+            id: format!("call_{turn}"),
+            tool: "read".into(),
+            content: format!("contents of src/file_{turn}.rs"),
+            is_error: false,
+            duration_ms: 0,
+        },
+    ]
+}
+
+/// What storing a turn's events in SQLite costs through the bus: one commit
+/// per event (`emit`, what the executor does today) against the bursts that
+/// are ready at the same moment stored with one commit each (`emit_all`: the
+/// answer with its tool call; the tool's result with the next request).
+fn report_turn_storage() {
+    const TURNS: u32 = 2000;
+    let scope = Scope::step("s").with_goal("g");
+    let per_turn = |grouped: bool| {
+        let bus = EventBus::new("bench", 0, Some(store()));
+        bus.subscribe(Arc::new(|e: &Event| {
+            std::hint::black_box(e.seq);
+        }));
+        let started = Instant::now();
+        let mut pending_result: Option<EventBody> = None;
+        for turn in 1..=TURNS {
+            let [request, response, call, result] = turn_events(turn);
+            if grouped {
+                match pending_result.take() {
+                    Some(prev) => bus.emit_all(&scope, [prev, request]),
+                    None => vec![bus.emit(&scope, request)],
+                };
+                bus.emit_all(&scope, [response, call]);
+                pending_result = Some(result);
+            } else {
+                for body in [request, response, call, result] {
+                    bus.emit(&scope, body);
+                }
+            }
+        }
+        if let Some(last) = pending_result {
+            bus.emit(&scope, last);
+        }
+        assert!(bus.store_error().is_none(), "{:?}", bus.store_error());
+        started.elapsed() / TURNS
+    };
+    // Alternate, so that a busy machine hurts both alike.
+    let (mut each, mut grouped) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        each.push(per_turn(false));
+        grouped.push(per_turn(true));
+    }
+    each.sort();
+    grouped.sort();
+    println!(
+        "event storage per tool-using turn (4 events, SQLite, {TURNS} turns, median of 3): \
+         one commit per event {:?}; bursts with emit_all (2 commits per turn) {:?}",
+        each[1], grouped[1]
     );
 }

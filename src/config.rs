@@ -459,6 +459,31 @@ impl Config {
                 })?;
             }
         }
+        // The session store is often moved per deployment (a container's data
+        // volume) rather than per project, so it can be set without a config file.
+        if let Some(v) = get("AGENTFILE_SESSION_STORE") {
+            if !matches!(v.as_str(), "sqlite" | "file") {
+                return Err(ConfigError::Env {
+                    var: "AGENTFILE_SESSION_STORE",
+                    value: v,
+                    reason: "use `sqlite` or `file`".into(),
+                });
+            }
+            self.session.store = Some(v);
+        }
+        if let Some(v) = get("AGENTFILE_SESSION_PATH") {
+            if v.is_empty() {
+                return Err(ConfigError::Env {
+                    var: "AGENTFILE_SESSION_PATH",
+                    value: v,
+                    reason: "give the session database's path (a folder for the `file` store), \
+                             or unset it for the default under the workspace"
+                        .into(),
+                });
+            }
+            // Like `session.path`: a relative value is taken relative to the workspace.
+            self.session.path = Some(PathBuf::from(v));
+        }
         Ok(())
     }
 
@@ -550,6 +575,39 @@ mod tests {
             .apply_env(|k| (k == "AGENTFILE_MAX_TOKENS").then(|| "lots".to_owned()))
             .unwrap_err();
         assert!(err.to_string().contains("AGENTFILE_MAX_TOKENS"));
+    }
+
+    #[test]
+    fn env_moves_the_session_store() {
+        let mut c = Config::default();
+        c.session.store = Some("sqlite".into());
+        c.session.path = Some(PathBuf::from("/from/file.db"));
+        c.apply_env(|k| match k {
+            "AGENTFILE_SESSION_STORE" => Some("file".to_owned()),
+            "AGENTFILE_SESSION_PATH" => Some("/data/sessions".to_owned()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.session.store.as_deref(), Some("file"));
+        assert_eq!(c.session.path, Some(PathBuf::from("/data/sessions")));
+
+        // Unset variables leave the file's settings alone.
+        c.apply_env(|_| None).unwrap();
+        assert_eq!(c.session.path, Some(PathBuf::from("/data/sessions")));
+
+        let err = c
+            .apply_env(|k| (k == "AGENTFILE_SESSION_STORE").then(|| "redis".to_owned()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("AGENTFILE_SESSION_STORE") && err.contains("`sqlite` or `file`"),
+            "{err}"
+        );
+        let err = c
+            .apply_env(|k| (k == "AGENTFILE_SESSION_PATH").then(String::new))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("AGENTFILE_SESSION_PATH"), "{err}");
     }
 
     #[test]

@@ -149,36 +149,78 @@ impl EventBus {
     /// follow the stored log).
     pub fn emit(&self, scope: &Scope, body: EventBody) -> Event {
         let mut st = self.lock();
-        let event = Event {
+        let event = self.stamp(&st, scope, body, 1, rfc3339(SystemTime::now()));
+        self.store_and_send(&mut st, std::slice::from_ref(&event));
+        event
+    }
+
+    /// [`EventBus::emit`] for several events that are ready at the same moment
+    /// (a model's answer and the tool call it asks for, a tool's result and the
+    /// next model request): they get consecutive `seq`s and one timestamp, and
+    /// are stored with one transaction and one commit
+    /// ([`SessionStore::append_batch`]) instead of one each, which is most of
+    /// what storing an event costs. The guarantees are those of `emit`, for the
+    /// burst as a whole: every sink sees each event, in order, only after the
+    /// commit that holds all of them; if the store refuses the burst, no sink
+    /// sees any of it. Returns the events as stamped.
+    pub fn emit_all(
+        &self,
+        scope: &Scope,
+        bodies: impl IntoIterator<Item = EventBody>,
+    ) -> Vec<Event> {
+        let mut st = self.lock();
+        let ts = rfc3339(SystemTime::now());
+        let events: Vec<Event> = bodies
+            .into_iter()
+            .zip(1..)
+            .map(|(body, n)| self.stamp(&st, scope, body, n, ts.clone()))
+            .collect();
+        self.store_and_send(&mut st, &events);
+        events
+    }
+
+    /// The event `nth` (1-based) after the last one emitted.
+    fn stamp(&self, st: &BusState, scope: &Scope, body: EventBody, nth: u64, ts: String) -> Event {
+        Event {
             schema_version: EVENT_SCHEMA_VERSION,
             session_id: self.session_id.clone(),
-            seq: st.seq + 1,
-            ts: rfc3339(SystemTime::now()),
+            seq: st.seq + nth,
+            ts,
             step: scope.step.clone(),
             goal: scope.goal.clone(),
             agent: scope.agent.clone(),
             iteration: scope.iteration,
             body,
+        }
+    }
+
+    /// Store `events` (consecutive, following `st.seq`) in one commit, then
+    /// hand them to the sinks if that succeeded. Called with the lock held, so
+    /// bursts from concurrent agents never interleave.
+    fn store_and_send(&self, st: &mut BusState, events: &[Event]) {
+        let Some(last) = events.last() else {
+            return;
         };
         let stored = match &self.store {
             None => true,
             Some(_) if st.store_error.is_some() => false,
-            Some(store) => match store.append(&event) {
+            Some(store) => match store.append_batch(events) {
                 Ok(()) => true,
                 Err(e) => {
-                    tracing::debug!(session = %self.session_id, seq = event.seq, error = %e, "the session store failed; the run stops");
+                    tracing::debug!(session = %self.session_id, seq = events[0].seq, error = %e, "the session store failed; the run stops");
                     st.store_error = Some(e.to_string());
                     false
                 }
             },
         };
-        st.seq = event.seq;
+        st.seq = last.seq;
         if stored {
-            for sink in &st.sinks {
-                sink.send(&event);
+            for event in events {
+                for sink in &st.sinks {
+                    sink.send(event);
+                }
             }
         }
-        event
     }
 }
 
@@ -192,17 +234,8 @@ impl EventBus {
         if st.store_error.is_some() || st.sinks.is_empty() {
             return;
         }
-        let event = Event {
-            schema_version: EVENT_SCHEMA_VERSION,
-            session_id: self.session_id.clone(),
-            seq: st.seq,
-            ts: rfc3339(SystemTime::now()),
-            step: scope.step.clone(),
-            goal: scope.goal.clone(),
-            agent: scope.agent.clone(),
-            iteration: scope.iteration,
-            body,
-        };
+        // `nth` 0: the seq of the last stored event.
+        let event = self.stamp(&st, scope, body, 0, rfc3339(SystemTime::now()));
         for sink in &st.sinks {
             sink.send_transient(&event);
         }
@@ -334,6 +367,114 @@ mod tests {
     }
 
     use crate::session::StoreError;
+
+    /// Records each batch it is given; refuses, all-or-nothing, any batch
+    /// that would take it past `ok` events.
+    struct Batches {
+        ok: usize,
+        stored: Mutex<Vec<u64>>,
+        batches: Mutex<Vec<usize>>,
+    }
+
+    impl SessionStore for Batches {
+        fn create(&self, _: &crate::session::SessionMeta) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn append(&self, e: &Event) -> Result<(), StoreError> {
+            self.append_batch(std::slice::from_ref(e))
+        }
+        fn append_batch(&self, events: &[Event]) -> Result<(), StoreError> {
+            self.batches.lock().unwrap().push(events.len());
+            let mut stored = self.stored.lock().unwrap();
+            if stored.len() + events.len() > self.ok {
+                return Err(StoreError::DiskFull {
+                    path: "/full/sessions.db".into(),
+                    message: "cannot store the events".into(),
+                });
+            }
+            stored.extend(events.iter().map(|e| e.seq));
+            Ok(())
+        }
+        fn set_status(&self, _: &str, _: crate::session::SessionStatus) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn get(&self, id: &str) -> Result<crate::session::SessionMeta, StoreError> {
+            Err(StoreError::NotFound(id.into()))
+        }
+        fn list(
+            &self,
+            _: Option<crate::session::SessionStatus>,
+            _: usize,
+        ) -> Result<Vec<crate::session::SessionMeta>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn events(&self, _: &str, _: u64) -> Result<Vec<Event>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn warnings(names: &[&str]) -> Vec<EventBody> {
+        names
+            .iter()
+            .map(|m| EventBody::Warning {
+                message: (*m).to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn emit_all_stores_a_burst_with_one_commit_before_any_sink_sees_it() {
+        let store = Arc::new(Batches {
+            ok: 100,
+            stored: Mutex::new(Vec::new()),
+            batches: Mutex::new(Vec::new()),
+        });
+        let bus = EventBus::new("s1", 0, Some(store.clone()));
+        // The sink checks, for every event it is sent, that the store already
+        // holds it.
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, st) = (seen.clone(), store.clone());
+        bus.subscribe(Arc::new(move |e: &Event| {
+            assert!(
+                st.stored.lock().unwrap().contains(&e.seq),
+                "sent before stored"
+            );
+            s.lock().unwrap().push(e.seq);
+        }));
+        bus.emit(&Scope::default(), warnings(&["a"]).remove(0));
+        let burst = bus.emit_all(&Scope::step("x"), warnings(&["b", "c", "d"]));
+        assert_eq!(burst.iter().map(|e| e.seq).collect::<Vec<_>>(), [2, 3, 4]);
+        assert!(burst.iter().all(|e| e.step.as_deref() == Some("x")));
+        assert!(bus.emit_all(&Scope::default(), Vec::new()).is_empty());
+        bus.emit(&Scope::default(), warnings(&["e"]).remove(0));
+        assert_eq!(
+            *store.batches.lock().unwrap(),
+            [1, 3, 1],
+            "one commit per burst"
+        );
+        assert_eq!(*seen.lock().unwrap(), [1, 2, 3, 4, 5]);
+        assert_eq!(bus.last_seq(), 5);
+    }
+
+    #[test]
+    fn a_refused_burst_reaches_no_sink() {
+        let store = Arc::new(Batches {
+            ok: 2,
+            stored: Mutex::new(Vec::new()),
+            batches: Mutex::new(Vec::new()),
+        });
+        let bus = EventBus::new("s1", 0, Some(store.clone()));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        bus.subscribe(Arc::new(move |e: &Event| s.lock().unwrap().push(e.seq)));
+        bus.emit_all(&Scope::default(), warnings(&["a"]));
+        // Would be events 2 and 3; the store takes only one more, so neither.
+        bus.emit_all(&Scope::default(), warnings(&["b", "c"]));
+        bus.emit(&Scope::default(), warnings(&["d"]).remove(0));
+        assert_eq!(*seen.lock().unwrap(), [1]);
+        assert_eq!(*store.batches.lock().unwrap(), [1, 2], "not offered again");
+        assert!(bus.store_error().unwrap().contains("disk full"));
+    }
 
     #[test]
     fn sinks_never_see_an_event_the_store_refused() {
