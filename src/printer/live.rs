@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -45,7 +45,6 @@ pub struct Live {
     multi: MultiProgress,
     summary: ProgressBar,
     lines: Progress,
-    started: Instant,
     state: Mutex<State>,
 }
 
@@ -59,7 +58,8 @@ impl Live {
         let multi = MultiProgress::with_draw_target(target);
         let summary = multi.add(ProgressBar::new_spinner());
         summary.set_style(
-            ProgressStyle::with_template("{spinner} {msg}")
+            // indicatif keeps `{elapsed}` current on every tick.
+            ProgressStyle::with_template("{spinner} {elapsed} · {msg}")
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         summary.enable_steady_tick(Duration::from_millis(120));
@@ -67,7 +67,6 @@ impl Live {
             multi,
             summary,
             lines: Progress::plain(color),
-            started: Instant::now(),
             state: Mutex::new(State {
                 lanes: BTreeMap::new(),
                 turns: 0,
@@ -93,8 +92,7 @@ impl Live {
         let cost = st.cost.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
         let running = st.lanes.len();
         self.summary.set_message(format!(
-            "{} · {} turn{} · {} tool call{} · {} tokens{cost}{}",
-            crate::text::human_duration(Duration::from_secs(self.started.elapsed().as_secs())),
+            "{} turn{} · {} tool call{} · {} tokens{cost}{}",
             st.turns,
             if st.turns == 1 { "" } else { "s" },
             st.tool_calls,
