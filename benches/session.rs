@@ -112,6 +112,8 @@ fn event(id: &str, seq: u64) -> Event {
         goal: Some("explore".into()),
         agent: Some("reader".into()),
         iteration: None,
+        node: None,
+        node_kind: None,
         body,
     }
 }

@@ -21,6 +21,8 @@ fn turn(seq: u64) -> Vec<Event> {
         goal: Some("review".into()),
         agent: Some("critic".into()),
         iteration: None,
+        node: None,
+        node_kind: None,
         body,
     };
     let args = serde_json::json!({"path": "src/lib.rs"});

@@ -51,6 +51,9 @@ pub struct Scope {
     pub goal: Option<String>,
     pub agent: Option<String>,
     pub iteration: Option<u32>,
+    /// The plan node's path and kind (see [`Event::node`]).
+    pub node: Option<String>,
+    pub node_kind: Option<&'static str>,
 }
 
 impl Scope {
@@ -190,6 +193,8 @@ impl EventBus {
             goal: scope.goal.clone(),
             agent: scope.agent.clone(),
             iteration: scope.iteration,
+            node: scope.node.clone(),
+            node_kind: scope.node_kind.map(str::to_owned),
             body,
         }
     }

@@ -567,6 +567,8 @@ pub fn record_decision(
         goal: asked.goal.clone(),
         agent: asked.agent.clone(),
         iteration: asked.iteration,
+        node: asked.node.clone(),
+        node_kind: None,
     };
     bus.emit(
         &scope,

@@ -325,7 +325,9 @@ async fn loops_stop_on_each_condition() {
         body_of(&r.events, "step_complete")
             .into_iter()
             .find_map(|b| match b {
-                EventBody::StepComplete { iterations, stop } => Some((iterations, stop)),
+                EventBody::StepComplete {
+                    iterations, stop, ..
+                } => Some((iterations, stop)),
                 _ => None,
             })
             .unwrap()

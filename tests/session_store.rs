@@ -336,7 +336,10 @@ fn status_follows_events(kind: Kind) {
     store.append(&log.push(run_started())).unwrap();
     assert_eq!(status("x"), SessionStatus::Running);
     store
-        .append(&log.push(EventBody::ApprovalRequired { reason: "r".into() }))
+        .append(&log.push(EventBody::ApprovalRequired {
+            reason: "r".into(),
+            deadline_ms: None,
+        }))
         .unwrap();
     assert_eq!(status("x"), SessionStatus::WaitingApproval);
     store
@@ -448,6 +451,7 @@ fn approvals_first_decision_wins(kind: Kind) {
     store.append(&log.push(run_started())).unwrap();
     let asked = log.push(EventBody::ApprovalRequired {
         reason: "SUPERVISED".into(),
+        deadline_ms: None,
     });
     store.append(&asked).unwrap();
     assert_eq!(store.pending_approval("x").unwrap(), Some(asked.seq));
@@ -476,6 +480,7 @@ fn approvals_first_decision_wins(kind: Kind) {
     assert_eq!(store.pending_approval("x").unwrap(), None);
     let asked2 = log.push(EventBody::ApprovalRequired {
         reason: "again".into(),
+        deadline_ms: None,
     });
     store.append(&asked2).unwrap();
     let r = store.record_approval("x", false, None).unwrap();
@@ -932,7 +937,10 @@ fn file_status_event_wins_over_a_stale_meta() {
     store.create(&meta("x")).unwrap();
     let mut log = Log::new("x");
     store.append(&log.push(run_started())).unwrap();
-    let asked = log.push(EventBody::ApprovalRequired { reason: "r".into() });
+    let asked = log.push(EventBody::ApprovalRequired {
+        reason: "r".into(),
+        deadline_ms: None,
+    });
     append_raw(
         &dir,
         "x",
@@ -1104,6 +1112,7 @@ fn crash_event(id: &str, seq: u64) -> Event {
     } else if seq.is_multiple_of(11) {
         e.body = EventBody::ApprovalRequired {
             reason: format!("checkpoint {seq}"),
+            deadline_ms: None,
         };
     } else if seq % 11 == 1 {
         e.body = EventBody::ApprovalResolved {

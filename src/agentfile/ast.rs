@@ -61,13 +61,7 @@ pub enum Limit {
     },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Supervision {
-    Supervised,
-    SupervisedHuman,
-    Unsupervised,
-}
+pub use crate::plan::Supervision;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {

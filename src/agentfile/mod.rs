@@ -6,6 +6,7 @@
 
 pub mod ast;
 pub mod lexer;
+pub mod lower;
 pub mod parser;
 pub mod template;
 pub mod validate;

@@ -683,7 +683,7 @@ impl Validator<'_, '_> {
                 })
             })
             .collect();
-        let plan_steps = steps
+        let plan_steps: Vec<plan::StepDef> = steps
             .iter()
             .map(|(_, s)| plan::StepDef {
                 name: s.name.name.clone(),
@@ -695,24 +695,33 @@ impl Validator<'_, '_> {
                 within: s.within.as_ref().and_then(lower_limit),
             })
             .collect();
-        Some(Plan {
-            schema_version: plan::PLAN_SCHEMA_VERSION,
-            name: name.map(|n| n.0).unwrap_or_default(),
-            format: "agentfile".into(),
-            path: self.map.file(self.file).path.display().to_string(),
-            inputs: inputs
-                .iter()
-                .map(|i| plan::InputDef {
-                    name: i.name.name.clone(),
-                    default: i.default.as_ref().map(|d| d.as_str().to_owned()),
-                    required: i.default.is_none(),
-                })
-                .collect(),
-            agents: plan_agents,
-            goals: plan_goals,
-            steps: plan_steps,
-            security: security.map(|s| s.0),
-        })
+        let graph = super::lower::graph(&plan_steps);
+        Some(
+            Plan {
+                schema_version: plan::PLAN_SCHEMA_VERSION,
+                name: name.map(|n| n.0).unwrap_or_default(),
+                format: "agentfile".into(),
+                path: self.map.file(self.file).path.display().to_string(),
+                inputs: inputs
+                    .iter()
+                    .map(|i| plan::InputDef {
+                        name: i.name.name.clone(),
+                        default: i.default.as_ref().map(|d| d.as_str().to_owned()),
+                        required: i.default.is_none(),
+                    })
+                    .collect(),
+                agents: plan_agents,
+                goals: plan_goals,
+                steps: plan_steps,
+                security: security.map(|s| s.0),
+                graph,
+                timeout_ms: None,
+                max_steps: None,
+                result: None,
+                fingerprint: String::new(),
+            }
+            .sealed(),
+        )
     }
 
     fn duplicate(&mut self, name: &ast::Ident, first: Span, what: &str) {

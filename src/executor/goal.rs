@@ -358,6 +358,26 @@ impl RunCx<'_> {
 
     /// One tool call through the gate, with its events.
     async fn call_tool(&self, scope: &Scope, call: &ToolCall) -> Result<ToolResult, Stop> {
+        let (output, _) = self
+            .gated_call(scope, &call.id, &call.name, call.arguments.clone())
+            .await?;
+        Ok(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: output.content,
+            is_error: output.is_error,
+        })
+    }
+
+    /// One call through the policy gate, recorded as `tool_call`, then
+    /// `policy_denied` when refused, then `tool_result`.
+    pub(super) async fn gated_call(
+        &self,
+        scope: &Scope,
+        id: &str,
+        name: &str,
+        arguments: Value,
+    ) -> Result<(crate::tools::ToolOutput, Option<crate::tools::Denial>), Stop> {
         if self.cancel.is_cancelled() {
             return Err(self.stop_for_cancel());
         }
@@ -366,21 +386,18 @@ impl RunCx<'_> {
         self.emit(
             scope,
             EventBody::ToolCall {
-                id: call.id.clone(),
-                tool: call.name.clone(),
-                arguments: call.arguments.clone(),
+                id: id.to_owned(),
+                tool: name.to_owned(),
+                arguments: arguments.clone(),
             },
         );
         let started = Instant::now();
-        let result = self
-            .tools
-            .call(&call.name, call.arguments.clone(), &self.tool_cx)
-            .await;
+        let result = self.tools.call(name, arguments, &self.tool_cx).await;
         if let Some(d) = &result.denied {
             self.emit(
                 scope,
                 EventBody::PolicyDenied {
-                    id: call.id.clone(),
+                    id: id.to_owned(),
                     tool: d.tool.clone(),
                     rule: d.rule.clone(),
                     reason: d.reason.clone(),
@@ -390,8 +407,8 @@ impl RunCx<'_> {
         self.emit(
             scope,
             EventBody::ToolResult {
-                id: call.id.clone(),
-                tool: call.name.clone(),
+                id: id.to_owned(),
+                tool: name.to_owned(),
                 content: result.output.content.clone(),
                 is_error: result.output.is_error,
                 duration_ms: started.elapsed().as_millis() as u64,
@@ -400,12 +417,7 @@ impl RunCx<'_> {
         if self.cancel.is_cancelled() {
             return Err(self.stop_for_cancel());
         }
-        Ok(ToolResult {
-            call_id: call.id.clone(),
-            name: call.name.clone(),
-            content: result.output.content,
-            is_error: result.output.is_error,
-        })
+        Ok((result.output, result.denied))
     }
 }
 

@@ -6,9 +6,10 @@
 
 use std::fmt::Write as _;
 
+use super::RunCx;
 use super::goal::{Answer, SIGNAL_DONE, SUBMIT_OUTPUT, truncate};
-use super::{RunCx, State};
-use crate::plan::{GoalDef, GoalKind, Plan, StepDef};
+use super::interp::Env;
+use crate::plan::{GoalDef, GoalKind, Plan};
 
 /// How much of one earlier output is shown as context.
 const CONTEXT_CHARS: usize = 4000;
@@ -84,18 +85,11 @@ pub(super) fn user(
 /// Earlier outputs this goal may need and does not already quote through
 /// `$variables`: the goals before it in this step (this iteration), else the
 /// final goal of the previous step; and in a loop, its own previous output.
-pub(super) fn context(plan: &Plan, state: &State, step: &StepDef, goal: &GoalDef) -> String {
-    let mut names: Vec<&str> = Vec::new();
-    let pos = step.goals.iter().position(|g| *g == goal.name).unwrap_or(0);
-    names.extend(step.goals[..pos].iter().map(String::as_str));
-    if names.is_empty()
-        && let Some(i) = plan.steps.iter().position(|s| s.name == step.name)
-        && i > 0
-        && let Some(last) = plan.steps[i - 1].goals.last()
-    {
-        names.push(last);
-    }
-    if goal.kind == GoalKind::Goal && state.vars.contains_key(&goal.name) {
+/// (Which earlier goals those are is decided when the plan is lowered:
+/// `context_names`.)
+pub(super) fn context(env: &Env, context_names: &[String], goal: &GoalDef) -> String {
+    let mut names: Vec<&str> = context_names.iter().map(String::as_str).collect();
+    if goal.kind == GoalKind::Goal && env.has_var(&goal.name) {
         names.push(&goal.name);
     }
     let mut s = String::new();
@@ -103,7 +97,7 @@ pub(super) fn context(plan: &Plan, state: &State, step: &StepDef, goal: &GoalDef
         if goal.reads.iter().any(|r| r == n) {
             continue;
         }
-        if let Some(out) = state.vars.get(n) {
+        if let Some(out) = env.var_text(n) {
             let label = if n == goal.name {
                 format!("{n} (your previous iteration)")
             } else {

@@ -9,15 +9,36 @@
 //! It is also a wire type: `agentfile inspect --format json` prints it, and its
 //! JSON Schema lives in `protocol/plan.schema.json`.
 
-use schemars::JsonSchema;
-use serde::Serialize;
+pub mod build;
+pub mod expr;
+pub mod graph;
 
-pub use crate::agentfile::ast::Supervision;
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use build::{StepBuilder, WorkflowBuilder, define_step, define_workflow};
+pub use graph::{
+    ApprovalClass, ApprovalNode, Arm, Backoff, GoalNode, LoopUntil, Next, Node, NodeKind,
+    OnTimeout, Retry,
+};
 
 /// Version of the plan's JSON shape; bumped on any incompatible change.
-pub const PLAN_SCHEMA_VERSION: u32 = 1;
+/// 2: the step graph (`graph`, `fingerprint`).
+pub const PLAN_SCHEMA_VERSION: u32 = 2;
 
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+/// How a goal is supervised (the DSL's SUPERVISED / SUPERVISED HUMAN /
+/// UNSUPERVISED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Supervision {
+    Supervised,
+    SupervisedHuman,
+    Unsupervised,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {
     pub schema_version: u32,
     /// The workflow's NAME.
@@ -29,14 +50,33 @@ pub struct Plan {
     pub inputs: Vec<InputDef>,
     pub agents: Vec<AgentDef>,
     pub goals: Vec<GoalDef>,
-    /// Steps in execution order.
+    /// The Agentfile DSL's steps in execution order (empty for other
+    /// formats); the executor runs `graph`, which they lowered into.
+    #[serde(default)]
     pub steps: Vec<StepDef>,
     /// `SECURITY mode`, when given.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security: Option<String>,
+    /// The step graph the executor runs.
+    pub graph: Node,
+    /// Wall-clock limit of the whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Most nodes one run may start (a defence against runaway graphs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_steps: Option<u32>,
+    /// The run's outputs, when the format maps them (else every node's
+    /// `publish`ed output).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<expr::ValueExpr>,
+    /// A digest of everything that decides what the run does (see
+    /// [`Plan::compute_fingerprint`]); a session remembers it so a resume
+    /// against a changed workflow is refused.
+    #[serde(default)]
+    pub fingerprint: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct InputDef {
     pub name: String,
     /// `None`: the input is required.
@@ -45,7 +85,7 @@ pub struct InputDef {
 }
 
 /// Where a prompt's text came from.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PromptSource {
     /// Written in the workflow file itself.
@@ -62,7 +102,7 @@ pub enum PromptSource {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AgentDef {
     pub name: String,
     pub source: PromptSource,
@@ -75,14 +115,14 @@ pub struct AgentDef {
     pub reads: Vec<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GoalKind {
     Goal,
     Converge,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GoalDef {
     pub name: String,
     pub kind: GoalKind,
@@ -106,14 +146,14 @@ pub struct GoalDef {
     pub supervision: Option<Supervision>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum StepKind {
     Run,
     Loop,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepDef {
     pub name: String,
     pub kind: StepKind,
@@ -125,7 +165,7 @@ pub struct StepDef {
 }
 
 /// An iteration limit, fixed or bound to an input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum Limit {
     Count {
@@ -147,4 +187,79 @@ impl Plan {
     pub fn agent(&self, name: &str) -> Option<&AgentDef> {
         self.agents.iter().find(|a| a.name == name)
     }
+
+    /// The plan with its fingerprint filled in.
+    pub fn sealed(mut self) -> Plan {
+        self.fingerprint = self.compute_fingerprint();
+        self
+    }
+
+    /// A digest of what decides the run's behaviour: everything but where the
+    /// file lies and the fingerprint itself.
+    pub fn compute_fingerprint(&self) -> String {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.remove("path");
+            o.remove("fingerprint");
+        }
+        digest(&v)
+    }
+
+    /// A digest per node path (and per goal and agent definition), so a resume
+    /// against a changed workflow can say what changed.
+    pub fn digests(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        for g in &self.goals {
+            out.insert(
+                format!("goal:{}", g.name),
+                digest(&serde_json::to_value(g).unwrap_or_default()),
+            );
+        }
+        for a in &self.agents {
+            out.insert(
+                format!("agent:{}", a.name),
+                digest(&serde_json::to_value(a).unwrap_or_default()),
+            );
+        }
+        for n in self.graph.children() {
+            out.insert(
+                n.id.clone(),
+                digest(&serde_json::to_value(n).unwrap_or_default()),
+            );
+        }
+        out
+    }
+}
+
+/// What differs between two plans' digests, in words (`step \`fix\` changed`).
+pub fn describe_changes(
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> Vec<String> {
+    let name = |k: &str| match k.split_once(':') {
+        Some(("goal", n)) => format!("goal `{n}`"),
+        Some(("agent", n)) => format!("agent `{n}`"),
+        _ => format!("step `{k}`"),
+    };
+    let mut out = Vec::new();
+    for (k, v) in old {
+        match new.get(k) {
+            None => out.push(format!("{} was removed", name(k))),
+            Some(w) if w != v => out.push(format!("{} changed", name(k))),
+            _ => {}
+        }
+    }
+    for k in new.keys() {
+        if !old.contains_key(k) {
+            out.push(format!("{} was added", name(k)));
+        }
+    }
+    out
+}
+
+fn digest(v: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    let bytes = serde_json::to_vec(v).unwrap_or_default();
+    let h = Sha256::digest(&bytes);
+    h[..12].iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -144,7 +144,7 @@ impl Progress {
                     .collect();
                 format!("    {who}{} {tool}: {first}", self.paint("31", "error"))
             }
-            EventBody::ApprovalRequired { reason } => {
+            EventBody::ApprovalRequired { reason, .. } => {
                 format!("  {} {reason}", self.paint("1;33", "approval"))
             }
             // Notes say how (`at the terminal`, `with --approve-all`).
@@ -170,6 +170,7 @@ impl Progress {
             EventBody::StepComplete {
                 iterations: Some(n),
                 stop: Some(stop),
+                ..
             } => {
                 let how = match stop {
                     LoopStop::Limit => self.paint("33", "stopped at the limit"),

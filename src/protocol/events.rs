@@ -35,6 +35,14 @@ pub struct Event {
     /// Loop or CONVERGE iteration, 1-based.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub iteration: Option<u32>,
+    /// The plan node this event belongs to, as a path from the root
+    /// (`review/fixes[3]/apply`, `refine#2/evaluate`): stable across runs of
+    /// one plan, so resume finds completed work by it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub node: Option<String>,
+    /// That node's kind (`goal`, `tool`, `map`, …).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub node_kind: Option<String>,
     #[serde(flatten)]
     pub body: EventBody,
 }
@@ -108,6 +116,13 @@ pub enum EventBody {
         /// Set when this run continues an earlier, interrupted one.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         resumed_from_seq: Option<u64>,
+        /// The plan's fingerprint: a resume against a plan with another one is
+        /// refused unless forced.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        fingerprint: Option<String>,
+        /// A digest per top-level step, goal and agent, to say what changed.
+        #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+        digests: BTreeMap<String, String>,
     },
     StepStarted {
         kind: String,
@@ -173,6 +188,10 @@ pub enum EventBody {
     },
     ApprovalRequired {
         reason: String,
+        /// When an unanswered request times out (Unix milliseconds); it holds
+        /// across restarts.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        deadline_ms: Option<u64>,
     },
     ApprovalResolved {
         approved: bool,
@@ -202,6 +221,50 @@ pub enum EventBody {
         iterations: Option<u32>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         stop: Option<LoopStop>,
+        /// The step's output, for steps that are not DSL RUN/LOOP steps.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        output: Option<serde_json::Value>,
+        /// Where the run went next, when the step routed (branch, approval).
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        next: Option<String>,
+    },
+    /// A plan node below the top level began (goals have `goal_started`).
+    NodeStarted {
+        kind: String,
+    },
+    /// A plan node below the top level finished; its output is what later
+    /// nodes read as `$steps.<id>`.
+    NodeComplete {
+        output: serde_json::Value,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        next: Option<String>,
+    },
+    /// An attempt of a node failed; it is retried after `retry_in_ms`, or
+    /// (when absent) the failure stands.
+    NodeFailed {
+        error: String,
+        attempt: u32,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        retry_in_ms: Option<u64>,
+    },
+    /// A suspend node is waiting for one of `events` (CONTRACT §9).
+    Suspended {
+        events: Vec<String>,
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        deadline_ms: Option<u64>,
+    },
+    /// A signal was delivered to the session (`sessions signal`, JSON-RPC or
+    /// MCP `signal`); a suspend node waiting for `event` takes it.
+    Signal {
+        event: String,
+        #[serde(skip_serializing_if = "serde_json::Value::is_null", default)]
+        payload: serde_json::Value,
+    },
+    /// A node failed for good: the completed nodes' compensations run, in
+    /// reverse completion order, before the run fails.
+    Compensating {
+        error: String,
+        nodes: Vec<String>,
     },
     Warning {
         message: String,
@@ -219,6 +282,11 @@ pub enum EventBody {
         usage: Usage,
     },
     RunCancelled {
+        usage: Usage,
+    },
+    /// The run waits at a suspend node; a signal resumes it.
+    RunSuspended {
+        events: Vec<String>,
         usage: Usage,
     },
 }
@@ -241,11 +309,18 @@ impl EventBody {
             EventBody::LoopIteration { .. } => "loop_iteration",
             EventBody::GoalComplete { .. } => "goal_complete",
             EventBody::StepComplete { .. } => "step_complete",
+            EventBody::NodeStarted { .. } => "node_started",
+            EventBody::NodeComplete { .. } => "node_complete",
+            EventBody::NodeFailed { .. } => "node_failed",
+            EventBody::Suspended { .. } => "suspended",
+            EventBody::Signal { .. } => "signal",
+            EventBody::Compensating { .. } => "compensating",
             EventBody::Warning { .. } => "warning",
             EventBody::Error { .. } => "error",
             EventBody::RunComplete { .. } => "run_complete",
             EventBody::RunFailed { .. } => "run_failed",
             EventBody::RunCancelled { .. } => "run_cancelled",
+            EventBody::RunSuspended { .. } => "run_suspended",
         }
     }
 
@@ -261,6 +336,7 @@ impl EventBody {
             EventBody::RunComplete { .. }
                 | EventBody::RunFailed { .. }
                 | EventBody::RunCancelled { .. }
+                | EventBody::RunSuspended { .. }
         )
     }
 }
@@ -331,6 +407,8 @@ mod tests {
             goal: Some("fix".into()),
             agent: None,
             iteration: Some(2),
+            node: None,
+            node_kind: None,
             body: EventBody::ToolCall {
                 id: "c1".into(),
                 tool: "bash".into(),

@@ -120,7 +120,7 @@ fn transcript_entry(e: &Event) -> Option<Value> {
             "denied",
             json!({ "id": id, "tool": tool, "rule": rule, "reason": reason }),
         ),
-        EventBody::ApprovalRequired { reason } => {
+        EventBody::ApprovalRequired { reason, .. } => {
             ("approval_required", json!({ "reason": reason }))
         }
         EventBody::ApprovalResolved { approved, note } => (
@@ -140,7 +140,9 @@ fn transcript_entry(e: &Event) -> Option<Value> {
             "output",
             json!({ "output": output, "fields": fields, "converged": converged.map(|c| c.as_str()) }),
         ),
-        EventBody::StepComplete { iterations, stop } => match (iterations, stop) {
+        EventBody::StepComplete {
+            iterations, stop, ..
+        } => match (iterations, stop) {
             (None, None) => return None,
             _ => (
                 "loop_stopped",
@@ -159,7 +161,37 @@ fn transcript_entry(e: &Event) -> Option<Value> {
             json!({ "status": "failed", "error": error, "termination_reason": termination_reason }),
         ),
         EventBody::RunCancelled { .. } => ("result", json!({ "status": "cancelled" })),
+        EventBody::RunSuspended { events, .. } => (
+            "result",
+            json!({ "status": "suspended", "waiting_for": events }),
+        ),
+        EventBody::NodeComplete { output, next } => (
+            "node_output",
+            json!({ "node": e.node, "output": output, "next": next }),
+        ),
+        EventBody::NodeFailed {
+            error,
+            attempt,
+            retry_in_ms,
+        } => (
+            "node_failed",
+            json!({ "node": e.node, "error": error, "attempt": attempt, "retry_in_ms": retry_in_ms }),
+        ),
+        EventBody::Suspended {
+            events,
+            deadline_ms,
+        } => (
+            "suspended",
+            json!({ "node": e.node, "events": events, "deadline_ms": deadline_ms }),
+        ),
+        EventBody::Signal { event, payload } => {
+            ("signal", json!({ "event": event, "payload": payload }))
+        }
+        EventBody::Compensating { error, nodes } => {
+            ("compensating", json!({ "error": error, "nodes": nodes }))
+        }
         EventBody::StepStarted { .. }
+        | EventBody::NodeStarted { .. }
         | EventBody::AgentStarted { .. }
         | EventBody::LlmRequest { .. } => return None,
     };
@@ -434,7 +466,7 @@ fn render(out: &mut String, e: &Event) {
                 one_line(reason)
             );
         }
-        EventBody::ApprovalRequired { reason } => {
+        EventBody::ApprovalRequired { reason, .. } => {
             let _ = writeln!(out, "**Approval required:** {}\n", one_line(reason));
         }
         EventBody::ApprovalResolved { approved, note } => {
@@ -469,7 +501,9 @@ fn render(out: &mut String, e: &Event) {
                 let _ = writeln!(out, "Loop: {}.\n", stop.as_str());
             }
         }
-        EventBody::StepComplete { iterations, stop } => {
+        EventBody::StepComplete {
+            iterations, stop, ..
+        } => {
             let name = e.step.as_deref().unwrap_or("?");
             match (iterations, stop) {
                 (None, None) => {}
@@ -519,6 +553,60 @@ fn render(out: &mut String, e: &Event) {
         EventBody::RunCancelled { usage } => {
             out.push_str("## Result: cancelled\n\n");
             usage_line(out, usage);
+        }
+        EventBody::RunSuspended { events, usage } => {
+            let _ = writeln!(
+                out,
+                "## Result: suspended\n\nWaiting for: {}\n",
+                events.join(", ")
+            );
+            usage_line(out, usage);
+        }
+        EventBody::NodeStarted { .. } => {}
+        EventBody::NodeComplete { output, .. } => {
+            let name = e.node.as_deref().unwrap_or("?");
+            let _ = writeln!(out, "**Output of step `{name}`:**\n");
+            match output {
+                Value::String(s) => quote(out, s),
+                other => {
+                    let pretty = serde_json::to_string_pretty(other).unwrap_or_default();
+                    fenced_full(out, "json", &pretty);
+                }
+            }
+        }
+        EventBody::NodeFailed {
+            error,
+            attempt,
+            retry_in_ms,
+        } => {
+            let name = e.node.as_deref().unwrap_or("?");
+            let retry = retry_in_ms
+                .map(|ms| format!("; retrying in {ms} ms"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "**Step `{name}` failed (attempt {attempt}){retry}:** {}\n",
+                one_line(error)
+            );
+        }
+        EventBody::Suspended { events, .. } => {
+            let name = e.node.as_deref().unwrap_or("?");
+            let _ = writeln!(
+                out,
+                "Step `{name}` suspended the run, waiting for: {}.\n",
+                events.join(", ")
+            );
+        }
+        EventBody::Signal { event, .. } => {
+            let _ = writeln!(out, "Signal `{event}` delivered.\n");
+        }
+        EventBody::Compensating { error, nodes } => {
+            let _ = writeln!(
+                out,
+                "**Compensating** after: {}; undoing {}.\n",
+                one_line(error),
+                nodes.join(", ")
+            );
         }
     }
 }

@@ -1290,6 +1290,8 @@ impl RawEvent {
                 .iteration
                 .map(|i| u32::try_from(i).map_err(|_| bad(format!("iteration {i}"))))
                 .transpose()?,
+            node: None,
+            node_kind: None,
             body,
         })
     }

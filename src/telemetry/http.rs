@@ -270,6 +270,8 @@ mod tests {
                 goal: None,
                 agent: None,
                 iteration: None,
+                node: None,
+                node_kind: None,
                 body: EventBody::Warning {
                     message: format!("w{seq}"),
                 },

@@ -229,7 +229,7 @@ pub fn log_line(body: &EventBody) -> (Level, String) {
         EventBody::PolicyDenied {
             tool, rule, reason, ..
         } => format!("policy denied `{tool}` (rule {rule}): {reason}"),
-        EventBody::ApprovalRequired { reason } => format!("approval required: {reason}"),
+        EventBody::ApprovalRequired { reason, .. } => format!("approval required: {reason}"),
         EventBody::ApprovalResolved { approved, note } => format!(
             "{}{}",
             if *approved { "approved" } else { "rejected" },
@@ -248,7 +248,9 @@ pub fn log_line(body: &EventBody) -> (Level, String) {
                 .map(|c| format!(", {}", c.as_str()))
                 .unwrap_or_default()
         ),
-        EventBody::StepComplete { iterations, stop } => match (iterations, stop) {
+        EventBody::StepComplete {
+            iterations, stop, ..
+        } => match (iterations, stop) {
             (Some(n), Some(s)) => format!("step complete after {n} iterations, {}", s.as_str()),
             (Some(n), None) => format!("step complete after {n} iterations"),
             (None, Some(s)) => format!("step complete, {}", s.as_str()),
@@ -266,6 +268,29 @@ pub fn log_line(body: &EventBody) -> (Level, String) {
             usage_words(usage)
         ),
         EventBody::RunCancelled { usage } => format!("run cancelled: {}", usage_words(usage)),
+        EventBody::RunSuspended { events, usage } => format!(
+            "run suspended, waiting for {}: {}",
+            events.join(", "),
+            usage_words(usage)
+        ),
+        EventBody::NodeStarted { kind } => format!("{kind} step started"),
+        EventBody::NodeComplete { next, .. } => match next {
+            Some(n) => format!("step complete; next: {n}"),
+            None => "step complete".to_owned(),
+        },
+        EventBody::NodeFailed {
+            attempt,
+            retry_in_ms,
+            ..
+        } => match retry_in_ms {
+            Some(ms) => format!("step failed (attempt {attempt}); retrying in {ms} ms"),
+            None => format!("step failed (attempt {attempt})"),
+        },
+        EventBody::Suspended { events, .. } => format!("suspended until {}", events.join(" or ")),
+        EventBody::Signal { event, .. } => format!("signal `{event}` delivered"),
+        EventBody::Compensating { nodes, .. } => {
+            format!("compensating: undoing {} step(s)", nodes.len())
+        }
     };
     (level(body), line)
 }
@@ -296,6 +321,8 @@ mod tests {
             goal: Some("review".into()),
             agent: Some("critic".into()),
             iteration: Some(2),
+            node: None,
+            node_kind: None,
             body,
         }
     }

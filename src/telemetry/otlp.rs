@@ -741,7 +741,9 @@ impl SpanTree {
                     self.end(&Place::at(Nest::Goal, e), at, attrs, None)
                 }
             }
-            EventBody::StepComplete { iterations, stop } => {
+            EventBody::StepComplete {
+                iterations, stop, ..
+            } => {
                 let mut attrs = Vec::new();
                 if let Some(n) = iterations {
                     attrs.push(KeyValue::new("agentfile.iterations", i64::from(*n)));
@@ -760,7 +762,7 @@ impl SpanTree {
                     KeyValue::new("agentfile.loop.limit", i64::from(*limit)),
                 ],
             ),
-            EventBody::ApprovalRequired { reason } => self.mark(
+            EventBody::ApprovalRequired { reason, .. } => self.mark(
                 e,
                 "approval_required",
                 at,
@@ -797,6 +799,54 @@ impl SpanTree {
             EventBody::RunCancelled { usage } => {
                 self.end_run(at, usage, Some(("cancelled", "the run was cancelled")))
             }
+            EventBody::RunSuspended { usage, .. } => self.end_run(at, usage, None),
+            // Nodes below the top level: events on the enclosing span.
+            EventBody::NodeStarted { kind } => self.mark(
+                e,
+                "node_started",
+                at,
+                vec![
+                    KeyValue::new("agentfile.node", e.node.clone().unwrap_or_default()),
+                    KeyValue::new("agentfile.node.kind", kind.clone()),
+                ],
+            ),
+            EventBody::NodeComplete { .. } => self.mark(
+                e,
+                "node_complete",
+                at,
+                vec![KeyValue::new(
+                    "agentfile.node",
+                    e.node.clone().unwrap_or_default(),
+                )],
+            ),
+            EventBody::NodeFailed { error, attempt, .. } => self.mark(
+                e,
+                "node_failed",
+                at,
+                vec![
+                    KeyValue::new("agentfile.node", e.node.clone().unwrap_or_default()),
+                    KeyValue::new("agentfile.attempt", i64::from(*attempt)),
+                    KeyValue::new("message", error.clone()),
+                ],
+            ),
+            EventBody::Suspended { events, .. } => self.mark(
+                e,
+                "suspended",
+                at,
+                vec![KeyValue::new("agentfile.events", events.join(","))],
+            ),
+            EventBody::Signal { event, .. } => self.mark(
+                e,
+                "signal",
+                at,
+                vec![KeyValue::new("agentfile.event", event.clone())],
+            ),
+            EventBody::Compensating { nodes, .. } => self.mark(
+                e,
+                "compensating",
+                at,
+                vec![KeyValue::new("agentfile.nodes", nodes.join(","))],
+            ),
         }
     }
 
@@ -1024,6 +1074,8 @@ mod tests {
                 goal: scope.1.map(str::to_owned),
                 agent: scope.2.map(str::to_owned),
                 iteration: None,
+                node: None,
+                node_kind: None,
                 body,
             }
         }
@@ -1044,6 +1096,8 @@ mod tests {
                     endpoint: None,
                     workspace: "/w".into(),
                     resumed_from_seq: None,
+                    fingerprint: None,
+                    digests: Default::default(),
                 },
             ),
             f.ev(
@@ -1201,6 +1255,8 @@ mod tests {
                 EventBody::StepComplete {
                     iterations: None,
                     stop: None,
+                    output: None,
+                    next: None,
                 },
             ),
             f.ev(

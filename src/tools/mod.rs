@@ -123,4 +123,27 @@ pub trait ToolSet: Send + Sync {
         args: serde_json::Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, CallResult>;
+
+    /// Run a script a workflow declares (a shell step) the way the bash tool
+    /// runs a command: own process group, scrubbed environment, timeout. The
+    /// declaration is the permission, so the bash allowlist does not apply;
+    /// the script must lie inside the workspace. Its output starts with
+    /// `exit code: N`.
+    fn run_script<'a>(
+        &'a self,
+        script: &'a str,
+        args: &'a [String],
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, CallResult> {
+        let _ = (args, ctx);
+        Box::pin(async move {
+            CallResult {
+                output: ToolOutput::error(format!(
+                    "cannot run `{script}`: this tool set does not run scripts"
+                )),
+                denied: None,
+                duration: Duration::ZERO,
+            }
+        })
+    }
 }

@@ -623,4 +623,47 @@ impl ToolSet for Toolbox {
             }
         })
     }
+
+    fn run_script<'a>(
+        &'a self,
+        script: &'a str,
+        args: &'a [String],
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, CallResult> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let ws = self.gate.workspace().to_path_buf();
+            let output = match ws.join(script).canonicalize() {
+                Err(e) => ToolOutput::error(format!("cannot run script `{script}`: {e}")),
+                Ok(path) if !path.starts_with(&ws) => ToolOutput::error(format!(
+                    "cannot run script `{script}`: it lies outside the workspace"
+                )),
+                Ok(path) => {
+                    // Quoted for bash: the script and each argument are one
+                    // word each, whatever they contain.
+                    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+                    let mut command = format!("bash {}", quote(&path.display().to_string()));
+                    for a in args {
+                        command.push(' ');
+                        command.push_str(&quote(a));
+                    }
+                    bash_tool::run(
+                        &command,
+                        &ws,
+                        &self.bash_env,
+                        self.options.bash_timeout,
+                        self.options.max_result_bytes,
+                        &self.bash_limits,
+                        &ctx.cancel,
+                    )
+                    .await
+                }
+            };
+            CallResult {
+                output,
+                denied: None,
+                duration: started.elapsed(),
+            }
+        })
+    }
 }

@@ -149,6 +149,8 @@ impl Log {
             goal: self.goal.clone(),
             agent: self.agent.clone(),
             iteration: self.iteration,
+            node: None,
+            node_kind: None,
             body,
         };
         self.events.push(e.clone());
@@ -166,6 +168,8 @@ pub fn run_started() -> EventBody {
         endpoint: None,
         workspace: "/work/demo".into(),
         resumed_from_seq: None,
+        fingerprint: None,
+        digests: BTreeMap::new(),
     }
 }
 
@@ -197,6 +201,7 @@ pub fn full_run(id: &str) -> Vec<Event> {
     log.at(Some("s1"), Some("g1"), None, Some(1))
         .push(EventBody::ApprovalRequired {
             reason: "SUPERVISED".into(),
+            deadline_ms: None,
         });
     log.push(EventBody::ApprovalResolved {
         approved: true,
@@ -274,6 +279,8 @@ pub fn full_run(id: &str) -> Vec<Event> {
         .push(EventBody::StepComplete {
             iterations: Some(1),
             stop: Some(LoopStop::Unchanged),
+            output: None,
+            next: None,
         });
     log.at(None, None, None, None).push(EventBody::Warning {
         message: "w".into(),
@@ -300,6 +307,8 @@ pub fn small_events(id: &str, first_seq: u64, n: u64) -> Vec<Event> {
             goal: Some("goal".into()),
             agent: Some("agent".into()),
             iteration: None,
+            node: None,
+            node_kind: None,
             body: EventBody::LlmRequest {
                 model: "fake-model".into(),
                 turn: seq as u32,

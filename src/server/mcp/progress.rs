@@ -422,6 +422,8 @@ mod tests {
             goal: Some("g".into()),
             agent: None,
             iteration: None,
+            node: None,
+            node_kind: None,
             body,
         }
     }
