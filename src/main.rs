@@ -175,6 +175,9 @@ struct RunArgs {
     /// Exit 5 when a loop reaches its limit without converging.
     #[arg(long)]
     strict_convergence: bool,
+    /// Resume a session even though its workflow changed since it started.
+    #[arg(long)]
+    force_changed: bool,
 }
 
 // Parsed once per process; boxing the large variant would fight clap's derive.
@@ -664,6 +667,7 @@ async fn run_async(
             None => None,
         },
         strict_convergence: args.strict_convergence,
+        force_changed: args.force_changed,
         http: None,
         sampling: None,
         loaded_config: None,

@@ -61,6 +61,8 @@ pub struct RunRequest {
     pub max_cost_usd: Option<f64>,
     pub timeout: Option<Duration>,
     pub strict_convergence: bool,
+    /// Resume even when the workflow changed since the session started.
+    pub force_changed: bool,
     /// HTTP behaviour of providers (tests shorten timeouts and retries).
     pub http: Option<llm::HttpOptions>,
     /// The MCP host's model, for `--provider mcp-sampling` under `agentfile mcp`.
@@ -123,6 +125,8 @@ pub struct Prepared {
     pub policy: Option<PathBuf>,
     /// `--allow` additions to the policy.
     pub allow: Vec<String>,
+    /// `--force-changed`: resume against a changed workflow.
+    pub force_changed: bool,
 }
 
 /// The workflow `agentfile run --goal TEXT` runs: one goal, no agents, in one
@@ -246,6 +250,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         endpoint,
         policy: req.policy.clone(),
         allow: req.allow.clone(),
+        force_changed: req.force_changed,
     })
 }
 
@@ -636,6 +641,10 @@ pub async fn start_in(
                 )));
             }
             let prior = store.events(&id, 0).map_err(|e| usage(e.to_string()))?;
+            if !prepared.force_changed {
+                executor::check_resume(&prepared.plan, &prior)
+                    .map_err(|e| usage(format!("session `{id}`: {e}")))?;
+            }
             (id, prior)
         }
         SessionChoice::New => {

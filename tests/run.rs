@@ -366,3 +366,68 @@ fn approval_survives_between_processes() {
     let again = agentfile(&["sessions", "approve", &id, "--config", cfg], &dir);
     assert!(!again.status.success());
 }
+
+/// A session remembers its plan's fingerprint: resuming after the workflow
+/// changed is refused (exit 2) with what changed, unless `--force-changed`.
+#[test]
+fn resume_refuses_a_changed_workflow_unless_forced() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start(vec![
+            text("Prepared the release notes."),
+            text("Deployed."),
+        ]))
+        .unwrap();
+    let dir = tmp("changed");
+    let original = "NAME release\nGOAL prepare \"Prepare\"\nGOAL deploy \"Deploy\" SUPERVISED HUMAN\nRUN main USING prepare, deploy\n";
+    std::fs::write(dir.join("Agentfile"), original).unwrap();
+    let cfg = config(&dir, &server);
+    let cfg = cfg.to_str().unwrap();
+    let o = agentfile(
+        &["run", "Agentfile", "--config", cfg, "--output", "json"],
+        &dir,
+    );
+    assert_eq!(o.status.code(), Some(3));
+    let id = result_of(&o)["session_id"].as_str().unwrap().to_owned();
+    let a = agentfile(&["sessions", "approve", &id, "--config", cfg], &dir);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+
+    std::fs::write(
+        dir.join("Agentfile"),
+        original.replace("\"Deploy\"", "\"Deploy to production\""),
+    )
+    .unwrap();
+    let o = agentfile(
+        &[
+            "sessions", "resume", &id, "--config", cfg, "--output", "json",
+        ],
+        &dir,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("goal `deploy` changed"), "{err}");
+    assert!(err.contains("--force-changed"), "{err}");
+    assert_eq!(server.request_count(), 1, "nothing ran");
+
+    let o = agentfile(
+        &[
+            "sessions",
+            "resume",
+            &id,
+            "--config",
+            cfg,
+            "--output",
+            "json",
+            "--force-changed",
+        ],
+        &dir,
+    );
+    let r = result_of(&o);
+    assert_eq!(
+        r["status"],
+        "completed",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(r["outputs"]["deploy"], "Deployed.");
+}

@@ -611,6 +611,7 @@ impl Engine {
             max_cost_usd: p.max_cost_usd,
             timeout,
             strict_convergence: false,
+            force_changed: false,
             http: self.options.http,
             sampling: self.options.sampling.clone(),
             loaded_config: Some(loaded),
