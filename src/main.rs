@@ -217,6 +217,20 @@ enum SessionsCommand {
         #[command(flatten)]
         run: RunArgs,
     },
+    /// Deliver an event to a suspended session, then resume it.
+    Signal {
+        id: String,
+        /// The event's name, one the session's suspend step waits for.
+        event: String,
+        /// The event's payload, as JSON (the suspend step's `eventPayload`).
+        #[arg(long)]
+        payload: Option<String>,
+        /// Record the signal without resuming the run.
+        #[arg(long)]
+        no_resume: bool,
+        #[command(flatten)]
+        run: RunArgs,
+    },
     /// Record a decision for a session waiting for approval.
     Approve {
         id: String,
@@ -387,6 +401,42 @@ fn main() -> ExitCode {
         Command::Mcp(args) => return mcp_cmd(args),
         Command::Sessions { command } => match command {
             SessionsCommand::Resume { id, run } => return run_cmd(run, Some(id)),
+            SessionsCommand::Signal {
+                id,
+                event,
+                payload,
+                no_resume,
+                run,
+            } => {
+                let payload = match payload.as_deref().map(serde_json::from_str).transpose() {
+                    Ok(p) => p.unwrap_or(serde_json::Value::Null),
+                    Err(e) => {
+                        eprintln!("agentfile: error: --payload is not JSON: {e}");
+                        return ExitCode::from(2);
+                    }
+                };
+                let at = StoreArgs {
+                    config: run.config.clone(),
+                    workspace: run.workspace.clone(),
+                };
+                let recorded = open(&at)
+                    .map_err(|e| RunError {
+                        message: e.to_string(),
+                        exit_code: 2,
+                    })
+                    .and_then(|store| runapi::record_signal(&store, &id, &event, payload));
+                if let Err(e) = recorded {
+                    eprintln!("agentfile: error: {e}");
+                    return ExitCode::from(u8::try_from(e.exit_code).unwrap_or(1));
+                }
+                if no_resume {
+                    println!(
+                        "signal `{event}` recorded for session {id}; continue it with `agentfile sessions resume {id}`"
+                    );
+                    return ExitCode::SUCCESS;
+                }
+                return run_cmd(run, Some(id));
+            }
             other => sessions_cmd(other).or_else(|e| quiet_pipe(e, 0)),
         },
     };
@@ -920,12 +970,14 @@ fn value_text(v: &serde_json::Value) -> String {
     }
 }
 
+/// The session store `--config`/`--workspace` point at.
+fn open(at: &StoreArgs) -> anyhow::Result<Arc<dyn session::SessionStore>> {
+    let config = runapi::load_config(at.config.as_deref(), Path::new("."))?;
+    let ws = store_workspace(at.workspace.as_deref(), &config)?;
+    Ok(runapi::open_store(&config, &ws)?)
+}
+
 fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
-    let open = |at: &StoreArgs| -> anyhow::Result<Arc<dyn session::SessionStore>> {
-        let config = runapi::load_config(at.config.as_deref(), Path::new("."))?;
-        let ws = store_workspace(at.workspace.as_deref(), &config)?;
-        Ok(runapi::open_store(&config, &ws)?)
-    };
     let mut out = std::io::stdout().lock();
     match cmd {
         SessionsCommand::List {
@@ -1033,8 +1085,8 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
                 "{verb} goal `{goal}` of session {id}; continue it with `agentfile sessions resume {id}`"
             )?;
         }
-        SessionsCommand::Resume { .. } => {
-            anyhow::bail!("internal error: resume is handled by `run`")
+        SessionsCommand::Resume { .. } | SessionsCommand::Signal { .. } => {
+            anyhow::bail!("internal error: resume and signal are handled by `run`")
         }
     }
     out.flush()?;

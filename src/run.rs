@@ -585,6 +585,82 @@ pub fn record_decision(
     Ok(asked.goal.clone().unwrap_or_default())
 }
 
+/// The suspends of a stored session still waiting: (node path, events).
+pub fn pending_suspends(events: &[crate::protocol::events::Event]) -> Vec<(String, Vec<String>)> {
+    use crate::protocol::events::EventBody;
+    let mut waiting: Vec<(String, Vec<String>)> = Vec::new();
+    for e in events {
+        match (&e.body, &e.node) {
+            (EventBody::Suspended { events, .. }, Some(node)) => {
+                waiting.retain(|(p, _)| p != node);
+                waiting.push((node.clone(), events.clone()));
+            }
+            (EventBody::Signal { event, .. }, _) => {
+                // A signal goes to the first suspend that waits for it.
+                if let Some(i) = waiting.iter().position(|(_, evs)| evs.contains(event)) {
+                    waiting.remove(i);
+                }
+            }
+            (EventBody::StepComplete { .. } | EventBody::NodeComplete { .. }, Some(node)) => {
+                waiting.retain(|(p, _)| p != node);
+            }
+            _ => {}
+        }
+    }
+    waiting
+}
+
+/// Deliver a signal to a stored, suspended session (`sessions signal`, a
+/// server's `signal`): recorded as a `signal` event after its last one, for the
+/// suspend that waits for it to take when the run resumes. An event nothing
+/// waits for is refused, naming what the session waits for.
+pub fn record_signal(
+    store: &Arc<dyn SessionStore>,
+    id: &str,
+    event: &str,
+    payload: serde_json::Value,
+) -> Result<(), RunError> {
+    let events = store.events(id, 0).map_err(|e| usage(e.to_string()))?;
+    let waiting = pending_suspends(&events);
+    if waiting.is_empty() {
+        return Err(usage(format!(
+            "session `{id}` is not suspended: nothing in it waits for a signal"
+        )));
+    }
+    if !waiting
+        .iter()
+        .any(|(_, evs)| evs.iter().any(|e| e == event))
+    {
+        let mut names: Vec<&str> = waiting
+            .iter()
+            .flat_map(|(_, evs)| evs.iter().map(String::as_str))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        return Err(usage(format!(
+            "session `{id}` waits for {}, not `{event}`",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )));
+    }
+    let last = events.last().map(|e| e.seq).unwrap_or(0);
+    let bus = EventBus::new(id, last, Some(store.clone()));
+    bus.emit(
+        &crate::events::Scope::default(),
+        crate::protocol::events::EventBody::Signal {
+            event: event.to_owned(),
+            payload,
+        },
+    );
+    if let Some(e) = bus.store_error() {
+        return Err(usage(format!("cannot record the signal: {e}")));
+    }
+    Ok(())
+}
+
 /// The stores a run writes to: its session log and the memory tools' table.
 /// Servers open them once and share them between runs.
 #[derive(Clone)]

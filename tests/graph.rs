@@ -18,6 +18,7 @@ use agentfile::llm::fake::{FakeReply, FakeServer};
 use agentfile::llm::{Provider, ProviderOptions, provider_from_config_with};
 use agentfile::plan::{Backoff, Plan, define_step, define_workflow};
 use agentfile::protocol::events::{Event, EventBody, RunResult};
+use agentfile::session::{SessionMeta, SessionStatus, SessionStore, sqlite::SqliteStore};
 use agentfile::tools::policy::Policy;
 use agentfile::tools::{MemoryStore, Toolbox};
 use futures::future::BoxFuture;
@@ -84,6 +85,19 @@ async fn run_full(
     approver: &dyn Approver,
     prior: Vec<Event>,
 ) -> Run {
+    run_stored(plan, dir, inputs, models, approver, prior, None).await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_stored(
+    plan: Plan,
+    dir: &Path,
+    inputs: &[(&str, &str)],
+    models: &dyn Models,
+    approver: &dyn Approver,
+    prior: Vec<Event>,
+    store: Option<(Arc<dyn SessionStore>, &str)>,
+) -> Run {
     let plan = Arc::new(plan);
     let given: BTreeMap<String, String> = inputs
         .iter()
@@ -98,7 +112,10 @@ async fn run_full(
         MemoryStore::in_memory().unwrap(),
     )
     .unwrap();
-    let bus = EventBus::new("s-graph", prior.last().map_or(0, |e| e.seq), None);
+    let bus = match store {
+        Some((store, id)) => EventBus::new(id, prior.last().map_or(0, |e| e.seq), Some(store)),
+        None => EventBus::new("s-graph", prior.last().map_or(0, |e| e.seq), None),
+    };
     let seen = Arc::new(Mutex::new(prior.clone()));
     let s = seen.clone();
     bus.subscribe(Arc::new(move |e: &Event| s.lock().unwrap().push(e.clone())));
@@ -703,4 +720,90 @@ fn commit_reports_every_structural_problem() {
     for c in ["dangling-next", "unknown-kind", "unreachable", "cycle"] {
         assert!(codes.contains(&c), "missing {c}: {err:#?}");
     }
+}
+
+/// The whole round trip across processes: the run suspends (exit 6) with its
+/// events in the workspace's SQLite store; `agentfile sessions signal`, another
+/// process, records the event; the resumed run completes from the journal.
+#[tokio::test]
+async fn a_signal_from_another_process_resumes_a_suspended_run() {
+    let dir = ws("signal-cli");
+    let db = dir.join(".agentfile").join("sessions.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).unwrap());
+    let id = "s-signal-1";
+    store
+        .create(&SessionMeta {
+            id: id.into(),
+            workflow: "pay".into(),
+            path: "define_workflow(\"pay\")".into(),
+            workspace: dir.display().to_string(),
+            inputs: BTreeMap::new(),
+            status: SessionStatus::Running,
+            created_at: "2026-11-23T00:00:00.000Z".into(),
+            updated_at: "2026-11-23T00:00:00.000Z".into(),
+            last_seq: 0,
+        })
+        .unwrap();
+    let plan = || {
+        define_workflow("pay")
+            .step(define_step("before").tool("bash", bash("echo 1 >> ran-before")))
+            .step(define_step("wait").suspend(&["payment.ok"]))
+            .step(define_step("after").tool("bash", bash("echo 1 >> ran-after")))
+            .commit()
+            .unwrap()
+    };
+    let first = run_stored(
+        plan(),
+        &dir,
+        &[],
+        &NoModel,
+        &ApproveAll,
+        Vec::new(),
+        Some((store.clone(), id)),
+    )
+    .await;
+    assert_eq!(first.result.exit_code, 6);
+
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    // An event nothing waits for is refused, naming what it waits for.
+    let wrong = cli(&["sessions", "signal", id, "payment.failed", "--no-resume"]);
+    assert_eq!(wrong.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(err.contains("`payment.ok`"), "{err}");
+    let ok = cli(&[
+        "sessions",
+        "signal",
+        id,
+        "payment.ok",
+        "--payload",
+        "{\"amount\": 12}",
+        "--no-resume",
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+
+    let prior = store.events(id, 0).unwrap();
+    let done = run_stored(
+        plan(),
+        &dir,
+        &[],
+        &NoModel,
+        &ApproveAll,
+        prior,
+        Some((store.clone(), id)),
+    )
+    .await;
+    assert_eq!(done.result.status, "completed", "{:?}", done.result.error);
+    assert_eq!(read(&dir, "ran-before"), "1\n");
+    assert_eq!(read(&dir, "ran-after"), "1\n");
 }

@@ -78,7 +78,7 @@ use crate::protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -103,7 +103,7 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Migration `n` (1-based) takes a database from version `n - 1` to `n`. Never
 /// edit a released entry; add a new one.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 const MIGRATION_1: &str = r#"
 CREATE TABLE schema_migrations(
@@ -215,6 +215,14 @@ ALTER TABLE sessions ADD COLUMN owner_pid INTEGER;
 ALTER TABLE sessions ADD COLUMN owner_host TEXT;
 ALTER TABLE sessions ADD COLUMN owner_start TEXT;
 ALTER TABLE sessions ADD COLUMN heartbeat_at TEXT;
+"#;
+
+/// The plan node of each event (its path and kind), the resume journal's key.
+/// NULL for events written before the step graph, which resume derives from
+/// step, goal and iteration.
+const MIGRATION_3: &str = r#"
+ALTER TABLE events ADD COLUMN node TEXT;
+ALTER TABLE events ADD COLUMN node_kind TEXT;
 "#;
 
 /// The columns `RawMeta::from_row` reads, in its order.
@@ -573,7 +581,8 @@ impl SqliteStore {
         let iteration = event.iteration.map(i64::from);
         tx.prepare_cached(
             "INSERT INTO events(session_id, seq, schema_version, ts, type, step, goal, agent, \
-             iteration, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+             iteration, data, node, node_kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
+             ?11, ?12)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -587,6 +596,8 @@ impl SqliteStore {
                 event.agent,
                 iteration,
                 data_text,
+                event.node,
+                event.node_kind,
             ])
         })
         .map_err(self.err("store the event"))?;
@@ -904,8 +915,8 @@ impl SessionStore for SqliteStore {
         }
         let mut stmt = tx
             .prepare_cached(
-                "SELECT seq, schema_version, ts, type, step, goal, agent, iteration, data \
-                 FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
+                "SELECT seq, schema_version, ts, type, step, goal, agent, iteration, data, \
+                 node, node_kind FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
             )
             .map_err(self.err("read events"))?;
         let rows = stmt
@@ -1236,6 +1247,8 @@ struct RawEvent {
     agent: Option<String>,
     iteration: Option<i64>,
     data: String,
+    node: Option<String>,
+    node_kind: Option<String>,
 }
 
 impl RawEvent {
@@ -1250,6 +1263,8 @@ impl RawEvent {
             agent: r.get(6)?,
             iteration: r.get(7)?,
             data: r.get(8)?,
+            node: r.get(9)?,
+            node_kind: r.get(10)?,
         })
     }
 
@@ -1290,8 +1305,8 @@ impl RawEvent {
                 .iteration
                 .map(|i| u32::try_from(i).map_err(|_| bad(format!("iteration {i}"))))
                 .transpose()?,
-            node: None,
-            node_kind: None,
+            node: self.node,
+            node_kind: self.node_kind,
             body,
         })
     }
