@@ -147,8 +147,12 @@ fn label(s: &str) -> String {
     out
 }
 
-/// The step and goal flow as a Mermaid flowchart.
+/// The step and goal flow as a Mermaid flowchart: the DSL's RUN/LOOP steps
+/// as they have always been drawn, any other plan from its step graph.
 pub fn mermaid(plan: &Plan) -> String {
+    if plan.steps.is_empty() {
+        return graph::mermaid(plan);
+    }
     let mut o = String::from("flowchart TD\n");
     let _ = writeln!(o, "  start([\"{}\"])", label(&plan.name));
     let mut prev = "start".to_owned();
@@ -215,4 +219,326 @@ pub fn mermaid(plan: &Plan) -> String {
     }
     let _ = writeln!(o, "  {prev} --> done([\"done\"])");
     o
+}
+
+/// The step graph as a Mermaid flowchart: branches with their conditions,
+/// parallel forks and joins, maps and loops as subgraphs (a loop's way back
+/// dotted), suspends and approvals with their routes.
+mod graph {
+    use std::fmt::Write as _;
+
+    use super::{label, limit_text};
+    use crate::plan::{Next, Node, NodeKind, OnTimeout, Plan};
+
+    struct Out {
+        text: String,
+        n: usize,
+        depth: usize,
+    }
+
+    /// An edge leaving a drawn node: from which id, with which label.
+    type Exit = (String, Option<String>);
+
+    impl Out {
+        fn id(&mut self) -> String {
+            self.n += 1;
+            format!("n{}", self.n)
+        }
+
+        fn line(&mut self, s: &str) {
+            let _ = writeln!(self.text, "{}{s}", "  ".repeat(self.depth + 1));
+        }
+
+        fn edge(&mut self, (from, lbl): &Exit, to: &str) {
+            match lbl {
+                Some(l) => self.line(&format!("{from} -- \"{}\" --> {to}", label(l))),
+                None => self.line(&format!("{from} --> {to}")),
+            }
+        }
+    }
+
+    pub fn mermaid(plan: &Plan) -> String {
+        let mut o = Out {
+            text: String::from("flowchart TD\n"),
+            n: 0,
+            depth: 0,
+        };
+        o.line(&format!("start([\"{}\"])", label(&plan.name)));
+        let (entry, exits) = node(&mut o, &plan.graph);
+        match entry {
+            Some(e) => o.edge(&("start".into(), None), &e),
+            None => o.line("start --> done"),
+        }
+        o.line("done([\"done\"])");
+        for x in exits {
+            o.edge(&x, "done");
+        }
+        o.text
+    }
+
+    fn title(n: &Node) -> String {
+        let name = n.name.as_deref().unwrap_or(&n.id);
+        match &n.kind {
+            NodeKind::Goal(g) => format!("goal {}", g.goal),
+            NodeKind::Tool { tool, .. } => format!("{name}<br/>tool {tool}"),
+            NodeKind::Shell { script, .. } => format!("{name}<br/>script {script}"),
+            NodeKind::Branch { .. } => name.to_owned(),
+            NodeKind::Approval(_) => format!("approval {name}"),
+            NodeKind::Suspend { events, .. } => {
+                format!("{name}<br/>waits for {}", events.join(" | "))
+            }
+            NodeKind::Subworkflow { plan, .. } => format!("{name}<br/>workflow {}", plan.name),
+            _ => name.to_owned(),
+        }
+    }
+
+    fn shaped(n: &Node, id: &str) -> String {
+        let t = title(n)
+            .split("<br/>")
+            .map(label)
+            .collect::<Vec<_>>()
+            .join("<br/>");
+        match &n.kind {
+            NodeKind::Branch { .. } => format!("{id}{{\"{t}\"}}"),
+            NodeKind::Approval(_) => format!("{id}{{{{\"{t}\"}}}}"),
+            NodeKind::Suspend { .. } => format!("{id}([\"{t}\"])"),
+            NodeKind::Subworkflow { .. } => format!("{id}[[\"{t}\"]]"),
+            NodeKind::Shell { .. } => format!("{id}[/\"{t}\"/]"),
+            _ => format!("{id}[\"{t}\"]"),
+        }
+    }
+
+    /// Draw `n`; returns where edges into it go and the edges leaving it.
+    fn node(o: &mut Out, n: &Node) -> (Option<String>, Vec<Exit>) {
+        match &n.kind {
+            NodeKind::Sequence { nodes, start } => sequence(o, nodes, start.as_deref()),
+            NodeKind::Parallel { branches } => {
+                let (fork, join) = (o.id(), o.id());
+                let sg = o.id();
+                o.line(&format!("subgraph {sg}[\"parallel {}\"]", label(&n.id)));
+                o.depth += 1;
+                o.line(&format!("{fork}((\" \"))"));
+                o.line(&format!("{join}((\" \"))"));
+                for b in branches {
+                    let (entry, exits) = node(o, b);
+                    match entry {
+                        Some(e) => o.line(&format!("{fork} --> {e}")),
+                        None => o.line(&format!("{fork} --> {join}")),
+                    }
+                    for x in exits {
+                        o.edge(&x, &join);
+                    }
+                }
+                o.depth -= 1;
+                o.line("end");
+                (Some(fork), vec![(join, None)])
+            }
+            NodeKind::Map {
+                over,
+                concurrency,
+                body,
+            } => {
+                let width = match concurrency {
+                    0 => String::new(),
+                    c => format!(", {c} at a time"),
+                };
+                let sg = o.id();
+                o.line(&format!(
+                    "subgraph {sg}[\"map {} over {}{width}\"]",
+                    label(&n.id),
+                    label(&over.to_string())
+                ));
+                o.depth += 1;
+                let (entry, exits) = node(o, body);
+                o.depth -= 1;
+                o.line("end");
+                (entry, exits)
+            }
+            NodeKind::Loop { until, max, body } => {
+                let cond = match until {
+                    crate::plan::LoopUntil::While { expr } => format!("while {expr}"),
+                    crate::plan::LoopUntil::Converged => "until converged".to_owned(),
+                };
+                let sg = o.id();
+                o.line(&format!(
+                    "subgraph {sg}[\"loop {}: {}, ≤ {}\"]",
+                    label(&n.id),
+                    label(&cond),
+                    label(&limit_text(max))
+                ));
+                o.depth += 1;
+                let (entry, exits) = node(o, body);
+                o.depth -= 1;
+                o.line("end");
+                if let Some(e) = &entry {
+                    for (x, _) in &exits {
+                        o.line(&format!("{x} -. \"again\" .-> {e}"));
+                    }
+                }
+                (entry, exits)
+            }
+            _ => {
+                let id = o.id();
+                let shape = shaped(n, &id);
+                o.line(&shape);
+                (Some(id.clone()), vec![(id, None)])
+            }
+        }
+    }
+
+    fn sequence(o: &mut Out, nodes: &[Node], start: Option<&str>) -> (Option<String>, Vec<Exit>) {
+        let drawn: Vec<(Option<String>, Vec<Exit>)> = nodes.iter().map(|n| node(o, n)).collect();
+        let entry_of = |id: &str| -> Option<usize> { nodes.iter().position(|n| n.id == id) };
+        let mut out_exits = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            let exits = drawn[i].1.clone();
+            let fall = |o: &mut Out, x: &Exit, to: Option<&Next>, out: &mut Vec<Exit>| {
+                let target = match to {
+                    Some(Next::End) => None,
+                    Some(Next::Node(id)) => entry_of(id),
+                    None => (i + 1 < nodes.len()).then_some(i + 1),
+                };
+                match target.and_then(|t| drawn[t].0.clone()) {
+                    Some(e) => o.edge(x, &e),
+                    None => out.push(x.clone()),
+                }
+            };
+            match &n.kind {
+                NodeKind::Branch { arms, default } => {
+                    for (x, _) in &exits {
+                        for a in arms {
+                            fall(
+                                o,
+                                &(x.clone(), Some(a.when.to_string())),
+                                Some(&a.next),
+                                &mut out_exits,
+                            );
+                        }
+                        let d = default.clone().unwrap_or(Next::End);
+                        fall(
+                            o,
+                            &(x.clone(), Some("otherwise".into())),
+                            Some(&d),
+                            &mut out_exits,
+                        );
+                    }
+                }
+                NodeKind::Approval(a) => {
+                    for (x, _) in &exits {
+                        let on_approve = a.on_approve.clone().or_else(|| n.next.clone());
+                        fall(
+                            o,
+                            &(x.clone(), Some("approve".into())),
+                            on_approve.as_ref(),
+                            &mut out_exits,
+                        );
+                        match &a.on_reject {
+                            Some(r) => fall(
+                                o,
+                                &(x.clone(), Some("reject".into())),
+                                Some(r),
+                                &mut out_exits,
+                            ),
+                            None => o.line(&format!("{x} -- \"reject\" --> failed([\"failed\"])")),
+                        }
+                        if let OnTimeout::Goto(t) = &a.on_timeout {
+                            fall(
+                                o,
+                                &(x.clone(), Some("timeout".into())),
+                                Some(&Next::Node(t.clone())),
+                                &mut out_exits,
+                            );
+                        }
+                    }
+                }
+                NodeKind::Suspend {
+                    on_timeout: OnTimeout::Goto(t),
+                    ..
+                } => {
+                    for x in &exits {
+                        fall(o, x, n.next.as_ref(), &mut out_exits);
+                        fall(
+                            o,
+                            &(x.0.clone(), Some("timeout".into())),
+                            Some(&Next::Node(t.clone())),
+                            &mut out_exits,
+                        );
+                    }
+                }
+                _ => {
+                    for x in &exits {
+                        fall(o, x, n.next.as_ref(), &mut out_exits);
+                    }
+                }
+            }
+        }
+        let first = start.and_then(entry_of).unwrap_or(0);
+        let entry = drawn.get(first).and_then(|d| d.0.clone());
+        (entry, out_exits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::plan::{define_step, define_workflow};
+    use serde_json::json;
+
+    #[test]
+    fn mermaid_draws_every_kind_of_route() {
+        let plan = define_workflow("shapes")
+            .step(define_step("route").branch([("$input.x == 1", "fan")], Some("wait")))
+            .step(
+                define_step("fan")
+                    .parallel([
+                        define_step("a").tool("bash", json!({"command": "true"})),
+                        define_step("b").tool("bash", json!({"command": "true"})),
+                    ])
+                    .next("each"),
+            )
+            .step(
+                define_step("each")
+                    .map(
+                        "$steps.fan.a",
+                        3,
+                        [define_step("one").tool("read", json!({"path": "$item"}))],
+                    )
+                    .next("again"),
+            )
+            .step(
+                define_step("again")
+                    .loop_while(
+                        "$steps.check.ok == false",
+                        5,
+                        [define_step("check").tool("read", json!({"path": "x"}))],
+                    )
+                    .next("$end"),
+            )
+            .step(
+                define_step("wait")
+                    .suspend(&["go"])
+                    .wait_timeout(1000, "ask"),
+            )
+            .step(define_step("ask").approval("ok?").on_reject("$end"))
+            .commit()
+            .unwrap();
+        let m = super::mermaid(&plan);
+        for want in [
+            "flowchart TD",
+            "{\"route\"}",
+            "-- \"($input.x == 1)\" -->",
+            "-- \"otherwise\" -->",
+            "subgraph",
+            "parallel fan",
+            "map each over $steps.fan.a, 3 at a time",
+            "loop again: while ($steps.check.ok == false), ≤ 5",
+            "-. \"again\" .->",
+            "waits for go",
+            "-- \"timeout\" -->",
+            "{{\"approval ask\"}}",
+            "-- \"reject\" -->",
+            "done([\"done\"])",
+        ] {
+            assert!(m.contains(want), "missing {want:?} in\n{m}");
+        }
+    }
 }
