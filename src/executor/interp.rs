@@ -1240,7 +1240,7 @@ impl<'a> RunCx<'a> {
         // Fail fast: once an item fails, items not yet started are skipped;
         // those in flight finish (their work is recorded either way).
         let abort = AtomicBool::new(false);
-        let results: Vec<Result<Outcome, Stop>> = {
+        let results: Vec<Result<(Value, u64), Stop>> = {
             let abort = &abort;
             let frozen = &frozen;
             futures::stream::iter(items.into_iter().enumerate())
@@ -1263,7 +1263,9 @@ impl<'a> RunCx<'a> {
                         ) {
                             abort.store(true, Ordering::Relaxed);
                         }
-                        r
+                        // Keep only what the map needs of each item: a
+                        // completed item costs its output and nothing more.
+                        r.map(|o| (o.value, o.tool_calls))
                     }
                 })
                 .buffered(width)
@@ -1276,9 +1278,9 @@ impl<'a> RunCx<'a> {
         let mut first_err: Option<Stop> = None;
         for r in results {
             match r {
-                Ok(o) => {
-                    out.tool_calls += o.tool_calls;
-                    values.push(o.value);
+                Ok((value, tool_calls)) => {
+                    out.tool_calls += tool_calls;
+                    values.push(value);
                 }
                 Err(Stop::Failed(e)) if e.is_empty() => {}
                 Err(e) => first_err = Some(worse(first_err, e)),
