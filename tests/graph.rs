@@ -764,6 +764,7 @@ async fn a_signal_from_another_process_resumes_a_suspended_run() {
     )
     .await;
     assert_eq!(first.result.exit_code, 6);
+    assert_eq!(store.get(id).unwrap().status, SessionStatus::Suspended);
 
     let cli = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
@@ -806,4 +807,5 @@ async fn a_signal_from_another_process_resumes_a_suspended_run() {
     assert_eq!(done.result.status, "completed", "{:?}", done.result.error);
     assert_eq!(read(&dir, "ran-before"), "1\n");
     assert_eq!(read(&dir, "ran-after"), "1\n");
+    assert_eq!(store.get(id).unwrap().status, SessionStatus::Completed);
 }

@@ -57,11 +57,13 @@ pub enum SessionStatus {
     Cancelled,
     /// The process died while it was running; resumable.
     Interrupted,
+    /// Waiting at a suspend step for a signal (`sessions signal`).
+    Suspended,
 }
 
 impl SessionStatus {
     /// Every status, for parsing and for tests.
-    pub const ALL: [SessionStatus; 7] = [
+    pub const ALL: [SessionStatus; 8] = [
         SessionStatus::Queued,
         SessionStatus::Running,
         SessionStatus::WaitingApproval,
@@ -69,6 +71,7 @@ impl SessionStatus {
         SessionStatus::Failed,
         SessionStatus::Cancelled,
         SessionStatus::Interrupted,
+        SessionStatus::Suspended,
     ];
 
     /// The name as written in JSON, in the database and on the command line.
@@ -81,6 +84,7 @@ impl SessionStatus {
             SessionStatus::Failed => "failed",
             SessionStatus::Cancelled => "cancelled",
             SessionStatus::Interrupted => "interrupted",
+            SessionStatus::Suspended => "suspended",
         }
     }
 
@@ -320,6 +324,7 @@ pub fn status_after(body: &EventBody) -> Option<SessionStatus> {
         EventBody::RunComplete { .. } => Some(SessionStatus::Completed),
         EventBody::RunFailed { .. } => Some(SessionStatus::Failed),
         EventBody::RunCancelled { .. } => Some(SessionStatus::Cancelled),
+        EventBody::RunSuspended { .. } => Some(SessionStatus::Suspended),
         _ => None,
     }
 }
