@@ -1105,15 +1105,11 @@ impl<'a> RunCx<'a> {
             )));
         }
         let content = match tool {
-            "bash" => output
-                .content
-                .strip_prefix("exit code: 0")
-                .map(|s| s.strip_prefix('\n').unwrap_or(s))
-                .unwrap_or(&output.content),
-            _ => &output.content,
+            "bash" => command_stdout(&output.content),
+            _ => output.content.clone(),
         };
         Ok(Outcome {
-            value: parse_output(content),
+            value: parse_output(&content),
             tool_calls: 1,
             ..Outcome::default()
         })
@@ -1160,14 +1156,10 @@ impl<'a> RunCx<'a> {
                 crate::text::truncate(&r.output.content, 2000)
             )));
         }
-        let body = r
-            .output
-            .content
-            .strip_prefix("exit code: 0")
-            .map(|s| s.strip_prefix('\n').unwrap_or(s))
-            .unwrap_or(&r.output.content);
+        let body = command_stdout(&r.output.content);
+        // Like a tool's: JSON when the script printed JSON, else its text.
         Ok(Outcome {
-            value: Value::String(body.to_owned()),
+            value: parse_output(&body),
             ..Outcome::default()
         })
     }
@@ -1512,6 +1504,18 @@ fn kind_of(v: &Value) -> &'static str {
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
     }
+}
+
+/// What a command printed on stdout, from the bash tool's report (`exit
+/// code: N`, then `--- stdout ---` and `--- stderr ---` sections), without
+/// its final newline.
+fn command_stdout(report: &str) -> String {
+    let Some(start) = report.find("--- stdout ---\n") else {
+        return String::new();
+    };
+    let body = &report[start + "--- stdout ---\n".len()..];
+    let end = body.find("\n--- stderr ---\n").unwrap_or(body.len());
+    body[..end].trim_end_matches('\n').to_owned()
 }
 
 /// A tool's text as a value: JSON when it is JSON, else the text.

@@ -1,0 +1,305 @@
+//! The step graph survives SIGKILL: a plan with a parallel, a map, a loop and a
+//! suspend runs in a child process (this test binary, re-executed) against a
+//! SQLite session store and is killed at 24 points; each time the next child
+//! resumes from the journal. The run must end with the same outputs as an
+//! uninterrupted one, every node completed exactly once in the log, and no
+//! node that had completed before a kill run again after it.
+//!
+//! Every step is a declared script that appends its label to `ran.log` before
+//! it works, so the log shows each execution.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentfile::config::Config;
+use agentfile::events::EventBus;
+use agentfile::executor::{ApproveAll, Limits, Models, RunSpec, Services, bind_inputs, execute};
+use agentfile::llm::Provider;
+use agentfile::plan::{Plan, define_step, define_workflow};
+use agentfile::protocol::events::{Event, EventBody};
+use agentfile::session::sqlite::SqliteStore;
+use agentfile::session::{SessionMeta, SessionStatus, SessionStore};
+use agentfile::tools::policy::Policy;
+use agentfile::tools::{MemoryStore, Toolbox};
+use tokio_util::sync::CancellationToken;
+
+const CHILD: &str = "AGENTFILE_GRAPH_CRASH_CHILD";
+const ID: &str = "s-crash";
+
+const WORK: &str = "echo \"$1\" >> ran.log\nsleep 0.1\necho \"\\\"done-$1\\\"\"\n";
+const PREP: &str =
+    "echo prep >> ran.log\nsleep 0.1\necho '[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\"]'\n";
+/// Pure in its argument, so a bump re-run after a kill gives the same value.
+const BUMP: &str =
+    "n=${1:-0}\necho \"bump-$n\" >> ran.log\nsleep 0.1\necho \"{\\\"n\\\": $((n+1))}\"\n";
+
+fn plan() -> Plan {
+    let work = |id: &str, arg: &str| define_step(id).shell("work.sh", &[arg]);
+    define_workflow("crashy")
+        .step(define_step("prep").shell("prep.sh", &[]))
+        .step(
+            define_step("fan")
+                .parallel([work("left", "left"), work("right", "right")])
+                .publish("fan"),
+        )
+        .step(
+            define_step("each")
+                .map("$steps.prep", 2, [work("one", "${{ $item }}")])
+                .publish("each"),
+        )
+        .step(
+            define_step("count")
+                .loop_while(
+                    "$steps.bump.n < 5",
+                    6,
+                    [define_step("bump").shell("bump.sh", &["${{ $steps.bump.n }}"])],
+                )
+                .publish("count"),
+        )
+        .step(define_step("wait").suspend(&["go"]))
+        .step(work("after", "after").publish("after"))
+        .commit()
+        .unwrap()
+}
+
+struct NoModel;
+
+impl Models for NoModel {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+        Err("no model".into())
+    }
+}
+
+fn store(dir: &Path) -> Arc<dyn SessionStore> {
+    let db = dir.join(".agentfile").join("sessions.db");
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    Arc::new(SqliteStore::open(&db).unwrap())
+}
+
+/// The child: run (or resume) the plan once, exit with its exit code.
+fn child_main(dir: &Path) -> ! {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let code = rt.block_on(async {
+        let store = store(dir);
+        if store.get(ID).is_err() {
+            store
+                .create(&SessionMeta {
+                    id: ID.into(),
+                    workflow: "crashy".into(),
+                    path: "define_workflow(\"crashy\")".into(),
+                    workspace: dir.display().to_string(),
+                    inputs: BTreeMap::new(),
+                    status: SessionStatus::Running,
+                    created_at: "2026-11-23T00:00:00.000Z".into(),
+                    updated_at: "2026-11-23T00:00:00.000Z".into(),
+                    last_seq: 0,
+                })
+                .unwrap();
+        }
+        let prior = store.events(ID, 0).unwrap();
+        let plan = Arc::new(plan());
+        let policy = Policy::parse("[bash]\nenabled = true\n", Path::new("policy.toml")).unwrap();
+        let tools = Toolbox::new(
+            &Config::default(),
+            policy,
+            dir,
+            MemoryStore::in_memory().unwrap(),
+        )
+        .unwrap();
+        let bus = EventBus::new(ID, prior.last().map_or(0, |e| e.seq), Some(store.clone()));
+        let svc = Services {
+            models: &NoModel,
+            tools: &tools,
+            approver: &ApproveAll,
+            bus: &bus,
+        };
+        let spec = RunSpec {
+            inputs: bind_inputs(&plan, &BTreeMap::new()).unwrap(),
+            plan,
+            workspace: dir.canonicalize().unwrap(),
+            agent_id: "crash".into(),
+            limits: Limits::default(),
+            provider_label: ("none".into(), "none".into()),
+            endpoint: None,
+            prior_events: prior,
+            warnings: Vec::new(),
+        };
+        execute(spec, &svc, CancellationToken::new())
+            .await
+            .exit_code
+    });
+    std::process::exit(code)
+}
+
+fn setup(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "agentfile-graph-crash-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    for (f, text) in [("work.sh", WORK), ("prep.sh", PREP), ("bump.sh", BUMP)] {
+        std::fs::write(d.join(f), text).unwrap();
+    }
+    d
+}
+
+fn spawn(dir: &Path) -> Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .env(CHILD, dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn signal(dir: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["sessions", "signal", ID, "go", "--no-resume"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+fn lines(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("ran.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Run to the end without kills: signal at the suspend, then finish.
+fn finish(dir: &Path) {
+    for _ in 0..3 {
+        match spawn(dir).wait().unwrap().code() {
+            Some(0) => return,
+            Some(6) => signal(dir),
+            other => panic!("the run ended with {other:?}"),
+        }
+    }
+    panic!("the run did not finish");
+}
+
+fn outputs(dir: &Path) -> BTreeMap<String, serde_json::Value> {
+    let events = store(dir).events(ID, 0).unwrap();
+    events
+        .iter()
+        .rev()
+        .find_map(|e| match &e.body {
+            EventBody::RunComplete { outputs, .. } => Some(outputs.clone()),
+            _ => None,
+        })
+        .expect("a completed run")
+}
+
+/// The path of a node's completion, and the label its script logs.
+fn label_of(e: &Event) -> Option<(String, String)> {
+    let path = e.node.clone()?;
+    let done = matches!(
+        e.body,
+        EventBody::NodeComplete { .. } | EventBody::StepComplete { .. }
+    );
+    if !done {
+        return None;
+    }
+    let output = match &e.body {
+        EventBody::NodeComplete { output, .. } => output.clone(),
+        EventBody::StepComplete { output, .. } => output.clone()?,
+        _ => return None,
+    };
+    let label = match (path.as_str(), output) {
+        ("prep", _) => "prep".to_owned(),
+        (_, serde_json::Value::String(s)) => s.strip_prefix("done-")?.to_owned(),
+        (p, serde_json::Value::Object(o)) if p.contains("bump") => {
+            format!("bump-{}", o["n"].as_i64()? - 1).replace("bump-0", "bump-0")
+        }
+        _ => return None,
+    };
+    Some((path, label))
+}
+
+#[test]
+fn child_entry() {
+    // Only does something when this binary was started as the child.
+    if let Some(dir) = std::env::var_os(CHILD) {
+        child_main(Path::new(&dir));
+    }
+}
+
+#[test]
+fn a_graph_killed_anywhere_resumes_without_redoing_completed_nodes() {
+    let reference = setup("reference");
+    finish(&reference);
+    let want = outputs(&reference);
+    assert_eq!(want["each"].as_array().unwrap().len(), 12);
+
+    let dir = setup("killed");
+    let mut kills = 0;
+    // ran.log length when each killed child was gone, and the seq range its
+    // events had.
+    let mut boundaries: Vec<(usize, u64)> = Vec::new();
+    let mut seed = 0x9e37_79b9_u64;
+    let mut finished = false;
+    while kills < 24 {
+        let mut child = spawn(&dir);
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let wait = Duration::from_millis(25 + seed % 100);
+        std::thread::sleep(wait);
+        match child.try_wait().unwrap() {
+            Some(s) if s.code() == Some(0) => {
+                finished = true;
+                break;
+            }
+            Some(s) if s.code() == Some(6) => signal(&dir),
+            Some(s) => panic!("the child ended with {s:?}"),
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                let last = store(&dir)
+                    .events(ID, 0)
+                    .unwrap()
+                    .last()
+                    .map_or(0, |e| e.seq);
+                boundaries.push((lines(&dir).len(), last));
+            }
+        }
+    }
+    if !finished {
+        finish(&dir);
+    }
+    assert!(kills >= 20, "only {kills} kills landed");
+    assert_eq!(outputs(&dir), want, "a killed run ended with other outputs");
+
+    let events = store(&dir).events(ID, 0).unwrap();
+    let log = lines(&dir);
+    // Every node completed exactly once.
+    let mut completions: HashMap<String, usize> = HashMap::new();
+    for e in &events {
+        if let Some((path, _)) = label_of(e) {
+            *completions.entry(path).or_default() += 1;
+        }
+    }
+    for (path, n) in &completions {
+        assert_eq!(*n, 1, "`{path}` completed {n} times");
+    }
+    // No node that had completed before a kill ran after it.
+    for (log_len, seq) in boundaries {
+        for e in events.iter().filter(|e| e.seq <= seq) {
+            if let Some((path, label)) = label_of(e) {
+                assert!(
+                    !log[log_len..].contains(&label),
+                    "`{path}` ({label}) completed before a kill and ran again after it"
+                );
+            }
+        }
+    }
+}
