@@ -30,8 +30,7 @@ const CHILD: &str = "AGENTFILE_GRAPH_CRASH_CHILD";
 const ID: &str = "s-crash";
 
 const WORK: &str = "echo \"$1\" >> ran.log\nsleep 0.1\necho \"\\\"done-$1\\\"\"\n";
-const PREP: &str =
-    "echo prep >> ran.log\nsleep 0.1\necho '[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\"]'\n";
+const PREP: &str = "echo prep >> ran.log\nsleep 0.1\necho '[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\"]'\n";
 /// Pure in its argument, so a bump re-run after a kill gives the same value.
 const BUMP: &str =
     "n=${1:-0}\necho \"bump-$n\" >> ran.log\nsleep 0.1\necho \"{\\\"n\\\": $((n+1))}\"\n";
