@@ -58,12 +58,8 @@ const AGENTRC_ONLY: &[&str] = &[
 
 /// Guess a file's format from its name and text.
 pub fn detect(path: &Path, text: &str) -> Detected {
-    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    if file_name == "workflow.yaml" || file_name == "workflow.yml" {
-        return Detected::Format(Dialect::WorkflowYaml, None);
-    }
-    if file_name == "WORKFLOW.md" {
-        return Detected::Format(Dialect::WorkflowMd, None);
+    if let Some(d) = crate::frontend::registry::by_name(path) {
+        return Detected::Format(d, None);
     }
     let mut dsl: Option<Evidence> = None;
     let mut rc: Option<Evidence> = None;

@@ -14,18 +14,7 @@ use crate::protocol::workflows::{WorkflowEntry, WorkflowInput, WorkflowList};
 
 /// Is this file a workflow we know how to recognise?
 pub fn is_workflow_file(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    let parent_of_parent = path
-        .parent()
-        .and_then(Path::parent)
-        .and_then(Path::file_name)
-        .and_then(|n| n.to_str());
-    name == "Agentfile"
-        || (name.ends_with(".agent") && name.len() > ".agent".len())
-        || (name == "workflow.yaml" && parent_of_parent == Some("workflows"))
-        || (name == "WORKFLOW.md" && parent_of_parent == Some(".workflows"))
+    crate::frontend::registry::is_workflow_file(path)
 }
 
 /// Every workflow file under `root`, sorted by path.

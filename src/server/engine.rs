@@ -825,10 +825,7 @@ impl Engine {
     /// the analysis reports them.
     fn source_size(&self, path: &Path) -> Result<u64, RpcError> {
         let file = if path.is_dir() {
-            ["Agentfile", "workflow.yaml", "WORKFLOW.md"]
-                .iter()
-                .map(|n| path.join(n))
-                .find(|p| p.is_file())
+            crate::frontend::registry::file_in(path)
         } else {
             Some(path.to_owned())
         };

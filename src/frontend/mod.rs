@@ -5,6 +5,8 @@
 //! servers' equivalents) goes through [`analyze`], so they all agree on what a
 //! file means and report problems the same way.
 
+pub mod registry;
+
 use std::path::{Path, PathBuf};
 
 use crate::agentfile;
@@ -88,19 +90,22 @@ impl Analysis {
 /// Read and analyse a workflow file (or a folder holding an `Agentfile`).
 pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
     let path = if path.is_dir() {
-        match ["Agentfile", "workflow.yaml", "WORKFLOW.md"]
-            .iter()
-            .map(|n| path.join(n))
-            .find(|p| p.is_file())
-        {
+        match registry::file_in(path) {
             Some(p) => p,
             None => {
                 return Analysis::failed(
                     path.to_owned(),
-                    Diagnostic::file_error("missing-file", path, "folder holds no Agentfile")
-                        .with_hint(
-                            "name the workflow file itself, or use `agentfile list` to find one",
+                    Diagnostic::file_error(
+                        "missing-file",
+                        path,
+                        format!(
+                            "the folder holds no workflow file ({})",
+                            registry::FOLDER_FILES.join(", ")
                         ),
+                    )
+                    .with_hint(
+                        "name the workflow file itself, or use `agentfile list` to find one",
+                    ),
                 );
             }
         }
@@ -207,12 +212,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             ),
             _ => (Span::new(file, 0, 0), String::new()),
         };
-        let what = match dialect {
-            Dialect::Agentrc => "an agentrc Agentfile",
-            Dialect::WorkflowYaml => "an Agentfile spec workflow (workflow.yaml)",
-            Dialect::WorkflowMd => "an AIP-15 WORKFLOW.md",
-            Dialect::Agentfile => "an Agentfile",
-        };
+        let what = registry::title(dialect);
         let hint = match dialect {
             // Recognised by its file name, so no flag makes it readable: say what
             // works today instead.
