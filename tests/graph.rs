@@ -809,3 +809,31 @@ async fn a_signal_from_another_process_resumes_a_suspended_run() {
     assert_eq!(read(&dir, "ran-after"), "1\n");
     assert_eq!(store.get(id).unwrap().status, SessionStatus::Completed);
 }
+
+#[test]
+fn commit_checks_what_each_expression_may_read() {
+    let err = define_workflow("scopes")
+        .input("name", None)
+        .step(define_step("early").tool("read", json!({"path": "$steps.late"})))
+        .step(define_step("fan").parallel([
+            define_step("a").tool("read", json!({"path": "$input.name"})),
+            define_step("b").tool("read", json!({"path": "$steps.a"})),
+        ]))
+        .step(define_step("late").tool("read", json!({"path": "$item"})))
+        .step(define_step("ok").tool("read", json!({"path": "$steps.a", "x": "$input.nmae"})))
+        .commit()
+        .unwrap_err();
+    let msgs: Vec<String> = err
+        .iter()
+        .map(|d| format!("{} {}", d.code, d.message))
+        .collect();
+    let has = |code: &str, step: &str| {
+        msgs.iter()
+            .any(|m| m.starts_with(code) && m.contains(&format!("step `{step}`")))
+    };
+    assert!(has("unknown-step-reference", "early"), "{msgs:#?}");
+    assert!(has("unknown-step-reference", "fan/b"), "{msgs:#?}");
+    assert!(has("item-outside-map", "late"), "{msgs:#?}");
+    assert!(has("unknown-input", "ok"), "{msgs:#?}");
+    assert_eq!(msgs.len(), 4, "{msgs:#?}");
+}

@@ -291,11 +291,11 @@ impl WorkflowBuilder {
         if diags.iter().any(Diagnostic::is_error) {
             return Err(diags);
         }
-        let plan = Plan {
+        let mut plan = Plan {
             schema_version: PLAN_SCHEMA_VERSION,
             name: self.name.unwrap_or_else(|| self.id.clone()),
             format: "builder".into(),
-            path: origin,
+            path: origin.clone(),
             inputs: self.inputs,
             agents: self.agents,
             goals: self.goals,
@@ -307,7 +307,19 @@ impl WorkflowBuilder {
             result,
             fingerprint: String::new(),
         };
-        Ok(plan.sealed())
+        for e in super::scope::check(&plan) {
+            diags.push(
+                Diagnostic::file_error(e.code, here, format!("step `{}`: {}", e.path, e.message))
+                    .with_hint(
+                        "read only steps that finished before this one, and declared inputs",
+                    ),
+            );
+        }
+        if diags.iter().any(Diagnostic::is_error) {
+            return Err(diags);
+        }
+        plan.fingerprint = plan.compute_fingerprint();
+        Ok(plan)
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod build;
 pub mod expr;
 pub mod graph;
+pub mod scope;
 
 use std::collections::BTreeMap;
 

@@ -1,0 +1,168 @@
+//! Which values an expression may read where: the scope analysis every front
+//! end shares (the builder's `commit()`, WORKFLOW.md, workflow.yaml).
+//!
+//! `$steps.<id>` must name a step that has finished by the time the expression
+//! runs: one before it in its own list or in an enclosing list, a branch of a
+//! parallel that joined before it, or a loop body's step (inside the loop, and
+//! after it). Steps of a map's body are visible only inside that body (each
+//! item has its own), and sibling branches of a parallel never see each other.
+//! `$item` and `$index` exist only inside a map; `$input.<name>` must be a
+//! declared input.
+
+use super::expr::{Path, Root};
+use super::graph::{GraphError, Node, NodeKind};
+use super::{LoopUntil, Plan};
+
+pub fn check(plan: &Plan) -> Vec<GraphError> {
+    let mut cx = Cx {
+        plan,
+        errors: Vec::new(),
+    };
+    let mut visible = Vec::new();
+    cx.node_children(&plan.graph, "", &mut visible, false);
+    if let Some(r) = &plan.result {
+        cx.paths("", "result", &r.paths(), &visible, false);
+    }
+    cx.errors
+}
+
+struct Cx<'p> {
+    plan: &'p Plan,
+    errors: Vec<GraphError>,
+}
+
+fn join(parent: &str, id: &str) -> String {
+    if parent.is_empty() {
+        id.to_owned()
+    } else {
+        format!("{parent}/{id}")
+    }
+}
+
+/// Every id in a subtree (what becomes visible when it completes).
+fn ids(n: &Node, out: &mut Vec<String>) {
+    out.push(n.id.clone());
+    if matches!(n.kind, NodeKind::Map { .. } | NodeKind::Subworkflow { .. }) {
+        return;
+    }
+    for c in n.children() {
+        ids(c, out);
+    }
+}
+
+impl Cx<'_> {
+    fn paths(&mut self, path: &str, what: &str, paths: &[&Path], visible: &[String], in_map: bool) {
+        for p in paths {
+            let problem = match &p.root {
+                Root::Step(id) if !visible.iter().any(|v| v == id) => Some((
+                    "unknown-step-reference",
+                    format!("{what} reads `{p}`, but no step `{id}` has finished by then"),
+                )),
+                Root::Item | Root::Index if !in_map => Some((
+                    "item-outside-map",
+                    format!("{what} reads `{p}`, which exists only inside a map step"),
+                )),
+                Root::Input => match p.fields.first() {
+                    Some(name)
+                        if !self.plan.inputs.is_empty()
+                            && !self.plan.inputs.iter().any(|i| &i.name == name) =>
+                    {
+                        Some((
+                            "unknown-input",
+                            format!("{what} reads `{p}`, but the workflow has no input `{name}`"),
+                        ))
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some((code, message)) = problem {
+                self.errors.push(GraphError {
+                    path: path.to_owned(),
+                    code,
+                    message,
+                });
+            }
+        }
+    }
+
+    /// A container's children, in order, each seeing what came before.
+    fn node_children(&mut self, n: &Node, path: &str, visible: &mut Vec<String>, in_map: bool) {
+        if let NodeKind::Sequence { nodes, .. } = &n.kind {
+            for c in nodes {
+                self.node(c, &join(path, &c.id), visible, in_map);
+            }
+        } else {
+            self.node(n, &join(path, &n.id), visible, in_map);
+        }
+    }
+
+    fn node(&mut self, n: &Node, path: &str, visible: &mut Vec<String>, in_map: bool) {
+        match &n.kind {
+            NodeKind::Tool { args, .. } => {
+                self.paths(path, "the step's arguments", &args.paths(), visible, in_map)
+            }
+            NodeKind::Shell { args, .. } => {
+                let ps: Vec<&Path> = args.iter().flat_map(|a| a.paths()).collect();
+                self.paths(path, "the script's arguments", &ps, visible, in_map);
+            }
+            NodeKind::Goal(g) => {
+                if let Some(i) = &g.inputs {
+                    self.paths(path, "the goal's inputs", &i.paths(), visible, in_map);
+                }
+            }
+            NodeKind::Branch { arms, .. } => {
+                for a in arms {
+                    self.paths(path, "the condition", &a.when.paths(), visible, in_map);
+                }
+            }
+            NodeKind::Approval(a) => {
+                self.paths(path, "the prompt", &a.prompt.paths(), visible, in_map)
+            }
+            NodeKind::Subworkflow { inputs, plan } => {
+                self.paths(path, "the inputs", &inputs.paths(), visible, in_map);
+                for e in check(plan) {
+                    self.errors.push(GraphError {
+                        path: join(path, &e.path),
+                        ..e
+                    });
+                }
+            }
+            NodeKind::Sequence { .. } => {
+                let mut inner = visible.clone();
+                self.node_children(n, path, &mut inner, in_map);
+            }
+            NodeKind::Parallel { branches } => {
+                for b in branches {
+                    let mut inner = visible.clone();
+                    self.node(b, &join(path, &b.id), &mut inner, in_map);
+                }
+            }
+            NodeKind::Map { over, body, .. } => {
+                self.paths(path, "`over`", &over.paths(), visible, in_map);
+                let mut inner = visible.clone();
+                self.node_children(body, path, &mut inner, true);
+            }
+            NodeKind::Loop { until, body, .. } => {
+                let mut inner = visible.clone();
+                let mut body_ids = Vec::new();
+                ids(body, &mut body_ids);
+                if let LoopUntil::While { expr } = until {
+                    let mut with_body = inner.clone();
+                    with_body.extend(body_ids.iter().cloned());
+                    self.paths(path, "`while`", &expr.paths(), &with_body, in_map);
+                }
+                // Later iterations see the earlier ones' outputs.
+                inner.extend(body_ids);
+                self.node_children(body, path, &mut inner, in_map);
+            }
+            NodeKind::Suspend { .. } => {}
+        }
+        if let Some(c) = &n.compensation {
+            let mut inner = visible.clone();
+            inner.push(n.id.clone());
+            self.node(c, &join(path, &c.id), &mut inner, in_map);
+        }
+        ids(n, visible);
+    }
+}
