@@ -413,7 +413,8 @@ fn batches_and_notifications() {
     assert_eq!(
         names,
         [
-            "run", "event", "cancel", "approve", "validate", "inspect", "list", "sessions", "ping"
+            "run", "event", "cancel", "approve", "signal", "validate", "inspect", "list",
+            "sessions", "ping"
         ]
     );
 }
@@ -681,4 +682,25 @@ fn validate_inspect_list_sessions() {
     assert_eq!(e["code"], -32006);
     let r = s.result("sessions", json!({}));
     assert_eq!(r["sessions"], json!([]));
+}
+
+/// `signal` reaches only a suspended session: an unknown one and one that is
+/// not waiting at a suspend step are answered with their error classes.
+#[test]
+fn signal_is_refused_where_nothing_waits() {
+    let rt = rt();
+    let server = rt.block_on(fake("hi", Duration::ZERO));
+    let dir = workspace("signal", &server, ONE_GOAL);
+    let mut s = Serve::start(&dir, &[]);
+    let e = s.error("signal", json!({"session_id": "nope", "event": "go"}));
+    assert_eq!(e["code"], -32002, "{e}");
+    let r = s.result("run", json!({"path": "Agentfile"}));
+    let id = r["session_id"].as_str().unwrap().to_owned();
+    let e = s.error("signal", json!({"session_id": id, "event": "go"}));
+    assert!(
+        e["message"].as_str().unwrap().contains("not suspended"),
+        "{e}"
+    );
+    let e = s.error("signal", json!({"session_id": id}));
+    assert_eq!(e["code"], -32602, "{e}");
 }

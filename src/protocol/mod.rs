@@ -59,6 +59,10 @@ pub fn schemas() -> Vec<(&'static str, schemars::Schema)> {
             schemars::schema_for!(rpc::ApproveParams),
         ),
         (
+            "signal-params.schema.json",
+            schemars::schema_for!(rpc::SignalParams),
+        ),
+        (
             "validate-params.schema.json",
             schemars::schema_for!(rpc::ValidateParams),
         ),

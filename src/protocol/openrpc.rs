@@ -11,7 +11,8 @@ use crate::protocol::diagnostics::ValidateReport;
 use crate::protocol::events::{Event, RunResult};
 use crate::protocol::rpc::{
     ApproveParams, CancelParams, EventPage, EventParams, InspectParams, ListParams, PingParams,
-    Pong, RpcError, RunParams, RunStatus, SessionList, SessionsParams, ValidateParams, code,
+    Pong, RpcError, RunParams, RunStatus, SessionList, SessionsParams, SignalParams,
+    ValidateParams, code,
 };
 use crate::protocol::workflows::WorkflowList;
 
@@ -189,6 +190,24 @@ pub fn document() -> Value {
                 &mut g,
                 "approve",
                 "Approve or reject the supervised goal a run waits at (a session waiting from an earlier process is resumed)",
+                "status",
+                r,
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
+            )
+        },
+        {
+            let r = g.subschema_for::<RunStatus>();
+            method::<SignalParams>(
+                &mut g,
+                "signal",
+                "Deliver an event to a suspended session (status `suspended`); the run resumes at once",
                 "status",
                 r,
                 &[

@@ -121,6 +121,19 @@ pub struct ApproveParams {
     pub note: Option<String>,
 }
 
+/// `signal`: deliver an event to a suspended session, which then resumes
+/// (CONTRACT §9).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignalParams {
+    pub session_id: String,
+    /// The event's name: one the session's suspend step waits for.
+    pub event: String,
+    /// The event's payload (the suspend step's `eventPayload`).
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub payload: serde_json::Value,
+}
+
 /// `validate`: check workflow files, like `agentfile validate --format json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -39,7 +39,8 @@ use crate::protocol::diagnostics::ValidateReport;
 use crate::protocol::events::{Event, EventBody, RunResult, Usage};
 use crate::protocol::rpc::{
     ApproveParams, CancelParams, EventPage, EventParams, InspectFormat, InspectParams, InspectText,
-    ListParams, RpcError, RunParams, RunStatus, SessionList, SessionsParams, ValidateParams, code,
+    ListParams, RpcError, RunParams, RunStatus, SessionList, SessionsParams, SignalParams,
+    ValidateParams, code,
 };
 use crate::protocol::workflows::WorkflowList;
 use crate::run::{self, RunError, RunRequest, SessionChoice, Stores};
@@ -753,6 +754,55 @@ impl Engine {
 
     /// Decide the goal a run waits at. A session waiting from an earlier process
     /// gets the decision recorded and is resumed here, with `hooks`.
+    /// Deliver a signal to a suspended session and resume it here.
+    pub async fn signal(
+        self: &Arc<Self>,
+        p: SignalParams,
+        hooks: RunHooks,
+    ) -> Result<RunStatus, RpcError> {
+        if let Some(live) = self.live(&p.session_id)
+            && matches!(
+                live.status(),
+                SessionStatus::Running | SessionStatus::Queued | SessionStatus::WaitingApproval
+            )
+        {
+            return Err(RpcError::new(
+                code::SESSION_STATE,
+                format!(
+                    "session `{}` is {}, not suspended; signal it once it waits at a suspend step",
+                    p.session_id,
+                    live.status().as_str()
+                ),
+            ));
+        }
+        let store = self.default_store()?;
+        let meta = self.meta(&store, &p.session_id)?;
+        if meta.status == SessionStatus::Running {
+            return Err(RpcError::new(
+                code::SESSION_STATE,
+                format!(
+                    "session `{}` is running in another process; signal it once it is suspended",
+                    p.session_id
+                ),
+            ));
+        }
+        run::record_signal(&store, &p.session_id, &p.event, p.payload.clone())
+            .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))?;
+        let resumed = self
+            .submit(
+                RunParams {
+                    resume: Some(p.session_id.clone()),
+                    ..RunParams::default()
+                },
+                hooks,
+            )
+            .await?;
+        Ok(RunStatus {
+            session_id: p.session_id,
+            status: resumed.status(),
+        })
+    }
+
     pub async fn approve(
         self: &Arc<Self>,
         p: ApproveParams,

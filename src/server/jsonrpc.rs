@@ -53,8 +53,9 @@ const PARSE_INLINE: usize = 64 * 1024;
 const OUTBOX_CAPACITY: usize = 256;
 
 /// The methods, for `-32601` hints and `rpc.discover`.
-pub const METHODS: [&str; 9] = [
-    "run", "event", "cancel", "approve", "validate", "inspect", "list", "sessions", "ping",
+pub const METHODS: [&str; 10] = [
+    "run", "event", "cancel", "approve", "signal", "validate", "inspect", "list", "sessions",
+    "ping",
 ];
 
 /// Serialised messages on their way to stdout, written by one thread.
@@ -472,7 +473,7 @@ impl Connection {
         let params = call.params.clone();
         let m = call.method.as_str();
         let mut admission = Some(admission);
-        if !matches!(m, "run" | "approve") {
+        if !matches!(m, "run" | "approve" | "signal") {
             admission = None;
         }
         match m {
@@ -509,6 +510,14 @@ impl Connection {
                 let status = self
                     .engine
                     .approve(rpc::params(m, params)?, self.hooks())
+                    .await;
+                drop(admission.take());
+                to_value(&status?)
+            }
+            "signal" => {
+                let status = self
+                    .engine
+                    .signal(rpc::params(m, params)?, self.hooks())
                     .await;
                 drop(admission.take());
                 to_value(&status?)

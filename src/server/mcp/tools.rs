@@ -32,7 +32,7 @@ use crate::protocol::diagnostics::ValidateReport;
 use crate::protocol::events::{EventBody, RunResult};
 use crate::protocol::rpc::{
     ApproveParams, CancelParams, EventPage, EventParams, InspectParams, ListParams, RpcError,
-    RunParams, RunStatus, ValidateParams, params,
+    RunParams, RunStatus, SignalParams, ValidateParams, params,
 };
 use crate::protocol::workflows::WorkflowList;
 use crate::server::engine::RunHooks;
@@ -116,6 +116,9 @@ const CANCEL: &str = "Stop a running workflow by its session_id (from `run`). Th
 const APPROVE: &str = "Record a human's decision on a supervised goal a run waits at (status `waiting_approval`). Ask the user first: this stands for their decision. \
 `approve: true` lets the goal run, `false` rejects it (the run then fails); `note` is recorded with it. Afterwards follow the run with `event` until `done`.";
 
+const SIGNAL: &str = "Deliver an event to a suspended run (status `suspended`, waiting at a suspend step for named events), which then resumes. \
+`event` must be one the run waits for (the error lists them); `payload` is any JSON the step receives. Afterwards follow the run with `event` until `done`.";
+
 const VALIDATE: &str = "Check workflow files without running them, like a compiler: every problem with file:line:col, a message and a hint. \
 Pass `path` (or `paths`) relative to the workspace, or `source` with the text of an Agentfile you are writing (with `path` set to where it will be saved, so its FROM files resolve). \
 The result says `ok` and lists the diagnostics; fix them and validate again until `ok` is true.";
@@ -139,6 +142,16 @@ pub fn fixed() -> Vec<Tool> {
             .with_title("Cancel a run")
             .with_raw_output_schema(output_schema::<RunStatus>())
             .with_annotations(annotations("Cancel a run", false, false, true, false)),
+        Tool::new("signal", SIGNAL, input_schema::<SignalParams>())
+            .with_title("Resume a suspended run with an event")
+            .with_raw_output_schema(output_schema::<RunStatus>())
+            .with_annotations(annotations(
+                "Signal a suspended run",
+                false,
+                false,
+                false,
+                false,
+            )),
         Tool::new("approve", APPROVE, input_schema::<ApproveParams>())
             .with_title("Approve or reject a supervised goal")
             .with_raw_output_schema(output_schema::<RunStatus>())
@@ -240,6 +253,30 @@ pub async fn call(
                     Ok(s) => text_result(
                         format!(
                             "Goal {verdict}; session {} is {}. Follow it with `event` (session_id \"{}\", wait_ms 20000) until done.",
+                            s.session_id,
+                            s.status.as_str(),
+                            s.session_id
+                        ),
+                        structured(&s),
+                        false,
+                    ),
+                    Err(e) => tool_error(&e),
+                }
+            }
+            Err(e) => tool_error(&e),
+        },
+        "signal" => match params::<SignalParams>("signal", args) {
+            Ok(p) => {
+                let event = p.event.clone();
+                let (sink, _forwarder) = progress::start(&server.client, None);
+                let hooks = RunHooks {
+                    sinks: vec![sink],
+                    approver: None,
+                };
+                match engine.signal(p, hooks).await {
+                    Ok(s) => text_result(
+                        format!(
+                            "Signal `{event}` delivered; session {} is {}. Follow it with `event` (session_id \"{}\", wait_ms 20000) until done.",
                             s.session_id,
                             s.status.as_str(),
                             s.session_id
