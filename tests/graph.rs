@@ -837,3 +837,97 @@ fn commit_checks_what_each_expression_may_read() {
     assert!(has("unknown-input", "ok"), "{msgs:#?}");
     assert_eq!(msgs.len(), 4, "{msgs:#?}");
 }
+
+#[tokio::test]
+async fn max_steps_and_the_workflow_timeout_stop_a_run() {
+    let dir = ws("max-steps");
+    let plan = define_workflow("many")
+        .max_steps(3)
+        .step(define_step("a").tool("bash", bash("echo a >> ran")))
+        .step(define_step("b").tool("bash", bash("echo b >> ran")))
+        .step(define_step("c").tool("bash", bash("echo c >> ran")))
+        .step(define_step("d").tool("bash", bash("echo d >> ran")))
+        .commit()
+        .unwrap();
+    let r = run(plan, &dir, &[]).await;
+    assert_eq!(r.result.exit_code, 1);
+    assert!(
+        r.result.error.clone().unwrap().contains("max_steps = 3"),
+        "{:?}",
+        r.result
+    );
+    assert_eq!(read(&dir, "ran"), "a\nb\nc\n");
+
+    let dir = ws("wf-timeout");
+    let plan = define_workflow("slow")
+        .timeout_ms(300)
+        .step(define_step("slow").tool("bash", bash("sleep 5")))
+        .commit()
+        .unwrap();
+    let t = Instant::now();
+    let r = run(plan, &dir, &[]).await;
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    assert_eq!(r.result.exit_code, 4);
+    assert_eq!(r.result.termination_reason, "timeout");
+}
+
+/// A suspend's deadline is absolute: a run resumed after it passed takes the
+/// timeout route even though no process was waiting.
+#[tokio::test]
+async fn a_suspend_deadline_holds_across_restarts() {
+    let dir = ws("suspend-deadline");
+    let plan = || {
+        define_workflow("pay")
+            .step(
+                define_step("wait")
+                    .suspend(&["paid"])
+                    .wait_timeout(300, "late"),
+            )
+            .step(
+                define_step("on-time")
+                    .tool("bash", bash("echo on-time > outcome"))
+                    .next("$end"),
+            )
+            .step(define_step("late").tool("bash", bash("echo late > outcome")))
+            .commit()
+            .unwrap()
+    };
+    let first = run(plan(), &dir, &[]).await;
+    assert_eq!(first.result.exit_code, 6);
+    let deadline = first
+        .events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::Suspended { deadline_ms, .. } => *deadline_ms,
+            _ => None,
+        })
+        .unwrap();
+    // Before the deadline: still waiting.
+    let early = run_full(
+        plan(),
+        &dir,
+        &[],
+        &NoModel,
+        &ApproveAll,
+        first.events.clone(),
+    )
+    .await;
+    assert_eq!(early.result.exit_code, 6);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let late = run_full(
+        plan(),
+        &dir,
+        &[],
+        &NoModel,
+        &ApproveAll,
+        early.events.clone(),
+    )
+    .await;
+    assert_eq!(late.result.status, "completed", "{:?}", late.result.error);
+    assert_eq!(read(&dir, "outcome").trim(), "late");
+    // The deadline recorded first is the one that counted.
+    assert!(late.events.iter().all(|e| match &e.body {
+        EventBody::Suspended { deadline_ms, .. } => *deadline_ms == Some(deadline),
+        _ => true,
+    }));
+}
