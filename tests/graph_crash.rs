@@ -27,13 +27,39 @@ use agentfile::tools::{MemoryStore, Toolbox};
 use tokio_util::sync::CancellationToken;
 
 const CHILD: &str = "AGENTFILE_GRAPH_CRASH_CHILD";
+/// Which plan the child runs: `graph` or `saga`.
+const PLAN: &str = "AGENTFILE_GRAPH_CRASH_PLAN";
 const ID: &str = "s-crash";
 
-const WORK: &str = "echo \"$1\" >> ran.log\nsleep 0.1\necho \"\\\"done-$1\\\"\"\n";
+const WORK: &str = "echo \"$1\" >> ran.log\nsleep 0.1\necho \"done-$1\"\n";
 const PREP: &str = "echo prep >> ran.log\nsleep 0.1\necho '[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\"]'\n";
 /// Pure in its argument, so a bump re-run after a kill gives the same value.
 const BUMP: &str =
     "n=${1:-0}\necho \"bump-$n\" >> ran.log\nsleep 0.1\necho \"{\\\"n\\\": $((n+1))}\"\n";
+
+/// Five steps that each undo themselves, then one that fails: the walk-back
+/// runs the five compensations newest first.
+fn saga() -> Plan {
+    let mut w = define_workflow("saga");
+    for i in 1..=5 {
+        let id = format!("s{i}");
+        w = w.step(
+            define_step(&id)
+                .shell("work.sh", &[&id])
+                .compensation(define_step("undo").shell("work.sh", &[&format!("undo-{id}")])),
+        );
+    }
+    w.step(define_step("fail").shell("fail.sh", &[]))
+        .commit()
+        .unwrap()
+}
+
+fn plan_for(kind: &str) -> Plan {
+    match kind {
+        "saga" => saga(),
+        _ => plan(),
+    }
+}
 
 fn plan() -> Plan {
     let work = |id: &str, arg: &str| define_step(id).shell("work.sh", &[arg]);
@@ -99,7 +125,7 @@ fn child_main(dir: &Path) -> ! {
                 .unwrap();
         }
         let prior = store.events(ID, 0).unwrap();
-        let plan = Arc::new(plan());
+        let plan = Arc::new(plan_for(&std::env::var(PLAN).unwrap_or_default()));
         let policy = Policy::parse("[bash]\nenabled = true\n", Path::new("policy.toml")).unwrap();
         let tools = Toolbox::new(
             &Config::default(),
@@ -140,16 +166,26 @@ fn setup(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    for (f, text) in [("work.sh", WORK), ("prep.sh", PREP), ("bump.sh", BUMP)] {
+    for (f, text) in [
+        ("work.sh", WORK),
+        ("prep.sh", PREP),
+        ("bump.sh", BUMP),
+        ("fail.sh", "echo fail >> ran.log\nsleep 0.05\nexit 1\n"),
+    ] {
         std::fs::write(d.join(f), text).unwrap();
     }
     d
 }
 
 fn spawn(dir: &Path) -> Child {
+    spawn_plan(dir, "graph")
+}
+
+fn spawn_plan(dir: &Path, kind: &str) -> Child {
     Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
         .env(CHILD, dir)
+        .env(PLAN, kind)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -290,6 +326,8 @@ fn a_graph_killed_anywhere_resumes_without_redoing_completed_nodes() {
     for (path, n) in &completions {
         assert_eq!(*n, 1, "`{path}` completed {n} times");
     }
+    // prep, left, right, 12 items, 5 bumps, after: each seen by the checks.
+    assert_eq!(completions.len(), 21, "{completions:?}");
     // No node that had completed before a kill ran after it.
     for (log_len, seq) in boundaries {
         for e in events.iter().filter(|e| e.seq <= seq) {
@@ -301,4 +339,80 @@ fn a_graph_killed_anywhere_resumes_without_redoing_completed_nodes() {
             }
         }
     }
+}
+
+/// The walk-back survives SIGKILL too: killed at 20 points across five steps
+/// and five compensations, every compensation completes exactly once, none
+/// that completed before a kill runs again after it, and they ran newest first.
+#[test]
+fn a_compensation_walk_killed_anywhere_undoes_each_step_once() {
+    let dir = setup("saga");
+    let mut kills = 0;
+    let mut boundaries: Vec<(usize, u64)> = Vec::new();
+    let mut seed = 0x2545_f491_u64;
+    let mut ended = None;
+    for _ in 0..60 {
+        let mut child = spawn_plan(&dir, "saga");
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(25 + seed % 90));
+        match child.try_wait().unwrap() {
+            Some(s) => {
+                ended = s.code();
+                break;
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                kills += 1;
+                let last = store(&dir)
+                    .events(ID, 0)
+                    .unwrap()
+                    .last()
+                    .map_or(0, |e| e.seq);
+                boundaries.push((lines(&dir).len(), last));
+            }
+        }
+    }
+    if ended.is_none() {
+        ended = spawn_plan(&dir, "saga").wait().unwrap().code();
+    }
+    assert_eq!(ended, Some(1), "the saga must end failed");
+    assert!(kills >= 12, "only {kills} kills landed");
+
+    let events = store(&dir).events(ID, 0).unwrap();
+    let log = lines(&dir);
+    let mut undone: HashMap<String, usize> = HashMap::new();
+    for e in &events {
+        if let Some((path, _)) = label_of(e)
+            && path.ends_with("~undo")
+        {
+            *undone.entry(path).or_default() += 1;
+        }
+    }
+    assert_eq!(undone.len(), 5, "{undone:?}");
+    assert!(undone.values().all(|n| *n == 1), "{undone:?}");
+    for (log_len, seq) in boundaries {
+        for e in events.iter().filter(|e| e.seq <= seq) {
+            if let Some((path, label)) = label_of(e) {
+                assert!(
+                    !log[log_len..].contains(&label),
+                    "`{path}` ({label}) completed before a kill and ran again after it"
+                );
+            }
+        }
+    }
+    // Newest first: the last run of each undo comes in reverse step order.
+    let mut order: Vec<&str> = Vec::new();
+    for l in log.iter().rev() {
+        if l.starts_with("undo-") && !order.contains(&l.as_str()) {
+            order.push(l);
+        }
+    }
+    order.reverse();
+    assert_eq!(
+        order,
+        ["undo-s5", "undo-s4", "undo-s3", "undo-s2", "undo-s1"]
+    );
 }
