@@ -61,6 +61,7 @@ pub mod plan;
 pub mod printer;
 pub mod protocol;
 pub mod run;
+pub mod schemas;
 pub mod server;
 pub mod session;
 pub mod telemetry;

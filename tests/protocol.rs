@@ -1,5 +1,5 @@
 //! The JSON Schemas in `protocol/` are generated from the wire types in
-//! `src/protocol/` and `src/plan.rs`; this test fails when they drift apart.
+//! `src/protocol/` and `src/plan/` (listed by `src/schemas/`); this test fails when they drift apart.
 //! Regenerate with `UPDATE_SNAPSHOTS=1 cargo test --test protocol`.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::path::Path;
 fn protocol_schemas_match_the_code() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol");
     let mut stale = Vec::new();
-    for (name, schema) in agentfile::protocol::schemas() {
+    for (name, schema) in agentfile::schemas::published() {
         let text = serde_json::to_string_pretty(&schema).unwrap() + "\n";
         let path = dir.join(name);
         if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
@@ -38,7 +38,7 @@ fn openrpc_references_resolve() {
             _ => {}
         }
     }
-    let doc = agentfile::protocol::openrpc::document();
+    let doc = agentfile::schemas::openrpc::document();
     let mut refs = Vec::new();
     walk(&doc, &mut refs);
     assert!(refs.len() > 10);
@@ -48,4 +48,38 @@ fn openrpc_references_resolve() {
     }
     let methods = doc["methods"].as_array().unwrap();
     assert_eq!(methods.len(), agentfile::server::jsonrpc::METHODS.len());
+}
+
+/// The wire types depend on nothing else in the crate, so any module can use
+/// them without a cycle and they change only when the wire does.
+#[test]
+fn protocol_depends_on_nothing_else_in_the_crate() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/protocol");
+    let mut offenders = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            let mut rest = line;
+            while let Some(i) = rest.find("crate::") {
+                let after = &rest[i + "crate::".len()..];
+                if !after.starts_with("protocol") {
+                    offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    break;
+                }
+                rest = after;
+            }
+            if line.trim_start().starts_with("use super::super") {
+                offenders.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "src/protocol imports other modules:\n{}",
+        offenders.join("\n")
+    );
 }

@@ -49,18 +49,8 @@ use crate::plan::{Limit, Node, NodeKind, Plan};
 use crate::protocol::events::{EventBody, RunResult};
 use crate::tools::{ToolContext, ToolSet};
 
-/// Exit codes (CONTRACT §3).
-pub mod exit {
-    pub const OK: i32 = 0;
-    pub const FAILED: i32 = 1;
-    pub const USAGE: i32 = 2;
-    pub const POLICY: i32 = 3;
-    pub const BUDGET: i32 = 4;
-    pub const LOOP_LIMIT: i32 = 5;
-    /// The run waits at a suspend node (CONTRACT §9).
-    pub const SUSPENDED: i32 = 6;
-    pub const CANCELLED: i32 = 130;
-}
+/// Exit codes (CONTRACT §3), defined with the wire types.
+pub use crate::protocol::exit;
 
 /// Which model serves an agent: the config's `llm`, or the profile an agent
 /// `REQUIRES`.

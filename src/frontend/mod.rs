@@ -6,6 +6,7 @@
 //! file means and report problems the same way.
 
 pub mod registry;
+mod report;
 
 use std::path::{Path, PathBuf};
 

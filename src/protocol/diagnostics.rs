@@ -3,9 +3,6 @@
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::diag::{Diagnostic, Severity, SourceMap};
-use crate::frontend::Analysis;
-
 pub const REPORT_SCHEMA_VERSION: u32 = 1;
 
 /// The whole result of one `validate` call.
@@ -58,80 +55,19 @@ pub struct NoteJson {
     pub column: u32,
 }
 
-impl DiagnosticJson {
-    pub fn new(map: &SourceMap, d: &Diagnostic, fallback_path: &str) -> DiagnosticJson {
-        let (path, start, end) = match d.span {
-            Some(s) => {
-                let f = map.file(s.file);
-                let (l, c) = f.line_col(s.start);
-                let (el, ec) = f.line_col(s.end);
-                (f.path.display().to_string(), Some((l, c)), Some((el, ec)))
-            }
-            None => (
-                d.path
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|| fallback_path.to_owned()),
-                None,
-                None,
-            ),
-        };
-        DiagnosticJson {
-            severity: d.severity,
-            code: d.code.to_owned(),
-            message: d.message.clone(),
-            path,
-            line: start.map(|s| s.0),
-            column: start.map(|s| s.1),
-            end_line: end.map(|e| e.0),
-            end_column: end.map(|e| e.1),
-            hint: d.hint.clone(),
-            notes: d
-                .notes
-                .iter()
-                .map(|(span, message)| {
-                    let f = map.file(span.file);
-                    let (line, column) = f.line_col(span.start);
-                    NoteJson {
-                        message: message.clone(),
-                        path: f.path.display().to_string(),
-                        line,
-                        column,
-                    }
-                })
-                .collect(),
-        }
-    }
+/// How bad a diagnostic is. Warnings never fail `validate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
 }
 
-impl FileReport {
-    pub fn new(a: &Analysis) -> FileReport {
-        let path = a.path.display().to_string();
-        FileReport {
-            dialect: a.dialect.map(|d| d.as_str().to_owned()),
-            ok: a.errors() == 0,
-            diagnostics: a
-                .diagnostics
-                .iter()
-                .map(|d| DiagnosticJson::new(&a.sources, d, &path))
-                .collect(),
-            omitted_diagnostics: a.omitted(),
-            path,
-        }
-    }
-}
-
-impl ValidateReport {
-    pub fn new(analyses: &[Analysis]) -> ValidateReport {
-        let files: Vec<FileReport> = analyses.iter().map(FileReport::new).collect();
-        let errors = analyses.iter().map(Analysis::errors).sum();
-        let warnings = analyses.iter().map(Analysis::warnings).sum();
-        ValidateReport {
-            schema_version: REPORT_SCHEMA_VERSION,
-            ok: errors == 0,
-            errors,
-            warnings,
-            files,
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
         }
     }
 }

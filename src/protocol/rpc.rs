@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::sessions::{SessionMeta, SessionStatus};
 use crate::protocol::events::Event;
-use crate::session::{SessionMeta, SessionStatus};
 
 /// `run`: start (or resume) a workflow.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -654,7 +654,7 @@ fn encode_within(
 pub fn openrpc() -> Value {
     // Built once: generating it costs milliseconds, and a batch may ask often.
     static DOC: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-    DOC.get_or_init(crate::protocol::openrpc::document).clone()
+    DOC.get_or_init(crate::schemas::openrpc::document).clone()
 }
 
 #[cfg(test)]
