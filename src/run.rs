@@ -778,7 +778,8 @@ pub async fn start_in(
     if let Some(t) = shipping {
         t.finish(telemetry::FINISH_WAIT).await;
     }
-    if result.termination_reason == "approval_unavailable" {
+    if result.termination_reason == crate::protocol::events::TerminationReason::ApprovalUnavailable
+    {
         // Not a failure: the run waits for `sessions approve`, then resumes.
         let _ = store.set_status(&id, SessionStatus::WaitingApproval);
     }

@@ -661,7 +661,7 @@ async fn budgets_stop_the_run_with_exit_code_4() {
     )
     .await;
     assert_eq!(r.result.exit_code, 4, "{:?}", r.result);
-    assert_eq!(r.result.termination_reason, "max_turns");
+    assert_eq!(r.result.termination_reason.as_str(), "max_turns");
     assert_eq!(server.request_count(), 2);
     assert_eq!(kinds(&r.events).last(), Some(&"run_failed"));
 
@@ -756,7 +756,7 @@ async fn supervised_goals_wait_for_approval() {
     )
     .await;
     assert_eq!(r.result.exit_code, 3);
-    assert_eq!(r.result.termination_reason, "approval_denied");
+    assert_eq!(r.result.termination_reason.as_str(), "approval_denied");
     assert_eq!(
         server.request_count(),
         1,

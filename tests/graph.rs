@@ -416,7 +416,7 @@ async fn a_rejection_without_a_route_fails_the_run() {
     let approver = Scripted(Mutex::new(VecDeque::from([Some(Approval::Rejected(None))])));
     let r = run_full(plan, &dir, &[], &NoModel, &approver, Vec::new()).await;
     assert_eq!(r.result.exit_code, 3);
-    assert_eq!(r.result.termination_reason, "approval_denied");
+    assert_eq!(r.result.termination_reason.as_str(), "approval_denied");
     assert!(!dir.join("outcome").exists());
 }
 
@@ -868,7 +868,7 @@ async fn max_steps_and_the_workflow_timeout_stop_a_run() {
     let r = run(plan, &dir, &[]).await;
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     assert_eq!(r.result.exit_code, 4);
-    assert_eq!(r.result.termination_reason, "timeout");
+    assert_eq!(r.result.termination_reason.as_str(), "timeout");
 }
 
 /// A suspend's deadline is absolute: a run resumed after it passed takes the

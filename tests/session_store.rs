@@ -368,7 +368,7 @@ fn status_follows_events(kind: Kind) {
             "f",
             EventBody::RunFailed {
                 error: "boom".into(),
-                termination_reason: "error".into(),
+                termination_reason: agentfile::protocol::events::TerminationReason::Error,
                 usage: usage(),
             },
             SessionStatus::Failed,

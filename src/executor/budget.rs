@@ -40,6 +40,17 @@ pub enum BudgetKind {
 }
 
 impl BudgetKind {
+    /// The `termination_reason` of a run this budget stopped.
+    pub fn reason(self) -> crate::protocol::events::TerminationReason {
+        use crate::protocol::events::TerminationReason as R;
+        match self {
+            BudgetKind::MaxTurns => R::MaxTurns,
+            BudgetKind::MaxTokens => R::MaxTokens,
+            BudgetKind::MaxCost => R::MaxCost,
+            BudgetKind::Timeout => R::Timeout,
+        }
+    }
+
     /// The `termination_reason` on the wire.
     pub fn as_str(self) -> &'static str {
         match self {

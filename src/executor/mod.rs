@@ -319,42 +319,23 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
             }
         }
     }
-    let (status, reason, error, code) = match &outcome {
-        Ok(()) => ("completed", "completed".to_owned(), None, exit::OK),
-        Err(Stop::Cancelled) => ("cancelled", "cancelled".to_owned(), None, exit::CANCELLED),
-        Err(Stop::Failed(e)) => ("failed", "error".to_owned(), Some(e.clone()), exit::FAILED),
+    use crate::protocol::events::TerminationReason as R;
+    let (status, reason, error) = match &outcome {
+        Ok(()) => ("completed", R::Completed, None),
+        Err(Stop::Cancelled) => ("cancelled", R::Cancelled, None),
+        Err(Stop::Failed(e)) => ("failed", R::Error, Some(e.clone())),
         Err(Stop::Budget(b)) => (
             "failed",
-            b.as_str().to_owned(),
+            b.reason(),
             Some(format!("budget exhausted: {}", b.describe(&limits))),
-            exit::BUDGET,
         ),
-        Err(Stop::ApprovalDenied(e)) => (
-            "failed",
-            "approval_denied".to_owned(),
-            Some(e.clone()),
-            exit::POLICY,
-        ),
-        Err(Stop::ApprovalUnavailable(e)) => (
-            "failed",
-            "approval_unavailable".to_owned(),
-            Some(e.clone()),
-            exit::POLICY,
-        ),
-        Err(Stop::Denied(e)) => (
-            "failed",
-            "policy_denied".to_owned(),
-            Some(e.clone()),
-            exit::POLICY,
-        ),
-        Err(Stop::LoopLimit(e)) => (
-            "failed",
-            "loop_limit".to_owned(),
-            Some(e.clone()),
-            exit::LOOP_LIMIT,
-        ),
-        Err(Stop::Suspended(_)) => ("suspended", "suspended".to_owned(), None, exit::SUSPENDED),
+        Err(Stop::ApprovalDenied(e)) => ("failed", R::ApprovalDenied, Some(e.clone())),
+        Err(Stop::ApprovalUnavailable(e)) => ("failed", R::ApprovalUnavailable, Some(e.clone())),
+        Err(Stop::Denied(e)) => ("failed", R::PolicyDenied, Some(e.clone())),
+        Err(Stop::LoopLimit(e)) => ("failed", R::LoopLimit, Some(e.clone())),
+        Err(Stop::Suspended(_)) => ("suspended", R::Suspended, None),
     };
+    let code = reason.exit_code();
     let body = match &outcome {
         Ok(()) => EventBody::RunComplete {
             outputs: outputs.clone(),
@@ -369,7 +350,7 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         },
         Err(_) => EventBody::RunFailed {
             error: error.clone().unwrap_or_default(),
-            termination_reason: reason.clone(),
+            termination_reason: reason,
             usage: usage.clone(),
         },
     };

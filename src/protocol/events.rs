@@ -278,7 +278,7 @@ pub enum EventBody {
     },
     RunFailed {
         error: String,
-        termination_reason: String,
+        termination_reason: TerminationReason,
         usage: Usage,
     },
     RunCancelled {
@@ -341,6 +341,72 @@ impl EventBody {
     }
 }
 
+/// Why a run ended, as `run_failed` and every result say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TerminationReason {
+    Completed,
+    Cancelled,
+    /// A step or goal failed.
+    Error,
+    MaxTurns,
+    MaxTokens,
+    MaxCost,
+    Timeout,
+    ApprovalDenied,
+    /// Nobody could be asked for an approval; the session waits for one.
+    ApprovalUnavailable,
+    /// A tool step's call was refused by the policy.
+    PolicyDenied,
+    LoopLimit,
+    /// The run waits at a suspend step for a signal.
+    Suspended,
+}
+
+impl TerminationReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TerminationReason::Completed => "completed",
+            TerminationReason::Cancelled => "cancelled",
+            TerminationReason::Error => "error",
+            TerminationReason::MaxTurns => "max_turns",
+            TerminationReason::MaxTokens => "max_tokens",
+            TerminationReason::MaxCost => "max_cost",
+            TerminationReason::Timeout => "timeout",
+            TerminationReason::ApprovalDenied => "approval_denied",
+            TerminationReason::ApprovalUnavailable => "approval_unavailable",
+            TerminationReason::PolicyDenied => "policy_denied",
+            TerminationReason::LoopLimit => "loop_limit",
+            TerminationReason::Suspended => "suspended",
+        }
+    }
+
+    /// The process exit code a run that ended this way has (CONTRACT §3).
+    pub fn exit_code(self) -> i32 {
+        use super::exit;
+        match self {
+            TerminationReason::Completed => exit::OK,
+            TerminationReason::Cancelled => exit::CANCELLED,
+            TerminationReason::Error => exit::FAILED,
+            TerminationReason::MaxTurns
+            | TerminationReason::MaxTokens
+            | TerminationReason::MaxCost
+            | TerminationReason::Timeout => exit::BUDGET,
+            TerminationReason::ApprovalDenied
+            | TerminationReason::ApprovalUnavailable
+            | TerminationReason::PolicyDenied => exit::POLICY,
+            TerminationReason::LoopLimit => exit::LOOP_LIMIT,
+            TerminationReason::Suspended => exit::SUSPENDED,
+        }
+    }
+}
+
+impl std::fmt::Display for TerminationReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The final result of a run (`--output json`, the last line of `stream-json`,
 /// JSON-RPC `run`'s result).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -353,9 +419,7 @@ pub struct RunResult {
     /// Each goal's output: its text, or an object of its `-> fields`.
     pub outputs: BTreeMap<String, serde_json::Value>,
     pub usage: Usage,
-    /// `completed`, `error`, `cancelled`, `approval_denied`, `approval_unavailable`,
-    /// `max_turns`, `max_tokens`, `max_cost`, `timeout`, `loop_limit`.
-    pub termination_reason: String,
+    pub termination_reason: TerminationReason,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
     /// The process exit code the CLI uses for this result (CONTRACT §3).

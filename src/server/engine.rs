@@ -475,7 +475,7 @@ impl Engine {
             let _ = live.store.set_status(&id, status);
             let mut r = failed_result(&id, "cancelled before it started", status);
             r.status = "cancelled".into();
-            r.termination_reason = "cancelled".into();
+            r.termination_reason = crate::protocol::events::TerminationReason::Cancelled;
             r.exit_code = exit::CANCELLED;
             return r;
         };
@@ -1239,7 +1239,7 @@ fn failed_result(id: &str, message: &str, status: SessionStatus) -> RunResult {
         .into(),
         outputs: Default::default(),
         usage: Usage::default(),
-        termination_reason: "error".into(),
+        termination_reason: crate::protocol::events::TerminationReason::Error,
         error: Some(message.to_owned()),
         exit_code: exit::FAILED,
     }

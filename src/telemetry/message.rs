@@ -438,7 +438,7 @@ mod tests {
         );
         let failed = c.message(&event(EventBody::RunFailed {
             error: "boom".into(),
-            termination_reason: "error".into(),
+            termination_reason: crate::protocol::events::TerminationReason::Error,
             usage: Usage::default(),
         }));
         assert_eq!(failed.data.level.as_deref(), Some("error"));

@@ -1341,7 +1341,7 @@ mod tests {
                 (None, None, None),
                 EventBody::RunFailed {
                     error: "model call failed: 500".into(),
-                    termination_reason: "error".into(),
+                    termination_reason: crate::protocol::events::TerminationReason::Error,
                     usage: Usage::default(),
                 },
             ),

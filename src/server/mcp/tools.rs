@@ -476,7 +476,8 @@ pub fn run_result(r: &RunResult) -> CallToolResult {
         }
         let _ = write!(t, "\n{}.", usage_text(r));
     } else {
-        let why = r.error.as_deref().unwrap_or(&r.termination_reason);
+        let reason = r.termination_reason.as_str();
+        let why = r.error.as_deref().unwrap_or(reason);
         let _ = writeln!(
             t,
             "The run {} (session {id}): {}: {why}",
@@ -629,7 +630,7 @@ mod tests {
             status: "failed".into(),
             outputs: Default::default(),
             usage: Default::default(),
-            termination_reason: "error".into(),
+            termination_reason: crate::protocol::events::TerminationReason::Error,
             error: Some("model call failed: boom".into()),
             exit_code: 1,
         };
