@@ -420,10 +420,7 @@ fn main() -> ExitCode {
                     workspace: run.workspace.clone(),
                 };
                 let recorded = open(&at)
-                    .map_err(|e| RunError {
-                        message: e.to_string(),
-                        exit_code: 2,
-                    })
+                    .map_err(|e| RunError::usage(e.to_string()))
                     .and_then(|store| runapi::record_signal(&store, &id, &event, payload));
                 if let Err(e) = recorded {
                     eprintln!("agentfile: error: {e}");
@@ -666,10 +663,7 @@ async fn run_async(
     args: RunArgs,
     resume_id: Option<String>,
 ) -> Result<(RunResult, Vec<String>), RunError> {
-    let usage = |m: String| RunError {
-        message: m,
-        exit_code: exit::USAGE,
-    };
+    let usage = |m: String| RunError::usage(m);
     let resume_id = resume_id.or(args.resume.clone());
     let here = std::env::current_dir()
         .map_err(|e| usage(format!("cannot read the current folder: {e}")))?;
@@ -803,22 +797,19 @@ fn read_workflow_stdin() -> Result<String, RunError> {
         .lock()
         .take(limit + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| RunError {
-            message: format!("cannot read the workflow from standard input: {e}"),
-            exit_code: exit::USAGE,
+        .map_err(|e| {
+            RunError::usage(format!("cannot read the workflow from standard input: {e}"))
         })?;
     if bytes.len() as u64 > limit {
-        return Err(RunError {
-            message: format!("the workflow on standard input is larger than {limit} bytes"),
-            exit_code: exit::USAGE,
-        });
+        return Err(RunError::usage(format!(
+            "the workflow on standard input is larger than {limit} bytes"
+        )));
     }
-    String::from_utf8(bytes).map_err(|e| RunError {
-        message: format!(
+    String::from_utf8(bytes).map_err(|e| {
+        RunError::usage(format!(
             "the workflow on standard input is not UTF-8 text (invalid byte at offset {})",
             e.utf8_error().valid_up_to()
-        ),
-        exit_code: exit::USAGE,
+        ))
     })
 }
 
@@ -911,10 +902,8 @@ fn store_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunE
         .map(Path::to_path_buf)
         .or_else(|| config.agent.workspace.clone())
         .unwrap_or_else(|| PathBuf::from("."));
-    ws.canonicalize().map_err(|e| RunError {
-        message: format!("workspace {}: {e}", ws.display()),
-        exit_code: exit::USAGE,
-    })
+    ws.canonicalize()
+        .map_err(|e| RunError::usage(format!("workspace {}: {e}", ws.display())))
 }
 
 fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {

@@ -90,6 +90,28 @@ impl std::fmt::Debug for RunRequest {
 pub struct RunError {
     pub message: String,
     pub exit_code: i32,
+    /// What went wrong, for callers that add their own advice.
+    pub cause: Cause,
+}
+
+/// The kinds of [`RunError`] a caller may treat specially.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cause {
+    #[default]
+    Other,
+    /// The provider's API key variable is not set.
+    MissingApiKey,
+}
+
+impl RunError {
+    /// A request that cannot run as given (exit 2).
+    pub fn usage(message: impl Into<String>) -> RunError {
+        usage(message)
+    }
+
+    pub fn exit_code(&self) -> i32 {
+        self.exit_code
+    }
 }
 
 impl std::fmt::Display for RunError {
@@ -104,6 +126,7 @@ fn usage(message: impl Into<String>) -> RunError {
     RunError {
         message: message.into(),
         exit_code: exit::USAGE,
+        cause: Cause::Other,
     }
 }
 
@@ -222,14 +245,15 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     )?);
     // Build every provider the workflow will need now, so a missing key or an
     // unknown profile stops the run before the first model call.
-    let default = models.provider(None).map_err(|e| {
-        if e.contains("no provider configured") {
-            usage(format!(
-                "{e}\n  = hint: pass --provider and --model (e.g. --provider anthropic --model claude-sonnet-4-5 with ANTHROPIC_API_KEY set), or add an [llm] section to agent.toml; examples/demo runs offline from a cassette"
-            ))
-        } else {
-            usage(e)
-        }
+    let default = models.build(None).map_err(|e| match e {
+        llm::LlmError::NoProvider { .. } => usage(format!(
+            "{e}\n  = hint: pass --provider and --model (e.g. --provider anthropic --model claude-sonnet-4-5 with ANTHROPIC_API_KEY set), or add an [llm] section to agent.toml; examples/demo runs offline from a cassette"
+        )),
+        llm::LlmError::MissingKey { .. } => RunError {
+            cause: Cause::MissingApiKey,
+            ..usage(e.to_string())
+        },
+        other => usage(other.to_string()),
     })?;
     for a in &plan.agents {
         if a.profile.is_some() {
@@ -437,26 +461,34 @@ impl ConfigModels {
     }
 }
 
-impl Models for ConfigModels {
-    fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+impl ConfigModels {
+    /// The provider for `profile` (the config's `llm` when `None`), built once,
+    /// with the reason as a type when it cannot be.
+    pub fn build(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, llm::LlmError> {
         let key = profile.map(str::to_owned);
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = cache.get(&key) {
             return Ok(p.clone());
         }
         let env = |k: &str| std::env::var(k).ok();
-        let built = llm::provider_for(&self.config, profile, &env, &self.options).map_err(|e| {
-            let who = profile
-                .map(|p| format!("profile `{p}`: "))
-                .unwrap_or_default();
-            format!("{who}{e}")
-        })?;
+        let built = llm::provider_for(&self.config, profile, &env, &self.options)?;
         let built: Arc<dyn Provider> = match &self.cassette {
             Some(c) => Arc::new(c.record(built)),
             None => built,
         };
         cache.insert(key, built.clone());
         Ok(built)
+    }
+}
+
+impl Models for ConfigModels {
+    fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+        self.build(profile).map_err(|e| {
+            let who = profile
+                .map(|p| format!("profile `{p}`: "))
+                .unwrap_or_default();
+            format!("{who}{e}")
+        })
     }
 }
 

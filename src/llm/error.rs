@@ -101,6 +101,9 @@ pub enum LlmError {
     /// The caller cancelled the call.
     #[error("the model call was cancelled")]
     Cancelled,
+    /// Neither the config nor a flag names a provider.
+    #[error("no provider configured; set llm.provider to one of: {known}")]
+    NoProvider { known: String },
     /// The config names a provider we do not know.
     #[error("unknown LLM provider `{name}`; use one of: {known}")]
     UnknownProvider { name: String, known: String },

@@ -68,12 +68,8 @@ pub fn provider_from_config_with(
     env: &dyn Fn(&str) -> Option<String>,
     options: &ProviderOptions,
 ) -> Result<Arc<dyn Provider>, LlmError> {
-    let name = llm.provider_name().ok_or_else(|| LlmError::Config {
-        provider: "llm".to_owned(),
-        message: format!(
-            "no provider configured; set llm.provider to one of: {}",
-            PROVIDERS.join(", ")
-        ),
+    let name = llm.provider_name().ok_or_else(|| LlmError::NoProvider {
+        known: PROVIDERS.join(", "),
     })?;
     let provider: Arc<dyn Provider> = match name.as_str() {
         "anthropic" | "openai" | "openrouter" | "ollama" | "gemini" => {

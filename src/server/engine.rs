@@ -623,7 +623,7 @@ impl Engine {
     fn rejected(&self, e: RunError) -> RpcError {
         let mut message = e.message;
         if let Some(hint) = &self.options.key_hint
-            && message.contains("API key is not set")
+            && e.cause == run::Cause::MissingApiKey
         {
             message.push_str("\n  = hint: ");
             message.push_str(hint);
