@@ -603,36 +603,7 @@ async fn a_node_timeout_stops_it() {
 #[tokio::test]
 async fn compensations_run_in_reverse_order_on_failure() {
     let dir = ws("saga");
-    let plan = define_workflow("saga")
-        .step(
-            define_step("a")
-                .tool("bash", bash("echo a >> done.log"))
-                .compensation(define_step("undo-a").tool("bash", bash("echo a >> undo.log"))),
-        )
-        .step(define_step("plain").tool("bash", bash("echo plain >> done.log")))
-        .step(
-            define_step("b")
-                .tool("bash", bash("echo b >> done.log"))
-                .compensation(define_step("undo-b").tool("bash", bash("echo b >> undo.log"))),
-        )
-        .step(define_step("c").tool("bash", bash("exit 1")))
-        .commit()
-        .unwrap();
-    let r = run(plan, &dir, &[]).await;
-    assert_eq!(r.result.status, "failed");
-    assert_eq!(read(&dir, "undo.log"), "b\na\n");
-    let comp = r
-        .events
-        .iter()
-        .find_map(|e| match &e.body {
-            EventBody::Compensating { nodes, .. } => Some(nodes.clone()),
-            _ => None,
-        })
-        .unwrap();
-    assert_eq!(comp, vec!["b".to_owned(), "a".to_owned()]);
-
-    // Resumed after the walk-back, nothing is undone twice.
-    let again = run_full(
+    let saga = || {
         define_workflow("saga")
             .step(
                 define_step("a")
@@ -647,14 +618,24 @@ async fn compensations_run_in_reverse_order_on_failure() {
             )
             .step(define_step("c").tool("bash", bash("exit 1")))
             .commit()
-            .unwrap(),
-        &dir,
-        &[],
-        &NoModel,
-        &ApproveAll,
-        r.events.clone(),
-    )
-    .await;
+            .unwrap()
+    };
+    let plan = saga();
+    let r = run(plan, &dir, &[]).await;
+    assert_eq!(r.result.status, "failed");
+    assert_eq!(read(&dir, "undo.log"), "b\na\n");
+    let comp = r
+        .events
+        .iter()
+        .find_map(|e| match &e.body {
+            EventBody::Compensating { nodes, .. } => Some(nodes.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(comp, vec!["b".to_owned(), "a".to_owned()]);
+
+    // Resumed after the walk-back, nothing is undone twice.
+    let again = run_full(saga(), &dir, &[], &NoModel, &ApproveAll, r.events.clone()).await;
     assert_eq!(again.result.status, "failed");
     assert_eq!(read(&dir, "undo.log"), "b\na\n");
     assert_eq!(read(&dir, "done.log"), "a\nplain\nb\n");

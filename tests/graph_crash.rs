@@ -259,6 +259,70 @@ fn label_of(e: &Event) -> Option<(String, String)> {
     Some((path, label))
 }
 
+/// SIGKILLs taken by [`kill_repeatedly`]: how many landed, and for each the
+/// length of `ran.log` and the last stored seq once the child was gone.
+struct Kills {
+    count: usize,
+    boundaries: Vec<(usize, u64)>,
+}
+
+/// Start the `kind` plan again and again, SIGKILLing each child after a
+/// pseudo-random wait from `seed`, until `wanted` kills landed or `ended`
+/// (told a child's exit code when one ends by itself) returns true.
+fn kill_repeatedly(
+    dir: &Path,
+    kind: &str,
+    mut seed: u64,
+    wanted: usize,
+    max_wait_ms: u64,
+    mut ended: impl FnMut(Option<i32>) -> bool,
+) -> Kills {
+    let mut k = Kills {
+        count: 0,
+        boundaries: Vec::new(),
+    };
+    while k.count < wanted {
+        let mut child = spawn_plan(dir, kind);
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(25 + seed % max_wait_ms));
+        match child.try_wait().unwrap() {
+            Some(s) => {
+                if ended(s.code()) {
+                    break;
+                }
+            }
+            None => {
+                child.kill().unwrap(); // SIGKILL
+                child.wait().unwrap();
+                k.count += 1;
+                let last = store(dir)
+                    .events(ID, 0)
+                    .unwrap()
+                    .last()
+                    .map_or(0, |e| e.seq);
+                k.boundaries.push((lines(dir).len(), last));
+            }
+        }
+    }
+    k
+}
+
+/// No node that completed before a kill ran again after it.
+fn assert_no_rerun(events: &[Event], log: &[String], kills: &Kills) {
+    for (log_len, seq) in &kills.boundaries {
+        for e in events.iter().filter(|e| e.seq <= *seq) {
+            if let Some((path, label)) = label_of(e) {
+                assert!(
+                    !log[*log_len..].contains(&label),
+                    "`{path}` ({label}) completed before a kill and ran again after it"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn child_entry() {
     // Only does something when this binary was started as the child.
@@ -275,43 +339,22 @@ fn a_graph_killed_anywhere_resumes_without_redoing_completed_nodes() {
     assert_eq!(want["each"].as_array().unwrap().len(), 12);
 
     let dir = setup("killed");
-    let mut kills = 0;
-    // ran.log length when each killed child was gone, and the seq range its
-    // events had.
-    let mut boundaries: Vec<(usize, u64)> = Vec::new();
-    let mut seed = 0x9e37_79b9_u64;
     let mut finished = false;
-    while kills < 24 {
-        let mut child = spawn(&dir);
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let wait = Duration::from_millis(25 + seed % 100);
-        std::thread::sleep(wait);
-        match child.try_wait().unwrap() {
-            Some(s) if s.code() == Some(0) => {
-                finished = true;
-                break;
-            }
-            Some(s) if s.code() == Some(6) => signal(&dir),
-            Some(s) => panic!("the child ended with {s:?}"),
-            None => {
-                child.kill().unwrap(); // SIGKILL
-                child.wait().unwrap();
-                kills += 1;
-                let last = store(&dir)
-                    .events(ID, 0)
-                    .unwrap()
-                    .last()
-                    .map_or(0, |e| e.seq);
-                boundaries.push((lines(&dir).len(), last));
-            }
+    let kills = kill_repeatedly(&dir, "graph", 0x9e37_79b9, 24, 100, |code| match code {
+        Some(0) => {
+            finished = true;
+            true
         }
-    }
+        Some(6) => {
+            signal(&dir);
+            false
+        }
+        other => panic!("the child ended with {other:?}"),
+    });
     if !finished {
         finish(&dir);
     }
-    assert!(kills >= 20, "only {kills} kills landed");
+    assert!(kills.count >= 20, "only {} kills landed", kills.count);
     assert_eq!(outputs(&dir), want, "a killed run ended with other outputs");
 
     let events = store(&dir).events(ID, 0).unwrap();
@@ -328,17 +371,7 @@ fn a_graph_killed_anywhere_resumes_without_redoing_completed_nodes() {
     }
     // prep, left, right, 12 items, 5 bumps, after: each seen by the checks.
     assert_eq!(completions.len(), 21, "{completions:?}");
-    // No node that had completed before a kill ran after it.
-    for (log_len, seq) in boundaries {
-        for e in events.iter().filter(|e| e.seq <= seq) {
-            if let Some((path, label)) = label_of(e) {
-                assert!(
-                    !log[log_len..].contains(&label),
-                    "`{path}` ({label}) completed before a kill and ran again after it"
-                );
-            }
-        }
-    }
+    assert_no_rerun(&events, &log, &kills);
 }
 
 /// The walk-back survives SIGKILL too: killed at 20 points across five steps
@@ -347,39 +380,16 @@ fn a_graph_killed_anywhere_resumes_without_redoing_completed_nodes() {
 #[test]
 fn a_compensation_walk_killed_anywhere_undoes_each_step_once() {
     let dir = setup("saga");
-    let mut kills = 0;
-    let mut boundaries: Vec<(usize, u64)> = Vec::new();
-    let mut seed = 0x2545_f491_u64;
     let mut ended = None;
-    for _ in 0..60 {
-        let mut child = spawn_plan(&dir, "saga");
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        std::thread::sleep(Duration::from_millis(25 + seed % 90));
-        match child.try_wait().unwrap() {
-            Some(s) => {
-                ended = s.code();
-                break;
-            }
-            None => {
-                child.kill().unwrap(); // SIGKILL
-                child.wait().unwrap();
-                kills += 1;
-                let last = store(&dir)
-                    .events(ID, 0)
-                    .unwrap()
-                    .last()
-                    .map_or(0, |e| e.seq);
-                boundaries.push((lines(&dir).len(), last));
-            }
-        }
-    }
+    let kills = kill_repeatedly(&dir, "saga", 0x2545_f491, 60, 90, |code| {
+        ended = code;
+        true
+    });
     if ended.is_none() {
         ended = spawn_plan(&dir, "saga").wait().unwrap().code();
     }
     assert_eq!(ended, Some(1), "the saga must end failed");
-    assert!(kills >= 12, "only {kills} kills landed");
+    assert!(kills.count >= 12, "only {} kills landed", kills.count);
 
     let events = store(&dir).events(ID, 0).unwrap();
     let log = lines(&dir);
@@ -393,16 +403,7 @@ fn a_compensation_walk_killed_anywhere_undoes_each_step_once() {
     }
     assert_eq!(undone.len(), 5, "{undone:?}");
     assert!(undone.values().all(|n| *n == 1), "{undone:?}");
-    for (log_len, seq) in boundaries {
-        for e in events.iter().filter(|e| e.seq <= seq) {
-            if let Some((path, label)) = label_of(e) {
-                assert!(
-                    !log[log_len..].contains(&label),
-                    "`{path}` ({label}) completed before a kill and ran again after it"
-                );
-            }
-        }
-    }
+    assert_no_rerun(&events, &log, &kills);
     // Newest first: the last run of each undo comes in reverse step order.
     let mut order: Vec<&str> = Vec::new();
     for l in log.iter().rev() {

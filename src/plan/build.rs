@@ -495,32 +495,14 @@ impl StepBuilder {
 
     /// Branches that run concurrently: each a step (often a `sequence`).
     pub fn parallel(self, branches: impl IntoIterator<Item = StepBuilder>) -> Self {
-        let mut errors = Vec::new();
-        let branches = branches
-            .into_iter()
-            .map(|b| {
-                errors.extend(b.nested_errors());
-                b.into_node()
-            })
-            .collect();
-        let mut s = self.kind(NodeKind::Parallel { branches });
-        s.errors.extend(errors);
-        s
+        let (branches, errors) = collect(branches);
+        self.kind_with(NodeKind::Parallel { branches }, errors)
     }
 
     /// Steps in order (with their own `next` routes), as one step.
     pub fn sequence(self, steps: impl IntoIterator<Item = StepBuilder>) -> Self {
-        let mut errors = Vec::new();
-        let nodes = steps
-            .into_iter()
-            .map(|b| {
-                errors.extend(b.nested_errors());
-                b.into_node()
-            })
-            .collect();
-        let mut s = self.kind(NodeKind::Sequence { nodes, start: None });
-        s.errors.extend(errors);
-        s
+        let (nodes, errors) = collect(steps);
+        self.kind_with(NodeKind::Sequence { nodes, start: None }, errors)
     }
 
     /// The body once per item of `over` (`$item`, `$index`), `concurrency`
@@ -532,14 +514,15 @@ impl StepBuilder {
         body: impl IntoIterator<Item = StepBuilder>,
     ) -> Self {
         let over = self.parse_expr(over);
-        let (body, errors) = body_of(&self.node.id, body);
-        let mut s = self.kind(NodeKind::Map {
-            over,
-            concurrency,
-            body: Box::new(body),
-        });
-        s.errors.extend(errors);
-        s
+        let (body, errors) = body_of(body);
+        self.kind_with(
+            NodeKind::Map {
+                over,
+                concurrency,
+                body: Box::new(body),
+            },
+            errors,
+        )
     }
 
     /// The body while `cond` holds, at most `max` times (reaching it fails).
@@ -550,24 +533,33 @@ impl StepBuilder {
         body: impl IntoIterator<Item = StepBuilder>,
     ) -> Self {
         let expr = self.parse_expr(cond);
-        let (body, errors) = body_of(&self.node.id, body);
-        let mut s = self.kind(NodeKind::Loop {
-            until: LoopUntil::While { expr },
-            max: Limit::Count { count: max },
-            body: Box::new(body),
-        });
-        s.errors.extend(errors);
-        s
+        self.looping(LoopUntil::While { expr }, max, body)
     }
 
     /// The DSL's LOOP: the body until converged, at most `max` times.
     pub fn loop_converged(self, max: u32, body: impl IntoIterator<Item = StepBuilder>) -> Self {
-        let (body, errors) = body_of(&self.node.id, body);
-        let mut s = self.kind(NodeKind::Loop {
-            until: LoopUntil::Converged,
-            max: Limit::Count { count: max },
-            body: Box::new(body),
-        });
+        self.looping(LoopUntil::Converged, max, body)
+    }
+
+    fn looping(
+        self,
+        until: LoopUntil,
+        max: u32,
+        body: impl IntoIterator<Item = StepBuilder>,
+    ) -> Self {
+        let (body, errors) = body_of(body);
+        self.kind_with(
+            NodeKind::Loop {
+                until,
+                max: Limit::Count { count: max },
+                body: Box::new(body),
+            },
+            errors,
+        )
+    }
+
+    fn kind_with(self, kind: NodeKind, errors: Vec<(&'static str, String)>) -> Self {
+        let mut s = self.kind(kind);
         s.errors.extend(errors);
         s
     }
@@ -716,11 +708,10 @@ impl StepBuilder {
     }
 }
 
-/// The body of a map or loop: its steps as one sequence node.
-fn body_of(
-    id: &str,
+/// Built steps as nodes, with the problems they carry.
+fn collect(
     steps: impl IntoIterator<Item = StepBuilder>,
-) -> (Node, Vec<(&'static str, String)>) {
+) -> (Vec<Node>, Vec<(&'static str, String)>) {
     let mut errors = Vec::new();
     let nodes = steps
         .into_iter()
@@ -729,7 +720,12 @@ fn body_of(
             b.into_node()
         })
         .collect();
-    let _ = id;
+    (nodes, errors)
+}
+
+/// The body of a map or loop: its steps as one sequence node.
+fn body_of(steps: impl IntoIterator<Item = StepBuilder>) -> (Node, Vec<(&'static str, String)>) {
+    let (nodes, errors) = collect(steps);
     (
         Node::new("body", NodeKind::Sequence { nodes, start: None }),
         errors,

@@ -754,6 +754,28 @@ impl Engine {
 
     /// Decide the goal a run waits at. A session waiting from an earlier process
     /// gets the decision recorded and is resumed here, with `hooks`.
+    /// Resume a stored session on this connection (after a decision or a
+    /// signal was recorded for it).
+    async fn resume_here(
+        self: &Arc<Self>,
+        session_id: String,
+        hooks: RunHooks,
+    ) -> Result<RunStatus, RpcError> {
+        let resumed = self
+            .submit(
+                RunParams {
+                    resume: Some(session_id.clone()),
+                    ..RunParams::default()
+                },
+                hooks,
+            )
+            .await?;
+        Ok(RunStatus {
+            session_id,
+            status: resumed.status(),
+        })
+    }
+
     /// Deliver a signal to a suspended session and resume it here.
     pub async fn signal(
         self: &Arc<Self>,
@@ -788,19 +810,7 @@ impl Engine {
         }
         run::record_signal(&store, &p.session_id, &p.event, p.payload.clone())
             .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))?;
-        let resumed = self
-            .submit(
-                RunParams {
-                    resume: Some(p.session_id.clone()),
-                    ..RunParams::default()
-                },
-                hooks,
-            )
-            .await?;
-        Ok(RunStatus {
-            session_id: p.session_id,
-            status: resumed.status(),
-        })
+        self.resume_here(p.session_id, hooks).await
     }
 
     pub async fn approve(
@@ -853,19 +863,7 @@ impl Engine {
         }
         run::record_decision(&store, &p.session_id, p.approve, p.note.clone())
             .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))?;
-        let resumed = self
-            .submit(
-                RunParams {
-                    resume: Some(p.session_id.clone()),
-                    ..RunParams::default()
-                },
-                hooks,
-            )
-            .await?;
-        Ok(RunStatus {
-            session_id: p.session_id,
-            status: resumed.status(),
-        })
+        self.resume_here(p.session_id, hooks).await
     }
 
     // ---- validate, inspect, list, sessions ----

@@ -193,6 +193,35 @@ fn text_result(text: String, structured: Option<Value>, is_error: bool) -> CallT
 }
 
 /// A problem the model can fix, as a tool error.
+/// Hooks for a session a call resumes in this server (a decision or signal
+/// for one left waiting by an earlier process): its log lines reach this
+/// client while the returned forwarder lives.
+fn resume_hooks(server: &McpServer) -> (RunHooks, progress::Forwarder) {
+    let (sink, forwarder) = progress::start(&server.client, None);
+    let hooks = RunHooks {
+        sinks: vec![sink],
+        approver: None,
+    };
+    (hooks, forwarder)
+}
+
+/// The answer to `approve` or `signal`: what happened and how to follow.
+fn resumed(outcome: Result<RunStatus, RpcError>, what: &str) -> CallToolResult {
+    match outcome {
+        Ok(s) => text_result(
+            format!(
+                "{what}; session {} is {}. Follow it with `event` (session_id \"{}\", wait_ms 20000) until done.",
+                s.session_id,
+                s.status.as_str(),
+                s.session_id
+            ),
+            structured(&s),
+            false,
+        ),
+        Err(e) => tool_error(&e),
+    }
+}
+
 fn tool_error(e: &RpcError) -> CallToolResult {
     text_result(e.message.clone(), None, true)
 }
@@ -242,50 +271,16 @@ pub async fn call(
         "approve" => match params::<ApproveParams>("approve", args) {
             Ok(p) => {
                 let verdict = if p.approve { "approved" } else { "rejected" };
-                // A session waiting from an earlier process is resumed here:
-                // its log lines still reach this client.
-                let (sink, _forwarder) = progress::start(&server.client, None);
-                let hooks = RunHooks {
-                    sinks: vec![sink],
-                    approver: None,
-                };
-                match engine.approve(p, hooks).await {
-                    Ok(s) => text_result(
-                        format!(
-                            "Goal {verdict}; session {} is {}. Follow it with `event` (session_id \"{}\", wait_ms 20000) until done.",
-                            s.session_id,
-                            s.status.as_str(),
-                            s.session_id
-                        ),
-                        structured(&s),
-                        false,
-                    ),
-                    Err(e) => tool_error(&e),
-                }
+                let (hooks, _forwarder) = resume_hooks(server);
+                resumed(engine.approve(p, hooks).await, &format!("Goal {verdict}"))
             }
             Err(e) => tool_error(&e),
         },
         "signal" => match params::<SignalParams>("signal", args) {
             Ok(p) => {
-                let event = p.event.clone();
-                let (sink, _forwarder) = progress::start(&server.client, None);
-                let hooks = RunHooks {
-                    sinks: vec![sink],
-                    approver: None,
-                };
-                match engine.signal(p, hooks).await {
-                    Ok(s) => text_result(
-                        format!(
-                            "Signal `{event}` delivered; session {} is {}. Follow it with `event` (session_id \"{}\", wait_ms 20000) until done.",
-                            s.session_id,
-                            s.status.as_str(),
-                            s.session_id
-                        ),
-                        structured(&s),
-                        false,
-                    ),
-                    Err(e) => tool_error(&e),
-                }
+                let what = format!("Signal `{}` delivered", p.event);
+                let (hooks, _forwarder) = resume_hooks(server);
+                resumed(engine.signal(p, hooks).await, &what)
             }
             Err(e) => tool_error(&e),
         },
