@@ -720,7 +720,7 @@ async fn run_async(
         Some(id) => {
             // The session says which workflow, inputs and workspace it ran with.
             let config = runapi::load_config(args.config.as_deref(), Path::new("."))?;
-            let ws = store_workspace(args.workspace.as_deref(), &config)?;
+            let ws = runapi::resolve_workspace(args.workspace.as_deref(), &config)?;
             let store = runapi::open_store(&config, &ws)?;
             let meta = store.get(&id).map_err(|e| {
                 usage(format!(
@@ -772,19 +772,27 @@ async fn run_async(
     }
     let cancel = agentfile::llm::CancellationToken::new();
     let on_signal = cancel.clone();
+    let stopped_by = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+    let record = stopped_by.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if let Some(code) = next_stop_signal().await {
+            record.store(code, std::sync::atomic::Ordering::SeqCst);
             eprintln!("\nagentfile: cancelling (Ctrl-C again to quit at once)");
             on_signal.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
+            if next_stop_signal().await.is_some() {
+                std::process::exit(code);
             }
         }
     });
     let approver = TerminalApprover {
         approve_all: args.approve_all,
     };
-    let result = runapi::start(prepared, choice, sinks, &approver, cancel).await?;
+    let mut result = runapi::start(prepared, choice, sinks, &approver, cancel).await?;
+    // A run cancelled by SIGTERM exits 143, as a terminated process does.
+    let signal = stopped_by.load(std::sync::atomic::Ordering::SeqCst);
+    if result.status == "cancelled" && signal != 0 {
+        result.exit_code = signal;
+    }
     Ok((result, order))
 }
 
@@ -871,39 +879,34 @@ fn spawn_signal_watch(
     code: std::sync::Arc<std::sync::atomic::AtomicI32>,
 ) {
     tokio::spawn(async move {
-        #[cfg(unix)]
-        {
-            use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                return;
-            };
-            let c = tokio::select! {
-                _ = int.recv() => 130,
-                _ = term.recv() => 143,
-            };
+        if let Some(c) = next_stop_signal().await {
             code.store(c, std::sync::atomic::Ordering::SeqCst);
+            stop.cancel();
         }
-        #[cfg(not(unix))]
-        {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return;
-            }
-            code.store(130, std::sync::atomic::Ordering::SeqCst);
-        }
-        stop.cancel();
     });
 }
 
-fn store_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunError> {
-    let ws = flag
-        .map(Path::to_path_buf)
-        .or_else(|| config.agent.workspace.clone())
-        .unwrap_or_else(|| PathBuf::from("."));
-    ws.canonicalize()
-        .map_err(|e| RunError::usage(format!("workspace {}: {e}", ws.display())))
+/// The next SIGINT or SIGTERM (Ctrl-C elsewhere), as the exit code a process
+/// stopped by it reports: 130 or 143. `None` when signals cannot be watched.
+async fn next_stop_signal() -> Option<i32> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return None;
+        };
+        tokio::select! {
+            _ = int.recv() => Some(130),
+            _ = term.recv() => Some(143),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.ok().map(|_| 130)
+    }
 }
 
 fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
@@ -962,7 +965,7 @@ fn value_text(v: &serde_json::Value) -> String {
 /// The session store `--config`/`--workspace` point at.
 fn open(at: &StoreArgs) -> anyhow::Result<Arc<dyn session::SessionStore>> {
     let config = runapi::load_config(at.config.as_deref(), Path::new("."))?;
-    let ws = store_workspace(at.workspace.as_deref(), &config)?;
+    let ws = runapi::resolve_workspace(at.workspace.as_deref(), &config)?;
     Ok(runapi::open_store(&config, &ws)?)
 }
 

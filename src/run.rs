@@ -325,7 +325,9 @@ pub fn find_config(
     Ok(found.source.map(|_| found.config))
 }
 
-fn resolve_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunError> {
+/// The workspace a command works in: `--workspace`, else the config's
+/// `agent.workspace`, else the current folder; absolute, canonical, a folder.
+pub fn resolve_workspace(flag: Option<&Path>, config: &Config) -> Result<PathBuf, RunError> {
     let chosen = flag
         .map(Path::to_path_buf)
         .or_else(|| config.agent.workspace.clone())

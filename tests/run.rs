@@ -246,14 +246,20 @@ fn tdd_workflow_converges_when_outputs_stop_changing() {
 /// Ctrl-C (SIGINT) stops a run at once: exit 130, `run_cancelled` stored, and the
 /// session resumable.
 #[test]
-fn ctrl_c_cancels_with_exit_130() {
+fn stop_signals_cancel_with_their_exit_codes() {
+    for (signal, code) in [(libc::SIGINT, 130), (libc::SIGTERM, 143)] {
+        cancel_by(signal, code);
+    }
+}
+
+fn cancel_by(signal: i32, code: i32) {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt
         .block_on(FakeServer::start(vec![
             FakeReply::text("slow").with_latency(std::time::Duration::from_secs(20)),
         ]))
         .unwrap();
-    let dir = tmp("sigint");
+    let dir = tmp(&format!("signal-{signal}"));
     std::fs::write(
         dir.join("Agentfile"),
         "NAME slow\nGOAL g \"Take your time\"\nRUN main USING g\n",
@@ -281,7 +287,7 @@ fn ctrl_c_cancels_with_exit_130() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // SAFETY: kill(2) on a child we own.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    unsafe { libc::kill(child.id() as i32, signal) };
     let o = child.wait_with_output().unwrap();
     assert!(
         started.elapsed() < std::time::Duration::from_secs(10),
@@ -290,7 +296,7 @@ fn ctrl_c_cancels_with_exit_130() {
     );
     assert_eq!(
         o.status.code(),
-        Some(130),
+        Some(code),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
