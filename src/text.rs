@@ -31,6 +31,15 @@ pub fn truncate(s: &str, max: usize) -> String {
     format!("{head}… [{} more bytes]", s.len() - head.len())
 }
 
+/// `s` cut to at most `max` characters, ending in `…` when cut: for quoting a
+/// piece of input inside a one-line message.
+pub fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
 /// A duration as people say it: `250 ms`, `8 s`, `2 min 5 s`, `1 h 3 min`.
 pub fn human_duration(d: Duration) -> String {
     let ms = d.as_millis();

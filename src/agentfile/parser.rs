@@ -153,7 +153,7 @@ impl<'a> Parser<'a> {
             TokenKind::Str { .. } | TokenKind::TripleStr { .. } => "a string".into(),
             TokenKind::Comma => "`,`".into(),
             TokenKind::Arrow => "`->`".into(),
-            _ => format!("`{}`", truncate(self.text(t), 40)),
+            _ => format!("`{}`", crate::text::shorten(self.text(t), 40)),
         }
     }
 
@@ -299,7 +299,10 @@ impl<'a> Parser<'a> {
                     Diagnostic::error(
                         "syntax",
                         self.span(t),
-                        format!("expected {expected}, found `{}`", truncate(w, 40)),
+                        format!(
+                            "expected {expected}, found `{}`",
+                            crate::text::shorten(w, 40)
+                        ),
                     )
                     .with_hint(
                         "names are letters, digits, `_` and `-`, and start with a letter or `_`",
@@ -805,13 +808,6 @@ impl<'a> Parser<'a> {
             within,
             keyword,
         }))
-    }
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
     }
 }
 

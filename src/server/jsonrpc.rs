@@ -32,7 +32,7 @@ use std::time::Duration;
 use futures::FutureExt;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncRead, BufReader};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -179,12 +179,12 @@ pub async fn serve(
     let interrupted = loop {
         buf.clear();
         let read = tokio::select! {
-            r = read_line(&mut reader, &mut buf) => r,
+            r = limits::read_line(&mut reader, &mut buf) => r,
             _ = stop.cancelled() => break true,
         };
         match read {
-            Ok(Line::Eof) => break false,
-            Ok(Line::TooLong) => conn.outbox.send(&error_reply(
+            Ok(limits::Line::Eof) => break false,
+            Ok(limits::Line::TooLong) => conn.outbox.send(&error_reply(
                 limits::recover_id(&buf),
                 limits::limit_error(
                     "request_size",
@@ -195,7 +195,7 @@ pub async fn serve(
                     ),
                 ),
             )),
-            Ok(Line::Text) => conn.handle_line(std::mem::take(&mut buf)),
+            Ok(limits::Line::Text) => conn.handle_line(std::mem::take(&mut buf)),
             Err(e) => {
                 eprintln!("agentfile serve: cannot read standard input: {e}");
                 break false;
@@ -212,57 +212,6 @@ pub async fn serve(
     conn.closed.cancel();
     conn.requests.close();
     conn.requests.wait().await;
-}
-
-enum Line {
-    Text,
-    TooLong,
-    Eof,
-}
-
-/// Read one line into `buf` (without its newline), refusing lines over
-/// [`MAX_LINE`] without holding them in memory.
-async fn read_line(
-    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
-    buf: &mut Vec<u8>,
-) -> std::io::Result<Line> {
-    let mut too_long = false;
-    loop {
-        let chunk = reader.fill_buf().await?;
-        if chunk.is_empty() {
-            return Ok(if too_long {
-                Line::TooLong
-            } else if buf.is_empty() {
-                Line::Eof
-            } else {
-                Line::Text
-            });
-        }
-        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (chunk.len(), false),
-        };
-        if !too_long {
-            if buf.len() + take > MAX_LINE {
-                // Keep the start: the id is looked for there to answer it.
-                too_long = true;
-                buf.truncate(limits::ID_PREFIX);
-                buf.shrink_to(limits::ID_PREFIX);
-            } else {
-                buf.extend_from_slice(&chunk[..take]);
-            }
-        }
-        reader.consume(take);
-        if done {
-            if too_long {
-                return Ok(Line::TooLong);
-            }
-            while matches!(buf.last(), Some(b'\n' | b'\r')) {
-                buf.pop();
-            }
-            return Ok(Line::Text);
-        }
-    }
 }
 
 /// A request after the JSON-RPC checks.
@@ -740,28 +689,5 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), total);
         assert!(lines.iter().enumerate().all(|(i, v)| v["n"] == i));
-    }
-
-    #[tokio::test]
-    async fn long_lines_are_refused_without_being_kept() {
-        let mut input = vec![b'x'; MAX_LINE + 10];
-        input.extend_from_slice(b"\n{\"a\":1}\r\n");
-        let mut r = BufReader::new(&input[..]);
-        let mut buf = Vec::new();
-        assert!(matches!(
-            read_line(&mut r, &mut buf).await.unwrap(),
-            Line::TooLong
-        ));
-        buf.clear();
-        assert!(matches!(
-            read_line(&mut r, &mut buf).await.unwrap(),
-            Line::Text
-        ));
-        assert_eq!(buf, b"{\"a\":1}");
-        buf.clear();
-        assert!(matches!(
-            read_line(&mut r, &mut buf).await.unwrap(),
-            Line::Eof
-        ));
     }
 }

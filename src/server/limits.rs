@@ -17,6 +17,8 @@
 
 use std::io::Write;
 
+use tokio::io::AsyncBufReadExt;
+
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -231,5 +233,88 @@ mod tests {
         assert_eq!(recover_id(b"xxxx"), Value::Null);
         assert_eq!(e.code, code::LIMIT);
         assert_eq!(e.data.unwrap()["limit"], "reply_size");
+    }
+}
+
+/// What [`read_line`] read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    Text,
+    TooLong,
+    Eof,
+}
+
+/// Read one line into `buf` (without its newline), refusing lines over
+/// [`MAX_LINE`] (the rest is consumed and skipped; the start is kept
+/// so the request id can still be answered) without holding them in memory.
+pub async fn read_line(
+    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
+    buf: &mut Vec<u8>,
+) -> std::io::Result<Line> {
+    let mut too_long = false;
+    loop {
+        let chunk = reader.fill_buf().await?;
+        if chunk.is_empty() {
+            return Ok(if too_long {
+                Line::TooLong
+            } else if buf.is_empty() {
+                Line::Eof
+            } else {
+                Line::Text
+            });
+        }
+        let (take, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (chunk.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > MAX_LINE {
+                // Keep the start: the id is looked for there to answer it.
+                too_long = true;
+                buf.truncate(ID_PREFIX);
+                buf.shrink_to(ID_PREFIX);
+            } else {
+                buf.extend_from_slice(&chunk[..take]);
+            }
+        }
+        reader.consume(take);
+        if done {
+            if too_long {
+                return Ok(Line::TooLong);
+            }
+            while matches!(buf.last(), Some(b'\n' | b'\r')) {
+                buf.pop();
+            }
+            return Ok(Line::Text);
+        }
+    }
+}
+
+#[cfg(test)]
+mod read_line_tests {
+    use super::*;
+    use tokio::io::BufReader;
+
+    #[tokio::test]
+    async fn long_lines_are_refused_without_being_kept() {
+        let mut input = vec![b'x'; MAX_LINE + 10];
+        input.extend_from_slice(b"\n{\"a\":1}\r\n");
+        let mut r = BufReader::new(&input[..]);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_line(&mut r, &mut buf).await.unwrap(),
+            Line::TooLong
+        ));
+        buf.clear();
+        assert!(matches!(
+            read_line(&mut r, &mut buf).await.unwrap(),
+            Line::Text
+        ));
+        assert_eq!(buf, b"{\"a\":1}");
+        buf.clear();
+        assert!(matches!(
+            read_line(&mut r, &mut buf).await.unwrap(),
+            Line::Eof
+        ));
     }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use reqwest::blocking::Client;
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
 use crate::protocol::events::Event;
 use crate::protocol::telemetry::TelemetryMessage;
@@ -131,7 +131,14 @@ impl HttpExporter {
                 return;
             }
         };
-        let mut backoff = self.batching.first_backoff;
+        // Backoff with jitter, as for model calls: exporters of many
+        // processes that lost one collector do not retry in lockstep.
+        let policy = crate::llm::RetryPolicy {
+            max_attempts: self.batching.attempts.max(1),
+            base_delay: self.batching.first_backoff,
+            max_delay: self.batching.max_backoff,
+            max_retry_after: self.batching.max_backoff,
+        };
         for attempt in 1..=self.batching.attempts.max(1) {
             let (retry, wait, why) =
                 match self.client.post(&self.endpoint).body(body.clone()).send() {
@@ -141,12 +148,9 @@ impl HttpExporter {
                     }
                     Ok(r) => {
                         let status = r.status().as_u16();
-                        let retry_after = r
-                            .headers()
-                            .get(RETRY_AFTER)
-                            .and_then(|v| v.to_str().ok())
-                            .and_then(|v| v.trim().parse::<u64>().ok())
-                            .map(Duration::from_secs);
+                        // The same reading of `Retry-After` (seconds, an
+                        // HTTP-date, `retry-after-ms`) as the model calls'.
+                        let retry_after = crate::llm::retry::retry_after_from_headers(r.headers());
                         let retry = matches!(status, 408 | 429) || (500..600).contains(&status);
                         (retry, retry_after, format!("HTTP {status}"))
                     }
@@ -167,7 +171,9 @@ impl HttpExporter {
                         ),
                     ),
                 };
-            let wait = wait.unwrap_or(backoff).min(self.batching.max_backoff);
+            let wait = wait
+                .unwrap_or_else(|| policy.backoff(attempt))
+                .min(self.batching.max_backoff);
             let past_deadline = self
                 .shared
                 .deadline()
@@ -179,7 +185,6 @@ impl HttpExporter {
             }
             tracing::debug!(attempt, error = %why, wait_ms = wait.as_millis() as u64, "telemetry: retrying a batch");
             std::thread::sleep(wait);
-            backoff = (backoff * 2).min(self.batching.max_backoff);
         }
     }
 }

@@ -49,7 +49,7 @@ use rmcp::model::{
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -233,12 +233,12 @@ async fn read_loop<R: AsyncRead + Unpin>(
     loop {
         line.clear();
         let got = tokio::select! {
-            r = read_line(&mut read, &mut line) => r,
+            r = limits::read_line(&mut read, &mut line) => r,
             _ = conn.shutdown.cancelled() => break,
         };
         match got {
-            Ok(LineRead::Line) => {}
-            Ok(LineRead::TooLong) => {
+            Ok(limits::Line::Text) => {}
+            Ok(limits::Line::TooLong) => {
                 let id = limits::recover_id(&line);
                 let _ = write_line(
                     &writer,
@@ -254,7 +254,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 .await;
                 continue;
             }
-            Ok(LineRead::Eof) => break,
+            Ok(limits::Line::Eof) => break,
             Err(e) => {
                 eprintln!("agentfile mcp: cannot read standard input: {e}");
                 break;
@@ -438,54 +438,6 @@ fn trim_line(line: &[u8]) -> &[u8] {
     line.trim_ascii()
 }
 
-enum LineRead {
-    Line,
-    TooLong,
-    Eof,
-}
-
-/// One `\n`-terminated line into `line`, never holding more than [`MAX_LINE`]
-/// bytes of it (a longer one is consumed and skipped).
-async fn read_line<R: AsyncRead + Unpin>(
-    read: &mut BufReader<R>,
-    line: &mut Vec<u8>,
-) -> std::io::Result<LineRead> {
-    let mut too_long = false;
-    loop {
-        let available = read.fill_buf().await?;
-        if available.is_empty() {
-            // A last line without a newline still counts.
-            return Ok(if too_long {
-                LineRead::TooLong
-            } else if line.is_empty() {
-                LineRead::Eof
-            } else {
-                LineRead::Line
-            });
-        }
-        let newline = available.iter().position(|b| *b == b'\n');
-        let take = newline.map_or(available.len(), |i| i + 1);
-        if !too_long {
-            if line.len() + take > MAX_LINE {
-                // Keep the start: the id is looked for there to answer it.
-                too_long = true;
-                line.truncate(limits::ID_PREFIX);
-                line.shrink_to(limits::ID_PREFIX);
-            } else {
-                line.extend_from_slice(&available[..take]);
-            }
-        }
-        read.consume(take);
-        if newline.is_some() {
-            return Ok(if too_long {
-                LineRead::TooLong
-            } else {
-                LineRead::Line
-            });
-        }
-    }
-}
-
 impl Transport<RoleServer> for StdioTransport {
     type Error = std::io::Error;
 
@@ -538,28 +490,5 @@ mod tests {
         assert_eq!(trim_line(b"{}\r\n"), b"{}");
         assert_eq!(trim_line(b"\xEF\xBB\xBF{}\n"), b"{}");
         assert_eq!(trim_line(b"  \n"), b"");
-    }
-
-    #[tokio::test]
-    async fn long_lines_are_skipped_and_the_next_one_read() {
-        let mut input = vec![b'x'; MAX_LINE + 10];
-        input.extend_from_slice(b"\n{}\n");
-        let mut r = BufReader::new(&input[..]);
-        let mut line = Vec::new();
-        assert!(matches!(
-            read_line(&mut r, &mut line).await.unwrap(),
-            LineRead::TooLong
-        ));
-        line.clear();
-        assert!(matches!(
-            read_line(&mut r, &mut line).await.unwrap(),
-            LineRead::Line
-        ));
-        assert_eq!(line, b"{}\n");
-        line.clear();
-        assert!(matches!(
-            read_line(&mut r, &mut line).await.unwrap(),
-            LineRead::Eof
-        ));
     }
 }
