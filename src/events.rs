@@ -86,6 +86,26 @@ impl Scope {
     }
 }
 
+/// Errors a run survives that happen away from it — an MCP tool server that
+/// died, a telemetry exporter that gave up — handed to the run's bus from any
+/// thread. The bus emits each as an `error` event just before its next event,
+/// from the run's own flow, so they land in order in the stored log.
+#[derive(Clone, Default, Debug)]
+pub struct Notices(Arc<Mutex<Vec<String>>>);
+
+impl Notices {
+    pub fn push(&self, message: impl Into<String>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message.into());
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
 struct BusState {
     seq: u64,
     sinks: Vec<Arc<dyn EventSink>>,
@@ -99,6 +119,7 @@ pub struct EventBus {
     session_id: String,
     store: Option<Arc<dyn SessionStore>>,
     state: Mutex<BusState>,
+    notices: Notices,
     /// Keeps the session's heartbeat beating while the bus lives.
     _beat: Option<Heartbeat>,
 }
@@ -115,8 +136,20 @@ impl EventBus {
                 sinks: Vec::new(),
                 store_error: None,
             }),
+            notices: Notices::default(),
             _beat: beat,
         }
+    }
+
+    /// This bus, emitting what is pushed to `notices` as `error` events.
+    pub fn with_notices(mut self, notices: Notices) -> EventBus {
+        self.notices = notices;
+        self
+    }
+
+    /// Where to push errors the run survives (see [`Notices`]).
+    pub fn notices(&self) -> Notices {
+        self.notices.clone()
     }
 
     pub fn session_id(&self) -> &str {
@@ -152,6 +185,7 @@ impl EventBus {
     /// follow the stored log).
     pub fn emit(&self, scope: &Scope, body: EventBody) -> Event {
         let mut st = self.lock();
+        self.flush_notices(&mut st);
         let event = self.stamp(&st, scope, body, 1, rfc3339(SystemTime::now()));
         self.store_and_send(&mut st, std::slice::from_ref(&event));
         event
@@ -172,6 +206,7 @@ impl EventBus {
         bodies: impl IntoIterator<Item = EventBody>,
     ) -> Vec<Event> {
         let mut st = self.lock();
+        self.flush_notices(&mut st);
         let ts = rfc3339(SystemTime::now());
         let events: Vec<Event> = bodies
             .into_iter()
@@ -180,6 +215,29 @@ impl EventBus {
             .collect();
         self.store_and_send(&mut st, &events);
         events
+    }
+
+    /// Emit what was pushed to the notices as `error` events (run-level).
+    fn flush_notices(&self, st: &mut BusState) {
+        let pending = self.notices.take();
+        if pending.is_empty() {
+            return;
+        }
+        let ts = rfc3339(SystemTime::now());
+        let events: Vec<Event> = pending
+            .into_iter()
+            .zip(1..)
+            .map(|(message, n)| {
+                self.stamp(
+                    st,
+                    &Scope::default(),
+                    EventBody::Error { message },
+                    n,
+                    ts.clone(),
+                )
+            })
+            .collect();
+        self.store_and_send(st, &events);
     }
 
     /// The event `nth` (1-based) after the last one emitted.

@@ -776,7 +776,7 @@ pub async fn start_in(
     toolbox.ready().await;
 
     let last_seq = prior.last().map(|e| e.seq).unwrap_or(0);
-    let bus = EventBus::new(&id, last_seq, Some(store.clone()));
+    let bus = EventBus::new(&id, last_seq, Some(store.clone())).with_notices(toolbox.notices());
     for s in sinks {
         bus.subscribe(s);
     }
@@ -784,6 +784,7 @@ pub async fn start_in(
     let shipping = telemetry::Telemetry::start(&prepared.config, &info);
     if let Some(t) = &shipping {
         bus.subscribe(t.sink());
+        t.report_errors_to(bus.notices());
     }
     let svc = Services {
         models: prepared.models.as_ref(),

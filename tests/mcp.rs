@@ -431,6 +431,51 @@ async fn a_crashed_server_is_a_tool_error_not_a_stuck_run() {
     // Later calls fail at once, saying why.
     let r = tb.call("mcp_echo_echo", json!({"text": "x"}), &c).await;
     assert!(r.output.is_error, "{:?}", r.output);
+    // The run hears of it as an `error` event, before its next event.
+    let bus = agentfile::events::EventBus::new("s-mcp", 0, None).with_notices(tb.notices());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    bus.subscribe(std::sync::Arc::new(
+        move |e: &agentfile::protocol::events::Event| s.lock().unwrap().push(e.clone()),
+    ));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let said = loop {
+        bus.emit(
+            &agentfile::events::Scope::default(),
+            agentfile::protocol::events::EventBody::Warning {
+                message: "tick".into(),
+            },
+        );
+        let errors: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match &e.body {
+                agentfile::protocol::events::EventBody::Error { message } => Some(message.clone()),
+                _ => None,
+            })
+            .collect();
+        if !errors.is_empty() || std::time::Instant::now() > deadline {
+            break errors;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("MCP server `echo` stopped during the run"),
+        "{said:?}"
+    );
+    // Stored order: the error comes before the event that carried it out.
+    let kinds: Vec<&str> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|e| e.kind())
+        .collect::<Vec<_>>()
+        .into_iter()
+        .collect();
+    let at = kinds.iter().position(|k| *k == "error").unwrap();
+    assert_eq!(kinds[at + 1], "warning");
 }
 
 async fn a_hung_call_times_out() {

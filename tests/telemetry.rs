@@ -885,3 +885,58 @@ fn otlp_honours_the_standard_variables() {
     assert_eq!(collector.received().len(), before);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An exporter that gives up on a batch while the run goes on is an `error`
+/// event of the run (once), not only a log line at its end.
+#[test]
+fn an_exporter_that_gives_up_mid_run_is_an_error_event() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut script: Vec<FakeReply> = (0..6)
+        .map(|_| {
+            FakeReply::tool_call("ls", json!({"path": "."}))
+                .with_latency(Duration::from_millis(1200))
+        })
+        .collect();
+    script.push(FakeReply::text("done"));
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/ingest?token=s3cret", free.local_addr().unwrap());
+    drop(free);
+    let dir = tmp("http-gives-up");
+    setup(
+        &dir,
+        "NAME long\nGOAL look \"Look around\"\nRUN main USING look\n",
+        &server,
+        &format!("enabled = true\nprotocol = \"http\"\nendpoint = \"{url}\"\n"),
+    );
+    let o = agentfile(&dir, &[], &[]);
+    assert_completed(&o);
+    // The run itself heard of it: an `error` event in its log.
+    let r = result_of(&o);
+    let id = r["session_id"].as_str().unwrap();
+    let store = agentfile::session::sqlite::SqliteStore::open(
+        &dir.join("ws").join(".agentfile").join("sessions.db"),
+    )
+    .unwrap();
+    let errors: Vec<String> = agentfile::session::SessionStore::events(&store, id, 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.body {
+            agentfile::protocol::events::EventBody::Error { message } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|m| m.contains("telemetry") && m.contains("gave up")),
+        "{errors:?}"
+    );
+    assert!(errors.iter().all(|m| !m.contains("s3cret")), "{errors:?}");
+    assert_eq!(
+        errors.iter().filter(|m| m.contains("telemetry")).count(),
+        1,
+        "{errors:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

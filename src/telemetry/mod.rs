@@ -209,12 +209,28 @@ pub struct Shared {
     pub delivered: AtomicU64,
     last_error: Mutex<Option<String>>,
     closing: Mutex<Option<Instant>>,
+    /// The run's notices: the first give-up is said there as an `error` event.
+    notices: Mutex<Option<crate::events::Notices>>,
+    /// Which exporter (for that message).
+    label: Mutex<String>,
 }
 
 impl Shared {
     /// Remember why an export failed (the latest reason wins).
     pub fn failed(&self, why: impl Into<String>) {
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(why.into());
+        let why = why.into();
+        let first = self
+            .last_error
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .replace(why.clone())
+            .is_none();
+        if first && let Some(n) = &*self.notices.lock().unwrap_or_else(|p| p.into_inner()) {
+            let label = self.label.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            n.push(format!(
+                "telemetry ({label}) gave up on a batch: {why}; the run goes on, but the exporter misses events"
+            ));
+        }
     }
 
     pub fn last_error(&self) -> Option<String> {
@@ -365,6 +381,16 @@ impl Telemetry {
     /// The sink to subscribe to the run's bus.
     pub fn sink(&self) -> Arc<dyn EventSink> {
         self.sink.clone()
+    }
+
+    /// Say the exporter's first give-up to the run as an `error` event.
+    pub fn report_errors_to(&self, notices: crate::events::Notices) {
+        *self.shared.label.lock().unwrap_or_else(|p| p.into_inner()) = self.label.clone();
+        *self
+            .shared
+            .notices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(notices);
     }
 
     /// Close the queue, let the exporter flush for at most `wait`, and report

@@ -84,6 +84,9 @@ struct Server {
 /// The MCP servers of one toolbox.
 pub struct McpHub {
     servers: Vec<Server>,
+    /// A server that dies after it was ready is said here (an `error` event
+    /// of the run that uses the hub).
+    notices: crate::events::Notices,
     shutdown: CancellationToken,
     call_timeout: Duration,
 }
@@ -154,6 +157,7 @@ impl McpHub {
         call_timeout: Duration,
     ) -> McpHub {
         let shutdown = CancellationToken::new();
+        let notices = crate::events::Notices::default();
         let mut out = Vec::new();
         for (name, cfg) in servers {
             if !gate.mcp_server_possible(name) {
@@ -170,6 +174,7 @@ impl McpHub {
                 tx,
                 stderr.clone(),
                 shutdown.child_token(),
+                notices.clone(),
             ));
             out.push(Server {
                 name: name.clone(),
@@ -179,9 +184,15 @@ impl McpHub {
         }
         McpHub {
             servers: out,
+            notices,
             shutdown,
             call_timeout,
         }
+    }
+
+    /// Where the hub says a server died mid-run.
+    pub fn notices(&self) -> crate::events::Notices {
+        self.notices.clone()
     }
 
     /// Whether any server was started.
@@ -382,6 +393,7 @@ async fn supervise(
     state: watch::Sender<State>,
     stderr_tail: Arc<Mutex<String>>,
     shutdown: CancellationToken,
+    notices: crate::events::Notices,
 ) {
     let url = cfg.url.as_deref().map(str::trim).filter(|u| !u.is_empty());
     tracing::debug!(server = %name, command = %cfg.command, "starting MCP server");
@@ -507,7 +519,11 @@ async fn supervise(
     tokio::pin!(waiting);
     tokio::select! {
         _ = &mut waiting => {
-            fail(&state, &name, failed("the server exited".to_owned()));
+            let why = failed("the server exited".to_owned());
+            notices.push(format!(
+                "MCP server `{name}` stopped during the run ({why}); its tools fail from now on"
+            ));
+            fail(&state, &name, why);
         }
         _ = shutdown.cancelled() => {
             stop.cancel();

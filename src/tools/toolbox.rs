@@ -288,6 +288,12 @@ impl Toolbox {
     }
 
     /// The workspace, resolved.
+    /// Where the toolbox says an MCP server died mid-run (see
+    /// [`crate::events::Notices`]).
+    pub fn notices(&self) -> crate::events::Notices {
+        self.mcp.notices()
+    }
+
     pub fn workspace(&self) -> &Path {
         self.gate.workspace()
     }
