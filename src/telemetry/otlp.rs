@@ -347,6 +347,9 @@ fn provider_name(ours: &str) -> String {
 enum Nest {
     Run,
     Step,
+    /// A step-graph node below the top level (a parallel branch, a map
+    /// item's tool step…); keyed by its path in `id`.
+    Node,
     Goal,
     Agent,
     Call,
@@ -426,7 +429,7 @@ impl Place {
                 Nest::Agent => {
                     other.step == self.step && other.goal == self.goal && other.agent == self.agent
                 }
-                Nest::Call | Nest::Tool => false,
+                Nest::Node | Nest::Call | Nest::Tool => false,
             }
     }
 }
@@ -446,6 +449,9 @@ pub(crate) struct SpanTree {
     info: RunInfo,
     capture: bool,
     open: BTreeMap<Place, Open>,
+    /// The node path of the event being taken: spans it starts nest under
+    /// the innermost open node span on that path.
+    node: Option<String>,
     /// Spans ended so far.
     pub(crate) ended: u64,
 }
@@ -457,13 +463,36 @@ impl SpanTree {
             info,
             capture,
             open: BTreeMap::new(),
+            node: None,
             ended: 0,
         }
+    }
+
+    fn node_place(e: &Event, path: &str) -> Place {
+        Place {
+            id: Some(path.to_owned()),
+            ..Place::at(Nest::Node, e)
+        }
+    }
+
+    /// The innermost open node span on the current event's path.
+    fn open_node(&self) -> Option<&Open> {
+        let path = self.node.as_deref()?;
+        let mut candidates: Vec<&str> = vec![path];
+        candidates.extend(path.match_indices('/').map(|(i, _)| &path[..i]));
+        candidates.sort_by_key(|c| std::cmp::Reverse(c.len()));
+        candidates.into_iter().find_map(|c| {
+            self.open
+                .iter()
+                .find(|(p, _)| p.nest == Nest::Node && p.id.as_deref() == Some(c))
+                .map(|(_, o)| o)
+        })
     }
 
     /// Take one event; returns the context of the span it belongs to.
     pub(crate) fn event(&mut self, e: &Event) -> Option<SpanContext> {
         let at = super::event_time(e);
+        self.node = e.node.clone();
         match &e.body {
             EventBody::RunStarted {
                 workflow,
@@ -800,35 +829,51 @@ impl SpanTree {
                 self.end_run(at, usage, Some(("cancelled", "the run was cancelled")))
             }
             EventBody::RunSuspended { usage, .. } => self.end_run(at, usage, None),
-            // Nodes below the top level: events on the enclosing span.
-            EventBody::NodeStarted { kind } => self.mark(
-                e,
-                "node_started",
-                at,
-                vec![
-                    KeyValue::new("agentfile.node", e.node.clone().unwrap_or_default()),
-                    KeyValue::new("agentfile.node.kind", kind.clone()),
-                ],
-            ),
-            EventBody::NodeComplete { .. } => self.mark(
-                e,
-                "node_complete",
-                at,
-                vec![KeyValue::new(
-                    "agentfile.node",
-                    e.node.clone().unwrap_or_default(),
-                )],
-            ),
-            EventBody::NodeFailed { error, attempt, .. } => self.mark(
-                e,
-                "node_failed",
-                at,
-                vec![
-                    KeyValue::new("agentfile.node", e.node.clone().unwrap_or_default()),
-                    KeyValue::new("agentfile.attempt", i64::from(*attempt)),
-                    KeyValue::new("message", error.clone()),
-                ],
-            ),
+            // Nodes below the top level: one span each.
+            EventBody::NodeStarted { kind } => {
+                let path = e.node.clone().unwrap_or_default();
+                // Its parent is the enclosing node, not itself.
+                self.node = path.rsplit_once('/').map(|(p, _)| p.to_owned());
+                let place = Self::node_place(e, &path);
+                self.start(
+                    place,
+                    format!("{kind} {path}"),
+                    SpanKind::Internal,
+                    at,
+                    vec![
+                        KeyValue::new("agentfile.node", path.clone()),
+                        KeyValue::new("agentfile.node.kind", kind.clone()),
+                    ],
+                )
+            }
+            EventBody::NodeComplete { .. } => {
+                let path = e.node.clone().unwrap_or_default();
+                self.end(&Self::node_place(e, &path), at, Vec::new(), None)
+            }
+            EventBody::NodeFailed {
+                error,
+                attempt,
+                retry_in_ms,
+            } => {
+                let path = e.node.clone().unwrap_or_default();
+                let place = Self::node_place(e, &path);
+                match retry_in_ms {
+                    // The last attempt failed: the node's span ends in error.
+                    None if self.open.contains_key(&place) => {
+                        self.end(&place, at, Vec::new(), Some(error.as_str()))
+                    }
+                    _ => self.mark(
+                        e,
+                        "node_failed",
+                        at,
+                        vec![
+                            KeyValue::new("agentfile.node", path),
+                            KeyValue::new("agentfile.attempt", i64::from(*attempt)),
+                            KeyValue::new("message", error.clone()),
+                        ],
+                    ),
+                }
+            }
             EventBody::Suspended { events, .. } => self.mark(
                 e,
                 "suspended",
@@ -863,12 +908,20 @@ impl SpanTree {
         if self.open.contains_key(&place) {
             self.end(&place, at, Vec::new(), None);
         }
-        let parent = place
+        let nearest = place
             .ancestors()
-            .iter()
-            .find_map(|p| self.open.get(p))
-            .map(|o| Context::new().with_remote_span_context(o.span.span_context().clone()))
-            .unwrap_or_default();
+            .into_iter()
+            .find(|p| self.open.contains_key(p));
+        // Inside a goal the goal's spans are nearer than any node; else the
+        // node the event belongs to is nearer than its step.
+        let parent = match nearest {
+            Some(p) if p.nest >= Nest::Goal => self.open.get(&p),
+            other => self
+                .open_node()
+                .or_else(|| other.and_then(|p| self.open.get(&p))),
+        }
+        .map(|o| Context::new().with_remote_span_context(o.span.span_context().clone()))
+        .unwrap_or_default();
         let builder = self
             .tracer
             .span_builder(name)
@@ -1147,6 +1200,99 @@ mod tests {
             .iter()
             .find(|s| s.name == name)
             .unwrap_or_else(|| panic!("no span `{name}`"))
+    }
+
+    /// Graph nodes below the top level get a span each, under the step (or
+    /// the enclosing node), and a tool call in a node nests under it.
+    #[test]
+    fn graph_nodes_get_their_own_spans() {
+        let (mut t, keep, _p) = tree(false);
+        let mut f = Feed { seq: 0 };
+        let s = Some("main");
+        let mut at = |ms: u64, node: &str, body: EventBody| {
+            let mut e = f.ev(ms, (s, None, None), body);
+            e.node = Some(node.to_owned());
+            e
+        };
+        let mut events = opening(&mut Feed { seq: 0 }).to_vec();
+        let call = || EventBody::ToolCall {
+            id: "node:main/fan/a".into(),
+            tool: "bash".into(),
+            arguments: serde_json::json!({"command": "true"}),
+        };
+        events.extend([
+            at(
+                2,
+                "main/fan",
+                EventBody::NodeStarted {
+                    kind: "parallel".into(),
+                },
+            ),
+            at(
+                3,
+                "main/fan/a",
+                EventBody::NodeStarted {
+                    kind: "tool".into(),
+                },
+            ),
+            at(4, "main/fan/a", call()),
+            at(
+                5,
+                "main/fan/a",
+                EventBody::ToolResult {
+                    id: "node:main/fan/a".into(),
+                    tool: "bash".into(),
+                    content: "ok".into(),
+                    is_error: false,
+                    duration_ms: 1,
+                },
+            ),
+            at(
+                6,
+                "main/fan/a",
+                EventBody::NodeComplete {
+                    output: serde_json::json!("ok"),
+                    next: None,
+                },
+            ),
+            at(
+                7,
+                "main/fan",
+                EventBody::NodeComplete {
+                    output: serde_json::Value::Null,
+                    next: None,
+                },
+            ),
+        ]);
+        let mut tail = Feed { seq: 100 };
+        events.push(tail.ev(
+            8,
+            (s, None, None),
+            EventBody::StepComplete {
+                iterations: None,
+                stop: None,
+                output: None,
+                next: None,
+            },
+        ));
+        events.push(tail.ev(
+            9,
+            (None, None, None),
+            EventBody::RunComplete {
+                outputs: Default::default(),
+                usage: Usage::default(),
+            },
+        ));
+        for e in &events {
+            t.event(e);
+        }
+        assert!(t.open.is_empty());
+        let spans = keep.0.lock().unwrap().clone();
+        let id = |n: &str| by_name(&spans, n).span_context.span_id();
+        let parent = |n: &str| by_name(&spans, n).parent_span_id;
+        assert_eq!(parent("parallel main/fan"), id("step main"));
+        assert_eq!(parent("tool main/fan/a"), id("parallel main/fan"));
+        assert_eq!(parent("execute_tool bash"), id("tool main/fan/a"));
     }
 
     /// Two concurrent agents, interleaved, then a synthesis.
