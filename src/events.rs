@@ -217,6 +217,20 @@ impl EventBus {
         events
     }
 
+    /// [`EventBus::emit_all`] for events of different scopes, each with the
+    /// time it happened (RFC 3339): stored in one commit, then sent in order.
+    pub fn emit_timed(&self, items: Vec<(Scope, EventBody, String)>) -> Vec<Event> {
+        let mut st = self.lock();
+        self.flush_notices(&mut st);
+        let events: Vec<Event> = items
+            .into_iter()
+            .zip(1..)
+            .map(|((scope, body, ts), n)| self.stamp(&st, &scope, body, n, ts))
+            .collect();
+        self.store_and_send(&mut st, &events);
+        events
+    }
+
     /// Emit what was pushed to the notices as `error` events (run-level).
     fn flush_notices(&self, st: &mut BusState) {
         let pending = self.notices.take();

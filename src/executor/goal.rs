@@ -152,7 +152,9 @@ impl RunCx<'_> {
             );
             let calls: Vec<ToolCall> = response.tool_calls().into_iter().cloned().collect();
             let text = response.text();
-            self.emit(
+            // Held for the commit of what follows at once: the first tool
+            // call, or the goal's completion.
+            self.defer(
                 &conv.scope,
                 EventBody::LlmResponse {
                     model: response.model.clone(),
@@ -404,7 +406,8 @@ impl RunCx<'_> {
                 },
             );
         }
-        self.emit(
+        // Held for the commit of the next call or model request.
+        self.defer(
             scope,
             EventBody::ToolResult {
                 id: id.to_owned(),

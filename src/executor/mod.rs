@@ -149,11 +149,45 @@ pub(crate) struct RunCx<'a> {
     pub(crate) completed: Mutex<Vec<(String, &'a Node, Value)>>,
     /// Nodes started in this process (for `max_steps`).
     pub(crate) started: AtomicU32,
+    /// Events held back to share the next event's commit (see [`RunCx::defer`]).
+    pub(crate) deferred: Mutex<Vec<(Scope, EventBody, String)>>,
 }
 
 impl RunCx<'_> {
     pub(crate) fn emit(&self, scope: &Scope, body: EventBody) {
-        self.svc.bus.emit(scope, body);
+        let mut held = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
+        if held.is_empty() {
+            drop(held);
+            self.svc.bus.emit(scope, body);
+            return;
+        }
+        let mut items = std::mem::take(&mut *held);
+        items.push((
+            scope.clone(),
+            body,
+            crate::protocol::events::rfc3339(std::time::SystemTime::now()),
+        ));
+        self.svc.bus.emit_timed(items);
+    }
+
+    /// Hold an event back until the next [`RunCx::emit`], which stores both in
+    /// one commit (group commit: most of what storing an event costs is its
+    /// commit). Only for events the run's next step follows at once, without
+    /// waiting on the world — a model's answer before its first tool call, a
+    /// tool's result before the next call or model request — so nobody waits
+    /// on a held event. Held events are seen by no one until stored (as every
+    /// event): a crash in between loses only what nobody was told about, and
+    /// the goal that produced it runs again on resume. The run's last event
+    /// always flushes them.
+    pub(crate) fn defer(&self, scope: &Scope, body: EventBody) {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((
+                scope.clone(),
+                body,
+                crate::protocol::events::rfc3339(std::time::SystemTime::now()),
+            ));
     }
 
     /// Once the session store has failed (a full disk), nothing more can be
@@ -281,6 +315,7 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         outputs: Mutex::new(BTreeMap::new()),
         completed: Mutex::new(Vec::new()),
         started: AtomicU32::new(0),
+        deferred: Mutex::new(Vec::new()),
     };
     cx.emit(
         &Scope::default(),
