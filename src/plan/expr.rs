@@ -21,7 +21,9 @@ use serde_json::Value;
 
 /// Longest expression source accepted.
 pub const MAX_SOURCE: usize = 64 * 1024;
-/// Deepest nesting accepted (parentheses and operators).
+/// Deepest nesting accepted: parentheses, `!`, and operators, a flat chain
+/// (`a && b && …`) counting one level per operator, because evaluating,
+/// printing and dropping an expression recurse that deep.
 pub const MAX_DEPTH: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -98,6 +100,30 @@ pub struct ExprError {
     pub hint: Option<String>,
 }
 
+impl std::error::Error for ExprError {}
+
+impl ExprError {
+    /// Clamp the span into `src` and widen it to char boundaries, so a caller
+    /// can always slice `src[offset..offset + len]` to underline it.
+    fn within(mut self, src: &str) -> Self {
+        let mut start = self.offset.min(src.len());
+        while !src.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = self
+            .offset
+            .saturating_add(self.len)
+            .min(src.len())
+            .max(start);
+        while !src.is_char_boundary(end) {
+            end += 1;
+        }
+        self.offset = start;
+        self.len = end - start;
+        self
+    }
+}
+
 impl fmt::Display for ExprError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} (at column {})", self.message, self.offset + 1)?;
@@ -135,6 +161,10 @@ fn err(offset: usize, len: usize, message: impl Into<String>, hint: Option<&str>
 
 /// Parse a whole expression.
 pub fn parse(src: &str) -> Result<Expr, ExprError> {
+    parse_whole(src).map_err(|e| e.within(src))
+}
+
+fn parse_whole(src: &str) -> Result<Expr, ExprError> {
     if src.len() > MAX_SOURCE {
         return Err(err(
             0,
@@ -151,11 +181,14 @@ pub fn parse(src: &str) -> Result<Expr, ExprError> {
         pos: 0,
         depth: 0,
     };
-    let e = p.or()?;
+    let (e, _) = p.or()?;
     p.skip_ws();
     if p.pos < src.len() {
         let rest = &src[p.pos..];
-        let hint = if rest.starts_with('=') {
+        let hint = if ["==", "!=", "<", ">"].iter().any(|op| rest.starts_with(op)) {
+            // `a == b == c`, `0 < x < 9`: the comparison has one operand too many.
+            Some("comparisons do not chain: join them with `&&`")
+        } else if rest.starts_with('=') {
             Some("to compare, write `==`")
         } else {
             Some("join conditions with `&&` or `||`")
@@ -180,6 +213,60 @@ fn first_token(s: &str) -> &str {
         .find(|(n, (i, c))| *n >= 40 || (*i > 0 && (c.is_whitespace() || "()".contains(*c))))
         .map_or(s.len(), |(_, (i, _))| i);
     &s[..end]
+}
+
+/// An expression and its height (operators on its longest root-to-leaf
+/// path). Evaluating, printing and dropping recurse that deep, so it is what
+/// [`MAX_DEPTH`] bounds: nesting and flat chains (`a && b && …`) alike.
+type Parsed = (Expr, usize);
+
+fn too_deep(at: usize) -> ExprError {
+    err(
+        at,
+        1,
+        format!(
+            "the expression nests deeper than {MAX_DEPTH} levels (parentheses, `!` and chained operators each count)"
+        ),
+        Some("simplify it, or move the logic into a tool step"),
+    )
+}
+
+fn binary(op: BinOp, at: usize, (lhs, lh): Parsed, (rhs, rh): Parsed) -> Result<Parsed, ExprError> {
+    let h = lh.max(rh) + 1;
+    if h > MAX_DEPTH {
+        return Err(too_deep(at));
+    }
+    Ok((
+        Expr::Binary {
+            op,
+            lhs: Box::new(lhs),
+            rhs: Box::new(rhs),
+        },
+        h,
+    ))
+}
+
+/// `\uXXXX` (or a `\uD8xx\uDCxx` surrogate pair) at the start of `s`: the
+/// character and the bytes it used.
+fn unicode_escape(s: &str) -> Option<(char, usize)> {
+    fn hex4(s: &str) -> Option<u32> {
+        let h = s.strip_prefix("\\u")?.get(..4)?;
+        // `from_str_radix` alone would accept a sign (`+041`).
+        h.bytes()
+            .all(|b| b.is_ascii_hexdigit())
+            .then(|| u32::from_str_radix(h, 16).ok())
+            .flatten()
+    }
+    let hi = hex4(s)?;
+    if (0xD800..0xDC00).contains(&hi) {
+        let lo = hex4(s.get(6..)?)?;
+        if !(0xDC00..0xE000).contains(&lo) {
+            return None;
+        }
+        let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+        return char::from_u32(c).map(|c| (c, 12));
+    }
+    char::from_u32(hi).map(|c| (c, 6))
 }
 
 struct Parser<'s> {
@@ -211,45 +298,34 @@ impl Parser<'_> {
     fn enter(&mut self) -> Result<(), ExprError> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
-            return Err(err(
-                self.pos,
-                1,
-                format!("the expression nests deeper than {MAX_DEPTH} levels"),
-                Some("simplify it, or move the logic into a tool step"),
-            ));
+            return Err(too_deep(self.pos));
         }
         Ok(())
     }
 
-    fn or(&mut self) -> Result<Expr, ExprError> {
+    fn or(&mut self) -> Result<Parsed, ExprError> {
         self.enter()?;
         let mut lhs = self.and()?;
         while self.eat("||") {
+            let at = self.pos - 2;
             let rhs = self.and()?;
-            lhs = Expr::Binary {
-                op: BinOp::Or,
-                lhs: Box::new(lhs),
-                rhs: Box::new(rhs),
-            };
+            lhs = binary(BinOp::Or, at, lhs, rhs)?;
         }
         self.depth -= 1;
         Ok(lhs)
     }
 
-    fn and(&mut self) -> Result<Expr, ExprError> {
+    fn and(&mut self) -> Result<Parsed, ExprError> {
         let mut lhs = self.cmp()?;
         while self.eat("&&") {
+            let at = self.pos - 2;
             let rhs = self.cmp()?;
-            lhs = Expr::Binary {
-                op: BinOp::And,
-                lhs: Box::new(lhs),
-                rhs: Box::new(rhs),
-            };
+            lhs = binary(BinOp::And, at, lhs, rhs)?;
         }
         Ok(lhs)
     }
 
-    fn cmp(&mut self) -> Result<Expr, ExprError> {
+    fn cmp(&mut self) -> Result<Parsed, ExprError> {
         let lhs = self.unary()?;
         self.skip_ws();
         let op = [
@@ -273,25 +349,39 @@ impl Parser<'_> {
             }
             return Ok(lhs);
         };
+        let at = self.pos;
         self.pos += tok.len();
         let rhs = self.unary()?;
-        Ok(Expr::Binary {
-            op,
-            lhs: Box::new(lhs),
-            rhs: Box::new(rhs),
-        })
+        binary(op, at, lhs, rhs)
     }
 
-    fn unary(&mut self) -> Result<Expr, ExprError> {
+    fn unary(&mut self) -> Result<Parsed, ExprError> {
         self.skip_ws();
         if self.rest().starts_with('!') && !self.rest().starts_with("!=") {
+            let at = self.pos;
             self.pos += 1;
             self.enter()?;
-            let e = self.unary()?;
+            let (e, h) = self.unary()?;
             self.depth -= 1;
-            return Ok(Expr::Not(Box::new(e)));
+            if h + 1 > MAX_DEPTH {
+                return Err(too_deep(at));
+            }
+            return Ok((Expr::Not(Box::new(e)), h + 1));
         }
-        self.atom()
+        if self.rest().starts_with('(') {
+            self.pos += 1;
+            let e = self.or()?;
+            if !self.eat(")") {
+                return Err(err(
+                    self.pos,
+                    1,
+                    "missing `)`",
+                    Some("close the parenthesis"),
+                ));
+            }
+            return Ok(e);
+        }
+        self.atom().map(|e| (e, 0))
     }
 
     fn atom(&mut self) -> Result<Expr, ExprError> {
@@ -307,19 +397,6 @@ impl Parser<'_> {
             ));
         };
         match c {
-            '(' => {
-                self.pos += 1;
-                let e = self.or()?;
-                if !self.eat(")") {
-                    return Err(err(
-                        self.pos,
-                        1,
-                        "missing `)`",
-                        Some("close the parenthesis"),
-                    ));
-                }
-                Ok(e)
-            }
             '$' => self.path().map(Expr::Path),
             '"' | '\'' => self.string(c).map(|s| Expr::Literal(Value::String(s))),
             '-' | '0'..='9' => {
@@ -375,38 +452,55 @@ impl Parser<'_> {
 
     fn string(&mut self, quote: char) -> Result<String, ExprError> {
         let start = self.pos;
-        let body = &self.src[start + 1..];
+        let body_at = start + 1;
+        let body = &self.src[body_at..];
         let mut out = String::new();
-        let mut chars = body.char_indices();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                c if c == quote => {
-                    self.pos = start + 1 + i + 1;
-                    return Ok(out);
-                }
-                '\\' => match chars.next() {
-                    Some((_, 'n')) => out.push('\n'),
-                    Some((_, 't')) => out.push('\t'),
-                    Some((_, 'r')) => out.push('\r'),
-                    Some((_, 'u')) => {
-                        let hex: String = chars.by_ref().take(4).map(|(_, c)| c).collect();
-                        match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                            Some(ch) => out.push(ch),
-                            None => {
-                                return Err(err(
-                                    start + 1 + i,
-                                    6,
-                                    format!("bad escape `\\u{hex}`"),
-                                    None,
-                                ));
-                            }
-                        }
-                    }
-                    Some((_, other)) => out.push(other),
-                    None => break,
-                },
-                c => out.push(c),
+        let mut i = 0;
+        while let Some(c) = body[i..].chars().next() {
+            if c == quote {
+                self.pos = body_at + i + 1;
+                return Ok(out);
             }
+            if c != '\\' {
+                out.push(c);
+                i += c.len_utf8();
+                continue;
+            }
+            let Some(e) = body[i + 1..].chars().next() else {
+                break;
+            };
+            let ch = match e {
+                '"' | '\'' | '\\' | '/' => e,
+                'b' => '\u{8}',
+                'f' => '\u{c}',
+                'n' => '\n',
+                'r' => '\r',
+                't' => '\t',
+                'u' => {
+                    let (ch, used) = unicode_escape(&body[i..]).ok_or_else(|| {
+                        let len = body[i..].chars().take(6).map(char::len_utf8).sum();
+                        err(
+                            body_at + i,
+                            len,
+                            "a `\\u` escape needs four hex digits naming a character",
+                            Some("write `\\u00e9`, or a surrogate pair `\\ud83d\\ude00`"),
+                        )
+                    })?;
+                    out.push(ch);
+                    i += used;
+                    continue;
+                }
+                other => {
+                    return Err(err(
+                        body_at + i,
+                        1 + other.len_utf8(),
+                        format!("unknown escape `\\{other}`"),
+                        Some(r#"the escapes are JSON's: \" \' \\ \/ \b \f \n \r \t \uXXXX"#),
+                    ));
+                }
+            };
+            out.push(ch);
+            i += 1 + e.len_utf8();
         }
         Err(err(
             start,
@@ -436,37 +530,23 @@ impl Parser<'_> {
             }
             segs.push((self.pos, rest[..end].to_owned()));
             self.pos += end;
-            let rest = self.rest();
-            if rest.starts_with('.') {
+            // Any number of `[i]` (`rows[0][1]`), each one more segment.
+            while let Some(r) = self.rest().strip_prefix('[') {
+                let digits = r.bytes().take_while(u8::is_ascii_digit).count();
+                if digits == 0 || !r[digits..].starts_with(']') {
+                    return Err(err(
+                        self.pos,
+                        1,
+                        "an index must be digits in `[…]`",
+                        Some("write `[0]`"),
+                    ));
+                }
+                segs.push((self.pos + 1, r[..digits].to_owned()));
+                self.pos += digits + 2;
+            }
+            if self.rest().starts_with('.') {
                 self.pos += 1;
                 continue;
-            }
-            if let Some(r) = rest.strip_prefix('[') {
-                let digits = r.chars().take_while(char::is_ascii_digit).count();
-                if digits > 0 && r[digits..].starts_with(']') {
-                    segs.push((self.pos + 1, r[..digits].to_owned()));
-                    self.pos += digits + 2;
-                    if self.rest().starts_with('.') {
-                        self.pos += 1;
-                        continue;
-                    }
-                    if self.rest().starts_with('[') {
-                        // `[0][1]`: handled by the next turn of the loop.
-                        let r2 = &self.rest()[1..];
-                        let d2 = r2.chars().take_while(char::is_ascii_digit).count();
-                        if d2 > 0 && r2[d2..].starts_with(']') {
-                            segs.push((self.pos + 1, r2[..d2].to_owned()));
-                            self.pos += d2 + 2;
-                        }
-                    }
-                    break;
-                }
-                return Err(err(
-                    self.pos,
-                    1,
-                    "an index must be digits in `[…]`",
-                    Some("write `[0]`"),
-                ));
             }
             break;
         }
@@ -506,7 +586,19 @@ impl Parser<'_> {
                     Some("did you mean `$steps.`?"),
                 ));
             }
-            name => Root::Var(name.to_owned()),
+            // The DSL's rule for a name (src/agentfile/template.rs): a letter or
+            // `_` first, so `$5` and `$100` are prose, not variables.
+            name if name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') => {
+                Root::Var(name.to_owned())
+            }
+            name => {
+                return Err(err(
+                    start,
+                    1 + name.len(),
+                    format!("`${name}` is not a path: a name starts with a letter or `_`"),
+                    Some("quote text that holds a `$` (\"$5\")"),
+                ));
+            }
         };
         let mut fields: Vec<String> = fields.collect();
         // The seed's `$steps.<id>.outputs.x` means the revised `$steps.<id>.x`.
@@ -611,6 +703,11 @@ impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.root {
             Root::Input => f.write_str("$input")?,
+            // `$steps.a.outputs.x` parses as field `x`, so a field really
+            // named `outputs` is written in the seed's spelling to survive.
+            Root::Step(id) if self.fields.first().is_some_and(|f| f == "outputs") => {
+                write!(f, "$steps.{id}.outputs")?
+            }
             Root::Step(id) => write!(f, "$steps.{id}")?,
             Root::Item => f.write_str("$item")?,
             Root::Index => f.write_str("$index")?,
@@ -653,6 +750,10 @@ pub enum Part {
 impl Template {
     /// `text ${{ $steps.x.name }} text`.
     pub fn parse(s: &str) -> Result<Template, ExprError> {
+        Self::parse_spans(s).map_err(|e| e.within(s))
+    }
+
+    fn parse_spans(s: &str) -> Result<Template, ExprError> {
         let mut parts = Vec::new();
         let mut rest = s;
         let mut offset = 0;
@@ -737,15 +838,38 @@ pub enum ValueExpr {
     Object(BTreeMap<String, ValueExpr>),
 }
 
-/// Path roots a string must mean when it starts with them.
-const ROOTS: &[&str] = &["$workflow.", "$steps.", "$input", "$item", "$index"];
+/// Path roots (and the misspelling `step`): a string whose first word after
+/// `$` is one of these means a path, so if it does not parse it is an error.
+const ROOTS: &[&str] = &[
+    "workflow", "steps", "step", "input", "inputs", "item", "index",
+];
+
+/// The word after a leading `$` (`$steps.x` → `steps`).
+fn root_word(s: &str) -> &str {
+    let s = s.trim_start().strip_prefix('$').unwrap_or("");
+    let end = s
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The same object or array with literal children, unwrapped: a child may
+/// have been `{kind: literal, value: X}`, which stands for `X`.
+fn literal_of(x: &ValueExpr) -> Option<&Value> {
+    match x {
+        ValueExpr::Literal(v) => Some(v),
+        _ => None,
+    }
+}
 
 /// Compile a JSON/YAML value: a string that is a whole expression becomes one
 /// (so `$input.n` passes its value through with its type); a string holding
 /// `${{ … }}` is a template; `{kind: literal, value: X}` is X; anything else is
-/// a literal. A string that starts like a path (`$steps.`, `$input`, …) but
-/// does not parse is an error; other text starting with `$` (`$5 off`) is
-/// prose. Errors name the JSON pointer of the bad leaf.
+/// a literal. A string whose first word after `$` is a path root (`$steps`,
+/// `$input`, `$workflow`, `$item`, `$index`, and the misspelling `$step`) but
+/// does not parse is an error; other text starting with `$` (`$5 off`,
+/// `$100`, `$items are listed`, `$HOME/bin`) is prose, except a lone `$name`,
+/// which is a DSL variable. Errors name the JSON pointer of the bad leaf.
 pub fn compile_value(v: &Value) -> Result<ValueExpr, (String, ExprError)> {
     compile_at(v, String::new())
 }
@@ -757,7 +881,7 @@ fn compile_at(v: &Value, pointer: String) -> Result<ValueExpr, (String, ExprErro
         }
         Value::String(s) if s.trim_start().starts_with('$') => match parse(s) {
             Ok(e) => ValueExpr::Expr(e),
-            Err(e) if ROOTS.iter().any(|r| s.trim_start().starts_with(r)) => {
+            Err(e) if ROOTS.contains(&root_word(s)) => {
                 return Err((pointer, e));
             }
             Err(_) => ValueExpr::Literal(v.clone()),
@@ -776,10 +900,14 @@ fn compile_at(v: &Value, pointer: String) -> Result<ValueExpr, (String, ExprErro
                 let p = format!("{pointer}/{}", k.replace('~', "~0").replace('/', "~1"));
                 out.insert(k.clone(), compile_at(x, p)?);
             }
-            if out.values().all(ValueExpr::is_literal) {
-                ValueExpr::Literal(v.clone())
-            } else {
-                ValueExpr::Object(out)
+            // Rebuilt in the source's key order, with wrappers unwrapped.
+            let literal: Option<serde_json::Map<String, Value>> = o
+                .keys()
+                .map(|k| Some((k.clone(), literal_of(out.get(k)?)?.clone())))
+                .collect();
+            match literal {
+                Some(m) => ValueExpr::Literal(Value::Object(m)),
+                None => ValueExpr::Object(out),
             }
         }
         Value::Array(a) => {
@@ -788,10 +916,9 @@ fn compile_at(v: &Value, pointer: String) -> Result<ValueExpr, (String, ExprErro
                 .enumerate()
                 .map(|(i, x)| compile_at(x, format!("{pointer}/{i}")))
                 .collect::<Result<Vec<_>, _>>()?;
-            if items.iter().all(ValueExpr::is_literal) {
-                ValueExpr::Literal(v.clone())
-            } else {
-                ValueExpr::Array(items)
+            match items.iter().map(literal_of).collect::<Option<Vec<_>>>() {
+                Some(vs) => ValueExpr::Literal(Value::Array(vs.into_iter().cloned().collect())),
+                None => ValueExpr::Array(items),
             }
         }
         other => ValueExpr::Literal(other.clone()),
@@ -912,6 +1039,232 @@ mod tests {
         assert_eq!(t.render(&scope()), "About cats.");
     }
 
+    /// Every expression and input mapping in AIP-15's EXAMPLES.md (the
+    /// reference workflows), with what each must read and mean.
+    #[test]
+    fn the_aip15_examples_parse_and_mean_the_right_thing() {
+        let scope = S(json!({
+            "input": {"productUrl": "https://x", "email": "a@b", "customerEmail": "c@d",
+                      "customerId": "cus_1", "productSku": "sku", "orderId": "o1",
+                      "emails": ["a", "b"], "brief": "b", "title": "t", "content": "c",
+                      "_workflowFsRoot": "/fs", "query": "q", "recipient": "r"},
+            "steps": {"fetch": {"tiers": [1]}, "summarise": {"markdown": "# m"},
+                      "enrich": {"companySize": 500, "stripe": 1, "hubspot": 2, "linear": 3},
+                      "draft": {"fileId": "f1"},
+                      "wait-payment": {"eventName": "stripe.charge.succeeded"},
+                      "reserve": {"reservationId": "r1"}, "charge": {"chargeId": "ch"},
+                      "evaluate": {"score": 0.79, "feedback": "more"},
+                      "generate": {"copy": "c"}, "pull": {"rows": [1, 2]},
+                      "search": {"ads": []}, "shortlist": {"items": [{"url": "u"}], "count": 1},
+                      "details": [{"x": 1}], "report": {"path": "/r"}, "notify": {"ok": true}},
+            "item": {"url": "u"}
+        }));
+        // Conditions (`when`, `while`, `over`).
+        for (src, want) in [
+            ("$steps.enrich.companySize >= 500", json!(true)),
+            ("true", json!(true)),
+            (
+                "$steps.wait-payment.eventName == \"stripe.charge.succeeded\"",
+                json!(true),
+            ),
+            ("$steps.evaluate.score < 0.8", json!(true)),
+            ("$input.emails", json!(["a", "b"])),
+            ("$steps.shortlist.items", json!([{"url": "u"}])),
+        ] {
+            let e = parse(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            assert_eq!(e.eval(&scope), want, "{src}");
+            assert_eq!(parse(&e.to_string()).as_ref(), Ok(&e), "{src}");
+        }
+        // Input mappings and the result mapping, one per step.
+        for (mapping, want) in [
+            (
+                json!({"productUrl": "$input.productUrl"}),
+                json!({"productUrl": "https://x"}),
+            ),
+            (
+                json!({"content": "$steps.fetch.tiers"}),
+                json!({"content": [1]}),
+            ),
+            (
+                json!({"filename": "pricing.md", "line": "$steps.summarise.markdown"}),
+                json!({"filename": "pricing.md", "line": "# m"}),
+            ),
+            (
+                json!({"stripe": "$steps.enrich.stripe", "hubspot": "$steps.enrich.hubspot",
+                       "linear": "$steps.enrich.linear"}),
+                json!({"stripe": 1, "hubspot": 2, "linear": 3}),
+            ),
+            (
+                json!({"customerId": "$input.customerId", "sku": "$input.productSku"}),
+                json!({"customerId": "cus_1", "sku": "sku"}),
+            ),
+            (json!(["$steps.draft.fileId"]), json!(["f1"])),
+            (
+                json!({"message": "Contract draft pending review for >24h"}),
+                json!({"message": "Contract draft pending review for >24h"}),
+            ),
+            (
+                json!({"to": "$input.email", "subject": "Welcome — set up your workspace",
+                       "body": "<…template…>"}),
+                json!({"to": "a@b", "subject": "Welcome — set up your workspace",
+                       "body": "<…template…>"}),
+            ),
+            (
+                json!({"reservationId": "$steps.reserve.reservationId"}),
+                json!({"reservationId": "r1"}),
+            ),
+            (
+                json!({"chargeId": "$steps.charge.chargeId"}),
+                json!({"chargeId": "ch"}),
+            ),
+            (json!({"email": "$item"}), json!({"email": {"url": "u"}})),
+            (
+                json!({"brief": "$input.brief", "previousAttempt": "$steps.evaluate.feedback"}),
+                json!({"brief": "b", "previousAttempt": "more"}),
+            ),
+            (
+                json!({"copy": "$steps.generate.copy"}),
+                json!({"copy": "c"}),
+            ),
+            (
+                json!({"title": "$input.title", "content": "$input.content",
+                       "_workflowFsRoot": "$input._workflowFsRoot"}),
+                json!({"title": "t", "content": "c", "_workflowFsRoot": "/fs"}),
+            ),
+            (json!({"rows": "$steps.pull.rows"}), json!({"rows": [1, 2]})),
+            (json!({"query": "$input.query"}), json!({"query": "q"})),
+            (json!({"ref": "$item.url"}), json!({"ref": "u"})),
+            (
+                json!({"items": "$steps.shortlist.items", "details": "$steps.details"}),
+                json!({"items": [{"url": "u"}], "details": [{"x": 1}]}),
+            ),
+            (
+                json!({"to": "$input.recipient", "document": "$steps.report.path"}),
+                json!({"to": "r", "document": "/r"}),
+            ),
+            (
+                json!({"count": "$steps.shortlist.count", "reportPath": "$steps.report.path",
+                       "delivery": "$steps.notify"}),
+                json!({"count": 1, "reportPath": "/r", "delivery": {"ok": true}}),
+            ),
+        ] {
+            let v =
+                compile_value(&mapping).unwrap_or_else(|(p, e)| panic!("{mapping} at {p}: {e}"));
+            assert_eq!(v.eval(&scope), want, "{mapping}");
+        }
+    }
+
+    #[test]
+    fn a_literal_wrapper_is_unwrapped_even_when_everything_around_it_is_literal() {
+        let v =
+            compile_value(&json!({"n": {"kind": "literal", "value": "$input.x"}, "m": 1})).unwrap();
+        assert_eq!(v.eval(&scope()), json!({"n": "$input.x", "m": 1}));
+        let v = compile_value(&json!([{"kind": "literal", "value": 42}])).unwrap();
+        assert_eq!(v.eval(&scope()), json!([42]));
+        assert!(v.is_literal());
+    }
+
+    #[test]
+    fn a_long_flat_chain_is_bounded_like_nesting() {
+        // 20,000 `&&` within 64 KiB: left unbounded, evaluating, printing or
+        // dropping it recursed 20,000 deep and overflowed the stack (abort).
+        let src = format!("{}1", "1&&".repeat(20_000));
+        assert!(src.len() <= MAX_SOURCE);
+        let e = parse(&src).unwrap_err();
+        assert!(e.message.contains("deeper than"), "{e}");
+        let src = format!("{}1", "1 || ".repeat(MAX_DEPTH - 1));
+        assert_eq!(parse(&src).map(|e| e.eval(&scope())), Ok(json!(true)));
+    }
+
+    #[test]
+    fn indices_chain_in_any_order() {
+        let s = S(json!({"input": {"m": [[1, [2, {"x": 3}]]]}, "steps": {}, "vars": {}}));
+        let at = |src: &str| parse(src).unwrap_or_else(|e| panic!("{src}: {e}")).eval(&s);
+        assert_eq!(at("$input.m[0][1][1].x"), json!(3));
+        assert_eq!(at("$input.m[0][1][0]"), json!(2));
+        assert_eq!(at("$input.m.0[1].1.x"), json!(3));
+    }
+
+    #[test]
+    fn a_field_named_outputs_survives_printing() {
+        for src in [
+            "$steps.a.outputs.outputs",
+            "$steps.a.outputs.outputs.x",
+            "$steps.a",
+        ] {
+            let e = parse(src).unwrap();
+            assert_eq!(parse(&e.to_string()), Ok(e), "{src}");
+        }
+    }
+
+    #[test]
+    fn strings_take_json_escapes() {
+        let lit = |src: &str| parse(src).map(|e| e.eval(&scope()));
+        assert_eq!(lit(r#""a\bb\fc\/""#), Ok(json!("a\u{8}b\u{c}c/")));
+        assert_eq!(lit(r#""\ud83d\ude00""#), Ok(json!("😀")));
+        assert_eq!(lit(r#"'it\'s'"#), Ok(json!("it's")));
+        let e = parse(r#""\q""#).unwrap_err();
+        assert_eq!((e.offset, e.len), (1, 2));
+        assert!(parse(r#""\u+041""#).is_err());
+        let e = Expr::Literal(json!("\u{8}\u{1f}\"\\"));
+        assert_eq!(parse(&e.to_string()), Ok(e));
+    }
+
+    #[test]
+    fn prose_with_a_dollar_stays_prose() {
+        let v = compile_value(&json!({
+            "price": "$100",
+            "a": "$5 off",
+            "b": "$items are listed below",
+            "c": "$HOME/bin",
+        }))
+        .unwrap();
+        assert!(v.is_literal(), "{v:?}");
+        // A real root that does not parse is still an error at its pointer.
+        let (ptr, e) = compile_value(&json!({"x": "$input.a = 1"})).unwrap_err();
+        assert_eq!(
+            (ptr.as_str(), e.hint.as_deref()),
+            ("/x", Some("did you mean `==`?"))
+        );
+        assert!(compile_value(&json!("$steps")).is_err());
+    }
+
+    #[test]
+    fn chained_comparisons_get_a_useful_hint() {
+        let e = parse("$input.a == 1 == 2").unwrap_err();
+        assert_eq!(e.offset, 14);
+        assert_eq!(
+            e.hint.as_deref(),
+            Some("comparisons do not chain: join them with `&&`")
+        );
+    }
+
+    #[test]
+    fn error_spans_can_be_sliced() {
+        for src in [
+            "(1",
+            "($input.x €",
+            "$€",
+            "$input.x[",
+            "'abc",
+            "!",
+            "$input.x ==",
+            "\"\\u12",
+        ] {
+            let e = parse(src).unwrap_err();
+            assert!(
+                src.get(e.offset..e.offset + e.len).is_some(),
+                "{e:?} in {src:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn expr_error_is_an_error() {
+        fn takes(_: &dyn std::error::Error) {}
+        takes(&parse("=").unwrap_err());
+    }
+
     proptest! {
         #[test]
         fn parse_and_eval_never_panic(s in "\\PC{0,80}") {
@@ -919,6 +1272,25 @@ mod tests {
                 let _ = e.eval(&scope());
                 prop_assert_eq!(parse(&e.to_string()), Ok(e));
             }
+        }
+
+        #[test]
+        fn error_spans_lie_on_char_boundaries_inside_the_source(s in "\\PC{0,40}|[\\x00-\\x7f€é(\\[\\]$.]{0,40}") {
+            for src in [s.clone(), format!("prefix ${{{{ {s} }}}} tail")] {
+                for e in [parse(&src).err(), Template::parse(&src).err()].into_iter().flatten() {
+                    prop_assert!(e.offset + e.len <= src.len(), "{:?} in {:?}", e, src);
+                    prop_assert!(
+                        src.is_char_boundary(e.offset) && src.is_char_boundary(e.offset + e.len),
+                        "{:?} in {:?}", e, src
+                    );
+                }
+            }
+        }
+
+        #[test]
+        fn any_string_literal_round_trips(s in "[\\x00-\\x1f\"'\\\\a-z€😀]{0,20}|\\PC{0,20}") {
+            let e = Expr::Literal(Value::String(s));
+            prop_assert_eq!(parse(&e.to_string()), Ok(e));
         }
 
         #[test]
