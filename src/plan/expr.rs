@@ -1293,6 +1293,27 @@ mod tests {
             prop_assert_eq!(parse(&e.to_string()), Ok(e));
         }
 
+        /// A DSL template renders exactly as the DSL's own renderer would,
+        /// for text full of `$`, `$$`, hyphens and defined/undefined names.
+        #[test]
+        fn dsl_templates_render_as_the_dsl_does(
+            text in "([a-z_ .-]|\\$|\\$\\$|topic|topic-x|n1){0,30}",
+            defined in proptest::collection::btree_map("topic|topic-x|n1|x|_", "[a-z$ ]{0,5}", 0..4),
+        ) {
+            struct Vars(Value);
+            impl Lookup for Vars {
+                fn lookup(&self, root: &Root) -> Option<Cow<'_, Value>> {
+                    match root {
+                        Root::Var(n) => self.0.get(n).map(Cow::Borrowed),
+                        _ => None,
+                    }
+                }
+            }
+            let vars = Vars(json!(defined));
+            let want = crate::agentfile::template::render(&text, |n| defined.get(n).cloned());
+            prop_assert_eq!(Template::parse_dsl(&text).render(&vars), want);
+        }
+
         #[test]
         fn built_expressions_round_trip(
             a in "[a-z][a-z0-9-]{0,6}",
