@@ -85,9 +85,36 @@ pub struct Config {
     pub bash: BashSection,
     /// Per-model prices in USD per million tokens, overriding the built-in table.
     pub pricing: BTreeMap<String, Price>,
+    /// Tool ids a WORKFLOW.md may name, bound to an MCP tool, a command or
+    /// another workflow (CONTRACT §9).
+    pub tools: BTreeMap<String, ToolBinding>,
+    /// `action:` references, each bound to a tool id.
+    pub actions: BTreeMap<String, ActionBinding>,
     /// Sections we do not own (written for other tools); kept so they are not errors.
     #[serde(flatten, skip_serializing)]
     pub other: BTreeMap<String, serde_json::Value>,
+}
+
+/// `[tools.<id>]`: what a workflow's `tool: <id>` runs. Exactly one of
+/// `mcp`, `command` and `workflow`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolBinding {
+    /// `server:tool`, a tool of a configured MCP server.
+    pub mcp: Option<String>,
+    /// A program and its arguments: JSON inputs on stdin, JSON output on
+    /// stdout, run under the bash policy.
+    pub command: Option<Vec<String>>,
+    /// The id of a workflow under `.workflows/`.
+    pub workflow: Option<String>,
+    pub description: Option<String>,
+}
+
+/// `[actions."<ref>"]`: the tool an `action:` reference runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ActionBinding {
+    pub tool: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

@@ -67,3 +67,4 @@ pub mod session;
 pub mod telemetry;
 pub mod text;
 pub mod tools;
+pub mod workflow_md;

@@ -717,6 +717,8 @@ impl Validator<'_, '_> {
                 graph,
                 timeout_ms: None,
                 max_steps: None,
+                input_schema: None,
+                output_schema: None,
                 result: None,
                 fingerprint: String::new(),
             }

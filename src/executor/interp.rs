@@ -240,13 +240,27 @@ fn describe(stop: &Stop) -> String {
     }
 }
 
+/// A step's evaluated arguments against its TOOL.md `inputs` schema.
+fn check_args(node: &Node, path: &str, args: &Value) -> Result<(), Stop> {
+    let Some(schema) = &node.input_schema else {
+        return Ok(());
+    };
+    let args = if args.is_null() { &json!({}) } else { args };
+    crate::workflow_md::schema::validate_value(schema, args).map_err(|problems| {
+        Stop::Failed(format!(
+            "step `{path}`: its inputs do not match the tool's `inputs` schema: {}",
+            problems.join("; ")
+        ))
+    })
+}
+
 /// The node at a path of the static graph (`m[3]` and `l#2` name the map or
 /// loop `m`/`l`; their body's children follow).
 fn find_static<'a>(root: &'a Node, path: &str) -> Option<&'a Node> {
     let mut level: Vec<&'a Node> = root.children();
     let mut found = None;
     for seg in path.split('/') {
-        let id = seg.split(['[', '#']).next().unwrap_or(seg);
+        let id = seg.split(['[', '#', '@']).next().unwrap_or(seg);
         let node = *level.iter().find(|n| n.id == id)?;
         found = Some(node);
         level = match &node.kind {
@@ -319,9 +333,13 @@ impl<'a> RunCx<'a> {
             },
             None => 0,
         };
-        // Routes only go forward in a checked graph; this bound makes sure a
-        // plan built some other way still cannot spin here.
-        let mut budget = nodes.len().saturating_mul(nodes.len()).max(1) + 1;
+        // A checked graph routes backwards only through an approval (each pass
+        // waits for a human; `max_steps` bounds the run); this bound makes sure
+        // a plan built some other way still cannot spin here.
+        let mut budget = nodes.len().saturating_mul(nodes.len()).max(1) + 1001;
+        // A node run again gets its own path (`review@2`), so the journal
+        // replays each visit's own result.
+        let mut visits: HashMap<usize, u32> = HashMap::new();
         while let Some(node) = nodes.get(i) {
             budget -= 1;
             if budget == 0 {
@@ -338,9 +356,14 @@ impl<'a> RunCx<'a> {
                 },
                 ..f
             };
-            let r = self
-                .run_node(child, node, join(path, &node.id), env)
-                .await?;
+            let visit = visits.entry(i).or_insert(0);
+            *visit += 1;
+            let seg = if *visit == 1 {
+                join(path, &node.id)
+            } else {
+                join(path, &format!("{}@{visit}", node.id))
+            };
+            let r = self.run_node(child, node, seg, env).await?;
             out.tool_calls += r.tool_calls;
             out.texts.extend(r.texts);
             out.value = r.value;
@@ -822,6 +845,20 @@ impl<'a> RunCx<'a> {
                 },
                 None => run.await,
             };
+            // An output that breaks the step's schema fails the attempt, so a
+            // retry policy applies to it.
+            let r = r.and_then(|out| match &node.output_schema {
+                Some(schema) => {
+                    match crate::workflow_md::schema::validate_value(schema, &out.value) {
+                        Ok(()) => Ok(out),
+                        Err(problems) => Err(Stop::Failed(format!(
+                            "step `{path}`: its output does not match its `outputs` schema: {}",
+                            problems.join("; ")
+                        ))),
+                    }
+                }
+                None => Ok(out),
+            });
             match r {
                 Err(Stop::Failed(error)) if node.retry.is_some() => {
                     let retry_in = (attempt < max).then(|| {
@@ -872,7 +909,15 @@ impl<'a> RunCx<'a> {
                 NodeKind::Goal(g) => self.run_goal(f, g, scope, env).await,
                 NodeKind::Tool { tool, args } => {
                     let args = args.eval(&*env);
+                    check_args(node, path, &args)?;
                     self.run_tool(scope, path, tool, args).await
+                }
+                NodeKind::Command {
+                    tool, argv, args, ..
+                } => {
+                    let args = args.eval(&*env);
+                    check_args(node, path, &args)?;
+                    self.run_command(scope, path, tool, argv, args).await
                 }
                 NodeKind::Shell { script, args } => {
                     let args: Vec<String> = args.iter().map(|a| a.render(&*env)).collect();
@@ -1110,6 +1155,75 @@ impl<'a> RunCx<'a> {
         };
         Ok(Outcome {
             value: parse_output(&content),
+            tool_calls: 1,
+            ..Outcome::default()
+        })
+    }
+
+    async fn run_command(
+        &self,
+        scope: &Scope,
+        path: &str,
+        tool: &str,
+        argv: &[String],
+        args: Value,
+    ) -> Result<Outcome, Stop> {
+        if self.cancel.is_cancelled() {
+            return Err(self.stop_for_cancel());
+        }
+        self.check_store()?;
+        self.budget.record_tool_call();
+        let id = format!("node:{path}");
+        self.emit(
+            scope,
+            EventBody::ToolCall {
+                id: id.clone(),
+                tool: tool.to_owned(),
+                arguments: args.clone(),
+            },
+        );
+        let input = serde_json::to_vec(&args).unwrap_or_default();
+        let r = self.tools.run_command(argv, input, &self.tool_cx).await;
+        if let Some(d) = &r.denied {
+            self.emit(
+                scope,
+                EventBody::PolicyDenied {
+                    id: id.clone(),
+                    tool: tool.to_owned(),
+                    rule: d.rule.clone(),
+                    reason: d.reason.clone(),
+                },
+            );
+        }
+        self.emit(
+            scope,
+            EventBody::ToolResult {
+                id,
+                tool: tool.to_owned(),
+                content: r.output.content.clone(),
+                is_error: r.output.is_error,
+                duration_ms: r.duration.as_millis() as u64,
+            },
+        );
+        if self.cancel.is_cancelled() {
+            return Err(self.stop_for_cancel());
+        }
+        if let Some(d) = r.denied {
+            return Err(Stop::Denied(format!(
+                "step `{path}`: `{tool}` (`{}`) was denied by the policy ({}): {}",
+                argv.join(" "),
+                d.rule,
+                d.reason
+            )));
+        }
+        if r.output.is_error || r.output.content.lines().next() != Some("exit code: 0") {
+            return Err(Stop::Failed(format!(
+                "step `{path}`: `{tool}` failed: {}",
+                crate::text::truncate(&r.output.content, 2000)
+            )));
+        }
+        Ok(Outcome {
+            value: parse_output(&command_stdout(&r.output.content)),
             tool_calls: 1,
             ..Outcome::default()
         })

@@ -304,6 +304,8 @@ impl WorkflowBuilder {
             graph: root,
             timeout_ms: self.timeout_ms,
             max_steps: self.max_steps,
+            input_schema: None,
+            output_schema: None,
             result,
             fingerprint: String::new(),
         };

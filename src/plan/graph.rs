@@ -46,6 +46,10 @@ pub struct Node {
     /// Whether a human approves before the node runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval: Option<ApprovalClass>,
+    /// JSON Schema the node's arguments must satisfy before it runs (a
+    /// TOOL.md's `inputs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
     /// JSON Schema the node's output must satisfy (a mismatch fails the node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
@@ -124,6 +128,19 @@ pub enum NodeKind {
         /// The call's arguments (an object once evaluated).
         args: ValueExpr,
     },
+    /// A program bound in the config (`[tools.<id>] command = [...]`): the
+    /// arguments as JSON on its stdin, its stdout read as JSON. The command
+    /// line passes the bash policy like a bash call.
+    Command {
+        /// The tool id the workflow names.
+        tool: String,
+        argv: Vec<String>,
+        args: ValueExpr,
+        /// Whether it changes the world (approval class `on-mutate`): true
+        /// unless its TOOL.md declares no `mutates`.
+        #[serde(default)]
+        mutates: bool,
+    },
     /// A declared script, run like the bash tool runs a command (own process
     /// group, scrubbed environment, timeout). It may run when the bash
     /// allowlist does not name it: declaring it is the permission.
@@ -180,6 +197,7 @@ impl NodeKind {
             NodeKind::Sequence { .. } => "sequence",
             NodeKind::Goal(_) => "goal",
             NodeKind::Tool { .. } => "tool",
+            NodeKind::Command { .. } => "command",
             NodeKind::Shell { .. } => "shell",
             NodeKind::Branch { .. } => "branch",
             NodeKind::Parallel { .. } => "parallel",
@@ -362,6 +380,7 @@ impl Node {
             timeout_ms: None,
             compensation: None,
             approval: None,
+            input_schema: None,
             output_schema: None,
             publish: None,
         }
@@ -395,8 +414,11 @@ impl Node {
     pub fn mutates(&self) -> bool {
         match &self.kind {
             NodeKind::Shell { .. } => true,
+            NodeKind::Command { mutates, .. } => *mutates,
             NodeKind::Tool { tool, .. } => {
-                matches!(tool.as_str(), "write" | "edit" | "bash" | "memory") || tool.contains('.')
+                matches!(tool.as_str(), "write" | "edit" | "bash" | "memory_write")
+                    || tool.contains('.')
+                    || tool.starts_with("mcp_")
             }
             _ => false,
         }
@@ -419,6 +441,9 @@ pub struct GraphError {
     pub path: String,
     pub code: &'static str,
     pub message: String,
+    /// What in the node is at fault, when more precise than the node: the
+    /// route target that does not exist, the path an expression reads.
+    pub subject: Option<String>,
 }
 
 fn join(parent: &str, id: &str) -> String {
@@ -450,12 +475,20 @@ fn check_node(node: &Node, parent: &str, errors: &mut Vec<GraphError>) {
                         path: join(&path, &b.id),
                         code: "duplicate-id",
                         message: format!("branch id `{}` is used more than once", b.id),
+                        subject: None,
                     });
                 }
                 check_node(b, &path, errors);
             }
         }
-        NodeKind::Map { body, .. } | NodeKind::Loop { body, .. } => check_node(body, &path, errors),
+        // A body is transparent: its steps' paths are the map's or loop's own
+        // (`refine/evaluate`), as the scope analysis and diagnostics name them.
+        NodeKind::Map { body, .. } | NodeKind::Loop { body, .. } => match &body.kind {
+            NodeKind::Sequence { nodes, start } => {
+                check_sequence(nodes, start.as_deref(), &path, errors)
+            }
+            _ => check_node(body, &path, errors),
+        },
         NodeKind::Subworkflow { plan, .. } => {
             for e in check(&plan.graph) {
                 errors.push(GraphError {
@@ -476,19 +509,22 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
                 path: path.to_owned(),
                 code: "missing-id",
                 message: format!("node {} of this sequence has no id", i + 1),
+                subject: None,
             });
         } else if index.insert(&n.id, i).is_some() {
             errors.push(GraphError {
                 path: join(path, &n.id),
                 code: "duplicate-id",
                 message: format!("id `{}` is used by more than one node here", n.id),
+                subject: None,
             });
         }
-        if n.id.contains(['/', '#', '[', ']']) {
+        if n.id.contains(['/', '#', '@', '[', ']']) {
             errors.push(GraphError {
                 path: join(path, &n.id),
                 code: "bad-id",
-                message: format!("id `{}` may not contain `/`, `#`, `[` or `]`", n.id),
+                message: format!("id `{}` may not contain `/`, `#`, `@`, `[` or `]`", n.id),
+                subject: None,
             });
         }
     }
@@ -507,6 +543,7 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
                         path: join(path, from),
                         code: "dangling-next",
                         message: format!("`{id}` is not a step here{hint}"),
+                        subject: Some(id.clone()),
                     });
                     None
                 }
@@ -568,6 +605,7 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
                     path: path.to_owned(),
                     code: "dangling-next",
                     message: format!("the start step `{s}` does not exist here"),
+                    subject: Some(s.to_owned()),
                 });
                 0
             }
@@ -589,10 +627,13 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
                 path: join(path, &n.id),
                 code: "unreachable",
                 message: format!("step `{}` can never run: nothing routes to it", n.id),
+                subject: None,
             });
         }
     }
-    // Cycles (repetition belongs in a loop node): colour-marking DFS.
+    // Cycles (repetition belongs in a loop node): colour-marking DFS. A cycle
+    // through an approval step is allowed (AIP-15's revise → review loop):
+    // every pass waits for a human, and `max_steps` bounds it.
     let mut colour = vec![0u8; nodes.len()];
     for s in 0..nodes.len() {
         if colour[s] != 0 {
@@ -609,14 +650,25 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
                         stack.push((j, 0));
                     }
                     1 => {
-                        errors.push(GraphError {
-                            path: join(path, &nodes[j].id),
-                            code: "cycle",
-                            message: format!(
-                                "`{}` routes back to `{}`, which makes a cycle; repeat work with a loop step",
-                                nodes[i].id, nodes[j].id
-                            ),
-                        });
+                        let on_cycle = stack.iter().rev().map(|(n, _)| *n);
+                        let mut gated = false;
+                        for n in on_cycle {
+                            gated |= matches!(nodes[n].kind, NodeKind::Approval(_));
+                            if n == j {
+                                break;
+                            }
+                        }
+                        if !gated {
+                            errors.push(GraphError {
+                                path: join(path, &nodes[i].id),
+                                code: "cycle",
+                                message: format!(
+                                    "`{}` routes back to `{}`, which makes a cycle; repeat work with a loop step",
+                                    nodes[i].id, nodes[j].id
+                                ),
+                                subject: Some(nodes[j].id.clone()),
+                            });
+                        }
                     }
                     _ => {}
                 }

@@ -66,6 +66,13 @@ pub struct Plan {
     /// Most nodes one run may start (a defence against runaway graphs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_steps: Option<u32>,
+    /// JSON Schema the run's inputs must satisfy (WORKFLOW.md's `inputs`);
+    /// `--input` values are read as the types it declares.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<serde_json::Value>,
+    /// JSON Schema of the run's outputs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<serde_json::Value>,
     /// The run's outputs, when the format maps them (else every node's
     /// `publish`ed output).
     #[serde(default, skip_serializing_if = "Option::is_none")]

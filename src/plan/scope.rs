@@ -77,10 +77,21 @@ impl Cx<'_> {
                 _ => None,
             };
             if let Some((code, message)) = problem {
+                let root = match &p.root {
+                    Root::Step(id) => format!("$steps.{id}"),
+                    Root::Item => "$item".to_owned(),
+                    Root::Index => "$index".to_owned(),
+                    Root::Input => match p.fields.first() {
+                        Some(f) => format!("$input.{f}"),
+                        None => "$input".to_owned(),
+                    },
+                    Root::Var(v) => format!("${v}"),
+                };
                 self.errors.push(GraphError {
                     path: path.to_owned(),
                     code,
                     message,
+                    subject: Some(root),
                 });
             }
         }
@@ -99,7 +110,7 @@ impl Cx<'_> {
 
     fn node(&mut self, n: &Node, path: &str, visible: &mut Vec<String>, in_map: bool) {
         match &n.kind {
-            NodeKind::Tool { args, .. } => {
+            NodeKind::Tool { args, .. } | NodeKind::Command { args, .. } => {
                 self.paths(path, "the step's arguments", &args.paths(), visible, in_map)
             }
             NodeKind::Shell { args, .. } => {

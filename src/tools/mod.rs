@@ -129,6 +129,28 @@ pub trait ToolSet: Send + Sync {
     /// declaration is the permission, so the bash allowlist does not apply;
     /// the script must lie inside the workspace. Its output starts with
     /// `exit code: N`.
+    /// Run a program a workflow's config binds as a tool (`[tools.<id>]
+    /// command = [...]`): `input` on its stdin; the command line passes the
+    /// bash policy first. The output starts with `exit code: N`.
+    fn run_command<'a>(
+        &'a self,
+        argv: &'a [String],
+        input: Vec<u8>,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, CallResult> {
+        let _ = (input, ctx);
+        Box::pin(async move {
+            CallResult {
+                output: ToolOutput::error(format!(
+                    "cannot run `{}`: this tool set does not run commands",
+                    argv.join(" ")
+                )),
+                denied: None,
+                duration: Duration::ZERO,
+            }
+        })
+    }
+
     fn run_script<'a>(
         &'a self,
         script: &'a str,

@@ -454,6 +454,7 @@ impl Toolbox {
                 }
                 Ok(bash_tool::run(
                     &command,
+                    None,
                     &ws,
                     &self.bash_env,
                     timeout,
@@ -655,6 +656,7 @@ impl ToolSet for Toolbox {
                     }
                     bash_tool::run(
                         &command,
+                        None,
                         &ws,
                         &self.bash_env,
                         self.options.bash_timeout,
@@ -670,6 +672,71 @@ impl ToolSet for Toolbox {
                 denied: None,
                 duration: started.elapsed(),
             }
+        })
+    }
+
+    fn run_command<'a>(
+        &'a self,
+        argv: &'a [String],
+        input: Vec<u8>,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, CallResult> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let done = |output, denied| CallResult {
+                output,
+                denied,
+                duration: started.elapsed(),
+            };
+            if argv.is_empty() {
+                return done(ToolOutput::error("the bound command is empty"), None);
+            }
+            let quote = |s: &str| {
+                if !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+                {
+                    s.to_owned()
+                } else {
+                    format!("'{}'", s.replace('\'', "'\\''"))
+                }
+            };
+            let line: Vec<String> = argv.iter().map(|a| quote(a)).collect();
+            let line = line.join(" ");
+            let gate = self.gate.clone();
+            let checked = line.clone();
+            let verdict = tokio::task::spawn_blocking(move || {
+                gate.check(&Request::Bash { command: &checked }).map(|_| ())
+            })
+            .await;
+            match verdict {
+                Ok(Ok(())) => {}
+                Ok(Err(d)) => {
+                    let out =
+                        ToolOutput::error(format!("denied by policy ({}): {}", d.rule, d.reason));
+                    return done(out, Some(d));
+                }
+                Err(_) => {
+                    let d = Denial {
+                        tool: "bash".to_owned(),
+                        rule: "bash: the command cannot be checked".to_owned(),
+                        reason: "the check failed unexpectedly".to_owned(),
+                    };
+                    return done(ToolOutput::error("the command cannot be checked"), Some(d));
+                }
+            }
+            let out = bash_tool::run(
+                &line,
+                Some(input),
+                self.gate.workspace(),
+                &self.bash_env,
+                self.options.bash_timeout,
+                self.options.max_result_bytes,
+                &self.bash_limits,
+                &ctx.cancel,
+            )
+            .await;
+            done(out, None)
         })
     }
 }

@@ -186,10 +186,13 @@ fn rlimits(limits: &BashSection) -> Vec<Rlimit> {
     out
 }
 
-/// Run `command` in `cwd` under `limits`, its output fitted to `cap` bytes.
+/// Run `command` in `cwd` under `limits`, its output fitted to `cap` bytes,
+/// with `stdin` written to its standard input (else it reads nothing).
 /// Never fails: problems are error outputs.
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     command: &str,
+    stdin: Option<Vec<u8>>,
     cwd: &Path,
     env: &[(String, String)],
     timeout: Duration,
@@ -205,7 +208,11 @@ pub async fn run(
         .current_dir(cwd)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
@@ -236,6 +243,15 @@ pub async fn run(
     let mut guard = GroupGuard {
         pgid: child.id().and_then(|id| i32::try_from(id).ok()),
     };
+    if let (Some(bytes), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        // A program that never reads its input must not block the run: the
+        // write happens beside it and a closed pipe is not an error.
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            let _ = pipe.write_all(&bytes).await;
+            let _ = pipe.shutdown().await;
+        });
+    }
     let out_task = child
         .stdout
         .take()
