@@ -151,6 +151,107 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         Severity::Warning,
         "SECURITY names an unknown mode",
     ),
+    (
+        "no-front-matter",
+        Severity::Error,
+        "a WORKFLOW.md that does not start with a `---` line",
+    ),
+    (
+        "unclosed-front-matter",
+        Severity::Error,
+        "front matter with no closing `---` line",
+    ),
+    (
+        "yaml-syntax",
+        Severity::Error,
+        "front matter that is not valid YAML",
+    ),
+    (
+        "duplicate-key",
+        Severity::Error,
+        "a YAML mapping with one key twice",
+    ),
+    (
+        "too-deep",
+        Severity::Error,
+        "front matter nested deeper than the limit",
+    ),
+    (
+        "schema",
+        Severity::Error,
+        "a field the published JSON Schema refuses",
+    ),
+    (
+        "unknown-kind",
+        Severity::Error,
+        "a step kind that does not exist",
+    ),
+    (
+        "forbidden-field",
+        Severity::Error,
+        "code, runner, secrets, network or an inline tool body in a workflow",
+    ),
+    (
+        "unknown-compensation",
+        Severity::Error,
+        "a `compensation` that names no step of its list",
+    ),
+    (
+        "unresolved-tool",
+        Severity::Error,
+        "a `tool:` id that is not built in, `agent`, an MCP tool or bound in the config",
+    ),
+    (
+        "unresolved-workflow",
+        Severity::Error,
+        "a sub-workflow id with no valid `.workflows/<id>/WORKFLOW.md`",
+    ),
+    (
+        "subworkflow-cycle",
+        Severity::Error,
+        "a workflow that includes itself through sub-workflows",
+    ),
+    (
+        "unsupported-trigger",
+        Severity::Warning,
+        "a schedule, webhook or event trigger, which agentfile does not start",
+    ),
+    (
+        "dangling-next",
+        Severity::Error,
+        "a route (`next`, branch, approval, `start`) to a step that does not exist",
+    ),
+    ("unreachable", Severity::Error, "a step nothing routes to"),
+    (
+        "cycle",
+        Severity::Error,
+        "steps that route in a circle outside a loop (and not through an approval)",
+    ),
+    (
+        "duplicate-id",
+        Severity::Error,
+        "two steps of one list with the same id",
+    ),
+    (
+        "bad-expression",
+        Severity::Error,
+        "an expression that does not parse",
+    ),
+    (
+        "unknown-step-reference",
+        Severity::Error,
+        "`$steps.<id>` naming a step that has not finished by then",
+    ),
+    (
+        "item-outside-map",
+        Severity::Error,
+        "`$item` or `$index` outside a map step",
+    ),
+    (
+        "unknown-input",
+        Severity::Error,
+        "`$input.<name>` naming an undeclared input",
+    ),
 ];
 
 /// At most this many diagnostics are kept per file; the rest are only counted

@@ -185,11 +185,14 @@ pub fn check_resume(plan: &Plan, prior: &[Event]) -> Result<(), String> {
 pub(crate) async fn run_plan(
     cx: &RunCx<'_>,
     inputs: &BTreeMap<String, String>,
-) -> (Result<(), Stop>, Env) {
-    let input_obj: serde_json::Map<String, Value> = inputs
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
+) -> (Result<Value, Stop>, Env) {
+    let input_obj: serde_json::Map<String, Value> = match &cx.plan.input_schema {
+        Some(schema) => crate::workflow_md::typed_inputs(Some(schema), inputs),
+        None => inputs
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    };
     let mut env = Env {
         inputs: Arc::new(Value::Object(input_obj.clone())),
         vars: input_obj.into_iter().collect(),
@@ -208,7 +211,7 @@ pub(crate) async fn run_plan(
         None => cx
             .run_body(frame, &cx.plan.graph, String::new(), &mut env)
             .await
-            .map(|_| ()),
+            .map(|o| o.value),
     };
     if let Err(stop) = &outcome
         && compensable(stop)

@@ -274,6 +274,15 @@ pub fn bind_inputs(
             ));
         }
     }
+    if let Some(schema) = &plan.input_schema {
+        let typed = Value::Object(crate::workflow_md::typed_inputs(Some(schema), &out));
+        if let Err(problems) = crate::workflow_md::schema::validate_value(schema, &typed) {
+            return Err(format!(
+                "the inputs do not match the workflow's `inputs` schema: {}",
+                problems.join("; ")
+            ));
+        }
+    }
     Ok(out)
 }
 
@@ -336,6 +345,11 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         cx.emit(&Scope::default(), EventBody::Warning { message: w.clone() });
     }
     let (outcome, env) = interp::run_plan(&cx, &spec.inputs).await;
+    // Without a `result`, a WORKFLOW.md run's output is its last step's.
+    let (outcome, last) = match outcome {
+        Ok(v) => (Ok(()), Some(v)),
+        Err(e) => (Err(e), None),
+    };
     if let Some(t) = timer {
         t.abort();
     }
@@ -346,8 +360,26 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
     let usage = budget.usage();
     let session_id = svc.bus.session_id().to_owned();
     let mut outputs = std::mem::take(&mut *cx.outputs.lock().unwrap_or_else(|p| p.into_inner()));
-    if let (Ok(()), Some(result)) = (&outcome, &spec.plan.result) {
-        match result.eval(&env) {
+    let shaped = match (&spec.plan.result, last) {
+        (Some(result), Some(_)) => Some(result.eval(&env)),
+        (None, Some(v)) if spec.plan.format == "workflow-md" => Some(v),
+        _ => None,
+    };
+    if let Some(v) = shaped {
+        if let Some(schema) = &spec.plan.output_schema
+            && let Err(problems) = crate::workflow_md::schema::validate_value(schema, &v)
+        {
+            cx.emit(
+                &Scope::default(),
+                EventBody::Warning {
+                    message: format!(
+                        "the run's output does not match the workflow's `outputs` schema: {}",
+                        problems.join("; ")
+                    ),
+                },
+            );
+        }
+        match v {
             Value::Object(o) => outputs = o.into_iter().collect(),
             other => {
                 outputs = BTreeMap::from([("result".to_owned(), other)]);

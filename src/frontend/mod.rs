@@ -205,7 +205,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             return Analysis::stopped(path, sources, d, None);
         }
     };
-    if dialect != Dialect::Agentfile {
+    if !matches!(dialect, Dialect::Agentfile | Dialect::WorkflowMd) {
         let (span, why) = match detect(&path, text) {
             Detected::Format(_, Some(ev)) => (
                 Span::new(file, ev.offset, ev.offset + ev.word.len()),
@@ -217,10 +217,10 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
         let hint = match dialect {
             // Recognised by its file name, so no flag makes it readable: say what
             // works today instead.
-            Dialect::WorkflowYaml | Dialect::WorkflowMd => {
+            Dialect::WorkflowYaml => {
                 "agentfile recognises this format (`agentfile list` shows it) but cannot validate, inspect or run it yet; what works today is the Agentfile workflow DSL (a file named `Agentfile` or `*.agent` with NAME, GOAL, RUN, LOOP…): write the workflow in it to run it now"
             }
-            Dialect::Agentrc | Dialect::Agentfile => {
+            Dialect::Agentrc | Dialect::Agentfile | Dialect::WorkflowMd => {
                 "agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…); pass --dialect agentfile if this is one"
             }
         };
@@ -232,16 +232,27 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
         .with_hint(hint);
         return Analysis::stopped(path, sources, d, Some(dialect));
     }
-    let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text);
-    let (more, plan) = agentfile::validate(
-        &mut sources,
-        file,
-        &tree,
-        agentfile::Options {
-            config: opts.config,
-        },
-    );
-    diagnostics.extend(more);
+    let (mut diagnostics, plan) = if dialect == Dialect::WorkflowMd {
+        crate::workflow_md::analyze(
+            &mut sources,
+            file,
+            crate::workflow_md::Options {
+                config: opts.config,
+            },
+        )
+    } else {
+        let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text);
+        let (more, plan) = agentfile::validate(
+            &mut sources,
+            file,
+            &tree,
+            agentfile::Options {
+                config: opts.config,
+            },
+        );
+        diagnostics.extend(more);
+        (diagnostics, plan)
+    };
     // With errors present, "unused" warnings are mostly echoes of them (a typo in
     // a USING makes the real agent look unused), so they wait for a clean file.
     if diagnostics.iter().any(Diagnostic::is_error) {

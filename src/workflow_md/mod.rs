@@ -1,6 +1,1146 @@
 //! WORKFLOW.md (AIP-15, `agentworkflow/v1`): front matter read as YAML 1.2,
 //! checked against the published JSON Schema and the semantic rules of
 //! CONTRACT §9, and lowered into the step graph.
+//!
+//! Every problem is reported at once, each at the YAML node at fault: schema
+//! errors at the pointer the validator names, graph and scope errors at the
+//! scalar that holds the bad route or expression. The lowering is tolerant, so
+//! a file with schema errors still gets its semantic ones.
 
 pub mod schema;
 pub mod yaml;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::config::Config;
+use crate::diag::{Diagnostic, FileId, SourceMap, Span};
+use crate::plan::expr::{self, Expr, Template, ValueExpr};
+use crate::plan::{
+    ApprovalClass, ApprovalNode, Arm, Backoff, GoalDef, GoalKind, GoalNode, InputDef, Limit,
+    LoopUntil, Next, Node, NodeKind, OnTimeout, PLAN_SCHEMA_VERSION, Plan, PromptSource, Retry,
+};
+use yaml::{Doc, segment};
+
+/// Sub-workflows nested deeper than this are refused.
+pub const MAX_NESTING: usize = 16;
+
+/// The reserved input a host fills with the run's file root (the file
+/// contract).
+pub const FS_ROOT_FIELD: &str = "_workflowFsRoot";
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Options<'a> {
+    pub config: Option<&'a Config>,
+}
+
+/// Check a WORKFLOW.md already in `sources`; the plan when it has no errors.
+/// Files it reads on the way (sub-workflows, TOOL.md contracts) are added to
+/// `sources`, and their problems reported in them.
+pub fn analyze(
+    sources: &mut SourceMap,
+    file: FileId,
+    opts: Options<'_>,
+) -> (Vec<Diagnostic>, Option<Plan>) {
+    let mut fe = Front {
+        sources,
+        config: opts.config,
+        diags: Vec::new(),
+        stack: Vec::new(),
+        loaded: HashMap::new(),
+        tools: HashMap::new(),
+    };
+    let plan = fe.load(file);
+    let has_errors = fe.diags.iter().any(Diagnostic::is_error);
+    (fe.diags, if has_errors { None } else { plan })
+}
+
+/// Where the front matter lies: the YAML text between the two `---` lines.
+fn front_matter(
+    text: &str,
+) -> Result<(usize, usize), (&'static str, String, String, usize, usize)> {
+    let line_end = |from: usize| text[from..].find('\n').map_or(text.len(), |i| from + i);
+    let first = line_end(0);
+    if text[..first].trim_end() != "---" {
+        return Err((
+            "no-front-matter",
+            "a WORKFLOW.md starts with YAML front matter: its first line must be `---`".into(),
+            "start the file with `---`, the workflow's fields (name, id, description, version, inputs, outputs, steps), then `---`".into(),
+            0,
+            first,
+        ));
+    }
+    let mut pos = first + 1;
+    while pos < text.len() {
+        let end = line_end(pos);
+        let line = text[pos..end].trim_end();
+        if line == "---" || line == "..." {
+            return Ok((first + 1, pos));
+        }
+        pos = end + 1;
+    }
+    Err((
+        "unclosed-front-matter",
+        "the front matter never closes: no `---` line after the opening one".into(),
+        "end the front matter with a line holding only `---`, before the Markdown body".into(),
+        0,
+        first,
+    ))
+}
+
+/// A TOOL.md contract (AIP-14) found under `.tools/<id>/`.
+#[derive(Debug, Clone)]
+struct Contract {
+    inputs: Option<Value>,
+    outputs: Option<Value>,
+    mutates: bool,
+}
+
+/// What a `tool:` id runs.
+enum Resolved {
+    Builtin(String),
+    Agent,
+    Mcp(String),
+    Command(Vec<String>),
+    Workflow(String),
+}
+
+struct Front<'a> {
+    sources: &'a mut SourceMap,
+    config: Option<&'a Config>,
+    diags: Vec<Diagnostic>,
+    /// Files being loaded, outermost first (sub-workflow cycles).
+    stack: Vec<PathBuf>,
+    /// Sub-workflows already loaded, by canonical path.
+    loaded: HashMap<PathBuf, Option<Plan>>,
+    /// TOOL.md contracts already read, by path.
+    tools: HashMap<PathBuf, Option<Contract>>,
+}
+
+/// One file being lowered.
+struct FileCx {
+    file: FileId,
+    doc: Doc,
+    dir: PathBuf,
+    goals: Vec<GoalDef>,
+    /// Node path → the YAML pointer of the step (or branch) it came from.
+    paths: HashMap<String, String>,
+    default_approval: Option<ApprovalClass>,
+    default_retry: Option<Retry>,
+}
+
+fn join(parent: &str, id: &str) -> String {
+    if parent.is_empty() {
+        id.to_owned()
+    } else {
+        format!("{parent}/{id}")
+    }
+}
+
+fn str_at<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+impl Front<'_> {
+    fn span(&self, cx: &FileCx, pointer: &str, at_key: bool) -> Span {
+        let at = cx.doc.at(pointer);
+        let (start, end) = match (at_key, at.key) {
+            (true, Some(k)) => k,
+            _ => (at.start, at.end),
+        };
+        // A block value spans lines; its first line is enough to point at.
+        let text = &self.sources.file(cx.file).text;
+        let end = end.min(text.len()).max(start);
+        let end = text[start..end].find('\n').map_or(end, |i| start + i);
+        Span::new(cx.file, start, end.max(start))
+    }
+
+    fn error(&mut self, code: &'static str, span: Span, msg: String, hint: Option<String>) {
+        let mut d = Diagnostic::error(code, span, msg);
+        if let Some(h) = hint {
+            d = d.with_hint(h);
+        }
+        self.diags.push(d);
+    }
+
+    fn load(&mut self, file: FileId) -> Option<Plan> {
+        let path = self.sources.file(file).path.clone();
+        let text = self.sources.file(file).text.clone();
+        let (start, end) = match front_matter(&text) {
+            Ok(r) => r,
+            Err((code, msg, hint, s, e)) => {
+                self.error(code, Span::new(file, s, e), msg, Some(hint));
+                return None;
+            }
+        };
+        let doc = match yaml::parse(&text[start..end], start) {
+            Ok(d) => d,
+            Err(e) => {
+                self.error(e.code, Span::new(file, e.start, e.end), e.message, e.hint);
+                return None;
+            }
+        };
+        let dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let mut cx = FileCx {
+            file,
+            doc,
+            dir,
+            goals: Vec::new(),
+            paths: HashMap::new(),
+            default_approval: None,
+            default_retry: None,
+        };
+        let root = cx.doc.value.clone();
+        if !root.is_object() {
+            let sp = self.span(&cx, "", false);
+            self.error(
+                "schema",
+                sp,
+                "the front matter must be a mapping of fields (name: …, id: …)".into(),
+                Some("write `key: value` lines between the `---` lines".into()),
+            );
+            return None;
+        }
+        for v in schema::check_workflow(&root) {
+            let sp = self.span(&cx, &v.pointer, v.at_key);
+            self.error(v.code, sp, v.message, v.hint);
+        }
+        for name in schema::FORBIDDEN {
+            if root.get(*name).is_some() {
+                let sp = self.span(&cx, &format!("/{name}"), true);
+                self.error(
+                    "forbidden-field",
+                    sp,
+                    format!("`{name}` is not allowed in a WORKFLOW.md: a workflow orchestrates tools and holds no code, runner, secrets or network settings"),
+                    Some(match *name {
+                        "secrets" | "network" => "declare what the workflow needs under `runtime:` (env, network.egress); secrets stay in the host's environment".to_owned(),
+                        _ => "move the code into a tool (bind it under [tools.<id>] in agent.toml) and call it from a `kind: tool` step".to_owned(),
+                    }),
+                );
+            }
+        }
+        if let Some(Value::Array(ts)) = root.get("triggers") {
+            for (i, t) in ts.iter().enumerate() {
+                if let Some(kind) = str_at(t, "kind")
+                    && kind != "manual"
+                {
+                    let sp = self.span(&cx, &format!("/triggers/{i}/kind"), false);
+                    self.diags.push(
+                        Diagnostic::warning(
+                            "unsupported-trigger",
+                            sp,
+                            format!("`{kind}` triggers are not started by agentfile; the workflow runs when asked (`agentfile run`, `run_<id>` over MCP)"),
+                        )
+                        .with_hint("start it from your scheduler or webhook receiver with `agentfile run`"),
+                    );
+                }
+            }
+        }
+        cx.default_approval = root
+            .get("approval")
+            .and_then(Value::as_str)
+            .and_then(approval_class);
+        cx.default_retry = root.get("retry").and_then(retry_of);
+
+        let nodes = self.steps(&mut cx, root.get("steps"), "/steps", "");
+        let start = str_at(&root, "start").map(str::to_owned);
+        let graph = Node::new(
+            "",
+            NodeKind::Sequence {
+                nodes,
+                start: start.clone(),
+            },
+        );
+        let result = match root.get("result") {
+            Some(r) => match expr::compile_value(r) {
+                Ok(v) => Some(v),
+                Err((p, e)) => {
+                    let sp = self.span(&cx, &format!("/result{p}"), false);
+                    self.error("bad-expression", sp, e.message, e.hint);
+                    None
+                }
+            },
+            None => None,
+        };
+        let id = str_at(&root, "id").unwrap_or("workflow").to_owned();
+        let input_schema = root.get("inputs").filter(|v| v.is_object()).cloned();
+        let mut plan = Plan {
+            schema_version: PLAN_SCHEMA_VERSION,
+            name: str_at(&root, "name").unwrap_or(&id).to_owned(),
+            format: "workflow-md".into(),
+            path: path.display().to_string(),
+            inputs: inputs_of(input_schema.as_ref()),
+            agents: Vec::new(),
+            goals: std::mem::take(&mut cx.goals),
+            steps: Vec::new(),
+            security: None,
+            graph,
+            timeout_ms: root.get("timeout_ms").and_then(Value::as_u64),
+            max_steps: root
+                .get("max_steps")
+                .and_then(Value::as_u64)
+                .map(|n| n.min(u64::from(u32::MAX)) as u32),
+            input_schema,
+            output_schema: root.get("outputs").filter(|v| v.is_object()).cloned(),
+            result,
+            fingerprint: String::new(),
+        };
+        for (field, schema) in [
+            ("inputs", &plan.input_schema),
+            ("outputs", &plan.output_schema),
+        ] {
+            if let Some(s) = schema
+                && let Some(problem) = schema::schema_problem(s)
+            {
+                let sp = self.span(&cx, &format!("/{field}"), true);
+                self.error(
+                    "schema",
+                    sp,
+                    format!("`{field}` is not a valid JSON Schema: {problem}"),
+                    None,
+                );
+            }
+        }
+        for e in crate::plan::graph::check(&plan.graph) {
+            let sp = self.locate(&cx, &e.path, e.subject.as_deref(), true);
+            let hint = graph_hint(e.code);
+            self.error(e.code, sp, e.message, Some(hint.into()));
+        }
+        for e in crate::plan::scope::check(&plan) {
+            let sp = self.locate(&cx, &e.path, e.subject.as_deref(), false);
+            let hint = match e.code {
+                "unknown-input" => "declare it under `inputs.properties`, or fix the name",
+                "item-outside-map" => {
+                    "`$item` and `$index` exist only in the steps of a `kind: map` step"
+                }
+                _ => {
+                    "a step reads only steps that finished before it (earlier in its list, or in an enclosing list), and declared inputs"
+                }
+            };
+            self.error(e.code, sp, e.message, Some(hint.into()));
+        }
+        plan.fingerprint = plan.compute_fingerprint();
+        Some(plan)
+    }
+
+    /// The span for a graph or scope error: the scalar in the step at `path`
+    /// that holds `subject` (a route target, an expression's root), else the
+    /// step's `id`.
+    fn locate(&self, cx: &FileCx, path: &str, subject: Option<&str>, exact: bool) -> Span {
+        let mut p = path;
+        let pointer = loop {
+            if let Some(ptr) = cx.paths.get(p) {
+                break ptr.clone();
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => break "/steps".to_owned(),
+            }
+        };
+        if let (Some(subject), Some(v)) = (subject, cx.doc.value.pointer(&pointer)) {
+            let mut found = None;
+            scalars(v, &pointer, &mut |ptr, s| {
+                let hit = if exact {
+                    s == subject
+                } else {
+                    s.contains(subject)
+                };
+                if hit && found.is_none() {
+                    found = Some(ptr.to_owned());
+                }
+            });
+            if let Some(ptr) = found {
+                let sp = self.span(cx, &ptr, false);
+                let text = &self.sources.file(cx.file).text;
+                if let Some(i) = text[sp.start as usize..sp.end as usize].find(subject) {
+                    let s = sp.start as usize + i;
+                    return Span::new(cx.file, s, s + subject.len());
+                }
+                return sp;
+            }
+        }
+        if cx.doc.has(&format!("{pointer}/id")) {
+            self.span(cx, &format!("{pointer}/id"), false)
+        } else {
+            self.span(cx, &pointer, false)
+        }
+    }
+
+    /// A `steps:` list, lowered; steps named as another's `compensation`
+    /// leave the flow and hang off that step.
+    fn steps(
+        &mut self,
+        cx: &mut FileCx,
+        list: Option<&Value>,
+        ptr: &str,
+        parent: &str,
+    ) -> Vec<Node> {
+        let Some(Value::Array(items)) = list else {
+            return Vec::new();
+        };
+        let ids: Vec<Option<&str>> = items.iter().map(|s| str_at(s, "id")).collect();
+        let mut compensations: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, s) in items.iter().enumerate() {
+            if let Some(c) = str_at(s, "compensation") {
+                if let Some(j) = ids.iter().position(|id| *id == Some(c)) {
+                    if j == i {
+                        let sp = self.span(cx, &format!("{ptr}/{i}/compensation"), false);
+                        self.error(
+                            "unknown-compensation",
+                            sp,
+                            format!("step `{c}` cannot be its own compensation"),
+                            Some("name another step of this list that undoes this one".into()),
+                        );
+                    } else {
+                        compensations.insert(c.to_owned(), j);
+                    }
+                } else {
+                    let known: Vec<&str> = ids.iter().flatten().copied().collect();
+                    let hint = match crate::diag::suggest(c, known.iter().copied()) {
+                        Some(s) => format!(
+                            "did you mean `{s}`? A compensation names a step of the same list"
+                        ),
+                        None => "name a step of the same list that undoes this one".to_owned(),
+                    };
+                    let sp = self.span(cx, &format!("{ptr}/{i}/compensation"), false);
+                    self.error(
+                        "unknown-compensation",
+                        sp,
+                        format!("the compensation step `{c}` does not exist in this list"),
+                        Some(hint),
+                    );
+                }
+            }
+        }
+        let mut lowered: Vec<Option<Node>> = items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| self.step(cx, s, &format!("{ptr}/{i}"), parent))
+            .collect();
+        // Attach compensations (a compensation's own compensation is ignored).
+        for (i, s) in items.iter().enumerate() {
+            let Some(c) = str_at(s, "compensation") else {
+                continue;
+            };
+            let Some(&j) = compensations.get(c) else {
+                continue;
+            };
+            if j == i {
+                continue;
+            }
+            let comp = lowered[j].clone();
+            if let (Some(owner), Some(mut comp)) = (lowered[i].as_mut(), comp) {
+                comp.next = None;
+                let from = join(parent, &comp.id);
+                let to = join(&join(parent, &owner.id), &comp.id);
+                let moved: Vec<(String, String)> = cx
+                    .paths
+                    .iter()
+                    .filter(|(k, _)| **k == from || k.starts_with(&format!("{from}/")))
+                    .map(|(k, v)| (format!("{to}{}", &k[from.len()..]), v.clone()))
+                    .collect();
+                cx.paths.extend(moved);
+                owner.compensation = Some(Box::new(comp));
+            }
+        }
+        lowered
+            .iter_mut()
+            .enumerate()
+            .filter(|(j, _)| !compensations.values().any(|c| c == j))
+            .filter_map(|(_, n)| n.take())
+            .collect()
+    }
+
+    fn expr(&mut self, cx: &FileCx, v: Option<&Value>, ptr: &str) -> Expr {
+        let Some(Value::String(src)) = v else {
+            // A wrong type is a schema error already.
+            return Expr::Literal(v.cloned().unwrap_or(Value::Null));
+        };
+        match expr::parse(src) {
+            Ok(e) => e,
+            Err(e) => {
+                let sp = self.sub_span(cx, ptr, src, e.offset, e.len);
+                self.error(
+                    "bad-expression",
+                    sp,
+                    format!("`{src}` is not a valid expression: {}", e.message),
+                    e.hint,
+                );
+                Expr::Literal(Value::Null)
+            }
+        }
+    }
+
+    /// The span of `src[offset..offset+len]` when the scalar is written
+    /// plainly in the file, else the scalar's.
+    fn sub_span(&self, cx: &FileCx, ptr: &str, src: &str, offset: usize, len: usize) -> Span {
+        let sp = self.span(cx, ptr, false);
+        let text = &self.sources.file(cx.file).text;
+        let written = &text[sp.start as usize..sp.end as usize];
+        match written.find(src) {
+            Some(i) if offset + len <= src.len() => {
+                let s = sp.start as usize + i + offset;
+                Span::new(cx.file, s, s + len.max(1))
+            }
+            _ => sp,
+        }
+    }
+
+    fn value(&mut self, cx: &FileCx, v: Option<&Value>, ptr: &str) -> ValueExpr {
+        let v = v.cloned().unwrap_or_else(|| json!({}));
+        match expr::compile_value(&v) {
+            Ok(x) => x,
+            Err((p, e)) => {
+                let at = format!("{ptr}{p}");
+                let sp = match cx.doc.value.pointer(&at) {
+                    Some(Value::String(s)) => self.sub_span(cx, &at, s, e.offset, e.len),
+                    _ => self.span(cx, &at, false),
+                };
+                self.error("bad-expression", sp, e.message, e.hint);
+                ValueExpr::Literal(Value::Null)
+            }
+        }
+    }
+
+    fn template(&mut self, cx: &FileCx, v: Option<&Value>, ptr: &str) -> Template {
+        let src = v.and_then(Value::as_str).unwrap_or("");
+        match Template::parse(src) {
+            Ok(t) => t,
+            Err(e) => {
+                let sp = self.sub_span(cx, ptr, src, e.offset, e.len);
+                self.error("bad-expression", sp, e.message, e.hint);
+                Template { parts: Vec::new() }
+            }
+        }
+    }
+
+    fn step(&mut self, cx: &mut FileCx, s: &Value, ptr: &str, parent: &str) -> Option<Node> {
+        let id = str_at(s, "id")?.to_owned();
+        let path = join(parent, &id);
+        cx.paths.insert(path.clone(), ptr.to_owned());
+        let kind = match str_at(s, "kind") {
+            Some("tool") => self.tool_step(cx, s, ptr, &path),
+            Some("branch") => {
+                let mut arms = Vec::new();
+                if let Some(Value::Array(bs)) = s.get("branches") {
+                    for (i, b) in bs.iter().enumerate() {
+                        let when =
+                            self.expr(cx, b.get("when"), &format!("{ptr}/branches/{i}/when"));
+                        let next = Next::parse(str_at(b, "next").unwrap_or("$end"));
+                        arms.push(Arm { when, next });
+                    }
+                }
+                NodeKind::Branch {
+                    arms,
+                    default: str_at(s, "default").map(Next::parse),
+                }
+            }
+            Some("parallel") => {
+                let mut branches = Vec::new();
+                if let Some(Value::Array(bs)) = s.get("branches") {
+                    for (i, b) in bs.iter().enumerate() {
+                        let Some(bid) = str_at(b, "id") else { continue };
+                        let bptr = format!("{ptr}/branches/{i}");
+                        let bpath = join(&path, bid);
+                        cx.paths.insert(bpath.clone(), bptr.clone());
+                        let nodes =
+                            self.steps(cx, b.get("steps"), &format!("{bptr}/steps"), &bpath);
+                        branches.push(Node::new(bid, NodeKind::Sequence { nodes, start: None }));
+                    }
+                }
+                NodeKind::Parallel { branches }
+            }
+            Some("map") => {
+                let over = self.expr(cx, s.get("over"), &format!("{ptr}/over"));
+                let nodes = self.steps(cx, s.get("steps"), &format!("{ptr}/steps"), &path);
+                NodeKind::Map {
+                    over,
+                    concurrency: s
+                        .get("parallelism")
+                        .and_then(Value::as_u64)
+                        .map_or(0, |n| n.min(u64::from(u32::MAX)) as u32),
+                    body: Box::new(Node::new("body", NodeKind::Sequence { nodes, start: None })),
+                }
+            }
+            Some("loop") => {
+                let expr = self.expr(cx, s.get("while"), &format!("{ptr}/while"));
+                let nodes = self.steps(cx, s.get("steps"), &format!("{ptr}/steps"), &path);
+                let max = s
+                    .get("max_iterations")
+                    .and_then(Value::as_u64)
+                    .map_or(1, |n| n.clamp(1, 1000) as u32);
+                NodeKind::Loop {
+                    until: LoopUntil::While { expr },
+                    max: Limit::Count { count: max },
+                    body: Box::new(Node::new("body", NodeKind::Sequence { nodes, start: None })),
+                }
+            }
+            Some("approval") => {
+                let prompt = self.template(cx, s.get("prompt"), &format!("{ptr}/prompt"));
+                let route = |k: &str| {
+                    s.get(k)
+                        .and_then(|o| o.get("next"))
+                        .and_then(Value::as_str)
+                        .map(Next::parse)
+                };
+                NodeKind::Approval(ApprovalNode {
+                    prompt,
+                    on_approve: route("on_approve"),
+                    on_reject: route("on_reject"),
+                    timeout_ms: s.get("timeout_ms").and_then(Value::as_u64),
+                    on_timeout: str_at(s, "on_timeout").map_or(OnTimeout::Fail, OnTimeout::parse),
+                })
+            }
+            Some("suspend") => {
+                let resume = s.get("resume").cloned().unwrap_or(Value::Null);
+                NodeKind::Suspend {
+                    events: match resume.get("on") {
+                        Some(Value::Array(a)) => a
+                            .iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect(),
+                        _ => Vec::new(),
+                    },
+                    timeout_ms: resume.get("timeout_ms").and_then(Value::as_u64),
+                    on_timeout: str_at(&resume, "on_timeout")
+                        .map_or(OnTimeout::Fail, OnTimeout::parse),
+                }
+            }
+            Some("subworkflow") => {
+                let wid = str_at(s, "workflow").unwrap_or("");
+                let inputs = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"));
+                match self.subworkflow(cx, wid, &format!("{ptr}/workflow")) {
+                    Some(plan) => NodeKind::Subworkflow {
+                        plan: Box::new(plan),
+                        inputs,
+                    },
+                    None => NodeKind::Sequence {
+                        nodes: Vec::new(),
+                        start: None,
+                    },
+                }
+            }
+            // Unknown or missing: a schema error already; keep the id so
+            // routes to it resolve.
+            _ => NodeKind::Sequence {
+                nodes: Vec::new(),
+                start: None,
+            },
+        };
+        let mut node = Node::new(id, kind);
+        node.name = str_at(s, "name").map(str::to_owned);
+        node.next = str_at(s, "next").map(Next::parse);
+        node.timeout_ms = s.get("timeout_ms").and_then(Value::as_u64).filter(|_| {
+            // An approval's own timeout is its wait, not a step limit.
+            !matches!(str_at(s, "kind"), Some("approval"))
+        });
+        node.retry = s.get("retry").and_then(retry_of);
+        node.approval = s
+            .get("approval")
+            .and_then(Value::as_str)
+            .and_then(approval_class);
+        if let Some(o) = s.get("outputs").filter(|o| o.is_object()) {
+            if let Some(problem) = schema::schema_problem(o) {
+                let sp = self.span(cx, &format!("{ptr}/outputs"), true);
+                self.error(
+                    "schema",
+                    sp,
+                    format!("the step's `outputs` is not a valid JSON Schema: {problem}"),
+                    None,
+                );
+            } else if !matches!(node.kind, NodeKind::Suspend { .. }) {
+                node.output_schema = Some(o.clone());
+            }
+        }
+        if matches!(
+            node.kind,
+            NodeKind::Tool { .. } | NodeKind::Command { .. } | NodeKind::Goal(_)
+        ) {
+            if node.approval.is_none() {
+                node.approval = cx.default_approval;
+            }
+            if node.retry.is_none() {
+                node.retry = cx.default_retry.clone();
+            }
+        }
+        if let Some(c) = self.contract_for(cx, s) {
+            if node.output_schema.is_none() {
+                node.output_schema = c.outputs.clone();
+            }
+            node.input_schema = c.inputs.clone();
+        }
+        Some(node)
+    }
+
+    /// The TOOL.md contract of a tool step's id, when one exists.
+    fn contract_for(&mut self, cx: &FileCx, s: &Value) -> Option<Contract> {
+        if str_at(s, "kind") != Some("tool") {
+            return None;
+        }
+        let id = str_at(s, "tool")?;
+        self.contract(cx, id)
+    }
+
+    fn contract(&mut self, cx: &FileCx, id: &str) -> Option<Contract> {
+        if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+            return None;
+        }
+        let path = cx
+            .dir
+            .ancestors()
+            .take(8)
+            .map(|d| d.join(".tools").join(id).join("TOOL.md"))
+            .find(|p| p.is_file())?;
+        if let Some(c) = self.tools.get(&path) {
+            return c.clone();
+        }
+        let c = self.read_contract(&path);
+        self.tools.insert(path, c.clone());
+        c
+    }
+
+    fn read_contract(&mut self, path: &Path) -> Option<Contract> {
+        let text = std::fs::read_to_string(path).ok()?;
+        if text.len() as u64 > crate::frontend::MAX_WORKFLOW_BYTES {
+            return None;
+        }
+        let file = self.sources.add(path.to_owned(), text.clone());
+        let (start, end) = match front_matter(&text) {
+            Ok(r) => r,
+            Err((code, msg, hint, s, e)) => {
+                self.error(code, Span::new(file, s, e), msg, Some(hint));
+                return None;
+            }
+        };
+        let doc = match yaml::parse(&text[start..end], start) {
+            Ok(d) => d,
+            Err(e) => {
+                self.error(e.code, Span::new(file, e.start, e.end), e.message, e.hint);
+                return None;
+            }
+        };
+        let tcx = FileCx {
+            file,
+            doc,
+            dir: PathBuf::new(),
+            goals: Vec::new(),
+            paths: HashMap::new(),
+            default_approval: None,
+            default_retry: None,
+        };
+        let v = tcx.doc.value.clone();
+        let mut ok = true;
+        for viol in schema::check_tool(&v) {
+            ok = false;
+            let sp = self.span(&tcx, &viol.pointer, viol.at_key);
+            self.error(
+                viol.code,
+                sp,
+                format!("TOOL.md: {}", viol.message),
+                viol.hint,
+            );
+        }
+        ok.then(|| Contract {
+            inputs: v.get("inputs").filter(|i| i.is_object()).cloned(),
+            outputs: v.get("outputs").filter(|o| o.is_object()).cloned(),
+            mutates: matches!(v.get("mutates"), Some(Value::Array(a)) if !a.is_empty()),
+        })
+    }
+
+    fn tool_step(&mut self, cx: &mut FileCx, s: &Value, ptr: &str, path: &str) -> NodeKind {
+        let empty = NodeKind::Sequence {
+            nodes: Vec::new(),
+            start: None,
+        };
+        let id = match s.get("tool") {
+            Some(Value::String(id)) => id.clone(),
+            Some(Value::Object(_)) => {
+                let sp = self.span(cx, &format!("{ptr}/tool"), true);
+                self.error(
+                    "forbidden-field",
+                    sp,
+                    "an inline tool body (`tool: { entry: … }`) is not allowed: a workflow names its tools by id".into(),
+                    Some("bind the code as a tool in agent.toml (`[tools.<id>] command = [\"node\", \"step.js\"]`) and write `tool: <id>`".into()),
+                );
+                return empty;
+            }
+            _ => return empty,
+        };
+        let args = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"));
+        let tptr = format!("{ptr}/tool");
+        let contract = self.contract(cx, &id);
+        match self.resolve(&id) {
+            Some(Resolved::Builtin(tool)) | Some(Resolved::Mcp(tool)) => {
+                NodeKind::Tool { tool, args }
+            }
+            Some(Resolved::Command(argv)) => NodeKind::Command {
+                tool: id.clone(),
+                argv,
+                args,
+                mutates: contract.as_ref().is_none_or(|c| c.mutates),
+            },
+            Some(Resolved::Workflow(wid)) => match self.subworkflow(cx, &wid, &tptr) {
+                Some(plan) => NodeKind::Subworkflow {
+                    plan: Box::new(plan),
+                    inputs: args,
+                },
+                None => empty,
+            },
+            Some(Resolved::Agent) => {
+                if s.get("inputs").and_then(|i| i.get("prompt")).is_none() {
+                    let sp = self.span(cx, &format!("{ptr}/tool"), false);
+                    self.error(
+                        "schema",
+                        sp,
+                        "an `agent` step needs `inputs.prompt`: what the model is asked to do"
+                            .into(),
+                        Some("add `inputs: { prompt: \"…\" }`".into()),
+                    );
+                }
+                let outputs: Vec<String> = s
+                    .get("outputs")
+                    .and_then(|o| o.get("properties"))
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
+                let goal = format!("agent:{path}");
+                cx.goals.push(GoalDef {
+                    name: goal.clone(),
+                    kind: GoalKind::Goal,
+                    outcome: "$prompt".into(),
+                    summary: format!("agent step `{path}`"),
+                    source: PromptSource::Inline,
+                    agents: Vec::new(),
+                    outputs,
+                    reads: vec!["prompt".into()],
+                    within: None,
+                    supervision: None,
+                });
+                NodeKind::Goal(GoalNode {
+                    goal,
+                    context: Vec::new(),
+                    inputs: Some(args),
+                })
+            }
+            None => {
+                let sp = self.span(cx, &tptr, false);
+                let (msg, hint) = self.unresolved(&id, contract.is_some());
+                self.error("unresolved-tool", sp, msg, Some(hint));
+                empty
+            }
+        }
+    }
+
+    fn resolve(&self, id: &str) -> Option<Resolved> {
+        if crate::tools::policy::Tool::from_name(id).is_some() {
+            return Some(Resolved::Builtin(id.to_owned()));
+        }
+        if id == "agent" {
+            return Some(Resolved::Agent);
+        }
+        let config = self.config;
+        if let Some((server, tool)) = id.split_once('.')
+            && config.is_some_and(|c| c.mcp.servers.contains_key(server))
+        {
+            return Some(Resolved::Mcp(crate::tools::mcp::exposed_name(server, tool)));
+        }
+        let b = config?.tools.get(id)?;
+        if let Some(m) = &b.mcp {
+            let (server, tool) = m.split_once(':').unwrap_or((m, id));
+            return Some(Resolved::Mcp(crate::tools::mcp::exposed_name(server, tool)));
+        }
+        if let Some(argv) = &b.command {
+            return Some(Resolved::Command(argv.clone()));
+        }
+        b.workflow.clone().map(Resolved::Workflow)
+    }
+
+    fn unresolved(&self, id: &str, has_contract: bool) -> (String, String) {
+        let mut known: Vec<String> = crate::tools::policy::Tool::ALL
+            .into_iter()
+            .map(|t| t.name().to_owned())
+            .collect();
+        known.push("agent".into());
+        if let Some(c) = self.config {
+            known.extend(c.tools.keys().cloned());
+            known.extend(c.mcp.servers.keys().map(|s| format!("{s}.<tool>")));
+        }
+        let suggestion = crate::diag::suggest(id, known.iter().map(String::as_str))
+            .map(|s| format!("did you mean `{s}`? "))
+            .unwrap_or_default();
+        let msg = if has_contract {
+            format!(
+                "tool `{id}` has a TOOL.md contract but nothing runs it: the config binds no `[tools.{id}]`"
+            )
+        } else {
+            format!(
+                "tool `{id}` does not resolve: it is not a built-in tool, `agent`, an MCP tool `<server>.<tool>` of a configured server, or bound under `[tools.{id}]` in the config"
+            )
+        };
+        let hint = format!(
+            "{suggestion}bind it in agent.toml: `[tools.{id}]` with `command = [\"prog\", \"arg\"]` (JSON in on stdin, JSON out on stdout), `mcp = \"server:tool\"` or `workflow = \"<id>\"`; what resolves here: {}",
+            known.join(", ")
+        );
+        (msg, hint)
+    }
+
+    /// `.workflows/<id>/WORKFLOW.md`, beside this workflow's folder or in a
+    /// `.workflows` folder here or above.
+    fn find_workflow(&self, dir: &Path, id: &str) -> Option<PathBuf> {
+        if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+            return None;
+        }
+        if let Some(parent) = dir.parent()
+            && parent.file_name().is_some_and(|n| n == ".workflows")
+        {
+            let p = parent.join(id).join("WORKFLOW.md");
+            if p.is_file() {
+                return Some(p);
+            }
+        }
+        dir.ancestors()
+            .take(8)
+            .map(|d| d.join(".workflows").join(id).join("WORKFLOW.md"))
+            .find(|p| p.is_file())
+    }
+
+    fn subworkflow(&mut self, cx: &FileCx, id: &str, ptr: &str) -> Option<Plan> {
+        let Some(found) = self.find_workflow(&cx.dir, id) else {
+            let sp = self.span(cx, ptr, false);
+            self.error(
+                "unresolved-workflow",
+                sp,
+                format!("no workflow `{id}`: there is no `.workflows/{id}/WORKFLOW.md` beside this workflow or above it"),
+                Some("create it, or fix the id (`agentfile list` shows the workflows)".into()),
+            );
+            return None;
+        };
+        let canon = found.canonicalize().unwrap_or(found.clone());
+        let here = self.sources.file(cx.file).path.canonicalize().ok();
+        if self.stack.contains(&canon) || here.as_ref() == Some(&canon) {
+            let sp = self.span(cx, ptr, false);
+            self.error(
+                "subworkflow-cycle",
+                sp,
+                format!(
+                    "workflow `{id}` includes itself (through {}): a sub-workflow cycle never ends",
+                    self.stack.len().max(1)
+                ),
+                Some(
+                    "break the cycle: a workflow may not run itself, directly or through others"
+                        .into(),
+                ),
+            );
+            return None;
+        }
+        if let Some(p) = self.loaded.get(&canon).cloned() {
+            if p.is_none() {
+                let sp = self.span(cx, ptr, false);
+                self.error(
+                    "unresolved-workflow",
+                    sp,
+                    format!("workflow `{id}` ({}) has errors", found.display()),
+                    Some("fix the errors reported in that file".into()),
+                );
+            }
+            return p;
+        }
+        if self.stack.len() >= MAX_NESTING {
+            let sp = self.span(cx, ptr, false);
+            self.error(
+                "subworkflow-cycle",
+                sp,
+                format!("sub-workflows nest more than {MAX_NESTING} deep"),
+                None,
+            );
+            return None;
+        }
+        let text = match std::fs::read(&found) {
+            Ok(b) if b.len() as u64 <= crate::frontend::MAX_WORKFLOW_BYTES => {
+                String::from_utf8_lossy(&b).into_owned()
+            }
+            _ => {
+                let sp = self.span(cx, ptr, false);
+                self.error(
+                    "unresolved-workflow",
+                    sp,
+                    format!("cannot read workflow `{id}` at {}", found.display()),
+                    None,
+                );
+                return None;
+            }
+        };
+        let file = self.sources.add(found.clone(), text);
+        if let Some(h) = here
+            && self.stack.is_empty()
+        {
+            self.stack.push(h);
+        }
+        self.stack.push(canon.clone());
+        let errors_before = self.diags.iter().filter(|d| d.is_error()).count();
+        let plan = self.load(file);
+        self.stack.pop();
+        let failed = self.diags.iter().filter(|d| d.is_error()).count() > errors_before;
+        let plan = if failed { None } else { plan };
+        if failed {
+            let sp = self.span(cx, ptr, false);
+            self.error(
+                "unresolved-workflow",
+                sp,
+                format!("workflow `{id}` ({}) has errors", found.display()),
+                Some("fix the errors reported in that file".into()),
+            );
+        }
+        self.loaded.insert(canon, plan.clone());
+        plan
+    }
+}
+
+/// Every string scalar under `v` (not inside nested `steps` lists, which
+/// belong to other steps), with its pointer.
+fn scalars(v: &Value, ptr: &str, f: &mut dyn FnMut(&str, &str)) {
+    let mut stack = vec![(v, ptr.to_owned())];
+    while let Some((v, p)) = stack.pop() {
+        match v {
+            Value::String(s) => f(&p, s),
+            Value::Array(a) => {
+                for (i, x) in a.iter().enumerate().rev() {
+                    stack.push((x, format!("{p}/{i}")));
+                }
+            }
+            Value::Object(o) => {
+                let entries: Vec<_> = o.iter().filter(|(k, _)| *k != "steps").collect();
+                for (k, x) in entries.into_iter().rev() {
+                    stack.push((x, format!("{p}/{}", segment(k))));
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn graph_hint(code: &str) -> &'static str {
+    match code {
+        "dangling-next" => "route to the id of a step in the same list, or `$end`",
+        "unreachable" => "route to it from another step (`next`, a branch), or remove it",
+        "cycle" => "to repeat steps, put them in a `kind: loop` step with `max_iterations`",
+        "duplicate-id" => "give every step of one list its own id",
+        "bad-id" => "ids are lowercase letters, digits and dashes",
+        _ => "fix the step's definition",
+    }
+}
+
+fn approval_class(s: &str) -> Option<ApprovalClass> {
+    match s {
+        "auto" => Some(ApprovalClass::Auto),
+        "always" => Some(ApprovalClass::Always),
+        "on-mutate" => Some(ApprovalClass::OnMutate),
+        // A named policy is not ours to evaluate: ask.
+        s if s.starts_with("policy:") => Some(ApprovalClass::Always),
+        _ => None,
+    }
+}
+
+fn retry_of(v: &Value) -> Option<Retry> {
+    let max_attempts = v.get("max_attempts")?.as_u64()?.clamp(1, 20) as u32;
+    let backoff = match v.get("backoff").and_then(Value::as_str) {
+        Some("fixed") => Backoff::Fixed,
+        Some("linear") => Backoff::Linear,
+        _ => Backoff::Exponential,
+    };
+    Some(Retry {
+        max_attempts,
+        backoff,
+        initial_ms: v.get("initial_ms").and_then(Value::as_u64).unwrap_or(0),
+    })
+}
+
+/// The plan's inputs from an `inputs` JSON Schema's properties.
+fn inputs_of(schema: Option<&Value>) -> Vec<InputDef> {
+    let Some(s) = schema else {
+        return Vec::new();
+    };
+    let required: Vec<&str> = s
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = s.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, p)| {
+            let default = p.get("default").map(|d| match d {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            });
+            let required =
+                required.contains(&name.as_str()) && default.is_none() && name != FS_ROOT_FIELD;
+            InputDef {
+                name: name.clone(),
+                default,
+                required,
+            }
+        })
+        .collect()
+}
+
+/// Input values given as text (`--input k=v`), read as the types the
+/// workflow's `inputs` schema declares: `n=5` is the number 5 when `n` is an
+/// integer, `tags=["a"]` a list when `tags` is an array; a string property
+/// keeps the text as it is.
+pub fn typed_inputs(
+    schema: Option<&Value>,
+    given: &BTreeMap<String, String>,
+) -> serde_json::Map<String, Value> {
+    let props = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
+    given
+        .iter()
+        .map(|(k, v)| {
+            let types: Vec<&str> = match props.and_then(|p| p.get(k)).and_then(|p| p.get("type")) {
+                Some(Value::String(t)) => vec![t.as_str()],
+                Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let typed = if types.is_empty() || types.contains(&"string") {
+                None
+            } else {
+                serde_json::from_str::<Value>(v.trim()).ok()
+            };
+            (k.clone(), typed.unwrap_or_else(|| Value::String(v.clone())))
+        })
+        .collect()
+}
+
+/// Text fields of `value` read as the JSON types `schema` declares for them
+/// (a model's structured output arrives as strings: `"0.9"` for a number).
+pub fn coerce(schema: &Value, value: &mut Value) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    let Value::Object(fields) = value else {
+        return;
+    };
+    for (k, v) in fields.iter_mut() {
+        let Some(Value::String(text)) = Some(&*v) else {
+            continue;
+        };
+        let wants_text = match props.get(k).and_then(|p| p.get("type")) {
+            Some(Value::String(t)) => t == "string",
+            Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
+            _ => true,
+        };
+        if !wants_text && let Ok(parsed) = serde_json::from_str::<Value>(text.trim()) {
+            *v = parsed;
+        }
+    }
+}
