@@ -153,3 +153,14 @@ pub fn text(list: &WorkflowList) -> String {
     }
     o
 }
+
+/// The project a workflow folder belongs to when it lies at
+/// `<project>/.workflows/<id>/` (where its config and policy live).
+pub fn project_of(workflow_dir: &Path) -> Option<std::path::PathBuf> {
+    let parent = workflow_dir.parent()?;
+    if parent.file_name()? == ".workflows" {
+        parent.parent().map(Path::to_path_buf)
+    } else {
+        None
+    }
+}

@@ -243,6 +243,24 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         options,
         req.record.as_deref(),
     )?);
+    // A workflow of tools alone (a WORKFLOW.md without `agent` steps) needs
+    // no model, and so no provider or key.
+    if !needs_model(&plan) {
+        return Ok(Prepared {
+            plan: Arc::new(plan),
+            config,
+            workspace,
+            workflow_dir,
+            inputs,
+            limits,
+            models,
+            provider_label: ("none".into(), "none".into()),
+            endpoint: None,
+            policy: req.policy.clone(),
+            allow: req.allow.clone(),
+            force_changed: req.force_changed,
+        });
+    }
     // Build every provider the workflow will need now, so a missing key or an
     // unknown profile stops the run before the first model call.
     let default = models.build(None).map_err(|e| match e {
@@ -276,6 +294,17 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         allow: req.allow.clone(),
         force_changed: req.force_changed,
     })
+}
+
+/// Whether any goal (in the plan or a sub-workflow) talks to a model.
+fn needs_model(plan: &Plan) -> bool {
+    let mut any = !plan.goals.is_empty();
+    plan.graph.walk(&mut |n| {
+        if let crate::plan::NodeKind::Subworkflow { plan, .. } = &n.kind {
+            any |= needs_model(plan);
+        }
+    });
+    any
 }
 
 /// `--config`, else `./agent.json` / `./agent.toml`, else one beside the workflow,
@@ -322,6 +351,12 @@ pub fn find_config(
         return Ok(None);
     }
     let found = Config::discover(None, &beside).map_err(err)?;
+    if found.source.is_none()
+        && let Some(project) = crate::discover::project_of(&beside)
+    {
+        let found = Config::discover(None, &project).map_err(err)?;
+        return Ok(found.source.map(|_| found.config));
+    }
     Ok(found.source.map(|_| found.config))
 }
 

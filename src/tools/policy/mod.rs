@@ -270,7 +270,13 @@ impl Policy {
         if let Some(path) = explicit {
             return Policy::from_file(path);
         }
-        let beside = workflow_dir.join(POLICY_FILE);
+        let mut beside = workflow_dir.join(POLICY_FILE);
+        // A WORKFLOW.md at `<project>/.workflows/<id>/` uses the project's.
+        if !beside.exists()
+            && let Some(project) = crate::discover::project_of(workflow_dir)
+        {
+            beside = project.join(POLICY_FILE);
+        }
         match std::fs::metadata(&beside) {
             Ok(_) => Policy::from_file(&beside),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Policy::safe_default()),
