@@ -611,7 +611,15 @@ fn recognised_but_unsupported_formats_get_a_truthful_hint() {
     let md = dir.join(".workflows/review/WORKFLOW.md");
     std::fs::create_dir_all(md.parent().unwrap()).unwrap();
     std::fs::write(&md, "---\nid: review\n---\n# Review\n").unwrap();
-    for f in [&yaml, &md] {
+    // WORKFLOW.md is read now, whatever `--dialect` says: schema errors.
+    for extra in [&[][..], &["--dialect", "agentfile"][..]] {
+        let o = bin().arg("validate").args(extra).arg(&md).output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let out = stdout(&o);
+        assert!(out.contains("missing the required field"), "{out}");
+        assert!(!out.contains("not supported yet"), "{out}");
+    }
+    for f in [&yaml] {
         // `--dialect agentfile` was the old advice: it must not turn YAML or
         // markdown into a page of DSL syntax errors either.
         for extra in [&[][..], &["--dialect", "agentfile"][..]] {

@@ -502,6 +502,9 @@ fn check_node(node: &Node, parent: &str, errors: &mut Vec<GraphError>) {
 }
 
 fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut Vec<GraphError>) {
+    for n in nodes {
+        check_node(n, path, errors);
+    }
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if n.id.is_empty() {

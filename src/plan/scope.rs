@@ -111,15 +111,15 @@ impl Cx<'_> {
     fn node(&mut self, n: &Node, path: &str, visible: &mut Vec<String>, in_map: bool) {
         match &n.kind {
             NodeKind::Tool { args, .. } | NodeKind::Command { args, .. } => {
-                self.paths(path, "the step's arguments", &args.paths(), visible, in_map)
+                self.paths(path, "an argument", &args.paths(), visible, in_map)
             }
             NodeKind::Shell { args, .. } => {
                 let ps: Vec<&Path> = args.iter().flat_map(|a| a.paths()).collect();
-                self.paths(path, "the script's arguments", &ps, visible, in_map);
+                self.paths(path, "a script argument", &ps, visible, in_map);
             }
             NodeKind::Goal(g) => {
                 if let Some(i) = &g.inputs {
-                    self.paths(path, "the goal's inputs", &i.paths(), visible, in_map);
+                    self.paths(path, "an input of the goal", &i.paths(), visible, in_map);
                 }
             }
             NodeKind::Branch { arms, .. } => {
@@ -131,7 +131,7 @@ impl Cx<'_> {
                 self.paths(path, "the prompt", &a.prompt.paths(), visible, in_map)
             }
             NodeKind::Subworkflow { inputs, plan } => {
-                self.paths(path, "the inputs", &inputs.paths(), visible, in_map);
+                self.paths(path, "an input", &inputs.paths(), visible, in_map);
                 for e in check(plan) {
                     self.errors.push(GraphError {
                         path: join(path, &e.path),

@@ -57,10 +57,11 @@ pub fn analyze(
     (fe.diags, if has_errors { None } else { plan })
 }
 
+/// Why a file has no readable front matter: code, message, hint, span.
+type FrontMatterError = (&'static str, String, String, usize, usize);
+
 /// Where the front matter lies: the YAML text between the two `---` lines.
-fn front_matter(
-    text: &str,
-) -> Result<(usize, usize), (&'static str, String, String, usize, usize)> {
+fn front_matter(text: &str) -> Result<(usize, usize), FrontMatterError> {
     let line_end = |from: usize| text[from..].find('\n').map_or(text.len(), |i| from + i);
     let first = line_end(0);
     if text[..first].trim_end() != "---" {
@@ -257,14 +258,11 @@ impl Front<'_> {
             },
         );
         let result = match root.get("result") {
-            Some(r) => match expr::compile_value(r) {
-                Ok(v) => Some(v),
-                Err((p, e)) => {
-                    let sp = self.span(&cx, &format!("/result{p}"), false);
-                    self.error("bad-expression", sp, e.message, e.hint);
-                    None
-                }
-            },
+            Some(r) => {
+                let errors = self.diags.len();
+                let v = self.value(&cx, Some(r), "/result");
+                (self.diags.len() == errors).then_some(v)
+            }
             None => None,
         };
         let id = str_at(&root, "id").unwrap_or("workflow").to_owned();
@@ -497,11 +495,14 @@ impl Front<'_> {
             Ok(x) => x,
             Err((p, e)) => {
                 let at = format!("{ptr}{p}");
-                let sp = match cx.doc.value.pointer(&at) {
-                    Some(Value::String(s)) => self.sub_span(cx, &at, s, e.offset, e.len),
-                    _ => self.span(cx, &at, false),
+                let (sp, msg) = match cx.doc.value.pointer(&at) {
+                    Some(Value::String(s)) => (
+                        self.sub_span(cx, &at, s, e.offset, e.len),
+                        format!("`{s}` is not a valid expression: {}", e.message),
+                    ),
+                    _ => (self.span(cx, &at, false), e.message),
                 };
-                self.error("bad-expression", sp, e.message, e.hint);
+                self.error("bad-expression", sp, msg, e.hint);
                 ValueExpr::Literal(Value::Null)
             }
         }
@@ -691,12 +692,7 @@ impl Front<'_> {
         if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
             return None;
         }
-        let path = cx
-            .dir
-            .ancestors()
-            .take(8)
-            .map(|d| d.join(".tools").join(id).join("TOOL.md"))
-            .find(|p| p.is_file())?;
+        let path = upward(&cx.dir, &Path::new(".tools").join(id).join("TOOL.md"))?;
         if let Some(c) = self.tools.get(&path) {
             return c.clone();
         }
@@ -904,10 +900,7 @@ impl Front<'_> {
                 return Some(p);
             }
         }
-        dir.ancestors()
-            .take(8)
-            .map(|d| d.join(".workflows").join(id).join("WORKFLOW.md"))
-            .find(|p| p.is_file())
+        upward(dir, &Path::new(".workflows").join(id).join("WORKFLOW.md"))
     }
 
     fn subworkflow(&mut self, cx: &FileCx, id: &str, ptr: &str) -> Option<Plan> {
@@ -929,8 +922,7 @@ impl Front<'_> {
                 "subworkflow-cycle",
                 sp,
                 format!(
-                    "workflow `{id}` includes itself (through {}): a sub-workflow cycle never ends",
-                    self.stack.len().max(1)
+                    "workflow `{id}` runs itself, directly or through the sub-workflows it runs: the cycle would never end"
                 ),
                 Some(
                     "break the cycle: a workflow may not run itself, directly or through others"
@@ -1000,6 +992,31 @@ impl Front<'_> {
         self.loaded.insert(canon, plan.clone());
         plan
     }
+}
+
+/// `rel` in `dir` or the nearest folder above it that has it; shown relative
+/// to the current folder when it lies below, so diagnostics name the paths a
+/// user would type.
+fn upward(dir: &Path, rel: &Path) -> Option<PathBuf> {
+    let base = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let abs = base.canonicalize().ok()?;
+    let cwd = std::env::current_dir()
+        .ok()
+        .and_then(|c| c.canonicalize().ok());
+    abs.ancestors()
+        .take(8)
+        .map(|d| d.join(rel))
+        .find(|p| p.is_file())
+        .map(
+            |p| match cwd.as_ref().and_then(|c| p.strip_prefix(c).ok()) {
+                Some(rel) => rel.to_path_buf(),
+                None => p,
+            },
+        )
 }
 
 /// Every string scalar under `v` (not inside nested `steps` lists, which

@@ -333,6 +333,16 @@ fn describe(
                 list.join(", ")
             )
         }
+        ValidationErrorKind::MinItems { limit } => {
+            format!(
+                "{} needs at least {limit} item{}",
+                place(pointer),
+                if *limit == 1 { "" } else { "s" }
+            )
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            format!("{} may hold at most {limit} items", place(pointer))
+        }
         ValidationErrorKind::OneOfNotValid { .. } if pointer.contains("/triggers/") => {
             hint = Some("a trigger is {kind: manual}, {kind: schedule, cron}, {kind: webhook, path: /…} or {kind: event, name}".to_owned());
             format!("{} is not a valid trigger", place(pointer))

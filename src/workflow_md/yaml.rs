@@ -214,10 +214,7 @@ pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
                 if stack.len() >= MAX_DEPTH {
                     return Err(too_deep(start));
                 }
-                let (pointer, key) = match child_place(&stack, start) {
-                    Ok(p) => p,
-                    Err(e) => return Err(e),
-                };
+                let (pointer, key) = child_place(&stack, start)?;
                 let is_map = matches!(event, Event::MappingStart(..));
                 stack.push(if is_map {
                     Frame::Map {
