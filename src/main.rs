@@ -1072,9 +1072,15 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
                 note.or(Some("with `agentfile sessions approve`".into())),
             )?;
             let verb = if reject { "rejected" } else { "approved" };
+            // A WORKFLOW.md approval step or tool step has no goal name.
+            let what = if goal.is_empty() {
+                "the pending approval".to_owned()
+            } else {
+                format!("goal `{goal}`")
+            };
             writeln!(
                 out,
-                "{verb} goal `{goal}` of session {id}; continue it with `agentfile sessions resume {id}`"
+                "{verb} {what} of session {id}; continue it with `agentfile sessions resume {id}`"
             )?;
         }
         SessionsCommand::Resume { .. } | SessionsCommand::Signal { .. } => {

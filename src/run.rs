@@ -245,24 +245,35 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     )?);
     // A workflow of tools alone (a WORKFLOW.md without `agent` steps) needs
     // no model, and so no provider or key.
-    if !needs_model(&plan) {
-        return Ok(Prepared {
-            plan: Arc::new(plan),
-            config,
-            workspace,
-            workflow_dir,
-            inputs,
-            limits,
-            models,
-            provider_label: ("none".into(), "none".into()),
-            endpoint: None,
-            policy: req.policy.clone(),
-            allow: req.allow.clone(),
-            force_changed: req.force_changed,
-        });
-    }
-    // Build every provider the workflow will need now, so a missing key or an
-    // unknown profile stops the run before the first model call.
+    let (provider_label, endpoint) = if needs_model(&plan) {
+        check_models(&plan, &models)?
+    } else {
+        (("none".to_owned(), "none".to_owned()), None)
+    };
+    Ok(Prepared {
+        plan: Arc::new(plan),
+        config,
+        workspace,
+        workflow_dir,
+        inputs,
+        limits,
+        models,
+        provider_label,
+        endpoint,
+        policy: req.policy.clone(),
+        allow: req.allow.clone(),
+        force_changed: req.force_changed,
+    })
+}
+
+/// Build every provider the workflow will need now, so a missing key or an
+/// unknown profile stops the run before the first model call; the default
+/// provider's label and endpoint.
+#[allow(clippy::type_complexity)]
+fn check_models(
+    plan: &Plan,
+    models: &ConfigModels,
+) -> Result<((String, String), Option<String>), RunError> {
     let default = models.build(None).map_err(|e| match e {
         llm::LlmError::NoProvider { .. } => usage(format!(
             "{e}\n  = hint: pass --provider and --model (e.g. --provider anthropic --model claude-sonnet-4-5 with ANTHROPIC_API_KEY set), or add an [llm] section to agent.toml; examples/demo runs offline from a cassette"
@@ -278,22 +289,10 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
             models.provider(a.profile.as_deref()).map_err(usage)?;
         }
     }
-    let provider_label = (default.name().to_owned(), default.model().to_owned());
-    let endpoint = default.endpoint();
-    Ok(Prepared {
-        plan: Arc::new(plan),
-        config,
-        workspace,
-        workflow_dir,
-        inputs,
-        limits,
-        models,
-        provider_label,
-        endpoint,
-        policy: req.policy.clone(),
-        allow: req.allow.clone(),
-        force_changed: req.force_changed,
-    })
+    Ok((
+        (default.name().to_owned(), default.model().to_owned()),
+        default.endpoint(),
+    ))
 }
 
 /// Whether any goal (in the plan or a sub-workflow) talks to a model.
@@ -547,12 +546,20 @@ impl Approver for TerminalApprover {
                     req.session_id, req.session_id
                 ));
             }
-            let question = format!(
-                "\nApprove goal `{}` (step `{}`)?\n  {}\n[y/N] ",
-                req.goal,
-                req.step,
-                req.outcome.lines().next().unwrap_or("")
-            );
+            let question = if req.goal.is_empty() {
+                format!(
+                    "\nApprove step `{}`?\n  {}\n[y/N] ",
+                    req.step,
+                    req.outcome.lines().next().unwrap_or("")
+                )
+            } else {
+                format!(
+                    "\nApprove goal `{}` (step `{}`)?\n  {}\n[y/N] ",
+                    req.goal,
+                    req.step,
+                    req.outcome.lines().next().unwrap_or("")
+                )
+            };
             let answer = tokio::task::spawn_blocking(move || {
                 let mut err = std::io::stderr();
                 let _ = err.write_all(question.as_bytes());

@@ -166,23 +166,26 @@ impl Front<'_> {
         self.diags.push(d);
     }
 
-    fn load(&mut self, file: FileId) -> Option<Plan> {
-        let path = self.sources.file(file).path.clone();
-        let text = self.sources.file(file).text.clone();
-        let (start, end) = match front_matter(&text) {
-            Ok(r) => r,
+    /// A file's front matter, parsed; `None` after reporting why not.
+    fn front(&mut self, file: FileId) -> Option<Doc> {
+        let text = &self.sources.file(file).text;
+        let parsed = front_matter(text).map(|(start, end)| yaml::parse(&text[start..end], start));
+        match parsed {
+            Ok(Ok(doc)) => Some(doc),
+            Ok(Err(e)) => {
+                self.error(e.code, Span::new(file, e.start, e.end), e.message, e.hint);
+                None
+            }
             Err((code, msg, hint, s, e)) => {
                 self.error(code, Span::new(file, s, e), msg, Some(hint));
-                return None;
+                None
             }
-        };
-        let doc = match yaml::parse(&text[start..end], start) {
-            Ok(d) => d,
-            Err(e) => {
-                self.error(e.code, Span::new(file, e.start, e.end), e.message, e.hint);
-                return None;
-            }
-        };
+        }
+    }
+
+    fn load(&mut self, file: FileId) -> Option<Plan> {
+        let path = self.sources.file(file).path.clone();
+        let doc = self.front(file)?;
         let dir = path
             .parent()
             .map(Path::to_path_buf)
@@ -706,21 +709,8 @@ impl Front<'_> {
         if text.len() as u64 > crate::frontend::MAX_WORKFLOW_BYTES {
             return None;
         }
-        let file = self.sources.add(path.to_owned(), text.clone());
-        let (start, end) = match front_matter(&text) {
-            Ok(r) => r,
-            Err((code, msg, hint, s, e)) => {
-                self.error(code, Span::new(file, s, e), msg, Some(hint));
-                return None;
-            }
-        };
-        let doc = match yaml::parse(&text[start..end], start) {
-            Ok(d) => d,
-            Err(e) => {
-                self.error(e.code, Span::new(file, e.start, e.end), e.message, e.hint);
-                return None;
-            }
-        };
+        let file = self.sources.add(path.to_owned(), text);
+        let doc = self.front(file)?;
         let tcx = FileCx {
             file,
             doc,
