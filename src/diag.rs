@@ -252,6 +252,16 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         Severity::Error,
         "`$input.<name>` naming an undeclared input",
     ),
+    (
+        "file-contract",
+        Severity::Error,
+        "an `inputsFiles`/`outputsFiles` key that is no file name, or a path outside the workspace",
+    ),
+    (
+        "unresolved-action",
+        Severity::Error,
+        "an `action:` ref with no `[actions.\"<ref>\"]` binding in the config",
+    ),
 ];
 
 /// At most this many diagnostics are kept per file; the rest are only counted

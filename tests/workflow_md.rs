@@ -541,3 +541,123 @@ fn hostile_files_get_a_diagnostic_not_a_crash() {
         }
     }
 }
+
+/// EXAMPLES #10 with its inline body replaced by a bound tool: the draft is
+/// staged into the run's scratch folder, the tool writes its report there,
+/// and the report is synced back under the interpolated path; the scratch
+/// folder is gone afterwards. A policy that denies the destination stops the
+/// sync, and a missing input file stops the run before any step.
+#[test]
+fn file_contract_stages_inputs_and_syncs_outputs_back() {
+    let dir = project("files");
+    patch(
+        &dir,
+        "report-writer",
+        "tool: { entry: ./workflow.ts#writeReportStep }",
+        "tool: write-report",
+    );
+    std::fs::create_dir_all(dir.join("drafts")).unwrap();
+    std::fs::write(dir.join("drafts/input.md"), "draft body\n").unwrap();
+    let (code, r) = run(&dir, "report-writer", &["--input", "title=Weekly"]);
+    assert_eq!(code, 0, "{r}");
+    let session = r["session_id"].as_str().unwrap();
+    let reports: Vec<_> = std::fs::read_dir(dir.join("reports"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let name = &reports[0];
+    assert!(
+        name.starts_with("report-writer-20") && name.ends_with(".md") && name.len() == 27,
+        "{name}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("reports").join(name)).unwrap(),
+        "# Weekly\n\ndraft body\n\n"
+    );
+    let root = dir.join(".agentfile/runs").join(session);
+    assert!(
+        !root.exists(),
+        "the scratch folder is removed after the sync"
+    );
+    // The tool was given the scratch folder, inside the session's own.
+    let log = tool_log(&dir);
+    let given = log[0].1["_workflowFsRoot"].as_str().unwrap();
+    assert!(
+        given.ends_with(&format!(".agentfile/runs/{session}/fs")),
+        "{given}"
+    );
+
+    // The policy denies the destination: the run fails, nothing is written.
+    std::fs::remove_dir_all(dir.join("reports")).unwrap();
+    let policy = std::fs::read_to_string(dir.join("policy.toml")).unwrap();
+    std::fs::write(
+        dir.join("policy.toml"),
+        format!(
+            "{policy}\n[write]\nallow = [\"$WORKSPACE/**\"]\ndeny = [\"$WORKSPACE/reports/**\"]\n"
+        ),
+    )
+    .unwrap();
+    let (code, r) = run(&dir, "report-writer", &["--input", "title=Weekly"]);
+    assert_ne!(code, 0, "{r}");
+    assert_eq!(r["termination_reason"], "policy_denied", "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("output file `report`"),
+        "{r}"
+    );
+    assert!(!dir.join("reports").exists());
+
+    // The declared input is missing: the run stops before its first step.
+    std::fs::write(dir.join("policy.toml"), policy).unwrap();
+    std::fs::remove_file(dir.join("drafts/input.md")).unwrap();
+    let before = tool_log(&dir).len();
+    let (code, r) = run(&dir, "report-writer", &["--input", "title=Weekly"]);
+    assert_eq!(code, 1, "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .contains("cannot stage input file `source` from drafts/input.md"),
+        "{r}"
+    );
+    assert_eq!(tool_log(&dir).len(), before, "no step ran");
+}
+
+/// `action:` refs resolve through `[actions."<ref>"]`; an unbound one is an
+/// error at the ref naming how to bind it.
+#[test]
+fn action_refs_resolve_through_the_config() {
+    let dir = project("action");
+    patch(
+        &dir,
+        "pricing-snapshot-brief",
+        "tool: pricing-snapshot",
+        "action: \"@acme/web/snapshot\"",
+    );
+    let (code, out) = validate(&dir, ".workflows/pricing-snapshot-brief/WORKFLOW.md");
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "WORKFLOW.md:22:13 unresolved-action: action `@acme/web/snapshot` is not bound to a tool"
+        ),
+        "{out}"
+    );
+    let config = std::fs::read_to_string(dir.join("agent.toml")).unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!("{config}\n[actions.\"@acme/web/snapshot\"]\ntool = \"pricing-snapshot\"\n"),
+    )
+    .unwrap();
+    let (code, out) = validate(&dir, ".workflows/pricing-snapshot-brief/WORKFLOW.md");
+    assert_eq!((code, out.as_str()), (0, ""));
+    let (code, r) = run(
+        &dir,
+        "pricing-snapshot-brief",
+        &["--input", "productUrl=https://x.test/pricing"],
+    );
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(tools(&dir)[0], "pricing-snapshot");
+}

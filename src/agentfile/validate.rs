@@ -700,6 +700,8 @@ impl Validator<'_, '_> {
             Plan {
                 schema_version: plan::PLAN_SCHEMA_VERSION,
                 name: name.map(|n| n.0).unwrap_or_default(),
+                id: None,
+                description: None,
                 format: "agentfile".into(),
                 path: self.map.file(self.file).path.display().to_string(),
                 inputs: inputs
@@ -721,6 +723,7 @@ impl Validator<'_, '_> {
                 output_schema: None,
                 result: None,
                 fingerprint: String::new(),
+                files: Default::default(),
             }
             .sealed(),
         )

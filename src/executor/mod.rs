@@ -25,6 +25,7 @@
 //! loop iterations) and runs again only what was in flight.
 
 pub mod budget;
+mod files;
 pub mod goal;
 mod interp;
 mod journal;
@@ -238,7 +239,10 @@ pub fn bind_inputs(
             Some(v) => {
                 out.insert(i.name.clone(), v.clone());
             }
-            None => missing.push(i.name.as_str()),
+            None if i.required => missing.push(i.name.as_str()),
+            // Optional, without a default (a WORKFLOW.md input outside
+            // `required`): absent.
+            None => {}
         }
     }
     if !missing.is_empty() {
@@ -326,12 +330,23 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         started: AtomicU32::new(0),
         deferred: Mutex::new(Vec::new()),
     };
+    // The file contract's scratch folder is the session's, given to steps
+    // as `_workflowFsRoot` (whatever the caller passed for it).
+    let session = svc.bus.session_id().to_owned();
+    let fs_root = files::root(&spec.workspace, &session);
+    let mut inputs = spec.inputs.clone();
+    if !spec.plan.files.is_empty() {
+        inputs.insert(
+            crate::workflow_md::FS_ROOT_FIELD.to_owned(),
+            fs_root.display().to_string(),
+        );
+    }
     cx.emit(
         &Scope::default(),
         EventBody::RunStarted {
             workflow: spec.plan.name.clone(),
             path: spec.plan.path.clone(),
-            inputs: spec.inputs.clone(),
+            inputs: inputs.clone(),
             provider: spec.provider_label.0.clone(),
             model: spec.provider_label.1.clone(),
             endpoint: spec.endpoint.clone(),
@@ -344,7 +359,32 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
     for w in &spec.warnings {
         cx.emit(&Scope::default(), EventBody::Warning { message: w.clone() });
     }
-    let (outcome, env) = interp::run_plan(&cx, &spec.inputs).await;
+    let staged = if spec.plan.files.is_empty() {
+        Ok(())
+    } else {
+        files::stage(&spec.plan, svc.tools, &fs_root)
+    };
+    let (mut outcome, env) = match staged {
+        Ok(()) => interp::run_plan(&cx, &inputs).await,
+        Err(stop) => (Err(stop), interp::Env::default()),
+    };
+    if outcome.is_ok() && !spec.plan.files.is_empty() {
+        let now = crate::protocol::events::rfc3339(std::time::SystemTime::now());
+        let tokens = files::Tokens {
+            run_id: &session,
+            workflow_id: spec.plan.id.as_deref().unwrap_or(&spec.plan.name),
+            iso_date: now.get(..10).unwrap_or(&now),
+        };
+        match files::sync(&spec.plan, svc.tools, &fs_root, &tokens) {
+            Ok(warnings) => {
+                for message in warnings {
+                    cx.emit(&Scope::default(), EventBody::Warning { message });
+                }
+                files::clean(&fs_root);
+            }
+            Err(stop) => outcome = Err(stop),
+        }
+    }
     // Without a `result`, a WORKFLOW.md run's output is its last step's.
     let (outcome, last) = match outcome {
         Ok(v) => (Ok(()), Some(v)),

@@ -294,6 +294,8 @@ impl WorkflowBuilder {
         let mut plan = Plan {
             schema_version: PLAN_SCHEMA_VERSION,
             name: self.name.unwrap_or_else(|| self.id.clone()),
+            id: Some(self.id.clone()),
+            description: None,
             format: "builder".into(),
             path: origin.clone(),
             inputs: self.inputs,
@@ -308,6 +310,7 @@ impl WorkflowBuilder {
             output_schema: None,
             result,
             fingerprint: String::new(),
+            files: Default::default(),
         };
         for e in super::scope::check(&plan) {
             diags.push(

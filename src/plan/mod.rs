@@ -44,6 +44,13 @@ pub struct Plan {
     pub schema_version: u32,
     /// The workflow's NAME.
     pub name: String,
+    /// The workflow's id, when its format has one (WORKFLOW.md's `id`): the
+    /// MCP server offers it as `run_<id>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// What the workflow does, in its author's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Which front end produced it (`agentfile`).
     pub format: String,
     /// The workflow file, as given.
@@ -82,6 +89,45 @@ pub struct Plan {
     /// against a changed workflow is refused.
     #[serde(default)]
     pub fingerprint: String,
+    /// Workspace files staged into the run's scratch folder before the first
+    /// step and synced back after success (AIP-16's file contract).
+    #[serde(default, skip_serializing_if = "FileContract::is_empty")]
+    pub files: FileContract,
+}
+
+/// AIP-16's file contract: files keyed by the name they have in the run's
+/// scratch folder (`.agentfile/runs/<session>/fs/<key>`, given to steps as
+/// the input `_workflowFsRoot`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FileContract {
+    /// `inputsFiles`: copied from the workspace before the first step.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, FileEntry>,
+    /// `outputsFiles`: copied to the workspace after the run succeeds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub outputs: BTreeMap<String, FileEntry>,
+}
+
+impl FileContract {
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty() && self.outputs.is_empty()
+    }
+}
+
+/// One declared file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FileEntry {
+    /// Workspace-relative; an output's may hold `<runId>`, `<workflowId>`
+    /// and `<isoDate>`.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        rename = "contentType"
+    )]
+    pub content_type: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

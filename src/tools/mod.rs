@@ -124,11 +124,6 @@ pub trait ToolSet: Send + Sync {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, CallResult>;
 
-    /// Run a script a workflow declares (a shell step) the way the bash tool
-    /// runs a command: own process group, scrubbed environment, timeout. The
-    /// declaration is the permission, so the bash allowlist does not apply;
-    /// the script must lie inside the workspace. Its output starts with
-    /// `exit code: N`.
     /// Run a program a workflow's config binds as a tool (`[tools.<id>]
     /// command = [...]`): `input` on its stdin; the command line passes the
     /// bash policy first. The output starts with `exit code: N`.
@@ -151,6 +146,23 @@ pub trait ToolSet: Send + Sync {
         })
     }
 
+    /// The real place of a workspace file the runtime reads (`read`) or
+    /// writes (`write`) on a workflow's behalf (a file contract), judged by
+    /// the policy as that tool's call would be.
+    fn host_path(&self, tool: policy::Tool, path: &str) -> Result<PathBuf, Denial> {
+        let _ = path;
+        Err(Denial {
+            tool: tool.name().to_owned(),
+            rule: "no policy".to_owned(),
+            reason: "this tool set does not give file access".to_owned(),
+        })
+    }
+
+    /// Run a script a workflow declares (a shell step) the way the bash tool
+    /// runs a command: own process group, scrubbed environment, timeout. The
+    /// declaration is the permission, so the bash allowlist does not apply;
+    /// the script must lie inside the workspace. Its output starts with
+    /// `exit code: N`.
     fn run_script<'a>(
         &'a self,
         script: &'a str,

@@ -434,24 +434,7 @@ impl Toolbox {
                     Some(s) => Duration::from_secs(s.max(1)).min(self.options.bash_max_timeout),
                     None => self.options.bash_timeout,
                 };
-                let gate = self.gate.clone();
-                let line = command.clone();
-                // The analysis may expand globs against the file system.
-                let verdict = tokio::task::spawn_blocking(move || {
-                    gate.check(&Request::Bash { command: &line }).map(|_| ())
-                })
-                .await;
-                match verdict {
-                    Ok(Ok(())) => {}
-                    Ok(Err(d)) => return Err(d),
-                    Err(_) => {
-                        return Err(Denial {
-                            tool: "bash".to_owned(),
-                            rule: "bash: the command cannot be checked".to_owned(),
-                            reason: "the check failed unexpectedly".to_owned(),
-                        });
-                    }
-                }
+                self.check_bash(command.clone()).await?;
                 Ok(bash_tool::run(
                     &command,
                     None,
@@ -589,6 +572,25 @@ fn secret_names(config: &Config) -> BTreeSet<String> {
     s
 }
 
+impl Toolbox {
+    /// A bash command line against the policy, off the async threads (the
+    /// analysis may expand globs against the file system).
+    async fn check_bash(&self, line: String) -> Result<(), Denial> {
+        let gate = self.gate.clone();
+        let verdict = tokio::task::spawn_blocking(move || {
+            gate.check(&Request::Bash { command: &line }).map(|_| ())
+        })
+        .await;
+        verdict.unwrap_or_else(|_| {
+            Err(Denial {
+                tool: "bash".to_owned(),
+                rule: "bash: the command cannot be checked".to_owned(),
+                reason: "the check failed unexpectedly".to_owned(),
+            })
+        })
+    }
+}
+
 impl ToolSet for Toolbox {
     fn definitions(&self) -> Vec<ToolDef> {
         let mut defs: Vec<ToolDef> = Tool::ALL
@@ -675,6 +677,15 @@ impl ToolSet for Toolbox {
         })
     }
 
+    fn host_path(&self, tool: Tool, path: &str) -> Result<PathBuf, Denial> {
+        let permit = self.gate.check(&Request::Path { tool, path })?;
+        permit.path.map(|r| r.real).ok_or_else(|| Denial {
+            tool: tool.name().to_owned(),
+            rule: format!("{}: the path cannot be resolved", tool.name()),
+            reason: path.to_owned(),
+        })
+    }
+
     fn run_command<'a>(
         &'a self,
         argv: &'a [String],
@@ -703,27 +714,9 @@ impl ToolSet for Toolbox {
             };
             let line: Vec<String> = argv.iter().map(|a| quote(a)).collect();
             let line = line.join(" ");
-            let gate = self.gate.clone();
-            let checked = line.clone();
-            let verdict = tokio::task::spawn_blocking(move || {
-                gate.check(&Request::Bash { command: &checked }).map(|_| ())
-            })
-            .await;
-            match verdict {
-                Ok(Ok(())) => {}
-                Ok(Err(d)) => {
-                    let out =
-                        ToolOutput::error(format!("denied by policy ({}): {}", d.rule, d.reason));
-                    return done(out, Some(d));
-                }
-                Err(_) => {
-                    let d = Denial {
-                        tool: "bash".to_owned(),
-                        rule: "bash: the command cannot be checked".to_owned(),
-                        reason: "the check failed unexpectedly".to_owned(),
-                    };
-                    return done(ToolOutput::error("the command cannot be checked"), Some(d));
-                }
+            if let Err(d) = self.check_bash(line.clone()).await {
+                let out = ToolOutput::error(format!("denied by policy ({}): {}", d.rule, d.reason));
+                return done(out, Some(d));
             }
             let out = bash_tool::run(
                 &line,

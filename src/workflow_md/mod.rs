@@ -19,8 +19,9 @@ use crate::config::Config;
 use crate::diag::{Diagnostic, FileId, SourceMap, Span};
 use crate::plan::expr::{self, Expr, Template, ValueExpr};
 use crate::plan::{
-    ApprovalClass, ApprovalNode, Arm, Backoff, GoalDef, GoalKind, GoalNode, InputDef, Limit,
-    LoopUntil, Next, Node, NodeKind, OnTimeout, PLAN_SCHEMA_VERSION, Plan, PromptSource, Retry,
+    ApprovalClass, ApprovalNode, Arm, Backoff, FileContract, FileEntry, GoalDef, GoalKind,
+    GoalNode, InputDef, Limit, LoopUntil, Next, Node, NodeKind, OnTimeout, PLAN_SCHEMA_VERSION,
+    Plan, PromptSource, Retry,
 };
 use yaml::{Doc, segment};
 
@@ -210,7 +211,13 @@ impl Front<'_> {
             );
             return None;
         }
-        for v in schema::check_workflow(&root) {
+        // The published schema knows only `tool:`; an `action:` step is
+        // checked as a tool step (its ref is resolved below).
+        let mut view = root.clone();
+        if let Some(steps) = view.get_mut("steps") {
+            actions_as_tools(steps);
+        }
+        for v in schema::check_workflow(&view) {
             let sp = self.span(&cx, &v.pointer, v.at_key);
             self.error(v.code, sp, v.message, v.hint);
         }
@@ -245,6 +252,7 @@ impl Front<'_> {
                 }
             }
         }
+        let files = self.file_contract(&cx, &root);
         cx.default_approval = root
             .get("approval")
             .and_then(Value::as_str)
@@ -273,6 +281,8 @@ impl Front<'_> {
         let mut plan = Plan {
             schema_version: PLAN_SCHEMA_VERSION,
             name: str_at(&root, "name").unwrap_or(&id).to_owned(),
+            id: Some(id.clone()),
+            description: str_at(&root, "description").map(|d| d.trim().to_owned()),
             format: "workflow-md".into(),
             path: path.display().to_string(),
             inputs: inputs_of(input_schema.as_ref()),
@@ -290,6 +300,7 @@ impl Front<'_> {
             output_schema: root.get("outputs").filter(|v| v.is_object()).cloned(),
             result,
             fingerprint: String::new(),
+            files,
         };
         for (field, schema) in [
             ("inputs", &plan.input_schema),
@@ -374,6 +385,58 @@ impl Front<'_> {
 
     /// A `steps:` list, lowered; steps named as another's `compensation`
     /// leave the flow and hang off that step.
+    /// `inputsFiles` / `outputsFiles`, each key a plain file name in the
+    /// run's scratch folder and each path inside the workspace.
+    fn file_contract(&mut self, cx: &FileCx, root: &Value) -> FileContract {
+        let mut files = FileContract::default();
+        for (field, out) in [("inputsFiles", false), ("outputsFiles", true)] {
+            let Some(Value::Object(entries)) = root.get(field) else {
+                continue;
+            };
+            for (key, entry) in entries {
+                let here = format!("/{field}/{}", segment(key));
+                if let Some(why) = file_key_problem(key) {
+                    let sp = self.span(cx, &here, true);
+                    self.error(
+                        "file-contract",
+                        sp,
+                        format!("`{key}` cannot name a file in the run's scratch folder: {why}"),
+                        Some("use a plain file name such as `source` or `report.md`".into()),
+                    );
+                    continue;
+                }
+                let Some(path) = str_at(entry, "path") else {
+                    continue; // the schema check reported it
+                };
+                if let Some(why) = file_path_problem(path, out) {
+                    let sp = self.span(cx, &format!("{here}/path"), false);
+                    self.error(
+                        "file-contract",
+                        sp,
+                        format!("`{path}`: {why}"),
+                        Some(if out {
+                            "write a path relative to the workspace; `<runId>`, `<workflowId>` and `<isoDate>` are filled in".into()
+                        } else {
+                            "write a path relative to the workspace".into()
+                        }),
+                    );
+                    continue;
+                }
+                let e = FileEntry {
+                    path: path.to_owned(),
+                    mode: str_at(entry, "mode").map(str::to_owned),
+                    content_type: str_at(entry, "contentType").map(str::to_owned),
+                };
+                if out {
+                    files.outputs.insert(key.clone(), e);
+                } else {
+                    files.inputs.insert(key.clone(), e);
+                }
+            }
+        }
+        files
+    }
+
     fn steps(
         &mut self,
         cx: &mut FileCx,
@@ -744,9 +807,43 @@ impl Front<'_> {
             nodes: Vec::new(),
             start: None,
         };
-        let id = match s.get("tool") {
-            Some(Value::String(id)) => id.clone(),
-            Some(Value::Object(_)) => {
+        let mut tptr = format!("{ptr}/tool");
+        let id = match (s.get("tool"), s.get("action")) {
+            (Some(_), Some(_)) => {
+                let sp = self.span(cx, &format!("{ptr}/action"), true);
+                self.error(
+                    "schema",
+                    sp,
+                    "a tool step names either `tool:` or `action:`, not both".into(),
+                    Some("keep `tool:` to pin one tool, or `action:` to use the tool the config binds to the action".into()),
+                );
+                return empty;
+            }
+            (None, Some(Value::String(r))) => {
+                tptr = format!("{ptr}/action");
+                match self.config.and_then(|c| c.actions.get(r)) {
+                    Some(b) => b.tool.clone(),
+                    None => {
+                        let sp = self.span(cx, &tptr, false);
+                        let bound: Vec<String> = self
+                            .config
+                            .map(|c| c.actions.keys().map(|k| format!("`{k}`")).collect())
+                            .unwrap_or_default();
+                        self.error(
+                            "unresolved-action",
+                            sp,
+                            format!("action `{r}` is not bound to a tool"),
+                            Some(format!(
+                                "bind it in agent.toml: `[actions.\"{r}\"]` with `tool = \"<id>\"`; bound actions: {}",
+                                if bound.is_empty() { "none".to_owned() } else { bound.join(", ") }
+                            )),
+                        );
+                        return empty;
+                    }
+                }
+            }
+            (Some(Value::String(id)), None) => id.clone(),
+            (Some(Value::Object(_)), None) => {
                 let sp = self.span(cx, &format!("{ptr}/tool"), true);
                 self.error(
                     "forbidden-field",
@@ -759,7 +856,6 @@ impl Front<'_> {
             _ => return empty,
         };
         let args = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"));
-        let tptr = format!("{ptr}/tool");
         let contract = self.contract(cx, &id);
         match self.resolve(&id) {
             Some(Resolved::Builtin(tool)) | Some(Resolved::Mcp(tool)) => {
@@ -1149,5 +1245,75 @@ pub fn coerce(schema: &Value, value: &mut Value) {
         if !wants_text && let Ok(parsed) = serde_json::from_str::<Value>(text.trim()) {
             *v = parsed;
         }
+    }
+}
+
+/// Why `key` cannot be a file name in the scratch folder, if it cannot.
+fn file_key_problem(key: &str) -> Option<&'static str> {
+    if key.is_empty() || key == "." || key == ".." {
+        Some("it is not a file name")
+    } else if key.contains(['/', '\\', '\0']) {
+        Some("it holds a path separator")
+    } else if key.len() > 200 {
+        Some("it is longer than 200 bytes")
+    } else {
+        None
+    }
+}
+
+/// Why a file contract's `path` cannot be used, if it cannot: it must stay
+/// inside the workspace, and only outputs take `<token>`s.
+fn file_path_problem(path: &str, output: bool) -> Option<String> {
+    let p = std::path::Path::new(path);
+    if p.is_absolute() || path.starts_with('~') {
+        return Some("the path must be relative to the workspace".into());
+    }
+    if p.components()
+        .any(|c| matches!(c, std::path::Component::ParentDir))
+    {
+        return Some("the path must not leave the workspace (`..`)".into());
+    }
+    let mut rest = path;
+    while let Some(open) = rest.find('<') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find('>') else { break };
+        let token = &after[..close];
+        if !output {
+            return Some(format!(
+                "`<{token}>` is filled in only in `outputsFiles` paths"
+            ));
+        }
+        if !FILE_TOKENS.contains(&token) {
+            return Some(format!(
+                "`<{token}>` is not a token a workflow's path can use (use {})",
+                FILE_TOKENS
+                    .iter()
+                    .map(|t| format!("`<{t}>`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        rest = &after[close + 1..];
+    }
+    None
+}
+
+/// The tokens an `outputsFiles` path may hold.
+pub const FILE_TOKENS: &[&str] = &["runId", "workflowId", "isoDate"];
+
+/// Rewrite `action:` steps (anywhere under `steps`) as `tool:` steps, for the
+/// published schema, which knows only the latter.
+fn actions_as_tools(v: &mut Value) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(actions_as_tools),
+        Value::Object(o) => {
+            let step = o.contains_key("id") && o.get("kind").is_none_or(|k| k == "tool");
+            if step && o.get("action").is_some_and(Value::is_string) {
+                o.remove("action");
+                o.entry("tool").or_insert_with(|| json!("action-ref"));
+            }
+            o.values_mut().for_each(actions_as_tools);
+        }
+        _ => {}
     }
 }
