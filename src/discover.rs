@@ -133,10 +133,11 @@ pub fn text(list: &WorkflowList) -> String {
             .iter()
             .map(|i| match &i.default {
                 Some(d) => format!("{}={d}", i.name),
-                None => i.name.clone(),
+                None if i.required => i.name.clone(),
+                None => format!("{}?", i.name),
             })
             .collect();
-        let status = if w.dialect != "agentfile" {
+        let status = if !matches!(w.dialect.as_str(), "agentfile" | "workflow-md") {
             format!("({} — not supported yet)", w.dialect)
         } else if !w.valid {
             format!(

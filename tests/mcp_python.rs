@@ -16,8 +16,8 @@ use serde_json::Value;
 
 const KEY_VAR: &str = "AGENTFILE_MCP_PY_TEST_KEY";
 
-#[tokio::test]
-async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() {
+/// The venv's python, or `None` (the test is then skipped, except in CI).
+fn python() -> Option<std::ffi::OsString> {
     let Some(python) = std::env::var_os("AGENTFILE_PY").filter(|p| !p.is_empty()) else {
         if std::env::var_os("CI").is_some() {
             panic!(
@@ -27,6 +27,36 @@ async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() 
         eprintln!(
             "skipped: set AGENTFILE_PY to a python with the `mcp` package (scripts/test.sh does) to run the MCP Python SDK test"
         );
+        return None;
+    };
+    Some(python)
+}
+
+/// Run `client.py` against `agentfile mcp` in `dir`; its JSON summary.
+async fn client(python: &std::ffi::OsStr, dir: &std::path::Path, scenario: &str) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_python/client.py");
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(&script)
+        .args(["--binary", env!("CARGO_BIN_EXE_agentfile"), "--workspace"])
+        .arg(dir)
+        .args(["--key-var", KEY_VAR, "--key", "test-key-0123456789"])
+        .args(["--scenario", scenario])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the Python client timed out")
+        .expect("cannot start the Python client");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client.py failed: {stderr}");
+    let summary: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    eprintln!("MCP Python SDK {}", summary["sdk_version"]);
+    summary
+}
+
+#[tokio::test]
+async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() {
+    let Some(python) = python() else {
         return;
     };
     let model = FakeServer::start(vec![
@@ -53,23 +83,8 @@ async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() 
         ),
     )
     .unwrap();
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_python/client.py");
-    let mut cmd = tokio::process::Command::new(&python);
-    cmd.arg(&script)
-        .args(["--binary", env!("CARGO_BIN_EXE_agentfile"), "--workspace"])
-        .arg(&dir)
-        .args(["--key-var", KEY_VAR, "--key", "test-key-0123456789"])
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-        .await
-        .expect("the Python client timed out")
-        .expect("cannot start the Python client");
+    let summary = client(&python, &dir, "dsl").await;
     let _ = std::fs::remove_dir_all(&dir);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "client.py failed: {stderr}");
-    let summary: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
-    eprintln!("MCP Python SDK {}", summary["sdk_version"]);
 
     let s = &summary["session"];
     assert_eq!(s["protocol_version"], "2025-11-25", "{summary:#}");
@@ -110,4 +125,136 @@ async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() 
     let auto = &summary["auto"];
     assert_eq!(auto["protocol_version"], "2025-11-25", "{summary:#}");
     assert_eq!(auto["validate_ok"], true);
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A WORKFLOW.md through `agentfile mcp` by the Python SDK: its typed tool
+/// (the workflow's `inputs` and `outputs` as the tool's schemas) with
+/// progress, its approval step answered through elicitation, its suspend
+/// step resumed by the `signal` tool, and the resumed run followed with
+/// `event` to its outputs. The model is asked once: the resumed run reads
+/// the first process's answer from the journal.
+#[tokio::test]
+async fn the_python_sdk_runs_a_workflow_md_through_approval_and_signal() {
+    let Some(python) = python() else {
+        return;
+    };
+    let model = FakeServer::start(vec![
+        FakeReply::text(r#"{"notes": "Tides are faster."}"#)
+            .when(["release notes for version 1.2.0"]),
+    ])
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("agentfile-mcp-python-wmd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    copy_dir(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
+        &dir,
+    );
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n",
+            model.base_url()
+        ),
+    )
+    .unwrap();
+    let summary = client(&python, &dir, "workflow-md").await;
+    let published = std::fs::read_to_string(dir.join("published.jsonl")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let w = &summary["workflow_md"];
+
+    // The tool's schemas are the workflow's.
+    let t = &w["tool"];
+    assert!(
+        t["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Draft release notes with a model"),
+        "{t:#}"
+    );
+    assert_eq!(t["input_schema"]["type"], "object");
+    assert_eq!(
+        t["input_schema"]["properties"]["version"]["type"], "string",
+        "{t:#}"
+    );
+    assert_eq!(
+        t["input_schema"]["required"],
+        serde_json::json!(["version"])
+    );
+    let outputs = &t["output_schema"]["properties"]["outputs"];
+    assert_eq!(
+        outputs["required"],
+        serde_json::json!(["notes", "channel"]),
+        "{t:#}"
+    );
+
+    // The first call ends at the suspend step, after an elicited approval.
+    let first = &w["first"];
+    assert_eq!(first["is_error"], false, "{w:#}");
+    assert_eq!(first["structured"]["status"], "suspended", "{w:#}");
+    assert_eq!(
+        first["structured"]["waiting_for"],
+        serde_json::json!(["release.tagged"])
+    );
+    assert!(first["structured"].get("outputs").is_none(), "{w:#}");
+    assert!(
+        first["text"].as_str().unwrap().contains("`signal`"),
+        "{w:#}"
+    );
+    let asked = w["elicitations"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{w:#}");
+    assert!(
+        asked[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("approve step `review`"),
+        "{w:#}"
+    );
+    assert!(!w["progress"].as_array().unwrap().is_empty(), "{w:#}");
+
+    // A signal the run does not wait for is refused, naming the right one.
+    assert_eq!(w["wrong"]["is_error"], true, "{w:#}");
+    assert!(
+        w["wrong"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("release.tagged"),
+        "{w:#}"
+    );
+
+    // The right one resumes it to the end.
+    assert_eq!(w["signalled"]["is_error"], false, "{w:#}");
+    let events: Vec<&str> = w["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(events.last(), Some(&"run_complete"), "{events:?}");
+    assert!(events.contains(&"approval_resolved"), "{events:?}");
+    assert!(events.contains(&"signal"), "{events:?}");
+    assert_eq!(
+        w["last"]["data"]["outputs"],
+        serde_json::json!({"notes": "Tides are faster.", "channel": "#releases"}),
+        "{w:#}"
+    );
+    let published: Value = serde_json::from_str(published.trim()).unwrap();
+    assert_eq!(
+        published,
+        serde_json::json!({"notes": "Tides are faster.", "channel": "#releases"})
+    );
+    assert_eq!(model.request_count(), 1, "the model is asked once");
 }

@@ -770,9 +770,11 @@ impl<'a> RunCx<'a> {
             session_id: self.svc.bus.session_id().to_owned(),
             node: path.to_owned(),
             step: f.step.unwrap_or(path).to_owned(),
+            // Empty for a step that is not a goal (an approval step, a
+            // tool step of class `always`): the question names the step.
             goal: match &node.kind {
                 NodeKind::Goal(g) => g.goal.clone(),
-                _ => node.id.clone(),
+                _ => String::new(),
             },
             outcome,
             human,
@@ -1083,8 +1085,17 @@ impl<'a> RunCx<'a> {
     ) -> Result<Outcome, Stop> {
         let mut j = self.journal();
         if let Some((name, payload)) = j.take_signal(path, events) {
+            // The payload's own fields are the step's outputs (AIP-15's
+            // examples read `$steps.<id>.chargeId`), beside `eventName` and
+            // the whole `eventPayload`.
+            let mut value = match &payload {
+                Value::Object(o) => o.clone(),
+                _ => serde_json::Map::new(),
+            };
+            value.insert("eventName".into(), json!(name));
+            value.insert("eventPayload".into(), payload);
             return Ok(Outcome {
-                value: json!({"eventName": name, "eventPayload": payload}),
+                value: Value::Object(value),
                 ..Outcome::default()
             });
         }

@@ -105,7 +105,11 @@ impl Journal {
                     }
                 }
                 EventBody::StepComplete { output, next, .. } => {
-                    if let Some(p) = path {
+                    // A goal step's own completion carries no output: its
+                    // goal's (recorded just before, at the same path) stands.
+                    if let Some(p) = path
+                        && !(output.is_none() && j.done.contains_key(&p))
+                    {
                         let output = output.clone().unwrap_or(Value::Null);
                         j.order.push((p.clone(), output.clone()));
                         j.done.insert(

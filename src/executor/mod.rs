@@ -471,5 +471,9 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         termination_reason: reason,
         error,
         exit_code: code,
+        waiting_for: match outcome {
+            Err(Stop::Suspended(events)) => events,
+            _ => Vec::new(),
+        },
     }
 }

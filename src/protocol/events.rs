@@ -424,6 +424,9 @@ pub struct RunResult {
     pub error: Option<String>,
     /// The process exit code the CLI uses for this result (CONTRACT §3).
     pub exit_code: i32,
+    /// A suspended run: the events it waits for (`signal` one to resume it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<String>,
 }
 
 /// Format a time as RFC 3339 UTC with milliseconds (`2026-11-22T10:00:00.123Z`).

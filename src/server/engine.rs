@@ -1240,6 +1240,7 @@ fn failed_result(id: &str, message: &str, status: SessionStatus) -> RunResult {
         termination_reason: crate::protocol::events::TerminationReason::Error,
         error: Some(message.to_owned()),
         exit_code: exit::FAILED,
+        waiting_for: Vec::new(),
     }
 }
 

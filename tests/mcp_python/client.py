@@ -9,6 +9,11 @@ Run by tests/mcp_python.rs, which starts a fake model and a workspace first:
 2. `mcp.Client` in its default `auto` mode: it probes `server/discover` first
    and must fall back to `initialize`; then `validate` some source text.
 
+With `--scenario workflow-md` instead: the workspace holds
+`.workflows/ship-notes/WORKFLOW.md`; call its typed tool `run_ship-notes`
+with progress, answer its approval step through elicitation, then resume
+its suspend step with the `signal` tool and follow the run with `event`.
+
 Prints one JSON object summarising what happened; the Rust test asserts on it.
 """
 
@@ -18,7 +23,7 @@ import json
 import sys
 
 import mcp
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
 
 
@@ -60,12 +65,75 @@ async def auto_mode(params: StdioServerParameters) -> dict:
         }
 
 
+async def workflow_md(params: StdioServerParameters) -> dict:
+    progress: list[dict] = []
+    elicitations: list[dict] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append({"progress": value, "message": message})
+
+    async def on_elicit(context, p: types.ElicitRequestParams) -> types.ElicitResult:
+        elicitations.append({"message": p.message})
+        return types.ElicitResult(action="accept", content={"approve": True, "note": "ship it"})
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            tool = tools["run_ship-notes"]
+            first = await session.call_tool(
+                "run_ship-notes", {"version": "1.2.0"}, progress_callback=on_progress
+            )
+            sid = first.structured_content["session_id"]
+            # A signal for an event the run does not wait for is refused.
+            wrong = await session.call_tool(
+                "signal", {"session_id": sid, "event": "release.cancelled"}
+            )
+            signalled = await session.call_tool(
+                "signal",
+                {"session_id": sid, "event": "release.tagged", "payload": {"channel": "#releases"}},
+            )
+            events: list[dict] = []
+            after = 0
+            while True:
+                page = await session.call_tool(
+                    "event", {"session_id": sid, "after_seq": after, "wait_ms": 20000}
+                )
+                body = page.structured_content
+                events.extend(body["events"])
+                after = body["last_seq"]
+                if body["done"]:
+                    break
+            return {
+                "tool": {
+                    "description": tool.description,
+                    "input_schema": tool.input_schema,
+                    "output_schema": tool.output_schema,
+                },
+                "first": {
+                    "is_error": first.is_error,
+                    "structured": first.structured_content,
+                    "text": "\n".join(c.text for c in first.content if getattr(c, "type", "") == "text"),
+                },
+                "wrong": {
+                    "is_error": wrong.is_error,
+                    "text": "\n".join(c.text for c in wrong.content if getattr(c, "type", "") == "text"),
+                },
+                "signalled": {"is_error": signalled.is_error, "structured": signalled.structured_content},
+                "elicitations": elicitations,
+                "progress": progress,
+                "events": [e["type"] for e in events],
+                "last": events[-1] if events else None,
+            }
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--key-var", required=True)
     ap.add_argument("--key", required=True)
+    ap.add_argument("--scenario", choices=["dsl", "workflow-md"], default="dsl")
     a = ap.parse_args()
     params = StdioServerParameters(
         command=a.binary,
@@ -73,11 +141,17 @@ async def main() -> None:
         env={a.key_var: a.key},
         cwd=a.workspace,
     )
-    summary = {
-        "sdk_version": getattr(mcp, "__version__", None) or _version(),
-        "session": await session_run(params),
-        "auto": await auto_mode(params),
-    }
+    if a.scenario == "workflow-md":
+        summary = {
+            "sdk_version": getattr(mcp, "__version__", None) or _version(),
+            "workflow_md": await workflow_md(params),
+        }
+    else:
+        summary = {
+            "sdk_version": getattr(mcp, "__version__", None) or _version(),
+            "session": await session_run(params),
+            "auto": await auto_mode(params),
+        }
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")
 

@@ -67,17 +67,25 @@ impl Approver for McpApprover {
                 .map(str::trim)
                 .find(|l| !l.is_empty())
                 .unwrap_or("");
-            let message = format!(
-                "agentfile: approve goal `{}` (step `{}`, session {}) before it runs?\n\n{outcome}",
-                req.goal, req.step, req.session_id
-            );
+            let message = if req.goal.is_empty() {
+                // An approval step of a workflow: no goal, the step asks.
+                format!(
+                    "agentfile: approve step `{}` (session {})?\n\n{outcome}",
+                    req.step, req.session_id
+                )
+            } else {
+                format!(
+                    "agentfile: approve goal `{}` (step `{}`, session {}) before it runs?\n\n{outcome}",
+                    req.goal, req.step, req.session_id
+                )
+            };
             let schema = json!({
                 "type": "object",
                 "properties": {
                     "approve": {
                         "type": "boolean",
                         "title": "Approve",
-                        "description": "Let this goal run (unchecked: reject it, and the run stops)",
+                        "description": "Go ahead (unchecked: reject; the workflow decides what a rejection does)",
                         "default": true
                     },
                     "note": {

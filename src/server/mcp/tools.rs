@@ -75,7 +75,7 @@ pub fn run_output_schema() -> Arc<JsonObject> {
     if let Some(Value::Object(props)) = s.get_mut("properties") {
         props.insert(
             "status".into(),
-            json!({"type": "string", "description": "completed, failed or cancelled when the run ended; queued, running or waiting_approval otherwise"}),
+            json!({"type": "string", "description": "completed, failed or cancelled when the run ended; suspended when it waits for a `signal` (see waiting_for); queued, running or waiting_approval otherwise"}),
         );
         props.insert(
             "last_seq".into(),
@@ -339,7 +339,20 @@ pub async fn call(
                 inputs,
                 ..RunParams::default()
             };
-            run(server, p, &ctx).await
+            let mut r = run(server, p, &ctx).await;
+            // A result that breaks the tool's own output schema would be
+            // refused by the client: say so as a tool error instead.
+            if r.is_error != Some(true)
+                && let Some(s) = &r.structured_content
+                && let Some(problems) = super::workflows::outputs_problems(&w.tool, s)
+            {
+                r.is_error = Some(true);
+                r.content.push(ContentBlock::text(format!(
+                    "The run completed, but its outputs do not match the workflow's `outputs` schema: {}",
+                    problems.join("; ")
+                )));
+            }
+            r
         }
     };
     Ok(result)
@@ -464,6 +477,30 @@ pub fn run_result(r: &RunResult) -> CallToolResult {
     let id = &r.session_id;
     let mut t = String::new();
     let ok = r.status == "completed";
+    if r.status == "suspended" {
+        // Not a failure: the run waits for an event, stored, until `signal`.
+        let events: Vec<String> = r.waiting_for.iter().map(|e| format!("`{e}`")).collect();
+        let first = r.waiting_for.first().map_or("EVENT", String::as_str);
+        let _ = write!(
+            t,
+            "The run is suspended (session {id}), waiting for {}. It stays stored until a signal resumes it: call `signal` {{\"session_id\": \"{id}\", \"event\": \"{first}\", \"payload\": {{…}}}}, then follow it with `event` until `done`. ({}.)",
+            if events.is_empty() {
+                "an event".to_owned()
+            } else {
+                format!("one of {}", events.join(", "))
+            },
+            usage_text(r)
+        );
+        // No outputs yet: left out, so the workflow's output schema (which
+        // describes a finished run's) is not claimed for them.
+        let mut v = structured(r);
+        if let Some(Value::Object(o)) = &mut v
+            && r.outputs.is_empty()
+        {
+            o.remove("outputs");
+        }
+        return text_result(t, v, false);
+    }
     if ok {
         let _ = writeln!(t, "The run completed (session {id}).");
         for (goal, v) in &r.outputs {
@@ -628,6 +665,7 @@ mod tests {
             termination_reason: crate::protocol::events::TerminationReason::Error,
             error: Some("model call failed: boom".into()),
             exit_code: 1,
+            waiting_for: Vec::new(),
         };
         let c = run_result(&r);
         assert_eq!(c.is_error, Some(true));

@@ -242,7 +242,7 @@ impl Scan {
                 .strip_prefix(&self.root)
                 .map(Path::to_path_buf)
                 .unwrap_or_else(|_| path.clone());
-            let name = tool_name(&plan.name, &mut taken);
+            let name = tool_name(plan.id.as_deref().unwrap_or(&plan.name), &mut taken);
             out.push(WorkflowTool {
                 tool: tool(&name, &plan, &rel.display().to_string()),
                 path: rel.display().to_string(),
@@ -308,8 +308,22 @@ pub fn tool_name(workflow: &str, taken: &mut HashSet<String>) -> String {
     name
 }
 
-/// The JSON Schema of a workflow's inputs.
+/// The JSON Schema of a workflow's inputs: its own (a WORKFLOW.md's
+/// `inputs`, less the field the runtime fills in), else one built from its
+/// INPUTs.
 pub fn input_schema(plan: &Plan) -> Map<String, Value> {
+    if let Some(Value::Object(own)) = &plan.input_schema {
+        let mut schema = own.clone();
+        schema.insert("type".into(), json!("object"));
+        let reserved = crate::workflow_md::FS_ROOT_FIELD;
+        if let Some(Value::Object(props)) = schema.get_mut("properties") {
+            props.remove(reserved);
+        }
+        if let Some(Value::Array(req)) = schema.get_mut("required") {
+            req.retain(|r| r != reserved);
+        }
+        return schema;
+    }
     let mut properties = Map::new();
     let mut required = Vec::new();
     for i in &plan.inputs {
@@ -343,11 +357,51 @@ pub fn input_schema(plan: &Plan) -> Map<String, Value> {
     schema
 }
 
+/// The schema of what a workflow's tool returns: `run`'s, with `outputs`
+/// described by the workflow's own `outputs` schema when it has one (a
+/// result that is not an object is returned as `outputs.result`).
+pub fn output_schema(plan: &Plan) -> Arc<Map<String, Value>> {
+    let base = super::tools::run_output_schema();
+    let Some(own) = &plan.output_schema else {
+        return base;
+    };
+    let object = own.get("type").is_none_or(|t| t == "object");
+    let outputs = if object {
+        own.clone()
+    } else {
+        json!({"type": "object", "properties": {"result": own}})
+    };
+    let mut s = base.as_ref().clone();
+    if let Some(Value::Object(props)) = s.get_mut("properties") {
+        props.insert("outputs".into(), outputs);
+    }
+    Arc::new(s)
+}
+
+/// Whether a finished run's `outputs` break the tool's output schema (a
+/// client would refuse the result): the problems, for the caller.
+pub fn outputs_problems(tool: &Tool, structured: &Value) -> Option<Vec<String>> {
+    if structured.get("status").and_then(Value::as_str) != Some("completed") {
+        return None;
+    }
+    let schema = tool
+        .output_schema
+        .as_ref()?
+        .get("properties")?
+        .get("outputs")?;
+    let outputs = structured.get("outputs")?;
+    crate::workflow_md::schema::validate_value(schema, outputs).err()
+}
+
 fn tool(name: &str, plan: &Plan, path: &str) -> Tool {
     let mut d = format!(
         "Run the `{}` workflow ({path}) and return its outputs. The call waits until the run ends, reporting progress; the result carries each goal's output and the session_id (for `event`, or `run` with `resume`).",
         plan.name
     );
+    if let Some(what) = plan.description.as_deref().filter(|w| !w.is_empty()) {
+        let what = what.split_whitespace().collect::<Vec<_>>().join(" ");
+        d = format!("{}. {d}", what.trim_end_matches('.'));
+    }
     if !plan.goals.is_empty() {
         d.push_str(" Goals: ");
         let goals: Vec<String> = plan
@@ -379,7 +433,7 @@ fn tool(name: &str, plan: &Plan, path: &str) -> Tool {
     }
     Tool::new(name.to_owned(), d, Arc::new(input_schema(plan)))
         .with_title(format!("Run workflow {}", plan.name))
-        .with_raw_output_schema(super::tools::run_output_schema())
+        .with_raw_output_schema(output_schema(plan))
         .with_annotations(
             ToolAnnotations::with_title(format!("Run workflow {}", plan.name))
                 .read_only(false)
