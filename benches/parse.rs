@@ -148,3 +148,56 @@ fn validate_errors(bencher: divan::Bencher, shape: &str) {
                 .sum::<usize>()
         });
 }
+
+/// A WORKFLOW.md of `n` steps: tool steps reading earlier steps' outputs,
+/// a branch every 50 steps, a parallel of two and a map every 100, each
+/// with an output schema, retry and timeout (about 260 bytes per step).
+fn generate_workflow_md(n: usize) -> String {
+    let mut s = String::with_capacity(n * 300);
+    s.push_str("---\nname: Bench\nid: bench\ndescription: A generated workflow for benchmarking.\nversion: 1.0.0\ninputs:\n  type: object\n  properties:\n    root: { type: string }\n    items: { type: array, items: { type: string } }\n  required: [root]\noutputs: { type: object }\nsteps:\n");
+    for i in 0..n {
+        let next = if i + 1 == n {
+            "$end".to_owned()
+        } else {
+            format!("s{}", i + 1)
+        };
+        let read = if i == 0 {
+            "$input.root".to_owned()
+        } else {
+            format!("$steps.s{}.path", i - 1)
+        };
+        if i % 50 == 49 {
+            s.push_str(&format!(
+                "  - id: s{i}\n    kind: branch\n    branches:\n      - when: $input.root != null && $input.root != \"x{i}\"\n        next: {next}\n      - when: \"true\"\n        next: {next}\n"
+            ));
+        } else if i % 100 == 10 {
+            s.push_str(&format!(
+                "  - id: s{i}\n    kind: parallel\n    branches:\n      - id: left\n        steps:\n          - id: l\n            kind: tool\n            tool: ls\n            inputs: {{ path: {read} }}\n      - id: right\n        steps:\n          - id: r\n            kind: tool\n            tool: glob\n            inputs: {{ pattern: \"*.md\" }}\n    next: {next}\n"
+            ));
+        } else if i % 100 == 20 {
+            s.push_str(&format!(
+                "  - id: s{i}\n    kind: map\n    over: $input.items\n    parallelism: 4\n    steps:\n      - id: each\n        kind: tool\n        tool: read\n        inputs: {{ path: $item }}\n    next: {next}\n"
+            ));
+        } else {
+            s.push_str(&format!(
+                "  - id: s{i}\n    kind: tool\n    tool: ls\n    inputs: {{ path: {read}, note: \"step {i} of the generated workflow\" }}\n    outputs: {{ type: object, properties: {{ path: {{ type: string }} }} }}\n    retry: {{ max_attempts: 3, backoff: exponential, initial_ms: 100 }}\n    timeout_ms: 20000\n    next: {next}\n"
+            ));
+        }
+    }
+    s.push_str("---\n# Bench\n\nThe body is documentation.\n");
+    s
+}
+
+/// Parse + validate throughput of a generated WORKFLOW.md (YAML front
+/// matter, JSON Schema, semantic checks, lowering into the plan).
+#[divan::bench(args = [1_000, 20_000])]
+fn workflow_md(bencher: divan::Bencher, n: usize) {
+    let src = generate_workflow_md(n);
+    let path = PathBuf::from("bench/.workflows/bench/WORKFLOW.md");
+    let check = analyze_bytes(path.clone(), src.clone().into_bytes(), Options::default());
+    assert_eq!(check.errors(), 0, "{:?}", check.diagnostics.first());
+    bencher
+        .counter(BytesCount::new(src.len()))
+        .with_inputs(|| src.clone().into_bytes())
+        .bench_local_values(|bytes| analyze_bytes(path.clone(), bytes, Options::default()));
+}

@@ -478,9 +478,11 @@ async fn suspend_ends_with_exit_6_and_a_signal_resumes_it() {
             _ => None,
         })
         .unwrap();
+    // The payload's fields are the step's outputs, beside the event's name
+    // and the whole payload.
     assert_eq!(
         out,
-        json!({"eventName": "payment.ok", "eventPayload": {"id": 7}})
+        json!({"id": 7, "eventName": "payment.ok", "eventPayload": {"id": 7}})
     );
 }
 

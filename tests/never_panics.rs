@@ -103,8 +103,154 @@ fn tight_soup() -> impl Strategy<Value = String> {
     prop::collection::vec(prop::sample::select(PIECES), 0..60).prop_map(|v| v.concat())
 }
 
+/// The same for a WORKFLOW.md: its front matter, YAML and all.
+fn check_workflow_md(bytes: Vec<u8>) {
+    let dir = std::env::temp_dir().join("agentfile-never-panics/.workflows/fuzz");
+    let _ = std::fs::create_dir_all(&dir);
+    let a = analyze_bytes(dir.join("WORKFLOW.md"), bytes, Options::default());
+    for d in &a.diagnostics {
+        let text = render(&a.sources, d, Style::default());
+        assert!(text.contains(d.severity.as_str()));
+    }
+    assert_eq!(a.plan.is_some(), a.errors() == 0);
+}
+
+/// Pieces of WORKFLOW.md front matter: YAML syntax (flow and block, anchors,
+/// aliases, tags, quotes) and AIP-15's own fields, kinds and expressions.
+const WMD_PIECES: &[&str] = &[
+    "---\n",
+    "\n",
+    "  ",
+    "    ",
+    "- ",
+    ": ",
+    ":",
+    "{",
+    "}",
+    "[",
+    "]",
+    ", ",
+    "&a ",
+    "*a",
+    "!!str ",
+    "!!binary ",
+    "? ",
+    "|\n",
+    ">-\n",
+    "\"",
+    "'",
+    "#",
+    "~",
+    "null",
+    "true",
+    "1",
+    "-1",
+    "1e9",
+    "name: W\n",
+    "id: wf\n",
+    "description: d\n",
+    "version: 1.0.0\n",
+    "inputs: { type: object }\n",
+    "outputs: { type: object }\n",
+    "steps:\n",
+    "id: ",
+    "kind: ",
+    "tool",
+    "branch",
+    "parallel",
+    "map",
+    "loop",
+    "approval",
+    "suspend",
+    "subworkflow",
+    "tool: ls",
+    "tool: agent",
+    "inputs: ",
+    "outputs: ",
+    "next: ",
+    "$end",
+    "branches: ",
+    "when: ",
+    "over: ",
+    "while: ",
+    "steps: ",
+    "workflow: wf",
+    "retry: { max_attempts: 2 }",
+    "timeout_ms: 5",
+    "compensation: ",
+    "start: ",
+    "result: ",
+    "resume: { on: [e] }",
+    "on_approve: { next: a }",
+    "on_reject: ",
+    "approvers: [{ role: r }]",
+    "max_steps: 3",
+    "triggers: [{ kind: cron }]",
+    "inputsFiles: { k: { path: a } }",
+    "outputsFiles: { k: { path: <isoDate> } }",
+    "action: x",
+    "code: x",
+    "$input.x",
+    "$steps.a.b",
+    "$item",
+    "$index",
+    "==",
+    "&&",
+    "!",
+    "${{ $input.x }}",
+    "a",
+    "b",
+    "\t",
+    "é",
+    "\u{feff}",
+    "\0",
+    "\r\n",
+];
+
+fn wmd_soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(WMD_PIECES), 0..80).prop_map(|v| v.concat())
+}
+
+/// A valid workflow with its step lines shuffled in: well-formed YAML that
+/// breaks AIP-15's rules in every way the pieces allow.
+fn wmd_steps() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        (
+            prop::sample::select(&["a", "b", "c", "wf"][..]),
+            prop::sample::select(&["tool", "branch", "parallel", "map", "loop", "approval", "suspend", "subworkflow", "x"][..]),
+            prop::sample::select(WMD_PIECES),
+        ),
+        0..12,
+    )
+    .prop_map(|steps| {
+        let mut s = String::from("---\nname: W\nid: wf\ndescription: d\nversion: 1.0.0\ninputs: { type: object }\noutputs: { type: object }\nsteps:\n");
+        for (id, kind, extra) in steps {
+            s.push_str(&format!("  - id: {id}\n    kind: {kind}\n    {extra}\n"));
+        }
+        s.push_str("---\n");
+        s
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
+
+    #[test]
+    fn workflow_md_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        let mut b = b"---\n".to_vec();
+        b.extend(bytes);
+        check_workflow_md(b);
+    }
+
+    #[test]
+    fn workflow_md_soup(text in wmd_soup()) {
+        check_workflow_md(text.into_bytes());
+    }
+
+    #[test]
+    fn workflow_md_steps(text in wmd_steps()) {
+        check_workflow_md(text.into_bytes());
+    }
 
     #[test]
     fn arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {

@@ -23,6 +23,25 @@ fn protocol_schemas_match_the_code() {
     );
 }
 
+/// The MCP server's fixed tools (`run`, `event`, `cancel`, `approve`,
+/// `signal`, `validate`, `inspect`, `list`) as `tools/list` describes them,
+/// kept in `protocol/mcp-tools.json` so a change to the MCP surface shows in
+/// review like a change to the JSON-RPC one.
+#[test]
+fn mcp_tools_match_the_code() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("protocol/mcp-tools.json");
+    let tools = agentfile::server::mcp::tools::fixed();
+    let text = serde_json::to_string_pretty(&serde_json::json!({ "tools": tools })).unwrap() + "\n";
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    } else {
+        assert!(
+            std::fs::read_to_string(&path).ok().as_deref() == Some(text.as_str()),
+            "protocol/mcp-tools.json is out of date; run UPDATE_SNAPSHOTS=1 cargo test --test protocol"
+        );
+    }
+}
+
 /// Every `$ref` in the OpenRPC document points at something in it.
 #[test]
 fn openrpc_references_resolve() {

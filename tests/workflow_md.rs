@@ -518,6 +518,36 @@ fn hostile_files_get_a_diagnostic_not_a_crash() {
             "cycle",
         ),
         (
+            // Steps nested 1,000 levels deep (maps in maps).
+            "nested",
+            format!(
+                "{head}steps:\n  {}{{id: leaf, kind: tool, tool: ls}}{}\n---\n",
+                "{id: m, kind: map, over: $input.x, steps: [".repeat(1000),
+                "]}".repeat(1000)
+            ),
+            "too-deep",
+        ),
+        (
+            // A 10 MB file: a long description and 20,000 steps.
+            "huge",
+            {
+                let mut s = format!(
+                    "---\nname: H\nid: huge\ndescription: \"{}\"\nversion: 1.0.0\ninputs: {{ type: object }}\noutputs: {{ type: object }}\nsteps:\n",
+                    "x".repeat(5_000_000)
+                );
+                for i in 0..20_000 {
+                    s.push_str(&format!(
+                        "  - id: s{i}\n    kind: tool\n    tool: ls\n    inputs: {{ path: \"{}\" }}\n",
+                        "p".repeat(200)
+                    ));
+                }
+                s.push_str("---\n");
+                assert!(s.len() > 10_000_000);
+                s
+            },
+            "",
+        ),
+        (
             "ops",
             format!(
                 "{head}steps:\n  - id: bb\n    kind: branch\n    branches:\n      - when: \"{}\"\n        next: $end\n---\n",
@@ -660,4 +690,36 @@ fn action_refs_resolve_through_the_config() {
     );
     assert_eq!(code, 0, "{r}");
     assert_eq!(tools(&dir)[0], "pricing-snapshot");
+}
+
+/// A map over 100,000 items runs a bounded number at a time and stops
+/// cleanly at the workflow's `max_steps`, having started no more.
+#[test]
+fn a_map_over_100000_items_is_bounded() {
+    let dir = project("big-map");
+    let wdir = dir.join(".workflows/big-map");
+    std::fs::create_dir_all(&wdir).unwrap();
+    std::fs::write(
+        wdir.join("WORKFLOW.md"),
+        "---\nname: Big map\nid: big-map\ndescription: d\nversion: 1.0.0\nmax_steps: 300\ninputs:\n  type: object\n  properties: { items: { type: array } }\n  required: [items]\noutputs: { type: object }\nsteps:\n  - id: each\n    kind: map\n    over: $input.items\n    steps:\n      - id: look\n        kind: tool\n        tool: ls\n        inputs: { path: . }\n---\n",
+    )
+    .unwrap();
+    let items: Vec<u32> = (0..100_000).collect();
+    std::fs::write(
+        dir.join("items.json"),
+        serde_json::json!({ "items": items }).to_string(),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (code, r) = run(&dir, "big-map", &["--inputs-json", "items.json"]);
+    assert_eq!(code, 1, "{r}");
+    assert!(
+        r["error"].as_str().unwrap().contains("max_steps = 300"),
+        "{r}"
+    );
+    assert!(
+        r["usage"]["tool_calls"].as_u64().unwrap() < 600,
+        "items kept starting after the limit: {r}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }

@@ -30,6 +30,11 @@ use crate::protocol::events::{Event, EventBody, LoopStop};
 /// The note an approval that timed out is recorded with.
 const TIMED_OUT: &str = "timed out";
 
+/// Items of a map in flight at once when it sets no `parallelism`.
+pub const DEFAULT_MAP_WIDTH: usize = 16;
+/// The most items of a map in flight at once, whatever it asks.
+pub const MAX_MAP_WIDTH: usize = 256;
+
 /// A scope of values: the run's inputs, node outputs and variables, over a
 /// frozen parent.
 #[derive(Debug, Default)]
@@ -1351,10 +1356,11 @@ impl<'a> RunCx<'a> {
         env: &mut Env,
     ) -> Result<Outcome, Stop> {
         let n = items.len();
-        let width = if concurrency == 0 {
-            n.max(1)
-        } else {
-            concurrency as usize
+        // Items in flight: a map over 100,000 items must not start 100,000
+        // tool processes or model calls at once.
+        let width = match concurrency {
+            0 => DEFAULT_MAP_WIDTH,
+            c => (c as usize).min(MAX_MAP_WIDTH),
         };
         let frozen = Arc::new(std::mem::take(env));
         // Fail fast: once an item fails, items not yet started are skipped;

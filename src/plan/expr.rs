@@ -1287,6 +1287,28 @@ mod tests {
             }
         }
 
+        /// Soups of the grammar's own pieces reach deeper than random text:
+        /// nesting, chains of operators, paths with odd segments.
+        #[test]
+        fn token_soups_parse_eval_and_round_trip(parts in proptest::collection::vec(
+            proptest::sample::select(&[
+                "$input.x", "$steps.a-b.c", "$steps.a", "$item", "$index", "$workflow.inputs.x",
+                "$steps.s.outputs.y", "$", "$.", "$steps.", "==", "!=", "<", "<=", ">", ">=",
+                "&&", "||", "!", "(", ")", "[", "]", "[0]", ".", "null", "true", "false", "1",
+                "-2.5", "1e400", "\"s\"", "'q'", "\"\\\"\"", "${{", "}}", " ", "\t", "é",
+            ][..]),
+            0..40,
+        )) {
+            let src = parts.concat();
+            if let Ok(e) = parse(&src) {
+                let _ = e.eval(&scope());
+                prop_assert_eq!(parse(&e.to_string()), Ok(e));
+            }
+            if let Ok(t) = Template::parse(&src) {
+                let _ = t.render(&scope());
+            }
+        }
+
         #[test]
         fn any_string_literal_round_trips(s in "[\\x00-\\x1f\"'\\\\a-z€😀]{0,20}|\\PC{0,20}") {
             let e = Expr::Literal(Value::String(s));

@@ -129,7 +129,8 @@ pub struct SignalParams {
     pub session_id: String,
     /// The event's name: one the session's suspend step waits for.
     pub event: String,
-    /// The event's payload (the suspend step's `eventPayload`).
+    /// The event's payload: the suspend step's `eventPayload`, and when it is
+    /// an object its fields are the step's outputs too (beside `eventName`).
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub payload: serde_json::Value,
 }

@@ -52,6 +52,7 @@ pub fn analyze(
         stack: Vec::new(),
         loaded: HashMap::new(),
         tools: HashMap::new(),
+        contract_paths: HashMap::new(),
     };
     let plan = fe.load(file);
     let has_errors = fe.diags.iter().any(Diagnostic::is_error);
@@ -119,6 +120,9 @@ struct Front<'a> {
     loaded: HashMap<PathBuf, Option<Plan>>,
     /// TOOL.md contracts already read, by path.
     tools: HashMap<PathBuf, Option<Contract>>,
+    /// Where each (folder, tool id) found its TOOL.md, so a workflow of
+    /// 20,000 steps looks upward once per tool, not once per step.
+    contract_paths: HashMap<(PathBuf, String), Option<PathBuf>>,
 }
 
 /// One file being lowered.
@@ -131,6 +135,20 @@ struct FileCx {
     paths: HashMap<String, String>,
     default_approval: Option<ApprovalClass>,
     default_retry: Option<Retry>,
+}
+
+impl FileCx {
+    fn new(file: FileId, doc: Doc, dir: PathBuf) -> FileCx {
+        FileCx {
+            file,
+            doc,
+            dir,
+            goals: Vec::new(),
+            paths: HashMap::new(),
+            default_approval: None,
+            default_retry: None,
+        }
+    }
 }
 
 fn join(parent: &str, id: &str) -> String {
@@ -191,15 +209,7 @@ impl Front<'_> {
             .parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."));
-        let mut cx = FileCx {
-            file,
-            doc,
-            dir,
-            goals: Vec::new(),
-            paths: HashMap::new(),
-            default_approval: None,
-            default_retry: None,
-        };
+        let mut cx = FileCx::new(file, doc, dir);
         let root = cx.doc.value.clone();
         if !root.is_object() {
             let sp = self.span(&cx, "", false);
@@ -758,7 +768,11 @@ impl Front<'_> {
         if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
             return None;
         }
-        let path = upward(&cx.dir, &Path::new(".tools").join(id).join("TOOL.md"))?;
+        let path = self
+            .contract_paths
+            .entry((cx.dir.clone(), id.to_owned()))
+            .or_insert_with(|| upward(&cx.dir, &Path::new(".tools").join(id).join("TOOL.md")))
+            .clone()?;
         if let Some(c) = self.tools.get(&path) {
             return c.clone();
         }
@@ -774,15 +788,7 @@ impl Front<'_> {
         }
         let file = self.sources.add(path.to_owned(), text);
         let doc = self.front(file)?;
-        let tcx = FileCx {
-            file,
-            doc,
-            dir: PathBuf::new(),
-            goals: Vec::new(),
-            paths: HashMap::new(),
-            default_approval: None,
-            default_retry: None,
-        };
+        let tcx = FileCx::new(file, doc, PathBuf::new());
         let v = tcx.doc.value.clone();
         let mut ok = true;
         for viol in schema::check_tool(&v) {
