@@ -119,6 +119,12 @@ pub fn text(plan: &Plan) -> String {
         }
     }
     let _ = writeln!(o, "\nsteps");
+    if plan.steps.is_empty() {
+        // Formats other than the DSL: the step graph as an outline.
+        for n in plan.graph.children() {
+            outline(&mut o, n, 1);
+        }
+    }
     for (n, s) in plan.steps.iter().enumerate() {
         let head = match (s.kind, &s.within) {
             (StepKind::Run, _) => format!("RUN {}", s.name),
@@ -130,6 +136,86 @@ pub fn text(plan: &Plan) -> String {
         let _ = writeln!(o, "  {}. {head}: {}", n + 1, s.goals.join(" → "));
     }
     o
+}
+
+/// One step of a graph and its nested steps, a line each, indented by depth:
+/// what it does, then where it routes.
+fn outline(o: &mut String, n: &crate::plan::Node, depth: usize) {
+    use crate::plan::{LoopUntil, Next, NodeKind};
+    let pad = "  ".repeat(depth);
+    let next = |n: &Next| match n {
+        Next::End => "$end".to_owned(),
+        Next::Node(id) => id.clone(),
+    };
+    let what = match &n.kind {
+        NodeKind::Sequence { .. } => "steps".to_owned(),
+        NodeKind::Goal(g) => format!("goal {}", g.goal),
+        NodeKind::Tool { tool, .. } => format!("tool {tool}"),
+        NodeKind::Command { tool, argv, .. } => {
+            format!("tool {tool} (command `{}`)", argv.join(" "))
+        }
+        NodeKind::Shell { script, .. } => format!("script {script}"),
+        NodeKind::Branch { arms, default } => {
+            let mut routes: Vec<String> = arms
+                .iter()
+                .map(|a| format!("when {} → {}", a.when, next(&a.next)))
+                .collect();
+            if let Some(d) = default {
+                routes.push(format!("otherwise → {}", next(d)));
+            }
+            format!("branch: {}", routes.join("; "))
+        }
+        NodeKind::Parallel { branches } => format!("parallel, {} branches", branches.len()),
+        NodeKind::Map {
+            over, concurrency, ..
+        } => match concurrency {
+            0 => format!("map over {over}"),
+            c => format!("map over {over}, {c} at a time"),
+        },
+        NodeKind::Loop { until, max, .. } => match until {
+            LoopUntil::While { expr } => {
+                format!("loop while {expr}, at most {}", limit_text(max))
+            }
+            LoopUntil::Converged => format!("loop until converged, at most {}", limit_text(max)),
+        },
+        NodeKind::Approval(a) => {
+            let mut t = "approval".to_owned();
+            if let Some(x) = &a.on_approve {
+                t.push_str(&format!(" · approve → {}", next(x)));
+            }
+            t.push_str(&match &a.on_reject {
+                Some(x) => format!(" · reject → {}", next(x)),
+                None => " · reject fails the run".to_owned(),
+            });
+            t
+        }
+        NodeKind::Suspend { events, .. } => format!("suspend until {}", events.join(" | ")),
+        NodeKind::Subworkflow { plan, .. } => format!("subworkflow {}", plan.name),
+    };
+    let mut facts = vec![what];
+    if let Some(r) = &n.retry {
+        facts.push(format!("retry ×{}", r.max_attempts));
+    }
+    if let Some(t) = n.timeout_ms {
+        facts.push(format!("timeout {t} ms"));
+    }
+    if n.compensation.is_some() {
+        facts.push("compensated".to_owned());
+    }
+    if let Some(nx) = &n.next {
+        facts.push(format!("→ {}", next(nx)));
+    }
+    let _ = writeln!(o, "{pad}{}  {}", n.id, facts.join(" · "));
+    for c in n.children() {
+        // A map's or loop's body is a sequence without an id of its own.
+        if matches!(c.kind, NodeKind::Sequence { .. }) && c.id == "body" {
+            for g in c.children() {
+                outline(o, g, depth + 1);
+            }
+        } else {
+            outline(o, c, depth + 1);
+        }
+    }
 }
 
 /// Escape text for a quoted Mermaid label.
@@ -281,6 +367,7 @@ mod graph {
         match &n.kind {
             NodeKind::Goal(g) => format!("goal {}", g.goal),
             NodeKind::Tool { tool, .. } => format!("{name}<br/>tool {tool}"),
+            NodeKind::Command { tool, .. } => format!("{name}<br/>tool {tool}"),
             NodeKind::Shell { script, .. } => format!("{name}<br/>script {script}"),
             NodeKind::Branch { .. } => name.to_owned(),
             NodeKind::Approval(_) => format!("approval {name}"),

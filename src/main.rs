@@ -535,7 +535,16 @@ fn print_report(analyses: &[Analysis], format: ReportFormat) -> anyhow::Result<(
                         plural(p.inputs.len(), "input"),
                         plural(p.agents.len(), "agent"),
                         plural(p.goals.len(), "goal"),
-                        plural(p.steps.len(), "step"),
+                        // Formats other than the DSL have no StepDefs: their
+                        // top-level steps are the graph's.
+                        plural(
+                            if p.steps.is_empty() {
+                                p.graph.children().len()
+                            } else {
+                                p.steps.len()
+                            },
+                            "step"
+                        ),
                     ),
                     None => format!("invalid — {}", plural(a.errors(), "error")),
                 };

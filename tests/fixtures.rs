@@ -158,7 +158,10 @@ fn warnings_do_not_fail_validation() {
 fn valid_workflows_inspect_as_snapshotted() {
     let mut failures = Vec::new();
     for case in &cases("valid") {
-        let r = run(case, &args(case));
+        let args = args(case);
+        // The file `args` validates (`Agentfile` unless it says otherwise).
+        let file = args.last().cloned().unwrap_or_else(|| "Agentfile".into());
+        let r = run(case, &args);
         if r.code != 0 || r.stdout.contains("warning") {
             failures.push(format!(
                 "{}: want clean validation\n{}",
@@ -170,7 +173,7 @@ fn valid_workflows_inspect_as_snapshotted() {
             case,
             &[
                 "inspect".into(),
-                "Agentfile".into(),
+                file.clone(),
                 "--format".into(),
                 "json".into(),
             ],
@@ -180,7 +183,7 @@ fn valid_workflows_inspect_as_snapshotted() {
             case,
             &[
                 "inspect".into(),
-                "Agentfile".into(),
+                file.clone(),
                 "--format".into(),
                 "mermaid".into(),
             ],

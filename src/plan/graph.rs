@@ -160,7 +160,8 @@ pub enum NodeKind {
     /// branch's output by id.
     Parallel { branches: Vec<Node> },
     /// The body once per item of `over`, at most `concurrency` at a time (0:
-    /// unbounded); the output is the array of the bodies' outputs in input order.
+    /// the executor's default, 16; never more than 256); the output is the
+    /// array of the bodies' outputs in input order.
     Map {
         over: Expr,
         #[serde(default)]
