@@ -176,7 +176,7 @@ fn generate_workflow_md(n: usize) -> String {
             ));
         } else if i % 100 == 10 {
             s.push_str(&format!(
-                "  - id: s{i}\n    kind: parallel\n    branches:\n      - id: left\n        steps:\n          - id: l\n            kind: tool\n            tool: ls\n            inputs: {{ path: {read} }}\n      - id: right\n        steps:\n          - id: r\n            kind: tool\n            tool: glob\n            inputs: {{ pattern: \"*.md\" }}\n    next: {next}\n"
+                "  - id: s{i}\n    kind: parallel\n    branches:\n      - id: left\n        steps:\n          - id: lo\n            kind: tool\n            tool: ls\n            inputs: {{ path: {read} }}\n      - id: right\n        steps:\n          - id: ri\n            kind: tool\n            tool: glob\n            inputs: {{ pattern: \"*.md\" }}\n    next: {next}\n"
             ));
         } else if i % 100 == 20 {
             s.push_str(&format!(

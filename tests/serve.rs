@@ -704,3 +704,69 @@ fn signal_is_refused_where_nothing_waits() {
     let e = s.error("signal", json!({"session_id": id}));
     assert_eq!(e["code"], -32602, "{e}");
 }
+
+/// A WORKFLOW.md over JSON-RPC: its approval step waits for `approve`, its
+/// suspend step for `signal`, and the resumed run ends with the outputs the
+/// workflow's `result` shapes from the model's answer and the signal's
+/// payload (`tests/workflow_md/ship-notes`).
+#[test]
+fn a_workflow_md_is_approved_and_signalled_over_json_rpc() {
+    let rt = rt();
+    let server = rt.block_on(fake(r#"{"notes": "Tides are faster."}"#, Duration::ZERO));
+    let dir = tmp("wmd-signal");
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    copy(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
+        &dir,
+    );
+    write_config(&dir.join("agent.toml"), &server);
+    let mut config = std::fs::read_to_string(dir.join("agent.toml")).unwrap();
+    config.push_str("\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n");
+    std::fs::write(dir.join("agent.toml"), config).unwrap();
+    let mut s = Serve::start(&dir, &[]);
+    let r = s.result(
+        "run",
+        json!({"path": ".workflows/ship-notes", "inputs": {"version": "1.2.0"}, "wait": false}),
+    );
+    let id = r["session_id"].as_str().unwrap().to_owned();
+    let asked = s.event_until(&id, "approval_required");
+    assert!(
+        asked.to_string().contains("Publish these release notes?"),
+        "{asked}"
+    );
+    s.result("approve", json!({"session_id": id, "approve": true}));
+    let suspended = s.event_until(&id, "run_suspended");
+    assert!(
+        suspended.to_string().contains("release.tagged"),
+        "{suspended}"
+    );
+    let e = s.error(
+        "signal",
+        json!({"session_id": id, "event": "release.cancelled"}),
+    );
+    assert!(
+        e["message"].as_str().unwrap().contains("release.tagged"),
+        "{e}"
+    );
+    s.result(
+        "signal",
+        json!({"session_id": id, "event": "release.tagged", "payload": {"channel": "#releases"}}),
+    );
+    let done = s.event_until(&id, "run_complete");
+    assert_eq!(
+        done["params"]["data"]["outputs"],
+        json!({"notes": "Tides are faster.", "channel": "#releases"}),
+        "{done}"
+    );
+    assert_eq!(server.request_count(), 1, "the model is asked once");
+}

@@ -18,7 +18,7 @@ pub fn check(plan: &Plan) -> Vec<GraphError> {
         plan,
         errors: Vec::new(),
     };
-    let mut visible = Vec::new();
+    let mut visible = Visible::default();
     cx.node_children(&plan.graph, "", &mut visible, false);
     if let Some(r) = &plan.result {
         cx.paths("", "result", &r.paths(), &visible, false);
@@ -40,8 +40,8 @@ fn join(parent: &str, id: &str) -> String {
 }
 
 /// Every id in a subtree (what becomes visible when it completes).
-fn ids(n: &Node, out: &mut Vec<String>) {
-    out.push(n.id.clone());
+fn ids<'n>(n: &'n Node, out: &mut Vec<&'n str>) {
+    out.push(&n.id);
     if matches!(n.kind, NodeKind::Map { .. } | NodeKind::Subworkflow { .. }) {
         return;
     }
@@ -50,11 +50,62 @@ fn ids(n: &Node, out: &mut Vec<String>) {
     }
 }
 
-impl Cx<'_> {
-    fn paths(&mut self, path: &str, what: &str, paths: &[&Path], visible: &[String], in_map: bool) {
+/// The step ids visible at a point, as a stack: a nested scope marks its
+/// height and truncates back to it, so entering one costs nothing and a
+/// lookup is a hash probe (a workflow of 20,000 steps is checked in linear
+/// time, not by copying and scanning a list per step).
+#[derive(Default)]
+struct Visible<'n> {
+    stack: Vec<&'n str>,
+    count: std::collections::HashMap<&'n str, u32>,
+}
+
+impl<'n> Visible<'n> {
+    fn contains(&self, id: &str) -> bool {
+        self.count.contains_key(id)
+    }
+
+    fn push(&mut self, id: &'n str) {
+        self.stack.push(id);
+        *self.count.entry(id).or_default() += 1;
+    }
+
+    fn extend(&mut self, ids: impl IntoIterator<Item = &'n str>) {
+        for id in ids {
+            self.push(id);
+        }
+    }
+
+    fn mark(&self) -> usize {
+        self.stack.len()
+    }
+
+    fn reset(&mut self, mark: usize) {
+        while self.stack.len() > mark {
+            if let Some(id) = self.stack.pop()
+                && let Some(c) = self.count.get_mut(id)
+            {
+                *c -= 1;
+                if *c == 0 {
+                    self.count.remove(id);
+                }
+            }
+        }
+    }
+
+    /// What a completed subtree makes visible.
+    fn add_subtree(&mut self, n: &'n Node) {
+        let mut out = Vec::new();
+        ids(n, &mut out);
+        self.extend(out);
+    }
+}
+
+impl<'p> Cx<'p> {
+    fn paths(&mut self, path: &str, what: &str, paths: &[&Path], visible: &Visible, in_map: bool) {
         for p in paths {
             let problem = match &p.root {
-                Root::Step(id) if !visible.iter().any(|v| v == id) => Some((
+                Root::Step(id) if !visible.contains(id) => Some((
                     "unknown-step-reference",
                     format!("{what} reads `{p}`, but no step `{id}` has finished by then"),
                 )),
@@ -98,7 +149,7 @@ impl Cx<'_> {
     }
 
     /// A container's children, in order, each seeing what came before.
-    fn node_children(&mut self, n: &Node, path: &str, visible: &mut Vec<String>, in_map: bool) {
+    fn node_children(&mut self, n: &'p Node, path: &str, visible: &mut Visible<'p>, in_map: bool) {
         if let NodeKind::Sequence { nodes, .. } = &n.kind {
             for c in nodes {
                 self.node(c, &join(path, &c.id), visible, in_map);
@@ -108,7 +159,7 @@ impl Cx<'_> {
         }
     }
 
-    fn node(&mut self, n: &Node, path: &str, visible: &mut Vec<String>, in_map: bool) {
+    fn node(&mut self, n: &'p Node, path: &str, visible: &mut Visible<'p>, in_map: bool) {
         match &n.kind {
             NodeKind::Tool { args, .. } | NodeKind::Command { args, .. } => {
                 self.paths(path, "an argument", &args.paths(), visible, in_map)
@@ -140,40 +191,41 @@ impl Cx<'_> {
                 }
             }
             NodeKind::Sequence { .. } => {
-                let mut inner = visible.clone();
-                self.node_children(n, path, &mut inner, in_map);
+                let m = visible.mark();
+                self.node_children(n, path, visible, in_map);
+                visible.reset(m);
             }
             NodeKind::Parallel { branches } => {
                 for b in branches {
-                    let mut inner = visible.clone();
-                    self.node(b, &join(path, &b.id), &mut inner, in_map);
+                    let m = visible.mark();
+                    self.node(b, &join(path, &b.id), visible, in_map);
+                    visible.reset(m);
                 }
             }
             NodeKind::Map { over, body, .. } => {
                 self.paths(path, "`over`", &over.paths(), visible, in_map);
-                let mut inner = visible.clone();
-                self.node_children(body, path, &mut inner, true);
+                let m = visible.mark();
+                self.node_children(body, path, visible, true);
+                visible.reset(m);
             }
             NodeKind::Loop { until, body, .. } => {
-                let mut inner = visible.clone();
-                let mut body_ids = Vec::new();
-                ids(body, &mut body_ids);
+                // The condition and later iterations see the body's outputs.
+                let m = visible.mark();
+                visible.add_subtree(body);
                 if let LoopUntil::While { expr } = until {
-                    let mut with_body = inner.clone();
-                    with_body.extend(body_ids.iter().cloned());
-                    self.paths(path, "`while`", &expr.paths(), &with_body, in_map);
+                    self.paths(path, "`while`", &expr.paths(), visible, in_map);
                 }
-                // Later iterations see the earlier ones' outputs.
-                inner.extend(body_ids);
-                self.node_children(body, path, &mut inner, in_map);
+                self.node_children(body, path, visible, in_map);
+                visible.reset(m);
             }
             NodeKind::Suspend { .. } => {}
         }
         if let Some(c) = &n.compensation {
-            let mut inner = visible.clone();
-            inner.push(n.id.clone());
-            self.node(c, &join(path, &c.id), &mut inner, in_map);
+            let m = visible.mark();
+            visible.push(&n.id);
+            self.node(c, &join(path, &c.id), visible, in_map);
+            visible.reset(m);
         }
-        ids(n, visible);
+        visible.add_subtree(n);
     }
 }

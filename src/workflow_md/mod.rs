@@ -223,9 +223,11 @@ impl Front<'_> {
         }
         // The published schema knows only `tool:`; an `action:` step is
         // checked as a tool step (its ref is resolved below).
-        let mut view = root.clone();
-        if let Some(steps) = view.get_mut("steps") {
-            actions_as_tools(steps);
+        let mut view = std::borrow::Cow::Borrowed(&*root);
+        if root.get("steps").is_some_and(has_action) {
+            if let Some(steps) = view.to_mut().get_mut("steps") {
+                actions_as_tools(steps);
+            }
         }
         for v in schema::check_workflow(&view) {
             let sp = self.span(&cx, &v.pointer, v.at_key);
@@ -1306,6 +1308,15 @@ fn file_path_problem(path: &str, output: bool) -> Option<String> {
 
 /// The tokens an `outputsFiles` path may hold.
 pub const FILE_TOKENS: &[&str] = &["runId", "workflowId", "isoDate"];
+
+/// Whether any step under `v` names an `action:`.
+fn has_action(v: &Value) -> bool {
+    match v {
+        Value::Array(items) => items.iter().any(has_action),
+        Value::Object(o) => o.contains_key("action") || o.values().any(has_action),
+        _ => false,
+    }
+}
 
 /// Rewrite `action:` steps (anywhere under `steps`) as `tool:` steps, for the
 /// published schema, which knows only the latter.

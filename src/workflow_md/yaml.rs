@@ -9,6 +9,9 @@
 //! `0x1F` an integer, quoted scalars always strings.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span as YSpan};
 use serde_json::{Map, Number, Value};
@@ -34,8 +37,10 @@ pub struct At {
 /// pointer (`/steps/0/id`).
 #[derive(Debug, Default)]
 pub struct Doc {
-    pub value: Value,
-    spans: HashMap<String, At>,
+    /// Shared, so the front end can hold the tree while it reports against
+    /// the document without copying a 10 MB value.
+    pub value: Arc<Value>,
+    spans: FxHashMap<String, At>,
 }
 
 impl Doc {
@@ -358,7 +363,7 @@ pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
             }
         }
     }
-    doc.value = root.unwrap_or(Value::Null);
+    doc.value = Arc::new(root.unwrap_or(Value::Null));
     Ok(doc)
 }
 
