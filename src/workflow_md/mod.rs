@@ -224,10 +224,10 @@ impl Front<'_> {
         // The published schema knows only `tool:`; an `action:` step is
         // checked as a tool step (its ref is resolved below).
         let mut view = std::borrow::Cow::Borrowed(&*root);
-        if root.get("steps").is_some_and(has_action) {
-            if let Some(steps) = view.to_mut().get_mut("steps") {
-                actions_as_tools(steps);
-            }
+        if root.get("steps").is_some_and(has_action)
+            && let Some(steps) = view.to_mut().get_mut("steps")
+        {
+            actions_as_tools(steps);
         }
         for v in schema::check_workflow(&view) {
             let sp = self.span(&cx, &v.pointer, v.at_key);

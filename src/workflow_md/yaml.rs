@@ -526,7 +526,7 @@ mod tests {
     use serde_json::json;
 
     fn v(s: &str) -> Value {
-        parse(s, 0).unwrap().value
+        (*parse(s, 0).unwrap().value).clone()
     }
 
     #[test]
