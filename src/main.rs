@@ -624,7 +624,16 @@ fn list(dir: &Path, format: ReportFormat) -> anyhow::Result<u8> {
 }
 
 fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
-    let runtime = match async_runtime() {
+    // One run needs no worker threads: the executor's concurrency (agents,
+    // parallel branches, map items) is async, and blocking work goes to the
+    // blocking pool. A current-thread runtime starts faster and wakes less.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("agentfile: error: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        }) {
         Ok(r) => r,
         Err(code) => return code,
     };
