@@ -14,6 +14,8 @@ use std::time::Duration;
 use agentfile::llm::fake::{FakeReply, FakeServer};
 use serde_json::Value;
 
+mod fs_support;
+
 const KEY_VAR: &str = "AGENTFILE_MCP_PY_TEST_KEY";
 
 /// The venv's python, or `None` (the test is then skipped, except in CI).
@@ -127,18 +129,6 @@ async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() 
     assert_eq!(auto["validate_ok"], true);
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
-
 /// A WORKFLOW.md through `agentfile mcp` by the Python SDK: its typed tool
 /// (the workflow's `inputs` and `outputs` as the tool's schemas) with
 /// progress, its approval step answered through elicitation, its suspend
@@ -158,9 +148,10 @@ async fn the_python_sdk_runs_a_workflow_md_through_approval_and_signal() {
     .unwrap();
     let dir = std::env::temp_dir().join(format!("agentfile-mcp-python-wmd-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    copy_dir(
+    fs_support::copy_dir(
         &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
         &dir,
+        &[],
     );
     let dir = dir.canonicalize().unwrap();
     std::fs::write(

@@ -17,6 +17,8 @@ use std::time::{Duration, Instant};
 use agentfile::llm::fake::{FakeReply, FakeScript, FakeServer};
 use serde_json::{Value, json};
 
+mod fs_support;
+
 const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
 const PATIENCE: Duration = Duration::from_secs(60);
 
@@ -714,20 +716,10 @@ fn a_workflow_md_is_approved_and_signalled_over_json_rpc() {
     let rt = rt();
     let server = rt.block_on(fake(r#"{"notes": "Tides are faster."}"#, Duration::ZERO));
     let dir = tmp("wmd-signal");
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap() {
-            let e = e.unwrap();
-            if e.file_type().unwrap().is_dir() {
-                copy(&e.path(), &to.join(e.file_name()));
-            } else {
-                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-            }
-        }
-    }
-    copy(
+    fs_support::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
         &dir,
+        &[],
     );
     write_config(&dir.join("agent.toml"), &server);
     let mut config = std::fs::read_to_string(dir.join("agent.toml")).unwrap();

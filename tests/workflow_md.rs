@@ -9,33 +9,20 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
+mod fs_support;
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_agentfile")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name();
-        if name == ".agentfile" || name == "tool-log.jsonl" {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(&name));
-        } else {
-            std::fs::copy(e.path(), to.join(&name)).unwrap();
-        }
-    }
 }
 
 /// A fresh copy of the examples project.
 fn project(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("agentfile-wmd-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    copy_dir(
+    fs_support::copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/aip-15"),
         &d,
+        &[".agentfile", "tool-log.jsonl"],
     );
     d
 }

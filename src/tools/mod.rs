@@ -110,6 +110,17 @@ pub struct CallResult {
     pub duration: Duration,
 }
 
+impl CallResult {
+    /// A call this tool set cannot make: an error for the model, nothing run.
+    pub fn unsupported(message: String) -> CallResult {
+        CallResult {
+            output: ToolOutput::error(message),
+            denied: None,
+            duration: Duration::ZERO,
+        }
+    }
+}
+
 /// The executor's view of the tools a run may use.
 pub trait ToolSet: Send + Sync {
     /// Tools to offer the model (only those the policy enables).
@@ -134,16 +145,11 @@ pub trait ToolSet: Send + Sync {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, CallResult> {
         let _ = (input, ctx);
-        Box::pin(async move {
-            CallResult {
-                output: ToolOutput::error(format!(
-                    "cannot run `{}`: this tool set does not run commands",
-                    argv.join(" ")
-                )),
-                denied: None,
-                duration: Duration::ZERO,
-            }
-        })
+        let message = format!(
+            "cannot run `{}`: this tool set does not run commands",
+            argv.join(" ")
+        );
+        Box::pin(async move { CallResult::unsupported(message) })
     }
 
     /// The real place of a workspace file the runtime reads (`read`) or
@@ -170,14 +176,7 @@ pub trait ToolSet: Send + Sync {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, CallResult> {
         let _ = (args, ctx);
-        Box::pin(async move {
-            CallResult {
-                output: ToolOutput::error(format!(
-                    "cannot run `{script}`: this tool set does not run scripts"
-                )),
-                denied: None,
-                duration: Duration::ZERO,
-            }
-        })
+        let message = format!("cannot run `{script}`: this tool set does not run scripts");
+        Box::pin(async move { CallResult::unsupported(message) })
     }
 }
