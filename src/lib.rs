@@ -68,3 +68,4 @@ pub mod telemetry;
 pub mod text;
 pub mod tools;
 pub mod workflow_md;
+pub mod workflow_yaml;

@@ -1,0 +1,3 @@
+//! The Agentfile spec `workflow.yaml` front end (CONTRACT §10).
+
+pub mod generate;
