@@ -46,6 +46,7 @@ pub fn list(root: &Path, config: Option<&Config>) -> WorkflowList {
                 Options {
                     config,
                     dialect: None,
+                    lenient: false,
                 },
             );
             let folder = path

@@ -42,6 +42,19 @@ pub fn text(plan: &Plan) -> String {
     if let Some(s) = &plan.security {
         let _ = writeln!(o, "security {s}");
     }
+    if let Some(e) = &plan.execution {
+        let _ = writeln!(
+            o,
+            "execution.preferred {e} (reported only: agentfile runs every step itself and never runs scripts/ide/ files)"
+        );
+    }
+    if !plan.protected.is_empty() {
+        let _ = writeln!(
+            o,
+            "not writable during a run: {}",
+            plan.protected.join(", ")
+        );
+    }
     let width = plan
         .inputs
         .iter()
@@ -60,9 +73,18 @@ pub fn text(plan: &Plan) -> String {
             Some(d) => {
                 let _ = writeln!(o, "  {:width$}  default {:?}", i.name, d);
             }
-            None => {
-                let _ = writeln!(o, "  {:width$}  required", i.name);
-            }
+            None => match &i.env {
+                Some(v) => {
+                    let _ = writeln!(
+                        o,
+                        "  {:width$}  required (else read from the environment variable {v})",
+                        i.name
+                    );
+                }
+                None => {
+                    let _ = writeln!(o, "  {:width$}  required", i.name);
+                }
+            },
         }
     }
     let _ = writeln!(o, "\nagents");
@@ -154,7 +176,20 @@ fn outline(o: &mut String, n: &crate::plan::Node, depth: usize) {
         NodeKind::Command { tool, argv, .. } => {
             format!("tool {tool} (command `{}`)", argv.join(" "))
         }
-        NodeKind::Shell { script, .. } => format!("script {script}"),
+        NodeKind::Shell {
+            script,
+            interpreter,
+            ..
+        } => match interpreter {
+            Some(i) => format!("script {script} ({i})"),
+            None => format!("script {script}"),
+        },
+        NodeKind::ReadFiles { paths } => format!("read {}", paths.join(", ")),
+        NodeKind::WriteFile {
+            path,
+            content: Some(_),
+        } => format!("write {path}"),
+        NodeKind::WriteFile { path, .. } => format!("check the folder {path}"),
         NodeKind::Branch { arms, default } => {
             let mut routes: Vec<String> = arms
                 .iter()
@@ -369,6 +404,8 @@ mod graph {
             NodeKind::Tool { tool, .. } => format!("{name}<br/>tool {tool}"),
             NodeKind::Command { tool, .. } => format!("{name}<br/>tool {tool}"),
             NodeKind::Shell { script, .. } => format!("{name}<br/>script {script}"),
+            NodeKind::ReadFiles { paths } => format!("{name}<br/>read {}", paths.join(", ")),
+            NodeKind::WriteFile { path, .. } => format!("{name}<br/>write {path}"),
             NodeKind::Branch { .. } => name.to_owned(),
             NodeKind::Approval(_) => format!("approval {name}"),
             NodeKind::Suspend { events, .. } => {

@@ -66,6 +66,10 @@ enum Command {
         /// Which Agentfile dialect to read, instead of guessing.
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
+        /// workflow.yaml: report what a runtime can still interpret (unknown
+        /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
+        #[arg(long)]
+        lenient: bool,
     },
     /// Show a workflow's inputs, agents, goals and steps.
     Inspect {
@@ -76,6 +80,10 @@ enum Command {
         config: Option<PathBuf>,
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
+        /// workflow.yaml: report what a runtime can still interpret (unknown
+        /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
+        #[arg(long)]
+        lenient: bool,
     },
     /// Run a workflow: goals as model/tool loops behind the policy, every event stored.
     Run(RunArgs),
@@ -178,6 +186,11 @@ struct RunArgs {
     /// Resume a session even though its workflow changed since it started.
     #[arg(long)]
     force_changed: bool,
+    /// workflow.yaml: run it even when it breaks its schema in ways a runtime
+    /// can interpret (unknown fields, a list-valued `input`, `{placeholder}`
+    /// text), reporting those as warnings.
+    #[arg(long)]
+    lenient: bool,
 }
 
 // Parsed once per process; boxing the large variant would fight clap's derive.
@@ -384,7 +397,14 @@ fn main() -> ExitCode {
             config,
             format,
             dialect,
-        } => validate(&paths, config.as_deref(), format, dialect.map(Into::into)),
+            lenient,
+        } => validate(
+            &paths,
+            config.as_deref(),
+            format,
+            dialect.map(Into::into),
+            lenient,
+        ),
         // These print a result after the work is done; a reader that stops
         // early (`| head -1`) does not change that result (0 here).
         Command::List { dir, format } => {
@@ -395,7 +415,14 @@ fn main() -> ExitCode {
             format,
             config,
             dialect,
-        } => inspect_cmd(&path, config.as_deref(), format, dialect.map(Into::into)),
+            lenient,
+        } => inspect_cmd(
+            &path,
+            config.as_deref(),
+            format,
+            dialect.map(Into::into),
+            lenient,
+        ),
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
         Command::Mcp(args) => return mcp_cmd(args),
@@ -497,6 +524,7 @@ fn validate(
     config: Option<&Path>,
     format: ReportFormat,
     dialect: Option<Dialect>,
+    lenient: bool,
 ) -> anyhow::Result<u8> {
     let mut analyses = Vec::with_capacity(paths.len());
     for p in paths {
@@ -506,6 +534,7 @@ fn validate(
             Options {
                 config: cfg.as_ref(),
                 dialect,
+                lenient,
             },
         ));
     }
@@ -566,6 +595,7 @@ fn inspect_cmd(
     config: Option<&Path>,
     format: InspectFormat,
     dialect: Option<Dialect>,
+    lenient: bool,
 ) -> anyhow::Result<u8> {
     let cfg = config_for(config, path)?;
     let a = frontend::analyze(
@@ -573,6 +603,7 @@ fn inspect_cmd(
         Options {
             config: cfg.as_ref(),
             dialect,
+            lenient,
         },
     );
     let Some(plan) = &a.plan else {
@@ -730,6 +761,7 @@ async fn run_async(
         },
         strict_convergence: args.strict_convergence,
         force_changed: args.force_changed,
+        lenient: args.lenient,
         http: None,
         sampling: None,
         loaded_config: None,

@@ -63,6 +63,9 @@ pub struct RunRequest {
     pub strict_convergence: bool,
     /// Resume even when the workflow changed since the session started.
     pub force_changed: bool,
+    /// `--lenient`: run a workflow.yaml whose tolerable problems are only
+    /// warnings.
+    pub lenient: bool,
     /// HTTP behaviour of providers (tests shorten timeouts and retries).
     pub http: Option<llm::HttpOptions>,
     /// The MCP host's model, for `--provider mcp-sampling` under `agentfile mcp`.
@@ -179,6 +182,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     let options = frontend::Options {
         config: Some(&config),
         dialect: None,
+        lenient: req.lenient,
     };
     let analysis = match &req.source {
         Some(text) => frontend::analyze_bytes(req.path.clone(), text.clone().into_bytes(), options),
@@ -223,14 +227,36 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         config.llm.model = Some(m.clone());
     }
     telemetry::check(&config).map_err(|e| usage(e.to_string()))?;
-    let inputs = executor::bind_inputs(&plan, &req.inputs).map_err(usage)?;
-    let workspace = resolve_workspace(req.workspace.as_deref(), &config)?;
     let workflow_dir = analysis
         .path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
+    let mut given = req.inputs.clone();
+    let workspace = if plan.format == "workflow-yaml" {
+        // Its paths are relative to its folder (unless the caller chose
+        // another root, as `create` does), and its project is the folder
+        // holding `workflows/`.
+        let root = match given.get(crate::workflow_yaml::ROOT_FIELD) {
+            Some(r) => PathBuf::from(r),
+            None => workflow_dir
+                .canonicalize()
+                .map_err(|e| usage(format!("workflow folder {}: {e}", workflow_dir.display())))?,
+        };
+        given.insert(
+            crate::workflow_yaml::ROOT_FIELD.to_owned(),
+            root.display().to_string(),
+        );
+        let project = crate::workflow_yaml::project_root(&root);
+        match (req.workspace.as_deref(), &config.agent.workspace) {
+            (None, None) => resolve_workspace(Some(&project), &config)?,
+            (flag, _) => resolve_workspace(flag, &config)?,
+        }
+    } else {
+        resolve_workspace(req.workspace.as_deref(), &config)?
+    };
+    let inputs = executor::bind_inputs(&plan, &given).map_err(usage)?;
     let limits = limits(req, &config)?;
     let options = ProviderOptions {
         http: req.http.unwrap_or_default(),
@@ -812,6 +838,16 @@ pub async fn start_in(
         policy
             .allow_for_run(&prepared.allow)
             .map_err(|e| usage(format!("--allow: {e}")))?;
+    }
+    if let Some(root) = prepared.inputs.get(crate::workflow_yaml::ROOT_FIELD) {
+        for dir in &prepared.plan.protected {
+            policy.protect_for_run(
+                Path::new(root).join(dir.trim_end_matches('/')),
+                format!(
+                    "built-in: the workflow's {dir} is not writable during a run (its scripts run without the bash allowlist)"
+                ),
+            );
+        }
     }
     let toolbox = Toolbox::new(&prepared.config, policy, &prepared.workspace, stores.memory)
         .map_err(|e| usage(e.to_string()))?;

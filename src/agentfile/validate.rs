@@ -680,6 +680,8 @@ impl Validator<'_, '_> {
                     reads,
                     within: g.within.as_ref().and_then(lower_limit),
                     supervision: *sup,
+                    brief: None,
+                    produces: None,
                 })
             })
             .collect();
@@ -710,6 +712,7 @@ impl Validator<'_, '_> {
                         name: i.name.name.clone(),
                         default: i.default.as_ref().map(|d| d.as_str().to_owned()),
                         required: i.default.is_none(),
+                        env: None,
                     })
                     .collect(),
                 agents: plan_agents,
@@ -724,6 +727,8 @@ impl Validator<'_, '_> {
                 result: None,
                 fingerprint: String::new(),
                 files: Default::default(),
+                execution: None,
+                protected: Vec::new(),
             }
             .sealed(),
         )

@@ -929,9 +929,68 @@ impl<'a> RunCx<'a> {
                     check_args(node, path, &args)?;
                     self.run_command(scope, path, tool, argv, args).await
                 }
-                NodeKind::Shell { script, args } => {
+                NodeKind::Shell {
+                    script,
+                    args,
+                    interpreter,
+                    env: vars,
+                } => {
                     let args: Vec<String> = args.iter().map(|a| a.render(&*env)).collect();
-                    self.run_shell(scope, path, script, &args).await
+                    let vars: Vec<(String, String)> = vars
+                        .iter()
+                        .map(|(k, t)| (k.clone(), t.render(&*env)))
+                        .collect();
+                    let interpreter = interpreter.as_deref().unwrap_or("bash");
+                    self.run_shell(scope, path, script, interpreter, &args, &vars)
+                        .await
+                }
+                NodeKind::ReadFiles { paths } => {
+                    self.check_store()?;
+                    if self.cancel.is_cancelled() {
+                        return Err(self.stop_for_cancel());
+                    }
+                    let text = super::artifacts::read(self.tools, &self.root, paths)
+                        .map_err(|e| self.file_stop(scope, path, e))?;
+                    Ok(Outcome {
+                        value: Value::String(text),
+                        ..Outcome::default()
+                    })
+                }
+                NodeKind::WriteFile {
+                    path: file,
+                    content,
+                } => {
+                    self.check_store()?;
+                    if self.cancel.is_cancelled() {
+                        return Err(self.stop_for_cancel());
+                    }
+                    let written = match content {
+                        Some(c) => {
+                            let text = c.render(&*env);
+                            super::artifacts::write(self.tools, &self.root, file, &text)
+                                .map(|w| vec![w])
+                        }
+                        None => super::artifacts::folder(self.tools, &self.root, file),
+                    }
+                    .map_err(|e| self.file_stop(scope, path, e))?;
+                    let files: Vec<Value> = written
+                        .iter()
+                        .map(|w| json!({"path": w.path, "bytes": w.bytes}))
+                        .collect();
+                    for w in written {
+                        self.emit(
+                            scope,
+                            EventBody::Artifact {
+                                path: w.path,
+                                bytes: w.bytes,
+                                sha256: w.sha256,
+                            },
+                        );
+                    }
+                    Ok(Outcome {
+                        value: json!({"path": file, "files": files}),
+                        ..Outcome::default()
+                    })
                 }
                 NodeKind::Branch { arms, default } => {
                     let chosen = arms.iter().position(|a| truthy(&a.when.eval(&*env)));
@@ -1248,12 +1307,38 @@ impl<'a> RunCx<'a> {
         })
     }
 
+    /// A file operation of a node stopped: a denial is recorded as a
+    /// `policy_denied` event, like a model's denied call.
+    fn file_stop(&self, scope: &Scope, path: &str, e: super::artifacts::FileError) -> Stop {
+        if let super::artifacts::FileError::Denied {
+            tool, rule, reason, ..
+        } = &e
+        {
+            self.emit(
+                scope,
+                EventBody::PolicyDenied {
+                    id: format!("node:{path}"),
+                    tool: (*tool).to_owned(),
+                    rule: rule.clone(),
+                    reason: reason.clone(),
+                },
+            );
+        }
+        match e.into_stop() {
+            Stop::Denied(m) => Stop::Denied(format!("step `{path}`: {m}")),
+            Stop::Failed(m) => Stop::Failed(format!("step `{path}`: {m}")),
+            other => other,
+        }
+    }
+
     async fn run_shell(
         &self,
         scope: &Scope,
         path: &str,
         script: &str,
+        interpreter: &str,
         args: &[String],
+        vars: &[(String, String)],
     ) -> Result<Outcome, Stop> {
         if self.cancel.is_cancelled() {
             return Err(self.stop_for_cancel());
@@ -1269,7 +1354,19 @@ impl<'a> RunCx<'a> {
                 arguments,
             },
         );
-        let r = self.tools.run_script(script, args, &self.tool_cx).await;
+        let file = self.root.join(script);
+        let r = self
+            .tools
+            .run_script(
+                crate::tools::Script {
+                    path: &file,
+                    interpreter,
+                    args,
+                    env: vars,
+                },
+                &self.tool_cx,
+            )
+            .await;
         self.emit(
             scope,
             EventBody::ToolResult {

@@ -24,6 +24,7 @@
 //! nodes' outputs from the journal at any depth (parallel branches, map items,
 //! loop iterations) and runs again only what was in flight.
 
+mod artifacts;
 pub mod budget;
 mod files;
 pub mod goal;
@@ -152,6 +153,9 @@ pub(crate) struct RunCx<'a> {
     pub(crate) started: AtomicU32,
     /// Events held back to share the next event's commit (see [`RunCx::defer`]).
     pub(crate) deferred: Mutex<Vec<(Scope, EventBody, String)>>,
+    /// What the plan's file paths (read_files, write_file, shell) are
+    /// relative to: the `_workflowRoot` input, else the workspace.
+    pub(crate) root: PathBuf,
 }
 
 impl RunCx<'_> {
@@ -222,8 +226,10 @@ pub fn bind_inputs(
     given: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, String> {
     let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
+    let rooted = plan.format == "workflow-yaml";
     for k in given.keys() {
-        if !known.contains(&k.as_str()) {
+        let reserved = rooted && k == crate::workflow_yaml::ROOT_FIELD;
+        if !(known.contains(&k.as_str()) || reserved) {
             let hint = match crate::diag::suggest(k, known.iter().copied()) {
                 Some(s) => format!("did you mean `{s}`?"),
                 None if known.is_empty() => "the workflow takes no inputs".to_owned(),
@@ -234,10 +240,30 @@ pub fn bind_inputs(
     }
     let mut out = BTreeMap::new();
     let mut missing = Vec::new();
+    if let Some(root) = given
+        .get(crate::workflow_yaml::ROOT_FIELD)
+        .filter(|_| rooted)
+    {
+        out.insert(crate::workflow_yaml::ROOT_FIELD.to_owned(), root.clone());
+    }
     for i in &plan.inputs {
-        match given.get(&i.name).or(i.default.as_ref()) {
+        // workflow.yaml's trigger variable: given, else from the environment
+        // (never a variable named like a secret).
+        let from_env = || {
+            i.env
+                .as_deref()
+                .filter(|v| !crate::workflow_yaml::secret_like(v))
+                .and_then(|v| std::env::var(v).ok())
+                .filter(|v| !v.is_empty())
+        };
+        match given
+            .get(&i.name)
+            .cloned()
+            .or_else(from_env)
+            .or_else(|| i.default.clone())
+        {
             Some(v) => {
-                out.insert(i.name.clone(), v.clone());
+                out.insert(i.name.clone(), v);
             }
             None if i.required => missing.push(i.name.as_str()),
             // Optional, without a default (a WORKFLOW.md input outside
@@ -246,7 +272,22 @@ pub fn bind_inputs(
         }
     }
     if !missing.is_empty() {
-        let flags: Vec<String> = missing.iter().map(|m| format!("--input {m}=…")).collect();
+        let flags: Vec<String> = missing
+            .iter()
+            .map(|m| {
+                match plan
+                    .inputs
+                    .iter()
+                    .find(|i| i.name == *m)
+                    .and_then(|i| i.env.as_deref())
+                {
+                    Some(v) if !crate::workflow_yaml::secret_like(v) => {
+                        format!("--input {m}=… (or set {v} in the environment)")
+                    }
+                    _ => format!("--input {m}=…"),
+                }
+            })
+            .collect();
         return Err(format!(
             "missing required input{} {}; pass {}",
             if missing.len() == 1 { "" } else { "s" },
@@ -312,7 +353,13 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
             b.time_out();
         })
     });
+    let root = spec
+        .inputs
+        .get(crate::workflow_yaml::ROOT_FIELD)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| spec.workspace.clone());
     let cx = RunCx {
+        root,
         plan: &spec.plan,
         svc,
         tools: svc.tools,

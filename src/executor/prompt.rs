@@ -50,6 +50,33 @@ When the goal is achieved, reply with your final answer and no tool calls.",
             " This goal runs inside a loop that repeats until the work is done: call `{SIGNAL_DONE}` once nothing is left to do."
         );
     }
+    if let Some(b) = goal
+        .brief
+        .as_deref()
+        .map(str::trim)
+        .filter(|b| !b.is_empty())
+    {
+        let _ = write!(s, "\n\nThe step's goal: {b}");
+    }
+    if let Some(p) = &goal.produces {
+        let abs = cx.root.join(p.trim_end_matches('/'));
+        let shown = abs
+            .strip_prefix(&cx.tool_cx.workspace)
+            .unwrap_or(&abs)
+            .display()
+            .to_string();
+        if p.ends_with('/') {
+            let _ = write!(
+                s,
+                "\n\nThis step produces a folder of files: write each file into `{shown}/` with the write tool, then reply with a list of the files you wrote."
+            );
+        } else {
+            let _ = write!(
+                s,
+                "\n\nThe runtime saves your final answer as the file `{shown}`: reply with exactly that file's complete content, with no preamble and no code fence around it."
+            );
+        }
+    }
     s
 }
 

@@ -24,6 +24,9 @@ pub struct Options<'a> {
     pub config: Option<&'a Config>,
     /// Force a dialect instead of guessing (`--dialect`).
     pub dialect: Option<Dialect>,
+    /// `--lenient`: what a runtime can still interpret is a warning, not an
+    /// error (workflow.yaml files in the wild).
+    pub lenient: bool,
 }
 
 /// The result of reading one workflow file.
@@ -205,7 +208,10 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             return Analysis::stopped(path, sources, d, None);
         }
     };
-    if !matches!(dialect, Dialect::Agentfile | Dialect::WorkflowMd) {
+    if !matches!(
+        dialect,
+        Dialect::Agentfile | Dialect::WorkflowMd | Dialect::WorkflowYaml
+    ) {
         let (span, why) = match detect(&path, text) {
             Detected::Format(_, Some(ev)) => (
                 Span::new(file, ev.offset, ev.offset + ev.word.len()),
@@ -214,16 +220,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             _ => (Span::new(file, 0, 0), String::new()),
         };
         let what = registry::title(dialect);
-        let hint = match dialect {
-            // Recognised by its file name, so no flag makes it readable: say what
-            // works today instead.
-            Dialect::WorkflowYaml => {
-                "agentfile recognises this format (`agentfile list` shows it) but cannot validate, inspect or run it yet; what works today is the Agentfile workflow DSL (a file named `Agentfile` or `*.agent` with NAME, GOAL, RUN, LOOP…): write the workflow in it to run it now"
-            }
-            Dialect::Agentrc | Dialect::Agentfile | Dialect::WorkflowMd => {
-                "agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…); pass --dialect agentfile if this is one"
-            }
-        };
+        let hint = "agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…), WORKFLOW.md and workflow.yaml; pass --dialect agentfile if this is the DSL";
         let d = Diagnostic::error(
             "unsupported-dialect",
             span,
@@ -232,7 +229,16 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
         .with_hint(hint);
         return Analysis::stopped(path, sources, d, Some(dialect));
     }
-    let (mut diagnostics, plan) = if dialect == Dialect::WorkflowMd {
+    let (mut diagnostics, plan) = if dialect == Dialect::WorkflowYaml {
+        crate::workflow_yaml::analyze(
+            &mut sources,
+            file,
+            crate::workflow_yaml::Options {
+                config: opts.config,
+                lenient: opts.lenient,
+            },
+        )
+    } else if dialect == Dialect::WorkflowMd {
         crate::workflow_md::analyze(
             &mut sources,
             file,

@@ -16,6 +16,7 @@
 //! Problems are collected, not thrown: `commit()` reports every one at once,
 //! as diagnostics with the same codes a WORKFLOW.md file gets.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -107,6 +108,7 @@ impl WorkflowBuilder {
             name: name.into(),
             default: default.map(str::to_owned),
             required: default.is_none(),
+            env: None,
         });
         self
     }
@@ -144,6 +146,8 @@ impl WorkflowBuilder {
             reads: Vec::new(),
             within: None,
             supervision: None,
+            brief: None,
+            produces: None,
         });
         self
     }
@@ -311,6 +315,8 @@ impl WorkflowBuilder {
             result,
             fingerprint: String::new(),
             files: Default::default(),
+            execution: None,
+            protected: Vec::new(),
         };
         for e in super::scope::check(&plan) {
             diags.push(
@@ -476,6 +482,8 @@ impl StepBuilder {
         self.kind(NodeKind::Shell {
             script: script.into(),
             args,
+            interpreter: None,
+            env: BTreeMap::new(),
         })
     }
 

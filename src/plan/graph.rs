@@ -145,10 +145,34 @@ pub enum NodeKind {
     /// group, scrubbed environment, timeout). It may run when the bash
     /// allowlist does not name it: declaring it is the permission.
     Shell {
-        /// Path of the script, relative to the workspace.
+        /// Path of the script, relative to the run's root (see
+        /// [`NodeKind::ReadFiles`]).
         script: String,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         args: Vec<Template>,
+        /// The program that runs it: `bash` (default) or `pwsh`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        interpreter: Option<String>,
+        /// Variables set in its environment (beside the scrubbed one the
+        /// bash tool gives).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, Template>,
+    },
+    /// Files read when the node runs, through the policy as `read` calls;
+    /// the output is their text: one file as it is, else each file (a
+    /// folder: each file under it, in name order) in a `<file path="…">`
+    /// block. Paths are relative to the run's root: the workflow's folder
+    /// for a workflow.yaml (or the `_workflowRoot` input), else the
+    /// workspace.
+    ReadFiles { paths: Vec<String> },
+    /// An artifact: `content` written to `path` (relative to the run's
+    /// root, replaced atomically, judged by the policy as a `write`); with
+    /// no `content`, `path` is a folder an earlier node filled, which must
+    /// hold a file. Each file is an `artifact` event.
+    WriteFile {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        content: Option<Template>,
     },
     /// The first arm whose `when` is true routes; else `default` (else `$end`).
     Branch {
@@ -200,6 +224,8 @@ impl NodeKind {
             NodeKind::Tool { .. } => "tool",
             NodeKind::Command { .. } => "command",
             NodeKind::Shell { .. } => "shell",
+            NodeKind::ReadFiles { .. } => "read_files",
+            NodeKind::WriteFile { .. } => "write_file",
             NodeKind::Branch { .. } => "branch",
             NodeKind::Parallel { .. } => "parallel",
             NodeKind::Map { .. } => "map",
@@ -414,7 +440,7 @@ impl Node {
     /// `on-mutate`): a shell step, or a tool that writes or runs commands.
     pub fn mutates(&self) -> bool {
         match &self.kind {
-            NodeKind::Shell { .. } => true,
+            NodeKind::Shell { .. } | NodeKind::WriteFile { .. } => true,
             NodeKind::Command { mutates, .. } => *mutates,
             NodeKind::Tool { tool, .. } => {
                 matches!(tool.as_str(), "write" | "edit" | "bash" | "memory_write")

@@ -93,6 +93,15 @@ pub struct Plan {
     /// step and synced back after success (AIP-16's file contract).
     #[serde(default, skip_serializing_if = "FileContract::is_empty")]
     pub files: FileContract,
+    /// workflow.yaml's `execution.preferred` (`ide` or `cli`): reported by
+    /// `inspect`; agentfile always runs the steps itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<String>,
+    /// Folders (relative to the run's root, `/`-terminated) that no tool
+    /// call of the run may write: a workflow.yaml's `scripts/`, whose
+    /// declared scripts run without the bash allowlist.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<String>,
 }
 
 /// AIP-16's file contract: files keyed by the name they have in the run's
@@ -136,6 +145,10 @@ pub struct InputDef {
     /// `None`: the input is required.
     pub default: Option<String>,
     pub required: bool,
+    /// The environment variable read when the input is not given
+    /// (workflow.yaml's trigger `input_var`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
 }
 
 /// Where a prompt's text came from.
@@ -198,6 +211,15 @@ pub struct GoalDef {
     /// Whether a human (or a supervisor) must approve before this goal runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub supervision: Option<Supervision>,
+    /// What the step is for, in its author's words (workflow.yaml's `goal`),
+    /// told to the model after the runtime's rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brief: Option<String>,
+    /// Where the goal's answer goes (workflow.yaml's `produces`, relative to
+    /// the run's root); a path ending in `/` is a folder the model fills
+    /// with its tools. The model is told which.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub produces: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

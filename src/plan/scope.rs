@@ -164,10 +164,18 @@ impl<'p> Cx<'p> {
             NodeKind::Tool { args, .. } | NodeKind::Command { args, .. } => {
                 self.paths(path, "an argument", &args.paths(), visible, in_map)
             }
-            NodeKind::Shell { args, .. } => {
-                let ps: Vec<&Path> = args.iter().flat_map(|a| a.paths()).collect();
+            NodeKind::Shell { args, env, .. } => {
+                let ps: Vec<&Path> = args
+                    .iter()
+                    .chain(env.values())
+                    .flat_map(|a| a.paths())
+                    .collect();
                 self.paths(path, "a script argument", &ps, visible, in_map);
             }
+            NodeKind::WriteFile {
+                content: Some(c), ..
+            } => self.paths(path, "the content", &c.paths(), visible, in_map),
+            NodeKind::ReadFiles { .. } | NodeKind::WriteFile { .. } => {}
             NodeKind::Goal(g) => {
                 if let Some(i) = &g.inputs {
                     self.paths(path, "an input of the goal", &i.paths(), visible, in_map);

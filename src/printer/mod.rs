@@ -144,6 +144,11 @@ impl Progress {
                     .collect();
                 format!("    {who}{} {tool}: {first}", self.paint("31", "error"))
             }
+            EventBody::Artifact { path, bytes, .. } => format!(
+                "  {} {} ({bytes} bytes)",
+                self.paint("32", "wrote"),
+                for_terminal(path)
+            ),
             EventBody::ApprovalRequired { reason, .. } => {
                 format!("  {} {reason}", self.paint("1;33", "approval"))
             }

@@ -239,6 +239,15 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         next: Option<String>,
     },
+    /// A file a node wrote for the run's user (workflow.yaml's `produces`),
+    /// or found in the folder a goal was to fill.
+    Artifact {
+        /// Relative to the run's root (the workflow's folder).
+        path: String,
+        bytes: u64,
+        /// SHA-256 of the contents, hex.
+        sha256: String,
+    },
     /// An attempt of a node failed; it is retried after `retry_in_ms`, or
     /// (when absent) the failure stands.
     NodeFailed {
@@ -311,6 +320,7 @@ impl EventBody {
             EventBody::StepComplete { .. } => "step_complete",
             EventBody::NodeStarted { .. } => "node_started",
             EventBody::NodeComplete { .. } => "node_complete",
+            EventBody::Artifact { .. } => "artifact",
             EventBody::NodeFailed { .. } => "node_failed",
             EventBody::Suspended { .. } => "suspended",
             EventBody::Signal { .. } => "signal",

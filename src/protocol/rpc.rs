@@ -54,6 +54,10 @@ pub struct RunParams {
     /// Budget: wall-clock time such as `90s`, `10m` or `1h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<String>,
+    /// Run a workflow.yaml whose tolerable problems (unknown fields, a
+    /// list-valued `input`, `{placeholder}` text) are only warnings.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lenient: bool,
 }
 
 /// `ping`: no params; answered `{}` at once, even while the connection is at a

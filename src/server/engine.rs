@@ -613,6 +613,7 @@ impl Engine {
             timeout,
             strict_convergence: false,
             force_changed: false,
+            lenient: p.lenient,
             http: self.options.http,
             sampling: self.options.sampling.clone(),
             loaded_config: Some(loaded),
@@ -1018,6 +1019,7 @@ impl Engine {
                 frontend::Options {
                     config: config.as_ref(),
                     dialect: None,
+                    lenient: false,
                 },
             );
             let mut report = ValidateReport::new(std::slice::from_ref(&analysis));
@@ -1038,6 +1040,7 @@ impl Engine {
                     frontend::Options {
                         config: config.as_ref(),
                         dialect: None,
+                        lenient: false,
                     },
                 ));
             }
@@ -1059,6 +1062,7 @@ impl Engine {
             frontend::Options {
                 config: config.as_ref(),
                 dialect: None,
+                lenient: false,
             },
         );
         let Some(plan) = &a.plan else {

@@ -165,6 +165,14 @@ fn transcript_entry(e: &Event) -> Option<Value> {
             "result",
             json!({ "status": "suspended", "waiting_for": events }),
         ),
+        EventBody::Artifact {
+            path,
+            bytes,
+            sha256,
+        } => (
+            "artifact",
+            json!({ "node": e.node, "path": path, "bytes": bytes, "sha256": sha256 }),
+        ),
         EventBody::NodeComplete { output, next } => (
             "node_output",
             json!({ "node": e.node, "output": output, "next": next }),
@@ -563,6 +571,9 @@ fn render(out: &mut String, e: &Event) {
             usage_line(out, usage);
         }
         EventBody::NodeStarted { .. } => {}
+        EventBody::Artifact { path, bytes, .. } => {
+            let _ = writeln!(out, "**Artifact** `{path}` ({bytes} bytes)\n");
+        }
         EventBody::NodeComplete { output, .. } => {
             let name = e.node.as_deref().unwrap_or("?");
             let _ = writeln!(out, "**Output of step `{name}`:**\n");

@@ -274,6 +274,7 @@ pub fn log_line(body: &EventBody) -> (Level, String) {
             usage_words(usage)
         ),
         EventBody::NodeStarted { kind } => format!("{kind} step started"),
+        EventBody::Artifact { path, bytes, .. } => format!("artifact {path} ({bytes} bytes)"),
         EventBody::NodeComplete { next, .. } => match next {
             Some(n) => format!("step complete; next: {n}"),
             None => "step complete".to_owned(),

@@ -880,6 +880,20 @@ impl SpanTree {
                 at,
                 vec![KeyValue::new("agentfile.events", events.join(","))],
             ),
+            EventBody::Artifact {
+                path,
+                bytes,
+                sha256,
+            } => self.mark(
+                e,
+                "artifact",
+                at,
+                vec![
+                    KeyValue::new("agentfile.artifact.path", path.clone()),
+                    KeyValue::new("agentfile.artifact.bytes", *bytes as i64),
+                    KeyValue::new("agentfile.artifact.sha256", sha256.clone()),
+                ],
+            ),
             EventBody::Signal { event, .. } => self.mark(
                 e,
                 "signal",

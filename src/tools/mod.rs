@@ -99,6 +99,18 @@ pub struct Denial {
     pub reason: String,
 }
 
+/// A declared script to run (a shell step).
+#[derive(Debug, Clone, Copy)]
+pub struct Script<'a> {
+    /// Absolute, or relative to the workspace; it must lie inside it.
+    pub path: &'a std::path::Path,
+    /// `bash` or `pwsh`.
+    pub interpreter: &'a str,
+    pub args: &'a [String],
+    /// Set in its environment, beside the scrubbed one.
+    pub env: &'a [(String, String)],
+}
+
 /// The result of one call through the gate.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CallResult {
@@ -171,12 +183,14 @@ pub trait ToolSet: Send + Sync {
     /// `exit code: N`.
     fn run_script<'a>(
         &'a self,
-        script: &'a str,
-        args: &'a [String],
+        script: Script<'a>,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, CallResult> {
-        let _ = (args, ctx);
-        let message = format!("cannot run `{script}`: this tool set does not run scripts");
+        let _ = ctx;
+        let message = format!(
+            "cannot run `{}`: this tool set does not run scripts",
+            script.path.display()
+        );
         Box::pin(async move { CallResult::unsupported(message) })
     }
 }

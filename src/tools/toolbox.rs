@@ -33,7 +33,7 @@ use url::Url;
 use super::builtin::{self, bash as bash_tool, fs, memory, search, web};
 use super::mcp::{self, McpHub};
 use super::policy::{Gate, Policy, PolicyError, Request, Tool};
-use super::{CallResult, Denial, ToolContext, ToolOutput, ToolSet};
+use super::{CallResult, Denial, Script, ToolContext, ToolOutput, ToolSet};
 use crate::config::Config;
 use crate::llm::ToolDef;
 
@@ -635,32 +635,44 @@ impl ToolSet for Toolbox {
 
     fn run_script<'a>(
         &'a self,
-        script: &'a str,
-        args: &'a [String],
+        script: Script<'a>,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, CallResult> {
         Box::pin(async move {
             let started = Instant::now();
             let ws = self.gate.workspace().to_path_buf();
-            let output = match ws.join(script).canonicalize() {
-                Err(e) => ToolOutput::error(format!("cannot run script `{script}`: {e}")),
+            let shown = script.path.display();
+            let output = match ws.join(script.path).canonicalize() {
+                Err(e) => ToolOutput::error(format!("cannot run script `{shown}`: {e}")),
                 Ok(path) if !path.starts_with(&ws) => ToolOutput::error(format!(
-                    "cannot run script `{script}`: it lies outside the workspace"
+                    "cannot run script `{shown}`: it lies outside the workspace ({})",
+                    ws.display()
                 )),
                 Ok(path) => {
                     // Quoted for bash: the script and each argument are one
                     // word each, whatever they contain.
                     let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
-                    let mut command = format!("bash {}", quote(&path.display().to_string()));
-                    for a in args {
+                    let file = quote(&path.display().to_string());
+                    let mut command = match script.interpreter {
+                        "pwsh" => format!(
+                            "command -v pwsh >/dev/null || {{ echo 'this step needs PowerShell (pwsh), which is not installed' >&2; exit 127; }}; pwsh -NoProfile -NonInteractive -File {file}"
+                        ),
+                        _ => format!("bash {file}"),
+                    };
+                    for a in script.args {
                         command.push(' ');
                         command.push_str(&quote(a));
+                    }
+                    let mut env: Vec<(String, String)> = self.bash_env.as_ref().clone();
+                    for (k, v) in script.env {
+                        env.retain(|(name, _)| name != k);
+                        env.push((k.clone(), v.clone()));
                     }
                     bash_tool::run(
                         &command,
                         None,
                         &ws,
-                        &self.bash_env,
+                        &env,
                         self.options.bash_timeout,
                         self.options.max_result_bytes,
                         &self.bash_limits,

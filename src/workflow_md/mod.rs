@@ -313,6 +313,8 @@ impl Front<'_> {
             result,
             fingerprint: String::new(),
             files,
+            execution: None,
+            protected: Vec::new(),
         };
         for (field, schema) in [
             ("inputs", &plan.input_schema),
@@ -911,6 +913,8 @@ impl Front<'_> {
                     reads: vec!["prompt".into()],
                     within: None,
                     supervision: None,
+                    brief: None,
+                    produces: None,
                 });
                 NodeKind::Goal(GoalNode {
                     goal,
@@ -1198,6 +1202,7 @@ fn inputs_of(schema: Option<&Value>) -> Vec<InputDef> {
                 name: name.clone(),
                 default,
                 required,
+                env: None,
             }
         })
         .collect()

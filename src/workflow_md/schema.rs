@@ -243,7 +243,7 @@ pub fn human(pointer: &str) -> String {
     out
 }
 
-fn place(pointer: &str) -> String {
+pub(crate) fn place(pointer: &str) -> String {
     if pointer.is_empty() {
         "the front matter".to_owned()
     } else {
@@ -263,7 +263,7 @@ fn type_name(v: Option<&Value>) -> &'static str {
     }
 }
 
-fn describe(
+pub(crate) fn describe(
     kind: &ValidationErrorKind,
     pointer: &str,
     instance: Option<&Value>,

@@ -224,6 +224,7 @@ mod tests {
             crate::frontend::Options {
                 config: None,
                 dialect: None,
+                lenient: false,
             },
         );
         assert_eq!(a.errors(), 0, "{:?}", a.diagnostics);

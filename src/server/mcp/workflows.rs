@@ -191,6 +191,7 @@ impl Scan {
             Options {
                 config,
                 dialect: None,
+                lenient: false,
             },
         );
         cache.analyses += 1;

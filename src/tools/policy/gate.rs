@@ -177,6 +177,8 @@ pub struct Gate {
     tools: Vec<ToolGate>,
     mcp: McpGate,
     limiter: RateLimiter,
+    /// Resolved folders no write may touch, with the rule that says why.
+    protected: Vec<(PathBuf, String)>,
 }
 
 fn denial(tool: &str, rule: impl Into<String>, reason: impl Into<String>) -> Denial {
@@ -349,6 +351,14 @@ impl Gate {
             tools,
             mcp,
             limiter: RateLimiter::default(),
+            protected: policy
+                .protected
+                .iter()
+                .map(|(d, why)| {
+                    let d = paths::normalize(d);
+                    (paths::realpath(&d).unwrap_or(d), why.clone())
+                })
+                .collect(),
         })
     }
 
@@ -577,6 +587,15 @@ impl Gate {
             ));
         }
         if matches!(tool, Tool::Write | Tool::Edit) {
+            for (dir, why) in &self.protected {
+                if r.real.starts_with(dir) || r.lexical.starts_with(dir) {
+                    return Err(denial(
+                        who,
+                        why.clone(),
+                        format!("`{}` is in a protected folder", self.shown(r)),
+                    ));
+                }
+            }
             let git = self.workspace.join(".git");
             if r.real.starts_with(&git) || r.lexical.starts_with(&git) {
                 return Err(denial(

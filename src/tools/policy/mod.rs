@@ -260,6 +260,9 @@ pub struct Policy {
     pub(crate) mcp: Option<McpSection>,
     pub(crate) allowed_dirs: Vec<Pat>,
     ignored: Vec<String>,
+    /// Folders no call of this run may write, with why (a workflow.yaml's
+    /// `scripts/`); set by [`Policy::protect_for_run`].
+    pub(crate) protected: Vec<(PathBuf, String)>,
 }
 
 impl Policy {
@@ -333,6 +336,7 @@ impl Policy {
             mcp: None,
             allowed_dirs: Vec::new(),
             ignored: Vec::new(),
+            protected: Vec::new(),
         }
     }
 
@@ -392,6 +396,13 @@ impl Policy {
         }
         *self = next;
         Ok(())
+    }
+
+    /// Make `dir` unwritable for this run, whatever the rules say: write and
+    /// edit calls, and bash redirections, into it are denied with `why` as
+    /// the rule. Deny wins over every allow, `--allow` included.
+    pub fn protect_for_run(&mut self, dir: PathBuf, why: impl Into<String>) {
+        self.protected.push((dir, why.into()));
     }
 
     fn grant(&mut self, spec: &str) -> Result<(), String> {
@@ -658,6 +669,7 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
         mcp: None,
         allowed_dirs: Vec::new(),
         ignored: Vec::new(),
+        protected: Vec::new(),
     };
     for (key, value) in root.get_ref().iter() {
         let name: &str = key.get_ref();

@@ -1,0 +1,182 @@
+//! The published `workflow.schema.json`, bundled and compiled once, and its
+//! errors as findings a person can act on.
+//!
+//! A step is `oneOf [agentStep, shellStep]`, which alone would only say "not
+//! valid under any of the schemas"; each step is checked against the one its
+//! fields name instead (`action:` makes a shell step), so the errors say what
+//! is wrong with it.
+
+use std::sync::OnceLock;
+
+use jsonschema::Validator;
+use jsonschema::error::ValidationErrorKind;
+use serde_json::{Value, json};
+
+use super::Finding;
+use crate::workflow_md::schema::describe;
+use crate::workflow_md::yaml::segment;
+
+const WORKFLOW: &str = include_str!("schemas/workflow.schema.json");
+
+const TOP_FIELDS: &str =
+    "specVersion, name, version, description, trigger, execution, output, steps";
+const AGENT_FIELDS: &str = "id, name, agent, skill, input, goal, produces, gate";
+const SHELL_FIELDS: &str = "id, name, action, script, goal";
+
+struct Compiled {
+    top: Validator,
+    agent: Validator,
+    shell: Validator,
+}
+
+fn compiled() -> &'static Compiled {
+    static C: OnceLock<Compiled> = OnceLock::new();
+    C.get_or_init(|| {
+        let full: Value = serde_json::from_str(WORKFLOW).expect("bundled schema");
+        // The top level with steps checked one by one (below).
+        let mut top = full.clone();
+        top["properties"]["steps"]["items"] = json!({"type": "object"});
+        let defs = full["definitions"].clone();
+        let def = |name: &str| {
+            json!({
+                "$schema": "http://json-schema.org/draft-07/schema#",
+                "definitions": defs,
+                "allOf": [{"$ref": format!("#/definitions/{name}")}],
+            })
+        };
+        let build = |s: &Value| jsonschema::validator_for(s).expect("bundled schema compiles");
+        Compiled {
+            top: build(&top),
+            agent: build(&def("agentStep")),
+            shell: build(&def("shellStep")),
+        }
+    })
+}
+
+/// Every schema violation of a workflow.yaml.
+pub(super) fn check(v: &Value) -> Vec<Finding> {
+    let c = compiled();
+    let mut out = Vec::new();
+    collect(&c.top, v, "", &mut out);
+    if let Some(Value::Array(steps)) = v.get("steps") {
+        for (i, s) in steps.iter().enumerate() {
+            if !s.is_object() {
+                continue;
+            }
+            let validator = if s.get("action").is_some() {
+                &c.shell
+            } else {
+                &c.agent
+            };
+            collect(validator, s, &format!("/steps/{i}"), &mut out);
+        }
+    }
+    out
+}
+
+fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>) {
+    for e in validator.iter_errors(v) {
+        let rel = e.instance_path().as_str().to_owned();
+        let pointer = format!("{base}{rel}");
+        let instance = v.pointer(&rel);
+        match e.kind() {
+            ValidationErrorKind::AdditionalProperties { unexpected } => {
+                let fields = match pointer.as_str() {
+                    "" => TOP_FIELDS,
+                    "/trigger" => "type, input_var",
+                    "/execution" => "preferred",
+                    "/output" => "directory",
+                    p if p.ends_with("/script") => "bash, pwsh",
+                    p if v.get("action").is_some() && p.starts_with("/steps/") => SHELL_FIELDS,
+                    _ => AGENT_FIELDS,
+                };
+                for name in unexpected {
+                    let near = crate::diag::suggest(name, fields.split(", "));
+                    out.push(
+                        Finding::error(
+                            format!("{pointer}/{}", segment(name)),
+                            "unknown-field",
+                            format!("unknown field `{name}` in {}", place(&pointer, v)),
+                        )
+                        .hint(match near {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => format!("the fields here are: {fields}"),
+                        })
+                        .tolerable()
+                        .at_key(),
+                    );
+                }
+            }
+            ValidationErrorKind::Type { .. }
+                if pointer.ends_with("/input")
+                    && instance
+                        .and_then(Value::as_array)
+                        .is_some_and(|a| a.iter().all(Value::is_string)) =>
+            {
+                out.push(
+                    Finding::error(
+                        pointer,
+                        "list-input",
+                        "`input` is a list; the spec writes several files one per line in a string",
+                    )
+                    .hint("write `input: |` followed by one path per line")
+                    .tolerable(),
+                );
+            }
+            ValidationErrorKind::Required { property }
+                if pointer.is_empty() && property.as_str() == Some("specVersion") =>
+            {
+                out.push(
+                    Finding::error(
+                        "",
+                        "schema",
+                        "the workflow is missing the required field `specVersion`",
+                    )
+                    .hint("add `specVersion: \"1.0\"`")
+                    .tolerable(),
+                );
+            }
+            kind => {
+                let d = describe(kind, &pointer, instance, &e.to_string());
+                out.push(Finding {
+                    pointer: d.pointer,
+                    at_key: d.at_key,
+                    code: d.code,
+                    message: d.message,
+                    hint: d.hint.or_else(|| hint_for(&pointer)),
+                    tolerable: false,
+                    warning: false,
+                });
+            }
+        }
+    }
+}
+
+/// What a field wants, for errors `describe` has no hint for.
+fn hint_for(pointer: &str) -> Option<String> {
+    let field = pointer.rsplit('/').next()?;
+    Some(match field {
+        "gate" => "the only gate is `human-approval`".to_owned(),
+        "action" => "a shell step has `action: shell`".to_owned(),
+        "type" if pointer == "/trigger/type" => {
+            "a trigger type is natural-language, file, schedule or command".to_owned()
+        }
+        "preferred" => "`execution.preferred` is `ide` or `cli`".to_owned(),
+        "specVersion" => "write `specVersion: \"1.0\"`".to_owned(),
+        _ => return None,
+    })
+}
+
+/// How a place is named in a message: `the workflow`, `step `x``.
+fn place(pointer: &str, v: &Value) -> String {
+    if pointer.is_empty() {
+        return "the workflow".to_owned();
+    }
+    if pointer.starts_with("/steps/")
+        && pointer.matches('/').count() == 2
+        && let Some(id) = v.get("id").and_then(Value::as_str)
+    {
+        return format!("step `{id}`");
+    }
+    crate::workflow_md::schema::place(pointer)
+}
