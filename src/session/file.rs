@@ -692,7 +692,7 @@ fn to_pretty<T: Serialize>(value: &T, path: &Path) -> Result<Vec<u8>, StoreError
 /// or a crash sees the old content or the new, never a mix: temporary file in
 /// the same folder, fsync, rename (or hard link, which fails if `path` exists),
 /// fsync of the folder.
-fn write_atomic(path: &Path, bytes: &[u8], exclusive: bool) -> std::io::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], exclusive: bool) -> std::io::Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
