@@ -262,6 +262,61 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         Severity::Error,
         "an `action:` ref with no `[actions.\"<ref>\"]` binding in the config",
     ),
+    (
+        "unknown-field",
+        Severity::Error,
+        "a workflow.yaml field its schema does not define (a warning under --lenient)",
+    ),
+    (
+        "list-input",
+        Severity::Error,
+        "a workflow.yaml `input` written as a list (a warning under --lenient)",
+    ),
+    (
+        "placeholder",
+        Severity::Error,
+        "`{placeholder}` text in a workflow.yaml path or input, which nothing fills",
+    ),
+    (
+        "path-outside",
+        Severity::Error,
+        "a workflow.yaml path that is absolute or leaves the workflow's folder",
+    ),
+    (
+        "unknown-variable",
+        Severity::Error,
+        "a step `input` of `$VAR` that is not the trigger's `input_var`",
+    ),
+    (
+        "input-order",
+        Severity::Error,
+        "a step input that a later step produces",
+    ),
+    (
+        "duplicate-produces",
+        Severity::Error,
+        "two steps that write the same artifact",
+    ),
+    (
+        "protected-path",
+        Severity::Error,
+        "a step that would write the workflow's scripts or definition",
+    ),
+    (
+        "missing-script",
+        Severity::Error,
+        "a shell step whose `script` names neither `bash` nor `pwsh`",
+    ),
+    (
+        "ide-script",
+        Severity::Error,
+        "a shell step running a file from scripts/ide/, which agentfile never runs",
+    ),
+    (
+        "secret-input-var",
+        Severity::Warning,
+        "a trigger `input_var` named like a secret, never read from the environment",
+    ),
 ];
 
 /// At most this many diagnostics are kept per file; the rest are only counted
