@@ -313,6 +313,26 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a shell step running a file from scripts/ide/, which agentfile never runs",
     ),
     (
+        "unknown-field",
+        Severity::Warning,
+        "the same, tolerated by --lenient",
+    ),
+    (
+        "list-input",
+        Severity::Warning,
+        "the same, tolerated by --lenient",
+    ),
+    (
+        "placeholder",
+        Severity::Warning,
+        "the same, tolerated by --lenient (the text is used as written)",
+    ),
+    (
+        "schema",
+        Severity::Warning,
+        "a workflow.yaml without `specVersion`, tolerated by --lenient",
+    ),
+    (
         "secret-input-var",
         Severity::Warning,
         "a trigger `input_var` named like a secret, never read from the environment",
