@@ -105,6 +105,48 @@ enum Command {
     /// Serve MCP on stdio for IDE agents (Claude Code, Cursor, Cline, VS Code):
     /// workflows as tools, progress, approvals, the host's model by sampling.
     Mcp(McpArgs),
+    /// Generate a workflow.yaml workflow from a description: the built-in
+    /// generator writes artifacts/NAME/RUN_ID/ and the result is validated.
+    Create(CreateArgs),
+    /// Promote a validated generation run (artifacts/NAME/RUN_ID) to
+    /// workflows/NAME/, archiving the run to outputs/NAME/RUN_ID/build/.
+    Promote {
+        /// The run's folder, `artifacts/NAME/RUN_ID`.
+        run: PathBuf,
+        /// The project folder (default: the current folder).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args, Clone)]
+struct CreateArgs {
+    /// What the workflow should do, in plain words.
+    description: String,
+    /// The workflow's name (lowercase, hyphenated; default: from the description).
+    #[arg(long)]
+    name: Option<String>,
+    /// The project folder (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long)]
+    base_url: Option<String>,
+    #[arg(long, value_enum, default_value_t = OutputMode::Text)]
+    output: OutputMode,
+    #[arg(long)]
+    max_turns: Option<u64>,
+    #[arg(long)]
+    max_cost_usd: Option<f64>,
+    #[arg(long)]
+    timeout: Option<String>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -426,6 +468,8 @@ fn main() -> ExitCode {
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
         Command::Mcp(args) => return mcp_cmd(args),
+        Command::Create(args) => return create_cmd(args),
+        Command::Promote { run, workspace } => promote_cmd(&run, workspace.as_deref()),
         Command::Sessions { command } => match command {
             SessionsCommand::Resume { id, run } => return run_cmd(run, Some(id)),
             SessionsCommand::Signal {
@@ -670,7 +714,7 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
     };
     let mode = args.output;
     let code = runtime.block_on(async move {
-        match run_async(args, resume_id).await {
+        match run_async(args, resume_id, Vec::new()).await {
             Ok((result, order)) => {
                 print_result(&result, mode, &order);
                 result.exit_code
@@ -711,6 +755,7 @@ fn mcp_cmd(args: McpArgs) -> ExitCode {
 async fn run_async(
     args: RunArgs,
     resume_id: Option<String>,
+    extra: Vec<Arc<dyn agentfile::events::EventSink>>,
 ) -> Result<(RunResult, Vec<String>), RunError> {
     let usage = |m: String| RunError::usage(m);
     let resume_id = resume_id.or(args.resume.clone());
@@ -807,7 +852,7 @@ async fn run_async(
             order.push(g.clone());
         }
     }
-    let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = Vec::new();
+    let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = extra;
     match args.output {
         OutputMode::StreamJson => sinks.push(Arc::new(StreamJson::stdout())),
         OutputMode::Text | OutputMode::Json => {
@@ -1139,4 +1184,238 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(0)
+}
+
+/// `agentfile create`: run the built-in generator workflow into
+/// `artifacts/NAME/RUN_ID/` (its manifest kept at every step), then validate
+/// the workflow it wrote (CONTRACT §10).
+fn create_cmd(a: CreateArgs) -> ExitCode {
+    use agentfile::workflow_yaml::generate as g;
+    let fail = |m: String, code: u8| {
+        eprintln!("agentfile: error: {m}");
+        ExitCode::from(code)
+    };
+    if a.description.trim().is_empty() {
+        return fail(
+            "create needs a description: agentfile create \"what the workflow should do\"".into(),
+            EXIT_INVALID,
+        );
+    }
+    let ws = match a
+        .workspace
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .canonicalize()
+    {
+        Ok(p) => p,
+        Err(e) => return fail(format!("workspace: {e}"), EXIT_INVALID),
+    };
+    let name = match &a.name {
+        Some(n) => match g::check_name(n) {
+            Ok(()) => n.clone(),
+            Err(e) => return fail(format!("--name: {e}"), EXIT_INVALID),
+        },
+        None => g::slug(&a.description),
+    };
+    if ws.join("workflows").join(&name).exists() {
+        return fail(
+            format!("workflows/{name} already exists; choose another name with --name"),
+            EXIT_INVALID,
+        );
+    }
+    // Run ids are seconds: wait for a free one rather than share a folder.
+    let mut attempt = 0;
+    let (run_id, dir) = loop {
+        let id = g::run_id_now();
+        let dir = ws.join("artifacts").join(&name).join(&id);
+        if !dir.exists() || attempt == 3 {
+            break (id, dir);
+        }
+        attempt += 1;
+        std::thread::sleep(std::time::Duration::from_millis(1000));
+    };
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        return fail(format!("cannot create {}: {e}", dir.display()), 1);
+    }
+    let pkg = match g::materialize(&ws.join(".agentfile").join("generator")) {
+        Ok(p) => p,
+        Err(e) => return fail(e, 1),
+    };
+    let mut manifest = g::Manifest::new(&name, &run_id, &g::generator_steps());
+    if let Err(e) = manifest.save(&dir) {
+        return fail(e, 1);
+    }
+    let sink = Arc::new(g::ManifestSink::new(dir.clone(), manifest));
+    let rel = format!("artifacts/{name}/{run_id}");
+    let args = RunArgs {
+        path: Some(pkg),
+        inputs: vec![
+            format!(
+                "WORKFLOW_REQUEST=Create a workflow named {name}. {}",
+                a.description.trim()
+            ),
+            format!("{}={}", agentfile::workflow_yaml::ROOT_FIELD, dir.display()),
+        ],
+        workspace: Some(ws.clone()),
+        config: a.config.clone(),
+        policy: a.policy.clone(),
+        provider: a.provider.clone(),
+        model: a.model.clone(),
+        base_url: a.base_url.clone(),
+        output: a.output,
+        max_turns: a.max_turns,
+        max_cost_usd: a.max_cost_usd,
+        timeout: a.timeout.clone(),
+        ..RunArgs::default()
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}"), 1),
+    };
+    let outcome = runtime.block_on(run_async(args, None, vec![sink.clone()]));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    let result = match outcome {
+        Ok((r, _)) => r,
+        Err(e) => {
+            let mut m = sink.manifest();
+            m.fail(g::GENERATION, None, &e.message);
+            let _ = m.save(&dir);
+            return fail(e.message, u8::try_from(e.exit_code).unwrap_or(1));
+        }
+    };
+    if let Some(e) = sink.error() {
+        eprintln!("agentfile: warning: the manifest could not be kept: {e}");
+    }
+    let mut m = sink.manifest();
+    let mut code = u8::try_from(result.exit_code).unwrap_or(1);
+    let mut diagnostics = Vec::new();
+    let mut valid = false;
+    if result.status == "completed" {
+        m.start_phase(g::VALIDATION);
+        let _ = m.save(&dir);
+        let stage = ws
+            .join(".agentfile")
+            .join("tmp")
+            .join(format!("create-{name}-{run_id}"))
+            .join("workflows")
+            .join(&name);
+        let _ = std::fs::remove_dir_all(&stage);
+        let checked = g::stage_workflow(&dir, &stage).map(|()| {
+            frontend::analyze(
+                &stage.join("workflow.yaml"),
+                Options {
+                    config: None,
+                    dialect: None,
+                    lenient: false,
+                },
+            )
+        });
+        match checked {
+            Err(e) => m.fail(g::VALIDATION, Some("generate-config"), &e),
+            Ok(an) => {
+                let wrong_name = an.plan.as_ref().is_some_and(|p| p.name != name);
+                for d in &an.diagnostics {
+                    // Named as the run folder has it: the staging copy is gone.
+                    let line = d
+                        .span
+                        .map(|sp| {
+                            let f = an.sources.file(sp.file);
+                            let (l, c) = f.line_col(sp.start);
+                            let file = match f.path.file_name().and_then(|n| n.to_str()) {
+                                Some("workflow.yaml") => "03-workflow.yaml".to_owned(),
+                                _ => f.path.display().to_string(),
+                            };
+                            format!("{file}:{l}:{c}: ")
+                        })
+                        .unwrap_or_default();
+                    diagnostics.push(format!("{line}{}: {}", d.code, d.message));
+                }
+                if wrong_name {
+                    diagnostics.push(format!("the generated workflow is not named `{name}`"));
+                }
+                if an.errors() > 0 || wrong_name {
+                    m.fail(
+                        g::VALIDATION,
+                        Some("generate-config"),
+                        &format!(
+                            "the generated workflow is invalid: {}",
+                            diagnostics.join("; ")
+                        ),
+                    );
+                } else {
+                    m.complete_phase(g::VALIDATION);
+                    valid = true;
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(stage.parent().and_then(Path::parent).unwrap_or(&stage));
+        if let Err(e) = m.save(&dir) {
+            eprintln!("agentfile: warning: the manifest could not be saved: {e}");
+        }
+        if !valid {
+            code = EXIT_INVALID;
+        }
+    }
+    match a.output {
+        OutputMode::Json | OutputMode::StreamJson => {
+            let v = serde_json::json!({
+                "type": "create",
+                "name": name,
+                "run_id": run_id,
+                "artifacts": rel,
+                "status": m.status,
+                "valid": valid,
+                "diagnostics": diagnostics,
+                "run": result,
+            });
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        OutputMode::Text => {
+            if result.status != "completed" {
+                print_result(&result, a.output, &[]);
+                eprintln!(
+                    "the generation run stopped ({}); its files are in {rel}",
+                    result.status
+                );
+            } else if valid {
+                println!("{rel}: generated and validated");
+                println!("next: agentfile promote {rel}");
+            } else {
+                println!("{rel}: generated, but the workflow is invalid:");
+                for d in &diagnostics {
+                    println!("  {d}");
+                }
+                println!(
+                    "fix the files in {rel} and run `agentfile promote {rel}` after a clean check, or run create again"
+                );
+            }
+        }
+    }
+    ExitCode::from(code)
+}
+
+/// `agentfile promote artifacts/NAME/RUN_ID`.
+fn promote_cmd(run: &Path, workspace: Option<&Path>) -> anyhow::Result<u8> {
+    let ws = workspace
+        .unwrap_or(Path::new("."))
+        .canonicalize()
+        .map_err(|e| anyhow::anyhow!("workspace: {e}"))?;
+    match agentfile::workflow_yaml::generate::promote(&ws, run) {
+        Ok(p) => {
+            println!(
+                "promoted {} to {} (the run is archived in {})",
+                run.display(),
+                p.target,
+                p.archive
+            );
+            Ok(0)
+        }
+        Err(e) => {
+            eprintln!("agentfile: error: {e}");
+            Ok(EXIT_INVALID)
+        }
+    }
 }

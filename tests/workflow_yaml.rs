@@ -523,3 +523,136 @@ fn inspect_reports_the_execution_preference() {
     assert_eq!(plan["execution"], "cli");
     assert_eq!(plan["protected"], json!(["scripts/"]));
 }
+
+const GENERATED_YAML: &str = r#"specVersion: "1.0"
+name: notes-digest
+version: 1.0.0
+description: Summarise meeting notes into a digest.
+trigger:
+  type: natural-language
+  input_var: MEETING_NOTES
+steps:
+  - id: summarize
+    name: Summarize
+    agent: agents/writer.md
+    skill: skills/summarize.md
+    input: $MEETING_NOTES
+    goal: Summarise the notes.
+    produces: outputs/summary.md
+"#;
+
+#[test]
+fn create_then_promote_a_generated_workflow() {
+    use agentfile::workflow_yaml::generate::Manifest;
+    let dir = tmp("create");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start(vec![
+            FakeReply::text("Brief: summarise meeting notes; input: the notes text."),
+            FakeReply::text("Design: one step, summarize, agent writer, skill summarize."),
+            FakeReply::text(GENERATED_YAML),
+            FakeReply::text(
+                "<file path=\"writer.md\">\n# Agent: Writer\n\n## Persona\nYou write short digests.\n</file>",
+            ),
+            FakeReply::text(
+                "<file path=\"summarize.md\">\n# Skill: Summarize\n\n## Instructions\n1. List decisions.\n</file>",
+            ),
+            FakeReply::text(
+                "<file path=\"cli/run.sh\">\n#!/usr/bin/env bash\nexec agentfile run workflows/notes-digest --input MEETING_NOTES=\"$*\"\n</file>\n<file path=\"README.md\">\nRun it with cli/run.sh.\n</file>",
+            ),
+            FakeReply::text("Verdict: PASS. No problems found."),
+        ]))
+        .unwrap();
+    config(&dir, &server);
+    let o = agentfile(
+        &dir,
+        &[
+            "create",
+            "Summarise meeting notes into a digest",
+            "--name",
+            "notes-digest",
+            "--output",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!text(&o).contains("manifest could not"), "{}", text(&o));
+    let r = result_of(&o);
+    assert_eq!(r["valid"], true, "{r:#}");
+    let rel = r["artifacts"].as_str().unwrap().to_owned();
+    let run_id = r["run_id"].as_str().unwrap().to_owned();
+    assert!(rel.starts_with("artifacts/notes-digest/"), "{rel}");
+    let run_dir = dir.join(&rel);
+    for f in [
+        "01-clarification.md",
+        "02-design.md",
+        "03-workflow.yaml",
+        "04-agents/writer.md",
+        "05-skills/summarize.md",
+        "06-scripts/cli/run.sh",
+        "06-scripts/README.md",
+        "07-review.md",
+    ] {
+        assert!(run_dir.join(f).is_file(), "{f} missing");
+    }
+    assert_eq!(read(&run_dir.join("03-workflow.yaml")), GENERATED_YAML);
+    // The manifest: schema-valid (load checks), every step completed, every
+    // file registered with its role and step.
+    let m = Manifest::load(&run_dir).unwrap();
+    assert_eq!(m.status, "validated");
+    assert!(
+        m.steps.iter().all(|s| s.status == "completed"),
+        "{:?}",
+        m.steps
+    );
+    let files: Vec<(String, String)> = m
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.role.clone()))
+        .collect();
+    for (p, role) in [
+        ("03-workflow.yaml", "workflow_config"),
+        ("04-agents/writer.md", "agent"),
+        ("05-skills/summarize.md", "skill"),
+        ("06-scripts/cli/run.sh", "script_cli"),
+        ("07-review.md", "review"),
+    ] {
+        assert!(
+            files.contains(&(p.to_owned(), role.to_owned())),
+            "{p}: {files:?}"
+        );
+    }
+    // The request reached the generator as its trigger variable.
+    let first = server.requests()[0].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        first.ends_with(
+            "Create a workflow named notes-digest. Summarise meeting notes into a digest"
+        ),
+        "{first}"
+    );
+
+    let o = agentfile(&dir, &["promote", &rel], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let wf = dir.join("workflows/notes-digest");
+    assert_eq!(read(&wf.join("workflow.yaml")), GENERATED_YAML);
+    assert!(wf.join("agents/writer.md").is_file());
+    assert!(wf.join("skills/summarize.md").is_file());
+    assert!(wf.join("scripts/cli/run.sh").is_file());
+    let status: Value = serde_json::from_str(&read(&wf.join("workflow_status.json"))).unwrap();
+    assert_eq!(status["workflow"], "notes-digest");
+    assert_eq!(status["source_run_id"], run_id.as_str());
+    let (code, diags) = diagnostics(&dir, "workflows/notes-digest", &[]);
+    assert_eq!((code, diags.len()), (0, 0), "{diags:#?}");
+    let build = dir.join(format!("outputs/notes-digest/{run_id}/build"));
+    let archived = Manifest::load(&build).unwrap();
+    assert_eq!(archived.status, "archived");
+    assert!(build.join("03-workflow.yaml").is_file());
+    // Promoting again is refused, and changes nothing.
+    let o = agentfile(&dir, &["promote", &rel], &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    std::mem::forget(rt);
+}

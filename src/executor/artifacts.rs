@@ -221,13 +221,63 @@ pub(crate) fn write(
     })
 }
 
-/// The files a goal put in the folder `path` (it must hold one).
+/// `<file path="a.md">…</file>` blocks of an answer: (path, content). The
+/// same shape a step's several input files are given in.
+pub(crate) fn file_blocks(answer: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = answer;
+    while let Some(open) = rest.find("<file path=\"") {
+        let after = &rest[open + "<file path=\"".len()..];
+        let Some(q) = after.find('"') else { break };
+        let name = after[..q].to_owned();
+        let Some(gt) = after[q..].find('>') else {
+            break;
+        };
+        let body = &after[q + gt + 1..];
+        let Some(close) = body.find("</file>") else {
+            break;
+        };
+        let content = body[..close].strip_prefix('\n').unwrap_or(&body[..close]);
+        let content = content.strip_suffix('\n').unwrap_or(content);
+        out.push((name, format!("{content}\n")));
+        rest = &body[close + "</file>".len()..];
+    }
+    out
+}
+
+/// Why a file name from an answer cannot be written under its folder.
+fn block_path_problem(p: &str) -> Option<&'static str> {
+    let path = Path::new(p);
+    if p.is_empty() || path.is_absolute() || p.starts_with('~') {
+        return Some("it must be a path relative to the step's folder");
+    }
+    if path
+        .components()
+        .any(|c| !matches!(c, std::path::Component::Normal(_)))
+    {
+        return Some("it must stay inside the step's folder");
+    }
+    None
+}
+
+/// The files of the folder `path` a goal was to fill: first those its
+/// `answer` gives as `<file path="…">` blocks are written, then the folder
+/// must hold at least one file.
 pub(crate) fn folder(
     tools: &dyn ToolSet,
     root: &Path,
     path: &str,
+    answer: Option<&str>,
 ) -> Result<Vec<Written>, FileError> {
     let base = path.trim_end_matches('/');
+    for (name, content) in answer.map(file_blocks).unwrap_or_default() {
+        if let Some(p) = block_path_problem(&name) {
+            return Err(FileError::Failed(format!(
+                "the answer names the file `{name}`: {p}"
+            )));
+        }
+        write(tools, root, &format!("{base}/{name}"), &content)?;
+    }
     let real = allowed(tools, Tool::Read, &root.join(base), path)?;
     let mut found = Vec::new();
     if real.is_dir() {
@@ -254,4 +304,24 @@ pub(crate) fn folder(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_blocks_are_read_back() {
+        let a = "Here:\n<file path=\"a.md\">\n# A\n</file>\n<file path=\"sub/b.md\">B</file>\n<file path=\"x";
+        assert_eq!(
+            file_blocks(a),
+            vec![
+                ("a.md".to_owned(), "# A\n".to_owned()),
+                ("sub/b.md".to_owned(), "B\n".to_owned())
+            ]
+        );
+        assert!(block_path_problem("../x").is_some());
+        assert!(block_path_problem("/x").is_some());
+        assert!(block_path_problem("a/b.md").is_none());
+    }
 }

@@ -964,13 +964,13 @@ impl<'a> RunCx<'a> {
                     if self.cancel.is_cancelled() {
                         return Err(self.stop_for_cancel());
                     }
-                    let written = match content {
-                        Some(c) => {
-                            let text = c.render(&*env);
-                            super::artifacts::write(self.tools, &self.root, file, &text)
+                    let text = content.as_ref().map(|c| c.render(&*env));
+                    let written = match text {
+                        Some(t) if !file.ends_with('/') => {
+                            super::artifacts::write(self.tools, &self.root, file, &t)
                                 .map(|w| vec![w])
                         }
-                        None => super::artifacts::folder(self.tools, &self.root, file),
+                        t => super::artifacts::folder(self.tools, &self.root, file, t.as_deref()),
                     }
                     .map_err(|e| self.file_stop(scope, path, e))?;
                     let files: Vec<Value> = written

@@ -68,7 +68,7 @@ When the goal is achieved, reply with your final answer and no tool calls.",
         if p.ends_with('/') {
             let _ = write!(
                 s,
-                "\n\nThis step produces a folder of files: write each file into `{shown}/` with the write tool, then reply with a list of the files you wrote."
+                "\n\nThis step produces a folder of files, `{shown}/`: reply with each file in a block `<file path=\"NAME\">` … `</file>` (NAME relative to that folder), or write them there with the write tool and reply with a list of what you wrote."
             );
         } else {
             let _ = write!(

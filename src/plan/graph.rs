@@ -166,9 +166,11 @@ pub enum NodeKind {
     /// workspace.
     ReadFiles { paths: Vec<String> },
     /// An artifact: `content` written to `path` (relative to the run's
-    /// root, replaced atomically, judged by the policy as a `write`); with
-    /// no `content`, `path` is a folder an earlier node filled, which must
-    /// hold a file. Each file is an `artifact` event.
+    /// root, replaced atomically, judged by the policy as a `write`). A
+    /// `path` ending in `/` is a folder: the `<file path="…">` blocks of
+    /// `content` are written into it, and it must then hold a file (an
+    /// earlier node may have filled it with its tools). Each file is an
+    /// `artifact` event.
     WriteFile {
         path: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]

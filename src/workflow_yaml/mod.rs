@@ -705,11 +705,7 @@ impl Front {
         );
         goal_node.name = Some(name.clone());
         children.push(goal_node);
-        let content = if produces.ends_with('/') {
-            None
-        } else {
-            Some(path_template("$steps.answer")?)
-        };
+        let content = Some(path_template("$steps.answer")?);
         // The run's outputs name each step's artifact.
         let mut write = Node::new(
             "produces",
