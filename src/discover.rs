@@ -72,6 +72,7 @@ pub fn list(root: &Path, config: Option<&Config>) -> WorkflowList {
                 name,
                 path: path.display().to_string(),
                 dialect: a.dialect.unwrap_or(Dialect::Agentfile).as_str().to_owned(),
+                description: a.plan.as_ref().and_then(|p| p.description.clone()),
                 inputs,
                 valid: a.errors() == 0,
                 errors: a.errors(),
@@ -138,7 +139,10 @@ pub fn text(list: &WorkflowList) -> String {
                 None => format!("{}?", i.name),
             })
             .collect();
-        let status = if !matches!(w.dialect.as_str(), "agentfile" | "workflow-md") {
+        let status = if !matches!(
+            w.dialect.as_str(),
+            "agentfile" | "workflow-md" | "workflow-yaml"
+        ) {
             format!("({} — not supported yet)", w.dialect)
         } else if !w.valid {
             format!(

@@ -249,3 +249,62 @@ async fn the_python_sdk_runs_a_workflow_md_through_approval_and_signal() {
     );
     assert_eq!(model.request_count(), 1, "the model is asked once");
 }
+
+#[tokio::test]
+async fn the_python_sdk_runs_a_workflow_yaml_through_its_gate() {
+    let Some(python) = python() else {
+        return;
+    };
+    let model = FakeServer::start(vec![FakeReply::text("Added: dark mode.")])
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("agentfile-mcp-python-wy-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    fs_support::copy_dir(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_yaml/gated"),
+        &dir,
+        &[],
+    );
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n",
+            model.base_url()
+        ),
+    )
+    .unwrap();
+    let summary = client(&python, &dir, "workflow-yaml").await;
+    let notes = std::fs::read_to_string(dir.join("release/NOTES.md")).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    let w = &summary["workflow_yaml"];
+    // The trigger's variable is the tool's one input; the description is the
+    // workflow's.
+    assert_eq!(
+        w["tool"]["input_schema"]["required"],
+        serde_json::json!(["CHANGES"]),
+        "{w:#}"
+    );
+    assert!(
+        w["tool"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Draft release notes"),
+        "{w:#}"
+    );
+    // The gate was asked through elicitation, then the shell step published.
+    assert_eq!(w["elicitations"].as_array().unwrap().len(), 1, "{w:#}");
+    assert_eq!(w["result"]["is_error"], false, "{w:#}");
+    assert_eq!(w["result"]["structured"]["status"], "completed", "{w:#}");
+    assert_eq!(
+        w["result"]["structured"]["outputs"]["draft"]["path"], "outputs/notes.md",
+        "{w:#}"
+    );
+    assert_eq!(notes, "Added: dark mode.");
+    assert!(
+        w["prompts"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!("create"))
+    );
+}

@@ -17,6 +17,9 @@ pub struct WorkflowEntry {
     pub path: String,
     /// `agentfile`, `agentrc`, `workflow-yaml` or `workflow-md`.
     pub dialect: String,
+    /// What it does, in its author's words (WORKFLOW.md and workflow.yaml).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     pub inputs: Vec<WorkflowInput>,
     /// True when it validates without errors.
     pub valid: bool,

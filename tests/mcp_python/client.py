@@ -127,13 +127,35 @@ async def workflow_md(params: StdioServerParameters) -> dict:
             }
 
 
+async def workflow_yaml(params: StdioServerParameters) -> dict:
+    elicitations: list[dict] = []
+
+    async def on_elicit(context, p: types.ElicitRequestParams) -> types.ElicitResult:
+        elicitations.append({"message": p.message})
+        return types.ElicitResult(action="accept", content={"approve": True, "note": "ok"})
+
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+            await session.initialize()
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            tool = tools["run_release-notes"]
+            result = await session.call_tool("run_release-notes", {"CHANGES": "dark mode"})
+            prompts = [p.name for p in (await session.list_prompts()).prompts]
+            return {
+                "tool": {"description": tool.description, "input_schema": tool.input_schema},
+                "result": {"is_error": result.is_error, "structured": result.structured_content},
+                "elicitations": elicitations,
+                "prompts": prompts,
+            }
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--key-var", required=True)
     ap.add_argument("--key", required=True)
-    ap.add_argument("--scenario", choices=["dsl", "workflow-md"], default="dsl")
+    ap.add_argument("--scenario", choices=["dsl", "workflow-md", "workflow-yaml"], default="dsl")
     a = ap.parse_args()
     params = StdioServerParameters(
         command=a.binary,
@@ -141,7 +163,12 @@ async def main() -> None:
         env={a.key_var: a.key},
         cwd=a.workspace,
     )
-    if a.scenario == "workflow-md":
+    if a.scenario == "workflow-yaml":
+        summary = {
+            "sdk_version": getattr(mcp, "__version__", None) or _version(),
+            "workflow_yaml": await workflow_yaml(params),
+        }
+    elif a.scenario == "workflow-md":
         summary = {
             "sdk_version": getattr(mcp, "__version__", None) or _version(),
             "workflow_md": await workflow_md(params),
