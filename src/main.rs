@@ -1190,17 +1190,11 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
 /// `artifacts/NAME/RUN_ID/` (its manifest kept at every step), then validate
 /// the workflow it wrote (CONTRACT §10).
 fn create_cmd(a: CreateArgs) -> ExitCode {
-    use agentfile::workflow_yaml::generate as g;
+    use agentfile::workflow_yaml::create;
     let fail = |m: String, code: u8| {
         eprintln!("agentfile: error: {m}");
         ExitCode::from(code)
     };
-    if a.description.trim().is_empty() {
-        return fail(
-            "create needs a description: agentfile create \"what the workflow should do\"".into(),
-            EXIT_INVALID,
-        );
-    }
     let ws = match a
         .workspace
         .clone()
@@ -1210,52 +1204,17 @@ fn create_cmd(a: CreateArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(format!("workspace: {e}"), EXIT_INVALID),
     };
-    let name = match &a.name {
-        Some(n) => match g::check_name(n) {
-            Ok(()) => n.clone(),
-            Err(e) => return fail(format!("--name: {e}"), EXIT_INVALID),
-        },
-        None => g::slug(&a.description),
+    let begun = match create::begin(&ws, &a.description, a.name.as_deref()) {
+        Ok(b) => b,
+        Err(e) => return fail(e, EXIT_INVALID),
     };
-    if ws.join("workflows").join(&name).exists() {
-        return fail(
-            format!("workflows/{name} already exists; choose another name with --name"),
-            EXIT_INVALID,
-        );
-    }
-    // Run ids are seconds: wait for a free one rather than share a folder.
-    let mut attempt = 0;
-    let (run_id, dir) = loop {
-        let id = g::run_id_now();
-        let dir = ws.join("artifacts").join(&name).join(&id);
-        if !dir.exists() || attempt == 3 {
-            break (id, dir);
-        }
-        attempt += 1;
-        std::thread::sleep(std::time::Duration::from_millis(1000));
-    };
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        return fail(format!("cannot create {}: {e}", dir.display()), 1);
-    }
-    let pkg = match g::materialize(&ws.join(".agentfile").join("generator")) {
-        Ok(p) => p,
-        Err(e) => return fail(e, 1),
-    };
-    let mut manifest = g::Manifest::new(&name, &run_id, &g::generator_steps());
-    if let Err(e) = manifest.save(&dir) {
-        return fail(e, 1);
-    }
-    let sink = Arc::new(g::ManifestSink::new(dir.clone(), manifest));
-    let rel = format!("artifacts/{name}/{run_id}");
     let args = RunArgs {
-        path: Some(pkg),
-        inputs: vec![
-            format!(
-                "WORKFLOW_REQUEST=Create a workflow named {name}. {}",
-                a.description.trim()
-            ),
-            format!("{}={}", agentfile::workflow_yaml::ROOT_FIELD, dir.display()),
-        ],
+        path: Some(begun.workflow.clone()),
+        inputs: begun
+            .inputs()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
         workspace: Some(ws.clone()),
         config: a.config.clone(),
         policy: a.policy.clone(),
@@ -1275,102 +1234,30 @@ fn create_cmd(a: CreateArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(format!("cannot start the async runtime: {e}"), 1),
     };
-    let outcome = runtime.block_on(run_async(args, None, vec![sink.clone()]));
+    let sink: Arc<dyn agentfile::events::EventSink> = begun.sink.clone();
+    let outcome = runtime.block_on(run_async(args, None, vec![sink]));
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     let result = match outcome {
         Ok((r, _)) => r,
         Err(e) => {
-            let mut m = sink.manifest();
-            m.fail(g::GENERATION, None, &e.message);
-            let _ = m.save(&dir);
+            create::finish(&begun, &ws, "failed", Some(&e.message));
             return fail(e.message, u8::try_from(e.exit_code).unwrap_or(1));
         }
     };
-    if let Some(e) = sink.error() {
+    if let Some(e) = begun.sink.error() {
         eprintln!("agentfile: warning: the manifest could not be kept: {e}");
     }
-    let mut m = sink.manifest();
+    let created = create::finish(&begun, &ws, &result.status, result.error.as_deref());
     let mut code = u8::try_from(result.exit_code).unwrap_or(1);
-    let mut diagnostics = Vec::new();
-    let mut valid = false;
-    if result.status == "completed" {
-        m.start_phase(g::VALIDATION);
-        let _ = m.save(&dir);
-        let stage = ws
-            .join(".agentfile")
-            .join("tmp")
-            .join(format!("create-{name}-{run_id}"))
-            .join("workflows")
-            .join(&name);
-        let _ = std::fs::remove_dir_all(&stage);
-        let checked = g::stage_workflow(&dir, &stage).map(|()| {
-            frontend::analyze(
-                &stage.join("workflow.yaml"),
-                Options {
-                    config: None,
-                    dialect: None,
-                    lenient: false,
-                },
-            )
-        });
-        match checked {
-            Err(e) => m.fail(g::VALIDATION, Some("generate-config"), &e),
-            Ok(an) => {
-                let wrong_name = an.plan.as_ref().is_some_and(|p| p.name != name);
-                for d in &an.diagnostics {
-                    // Named as the run folder has it: the staging copy is gone.
-                    let line = d
-                        .span
-                        .map(|sp| {
-                            let f = an.sources.file(sp.file);
-                            let (l, c) = f.line_col(sp.start);
-                            let file = match f.path.file_name().and_then(|n| n.to_str()) {
-                                Some("workflow.yaml") => "03-workflow.yaml".to_owned(),
-                                _ => f.path.display().to_string(),
-                            };
-                            format!("{file}:{l}:{c}: ")
-                        })
-                        .unwrap_or_default();
-                    diagnostics.push(format!("{line}{}: {}", d.code, d.message));
-                }
-                if wrong_name {
-                    diagnostics.push(format!("the generated workflow is not named `{name}`"));
-                }
-                if an.errors() > 0 || wrong_name {
-                    m.fail(
-                        g::VALIDATION,
-                        Some("generate-config"),
-                        &format!(
-                            "the generated workflow is invalid: {}",
-                            diagnostics.join("; ")
-                        ),
-                    );
-                } else {
-                    m.complete_phase(g::VALIDATION);
-                    valid = true;
-                }
-            }
-        }
-        let _ = std::fs::remove_dir_all(stage.parent().and_then(Path::parent).unwrap_or(&stage));
-        if let Err(e) = m.save(&dir) {
-            eprintln!("agentfile: warning: the manifest could not be saved: {e}");
-        }
-        if !valid {
-            code = EXIT_INVALID;
-        }
+    if result.status == "completed" && !created.valid {
+        code = EXIT_INVALID;
     }
+    let rel = &created.artifacts;
     match a.output {
         OutputMode::Json | OutputMode::StreamJson => {
-            let v = serde_json::json!({
-                "type": "create",
-                "name": name,
-                "run_id": run_id,
-                "artifacts": rel,
-                "status": m.status,
-                "valid": valid,
-                "diagnostics": diagnostics,
-                "run": result,
-            });
+            let mut v = serde_json::to_value(&created).unwrap_or_default();
+            v["type"] = "create".into();
+            v["run"] = serde_json::to_value(&result).unwrap_or_default();
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
         OutputMode::Text => {
@@ -1380,17 +1267,15 @@ fn create_cmd(a: CreateArgs) -> ExitCode {
                     "the generation run stopped ({}); its files are in {rel}",
                     result.status
                 );
-            } else if valid {
+            } else if created.valid {
                 println!("{rel}: generated and validated");
                 println!("next: agentfile promote {rel}");
             } else {
                 println!("{rel}: generated, but the workflow is invalid:");
-                for d in &diagnostics {
+                for d in &created.diagnostics {
                     println!("  {d}");
                 }
-                println!(
-                    "fix the files in {rel} and run `agentfile promote {rel}` after a clean check, or run create again"
-                );
+                println!("run `agentfile create` again, or fix the files in {rel}");
             }
         }
     }

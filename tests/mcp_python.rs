@@ -255,9 +255,19 @@ async fn the_python_sdk_runs_a_workflow_yaml_through_its_gate() {
     let Some(python) = python() else {
         return;
     };
-    let model = FakeServer::start(vec![FakeReply::text("Added: dark mode.")])
-        .await
-        .unwrap();
+    let yaml = "specVersion: \"1.0\"\nname: notes-digest\nversion: 1.0.0\ndescription: Digest notes.\ntrigger:\n  type: natural-language\n  input_var: NOTES\nsteps:\n  - id: digest\n    name: Digest\n    agent: agents/writer.md\n    input: $NOTES\n    goal: Digest the notes.\n    produces: outputs/digest.md\n";
+    let model = FakeServer::start(vec![
+        FakeReply::text("Added: dark mode."),
+        FakeReply::text("Brief."),
+        FakeReply::text("Design."),
+        FakeReply::text(yaml),
+        FakeReply::text("<file path=\"writer.md\">\n# Agent: Writer\n</file>"),
+        FakeReply::text("<file path=\"digest.md\">\n# Skill: Digest\n</file>"),
+        FakeReply::text("<file path=\"README.md\">\nRun it.\n</file>"),
+        FakeReply::text("Verdict: PASS."),
+    ])
+    .await
+    .unwrap();
     let dir = std::env::temp_dir().join(format!("agentfile-mcp-python-wy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     fs_support::copy_dir(
@@ -276,6 +286,8 @@ async fn the_python_sdk_runs_a_workflow_yaml_through_its_gate() {
     .unwrap();
     let summary = client(&python, &dir, "workflow-yaml").await;
     let notes = std::fs::read_to_string(dir.join("release/NOTES.md")).unwrap_or_default();
+    let promoted = std::fs::read_to_string(dir.join("workflows/notes-digest/workflow.yaml"))
+        .unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
     let w = &summary["workflow_yaml"];
     // The trigger's variable is the tool's one input; the description is the
@@ -307,4 +319,17 @@ async fn the_python_sdk_runs_a_workflow_yaml_through_its_gate() {
             .unwrap()
             .contains(&serde_json::json!("create"))
     );
+    // The `create` prompt leads to the `create` tool: the generator runs,
+    // its workflow validates, and `promote` installs it.
+    assert!(
+        w["create_prompt"]
+            .as_str()
+            .unwrap()
+            .contains("`create` tool"),
+        "{w:#}"
+    );
+    assert_eq!(w["created"]["is_error"], false, "{w:#}");
+    assert_eq!(w["created"]["structured"]["valid"], true, "{w:#}");
+    assert_eq!(w["promoted"]["is_error"], false, "{w:#}");
+    assert_eq!(promoted, yaml);
 }

@@ -1088,10 +1088,9 @@ async fn prompts_run_list_and_create() {
     let names: Vec<&str> = prompts.prompts.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(names, ["run", "list", "create"]);
     let create = client
-        .get_prompt(
-            GetPromptRequestParams::new("create")
-                .with_arguments(args(json!({"task": "review a pull request"}))),
-        )
+        .get_prompt(GetPromptRequestParams::new("create").with_arguments(args(
+            json!({"task": "review a pull request", "format": "agentfile"}),
+        )))
         .await
         .unwrap();
     let t = serde_json::to_value(&create.messages).unwrap().to_string();

@@ -194,6 +194,32 @@ pub struct ListParams {
     pub dir: Option<String>,
 }
 
+/// `create` (MCP): generate a workflow.yaml workflow with the built-in
+/// generator into `artifacts/<name>/<run-id>/` (CONTRACT §10).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateParams {
+    /// What the workflow should do, in plain words.
+    pub description: String,
+    /// Its name, lowercase and hyphenated (default: from the description).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Override the configured provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Override the configured model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// `promote` (MCP): a validated generation run to `workflows/<name>/`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteParams {
+    /// The run's folder, `artifacts/<name>/<run-id>`, relative to the workspace.
+    pub run: String,
+}
+
 /// `sessions`: stored sessions, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

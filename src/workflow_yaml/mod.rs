@@ -22,6 +22,7 @@
 //! runtime can still interpret (unknown fields, a list-valued `input`,
 //! `{placeholder}` text, a missing `specVersion`) into warnings.
 
+pub mod create;
 pub mod generate;
 mod schema;
 

@@ -141,7 +141,16 @@ async def workflow_yaml(params: StdioServerParameters) -> dict:
             tool = tools["run_release-notes"]
             result = await session.call_tool("run_release-notes", {"CHANGES": "dark mode"})
             prompts = [p.name for p in (await session.list_prompts()).prompts]
+            prompt = await session.get_prompt("create", {"task": "digest meeting notes"})
+            created = await session.call_tool(
+                "create", {"description": "Summarise meeting notes into a digest", "name": "notes-digest"}
+            )
+            run_dir = (created.structured_content or {}).get("artifacts", "")
+            promoted = await session.call_tool("promote", {"run": run_dir})
             return {
+                "create_prompt": prompt.messages[0].content.text,
+                "created": {"is_error": created.is_error, "structured": created.structured_content},
+                "promoted": {"is_error": promoted.is_error, "structured": promoted.structured_content},
                 "tool": {"description": tool.description, "input_schema": tool.input_schema},
                 "result": {"is_error": result.is_error, "structured": result.structured_content},
                 "elicitations": elicitations,

@@ -31,8 +31,8 @@ use crate::printer::Progress;
 use crate::protocol::diagnostics::ValidateReport;
 use crate::protocol::events::{EventBody, RunResult};
 use crate::protocol::rpc::{
-    ApproveParams, CancelParams, EventPage, EventParams, InspectParams, ListParams, RpcError,
-    RunParams, RunStatus, SignalParams, ValidateParams, params,
+    ApproveParams, CancelParams, CreateParams, EventPage, EventParams, InspectParams, ListParams,
+    PromoteParams, RpcError, RunParams, RunStatus, SignalParams, ValidateParams, params,
 };
 use crate::protocol::workflows::WorkflowList;
 use crate::server::engine::RunHooks;
@@ -127,7 +127,7 @@ const INSPECT: &str = "Show a workflow's plan without running it: its inputs, ag
 
 const LIST: &str = "List the workflows under the workspace (or `dir`): name, path, format, inputs (required, or with a default) and whether each is valid. Start here to find what can be run.";
 
-/// The seven tools every server has.
+/// The tools every server has.
 pub fn fixed() -> Vec<Tool> {
     vec![
         Tool::new("run", RUN, input_schema::<RunParams>())
@@ -179,7 +179,84 @@ pub fn fixed() -> Vec<Tool> {
             .with_title("List workflows")
             .with_raw_output_schema(output_schema::<WorkflowList>())
             .with_annotations(annotations("List workflows", true, false, true, false)),
+        Tool::new("create", CREATE, input_schema::<CreateParams>())
+            .with_title("Generate a workflow")
+            .with_annotations(annotations(
+                "Generate a workflow",
+                false,
+                false,
+                false,
+                true,
+            )),
+        Tool::new("promote", PROMOTE, input_schema::<PromoteParams>())
+            .with_title("Promote a generated workflow")
+            .with_annotations(annotations(
+                "Promote a generated workflow",
+                false,
+                false,
+                false,
+                false,
+            )),
     ]
+}
+
+const CREATE: &str = "Generate a new workflow (Agentfile spec workflow.yaml with its agents, skills and scripts) from a description, with the built-in generator workflow run by this server's model. Everything is written to `artifacts/<name>/<run-id>/` with a manifest.json, and the generated workflow is validated. When it is valid, show the user the review (07-review.md) and offer `promote`.";
+
+const PROMOTE: &str = "Promote a validated generation run (`run`: `artifacts/<name>/<run-id>`, as `create` returned) to `workflows/<name>/`, with workflow_status.json, and archive the run to `outputs/<name>/<run-id>/build/`. Refuses when the run is not validated or the workflow exists.";
+
+async fn create(
+    server: &McpServer,
+    p: CreateParams,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    use crate::workflow_yaml::create as c;
+    let root = server.engine.root().to_path_buf();
+    let begun = match c::begin(&root, &p.description, p.name.as_deref()) {
+        Ok(b) => b,
+        Err(e) => return text_result(e, None, true),
+    };
+    let run = RunParams {
+        path: begun.workflow.display().to_string(),
+        inputs: begun
+            .inputs()
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect(),
+        provider: p.provider,
+        model: p.model,
+        ..RunParams::default()
+    };
+    let sink: Arc<dyn crate::events::EventSink> = begun.sink.clone();
+    let (answer, result) = run_with(server, run, ctx, vec![sink]).await;
+    let Some(result) = result else {
+        return answer;
+    };
+    let created = c::finish(&begun, &root, &result.status, result.error.as_deref());
+    let rel = &created.artifacts;
+    let text = if result.status != "completed" {
+        format!(
+            "The generator run {} ({}); its files are in {rel}.",
+            result.status,
+            result.error.as_deref().unwrap_or("no reason given")
+        )
+    } else if created.valid {
+        format!(
+            "Generated and validated {rel}. Read {rel}/07-review.md with the user; to install it as workflows/{}/, call `promote` {{\"run\": \"{rel}\"}}.",
+            created.name
+        )
+    } else {
+        format!(
+            "Generated {rel}, but the workflow is invalid:\n{}",
+            created.diagnostics.join("\n")
+        )
+    };
+    let mut v = serde_json::to_value(&created).unwrap_or_default();
+    v["run"] = serde_json::to_value(&result).unwrap_or_default();
+    text_result(
+        text,
+        Some(v),
+        result.status != "completed" || !created.valid,
+    )
 }
 
 fn text_result(text: String, structured: Option<Value>, is_error: bool) -> CallToolResult {
@@ -315,6 +392,29 @@ pub async fn call(
             },
             Err(e) => tool_error(&e),
         },
+        "create" => match params::<CreateParams>("create", args) {
+            Ok(p) => create(server, p, &ctx).await,
+            Err(e) => tool_error(&e),
+        },
+        "promote" => match params::<PromoteParams>("promote", args) {
+            Ok(p) => {
+                let root = engine.root().to_path_buf();
+                match crate::workflow_yaml::generate::promote(&root, std::path::Path::new(&p.run)) {
+                    Ok(done) => text_result(
+                        format!(
+                            "Promoted {} to {} (archived in {}).",
+                            p.run, done.target, done.archive
+                        ),
+                        Some(
+                            json!({"name": done.name, "run_id": done.run_id, "target": done.target, "archive": done.archive}),
+                        ),
+                        false,
+                    ),
+                    Err(e) => text_result(e, None, true),
+                }
+            }
+            Err(e) => tool_error(&e),
+        },
         "list" => match params::<ListParams>("list", args) {
             Ok(p) => match engine.list_bounded(p).await {
                 Ok(list) => text_result(list_text(&list), structured(&list), false),
@@ -360,15 +460,29 @@ pub async fn call(
 
 /// `run` and the `run_<name>` tools.
 async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    run_with(server, p, ctx, Vec::new()).await.0
+}
+
+/// `run`, with more sinks on the run's bus; also the run's result when the
+/// call waited for its end.
+async fn run_with(
+    server: &McpServer,
+    p: RunParams,
+    ctx: &RequestContext<RoleServer>,
+    extra: Vec<Arc<dyn crate::events::EventSink>>,
+) -> (CallToolResult, Option<RunResult>) {
     let provider = p
         .provider
         .as_deref()
         .or(server.engine.options().provider.as_deref());
     if provider == Some(sampling::NAME) && !server.client.can_sample() {
-        return text_result(
-            format!("{}: {}", sampling::NAME, sampling::NO_SAMPLING),
+        return (
+            text_result(
+                format!("{}: {}", sampling::NAME, sampling::NO_SAMPLING),
+                None,
+                true,
+            ),
             None,
-            true,
         );
     }
     let wait = p.wait.unwrap_or(true);
@@ -380,8 +494,10 @@ async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>)
     };
     let (sink, forwarder) = progress::start(&server.client, token);
     let phase = sink.phase();
+    let mut sinks: Vec<Arc<dyn crate::events::EventSink>> = vec![sink.clone()];
+    sinks.extend(extra);
     let hooks = RunHooks {
-        sinks: vec![sink.clone()],
+        sinks,
         approver: Some(Arc::new(McpApprover {
             client: server.client.clone(),
             phase: phase.clone(),
@@ -391,19 +507,24 @@ async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>)
         Ok(l) => l,
         Err(e) => {
             forwarder.finish(FLUSH).await;
-            return tool_error(&e);
+            return (tool_error(&e), None);
         }
     };
     let id = live.session_id().to_owned();
     if !wait {
         let status = live.status();
-        return text_result(
-            format!(
-                "Started session {id} (status {}). Follow it with `event` {{\"session_id\": \"{id}\", \"after_seq\": 0, \"wait_ms\": 20000}} until `done`; `cancel` stops it.",
-                status.as_str()
+        return (
+            text_result(
+                format!(
+                    "Started session {id} (status {}). Follow it with `event` {{\"session_id\": \"{id}\", \"after_seq\": 0, \"wait_ms\": 20000}} until `done`; `cancel` stops it.",
+                    status.as_str()
+                ),
+                Some(
+                    json!({"session_id": id, "status": status.as_str(), "last_seq": sink.last_seq()}),
+                ),
+                false,
             ),
-            Some(json!({"session_id": id, "status": status.as_str(), "last_seq": sink.last_seq()})),
-            false,
+            None,
         );
     }
     let mut phase_rx = phase.subscribe();
@@ -428,24 +549,28 @@ async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>)
     };
     forwarder.finish(FLUSH).await;
     match outcome {
-        Some(r) => run_result(&r),
-        None if ctx.ct.is_cancelled() => {
-            text_result(format!("Run {id} was cancelled."), None, true)
-        }
-        None => {
-            let last_seq = sink.last_seq();
-            text_result(
-                format!(
-                    "Run {id} is waiting for a human to approve a supervised goal; the client could not ask (no elicitation, or the prompt was dismissed). \
+        Some(r) => (run_result(&r), Some((*r).clone())),
+        None if ctx.ct.is_cancelled() => (
+            text_result(format!("Run {id} was cancelled."), None, true),
+            None,
+        ),
+        None => (
+            {
+                let last_seq = sink.last_seq();
+                text_result(
+                    format!(
+                        "Run {id} is waiting for a human to approve a supervised goal; the client could not ask (no elicitation, or the prompt was dismissed). \
                      Ask the user whether to go ahead (its `approval_required` event says which goal: `event` {{\"session_id\": \"{id}\", \"after_seq\": 0}}). \
                      Then call `approve` {{\"session_id\": \"{id}\", \"approve\": true or false, \"note\": \"…\"}}, and follow the run with `event` {{\"session_id\": \"{id}\", \"after_seq\": {last_seq}, \"wait_ms\": 20000}} until `done`."
-                ),
-                Some(
-                    json!({"session_id": id, "status": SessionStatus::WaitingApproval.as_str(), "last_seq": last_seq}),
-                ),
-                false,
-            )
-        }
+                    ),
+                    Some(
+                        json!({"session_id": id, "status": SessionStatus::WaitingApproval.as_str(), "last_seq": last_seq}),
+                    ),
+                    false,
+                )
+            },
+            None,
+        ),
     }
 }
 
