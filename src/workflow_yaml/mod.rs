@@ -62,20 +62,28 @@ pub struct Options<'a> {
 /// `*TOKEN*`, …): a trigger variable so named is never read from the
 /// environment, so a workflow cannot pull a credential into its events.
 pub fn secret_like(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    [
+    const WORDS: &[&str] = &[
         "KEY",
+        "KEYS",
         "TOKEN",
+        "TOKENS",
         "SECRET",
+        "SECRETS",
         "PASSWORD",
         "PASSWD",
         "CREDENTIAL",
+        "CREDENTIALS",
         "AUTH",
         "COOKIE",
-        "SESSION",
-    ]
-    .iter()
-    .any(|w| n.contains(w))
+        "PRIVATE",
+    ];
+    let n = name.to_ascii_uppercase();
+    n.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
+        WORDS.contains(&w)
+            || ["KEY", "TOKEN", "SECRET", "PASSWORD"]
+                .iter()
+                .any(|end| w.len() > end.len() && w.ends_with(end))
+    })
 }
 
 /// The project a workflow folder belongs to: the folder holding its
@@ -1056,7 +1064,13 @@ mod tests {
         assert_eq!(tidy("./outputs//a.md"), "outputs/a.md");
         assert_eq!(tidy("outputs/04-agents/"), "outputs/04-agents/");
         assert!(secret_like("OPENAI_API_KEY"));
+        assert!(secret_like("GITHUB_TOKEN"));
+        assert!(secret_like("APIKEY"));
+        assert!(secret_like("db_password"));
         assert!(!secret_like("INPUT_PATH"));
+        assert!(!secret_like("AUTHOR_NAME"));
+        assert!(!secret_like("KEYWORDS"));
+        assert!(!secret_like("WORKFLOW_REQUEST"));
         assert_eq!(
             project_root(Path::new("/p/workflows/x")),
             PathBuf::from("/p")
