@@ -231,8 +231,92 @@ fn wmd_steps() -> impl Strategy<Value = String> {
     })
 }
 
+/// A workflow.yaml's step fields, valid and not: paths that leave the
+/// folder, placeholders, lists, shell steps, gates, unknown keys.
+const WY_FIELDS: &[&str] = &[
+    "agent: agents/a.md",
+    "agent: ../x.md",
+    "agent: /etc/passwd",
+    "skill: skills/s.md",
+    "skill: {x}",
+    "input: $IN",
+    "input: $OTHER",
+    "input: out/a.md",
+    "input: |\n      out/a.md\n      out/b/\n      $IN",
+    "input: [out/a.md, 3]",
+    "input: \"{request}\"",
+    "produces: out/a.md",
+    "produces: out/b/",
+    "produces: scripts/x.sh",
+    "produces: ../escape",
+    "produces: \"\"",
+    "gate: human-approval",
+    "gate: yes",
+    "action: shell",
+    "script: { bash: scripts/s.sh }",
+    "script: { pwsh: scripts/ide/s.ps1 }",
+    "script: {}",
+    "goal: g",
+    "name: n",
+    "prodcues: x",
+    "id: [1]",
+    "\u{0}",
+];
+
+fn wy_steps() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        (
+            prop::sample::select(&["a", "b", "c", "A!"][..]),
+            prop::collection::vec(prop::sample::select(WY_FIELDS), 0..6),
+        ),
+        0..10,
+    )
+    .prop_map(|steps| {
+        let mut s = String::from("specVersion: \"1.0\"\nname: w\nversion: 1.0.0\ndescription: d\ntrigger: { type: command, input_var: IN }\nsteps:\n");
+        for (id, fields) in steps {
+            s.push_str(&format!("  - id: {id}\n"));
+            for f in fields {
+                s.push_str(&format!("    {f}\n"));
+            }
+        }
+        s
+    })
+}
+
+fn check_workflow_yaml(bytes: Vec<u8>) {
+    check_as("workflows/fuzz/workflow.yaml", bytes.clone());
+    // `--lenient` takes other paths through the front end.
+    let path = std::env::temp_dir()
+        .join("agentfile-never-panics")
+        .join("workflows/fuzz/workflow.yaml");
+    let a = analyze_bytes(
+        path,
+        bytes,
+        Options {
+            lenient: true,
+            ..Options::default()
+        },
+    );
+    assert_eq!(a.plan.is_some(), a.errors() == 0);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
+
+    #[test]
+    fn workflow_yaml_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
+        check_workflow_yaml(bytes);
+    }
+
+    #[test]
+    fn workflow_yaml_soup(text in wmd_soup()) {
+        check_workflow_yaml(text.into_bytes());
+    }
+
+    #[test]
+    fn workflow_yaml_steps(text in wy_steps()) {
+        check_workflow_yaml(text.into_bytes());
+    }
 
     #[test]
     fn workflow_md_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {
