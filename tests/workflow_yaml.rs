@@ -656,3 +656,80 @@ fn create_then_promote_a_generated_workflow() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o));
     std::mem::forget(rt);
 }
+
+#[test]
+fn lenient_runs_what_strict_refuses() {
+    let dir = tmp("lenient");
+    fs_support::copy_dir(&repo().join("tests/workflow_yaml/lenient"), &dir, &[]);
+    let (code, strict) = diagnostics(&dir, "workflows/wild", &[]);
+    assert_eq!(code, 2, "{strict:#?}");
+    let codes: Vec<&str> = strict
+        .iter()
+        .map(|d| d.split(' ').nth(2).unwrap().trim_end_matches(':'))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "schema",
+            "unknown-field",
+            "unknown-field",
+            "list-input",
+            "placeholder",
+            "unknown-field"
+        ],
+        "{strict:#?}"
+    );
+    assert!(strict.iter().all(|d| d.contains(" error ")), "{strict:#?}");
+    let (code, lenient) = diagnostics(&dir, "workflows/wild", &["--lenient"]);
+    assert_eq!(code, 0, "{lenient:#?}");
+    assert_eq!(lenient.len(), strict.len());
+    assert!(
+        lenient
+            .iter()
+            .all(|d| d.contains(" warning ") && d.ends_with("(tolerated: --lenient)")),
+        "{lenient:#?}"
+    );
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start(vec![
+            FakeReply::text("A short summary."),
+            FakeReply::text("The summary holds."),
+        ]))
+        .unwrap();
+    config(&dir, &server);
+    let o = agentfile(
+        &dir,
+        &["run", "workflows/wild", "--input", "REQUEST=plan a trip"],
+        &[],
+    );
+    assert_eq!(o.status.code(), Some(2), "strict refuses: {}", text(&o));
+    let o = agentfile(
+        &dir,
+        &[
+            "run",
+            "workflows/wild",
+            "--lenient",
+            "--input",
+            "REQUEST=plan a trip",
+            "--output",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(result_of(&o)["status"], "completed", "{}", text(&o));
+    assert_eq!(
+        read(&dir.join("workflows/wild/outputs/review.md")),
+        "The summary holds."
+    );
+    // The list is read as lines; the placeholder line is passed as written.
+    let second = server.requests()[1].body["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        second.ends_with("---\n\nA short summary.\n\n{notes}"),
+        "{second}"
+    );
+    std::mem::forget(rt);
+}
