@@ -202,3 +202,54 @@ fn workflow_md(bencher: divan::Bencher, n: usize) {
         generate_workflow_md(n),
     );
 }
+
+/// A workflow.yaml of `n` agent steps over 8 agent and 8 skill files (in a
+/// temporary folder): each reads the previous step's artifact, every tenth
+/// three earlier ones, every fiftieth is gated (about 330 bytes per step).
+fn generate_workflow_yaml(n: usize) -> (PathBuf, String) {
+    let dir = std::env::temp_dir().join(format!("agentfile-bench-wy-{}", std::process::id()));
+    let wf = dir.join("workflows/bench");
+    for sub in ["agents", "skills"] {
+        std::fs::create_dir_all(wf.join(sub)).unwrap();
+        for i in 0..8 {
+            std::fs::write(
+                wf.join(format!("{sub}/r{i}.md")),
+                format!("# {sub} {i}\n\nSome instructions, $5 each.\n").repeat(20),
+            )
+            .unwrap();
+        }
+    }
+    let mut s = String::with_capacity(n * 340);
+    s.push_str("specVersion: \"1.0\"\nname: bench\nversion: 1.0.0\ndescription: A generated workflow for benchmarking.\ntrigger:\n  type: command\n  input_var: INPUT_PATH\nsteps:\n");
+    for i in 0..n {
+        let input = match i {
+            0 => "$INPUT_PATH".to_owned(),
+            i if i % 10 == 9 && i >= 3 => format!(
+                "|\n      outputs/{:05}.md\n      outputs/{:05}.md\n      outputs/{:05}.md",
+                i - 1,
+                i - 2,
+                i - 3
+            ),
+            i => format!("outputs/{:05}.md", i - 1),
+        };
+        let gate = if i % 50 == 49 {
+            "\n    gate: human-approval"
+        } else {
+            ""
+        };
+        s.push_str(&format!(
+            "  - id: s{i}\n    name: Step {i} of the generated workflow\n    agent: agents/r{}.md\n    skill: skills/r{}.md\n    input: {input}\n    goal: >\n      Do step {i} carefully and write the result.\n    produces: outputs/{i:05}.md{gate}\n",
+            i % 8,
+            (i + 3) % 8
+        ));
+    }
+    (wf.join("workflow.yaml"), s)
+}
+
+/// Parse + validate throughput of a generated workflow.yaml (YAML, the
+/// bundled schema per step, file checks, lowering into the plan).
+#[divan::bench(args = [1_000, 10_000])]
+fn workflow_yaml(bencher: divan::Bencher, n: usize) {
+    let (path, src) = generate_workflow_yaml(n);
+    analyze_valid(bencher, path.to_str().unwrap(), src);
+}
