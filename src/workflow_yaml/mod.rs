@@ -98,10 +98,19 @@ pub fn project_root(workflow_dir: &Path) -> PathBuf {
     }
 }
 
+/// Whether a step is a shell step: it has `action:` or `script:` (checked
+/// against the shell step's schema, so a missing `action` is named as such).
+fn is_shell(step: &Value) -> bool {
+    step.get("action").is_some() || step.get("script").is_some()
+}
+
 /// One problem found, before `--lenient` decides its severity.
 struct Finding {
     pointer: String,
     at_key: bool,
+    /// One line of a multi-line string: the span narrows to the source line
+    /// holding exactly this text.
+    line: Option<String>,
     code: &'static str,
     message: String,
     hint: Option<String>,
@@ -115,6 +124,7 @@ impl Finding {
         Finding {
             pointer: pointer.into(),
             at_key: false,
+            line: None,
             code,
             message: message.into(),
             hint: None,
@@ -137,6 +147,11 @@ impl Finding {
         self.at_key = true;
         self
     }
+
+    fn on_line(mut self, line: Option<&str>) -> Self {
+        self.line = line.map(str::to_owned);
+        self
+    }
 }
 
 /// Check a workflow.yaml already in `sources`; the plan when it has no
@@ -150,13 +165,7 @@ pub fn analyze(
     let path = sources.file(file).path.clone();
     let doc = match yaml::parse(&text, 0) {
         Ok(d) => d,
-        Err(e) => {
-            let mut d = Diagnostic::error(e.code, Span::new(file, e.start, e.end), e.message);
-            if let Some(h) = e.hint {
-                d = d.with_hint(h);
-            }
-            return (vec![d], None);
-        }
+        Err(e) => return (vec![yaml_error(&text, file, e)], None),
     };
     let dir = path
         .parent()
@@ -173,7 +182,14 @@ pub fn analyze(
     let _ = opts.config;
     let mut diags = Vec::new();
     for f in fe.findings {
-        let span = span(&text, file, &fe.doc, &f.pointer, f.at_key);
+        let span = span(
+            &text,
+            file,
+            &fe.doc,
+            &f.pointer,
+            f.at_key,
+            f.line.as_deref(),
+        );
         let mut d = if f.warning || (f.tolerable && opts.lenient) {
             let msg = if f.tolerable {
                 format!("{} (tolerated: --lenient)", f.message)
@@ -185,6 +201,9 @@ pub fn analyze(
             Diagnostic::error(f.code, span, f.message)
         };
         let hint = match (f.hint, f.tolerable && !opts.lenient) {
+            (Some(h), true) if h.ends_with('?') => {
+                Some(format!("{h} Or pass --lenient to run it as written"))
+            }
             (Some(h), true) => Some(format!("{h}; or pass --lenient to run it as written")),
             (None, true) => Some("pass --lenient to run it as written".to_owned()),
             (h, false) => h,
@@ -198,9 +217,74 @@ pub fn analyze(
     (diags, if has_errors { None } else { plan })
 }
 
-/// The span of the node at `pointer` (its key's, with `at_key`), cut to its
-/// first line.
-fn span(text: &str, file: FileId, doc: &Doc, pointer: &str, at_key: bool) -> Span {
+/// A YAML error in workflow.yaml words (the parser is shared with
+/// WORKFLOW.md front matter), with the bracket left open when the parser
+/// stopped inside a flow collection.
+fn yaml_error(text: &str, file: FileId, e: yaml::YamlError) -> Diagnostic {
+    let message = e.message.replace("the front matter", "the workflow.yaml");
+    let hint = if message.contains("more than one YAML document") {
+        Some("keep one YAML document in the file (no `---` line between fields)".to_owned())
+    } else {
+        e.hint
+    };
+    let mut d = Diagnostic::error(e.code, Span::new(file, e.start, e.end), message.clone());
+    if let Some(h) = hint {
+        d = d.with_hint(h);
+    }
+    if message.contains("flow ")
+        && let Some((at, open)) = unclosed_bracket(text, e.start)
+    {
+        let close = if open == '{' { '}' } else { ']' };
+        d = d.with_note(
+            Span::new(file, at, at + 1),
+            format!("this `{open}` has no closing `{close}`"),
+        );
+    }
+    d
+}
+
+/// The last `{` or `[` before `until` that is not closed before it,
+/// skipping quoted text and comments.
+fn unclosed_bracket(text: &str, until: usize) -> Option<(usize, char)> {
+    let mut open: Vec<(usize, char)> = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    let mut prev = '\n';
+    for (i, c) in text.get(..until)?.char_indices() {
+        if comment {
+            comment = c != '\n';
+        } else if let Some(q) = quote {
+            if c == q {
+                quote = None;
+            }
+        } else {
+            match c {
+                '"' | '\'' if matches!(prev, ' ' | '\t' | '\n' | '{' | '[' | ',' | ':') => {
+                    quote = Some(c);
+                }
+                '#' if prev.is_whitespace() => comment = true,
+                '{' | '[' => open.push((i, c)),
+                '}' | ']' => {
+                    open.pop();
+                }
+                _ => {}
+            }
+        }
+        prev = c;
+    }
+    open.pop()
+}
+
+/// The span of the node at `pointer` (its key's, with `at_key`; the source
+/// line holding `line` in it, when given and found), cut to its first line.
+fn span(
+    text: &str,
+    file: FileId,
+    doc: &Doc,
+    pointer: &str,
+    at_key: bool,
+    line: Option<&str>,
+) -> Span {
     let at = doc.at(pointer);
     let (start, end) = match (at_key, at.key) {
         (true, Some(k)) => k,
@@ -208,6 +292,17 @@ fn span(text: &str, file: FileId, doc: &Doc, pointer: &str, at_key: bool) -> Spa
     };
     let end = end.min(text.len()).max(start);
     let start = start.min(end);
+    if let Some(want) = line.filter(|w| !w.is_empty()) {
+        let mut from = start;
+        for l in text[start..end].split('\n') {
+            let lead = l.len() - l.trim_start().len();
+            if l.trim() == want {
+                let s = from + lead;
+                return Span::new(file, s, s + want.len());
+            }
+            from += l.len() + 1;
+        }
+    }
     let end = text
         .get(start..end)
         .and_then(|s| s.find('\n'))
@@ -383,7 +478,7 @@ impl Front {
                     continue;
                 }
                 ids.insert(id.to_owned(), i);
-                let node = if step.get("action").is_some() {
+                let node = if is_shell(step) {
                     self.shell_step(step, &ptr, id, input_var.as_deref())
                 } else {
                     self.agent_step(
@@ -499,11 +594,11 @@ impl Front {
     /// or `None` after reporting why not.
     fn prompt_file(&mut self, pointer: &str, what: &str, rel: &str) -> Option<String> {
         if let Some(p) = path_problem(rel) {
-            self.push(Finding::error(
-                pointer,
-                "path-outside",
-                format!("`{rel}`: {p}"),
-            ));
+            self.push(
+                Finding::error(pointer, "path-outside", format!("`{rel}`: {p}")).hint(format!(
+                    "keep the {what} file in the workflow's folder (such as `{what}s/<name>.md`) and name it relative to it"
+                )),
+            );
             return None;
         }
         if let Some(ph) = placeholder(rel) {
@@ -525,11 +620,14 @@ impl Front {
         let text = if abs.is_file() {
             match std::fs::metadata(&abs) {
                 Ok(m) if m.len() > MAX_PROMPT_FILE => {
-                    self.push(Finding::error(
-                        pointer,
-                        "unreadable-file",
-                        format!("the {what} file `{rel}` is {} bytes; prompt files are limited to {MAX_PROMPT_FILE}", m.len()),
-                    ));
+                    self.push(
+                        Finding::error(
+                            pointer,
+                            "unreadable-file",
+                            format!("the {what} file `{rel}` is {} bytes; prompt files are limited to {MAX_PROMPT_FILE}", m.len()),
+                        )
+                        .hint("shorten it; move reference material into files a step reads as `input`"),
+                    );
                     None
                 }
                 _ => match std::fs::read(&abs).map(String::from_utf8) {
@@ -790,9 +888,12 @@ impl Front {
             );
             return None;
         }
+        // Lines of a string: each finding points at its own source line.
+        let in_string = step.get("input").is_some_and(Value::is_string);
         let mut out: Vec<Line> = Vec::new();
         let mut ok = true;
         for (at, line) in raw {
+            let needle = in_string.then_some(line.as_str());
             if let Some(v) = line.strip_prefix('$') {
                 let v = v.trim_start_matches('{').trim_end_matches('}');
                 match input_var {
@@ -811,7 +912,8 @@ impl Front {
                                 "unknown-variable",
                                 format!("`${v}` is not the trigger's input variable"),
                             )
-                            .hint(hint),
+                            .hint(hint)
+                            .on_line(needle),
                         );
                     }
                 }
@@ -828,14 +930,19 @@ impl Front {
                         ),
                     )
                     .hint("name the file, or `$VAR` for the trigger's input")
-                    .tolerable(),
+                    .tolerable()
+                    .on_line(needle),
                 );
                 out.push(Line::Text(line));
                 continue;
             }
             if let Some(p) = path_problem(file) {
                 ok = false;
-                self.push(Finding::error(at, "path-outside", format!("`{file}`: {p}")));
+                self.push(
+                    Finding::error(at, "path-outside", format!("`{file}`: {p}"))
+                        .hint("copy the file into the workflow's folder and name it relative to it, or use `$VAR` for the trigger's input")
+                        .on_line(needle),
+                );
                 continue;
             }
             let t = tidy(file);
@@ -858,7 +965,8 @@ impl Front {
                                 "`{file}` is produced by step `{later}`, which runs after this one"
                             ),
                         )
-                        .hint("move this step after it, or read another file"),
+                        .hint("move this step after it, or read another file")
+                        .on_line(needle),
                     );
                     continue;
                 }
@@ -879,7 +987,8 @@ impl Front {
                             "unknown-input",
                             format!("`{file}` is neither produced by an earlier step nor a file in the workflow's folder"),
                         )
-                        .hint(hint),
+                        .hint(hint)
+                        .on_line(needle),
                     );
                     continue;
                 }
@@ -897,11 +1006,11 @@ impl Front {
     fn produces(&mut self, ptr: &str, p: &str) -> Option<String> {
         let at = format!("{ptr}/produces");
         if let Some(problem) = path_problem(p) {
-            self.push(Finding::error(
-                at,
-                "path-outside",
-                format!("`{p}`: {problem}"),
-            ));
+            self.push(
+                Finding::error(at, "path-outside", format!("`{p}`: {problem}")).hint(
+                    "write artifacts inside the workflow's folder, such as `outputs/report.md`",
+                ),
+            );
             return None;
         }
         if let Some(ph) = placeholder(p) {
@@ -960,7 +1069,10 @@ impl Front {
         };
         let at = format!("{ptr}/script/{key}");
         if let Some(p) = path_problem(rel) {
-            self.push(Finding::error(at, "path-outside", format!("`{rel}`: {p}")));
+            self.push(
+                Finding::error(at, "path-outside", format!("`{rel}`: {p}"))
+                    .hint("keep the script in the workflow's scripts/ folder and name it relative to the workflow, such as `scripts/run.sh`"),
+            );
             return None;
         }
         let t = tidy(rel);
@@ -1076,5 +1188,12 @@ mod tests {
             PathBuf::from("/p")
         );
         assert_eq!(project_root(Path::new("/p/x")), PathBuf::from("/p/x"));
+    }
+
+    #[test]
+    fn the_bracket_left_open() {
+        let t = "a: { b: 1\nc: [ \"x]\", 'y}' ] # {\nd: 2\n";
+        assert_eq!(unclosed_bracket(t, t.len()), Some((3, '{')));
+        assert_eq!(unclosed_bracket("a: [1, {b: 2}]\n", 15), None);
     }
 }

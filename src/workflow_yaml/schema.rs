@@ -63,7 +63,7 @@ pub(super) fn check(v: &Value) -> Vec<Finding> {
             if !s.is_object() {
                 continue;
             }
-            let validator = if s.get("action").is_some() {
+            let validator = if super::is_shell(s) {
                 &c.shell
             } else {
                 &c.agent
@@ -75,7 +75,28 @@ pub(super) fn check(v: &Value) -> Vec<Finding> {
 }
 
 fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>) {
-    for e in validator.iter_errors(v) {
+    let errors: Vec<_> = validator.iter_errors(v).collect();
+    let pointer_of =
+        |e: &jsonschema::ValidationError<'_>| format!("{base}{}", e.instance_path().as_str());
+    // Required fields missing, by the object's pointer: an unknown field that
+    // is a misspelling of one is reported once, as the misspelling.
+    let missing: Vec<(String, String)> = errors
+        .iter()
+        .filter_map(|e| match e.kind() {
+            ValidationErrorKind::Required { property } => {
+                Some((pointer_of(e), property.as_str()?.to_owned()))
+            }
+            _ => None,
+        })
+        .collect();
+    let mut misspelt: Vec<(String, String)> = Vec::new();
+    // A value of the wrong type is reported once, not again as "not one of".
+    let mistyped: Vec<String> = errors
+        .iter()
+        .filter(|e| matches!(e.kind(), ValidationErrorKind::Type { .. }))
+        .map(pointer_of)
+        .collect();
+    for e in &errors {
         let rel = e.instance_path().as_str().to_owned();
         let pointer = format!("{base}{rel}");
         let instance = v.pointer(&rel);
@@ -87,11 +108,29 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
                     "/execution" => "preferred",
                     "/output" => "directory",
                     p if p.ends_with("/script") => "bash, pwsh",
-                    p if v.get("action").is_some() && p.starts_with("/steps/") => SHELL_FIELDS,
+                    p if super::is_shell(v) && p.starts_with("/steps/") => SHELL_FIELDS,
                     _ => AGENT_FIELDS,
                 };
                 for name in unexpected {
                     let near = crate::diag::suggest(name, fields.split(", "));
+                    if let Some(want) = near
+                        && missing.iter().any(|(p, m)| *p == pointer && m == want)
+                    {
+                        // Not tolerable: the field it stands for is missing.
+                        misspelt.push((pointer.clone(), want.to_owned()));
+                        out.push(
+                            Finding::error(
+                                format!("{pointer}/{}", segment(name)),
+                                "unknown-field",
+                                format!("unknown field `{name}` in {}", place(&pointer, v)),
+                            )
+                            .hint(format!(
+                                "did you mean `{want}`? Rename it: `{want}` is required here"
+                            ))
+                            .at_key(),
+                        );
+                        continue;
+                    }
                     out.push(
                         Finding::error(
                             format!("{pointer}/{}", segment(name)),
@@ -136,20 +175,93 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
                     .tolerable(),
                 );
             }
+            ValidationErrorKind::Required { property } => {
+                let name = property.as_str().unwrap_or("?");
+                out.push(
+                    Finding::error(
+                        pointer.clone(),
+                        "schema",
+                        format!(
+                            "{} is missing the required field `{name}`",
+                            place(&pointer, v)
+                        ),
+                    )
+                    .hint(required_hint(&pointer, name)),
+                );
+            }
+            ValidationErrorKind::Enum { .. } if mistyped.contains(&pointer) => {}
             kind => {
                 let d = describe(kind, &pointer, instance, &e.to_string());
+                let hint = match kind {
+                    ValidationErrorKind::Pattern { .. } if pointer == "/name" => {
+                        Some(name_hint(instance.and_then(Value::as_str).unwrap_or("")))
+                    }
+                    _ => d.hint.or_else(|| hint_for(&pointer)),
+                };
                 out.push(Finding {
                     pointer: d.pointer,
                     at_key: d.at_key,
+                    line: None,
                     code: d.code,
                     message: d.message,
-                    hint: d.hint.or_else(|| hint_for(&pointer)),
+                    hint,
                     tolerable: false,
                     warning: false,
                 });
             }
         }
     }
+    out.retain(|f| {
+        !(f.code == "schema"
+            && misspelt.iter().any(|(p, want)| {
+                *p == f.pointer
+                    && f.message
+                        .ends_with(&format!("missing the required field `{want}`"))
+            }))
+    });
+}
+
+/// What to add for a missing required field.
+fn required_hint(pointer: &str, name: &str) -> String {
+    let step = pointer.starts_with("/steps/");
+    match (name, step) {
+        ("name", false) => "add `name:`, lowercase and hyphenated, such as `name: release-notes`",
+        ("version", _) => "add `version: 1.0.0` (semantic versioning)",
+        ("description", _) => "add `description:` saying what the workflow does",
+        ("trigger", _) => "add `trigger: { type: command, input_var: AGENT_INPUT }`",
+        ("steps", _) => "add `steps:` with at least one step",
+        ("type", _) => "add `type:` (natural-language, file, schedule or command)",
+        ("id", true) => "add `id:`, lowercase and hyphenated, unique in the workflow",
+        ("name", true) => "add `name:`, a short human-readable name for the step",
+        ("agent", true) => "add `agent: agents/<name>.md`",
+        ("input", true) => "add `input: $VAR` (the trigger's input_var) or the path of a file",
+        ("goal", true) => "add `goal:` saying what the step should achieve",
+        ("produces", true) => "add `produces: outputs/<name>.md`, the artifact the step writes",
+        ("action", true) => "add `action: shell` (a step with `script:` is a shell step)",
+        ("script", true) => "add `script: { bash: scripts/<name>.sh }`",
+        _ => return format!("add `{name}:`"),
+    }
+    .to_owned()
+}
+
+/// The hint for a `name` that is not lowercase and hyphenated, with the
+/// name so written when that makes one.
+fn name_hint(got: &str) -> String {
+    let mut slug = String::new();
+    for c in got.trim().chars() {
+        if c.is_ascii_alphanumeric() {
+            slug.push(c.to_ascii_lowercase());
+        } else if !slug.is_empty() && !slug.ends_with('-') {
+            slug.push('-');
+        }
+    }
+    let slug = slug.trim_end_matches('-');
+    let example = if slug.starts_with(|c: char| c.is_ascii_lowercase()) {
+        slug
+    } else {
+        "release-notes"
+    };
+    format!("use lowercase letters, digits and dashes, starting with a letter: `name: {example}`")
 }
 
 /// What a field wants, for errors `describe` has no hint for.
@@ -163,6 +275,10 @@ fn hint_for(pointer: &str) -> Option<String> {
         }
         "preferred" => "`execution.preferred` is `ide` or `cli`".to_owned(),
         "specVersion" => "write `specVersion: \"1.0\"`".to_owned(),
+        i if pointer == format!("/steps/{i}") => {
+            "a step is a mapping: `- id: …` with `agent:`, `input:`, `goal:` and `produces:`, or `action: shell` and `script:`"
+                .to_owned()
+        }
         _ => return None,
     })
 }
