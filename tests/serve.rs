@@ -520,7 +520,9 @@ fn many_runs_in_flight_with_events_and_long_poll() {
 #[test]
 fn concurrency_limit_queues_and_cancel_stops() {
     let rt = rt();
-    let server = rt.block_on(fake("slow", Duration::from_secs(2)));
+    // Slow enough that the first run is still at its model call when the
+    // queue is read, even on a machine busy building (2 s was not).
+    let server = rt.block_on(fake("slow", Duration::from_secs(5)));
     let dir = workspace("queue", &server, ONE_GOAL);
     let mut s = Serve::start(&dir, &["--max-runs", "1"]);
     let ids: Vec<String> = (0..3)

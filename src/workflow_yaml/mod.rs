@@ -320,6 +320,49 @@ struct Front {
     texts: HashMap<String, Option<String>>,
 }
 
+/// Artifact paths (tidy; a folder ends in `/`) and the step that writes
+/// each, looked up by hash: a 10,000-step file stays linear.
+#[derive(Default)]
+struct Artifacts {
+    order: Vec<(String, String)>,
+    by_path: HashMap<String, String>,
+}
+
+impl Artifacts {
+    /// Record `path` for `step`; the step that already has it, if any.
+    fn insert(&mut self, path: String, step: &str) -> Option<String> {
+        if let Some(other) = self.by_path.get(&path) {
+            return Some(other.clone());
+        }
+        self.by_path.insert(path.clone(), step.to_owned());
+        self.order.push((path, step.to_owned()));
+        None
+    }
+
+    /// The step whose artifact is `bare` (no trailing `/`) or a folder
+    /// holding it.
+    fn writer(&self, bare: &str) -> Option<&str> {
+        if let Some(s) = self
+            .by_path
+            .get(bare)
+            .or_else(|| self.by_path.get(&format!("{bare}/")))
+        {
+            return Some(s);
+        }
+        bare.match_indices('/')
+            .find_map(|(i, _)| self.by_path.get(&bare[..=i]))
+            .map(String::as_str)
+    }
+
+    /// The step whose artifact is exactly `bare` (file or folder).
+    fn exact(&self, bare: &str) -> Option<&str> {
+        self.by_path
+            .get(bare)
+            .or_else(|| self.by_path.get(&format!("{bare}/")))
+            .map(String::as_str)
+    }
+}
+
 /// A step input line, understood.
 enum Line {
     Var(String),
@@ -445,15 +488,16 @@ impl Front {
         let mut goals: Vec<GoalDef> = Vec::new();
         let mut nodes: Vec<Node> = Vec::new();
         let mut ids: HashMap<String, usize> = HashMap::new();
-        // Artifacts produced so far: path → step id.
-        let mut produced: Vec<(String, String)> = Vec::new();
-        let all_produces: Vec<(String, String)> = match root.get("steps") {
-            Some(Value::Array(steps)) => steps
-                .iter()
-                .filter_map(|s| Some((tidy(str_at(s, "produces")?), str_at(s, "id")?.to_owned())))
-                .collect(),
-            _ => Vec::new(),
-        };
+        // Artifacts produced so far, and by every step.
+        let mut produced = Artifacts::default();
+        let mut all_produces = Artifacts::default();
+        if let Some(Value::Array(steps)) = root.get("steps") {
+            for s in steps {
+                if let (Some(p), Some(id)) = (str_at(s, "produces"), str_at(s, "id")) {
+                    all_produces.insert(tidy(p), id);
+                }
+            }
+        }
         if let Some(Value::Array(steps)) = root.get("steps") {
             for (i, step) in steps.iter().enumerate() {
                 let ptr = format!("/steps/{i}");
@@ -495,7 +539,7 @@ impl Front {
                 };
                 if let Some(p) = str_at(step, "produces") {
                     let p = tidy(p);
-                    if let Some((_, other)) = produced.iter().find(|(q, _)| *q == p) {
+                    if let Some(other) = produced.insert(p.clone(), id) {
                         self.push(
                             Finding::error(
                                 format!("{ptr}/produces"),
@@ -505,7 +549,6 @@ impl Front {
                             .hint("give each step its own artifact path"),
                         );
                     }
-                    produced.push((p, id.to_owned()));
                 }
                 if let Some(n) = node {
                     nodes.push(n);
@@ -699,8 +742,8 @@ impl Front {
         id: &str,
         input_var: Option<&str>,
         shared: &str,
-        produced: &[(String, String)],
-        all_produces: &[(String, String)],
+        produced: &Artifacts,
+        all_produces: &Artifacts,
         agents: &mut Vec<AgentDef>,
         goals: &mut Vec<GoalDef>,
     ) -> Option<Node> {
@@ -857,8 +900,8 @@ impl Front {
         step: &Value,
         ptr: &str,
         input_var: Option<&str>,
-        produced: &[(String, String)],
-        all_produces: &[(String, String)],
+        produced: &Artifacts,
+        all_produces: &Artifacts,
     ) -> Option<Vec<Line>> {
         let raw: Vec<(String, String)> = match step.get("input") {
             Some(Value::String(s)) => s
@@ -947,15 +990,8 @@ impl Front {
             }
             let t = tidy(file);
             let bare = t.trim_end_matches('/');
-            let by_earlier = produced.iter().any(|(p, _)| {
-                let pb = p.trim_end_matches('/');
-                pb == bare || (p.ends_with('/') && bare.starts_with(&format!("{pb}/")))
-            });
-            if !by_earlier {
-                if let Some((_, later)) = all_produces
-                    .iter()
-                    .find(|(p, _)| p.trim_end_matches('/') == bare)
-                {
+            if produced.writer(bare).is_none() {
+                if let Some(later) = all_produces.exact(bare) {
                     ok = false;
                     self.push(
                         Finding::error(
@@ -972,7 +1008,8 @@ impl Front {
                 }
                 if !self.dir.join(bare).exists() {
                     ok = false;
-                    let earlier: Vec<&str> = produced.iter().map(|(p, _)| p.as_str()).collect();
+                    let earlier: Vec<&str> =
+                        produced.order.iter().map(|(p, _)| p.as_str()).collect();
                     let hint = match crate::diag::suggest(&t, earlier.iter().copied()) {
                         Some(s) => format!("did you mean `{s}`?"),
                         None if earlier.is_empty() => format!(
