@@ -34,6 +34,24 @@ fn python() -> Option<std::ffi::OsString> {
     Some(python)
 }
 
+/// A fresh copy of the project at `from` (relative to the repository) with
+/// `agent_toml` as its config; its canonical path.
+fn project(name: &str, from: &str, agent_toml: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "agentfile-mcp-python-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    fs_support::copy_dir(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(from),
+        &dir,
+        &[],
+    );
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(dir.join("agent.toml"), agent_toml).unwrap();
+    dir
+}
+
 /// Run `client.py` against `agentfile mcp` in `dir`; its JSON summary.
 async fn client(python: &std::ffi::OsStr, dir: &std::path::Path, scenario: &str) -> Value {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_python/client.py");
@@ -146,22 +164,14 @@ async fn the_python_sdk_runs_a_workflow_md_through_approval_and_signal() {
     ])
     .await
     .unwrap();
-    let dir = std::env::temp_dir().join(format!("agentfile-mcp-python-wmd-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    fs_support::copy_dir(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
-        &dir,
-        &[],
-    );
-    let dir = dir.canonicalize().unwrap();
-    std::fs::write(
-        dir.join("agent.toml"),
-        format!(
+    let dir = project(
+        "wmd",
+        "tests/workflow_md/ship-notes",
+        &format!(
             "[llm]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n",
             model.base_url()
         ),
-    )
-    .unwrap();
+    );
     let summary = client(&python, &dir, "workflow-md").await;
     let published = std::fs::read_to_string(dir.join("published.jsonl")).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
@@ -268,22 +278,14 @@ async fn the_python_sdk_runs_a_workflow_yaml_through_its_gate() {
     ])
     .await
     .unwrap();
-    let dir = std::env::temp_dir().join(format!("agentfile-mcp-python-wy-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    fs_support::copy_dir(
-        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_yaml/gated"),
-        &dir,
-        &[],
-    );
-    let dir = dir.canonicalize().unwrap();
-    std::fs::write(
-        dir.join("agent.toml"),
-        format!(
+    let dir = project(
+        "wy",
+        "tests/workflow_yaml/gated",
+        &format!(
             "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n",
             model.base_url()
         ),
-    )
-    .unwrap();
+    );
     let summary = client(&python, &dir, "workflow-yaml").await;
     let notes = std::fs::read_to_string(dir.join("release/NOTES.md")).unwrap_or_default();
     let promoted = std::fs::read_to_string(dir.join("workflows/notes-digest/workflow.yaml"))
