@@ -20,6 +20,8 @@ pub enum Dialect {
     WorkflowYaml,
     /// AIP-15 `WORKFLOW.md`: recognised, not yet supported.
     WorkflowMd,
+    /// An agent definition file (`*.agent.md`), run as one agent.
+    AgentMd,
 }
 
 impl Dialect {
@@ -29,6 +31,7 @@ impl Dialect {
             Dialect::Agentrc => "agentrc",
             Dialect::WorkflowYaml => "workflow-yaml",
             Dialect::WorkflowMd => "workflow-md",
+            Dialect::AgentMd => "agent-md",
         }
     }
 }

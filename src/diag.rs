@@ -337,6 +337,81 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         Severity::Warning,
         "a trigger `input_var` named like a secret, never read from the environment",
     ),
+    (
+        "agent-metadata",
+        Severity::Error,
+        "an agent file's metadata field of the wrong shape (text, list, mapping, variable name)",
+    ),
+    (
+        "metadata-conflict",
+        Severity::Error,
+        "an agent file gives one field in its metadata and by a heading, differently",
+    ),
+    (
+        "duplicate-section",
+        Severity::Error,
+        "an agent file with two `## System`, `## Rules` or `## Tools` sections",
+    ),
+    (
+        "agent-status",
+        Severity::Error,
+        "an agent `status` that is not active, deprecated or disabled",
+    ),
+    (
+        "agent-disabled",
+        Severity::Error,
+        "an agent file with `status: disabled`, which does not run",
+    ),
+    (
+        "agent-deprecated",
+        Severity::Warning,
+        "an agent file with `status: deprecated`",
+    ),
+    (
+        "template-engine",
+        Severity::Error,
+        "a `templateEngine` other than `hbs` or `\"\"`",
+    ),
+    (
+        "template",
+        Severity::Error,
+        "an agent's system message or rules that is not a valid Handlebars template",
+    ),
+    (
+        "unknown-ability",
+        Severity::Error,
+        "an ability that is not fs, network, sh, sh:<command>, tool, mcp, browser or env",
+    ),
+    (
+        "ability-overlap",
+        Severity::Error,
+        "an ability both allowed and denied",
+    ),
+    (
+        "unknown-startup",
+        Severity::Error,
+        "`required.startup` naming no tool of `## Tools`",
+    ),
+    (
+        "js-tools",
+        Severity::Error,
+        "`## Tools` JavaScript that does not compile or does not return `{ name: { fn, scheme } }`",
+    ),
+    (
+        "command",
+        Severity::Error,
+        "an agent command without a name, description or body, misnamed, repeated or not found",
+    ),
+    (
+        "command",
+        Severity::Warning,
+        "a command folder that is empty or holds more files than are read",
+    ),
+    (
+        "remote-command",
+        Severity::Warning,
+        "commands at a URL, which are not fetched",
+    ),
 ];
 
 /// At most this many diagnostics are kept per file; the rest are only counted

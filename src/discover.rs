@@ -36,6 +36,30 @@ pub fn find(root: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Agent files read for their commands, at most.
+pub const MAX_AGENT_FILES: usize = 500;
+
+/// Every agent file (`*.agent.md`) under `root`, found like workflows
+/// (ignored folders skipped), sorted by path.
+pub fn find_agents(root: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .require_git(false)
+        .filter_entry(|e| {
+            let n = e.file_name();
+            n != ".git" && n != "node_modules" && n != "target" && n != ".agentfile"
+        })
+        .build()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
+        .map(|e| e.into_path())
+        .filter(|p| crate::agent_md::is_agent_file(p))
+        .take(MAX_AGENT_FILES)
+        .collect();
+    out.sort();
+    out
+}
+
 /// Find and describe every workflow under `root`.
 pub fn list(root: &Path, config: Option<&Config>) -> WorkflowList {
     let workflows = find(root)

@@ -101,6 +101,11 @@ pub fn text(plan: &Plan) -> String {
         }
         let _ = writeln!(o);
     }
+    for a in &plan.agents {
+        if let Some(card) = &a.card {
+            card_text(&mut o, &a.name, card);
+        }
+    }
     let _ = writeln!(o, "\ngoals");
     for g in &plan.goals {
         let kind = match g.kind {
@@ -270,6 +275,84 @@ fn label(s: &str) -> String {
 
 /// The step and goal flow as a Mermaid flowchart: the DSL's RUN/LOOP steps
 /// as they have always been drawn, any other plan from its step graph.
+/// An agent file's card: what the model is told, and what the agent offers.
+fn card_text(o: &mut String, name: &str, c: &crate::plan::agent::AgentCard) {
+    let _ = writeln!(
+        o,
+        "\nagent {name}: {} {}  version {}  {}",
+        c.icon,
+        c.title,
+        c.version,
+        c.status.as_str()
+    );
+    if !c.description.is_empty() {
+        let _ = writeln!(o, "  {}", c.description);
+    }
+    let block = |o: &mut String, title: &str, text: &str| {
+        let _ = writeln!(o, "  {title}");
+        for line in text.lines() {
+            let _ = writeln!(o, "    {line}");
+        }
+    };
+    block(o, "system message", &c.system);
+    if !c.rules.is_empty() {
+        block(o, "rules", &c.rules);
+    }
+    if !c.commands.is_empty() {
+        let _ = writeln!(o, "  commands (MCP prompts)");
+        let prefix = crate::agent_md::agent_name(std::path::Path::new(&c.file));
+        for cmd in &c.commands {
+            let args: String = cmd.arguments.iter().map(|a| format!(" <{a}>")).collect();
+            let _ = writeln!(o, "    /{prefix}.{}{args}  {}", cmd.name, cmd.description);
+        }
+    }
+    if let Some(script) = &c.script {
+        let _ = writeln!(o, "  tools (JavaScript)");
+        for t in &script.tools {
+            let mark = if c.startup.as_deref() == Some(t.name.as_str()) {
+                "  [startup]"
+            } else {
+                ""
+            };
+            let _ = writeln!(o, "    {}  {}{mark}", t.name, t.description);
+        }
+    }
+    if let Some(ab) = &c.abilities {
+        let list = |v: &[String]| {
+            if v.is_empty() {
+                "(none)".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        let _ = writeln!(
+            o,
+            "  abilities  allow {}  deny {}",
+            list(&ab.allow),
+            list(&ab.deny)
+        );
+    }
+    if !c.required_env.is_empty() {
+        let _ = writeln!(o, "  requires env  {}", c.required_env.join(", "));
+    }
+    if let Some(models) = c
+        .recommended
+        .as_ref()
+        .and_then(|r| r.as_object())
+        .and_then(|m| m.iter().find(|(k, _)| k.eq_ignore_ascii_case("models")))
+        .map(|(_, v)| v)
+    {
+        let names: Vec<String> = match models {
+            serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect(),
+            serde_json::Value::String(s) => vec![s.clone()],
+            _ => Vec::new(),
+        };
+        if !names.is_empty() {
+            let _ = writeln!(o, "  recommended models  {}", names.join(", "));
+        }
+    }
+}
+
 pub fn mermaid(plan: &Plan) -> String {
     if plan.steps.is_empty() {
         return graph::mermaid(plan);

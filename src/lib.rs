@@ -47,6 +47,7 @@
 //!
 //! `src/main.rs` is only the CLI adapter over these.
 
+pub mod agent_md;
 pub mod agentfile;
 pub mod config;
 pub mod detect;
@@ -61,6 +62,7 @@ pub mod plan;
 pub mod printer;
 pub mod protocol;
 pub mod run;
+pub mod script;
 pub mod schemas;
 pub mod server;
 pub mod session;

@@ -257,6 +257,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         resolve_workspace(req.workspace.as_deref(), &config)?
     };
     let inputs = executor::bind_inputs(&plan, &given).map_err(usage)?;
+    check_required_env(&plan)?;
     let limits = limits(req, &config)?;
     let options = ProviderOptions {
         http: req.http.unwrap_or_default(),
@@ -319,6 +320,43 @@ fn check_models(
         (default.name().to_owned(), default.model().to_owned()),
         default.endpoint(),
     ))
+}
+
+/// Every agent file's `required.env` must be set before the run starts.
+fn check_required_env(plan: &Plan) -> Result<(), RunError> {
+    fn walk(plan: &Plan, out: &mut Vec<String>) {
+        for a in &plan.agents {
+            let Some(card) = &a.card else { continue };
+            let missing: Vec<&str> = card
+                .required_env
+                .iter()
+                .filter(|v| std::env::var_os(v).is_none_or(|x| x.is_empty()))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                out.push(format!(
+                    "agent `{}` ({}) requires environment variables that are not set: {}",
+                    a.name,
+                    card.file,
+                    missing.join(", ")
+                ));
+            }
+        }
+        plan.graph.walk(&mut |n| {
+            if let crate::plan::NodeKind::Subworkflow { plan, .. } = &n.kind {
+                walk(plan, out);
+            }
+        });
+    }
+    let mut problems = Vec::new();
+    walk(plan, &mut problems);
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(usage(format!(
+        "{}\n  = hint: set them in the run's environment (`required.env` of the agent file); nothing was sent to a model",
+        problems.join("\n")
+    )))
 }
 
 /// Whether any goal (in the plan or a sub-workflow) talks to a model.

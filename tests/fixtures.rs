@@ -1,7 +1,8 @@
 //! Snapshot tests of the diagnostics: every folder under `fixtures/invalid/` and
 //! `fixtures/warnings/` holds a workflow and `expected.txt`, the exact output of
 //! `agentfile validate` run in that folder (arguments from `args` when present,
-//! else `validate Agentfile`). `fixtures/valid/` folders also hold `inspect.json`.
+//! else `validate Agentfile`). `fixtures/valid/` folders also hold the
+//! `inspect` output as JSON, Mermaid and text.
 //!
 //! Regenerate after an intended change with `UPDATE_SNAPSHOTS=1 cargo test`, then
 //! read the diff: the snapshots are the spec of what users see.
@@ -189,6 +190,8 @@ fn valid_workflows_inspect_as_snapshotted() {
             ],
         );
         check_snapshot(&case.join("inspect.mmd"), &r.stdout, &mut failures);
+        let r = run(case, &["inspect".into(), file.clone()]);
+        check_snapshot(&case.join("inspect.txt"), &r.stdout, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }

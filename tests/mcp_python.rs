@@ -335,3 +335,81 @@ async fn the_python_sdk_runs_a_workflow_yaml_through_its_gate() {
     assert_eq!(w["promoted"]["is_error"], false, "{w:#}");
     assert_eq!(promoted, yaml);
 }
+
+#[tokio::test]
+async fn the_python_sdk_lists_agent_commands_as_prompts() {
+    let Some(python) = python() else {
+        return;
+    };
+    let dir = project(
+        "agent-md",
+        "fixtures/valid/agent-policy",
+        "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"http://127.0.0.1:9\"\n",
+    );
+    // A second agent in a subfolder, with a command file and a folder.
+    std::fs::create_dir_all(dir.join("agents/commands")).unwrap();
+    std::fs::write(
+        dir.join("agents/tester.agent.md"),
+        "---\ncommands:\n  - ./commands\n---\n# Tester\n\nWrites tests.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agents/commands/unit.md"),
+        "---\ndescription: Unit tests for a target\nargument-hint: [target] [framework]\n---\nTest $1 with $2; all: $ARGUMENTS\n",
+    )
+    .unwrap();
+    // Ignored folders are not searched.
+    std::fs::create_dir_all(dir.join("node_modules/x")).unwrap();
+    std::fs::write(
+        dir.join("node_modules/x/hidden.agent.md"),
+        "---\ncommands:\n  - {name: x, description: y, body: z}\n---\n# Hidden\n",
+    )
+    .unwrap();
+    let summary = client(&python, &dir, "agent-md").await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let a = &summary["agent_md"];
+    let prompts = a["prompts"].as_object().unwrap();
+    for name in [
+        "policy.checkPolicies",
+        "policy.buildPolicyIndex",
+        "policy.suggestPolicyChanges",
+        "tester.unit",
+        "run",
+        "list",
+        "create",
+    ] {
+        assert!(prompts.contains_key(name), "{name} missing: {a:#}");
+    }
+    assert!(!prompts.contains_key("hidden.x"), "{a:#}");
+    assert_eq!(
+        prompts["policy.buildPolicyIndex"]["arguments"],
+        serde_json::json!([
+            {"name": "root-path", "required": true},
+            {"name": "index-path", "required": true}
+        ])
+    );
+    assert_eq!(
+        prompts["tester.unit"]["arguments"],
+        serde_json::json!([
+            {"name": "target", "required": true},
+            {"name": "framework", "required": true}
+        ])
+    );
+    assert!(
+        prompts["policy.checkPolicies"]["description"]
+            .as_str()
+            .unwrap()
+            .starts_with("Check all policy files"),
+        "{a:#}"
+    );
+    let text = a["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("Scan policies under policies/ and build or update the index file at INDEX.md."),
+        "{text}"
+    );
+    let missing = a["missing"].as_str().unwrap_or_default();
+    assert!(
+        missing.contains("needs argument 2") && missing.contains("index-path"),
+        "{a:#}"
+    );
+}

@@ -83,6 +83,8 @@ struct Prompt {
     text: String,
     source: plan::PromptSource,
     at: Option<(FileId, usize, usize)>,
+    /// An agent file's card (`AGENT x FROM x.agent.md`).
+    card: Option<Box<plan::agent::AgentCard>>,
 }
 
 /// What a variable name refers to.
@@ -657,6 +659,7 @@ impl Validator<'_, '_> {
                     profile: a.requires.as_ref().map(|r| r.value.clone()),
                     outputs: a.outputs.iter().map(|o| o.name.clone()).collect(),
                     reads,
+                    card: p.card,
                 })
             })
             .collect();
@@ -1084,6 +1087,7 @@ impl Validator<'_, '_> {
                     t.content.start as usize,
                     t.content.end as usize,
                 )),
+                card: None,
             }),
             Source::From { path, span } => self.load_from(path, *span, usage),
         }
@@ -1096,6 +1100,21 @@ impl Validator<'_, '_> {
         }
         let resolved = self.dir.join(expand_home(written));
         self.check_escape(written, &resolved, span);
+        if usage == PromptUse::Agent
+            && crate::agent_md::is_agent_file(&resolved)
+            && resolved.is_file()
+        {
+            let card =
+                crate::agent_md::load_path(self.map, &resolved, written, Some(span), &mut self.diags)?;
+            return Some(Prompt {
+                text: crate::agent_md::literal(&card.persona()),
+                source: plan::PromptSource::File {
+                    path: written.to_owned(),
+                },
+                at: None,
+                card: Some(Box::new(card)),
+            });
+        }
         if resolved.is_dir() {
             if usage == PromptUse::Goal {
                 self.error(
@@ -1265,6 +1284,7 @@ impl Validator<'_, '_> {
             text,
             source,
             at: Some((fid, 0, len)),
+            card: None,
         })
     }
 

@@ -48,6 +48,9 @@ pub struct Conversation<'a> {
     /// A CONVERGE round after the first: the exact reply `CONVERGED` ends the
     /// conversation as a signal, before any structured-output parsing.
     pub accept_converged: bool,
+    /// The agent file of the persona: its JavaScript tools are offered, and
+    /// its startup tool runs before the first turn.
+    pub card: Option<&'a crate::plan::agent::AgentCard>,
 }
 
 /// What a conversation produced.
@@ -81,6 +84,20 @@ impl RunCx<'_> {
         } else {
             Vec::new()
         };
+        if let Some(card) = conv.card {
+            self.startup(&conv.scope, card).await?;
+            if conv.use_tools
+                && let Some(script) = &card.script
+            {
+                // The agent's own tools shadow a built-in of the same name.
+                tools.retain(|t| card.script_tool(&t.name).is_none());
+                tools.extend(script.tools.iter().map(|t| ToolDef {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                }));
+            }
+        }
         if !conv.outputs.is_empty() {
             tools.push(submit_output_def(conv.outputs));
         }
@@ -268,6 +285,27 @@ impl RunCx<'_> {
                                 "`{SIGNAL_DONE}` is only for goals inside a loop, and this goal is not in one; there is nothing to signal. To finish, {finish}."
                             ),
                             is_error: true,
+                        }
+                    }
+                    _ if conv.use_tools
+                        && conv.card.is_some_and(|c| c.script_tool(&call.name).is_some()) =>
+                    {
+                        answer.tool_calls += 1;
+                        let card = conv.card.expect("checked above");
+                        let out = self
+                            .script_call(
+                                &conv.scope,
+                                card,
+                                &call.id,
+                                &call.name,
+                                call.arguments.clone(),
+                            )
+                            .await?;
+                        ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: out.content,
+                            is_error: out.is_error,
                         }
                     }
                     _ => {

@@ -31,6 +31,7 @@ pub mod goal;
 mod interp;
 mod journal;
 mod prompt;
+mod scripted;
 mod work;
 
 use std::collections::BTreeMap;

@@ -30,15 +30,16 @@ pub(super) async fn work_goal(
     let provider_for =
         |profile: Option<&str>| cx.svc.models.provider(profile).map_err(Stop::Failed);
     if goal.agents.len() <= 1 {
-        let (persona, profile, agent_scope) = match goal.agents.first().and_then(|a| plan.agent(a))
-        {
-            Some(a) => (
-                Some(env.render(&a.prompt)),
-                a.profile.as_deref(),
-                scope.with_agent(&a.name),
-            ),
-            None => (None, None, scope.clone()),
-        };
+        let (persona, profile, agent_scope, card) =
+            match goal.agents.first().and_then(|a| plan.agent(a)) {
+                Some(a) => (
+                    Some(env.render(&a.prompt)),
+                    a.profile.as_deref(),
+                    scope.with_agent(&a.name),
+                    a.card.as_deref(),
+                ),
+                None => (None, None, scope.clone(), None),
+            };
         if let Some(a) = &agent_scope.agent {
             cx.emit(&agent_scope, EventBody::AgentStarted { role: a.clone() });
         }
@@ -52,6 +53,7 @@ pub(super) async fn work_goal(
                 outputs: &goal.outputs,
                 can_signal_done: in_loop,
                 accept_converged,
+                card,
             })
             .await?;
         return Ok((answer, None));
@@ -77,6 +79,7 @@ pub(super) async fn work_goal(
             outputs: &agent.outputs,
             can_signal_done: in_loop,
             accept_converged,
+            card: agent.card.as_deref(),
         };
         convs.push(cx.converse(conv));
     }
@@ -157,6 +160,7 @@ pub(super) async fn work_goal(
             outputs: &goal.outputs,
             can_signal_done: false,
             accept_converged,
+            card: None,
         })
         .await?;
     synthesis.tool_calls = answers.iter().map(|a| a.tool_calls).sum();

@@ -192,7 +192,10 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
     let dialect = match (opts.dialect, detect(&path, text)) {
         // `--dialect` chooses between the two formats named `Agentfile`; a file
         // called workflow.yaml or WORKFLOW.md is that format whatever the flag.
-        (_, Detected::Format(d @ (Dialect::WorkflowYaml | Dialect::WorkflowMd), _)) => d,
+        (
+            _,
+            Detected::Format(d @ (Dialect::WorkflowYaml | Dialect::WorkflowMd | Dialect::AgentMd), _),
+        ) => d,
         (Some(d), _) => d,
         (None, Detected::Format(d, _)) => d,
         (None, Detected::Ambiguous { dsl, agentrc }) => {
@@ -210,7 +213,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
     };
     if !matches!(
         dialect,
-        Dialect::Agentfile | Dialect::WorkflowMd | Dialect::WorkflowYaml
+        Dialect::Agentfile | Dialect::WorkflowMd | Dialect::WorkflowYaml | Dialect::AgentMd
     ) {
         let (span, why) = match detect(&path, text) {
             Detected::Format(_, Some(ev)) => (
@@ -238,6 +241,8 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
                 lenient: opts.lenient,
             },
         )
+    } else if dialect == Dialect::AgentMd {
+        crate::agent_md::analyze(&mut sources, file)
     } else if dialect == Dialect::WorkflowMd {
         crate::workflow_md::analyze(
             &mut sources,

@@ -45,6 +45,12 @@ pub const FORMATS: &[Format] = &[
         names: &["WORKFLOW.md"],
         home: Some(".workflows"),
     },
+    Format {
+        dialect: Dialect::AgentMd,
+        title: "an agent definition file (.agent.md)",
+        names: &[],
+        home: None,
+    },
 ];
 
 /// The files a folder given as the workflow may hold, in the order tried.
@@ -52,6 +58,9 @@ pub const FOLDER_FILES: &[&str] = &["Agentfile", "WORKFLOW.md", "workflow.yaml",
 
 /// The format a file's name alone decides, if any.
 pub fn by_name(path: &Path) -> Option<Dialect> {
+    if crate::agent_md::is_agent_file(path) {
+        return Some(Dialect::AgentMd);
+    }
     let name = path.file_name()?.to_str()?;
     FORMATS
         .iter()

@@ -122,6 +122,7 @@ impl WorkflowBuilder {
             profile: None,
             outputs: Vec::new(),
             reads: Vec::new(),
+            card: None,
         });
         self
     }

@@ -9,6 +9,7 @@
 //! It is also a wire type: `agentfile inspect --format json` prints it, and its
 //! JSON Schema lives in `protocol/plan.schema.json`.
 
+pub mod agent;
 pub mod build;
 pub mod expr;
 pub mod graph;
@@ -180,6 +181,9 @@ pub struct AgentDef {
     pub outputs: Vec<String>,
     /// Variables the prompt reads.
     pub reads: Vec<String>,
+    /// The agent definition file (`*.agent.md`) the persona came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub card: Option<Box<agent::AgentCard>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

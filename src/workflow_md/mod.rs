@@ -131,6 +131,8 @@ struct FileCx {
     doc: Doc,
     dir: PathBuf,
     goals: Vec<GoalDef>,
+    /// Personas of `agent` steps (`inputs.agent: x.agent.md`).
+    agents: Vec<crate::plan::AgentDef>,
     /// Node path → the YAML pointer of the step (or branch) it came from.
     paths: HashMap<String, String>,
     default_approval: Option<ApprovalClass>,
@@ -144,6 +146,7 @@ impl FileCx {
             doc,
             dir,
             goals: Vec::new(),
+            agents: Vec::new(),
             paths: HashMap::new(),
             default_approval: None,
             default_retry: None,
@@ -298,7 +301,7 @@ impl Front<'_> {
             format: "workflow-md".into(),
             path: path.display().to_string(),
             inputs: inputs_of(input_schema.as_ref()),
-            agents: Vec::new(),
+            agents: std::mem::take(&mut cx.agents),
             goals: std::mem::take(&mut cx.goals),
             steps: Vec::new(),
             security: None,
@@ -902,13 +905,14 @@ impl Front<'_> {
                     .map(|p| p.keys().cloned().collect())
                     .unwrap_or_default();
                 let goal = format!("agent:{path}");
+                let persona = self.persona(cx, s, ptr);
                 cx.goals.push(GoalDef {
                     name: goal.clone(),
                     kind: GoalKind::Goal,
                     outcome: "$prompt".into(),
                     summary: format!("agent step `{path}`"),
                     source: PromptSource::Inline,
-                    agents: Vec::new(),
+                    agents: persona.into_iter().collect(),
                     outputs,
                     reads: vec!["prompt".into()],
                     within: None,
@@ -929,6 +933,56 @@ impl Front<'_> {
                 empty
             }
         }
+    }
+
+    /// An `agent` step's `inputs.agent`: an agent file (relative to the
+    /// workflow's folder) loaded as the step's persona; its name.
+    fn persona(&mut self, cx: &mut FileCx, step: &Value, ptr: &str) -> Option<String> {
+        let v = step.get("inputs")?.get("agent")?;
+        let aptr = format!("{ptr}/inputs/agent");
+        let sp = self.span(cx, &aptr, false);
+        let rel = match v.as_str() {
+            Some(r) if crate::agent_md::is_agent_file(Path::new(r)) => r.trim(),
+            _ => {
+                self.error(
+                    "schema",
+                    sp,
+                    "`inputs.agent` names an agent definition file (`agents/<name>.agent.md`)".into(),
+                    Some("write the file's path relative to the workflow's folder".into()),
+                );
+                return None;
+            }
+        };
+        if Path::new(rel).is_absolute()
+            || Path::new(rel)
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            self.error(
+                "file-contract",
+                sp,
+                format!("`{rel}` must lie inside the workflow's folder"),
+                Some("name the agent file relative to the workflow, without `..`".into()),
+            );
+            return None;
+        }
+        if let Some(a) = cx.agents.iter().find(|a| a.name == rel) {
+            return Some(a.name.clone());
+        }
+        let path = cx.dir.join(rel);
+        let card = crate::agent_md::load_path(self.sources, &path, rel, Some(sp), &mut self.diags)?;
+        cx.agents.push(crate::plan::AgentDef {
+            name: rel.to_owned(),
+            source: PromptSource::File {
+                path: rel.to_owned(),
+            },
+            prompt: crate::agent_md::literal(&card.persona()),
+            profile: None,
+            outputs: Vec::new(),
+            reads: Vec::new(),
+            card: Some(Box::new(card)),
+        });
+        Some(rel.to_owned())
     }
 
     fn resolve(&self, id: &str) -> Option<Resolved> {

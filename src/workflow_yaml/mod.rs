@@ -177,10 +177,14 @@ pub fn analyze(
         path,
         findings: Vec::new(),
         texts: HashMap::new(),
+        sources: std::mem::take(sources),
+        agent_diags: Vec::new(),
+        cards: HashMap::new(),
     };
     let plan = fe.lower();
+    *sources = std::mem::take(&mut fe.sources);
     let _ = opts.config;
-    let mut diags = Vec::new();
+    let mut diags = std::mem::take(&mut fe.agent_diags);
     for f in fe.findings {
         let span = span(
             &text,
@@ -318,6 +322,12 @@ struct Front {
     findings: Vec<Finding>,
     /// Prompt files read, by path relative to `dir`.
     texts: HashMap<String, Option<String>>,
+    /// The run's sources, lent while lowering: agent files are added to it.
+    sources: SourceMap,
+    /// Diagnostics of agent files, located in them.
+    agent_diags: Vec<Diagnostic>,
+    /// Agent files loaded, by path relative to `dir`.
+    cards: HashMap<String, Option<crate::plan::agent::AgentCard>>,
 }
 
 /// Artifact paths (tidy; a folder ends in `/`) and the step that writes
@@ -635,6 +645,17 @@ impl Front {
 
     /// A prompt file named at `pointer`, relative to the workflow: its text,
     /// or `None` after reporting why not.
+    /// An `agent:` that is an agent file, loaded once (`text` is its content).
+    fn agent_card(&mut self, rel: &str, text: String) -> Option<crate::plan::agent::AgentCard> {
+        if let Some(c) = self.cards.get(rel) {
+            return c.clone();
+        }
+        let file = self.sources.add(self.dir.join(rel), text);
+        let card = crate::agent_md::load(&mut self.sources, file, rel, &mut self.agent_diags);
+        self.cards.insert(rel.to_owned(), card.clone());
+        card
+    }
+
     fn prompt_file(&mut self, pointer: &str, what: &str, rel: &str) -> Option<String> {
         if let Some(p) = path_problem(rel) {
             self.push(
@@ -766,11 +787,20 @@ impl Front {
             Some(Some(t)) => Some(t),
             None => None,
         };
+        let card = if crate::agent_md::is_agent_file(Path::new(&agent_path)) {
+            Some(self.agent_card(&agent_path, agent_text.clone())?)
+        } else {
+            None
+        };
         if !agents.iter().any(|a| a.name == agent_path) {
+            let agent_text = match &card {
+                Some(c) => c.persona(),
+                None => agent_text.trim().to_owned(),
+            };
             let persona = if shared.is_empty() {
-                agent_text.trim().to_owned()
+                agent_text
             } else {
-                format!("{shared}\n\n{}", agent_text.trim())
+                format!("{shared}\n\n{agent_text}")
             };
             agents.push(AgentDef {
                 name: agent_path.clone(),
@@ -781,6 +811,7 @@ impl Front {
                 profile: None,
                 outputs: Vec::new(),
                 reads: Vec::new(),
+                card: card.map(Box::new),
             });
         }
         let name = str_at(step, "name").unwrap_or(id).trim().to_owned();

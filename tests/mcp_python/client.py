@@ -158,13 +158,42 @@ async def workflow_yaml(params: StdioServerParameters) -> dict:
             }
 
 
+async def agent_md(params: StdioServerParameters) -> dict:
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed = (await session.list_prompts()).prompts
+            prompts = {
+                p.name: {
+                    "description": p.description,
+                    "arguments": [
+                        {"name": a.name, "required": bool(a.required)} for a in (p.arguments or [])
+                    ],
+                }
+                for p in listed
+            }
+            got = await session.get_prompt(
+                "policy.buildPolicyIndex", {"root-path": "policies/", "index-path": "INDEX.md"}
+            )
+            try:
+                await session.get_prompt("policy.buildPolicyIndex", {"root-path": "policies/"})
+                missing = None
+            except Exception as e:  # the SDK raises McpError for an error response
+                missing = str(e)
+            return {
+                "prompts": prompts,
+                "text": got.messages[0].content.text,
+                "missing": missing,
+            }
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--key-var", required=True)
     ap.add_argument("--key", required=True)
-    ap.add_argument("--scenario", choices=["dsl", "workflow-md", "workflow-yaml"], default="dsl")
+    ap.add_argument("--scenario", choices=["dsl", "workflow-md", "workflow-yaml", "agent-md"], default="dsl")
     a = ap.parse_args()
     params = StdioServerParameters(
         command=a.binary,
@@ -172,7 +201,12 @@ async def main() -> None:
         env={a.key_var: a.key},
         cwd=a.workspace,
     )
-    if a.scenario == "workflow-yaml":
+    if a.scenario == "agent-md":
+        summary = {
+            "sdk_version": getattr(mcp, "__version__", None) or _version(),
+            "agent_md": await agent_md(params),
+        }
+    elif a.scenario == "workflow-yaml":
         summary = {
             "sdk_version": getattr(mcp, "__version__", None) or _version(),
             "workflow_yaml": await workflow_yaml(params),

@@ -226,7 +226,13 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        Ok(ListPromptsResult::with_all_items(prompts::list()))
+        let root = self.engine.root().to_owned();
+        let agents = tokio::task::spawn_blocking(move || prompts::agent_prompts(&root))
+            .await
+            .unwrap_or_default();
+        let mut all = prompts::list();
+        all.extend(agents.iter().map(prompts::agent_prompt));
+        Ok(ListPromptsResult::with_all_items(all))
     }
 
     async fn get_prompt(
@@ -234,6 +240,29 @@ impl ServerHandler for McpServer {
         request: GetPromptRequestParams,
         _: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name.contains('.') {
+            let root = self.engine.root().to_owned();
+            let agents = tokio::task::spawn_blocking(move || prompts::agent_prompts(&root))
+                .await
+                .unwrap_or_default();
+            let Some(p) = agents
+                .iter()
+                .find(|p| p.name().eq_ignore_ascii_case(&request.name))
+            else {
+                let names: Vec<String> = agents.iter().map(prompts::AgentPrompt::name).collect();
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "no prompt `{}`; agent commands here: {}",
+                        request.name,
+                        if names.is_empty() { "(none)".to_owned() } else { names.join(", ") }
+                    ),
+                    None,
+                ));
+            };
+            return prompts::agent_get(p, request.arguments.as_ref())
+                .map(Into::into)
+                .map_err(|e| ErrorData::invalid_params(e, None));
+        }
         prompts::get(&request.name, request.arguments.as_ref())
             .map(Into::into)
             .map_err(|e| ErrorData::invalid_params(e, None))

@@ -10,6 +10,112 @@ use rmcp::model::{
     GetPromptResult, JsonObject, Prompt, PromptArgument, PromptMessage, Role as McpRole,
 };
 
+/// One agent file's command, offered as the prompt `<agent>.<command>`.
+#[derive(Debug, Clone)]
+pub struct AgentPrompt {
+    pub agent: String,
+    pub title: String,
+    pub command: crate::plan::agent::AgentCommand,
+}
+
+impl AgentPrompt {
+    pub fn name(&self) -> String {
+        format!("{}.{}", self.agent, self.command.name)
+    }
+}
+
+/// The commands of every valid, enabled agent file under `root` (blocking:
+/// reads files). Agents with errors offer nothing; `validate` explains them.
+pub fn agent_prompts(root: &std::path::Path) -> Vec<AgentPrompt> {
+    let mut out = Vec::new();
+    let mut taken = std::collections::HashSet::new();
+    for path in crate::discover::find_agents(root) {
+        let mut sources = crate::diag::SourceMap::default();
+        let mut diags = Vec::new();
+        let written = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        let Some(card) =
+            crate::agent_md::load_path(&mut sources, &path, &written, None, &mut diags)
+        else {
+            continue;
+        };
+        let agent = crate::agent_md::agent_name(&path);
+        for command in card.commands {
+            let p = AgentPrompt {
+                agent: agent.clone(),
+                title: card.title.clone(),
+                command,
+            };
+            // Two agent files of one name: the first (by path) keeps it.
+            if taken.insert(p.name().to_ascii_lowercase()) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// The prompt a host shows for an agent command.
+pub fn agent_prompt(p: &AgentPrompt) -> Prompt {
+    use crate::agent_md::commands;
+    let names = commands::argument_names(&p.command);
+    let args: Vec<PromptArgument> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let what = if n == "arguments" && p.command.arguments.is_empty() {
+                "All arguments, separated by spaces ($ARGUMENTS)".to_owned()
+            } else {
+                format!("Argument {} (${})", i + 1, i + 1)
+            };
+            PromptArgument::new(n.clone())
+                .with_description(what)
+                .with_required(commands::required(&p.command, i + 1))
+        })
+        .collect();
+    Prompt::new(
+        p.name(),
+        Some(format!("{} ({})", p.command.description, p.title)),
+        (!args.is_empty()).then_some(args),
+    )
+    .with_title(format!("{}: {}", p.title, p.command.name))
+}
+
+/// The command `p` with its arguments substituted, or why not.
+pub fn agent_get(p: &AgentPrompt, args: Option<&JsonObject>) -> Result<GetPromptResult, String> {
+    use crate::agent_md::commands;
+    let names = commands::argument_names(&p.command);
+    let mut positional: Vec<String> = names
+        .iter()
+        .map(|n| arg(args, n).unwrap_or_default())
+        .collect();
+    if p.command.arguments.is_empty() && names == ["arguments"] {
+        positional = positional[0]
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+    }
+    let text = commands::expand(&p.command, &positional).map_err(|m| {
+        let name = names
+            .get(m.position - 1)
+            .cloned()
+            .unwrap_or_else(|| format!("arg{}", m.position));
+        format!(
+            "prompt `{}` needs argument {} (`{name}`): its text uses ${}",
+            p.name(),
+            m.position,
+            m.position
+        )
+    })?;
+    Ok(
+        GetPromptResult::new(vec![PromptMessage::new_text(McpRole::User, text)])
+            .with_description(p.command.description.clone()),
+    )
+}
+
 /// The prompts, as `prompts/list` returns them.
 pub fn list() -> Vec<Prompt> {
     vec![

@@ -1,0 +1,599 @@
+//! The JavaScript sandbox for agent files' `## Tools` (CONTRACT §11).
+//!
+//! The code is a function body that returns `{ name: { fn, scheme } }`. It
+//! runs in QuickJS (through `rquickjs`): a small embeddable engine with a
+//! memory limit and an interrupt hook, so a hostile or broken tool is stopped
+//! by the engine itself rather than by killing a thread. Boa, the pure-Rust
+//! alternative, has no memory limit.
+//!
+//! What this module promises:
+//! - The script has no file, network, process or environment access of its
+//!   own: no `require`, `process`, module loader, `std`/`os`. The only way out
+//!   is the host functions `read`, `write`, `fetch`, `sh`, `tool`, `env`, each
+//!   one call to [`Host::call`], which the caller judges (abilities, policy).
+//! - Every call runs in a fresh runtime: nothing is shared between calls.
+//! - A CPU-time limit (time spent waiting on host calls not counted), a memory
+//!   limit and a stack limit: an infinite loop, a huge allocation or unbounded
+//!   recursion becomes a [`ScriptError`], never a hang or a crash.
+//! - Nothing here panics on any code or arguments.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use rquickjs::function::Rest;
+use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Object, Runtime};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What one script run may use.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Time the script may compute (host calls excluded).
+    pub cpu: Duration,
+    /// Bytes the engine may allocate.
+    pub memory: usize,
+    /// Bytes of native stack the engine may use (recursion depth).
+    pub stack: usize,
+}
+
+impl Default for Limits {
+    /// 2 s of CPU, 64 MiB, 512 KiB of stack (well inside the 2 MiB of a
+    /// blocking-pool thread).
+    fn default() -> Limits {
+        Limits {
+            cpu: Duration::from_secs(2),
+            memory: 64 << 20,
+            stack: 512 << 10,
+        }
+    }
+}
+
+/// The largest tool result, as JSON.
+pub const MAX_RESULT_BYTES: usize = 1 << 20;
+
+/// One tool as the code declares it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ToolScheme {
+    /// The key in the returned object.
+    pub key: String,
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// The host functions a script can call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostFn {
+    Read,
+    Write,
+    Fetch,
+    Sh,
+    Tool,
+    Env,
+}
+
+impl HostFn {
+    pub const ALL: [HostFn; 6] = [
+        HostFn::Read,
+        HostFn::Write,
+        HostFn::Fetch,
+        HostFn::Sh,
+        HostFn::Tool,
+        HostFn::Env,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HostFn::Read => "read",
+            HostFn::Write => "write",
+            HostFn::Fetch => "fetch",
+            HostFn::Sh => "sh",
+            HostFn::Tool => "tool",
+            HostFn::Env => "env",
+        }
+    }
+
+    /// The JSON arguments object the host receives, built from the script's
+    /// positional arguments.
+    fn fields(self) -> &'static [&'static str] {
+        match self {
+            HostFn::Read => &["path"],
+            HostFn::Write => &["path", "content"],
+            HostFn::Fetch => &["url"],
+            HostFn::Sh => &["command"],
+            HostFn::Tool => &["name", "args"],
+            HostFn::Env => &["name"],
+        }
+    }
+}
+
+/// What the script may call. Blocking: called on the script's own thread.
+pub trait Host {
+    /// `Ok(value)` is returned to the script; `Err(message)` is thrown in it
+    /// as an `Error` with that message.
+    fn call(&self, func: HostFn, args: Value) -> Result<Value, String>;
+}
+
+/// A host that refuses everything (used while tools are described).
+struct NoHost;
+
+impl Host for NoHost {
+    fn call(&self, _: HostFn, _: Value) -> Result<Value, String> {
+        Err("host functions are not available while tools are being described".into())
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ScriptError {
+    /// The code does not compile, or throws while building its tools.
+    #[error("{message}{}", at(*line, *column))]
+    Syntax {
+        message: String,
+        line: Option<u32>,
+        column: Option<u32>,
+    },
+    /// The value the code returns is not `{ name: { fn, scheme } }`.
+    #[error("{0}")]
+    Shape(String),
+    /// The tool threw, or its promise was rejected or never settled.
+    #[error("{0}")]
+    Thrown(String),
+    #[error("it ran past its CPU time limit of {} and was stopped", humantime::format_duration(*.0))]
+    Timeout(Duration),
+    #[error("it ran out of its memory limit of {} MiB and was stopped", .0 >> 20)]
+    OutOfMemory(usize),
+    /// The result cannot be sent back as JSON.
+    #[error("{0}")]
+    Result(String),
+    #[error("no tool `{name}`; the tools are: {}", known.join(", "))]
+    UnknownTool { name: String, known: Vec<String> },
+}
+
+fn at(line: Option<u32>, column: Option<u32>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(" (line {l}, column {c})"),
+        (Some(l), None) => format!(" (line {l})"),
+        _ => String::new(),
+    }
+}
+
+/// Evaluate the code (calling no tool) and return its tools in order.
+pub fn describe(code: &str, limits: &Limits) -> Result<Vec<ToolScheme>, ScriptError> {
+    run(code, Rc::new(NoHost), limits, |_, tools| {
+        Ok(tools.into_iter().map(|(s, _)| s).collect())
+    })
+}
+
+/// Call tool `name` (case-insensitive, by key or scheme name) with `args`;
+/// its result as JSON (`undefined` is `null`).
+pub fn call(
+    code: &str,
+    name: &str,
+    args: Value,
+    host: Rc<dyn Host>,
+    limits: &Limits,
+) -> Result<Value, ScriptError> {
+    let args = serde_json::to_string(&args).unwrap_or_else(|_| "{}".into());
+    run(code, host, limits, |ctx, tools| {
+        let known: Vec<String> = tools.iter().map(|(s, _)| s.name.clone()).collect();
+        let Some((_, f)) = tools.into_iter().find(|(s, _)| {
+            s.name.eq_ignore_ascii_case(name) || s.key.eq_ignore_ascii_case(name)
+        }) else {
+            return Err(ScriptError::UnknownTool {
+                name: name.to_owned(),
+                known,
+            });
+        };
+        let input = ctx
+            .json_parse(args.as_str())
+            .catch(ctx)
+            .map_err(|e| ScriptError::Thrown(format!("the arguments are not JSON: {e}")))?;
+        let out: rquickjs::Value = f.call((input,)).catch(ctx).map_err(Failure::Caught)?;
+        let out = match out.as_promise() {
+            Some(p) => match p.finish::<rquickjs::Value>().catch(ctx) {
+                Ok(v) => v,
+                Err(CaughtError::Error(rquickjs::Error::WouldBlock)) => {
+                    return Err(ScriptError::Thrown(
+                        "the tool's promise never settled".into(),
+                    ));
+                }
+                Err(e) => return Err(Failure::Caught(e).into()),
+            },
+            None => out,
+        };
+        if out.is_function() {
+            return Err(ScriptError::Result(
+                "the tool returned a function, which is not JSON".into(),
+            ));
+        }
+        let text = match ctx.json_stringify(out).catch(ctx) {
+            Ok(Some(s)) => s
+                .to_string()
+                .map_err(|e| ScriptError::Result(format!("the result is not text: {e}")))?,
+            Ok(None) => return Ok(Value::Null),
+            Err(e) => {
+                return Err(ScriptError::Result(format!(
+                    "the result cannot be turned into JSON: {}",
+                    caught_text(&e)
+                )));
+            }
+        };
+        if text.len() > MAX_RESULT_BYTES {
+            return Err(ScriptError::Result(format!(
+                "the result is {} bytes of JSON; the limit is {MAX_RESULT_BYTES}",
+                text.len()
+            )));
+        }
+        serde_json::from_str(&text)
+            .map_err(|e| ScriptError::Result(format!("the result is not JSON: {e}")))
+    })
+}
+
+/// A failure inside the engine, mapped to a [`ScriptError`] once the clock
+/// and limits are known.
+enum Failure<'js> {
+    Caught(CaughtError<'js>),
+    Script(ScriptError),
+}
+
+impl From<ScriptError> for Failure<'_> {
+    fn from(e: ScriptError) -> Self {
+        Failure::Script(e)
+    }
+}
+
+impl From<Failure<'_>> for ScriptError {
+    fn from(f: Failure<'_>) -> ScriptError {
+        match f {
+            Failure::Script(e) => e,
+            Failure::Caught(e) => ScriptError::Thrown(caught_text(&e)),
+        }
+    }
+}
+
+fn caught_text(e: &CaughtError<'_>) -> String {
+    match e {
+        CaughtError::Exception(x) => {
+            let msg = x.message().unwrap_or_default();
+            let name: Option<String> = x.get("name").ok();
+            match name {
+                Some(n) if !n.is_empty() && n != "Error" => format!("{n}: {msg}"),
+                _ => msg,
+            }
+        }
+        CaughtError::Value(v) => {
+            let ctx = v.ctx().clone();
+            match ctx.json_stringify(v.clone()) {
+                Ok(Some(s)) => format!("threw {}", s.to_string().unwrap_or_default()),
+                _ => format!("threw a {}", v.type_name()),
+            }
+        }
+        CaughtError::Error(e) => e.to_string(),
+    }
+}
+
+/// The script's CPU clock: a deadline pushed back by time spent in host
+/// calls.
+struct Clock {
+    deadline: Cell<Instant>,
+    expired: Cell<bool>,
+}
+
+type Tools<'js> = Vec<(ToolScheme, Function<'js>)>;
+
+/// Set up a fresh engine, evaluate the code, collect its tools, and run `f`.
+fn run<T>(
+    code: &str,
+    host: Rc<dyn Host>,
+    limits: &Limits,
+    f: impl for<'js> FnOnce(&Ctx<'js>, Tools<'js>) -> Result<T, ScriptError>,
+) -> Result<T, ScriptError> {
+    let limits = *limits;
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_inner(code, host, &limits, f)
+    }));
+    match outcome {
+        Ok(r) => r,
+        Err(_) => Err(ScriptError::Thrown(
+            "the JavaScript engine failed on this code".into(),
+        )),
+    }
+}
+
+fn run_inner<T>(
+    code: &str,
+    host: Rc<dyn Host>,
+    limits: &Limits,
+    f: impl for<'js> FnOnce(&Ctx<'js>, Tools<'js>) -> Result<T, ScriptError>,
+) -> Result<T, ScriptError> {
+    let engine = |e: rquickjs::Error| ScriptError::Thrown(format!("cannot start the engine: {e}"));
+    let rt = Runtime::new().map_err(engine)?;
+    rt.set_memory_limit(limits.memory);
+    rt.set_max_stack_size(limits.stack);
+    let clock = Rc::new(Clock {
+        deadline: Cell::new(Instant::now() + limits.cpu),
+        expired: Cell::new(false),
+    });
+    let watch = clock.clone();
+    // The handler must be 'static; `Rc` is fine: the runtime never leaves
+    // this thread.
+    let handler: Box<dyn FnMut() -> bool> = Box::new(move || {
+        if Instant::now() >= watch.deadline.get() {
+            watch.expired.set(true);
+            true
+        } else {
+            false
+        }
+    });
+    // SAFETY-free: `set_interrupt_handler` takes a `Box<dyn FnMut>` without
+    // `Send` unless the `parallel` feature is on, which it is not.
+    rt.set_interrupt_handler(Some(handler));
+    let ctx = Context::full(&rt).map_err(engine)?;
+    let cpu = limits.cpu;
+    let memory = limits.memory;
+    ctx.with(|ctx| {
+        let map = |e: CaughtError<'_>, syntax: bool| -> ScriptError {
+            if clock.expired.get() {
+                return ScriptError::Timeout(cpu);
+            }
+            let text = caught_text(&e);
+            if is_oom(&e, &text) {
+                return ScriptError::OutOfMemory(memory);
+            }
+            if syntax {
+                let (line, column) = position(&e);
+                return ScriptError::Syntax {
+                    message: text,
+                    line,
+                    column,
+                };
+            }
+            ScriptError::Thrown(text)
+        };
+        install(&ctx, host, clock.clone()).map_err(|e| ScriptError::Thrown(format!("cannot set up the sandbox: {e}")))?;
+        let wrapped = format!("(function(){{\n{code}\n}})()");
+        let value: rquickjs::Value = ctx.eval(wrapped).catch(&ctx).map_err(|e| map(e, true))?;
+        let tools = collect(&ctx, value)?;
+        match f(&ctx, tools) {
+            Ok(v) => Ok(v),
+            Err(ScriptError::Thrown(t)) if clock.expired.get() => {
+                let _ = t;
+                Err(ScriptError::Timeout(cpu))
+            }
+            Err(ScriptError::Thrown(t)) if t.contains("out of memory") => {
+                Err(ScriptError::OutOfMemory(memory))
+            }
+            Err(e) => Err(e),
+        }
+    })
+}
+
+fn is_oom(e: &CaughtError<'_>, text: &str) -> bool {
+    matches!(e, CaughtError::Error(rquickjs::Error::Allocation)) || text.contains("out of memory")
+}
+
+/// The 1-based line and column of a compile error in the code as written
+/// (the wrapper's first line removed).
+fn position(e: &CaughtError<'_>) -> (Option<u32>, Option<u32>) {
+    let CaughtError::Exception(x) = e else {
+        return (None, None);
+    };
+    let line: Option<u32> = x.get::<_, Option<u32>>("lineNumber").ok().flatten();
+    let column: Option<u32> = x.get::<_, Option<u32>>("columnNumber").ok().flatten();
+    if let Some(l) = line {
+        return (l.checked_sub(1).filter(|l| *l > 0), column);
+    }
+    // Else from the stack: `at <eval>:LINE:COL`.
+    let stack = x.stack().unwrap_or_default();
+    let nums: Vec<u32> = stack
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    match nums.as_slice() {
+        [l, c, ..] => (l.checked_sub(1).filter(|l| *l > 0), Some(*c)),
+        [l] => (l.checked_sub(1).filter(|l| *l > 0), None),
+        [] => (None, None),
+    }
+}
+
+/// The returned object's tools, checked.
+fn collect<'js>(ctx: &Ctx<'js>, value: rquickjs::Value<'js>) -> Result<Tools<'js>, ScriptError> {
+    let Some(obj) = value.as_object().filter(|_| !value.is_function() && !value.is_array()) else {
+        return Err(ScriptError::Shape(format!(
+            "the code must return an object of tools (`return {{ name: {{ fn, scheme }} }}`); it returned {}",
+            describe_value(&value)
+        )));
+    };
+    let mut out: Tools<'js> = Vec::new();
+    for key in obj.keys::<String>() {
+        let key = key.map_err(|e| ScriptError::Shape(format!("a tool's name cannot be read: {e}")))?;
+        let entry: rquickjs::Value = obj
+            .get(key.as_str())
+            .map_err(|e| ScriptError::Shape(format!("tool `{key}` cannot be read: {e}")))?;
+        let Some(entry) = entry.as_object() else {
+            return Err(ScriptError::Shape(format!(
+                "tool `{key}` must be `{{ fn, scheme }}`; it is {}",
+                describe_value(&entry)
+            )));
+        };
+        let func: rquickjs::Value = entry.get("fn").unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+        let Some(func) = func.as_function().cloned() else {
+            return Err(ScriptError::Shape(format!(
+                "tool `{key}`: `fn` must be a function; it is {}",
+                describe_value(&func)
+            )));
+        };
+        let scheme: rquickjs::Value = entry.get("scheme").unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+        let Some(scheme) = scheme.as_object() else {
+            return Err(ScriptError::Shape(format!(
+                "tool `{key}`: `scheme` must be an object `{{ name, description, parameters }}`; it is {}",
+                describe_value(&scheme)
+            )));
+        };
+        let text = |field: &str| -> Result<String, ScriptError> {
+            let v: rquickjs::Value = scheme.get(field).unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+            match v.as_string().and_then(|s| s.to_string().ok()) {
+                Some(s) if !s.trim().is_empty() => Ok(s),
+                _ => Err(ScriptError::Shape(format!(
+                    "tool `{key}`: `scheme.{field}` must be non-empty text; it is {}",
+                    describe_value(&v)
+                ))),
+            }
+        };
+        let name = text("name")?;
+        let description = text("description")?;
+        if !name.eq_ignore_ascii_case(&key) {
+            return Err(ScriptError::Shape(format!(
+                "tool `{key}`: `scheme.name` is `{name}`; the two must match (case-insensitively)"
+            )));
+        }
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            || name.len() > 64
+        {
+            return Err(ScriptError::Shape(format!(
+                "tool `{name}`: a tool name is up to 64 letters, digits, `_` and `-`"
+            )));
+        }
+        let params: rquickjs::Value = scheme.get("parameters").unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+        if params.as_object().is_none() || params.is_array() || params.is_function() {
+            return Err(ScriptError::Shape(format!(
+                "tool `{key}`: `scheme.parameters` must be a JSON Schema object; it is {}",
+                describe_value(&params)
+            )));
+        }
+        let parameters = match ctx.json_stringify(params) {
+            Ok(Some(s)) => s
+                .to_string()
+                .ok()
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
+        if !parameters.is_object() {
+            return Err(ScriptError::Shape(format!(
+                "tool `{key}`: `scheme.parameters` is not JSON"
+            )));
+        }
+        if let Some((first, _)) = out.iter().find(|(s, _)| s.name.eq_ignore_ascii_case(&name)) {
+            return Err(ScriptError::Shape(format!(
+                "two tools are named `{}` and `{name}`: tool names are case-insensitive",
+                first.name
+            )));
+        }
+        out.push((
+            ToolScheme {
+                key,
+                name,
+                description,
+                parameters,
+            },
+            func,
+        ));
+    }
+    if out.is_empty() {
+        return Err(ScriptError::Shape(
+            "the code returned an object with no tools".into(),
+        ));
+    }
+    Ok(out)
+}
+
+fn describe_value(v: &rquickjs::Value<'_>) -> String {
+    if v.is_undefined() {
+        "undefined".into()
+    } else if v.is_null() {
+        "null".into()
+    } else if v.is_array() {
+        "an array".into()
+    } else if v.is_function() {
+        "a function".into()
+    } else if v.is_number() {
+        "a number".into()
+    } else if v.is_string() {
+        "text".into()
+    } else if v.is_bool() {
+        "a boolean".into()
+    } else {
+        format!("a {}", v.type_name())
+    }
+}
+
+/// The host functions, as globals.
+fn install<'js>(ctx: &Ctx<'js>, host: Rc<dyn Host>, clock: Rc<Clock>) -> rquickjs::Result<()> {
+    let globals: Object<'js> = ctx.globals();
+    for func in HostFn::ALL {
+        let host = host.clone();
+        let clock = clock.clone();
+        let f = Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'js>, args: Rest<rquickjs::Value<'js>>| -> rquickjs::Result<rquickjs::Value<'js>> {
+                let json = host_args(&ctx, func, &args.0)
+                    .map_err(|m| Exception::throw_message(&ctx, &m))?;
+                let started = Instant::now();
+                let answer = host.call(func, json);
+                // Waiting on the host is not the script's CPU time.
+                clock.deadline.set(clock.deadline.get() + started.elapsed());
+                match answer {
+                    Ok(v) => {
+                        let text = serde_json::to_string(&v).unwrap_or_else(|_| "null".into());
+                        ctx.json_parse(text)
+                    }
+                    Err(m) => Err(Exception::throw_message(&ctx, &m)),
+                }
+            },
+        )?
+        .with_name(func.name())?;
+        globals.set(func.name(), f)?;
+    }
+    // `console.log` and friends go nowhere: a tool's output is its result.
+    let console = Object::new(ctx.clone())?;
+    for name in ["log", "info", "warn", "error", "debug"] {
+        console.set(name, Function::new(ctx.clone(), |_: Rest<rquickjs::Value<'js>>| {})?)?;
+    }
+    globals.set("console", console)?;
+    Ok(())
+}
+
+/// The JSON object a host function receives.
+fn host_args<'js>(ctx: &Ctx<'js>, func: HostFn, args: &[rquickjs::Value<'js>]) -> Result<Value, String> {
+    let mut obj = serde_json::Map::new();
+    for (i, field) in func.fields().iter().enumerate() {
+        let v = args.get(i);
+        let json = match (field, v) {
+            (&"args", None) => Value::Object(Default::default()),
+            (&"args", Some(v)) => match ctx.json_stringify(v.clone()) {
+                Ok(Some(s)) => s
+                    .to_string()
+                    .ok()
+                    .and_then(|s| serde_json::from_str(&s).ok())
+                    .unwrap_or(Value::Null),
+                _ => Value::Null,
+            },
+            (_, Some(v)) if v.is_string() => Value::String(
+                v.as_string()
+                    .and_then(|s| s.to_string().ok())
+                    .unwrap_or_default(),
+            ),
+            (_, Some(v)) if v.is_number() || v.is_bool() => match ctx.json_stringify(v.clone()) {
+                Ok(Some(s)) => Value::String(s.to_string().unwrap_or_default()),
+                _ => Value::Null,
+            },
+            _ => {
+                let wanted: Vec<&str> = func.fields().to_vec();
+                return Err(format!(
+                    "{}({}): `{field}` must be text",
+                    func.name(),
+                    wanted.join(", ")
+                ));
+            }
+        };
+        obj.insert((*field).to_owned(), json);
+    }
+    Ok(Value::Object(obj))
+}
+
+#[cfg(test)]
+mod tests;
