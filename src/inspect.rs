@@ -343,7 +343,10 @@ fn card_text(o: &mut String, name: &str, c: &crate::plan::agent::AgentCard) {
         .map(|(_, v)| v)
     {
         let names: Vec<String> = match models {
-            serde_json::Value::Array(a) => a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect(),
+            serde_json::Value::Array(a) => a
+                .iter()
+                .filter_map(|x| x.as_str().map(str::to_owned))
+                .collect(),
             serde_json::Value::String(s) => vec![s.clone()],
             _ => Vec::new(),
         };

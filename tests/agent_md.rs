@@ -103,7 +103,11 @@ fn the_reference_policy_agent_loads_with_its_system_rules_and_commands() {
     ] {
         assert!(t.contains(want), "missing {want:?} in:\n{t}");
     }
-    let o = agentfile(&dir, &["inspect", "policy.agent.md", "--format", "json"], &[]);
+    let o = agentfile(
+        &dir,
+        &["inspect", "policy.agent.md", "--format", "json"],
+        &[],
+    );
     let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
     let card = &plan["agents"][0]["card"];
     assert_eq!(card["commands"].as_array().unwrap().len(), 3, "{card:#}");
@@ -197,12 +201,11 @@ fn javascript_tools_run_sandboxed_and_every_host_call_passes_the_gate() {
     );
     let reqs = server.requests();
     let first = &reqs[0].body;
-    assert_eq!(
+    assert!(
         first["messages"][0]["content"]
             .as_str()
             .unwrap()
             .starts_with("You use your tools.\n\n## Rules\n\n- Use tools."),
-        true,
         "{first:#}"
     );
     let offered: Vec<&str> = first["tools"]
@@ -229,7 +232,10 @@ fn javascript_tools_run_sandboxed_and_every_host_call_passes_the_gate() {
     let first_turn = evs.iter().position(|e| e["type"] == "llm_request").unwrap();
     assert!(ready_at < first_turn, "{evs:#?}");
     assert_eq!(result("ADD")["data"]["content"], "5");
-    let probe = result("probe")["data"]["content"].as_str().unwrap().to_owned();
+    let probe = result("probe")["data"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     assert!(probe.contains("require: require is not defined"), "{probe}");
     assert!(probe.contains("process: undefined"), "{probe}");
     assert!(
@@ -239,7 +245,10 @@ fn javascript_tools_run_sandboxed_and_every_host_call_passes_the_gate() {
     let spin = result("spin");
     assert_eq!(spin["data"]["is_error"], true, "{spin}");
     assert!(
-        spin["data"]["content"].as_str().unwrap().contains("CPU time"),
+        spin["data"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("CPU time"),
         "{spin}"
     );
     let secret = result("secret");
@@ -249,9 +258,8 @@ fn javascript_tools_run_sandboxed_and_every_host_call_passes_the_gate() {
         .filter(|e| e["type"] == "policy_denied")
         .collect();
     assert!(
-        denied
-            .iter()
-            .any(|d| d["data"]["tool"] == "read" && d["data"]["reason"].as_str().unwrap().contains(".ssh")),
+        denied.iter().any(|d| d["data"]["tool"] == "read"
+            && d["data"]["reason"].as_str().unwrap().contains(".ssh")),
         "{denied:#?}"
     );
     assert!(
@@ -286,7 +294,14 @@ fn required_env_and_a_failing_startup_stop_the_agent_before_any_turn() {
     );
     let o = agentfile(
         &dir,
-        &["run", "boot.agent.md", "--input", "task=x", "--output", "json"],
+        &[
+            "run",
+            "boot.agent.md",
+            "--input",
+            "task=x",
+            "--output",
+            "json",
+        ],
         &[],
     );
     let r = result_of(&o);
@@ -300,7 +315,14 @@ fn required_env_and_a_failing_startup_stop_the_agent_before_any_turn() {
     // With the variable set, the run starts.
     let o = agentfile(
         &dir,
-        &["run", "needs.agent.md", "--input", "task=x", "--output", "json"],
+        &[
+            "run",
+            "needs.agent.md",
+            "--input",
+            "task=x",
+            "--output",
+            "json",
+        ],
         &[("AGENTFILE_TEST_NEEDED", "1")],
     );
     assert_eq!(result_of(&o)["status"], "completed", "{}", text(&o));
@@ -324,7 +346,7 @@ fn every_format_that_names_a_persona_loads_the_agent_file() {
     std::fs::create_dir_all(dir.join(".workflows/judge")).unwrap();
     std::fs::write(
         dir.join(".workflows/judge/WORKFLOW.md"),
-        "---\nschema: agentworkflow/v1\nname: judge\nid: judge\nversion: 1.0.0\ndescription: Judge.\nsteps:\n  - id: judge\n    tool: agent\n    inputs:\n      prompt: Judge the plan\n      agent: ../../agents/critic.agent.md\n---\n",
+        "---\nname: judge\nid: judge\nversion: 1.0.0\ndescription: Judge.\ninputs:\n  type: object\n  properties: {}\noutputs:\n  type: object\n  properties: {}\nsteps:\n  - id: judge\n    kind: tool\n    tool: agent\n    inputs:\n      prompt: Judge the plan\n      agent: ../../agents/critic.agent.md\n---\n",
     )
     .unwrap();
     let want = "You criticise prices in $.\n\n## Rules\n\n- Be fair.";
@@ -340,7 +362,11 @@ fn every_format_that_names_a_persona_loads_the_agent_file() {
     // WORKFLOW.md keeps agent files inside its folder.
     let o = agentfile(&dir, &["validate", ".workflows/judge/WORKFLOW.md"], &[]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("must lie inside the workflow's folder"), "{}", text(&o));
+    assert!(
+        text(&o).contains("must lie inside the workflow's folder"),
+        "{}",
+        text(&o)
+    );
     std::fs::create_dir_all(dir.join(".workflows/judge/agents")).unwrap();
     std::fs::copy(
         dir.join("agents/critic.agent.md"),

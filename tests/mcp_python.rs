@@ -404,7 +404,9 @@ async fn the_python_sdk_lists_agent_commands_as_prompts() {
     );
     let text = a["text"].as_str().unwrap();
     assert!(
-        text.starts_with("Scan policies under policies/ and build or update the index file at INDEX.md."),
+        text.starts_with(
+            "Scan policies under policies/ and build or update the index file at INDEX.md."
+        ),
         "{text}"
     );
     let missing = a["missing"].as_str().unwrap_or_default();

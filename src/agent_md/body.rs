@@ -32,7 +32,9 @@ pub fn sections(text: &str, start: usize) -> Vec<Section> {
                 if run >= 3 {
                     match fence {
                         None => fence = Some((c, run)),
-                        Some((fc, fr)) if fc == c && run >= fr && trimmed[run..].trim().is_empty() => {
+                        Some((fc, fr))
+                            if fc == c && run >= fr && trimmed[run..].trim().is_empty() =>
+                        {
                             fence = None
                         }
                         Some(_) => {}
@@ -106,7 +108,10 @@ pub fn first_image(text: &str) -> Option<String> {
     let close = rest.find("](")?;
     let rest = &rest[close + 2..];
     let end = rest.find(')')?;
-    let url = rest[..end].split_whitespace().next()?.trim_matches(['<', '>']);
+    let url = rest[..end]
+        .split_whitespace()
+        .next()?
+        .trim_matches(['<', '>']);
     (!url.is_empty()).then(|| url.to_owned())
 }
 

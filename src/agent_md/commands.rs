@@ -95,7 +95,12 @@ pub fn expand(c: &AgentCommand, args: &[String]) -> Result<String, MissingArgume
 /// `argument-hint` as written: a list of names, or one string of
 /// `[name] [other]` (or space-separated) names.
 pub fn hint_names(hint: &serde_json::Value) -> Option<Vec<String>> {
-    let clean = |s: &str| s.trim().trim_matches(['[', ']', '<', '>']).trim().to_owned();
+    let clean = |s: &str| {
+        s.trim()
+            .trim_matches(['[', ']', '<', '>'])
+            .trim()
+            .to_owned()
+    };
     match hint {
         serde_json::Value::Array(items) => items
             .iter()
@@ -103,10 +108,7 @@ pub fn hint_names(hint: &serde_json::Value) -> Option<Vec<String>> {
             .collect(),
         serde_json::Value::String(s) => {
             let names: Vec<String> = if s.contains('[') {
-                s.split(']')
-                    .map(clean)
-                    .filter(|n| !n.is_empty())
-                    .collect()
+                s.split(']').map(clean).filter(|n| !n.is_empty()).collect()
             } else {
                 s.split_whitespace()
                     .map(clean)

@@ -183,6 +183,9 @@ struct Loader<'a> {
     keys: HashMap<String, String>,
 }
 
+/// Values with their JSON pointers.
+type Located = Vec<(Value, String)>;
+
 /// A value given by a heading, and where.
 struct FromHeading {
     value: String,
@@ -200,7 +203,12 @@ impl Loader<'_> {
         self.diags.last_mut().expect("just pushed")
     }
 
-    fn warning(&mut self, code: &'static str, span: Span, msg: impl Into<String>) -> &mut Diagnostic {
+    fn warning(
+        &mut self,
+        code: &'static str,
+        span: Span,
+        msg: impl Into<String>,
+    ) -> &mut Diagnostic {
         self.diags.push(Diagnostic::warning(code, span, msg));
         self.diags.last_mut().expect("just pushed")
     }
@@ -366,7 +374,9 @@ impl Loader<'_> {
             let found = known.iter().find(|k| k.eq_ignore_ascii_case(name)).cloned();
             if found.is_none() && (script.is_some() || tools_h.is_none()) {
                 let msg = if tools_h.is_none() {
-                    format!("`required.startup` names `{name}`, but the file has no `## Tools` section")
+                    format!(
+                        "`required.startup` names `{name}`, but the file has no `## Tools` section"
+                    )
                 } else {
                     format!("`required.startup` names `{name}`, which `## Tools` does not define")
                 };
@@ -422,7 +432,8 @@ impl Loader<'_> {
             let end = text[pos..].find('\n').map_or(text.len(), |i| pos + i);
             let line = text[pos..end].trim_end();
             if line == "---" || line == "..." {
-                let doc = match yaml::parse(&text[yaml_start..pos], yaml_start) {
+                let fixed = fix_argument_hints(&text[yaml_start..pos]);
+                let doc = match yaml::parse(&fixed, yaml_start) {
                     Ok(d) => d,
                     Err(e) => {
                         let d = self.error(e.code, self.span(e.start, e.end), e.message);
@@ -483,8 +494,11 @@ impl Loader<'_> {
     }
 
     fn unknown_keys(&mut self) {
-        let mut keys: Vec<(String, String)> =
-            self.keys.iter().map(|(l, k)| (l.clone(), k.clone())).collect();
+        let mut keys: Vec<(String, String)> = self
+            .keys
+            .iter()
+            .map(|(l, k)| (l.clone(), k.clone()))
+            .collect();
         keys.sort();
         for (low, written) in keys {
             if KNOWN.contains(&low.as_str()) || FOREIGN.contains(&low.as_str()) {
@@ -497,8 +511,9 @@ impl Loader<'_> {
                 format!("`{written}` is not an agent file field; it is ignored"),
             );
             d.hint = Some(match crate::diag::suggest(&low, KNOWN.iter().copied()) {
+                Some("templateengine") => "did you mean `templateEngine`?".to_owned(),
                 Some(s) => format!("did you mean `{s}`?"),
-                None => format!("the fields are: {}", KNOWN.join(", ")),
+                None => "the fields are: version, icon, title, description, status, templateEngine, input, recommended, required, commands, abilities".to_owned(),
             });
         }
     }
@@ -586,7 +601,7 @@ impl Loader<'_> {
                     format!("`templateEngine: {other}` is not supported; the engines are `hbs` (Handlebars) and `\"\"` (none)"),
                 )
                 .hint = Some("write `templateEngine: hbs`, or `templateEngine: \"\"` to send the text as written".into());
-                true
+                false
             }
         }
     }
@@ -610,10 +625,35 @@ impl Loader<'_> {
         match hbs.render_template(src, ctx) {
             Ok(s) => s,
             Err(e) => {
-                let reason = e.reason().to_string();
+                let full = e.reason().to_string();
+                let first = full.lines().next().unwrap_or("").trim();
+                let reason = first
+                    .rsplit_once("Template error: ")
+                    .map_or(first, |(_, r)| r)
+                    .to_owned();
+                let reason = if reason.starts_with("invalid handlebars syntax") {
+                    "an unclosed `{{#block}}` or a malformed `{{…}}`".to_owned()
+                } else {
+                    reason
+                };
+                let span = match (e.line_no, e.column_no) {
+                    (Some(l), Some(c)) if at.end > at.start => {
+                        let base = at.start as usize;
+                        let mut off = base;
+                        for _ in 1..l {
+                            match self.text[off..].find('\n') {
+                                Some(i) => off += i + 1,
+                                None => break,
+                            }
+                        }
+                        let s = (off + c.saturating_sub(1)).min(self.text.len());
+                        self.span(s, s)
+                    }
+                    _ => at,
+                };
                 self.error(
                     "template",
-                    at,
+                    span,
                     format!("{what} is not a valid Handlebars template: {reason}"),
                 )
                 .hint = Some("templates read `{{ctx.input}}`, `{{ctx.title}}`…; set `templateEngine: \"\"` to send the text as written".into());
@@ -664,7 +704,10 @@ impl Loader<'_> {
                 self.error(
                     "agent-metadata",
                     span,
-                    format!("`recommended` must be a mapping with `models` and `capabilities`, not {}", kind(other)),
+                    format!(
+                        "`recommended` must be a mapping with `models` and `capabilities`, not {}",
+                        kind(other)
+                    ),
                 );
                 None
             }
@@ -684,7 +727,10 @@ impl Loader<'_> {
                 self.error(
                     "agent-metadata",
                     span,
-                    format!("`required` must be a mapping with `env` and `startup`, not {}", kind(&other)),
+                    format!(
+                        "`required` must be a mapping with `env` and `startup`, not {}",
+                        kind(&other)
+                    ),
                 );
                 return (Vec::new(), None);
             }
@@ -713,7 +759,10 @@ impl Loader<'_> {
                             self.error(
                                 "agent-metadata",
                                 span,
-                                format!("`required.env` must be a list of variable names, not {}", kind(other)),
+                                format!(
+                                    "`required.env` must be a list of variable names, not {}",
+                                    kind(other)
+                                ),
                             );
                             Vec::new()
                         }
@@ -742,7 +791,10 @@ impl Loader<'_> {
                         self.error(
                             "agent-metadata",
                             span,
-                            format!("`required.startup` must name one tool of `## Tools`, not {}", kind(other)),
+                            format!(
+                                "`required.startup` must name one tool of `## Tools`, not {}",
+                                kind(other)
+                            ),
                         );
                     }
                 },
@@ -751,7 +803,9 @@ impl Loader<'_> {
                     self.warning(
                         "unknown-field",
                         span,
-                        format!("`required.{k}` is not a field; required holds `env` and `startup`"),
+                        format!(
+                            "`required.{k}` is not a field; required holds `env` and `startup`"
+                        ),
                     );
                 }
             }
@@ -761,7 +815,7 @@ impl Loader<'_> {
 
     fn abilities(&mut self) -> Option<Abilities> {
         let (v, ptr) = self.field("abilities")?;
-        let (allow, deny): (Vec<(Value, String)>, Vec<(Value, String)>) = match &v {
+        let (allow, deny): (Located, Located) = match &v {
             Value::Null => return None,
             // A plain list is what is allowed.
             Value::Array(items) => (
@@ -804,7 +858,10 @@ impl Loader<'_> {
                             self.error(
                                 "agent-metadata",
                                 span,
-                                format!("`abilities.{k}` must be a list of abilities, not {}", kind(other)),
+                                format!(
+                                    "`abilities.{k}` must be a list of abilities, not {}",
+                                    kind(other)
+                                ),
                             );
                         }
                     }
@@ -816,7 +873,10 @@ impl Loader<'_> {
                 self.error(
                     "agent-metadata",
                     span,
-                    format!("`abilities` must be `{{allow: [...], deny: [...]}}` or a list, not {}", kind(other)),
+                    format!(
+                        "`abilities` must be `{{allow: [...], deny: [...]}}` or a list, not {}",
+                        kind(other)
+                    ),
                 );
                 return None;
             }
@@ -849,14 +909,18 @@ impl Loader<'_> {
                 self.error(
                     "unknown-ability",
                     span,
-                    format!("an ability is a name such as `fs` or `sh:git`, not {}", kind(&v)),
+                    format!(
+                        "an ability is a name such as `fs` or `sh:git`, not {}",
+                        kind(&v)
+                    ),
                 );
                 continue;
             };
             let name = raw.trim().to_ascii_lowercase();
             let ok = match name.split_once(':') {
                 Some(("sh", cmd)) => {
-                    !cmd.is_empty() && !cmd.contains(|c: char| c.is_whitespace() || "/;|&$`<>()".contains(c))
+                    !cmd.is_empty()
+                        && !cmd.contains(|c: char| c.is_whitespace() || "/;|&$`<>()".contains(c))
                 }
                 Some(_) => false,
                 None => ABILITIES.contains(&name.as_str()),
@@ -865,12 +929,16 @@ impl Loader<'_> {
                 let d = self.error(
                     "unknown-ability",
                     span,
-                    format!("`{raw}` is not an ability; the abilities are {}, and `sh:<command>`", ABILITIES.join(", ")),
+                    format!(
+                        "`{raw}` is not an ability; the abilities are {}, and `sh:<command>`",
+                        ABILITIES.join(", ")
+                    ),
                 );
                 if let Some(s) = crate::diag::suggest(&name, ABILITIES.iter().copied()) {
                     d.hint = Some(format!("did you mean `{s}`?"));
                 } else if name.contains(':') {
-                    d.hint = Some("only `sh` takes a scope: `sh:git` allows the `git` command".into());
+                    d.hint =
+                        Some("only `sh` takes a scope: `sh:git` allows the `git` command".into());
                 }
                 continue;
             }
@@ -894,7 +962,10 @@ impl Loader<'_> {
                 self.error(
                     "command",
                     span,
-                    format!("`commands` must be a list (paths, URLs or inline commands), not {}", kind(&other)),
+                    format!(
+                        "`commands` must be a list (paths, URLs or inline commands), not {}",
+                        kind(&other)
+                    ),
                 );
                 return Vec::new();
             }
@@ -926,7 +997,10 @@ impl Loader<'_> {
                     self.error(
                         "command",
                         span,
-                        format!("a command is a path, a URL or `{{name, description, body}}`, not {}", kind(other)),
+                        format!(
+                            "a command is a path, a URL or `{{name, description, body}}`, not {}",
+                            kind(other)
+                        ),
                     );
                 }
             }
@@ -942,7 +1016,8 @@ impl Loader<'_> {
                     format!("a second command named `{}`", c.name),
                 )
                 .note(*first, "the first one")
-                .hint = Some("command names must be unique (case-insensitively); rename one".into());
+                .hint =
+                    Some("command names must be unique (case-insensitively); rename one".into());
                 continue;
             }
             seen.insert(low, span);
@@ -964,7 +1039,11 @@ impl Loader<'_> {
                 Some((_, Value::String(s))) if !s.trim().is_empty() => Some(s.clone()),
                 Some((key, v)) => {
                     let at = this.at(&format!("{p}/{}", yaml::segment(key)), false);
-                    let what = if v.is_string() { "empty".to_owned() } else { kind(v) };
+                    let what = if v.is_string() {
+                        "empty".to_owned()
+                    } else {
+                        kind(v)
+                    };
                     this.error(
                         "command",
                         at,
@@ -1109,7 +1188,10 @@ impl Loader<'_> {
             self.error(
                 "command",
                 span,
-                format!("cannot find the command file or folder `{written}` (looked for {})", path.display()),
+                format!(
+                    "cannot find the command file or folder `{written}` (looked for {})",
+                    path.display()
+                ),
             )
             .hint = Some("paths are relative to the agent file".into());
             return Vec::new();
@@ -1121,11 +1203,21 @@ impl Loader<'_> {
 
     /// One command file: optional front matter (`description`,
     /// `argument-hint`), then the body; named after the file.
-    fn command_file(&mut self, path: &Path, written: &str, span: Span, _agent: &str) -> Option<AgentCommand> {
+    fn command_file(
+        &mut self,
+        path: &Path,
+        written: &str,
+        span: Span,
+        _agent: &str,
+    ) -> Option<AgentCommand> {
         let text = match read_bounded(path) {
             Ok(t) => t,
             Err((_, msg)) => {
-                self.error("command", span, format!("cannot read command file `{written}`: {msg}"));
+                self.error(
+                    "command",
+                    span,
+                    format!("cannot read command file `{written}`: {msg}"),
+                );
                 return None;
             }
         };
@@ -1144,7 +1236,11 @@ impl Loader<'_> {
             let fid = self.sources.add(path.to_owned(), text.clone());
             self.error(
                 "command",
-                Span::new(fid, 0, text.len().min(text.find('\n').unwrap_or(text.len()))),
+                Span::new(
+                    fid,
+                    0,
+                    text.len().min(text.find('\n').unwrap_or(text.len())),
+                ),
                 format!("command `{stem}` (`{written}`) has no body: nothing to send"),
             )
             .hint = Some("write the command's text after its front matter".into());
@@ -1177,7 +1273,8 @@ impl Loader<'_> {
         let section = self.span(start, end.min(start + 1));
         if code.trim().is_empty() {
             self.error("js-tools", section, "the `## Tools` section holds no code")
-                .hint = Some("write a function body that returns `{ name: { fn, scheme } }`".into());
+                .hint =
+                Some("write a function body that returns `{ name: { fn, scheme } }`".into());
             return None;
         }
         match crate::script::describe(&code, &crate::script::Limits::default()) {
@@ -1195,7 +1292,11 @@ impl Loader<'_> {
             }),
             Err(e) => {
                 let span = match &e {
-                    crate::script::ScriptError::Syntax { line: Some(l), column, .. } => {
+                    crate::script::ScriptError::Syntax {
+                        line: Some(l),
+                        column,
+                        ..
+                    } => {
                         let file = self.sources.file(self.file);
                         let line = line0 + l - 1;
                         let text = file.line_text(line).to_owned();
@@ -1205,6 +1306,10 @@ impl Loader<'_> {
                         self.span(s, (s + 1).min(start + text.len()).max(s))
                     }
                     _ => self.span(a, a + code.find('\n').unwrap_or(code.len())),
+                };
+                let e = match e {
+                    crate::script::ScriptError::Syntax { message, .. } => message,
+                    other => other.to_string(),
                 };
                 self.error("js-tools", span, format!("the `## Tools` code does not define tools: {e}"))
                     .hint = Some("the section is a function body that returns `{ name: { fn, scheme: { name, description, parameters } } }`".into());
@@ -1241,7 +1346,10 @@ fn line_start(text: &str, from: usize, n: u32) -> usize {
 /// A command file's front matter (as a JSON object) and its body.
 fn split_command_file(text: &str) -> (serde_json::Map<String, Value>, &str) {
     let empty = serde_json::Map::new();
-    let Some(rest) = text.strip_prefix("---\n").or_else(|| text.strip_prefix("---\r\n")) else {
+    let Some(rest) = text
+        .strip_prefix("---\n")
+        .or_else(|| text.strip_prefix("---\r\n"))
+    else {
         return (empty, text);
     };
     let Some(close) = rest.find("\n---") else {
@@ -1250,7 +1358,7 @@ fn split_command_file(text: &str) -> (serde_json::Map<String, Value>, &str) {
     let yaml_text = &rest[..close + 1];
     let after = &rest[close + 4..];
     let body = after.split_once('\n').map_or("", |(_, b)| b);
-    let meta = match yaml::parse(yaml_text, 0) {
+    let meta = match yaml::parse(&fix_argument_hints(yaml_text), 0) {
         Ok(doc) => match &*doc.value {
             Value::Object(m) => m
                 .iter()
@@ -1261,6 +1369,57 @@ fn split_command_file(text: &str) -> (serde_json::Map<String, Value>, &str) {
         Err(_) => empty,
     };
     (meta, body)
+}
+
+/// `argument-hint: [a] [b]`, as the seed and Cursor/Claude command files
+/// write it, is not YAML; it is rewritten, byte for byte in place (so every
+/// position stays right), to the flow list `[a,  b]`.
+fn fix_argument_hints(yaml: &str) -> std::borrow::Cow<'_, str> {
+    if !yaml.contains("argument-hint") {
+        return std::borrow::Cow::Borrowed(yaml);
+    }
+    let mut out = String::with_capacity(yaml.len());
+    for line in yaml.split_inclusive('\n') {
+        let Some(i) = line.find("argument-hint:") else {
+            out.push_str(line);
+            continue;
+        };
+        let (head, value) = line.split_at(i + "argument-hint:".len());
+        let v = value.trim();
+        let groups = v.matches('[').count();
+        let simple = v.starts_with('[')
+            && v.ends_with(']')
+            && groups > 1
+            && groups == v.matches(']').count()
+            && !v.contains(['"', '\'', '{', '#']);
+        if !simple {
+            out.push_str(line);
+            continue;
+        }
+        out.push_str(head);
+        // `]` then blanks then `[` between two items: `,` … ` `.
+        let bytes: Vec<char> = value.chars().collect();
+        let mut i = 0;
+        while i < bytes.len() {
+            let c = bytes[i];
+            if c == ']' {
+                let mut j = i + 1;
+                while j < bytes.len() && (bytes[j] == ' ' || bytes[j] == '\t') {
+                    j += 1;
+                }
+                if j < bytes.len() && bytes[j] == '[' {
+                    out.push(',');
+                    out.extend(&bytes[i + 1..j]);
+                    out.push(' ');
+                    i = j + 1;
+                    continue;
+                }
+            }
+            out.push(c);
+            i += 1;
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The body text outside the sections that act as metadata.
@@ -1324,7 +1483,10 @@ fn is_env_name(s: &str) -> bool {
 
 /// `validate`/`inspect`/`run` of an agent file on its own: the file checked,
 /// and a plan that runs it as one agent on the input `task`.
-pub fn analyze(sources: &mut SourceMap, file: FileId) -> (Vec<Diagnostic>, Option<crate::plan::Plan>) {
+pub fn analyze(
+    sources: &mut SourceMap,
+    file: FileId,
+) -> (Vec<Diagnostic>, Option<crate::plan::Plan>) {
     let path = sources.file(file).path.clone();
     let written = path
         .file_name()
@@ -1379,4 +1541,30 @@ fn standalone_plan(path: &Path, card: AgentCard) -> Result<crate::plan::Plan, Ve
 /// Text sent as written: `$` is not a variable in an agent file.
 pub fn literal(s: &str) -> String {
     s.replace('$', "$$")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracketed_argument_hints_become_lists_in_place() {
+        let src = "a: 1\nargument-hint: [target-name] [framework]\nb: 2\n";
+        let fixed = fix_argument_hints(src);
+        assert_eq!(fixed.len(), src.len());
+        let doc = yaml::parse(&fixed, 0).unwrap();
+        assert_eq!(
+            doc.value["argument-hint"],
+            serde_json::json!(["target-name", "framework"])
+        );
+        assert_eq!(doc.value["b"], 2);
+        let three = "argument-hint:  [a]  [b c] [d]\n";
+        let doc = yaml::parse(&fix_argument_hints(three), 0).unwrap();
+        assert_eq!(
+            doc.value["argument-hint"],
+            serde_json::json!(["a", "b c", "d"])
+        );
+        let one = "argument-hint: [message]\n";
+        assert_eq!(fix_argument_hints(one), one);
+    }
 }

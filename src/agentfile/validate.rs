@@ -1104,8 +1104,13 @@ impl Validator<'_, '_> {
             && crate::agent_md::is_agent_file(&resolved)
             && resolved.is_file()
         {
-            let card =
-                crate::agent_md::load_path(self.map, &resolved, written, Some(span), &mut self.diags)?;
+            let card = crate::agent_md::load_path(
+                self.map,
+                &resolved,
+                written,
+                Some(span),
+                &mut self.diags,
+            )?;
             return Some(Prompt {
                 text: crate::agent_md::literal(&card.persona()),
                 source: plan::PromptSource::File {

@@ -288,7 +288,9 @@ impl RunCx<'_> {
                         }
                     }
                     _ if conv.use_tools
-                        && conv.card.is_some_and(|c| c.script_tool(&call.name).is_some()) =>
+                        && conv
+                            .card
+                            .is_some_and(|c| c.script_tool(&call.name).is_some()) =>
                     {
                         answer.tool_calls += 1;
                         let card = conv.card.expect("checked above");

@@ -137,22 +137,41 @@ impl RunCx<'_> {
     ) -> Result<Result<Value, String>, Stop> {
         let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let (ability, program, tool, tool_args) = match func {
-            HostFn::Read => ("fs", None, "read".to_owned(), json!({ "path": text("path") })),
+            HostFn::Read => (
+                "fs",
+                None,
+                "read".to_owned(),
+                json!({ "path": text("path") }),
+            ),
             HostFn::Write => (
                 "fs",
                 None,
                 "write".to_owned(),
                 json!({ "path": text("path"), "content": text("content") }),
             ),
-            HostFn::Fetch => ("network", None, "web_fetch".to_owned(), json!({ "url": text("url") })),
+            HostFn::Fetch => (
+                "network",
+                None,
+                "web_fetch".to_owned(),
+                json!({ "url": text("url") }),
+            ),
             HostFn::Sh => {
                 let command = text("command");
                 let program = command.split_whitespace().next().map(str::to_owned);
-                ("sh", program, "bash".to_owned(), json!({ "command": command }))
+                (
+                    "sh",
+                    program,
+                    "bash".to_owned(),
+                    json!({ "command": command }),
+                )
             }
             HostFn::Tool => {
                 let name = text("name");
-                let ability = if name.starts_with("mcp_") { "mcp" } else { "tool" };
+                let ability = if name.starts_with("mcp_") {
+                    "mcp"
+                } else {
+                    "tool"
+                };
                 let a = args.get("args").cloned().unwrap_or_else(|| json!({}));
                 (ability, None, name, a)
             }
@@ -167,7 +186,8 @@ impl RunCx<'_> {
                 other => format!("`{}()`", other.name()),
             };
             let rule = format!("abilities of {}", card.file);
-            let reason = format!("{what} needs the `{ability}` ability, which the agent does not allow");
+            let reason =
+                format!("{what} needs the `{ability}` ability, which the agent does not allow");
             self.emit(
                 scope,
                 EventBody::PolicyDenied {

@@ -194,7 +194,10 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
         // called workflow.yaml or WORKFLOW.md is that format whatever the flag.
         (
             _,
-            Detected::Format(d @ (Dialect::WorkflowYaml | Dialect::WorkflowMd | Dialect::AgentMd), _),
+            Detected::Format(
+                d @ (Dialect::WorkflowYaml | Dialect::WorkflowMd | Dialect::AgentMd),
+                _,
+            ),
         ) => d,
         (Some(d), _) => d,
         (None, Detected::Format(d, _)) => d,

@@ -177,9 +177,10 @@ pub fn call(
     let args = serde_json::to_string(&args).unwrap_or_else(|_| "{}".into());
     run(code, host, limits, |ctx, tools| {
         let known: Vec<String> = tools.iter().map(|(s, _)| s.name.clone()).collect();
-        let Some((_, f)) = tools.into_iter().find(|(s, _)| {
-            s.name.eq_ignore_ascii_case(name) || s.key.eq_ignore_ascii_case(name)
-        }) else {
+        let Some((_, f)) = tools
+            .into_iter()
+            .find(|(s, _)| s.name.eq_ignore_ascii_case(name) || s.key.eq_ignore_ascii_case(name))
+        else {
             return Err(ScriptError::UnknownTool {
                 name: name.to_owned(),
                 known,
@@ -351,7 +352,8 @@ fn run_inner<T>(
             }
             ScriptError::Thrown(text)
         };
-        install(&ctx, host, clock.clone()).map_err(|e| ScriptError::Thrown(format!("cannot set up the sandbox: {e}")))?;
+        install(&ctx, host, clock.clone())
+            .map_err(|e| ScriptError::Thrown(format!("cannot set up the sandbox: {e}")))?;
         let wrapped = format!("(function(){{\n{code}\n}})()");
         let value: rquickjs::Value = ctx.eval(wrapped).catch(&ctx).map_err(|e| map(e, true))?;
         let tools = collect(&ctx, value)?;
@@ -399,7 +401,10 @@ fn position(e: &CaughtError<'_>) -> (Option<u32>, Option<u32>) {
 
 /// The returned object's tools, checked.
 fn collect<'js>(ctx: &Ctx<'js>, value: rquickjs::Value<'js>) -> Result<Tools<'js>, ScriptError> {
-    let Some(obj) = value.as_object().filter(|_| !value.is_function() && !value.is_array()) else {
+    let Some(obj) = value
+        .as_object()
+        .filter(|_| !value.is_function() && !value.is_array())
+    else {
         return Err(ScriptError::Shape(format!(
             "the code must return an object of tools (`return {{ name: {{ fn, scheme }} }}`); it returned {}",
             describe_value(&value)
@@ -407,7 +412,8 @@ fn collect<'js>(ctx: &Ctx<'js>, value: rquickjs::Value<'js>) -> Result<Tools<'js
     };
     let mut out: Tools<'js> = Vec::new();
     for key in obj.keys::<String>() {
-        let key = key.map_err(|e| ScriptError::Shape(format!("a tool's name cannot be read: {e}")))?;
+        let key =
+            key.map_err(|e| ScriptError::Shape(format!("a tool's name cannot be read: {e}")))?;
         let entry: rquickjs::Value = obj
             .get(key.as_str())
             .map_err(|e| ScriptError::Shape(format!("tool `{key}` cannot be read: {e}")))?;
@@ -417,14 +423,18 @@ fn collect<'js>(ctx: &Ctx<'js>, value: rquickjs::Value<'js>) -> Result<Tools<'js
                 describe_value(&entry)
             )));
         };
-        let func: rquickjs::Value = entry.get("fn").unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+        let func: rquickjs::Value = entry
+            .get("fn")
+            .unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
         let Some(func) = func.as_function().cloned() else {
             return Err(ScriptError::Shape(format!(
                 "tool `{key}`: `fn` must be a function; it is {}",
                 describe_value(&func)
             )));
         };
-        let scheme: rquickjs::Value = entry.get("scheme").unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+        let scheme: rquickjs::Value = entry
+            .get("scheme")
+            .unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
         let Some(scheme) = scheme.as_object() else {
             return Err(ScriptError::Shape(format!(
                 "tool `{key}`: `scheme` must be an object `{{ name, description, parameters }}`; it is {}",
@@ -432,7 +442,9 @@ fn collect<'js>(ctx: &Ctx<'js>, value: rquickjs::Value<'js>) -> Result<Tools<'js
             )));
         };
         let text = |field: &str| -> Result<String, ScriptError> {
-            let v: rquickjs::Value = scheme.get(field).unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+            let v: rquickjs::Value = scheme
+                .get(field)
+                .unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
             match v.as_string().and_then(|s| s.to_string().ok()) {
                 Some(s) if !s.trim().is_empty() => Ok(s),
                 _ => Err(ScriptError::Shape(format!(
@@ -457,7 +469,9 @@ fn collect<'js>(ctx: &Ctx<'js>, value: rquickjs::Value<'js>) -> Result<Tools<'js
                 "tool `{name}`: a tool name is up to 64 letters, digits, `_` and `-`"
             )));
         }
-        let params: rquickjs::Value = scheme.get("parameters").unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
+        let params: rquickjs::Value = scheme
+            .get("parameters")
+            .unwrap_or_else(|_| rquickjs::Value::new_undefined(ctx.clone()));
         if params.as_object().is_none() || params.is_array() || params.is_function() {
             return Err(ScriptError::Shape(format!(
                 "tool `{key}`: `scheme.parameters` must be a JSON Schema object; it is {}",
@@ -529,7 +543,9 @@ fn install<'js>(ctx: &Ctx<'js>, host: Rc<dyn Host>, clock: Rc<Clock>) -> rquickj
         let clock = clock.clone();
         let f = Function::new(
             ctx.clone(),
-            move |ctx: Ctx<'js>, args: Rest<rquickjs::Value<'js>>| -> rquickjs::Result<rquickjs::Value<'js>> {
+            move |ctx: Ctx<'js>,
+                  args: Rest<rquickjs::Value<'js>>|
+                  -> rquickjs::Result<rquickjs::Value<'js>> {
                 let json = host_args(&ctx, func, &args.0)
                     .map_err(|m| Exception::throw_message(&ctx, &m))?;
                 let started = Instant::now();
@@ -551,14 +567,21 @@ fn install<'js>(ctx: &Ctx<'js>, host: Rc<dyn Host>, clock: Rc<Clock>) -> rquickj
     // `console.log` and friends go nowhere: a tool's output is its result.
     let console = Object::new(ctx.clone())?;
     for name in ["log", "info", "warn", "error", "debug"] {
-        console.set(name, Function::new(ctx.clone(), |_: Rest<rquickjs::Value<'js>>| {})?)?;
+        console.set(
+            name,
+            Function::new(ctx.clone(), |_: Rest<rquickjs::Value<'js>>| {})?,
+        )?;
     }
     globals.set("console", console)?;
     Ok(())
 }
 
 /// The JSON object a host function receives.
-fn host_args<'js>(ctx: &Ctx<'js>, func: HostFn, args: &[rquickjs::Value<'js>]) -> Result<Value, String> {
+fn host_args<'js>(
+    ctx: &Ctx<'js>,
+    func: HostFn,
+    args: &[rquickjs::Value<'js>],
+) -> Result<Value, String> {
     let mut obj = serde_json::Map::new();
     for (i, field) in func.fields().iter().enumerate() {
         let v = args.get(i);

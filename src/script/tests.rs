@@ -31,7 +31,10 @@ impl Host for Recorder {
         std::thread::sleep(self.sleep);
         match func {
             HostFn::Read if args["path"] == "secret" => Err("denied by policy".into()),
-            HostFn::Read => Ok(json!(format!("content of {}", args["path"].as_str().unwrap_or("")))),
+            HostFn::Read => Ok(json!(format!(
+                "content of {}",
+                args["path"].as_str().unwrap_or("")
+            ))),
             _ => Ok(json!({"ok": true})),
         }
     }
@@ -55,14 +58,26 @@ fn describes_tools_in_order() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["b", "a"]);
     assert_eq!(tools[0].description, "the b tool");
-    assert_eq!(tools[0].parameters, json!({"type": "object", "properties": {}}));
+    assert_eq!(
+        tools[0].parameters,
+        json!({"type": "object", "properties": {}})
+    );
 }
 
 #[test]
 fn calls_sync_and_async_tools_case_insensitively() {
-    let src = code(&[("add", "({a, b}) => a + b"), ("later", "async ({x}) => x * 2")]);
-    assert_eq!(run_tool(&src, "ADD", json!({"a": 2, "b": 3})).unwrap(), json!(5));
-    assert_eq!(run_tool(&src, "later", json!({"x": 21})).unwrap(), json!(42));
+    let src = code(&[
+        ("add", "({a, b}) => a + b"),
+        ("later", "async ({x}) => x * 2"),
+    ]);
+    assert_eq!(
+        run_tool(&src, "ADD", json!({"a": 2, "b": 3})).unwrap(),
+        json!(5)
+    );
+    assert_eq!(
+        run_tool(&src, "later", json!({"x": 21})).unwrap(),
+        json!(42)
+    );
     let e = run_tool(&src, "nope", json!({})).unwrap_err();
     assert!(matches!(e, ScriptError::UnknownTool { .. }), "{e}");
     assert!(e.to_string().contains("add, later"), "{e}");
@@ -72,7 +87,10 @@ fn calls_sync_and_async_tools_case_insensitively() {
 fn host_calls_round_trip_and_errors_are_catchable() {
     let src = code(&[
         ("r", "async ({p}) => (await read(p)).toUpperCase()"),
-        ("c", "() => { try { read(\"secret\"); return \"no\"; } catch (e) { return \"caught: \" + e.message; } }"),
+        (
+            "c",
+            "() => { try { read(\"secret\"); return \"no\"; } catch (e) { return \"caught: \" + e.message; } }",
+        ),
         ("t", "() => tool(\"ls\", {path: \".\"})"),
     ]);
     let host = Rc::new(Recorder::default());
@@ -84,14 +102,20 @@ fn host_calls_round_trip_and_errors_are_catchable() {
     assert_eq!(v, json!({"ok": true}));
     let calls = host.calls.borrow();
     assert_eq!(calls[0], (HostFn::Read, json!({"path": "a.txt"})));
-    assert_eq!(calls[2], (HostFn::Tool, json!({"name": "ls", "args": {"path": "."}})));
+    assert_eq!(
+        calls[2],
+        (HostFn::Tool, json!({"name": "ls", "args": {"path": "."}}))
+    );
 }
 
 #[test]
 fn the_sandbox_has_no_escape_hatches() {
     let src = code(&[
         ("req", "() => require('fs')"),
-        ("kinds", "() => [typeof require, typeof process, typeof std, typeof os, typeof importScripts].join(',')"),
+        (
+            "kinds",
+            "() => [typeof require, typeof process, typeof std, typeof os, typeof importScripts].join(',')",
+        ),
     ]);
     let e = run_tool(&src, "req", json!({})).unwrap_err();
     assert!(e.to_string().contains("require is not defined"), "{e}");
@@ -105,14 +129,21 @@ fn the_sandbox_has_no_escape_hatches() {
 fn infinite_loops_are_stopped_even_inside_try() {
     let src = code(&[
         ("spin", "() => { while (true) {} }"),
-        ("trap", "() => { for (;;) { try { while (true) {} } catch (e) {} } }"),
+        (
+            "trap",
+            "() => { for (;;) { try { while (true) {} } catch (e) {} } }",
+        ),
         ("later", "async () => { while (true) {} }"),
     ]);
     for name in ["spin", "trap", "later"] {
         let t = Instant::now();
         let e = run_tool(&src, name, json!({})).unwrap_err();
         assert!(matches!(e, ScriptError::Timeout(_)), "{name}: {e}");
-        assert!(t.elapsed() < Duration::from_millis(1200), "{name}: {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(1200),
+            "{name}: {:?}",
+            t.elapsed()
+        );
     }
     // A loop while the tools are being built is stopped too.
     let e = describe("while (true) {}", &short()).unwrap_err();
@@ -135,9 +166,15 @@ fn time_in_host_calls_is_not_cpu_time() {
 #[test]
 fn memory_and_recursion_are_bounded() {
     let src = code(&[
-        ("hog", "() => { const a = []; for (;;) a.push(new Array(100000).fill(1)); }"),
+        (
+            "hog",
+            "() => { const a = []; for (;;) a.push(new Array(100000).fill(1)); }",
+        ),
         ("big", "() => 'x'.repeat(1 << 28)"),
-        ("deep", "() => { const f = (n) => f(n + 1) + 1; return f(0); }"),
+        (
+            "deep",
+            "() => { const f = (n) => f(n + 1) + 1; return f(0); }",
+        ),
     ]);
     let limits = Limits {
         memory: 16 << 20,
@@ -147,13 +184,24 @@ fn memory_and_recursion_are_bounded() {
         let e = call(&src, name, json!({}), Rc::new(Recorder::default()), &limits).unwrap_err();
         assert!(matches!(e, ScriptError::OutOfMemory(_)), "{name}: {e}");
     }
-    let e = call(&src, "deep", json!({}), Rc::new(Recorder::default()), &limits).unwrap_err();
+    let e = call(
+        &src,
+        "deep",
+        json!({}),
+        Rc::new(Recorder::default()),
+        &limits,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("call stack size exceeded"), "{e}");
 }
 
 #[test]
 fn syntax_errors_name_the_line_of_the_code() {
-    let e = describe("const a = 1;\nconst b = 2;\nconst c = ;\nreturn {};", &short()).unwrap_err();
+    let e = describe(
+        "const a = 1;\nconst b = 2;\nconst c = ;\nreturn {};",
+        &short(),
+    )
+    .unwrap_err();
     match e {
         ScriptError::Syntax { line, .. } => assert_eq!(line, Some(3), "{e}"),
         other => panic!("{other}"),
@@ -166,11 +214,26 @@ fn shapes_are_checked() {
         ("return 3;", "returned a number"),
         ("return { a: 1 };", "tool `a` must be"),
         (&code(&[("a", "1")]) as &str, "`fn` must be a function"),
-        ("return { a: { fn: () => 1 } };", "`scheme` must be an object"),
-        ("return { a: { fn: () => 1, scheme: { name: 'a', parameters: {} } } };", "`scheme.description`"),
-        ("return { a: { fn: () => 1, scheme: { name: 'b', description: 'd', parameters: {} } } };", "must match"),
-        ("return { a: { fn: () => 1, scheme: { name: 'a', description: 'd', parameters: 3 } } };", "`scheme.parameters`"),
-        ("return { a: { fn: () => 1, scheme: { name: 'a', description: 'd', parameters: {} } }, A: { fn: () => 1, scheme: { name: 'A', description: 'd', parameters: {} } } };", "case-insensitive"),
+        (
+            "return { a: { fn: () => 1 } };",
+            "`scheme` must be an object",
+        ),
+        (
+            "return { a: { fn: () => 1, scheme: { name: 'a', parameters: {} } } };",
+            "`scheme.description`",
+        ),
+        (
+            "return { a: { fn: () => 1, scheme: { name: 'b', description: 'd', parameters: {} } } };",
+            "must match",
+        ),
+        (
+            "return { a: { fn: () => 1, scheme: { name: 'a', description: 'd', parameters: 3 } } };",
+            "`scheme.parameters`",
+        ),
+        (
+            "return { a: { fn: () => 1, scheme: { name: 'a', description: 'd', parameters: {} } }, A: { fn: () => 1, scheme: { name: 'A', description: 'd', parameters: {} } } };",
+            "case-insensitive",
+        ),
         ("return {};", "no tools"),
     ];
     for (src, want) in cases {
@@ -189,8 +252,14 @@ fn results_must_be_json_and_promises_must_settle() {
         ("undef", "() => undefined"),
         ("rej", "async () => { throw new TypeError('bad input') }"),
     ]);
-    assert!(matches!(run_tool(&src, "f", json!({})), Err(ScriptError::Result(_))));
-    assert!(matches!(run_tool(&src, "cyc", json!({})), Err(ScriptError::Result(_))));
+    assert!(matches!(
+        run_tool(&src, "f", json!({})),
+        Err(ScriptError::Result(_))
+    ));
+    assert!(matches!(
+        run_tool(&src, "cyc", json!({})),
+        Err(ScriptError::Result(_))
+    ));
     let e = run_tool(&src, "never", json!({})).unwrap_err();
     assert!(e.to_string().contains("never settled"), "{e}");
     assert_eq!(run_tool(&src, "undef", json!({})).unwrap(), Value::Null);
@@ -200,7 +269,15 @@ fn results_must_be_json_and_promises_must_settle() {
 
 #[test]
 fn garbage_never_panics() {
-    for src in ["", "}", "return", "{{{{", "return new Proxy({}, { ownKeys() { throw 1 } })", "throw null", "return { get a() { throw new Error('x') } }"] {
+    for src in [
+        "",
+        "}",
+        "return",
+        "{{{{",
+        "return new Proxy({}, { ownKeys() { throw 1 } })",
+        "throw null",
+        "return { get a() { throw new Error('x') } }",
+    ] {
         let _ = describe(src, &short());
     }
     let deep = format!("return {}1{};", "[".repeat(100_000), "]".repeat(100_000));

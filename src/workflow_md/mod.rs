@@ -947,7 +947,8 @@ impl Front<'_> {
                 self.error(
                     "schema",
                     sp,
-                    "`inputs.agent` names an agent definition file (`agents/<name>.agent.md`)".into(),
+                    "`inputs.agent` names an agent definition file (`agents/<name>.agent.md`)"
+                        .into(),
                     Some("write the file's path relative to the workflow's folder".into()),
                 );
                 return None;

@@ -254,7 +254,11 @@ impl ServerHandler for McpServer {
                     format!(
                         "no prompt `{}`; agent commands here: {}",
                         request.name,
-                        if names.is_empty() { "(none)".to_owned() } else { names.join(", ") }
+                        if names.is_empty() {
+                            "(none)".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
                     ),
                     None,
                 ));
