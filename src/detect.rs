@@ -14,7 +14,7 @@ use std::path::Path;
 pub enum Dialect {
     /// The Agentfile workflow DSL (the primary format).
     Agentfile,
-    /// agentrc's Agentfile (core profile): recognised, not yet supported.
+    /// agentrc's Agentfile (CONTRACT §12), run as one agent.
     Agentrc,
     /// `workflows/<name>/workflow.yaml`: recognised, not yet supported.
     WorkflowYaml,
@@ -56,7 +56,24 @@ pub enum Detected {
 
 const DSL_ONLY: &[&str] = &["NAME", "INPUT", "GOAL", "RUN", "LOOP", "CONVERGE"];
 const AGENTRC_ONLY: &[&str] = &[
-    "FROM", "CMD", "TOOL", "MOUNT", "CRED", "URL", "POLICY", "AUDIT",
+    "FROM",
+    "CMD",
+    "TOOL",
+    "MOUNT",
+    "CRED",
+    "URL",
+    "POLICY",
+    "AUDIT",
+    "SOP",
+    "IDENTITY",
+    "CAPABILITY",
+    "COPY",
+    "ADD",
+    "LABEL",
+    "HEALTHCHECK",
+    "WORKDIR",
+    "EXPOSE",
+    "ENTRYPOINT",
 ];
 
 /// Guess a file's format from its name and text.
@@ -98,7 +115,9 @@ pub fn detect(path: &Path, text: &str) -> Detected {
             line: n as u32 + 1,
             offset: line_offset + (line.len() - trimmed.len()),
         };
-        if dsl.is_none() && DSL_ONLY.contains(&word) {
+        // Dockerfile-shaped agentrc files have RUN too; the DSL's takes USING.
+        let dsl_word = DSL_ONLY.contains(&word) && (word != "RUN" || line.contains(" USING "));
+        if dsl.is_none() && dsl_word {
             dsl = Some(ev());
         } else if rc.is_none() && AGENTRC_ONLY.contains(&word) {
             rc = Some(ev());

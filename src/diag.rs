@@ -104,11 +104,6 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     ),
     ("not-utf8", Severity::Error, "a file is not UTF-8 text"),
     (
-        "unsupported-dialect",
-        Severity::Error,
-        "a recognised format that is not supported yet (agentrc)",
-    ),
-    (
         "ambiguous-dialect",
         Severity::Error,
         "directives of two Agentfile dialects in one file",
@@ -411,6 +406,156 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "remote-command",
         Severity::Warning,
         "commands at a URL, which are not fetched",
+    ),
+    (
+        "agentrc-unknown-directive",
+        Severity::Error,
+        "an agentrc line that is not a known directive (case-sensitive), with a did-you-mean",
+    ),
+    (
+        "agentrc-extension",
+        Severity::Error,
+        "a directive of an optional agentrc profile that `--extensions` does not enable",
+    ),
+    (
+        "agentrc-other-syntax",
+        Severity::Error,
+        "a directive of the other agentrc syntax (core vs Dockerfile-shaped) in the same file",
+    ),
+    (
+        "agentrc-unterminated",
+        Severity::Error,
+        "a `POLICY`/`SOP` block without `END`, or a heredoc without its delimiter",
+    ),
+    (
+        "agentrc-continuation",
+        Severity::Error,
+        "a `\\` continuation on the last line",
+    ),
+    (
+        "agentrc-continuation",
+        Severity::Warning,
+        "a `\\` continuation onto a blank line",
+    ),
+    (
+        "agentrc-arguments",
+        Severity::Error,
+        "a directive with the wrong number or shape of arguments",
+    ),
+    (
+        "agentrc-quote",
+        Severity::Error,
+        "a quote opened in a directive's arguments and never closed",
+    ),
+    (
+        "agentrc-identity",
+        Severity::Error,
+        "IDENTITY, LABEL, ENV or SLICE arguments that are not key=value",
+    ),
+    (
+        "agentrc-duplicate",
+        Severity::Error,
+        "the agent named twice, a second SOP, or a credential declared twice",
+    ),
+    (
+        "agentrc-mount",
+        Severity::Error,
+        "a MOUNT path that climbs out with `..`, or written as SRC:DEST:MODE",
+    ),
+    (
+        "agentrc-cred",
+        Severity::Error,
+        "a CRED that is not `env:VAR`, `vault://PATH#KEY` or `keyring:KEY`",
+    ),
+    (
+        "agentrc-url",
+        Severity::Error,
+        "a URL, SERVER or `POLICY network` value that is not a URL or `dns:HOST[:PORT]`",
+    ),
+    (
+        "agentrc-value",
+        Severity::Error,
+        "a value outside a directive's set (AUDIT, MOUNT mode, ISOLATION, BIND mode, …) or not a number, rate or duration",
+    ),
+    (
+        "agentrc-flag",
+        Severity::Error,
+        "an unknown or malformed `--flag` on COPY, ADD, HEALTHCHECK or RUN, or two that exclude each other",
+    ),
+    (
+        "agentrc-policy-key",
+        Severity::Error,
+        "a one-line POLICY request whose key is not agent.*, substrate.*, model.* or network, or a Cedar block in the Dockerfile-shaped syntax",
+    ),
+    (
+        "agentrc-cedar",
+        Severity::Error,
+        "a Cedar policy that does not parse, or names an entity or action outside AgentRC::",
+    ),
+    (
+        "agentrc-sop-file",
+        Severity::Error,
+        "a `COPY … /mnt/SOP` whose file is missing, unreadable or too large",
+    ),
+    (
+        "agentrc-empty-block",
+        Severity::Warning,
+        "an empty POLICY block",
+    ),
+    (
+        "agentrc-agent-name",
+        Severity::Warning,
+        "an agent name that is not a lowercase DNS label",
+    ),
+    (
+        "agentrc-unknown-tool",
+        Severity::Warning,
+        "a declared tool agentfile does not have (a run refuses to start)",
+    ),
+    (
+        "agentrc-unmounted",
+        Severity::Warning,
+        "a file tool declared with no MOUNT to use",
+    ),
+    (
+        "agentrc-remote",
+        Severity::Warning,
+        "an SOP at a remote address, which is not fetched",
+    ),
+    (
+        "agentrc-missing-agent",
+        Severity::Warning,
+        "lint 1: no AGENT (or `IDENTITY name=`)",
+    ),
+    (
+        "agentrc-mutable-from",
+        Severity::Warning,
+        "lint 2: FROM with a mutable tag such as `latest`, or no tag",
+    ),
+    (
+        "agentrc-plaintext-cred",
+        Severity::Warning,
+        "lint 3: a CRED, secret LABEL or ENV holding plaintext-like material",
+    ),
+    (
+        "agentrc-bind-mode",
+        Severity::Warning,
+        "lint 4: BIND without a mode",
+    ),
+    (
+        "agentrc-unpermitted-tool",
+        Severity::Warning,
+        "lint 5: a TOOL no Cedar policy permits under deny-by-default",
+    ),
+    (
+        "agentrc-missing-audit",
+        Severity::Warning,
+        "lint 6: no AUDIT",
+    ),
+    (
+        "agentrc-placement",
+        Severity::Warning,
+        "lint 7: a placement directive inline (ISOLATION IMAGE SLICE BACKEND BIND BROKER PLUGIN)",
     ),
 ];
 

@@ -38,6 +38,10 @@ fn source_text(s: &PromptSource) -> String {
 /// A human-readable summary.
 pub fn text(plan: &Plan) -> String {
     let mut o = String::new();
+    if let Some(d) = &plan.agentrc {
+        o.push_str(&crate::agentrc::summary(d));
+        o.push('\n');
+    }
     let _ = writeln!(o, "workflow {}  ({})", plan.name, plan.path);
     if let Some(s) = &plan.security {
         let _ = writeln!(o, "security {s}");

@@ -49,6 +49,7 @@
 
 pub mod agent_md;
 pub mod agentfile;
+pub mod agentrc;
 pub mod config;
 pub mod detect;
 pub mod diag;

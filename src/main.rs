@@ -70,10 +70,17 @@ enum Command {
         /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
         #[arg(long)]
         lenient: bool,
+        /// agentrc: enable optional profiles (capability, instruction,
+        /// security, placement, observability, experimental, or all), whose
+        /// directives are otherwise rejected.
+        #[arg(long, value_delimiter = ',', value_parser = extension_parser())]
+        extensions: Vec<String>,
     },
     /// Show a workflow's inputs, agents, goals and steps.
     Inspect {
-        path: PathBuf,
+        /// The workflow (not needed with --support-matrix).
+        #[arg(required_unless_present = "support_matrix")]
+        path: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = InspectFormat::Text)]
         format: InspectFormat,
         #[arg(long)]
@@ -84,6 +91,15 @@ enum Command {
         /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
         #[arg(long)]
         lenient: bool,
+        /// agentrc: enable optional profiles (capability, instruction,
+        /// security, placement, observability, experimental, or all), whose
+        /// directives are otherwise rejected.
+        #[arg(long, value_delimiter = ',', value_parser = extension_parser())]
+        extensions: Vec<String>,
+        /// Print what agentfile parses, validates and enforces of each agentrc
+        /// directive, and exit.
+        #[arg(long)]
+        support_matrix: bool,
     },
     /// Run a workflow: goals as model/tool loops behind the policy, every event stored.
     Run(RunArgs),
@@ -233,6 +249,14 @@ struct RunArgs {
     /// text), reporting those as warnings.
     #[arg(long)]
     lenient: bool,
+    /// agentrc: enable optional profiles (capability, instruction, security,
+    /// placement, observability, experimental, or all).
+    #[arg(long, value_delimiter = ',', value_parser = extension_parser())]
+    extensions: Vec<String>,
+}
+
+fn extension_parser() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(agentfile::agentrc::extension_names())
 }
 
 // Parsed once per process; boxing the large variant would fight clap's derive.
@@ -440,12 +464,14 @@ fn main() -> ExitCode {
             format,
             dialect,
             lenient,
+            extensions,
         } => validate(
             &paths,
             config.as_deref(),
             format,
             dialect.map(Into::into),
             lenient,
+            &extensions,
         ),
         // These print a result after the work is done; a reader that stops
         // early (`| head -1`) does not change that result (0 here).
@@ -453,17 +479,25 @@ fn main() -> ExitCode {
             list(dir.as_deref().unwrap_or(Path::new(".")), format).or_else(|e| quiet_pipe(e, 0))
         }
         Command::Inspect {
+            support_matrix: true,
+            format,
+            ..
+        } => support_matrix(format),
+        Command::Inspect {
             path,
             format,
             config,
             dialect,
             lenient,
+            extensions,
+            ..
         } => inspect_cmd(
-            &path,
+            path.as_deref().unwrap_or(Path::new(".")),
             config.as_deref(),
             format,
             dialect.map(Into::into),
             lenient,
+            &extensions,
         ),
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
@@ -569,6 +603,7 @@ fn validate(
     format: ReportFormat,
     dialect: Option<Dialect>,
     lenient: bool,
+    extensions: &[String],
 ) -> anyhow::Result<u8> {
     let mut analyses = Vec::with_capacity(paths.len());
     for p in paths {
@@ -579,6 +614,7 @@ fn validate(
                 config: cfg.as_ref(),
                 dialect,
                 lenient,
+                extensions,
             },
         ));
     }
@@ -640,6 +676,7 @@ fn inspect_cmd(
     format: InspectFormat,
     dialect: Option<Dialect>,
     lenient: bool,
+    extensions: &[String],
 ) -> anyhow::Result<u8> {
     let cfg = config_for(config, path)?;
     let a = frontend::analyze(
@@ -648,6 +685,7 @@ fn inspect_cmd(
             config: cfg.as_ref(),
             dialect,
             lenient,
+            extensions,
         },
     );
     let Some(plan) = &a.plan else {
@@ -669,10 +707,27 @@ fn inspect_cmd(
             |()| Ok(EXIT_INVALID),
         );
     };
+    let rendered = match (format, &plan.agentrc) {
+        (InspectFormat::Json, Some(decl)) => {
+            serde_json::to_string_pretty(decl).unwrap_or_default() + "\n"
+        }
+        (InspectFormat::Text, _) => inspect::text(plan),
+        (InspectFormat::Json, None) => inspect::json(plan),
+        (InspectFormat::Mermaid, _) => inspect::mermaid(plan),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(rendered.as_bytes())
+        .and_then(|()| out.flush())
+        .map_or_else(|e| quiet_pipe(e.into(), 0), |()| Ok(0))
+}
+
+/// `inspect --support-matrix`: the agentrc directives and what we do with them.
+fn support_matrix(format: InspectFormat) -> anyhow::Result<u8> {
     let rendered = match format {
-        InspectFormat::Text => inspect::text(plan),
-        InspectFormat::Json => inspect::json(plan),
-        InspectFormat::Mermaid => inspect::mermaid(plan),
+        InspectFormat::Json => {
+            serde_json::to_string_pretty(&agentfile::agentrc::table::matrix_json())? + "\n"
+        }
+        _ => agentfile::agentrc::table::matrix_text(),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(rendered.as_bytes())
@@ -807,6 +862,7 @@ async fn run_async(
         strict_convergence: args.strict_convergence,
         force_changed: args.force_changed,
         lenient: args.lenient,
+        extensions: args.extensions.clone(),
         http: None,
         sampling: None,
         loaded_config: None,

@@ -66,6 +66,8 @@ pub struct RunRequest {
     /// `--lenient`: run a workflow.yaml whose tolerable problems are only
     /// warnings.
     pub lenient: bool,
+    /// agentrc's optional profiles enabled (`--extensions`).
+    pub extensions: Vec<String>,
     /// HTTP behaviour of providers (tests shorten timeouts and retries).
     pub http: Option<llm::HttpOptions>,
     /// The MCP host's model, for `--provider mcp-sampling` under `agentfile mcp`.
@@ -183,6 +185,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         config: Some(&config),
         dialect: None,
         lenient: req.lenient,
+        extensions: &req.extensions,
     };
     let analysis = match &req.source {
         Some(text) => frontend::analyze_bytes(req.path.clone(), text.clone().into_bytes(), options),
@@ -258,6 +261,9 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     };
     let inputs = executor::bind_inputs(&plan, &given).map_err(usage)?;
     check_required_env(&plan)?;
+    if let Some(decl) = &plan.agentrc {
+        crate::agentrc::guard::check_runnable(decl).map_err(usage)?;
+    }
     let limits = limits(req, &config)?;
     let options = ProviderOptions {
         http: req.http.unwrap_or_default(),
@@ -887,6 +893,23 @@ pub async fn start_in(
             );
         }
     }
+    let mut notes = Vec::new();
+    if let Some(decl) = &prepared.plan.agentrc {
+        let home = std::env::home_dir();
+        let guard = crate::agentrc::guard::DeclarationGuard::new(
+            decl,
+            &prepared.workspace,
+            home.as_deref(),
+        )
+        .map_err(|e| usage(format!("agentrc: {e}")))?;
+        policy.guard_for_run(Arc::new(guard));
+        notes.extend(
+            decl.grants
+                .ignored
+                .iter()
+                .map(|i| format!("agentrc: not acted on: {i}")),
+        );
+    }
     let toolbox = Toolbox::new(&prepared.config, policy, &prepared.workspace, stores.memory)
         .map_err(|e| usage(e.to_string()))?;
     toolbox.ready().await;
@@ -922,7 +945,7 @@ pub async fn start_in(
         provider_label: prepared.provider_label.clone(),
         endpoint: prepared.endpoint.clone(),
         prior_events: prior,
-        warnings: toolbox.warnings(),
+        warnings: toolbox.warnings().into_iter().chain(notes).collect(),
     };
     let result = executor::execute(spec, &svc, cancel).await;
     toolbox.shutdown();

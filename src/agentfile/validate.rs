@@ -732,6 +732,7 @@ impl Validator<'_, '_> {
                 files: Default::default(),
                 execution: None,
                 protected: Vec::new(),
+                agentrc: None,
             }
             .sealed(),
         )

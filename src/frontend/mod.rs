@@ -27,6 +27,8 @@ pub struct Options<'a> {
     /// `--lenient`: what a runtime can still interpret is a warning, not an
     /// error (workflow.yaml files in the wild).
     pub lenient: bool,
+    /// agentrc's optional profiles enabled (`--extensions`).
+    pub extensions: &'a [String],
 }
 
 /// The result of reading one workflow file.
@@ -214,27 +216,6 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             return Analysis::stopped(path, sources, d, None);
         }
     };
-    if !matches!(
-        dialect,
-        Dialect::Agentfile | Dialect::WorkflowMd | Dialect::WorkflowYaml | Dialect::AgentMd
-    ) {
-        let (span, why) = match detect(&path, text) {
-            Detected::Format(_, Some(ev)) => (
-                Span::new(file, ev.offset, ev.offset + ev.word.len()),
-                format!(" (recognised by `{}` on line {})", ev.word, ev.line),
-            ),
-            _ => (Span::new(file, 0, 0), String::new()),
-        };
-        let what = registry::title(dialect);
-        let hint = "agentfile currently runs the Agentfile workflow DSL (NAME, GOAL, RUN, LOOP…), WORKFLOW.md and workflow.yaml; pass --dialect agentfile if this is the DSL";
-        let d = Diagnostic::error(
-            "unsupported-dialect",
-            span,
-            format!("this is {what}{why}; that format is not supported yet"),
-        )
-        .with_hint(hint);
-        return Analysis::stopped(path, sources, d, Some(dialect));
-    }
     let (mut diagnostics, plan) = if dialect == Dialect::WorkflowYaml {
         crate::workflow_yaml::analyze(
             &mut sources,
@@ -246,6 +227,14 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
         )
     } else if dialect == Dialect::AgentMd {
         crate::agent_md::analyze(&mut sources, file)
+    } else if dialect == Dialect::Agentrc {
+        crate::agentrc::analyze(
+            &mut sources,
+            file,
+            crate::agentrc::Options {
+                extensions: opts.extensions,
+            },
+        )
     } else if dialect == Dialect::WorkflowMd {
         crate::workflow_md::analyze(
             &mut sources,

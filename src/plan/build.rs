@@ -318,6 +318,7 @@ impl WorkflowBuilder {
             files: Default::default(),
             execution: None,
             protected: Vec::new(),
+            agentrc: None,
         };
         for e in super::scope::check(&plan) {
             diags.push(

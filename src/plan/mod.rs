@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod build;
+pub mod declared;
 pub mod expr;
 pub mod graph;
 pub mod scope;
@@ -103,6 +104,9 @@ pub struct Plan {
     /// declared scripts run without the bash allowlist.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<String>,
+    /// An agentrc Agentfile's parse tree and grants (CONTRACT §12).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentrc: Option<Box<declared::Declaration>>,
 }
 
 /// AIP-16's file contract: files keyed by the name they have in the run's
@@ -339,7 +343,27 @@ pub fn describe_changes(
 
 fn digest(v: &serde_json::Value) -> String {
     use sha2::{Digest, Sha256};
-    let bytes = serde_json::to_vec(v).unwrap_or_default();
+    let bytes = serde_json::to_vec(&sorted(v)).unwrap_or_default();
     let h = Sha256::digest(&bytes);
     h[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `v` with every object's keys in sorted order: a digest must not depend on
+/// whether serde_json keeps insertion order (its `preserve_order` feature,
+/// which a dependency may turn on) or sorts.
+fn sorted(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&m[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
 }

@@ -614,6 +614,7 @@ impl Engine {
             strict_convergence: false,
             force_changed: false,
             lenient: p.lenient,
+            extensions: Vec::new(),
             http: self.options.http,
             sampling: self.options.sampling.clone(),
             loaded_config: Some(loaded),
@@ -1020,6 +1021,7 @@ impl Engine {
                     config: config.as_ref(),
                     dialect: None,
                     lenient: false,
+                    extensions: &[],
                 },
             );
             let mut report = ValidateReport::new(std::slice::from_ref(&analysis));
@@ -1041,6 +1043,7 @@ impl Engine {
                         config: config.as_ref(),
                         dialect: None,
                         lenient: false,
+                        extensions: &[],
                     },
                 ));
             }
@@ -1063,6 +1066,7 @@ impl Engine {
                 config: config.as_ref(),
                 dialect: None,
                 lenient: false,
+                extensions: &[],
             },
         );
         let Some(plan) = &a.plan else {

@@ -318,6 +318,7 @@ impl Front<'_> {
             files,
             execution: None,
             protected: Vec::new(),
+            agentrc: None,
         };
         for (field, schema) in [
             ("inputs", &plan.input_schema),

@@ -616,6 +616,7 @@ impl Front {
                 files: Default::default(),
                 execution,
                 protected: vec!["scripts/".to_owned()],
+                agentrc: None,
             }
             .sealed(),
         )

@@ -377,6 +377,7 @@ mod tests {
                 config: None,
                 dialect: None,
                 lenient: false,
+                extensions: &[],
             },
         );
         assert_eq!(a.errors(), 0, "{:?}", a.diagnostics);

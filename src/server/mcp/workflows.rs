@@ -192,6 +192,7 @@ impl Scan {
                 config,
                 dialect: None,
                 lenient: false,
+                extensions: &[],
             },
         );
         cache.analyses += 1;

@@ -124,6 +124,25 @@ pub enum Request<'a> {
     Mcp { server: &'a str, tool: &'a str },
 }
 
+/// A further check a call must pass once the policy allows it: an agentrc
+/// declaration's grants and Cedar policies. A call runs only if the policy and
+/// every guard allow it; a guard's denial is reported like the policy's.
+pub trait Guard: Send + Sync + std::fmt::Debug {
+    /// Judge a call the policy allowed; `permit` is what the gate worked out
+    /// (the resolved path, the judged URL).
+    fn judge(&self, req: &Request<'_>, permit: &Permit) -> Result<(), Denial>;
+
+    /// Whether the model is offered a built-in tool at all.
+    fn offers(&self, _tool: Tool) -> bool {
+        true
+    }
+
+    /// Whether the model is offered an MCP server's tool.
+    fn offers_mcp(&self, _server: &str, _tool: &str) -> bool {
+        true
+    }
+}
+
 /// What the gate worked out while allowing a call; tools act on it rather than
 /// on the model's spelling.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -179,6 +198,7 @@ pub struct Gate {
     limiter: RateLimiter,
     /// Resolved folders no write may touch, with the rule that says why.
     protected: Vec<(PathBuf, String)>,
+    guards: Vec<super::GuardRef>,
 }
 
 fn denial(tool: &str, rule: impl Into<String>, reason: impl Into<String>) -> Denial {
@@ -351,6 +371,7 @@ impl Gate {
             tools,
             mcp,
             limiter: RateLimiter::default(),
+            guards: policy.guards.clone(),
             protected: policy
                 .protected
                 .iter()
@@ -380,7 +401,8 @@ impl Gate {
     /// to refuse every call (bash without an allowlist under `default_deny`).
     pub fn offers(&self, tool: Tool) -> bool {
         let t = self.tool(tool);
-        if matches!(t.enabled, Enabled::Off { .. }) {
+        if matches!(t.enabled, Enabled::Off { .. }) || !self.guards.iter().all(|g| g.0.offers(tool))
+        {
             return false;
         }
         match tool {
@@ -393,6 +415,7 @@ impl Gate {
     /// Whether to offer an MCP tool: exactly what a call would be judged.
     pub fn offers_mcp(&self, server: &str, tool: &str) -> bool {
         self.judge_mcp(server, tool).is_ok()
+            && self.guards.iter().all(|g| g.0.offers_mcp(server, tool))
     }
 
     /// Whether any tool of this server could be allowed; servers that cannot
@@ -463,6 +486,12 @@ impl Gate {
                 )
             }
         };
+        // A fetch met the guards in `check_url`, as every redirect does.
+        if !matches!(req, Request::Fetch { .. }) {
+            for g in &self.guards {
+                g.0.judge(req, &permit)?;
+            }
+        }
         if let Some(limit) = limit {
             self.limiter
                 .try_acquire(&name, limit, Instant::now())
@@ -496,8 +525,18 @@ impl Gate {
     pub fn check_url(&self, url: &Url) -> Result<UrlVerdict, Denial> {
         self.enabled(Tool::WebFetch)?;
         let t = self.tool(Tool::WebFetch);
-        web::check_url(url, t.domains.as_deref(), self.default_deny, &t.label)
-            .map_err(|(rule, reason)| denial("web_fetch", rule, reason))
+        let verdict = web::check_url(url, t.domains.as_deref(), self.default_deny, &t.label)
+            .map_err(|(rule, reason)| denial("web_fetch", rule, reason))?;
+        if !self.guards.is_empty() {
+            let permit = Permit {
+                path: None,
+                url: Some(verdict.clone()),
+            };
+            for g in &self.guards {
+                g.0.judge(&Request::Fetch { url }, &permit)?;
+            }
+        }
+        Ok(verdict)
     }
 
     /// Check the addresses a judged host resolved to.

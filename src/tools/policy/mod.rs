@@ -82,7 +82,7 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-pub use gate::{Gate, Permit, Request};
+pub use gate::{Gate, Guard, Permit, Request};
 
 /// The policy file name looked for beside a workflow.
 pub const POLICY_FILE: &str = "policy.toml";
@@ -263,6 +263,27 @@ pub struct Policy {
     /// Folders no call of this run may write, with why (a workflow.yaml's
     /// `scripts/`); set by [`Policy::protect_for_run`].
     pub(crate) protected: Vec<(PathBuf, String)>,
+    /// Further checks every call must pass (an agentrc declaration's grants
+    /// and Cedar policies); set by [`Policy::guard_for_run`].
+    pub(crate) guards: Vec<GuardRef>,
+}
+
+/// A [`Guard`] held by a policy: compared by identity.
+#[derive(Clone)]
+pub(crate) struct GuardRef(pub std::sync::Arc<dyn Guard>);
+
+impl PartialEq for GuardRef {
+    fn eq(&self, other: &GuardRef) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for GuardRef {}
+
+impl fmt::Debug for GuardRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 impl Policy {
@@ -337,6 +358,7 @@ impl Policy {
             allowed_dirs: Vec::new(),
             ignored: Vec::new(),
             protected: Vec::new(),
+            guards: Vec::new(),
         }
     }
 
@@ -403,6 +425,12 @@ impl Policy {
     /// the rule. Deny wins over every allow, `--allow` included.
     pub fn protect_for_run(&mut self, dir: PathBuf, why: impl Into<String>) {
         self.protected.push((dir, why.into()));
+    }
+
+    /// Add a check every call of this run must also pass after the policy
+    /// allows it: a call runs only if the policy and every guard allow it.
+    pub fn guard_for_run(&mut self, guard: std::sync::Arc<dyn Guard>) {
+        self.guards.push(GuardRef(guard));
     }
 
     fn grant(&mut self, spec: &str) -> Result<(), String> {
@@ -670,6 +698,7 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
         allowed_dirs: Vec::new(),
         ignored: Vec::new(),
         protected: Vec::new(),
+        guards: Vec::new(),
     };
     for (key, value) in root.get_ref().iter() {
         let name: &str = key.get_ref();

@@ -70,7 +70,7 @@ impl DomainPattern {
         })
     }
 
-    fn covers(&self, host: &str, port: u16) -> bool {
+    pub(crate) fn covers(&self, host: &str, port: u16) -> bool {
         match &self.kind {
             DomainKind::Any => true,
             DomainKind::Suffix(s) => host.len() > s.len() + 1 && host.ends_with(&format!(".{s}")),

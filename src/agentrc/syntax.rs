@@ -1,0 +1,480 @@
+//! Lines to directives: comments, `\` continuations, `POLICY … END` /
+//! `SOP … END` blocks and `<<DELIM` heredocs, each piece kept with its byte
+//! range so every diagnostic points at the file.
+//!
+//! Nothing here knows what a directive means; [`super`] checks names and
+//! arguments. Linear in the input: every byte is looked at a bounded number of
+//! times, whatever the nesting of quotes and continuations.
+
+/// Which of the two agentrc syntaxes a file is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syntax {
+    /// The core profile (draft.4): AGENT, TOOL, MOUNT, `POLICY … END`.
+    Core,
+    /// The Dockerfile-shaped syntax: IDENTITY, CAPABILITY, SOP, one-line
+    /// POLICY, over Dockerfile keywords.
+    Dockerfile,
+}
+
+impl Syntax {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Syntax::Core => "core",
+            Syntax::Dockerfile => "dockerfile",
+        }
+    }
+}
+
+/// A whitespace-separated word, with its byte range in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    pub text: String,
+    pub start: usize,
+    pub end: usize,
+    /// A `"` or `'` opened in it and never closed.
+    pub open_quote: bool,
+}
+
+/// Lines captured raw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawBlock {
+    pub kind: BlockKind,
+    pub text: String,
+    /// Byte offset of `text` in the file.
+    pub offset: usize,
+    /// Byte range of what closed it (`END`, the delimiter); `None`: the file
+    /// ended first.
+    pub close: Option<(usize, usize)>,
+    /// The heredoc's delimiter, for messages.
+    pub delimiter: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockKind {
+    /// `POLICY` or `SOP` alone on its line, closed by `END`.
+    End,
+    /// `<<DELIM` (or `<<-DELIM`, `<<"DELIM"`), closed by the delimiter.
+    Heredoc,
+}
+
+/// One directive as read, before its name is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawDirective {
+    pub name: Token,
+    pub args: Vec<Token>,
+    /// Byte offset where its last line ends.
+    pub end: usize,
+    pub block: Option<RawBlock>,
+}
+
+/// Something wrong with the layout itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LayoutProblem {
+    /// A `\` on the last line: nothing follows to continue onto.
+    ContinuationAtEnd { at: usize },
+    /// A `\` continued the line onto a blank line.
+    EmptyContinuation { at: usize },
+    /// A line that does not start with a directive name.
+    NotADirective { start: usize, end: usize },
+}
+
+/// A file read as lines.
+#[derive(Debug, Default)]
+pub struct Layout {
+    pub directives: Vec<RawDirective>,
+    pub problems: Vec<LayoutProblem>,
+    /// The `# syntax=` parser directive: its value and byte range.
+    pub syntax_directive: Option<(String, usize, usize)>,
+}
+
+/// Words that only the Dockerfile-shaped syntax uses.
+pub const DOCKERFILE_ONLY: &[&str] = &[
+    "IDENTITY",
+    "CAPABILITY",
+    "COPY",
+    "ADD",
+    "LABEL",
+    "ENV",
+    "ARG",
+    "WORKDIR",
+    "USER",
+    "EXPOSE",
+    "RUN",
+    "ENTRYPOINT",
+    "VOLUME",
+    "STOPSIGNAL",
+    "ONBUILD",
+];
+
+/// Words that only the core syntax uses.
+pub const CORE_ONLY: &[&str] = &["AGENT", "TOOL", "MOUNT", "CRED", "URL", "AUDIT"];
+
+/// Which syntax the file is in, and the directive that shows it (byte range):
+/// the first line-leading word only one syntax has, else the shape of its
+/// first POLICY line (a block is core, `POLICY key value` is Dockerfile).
+/// With no evidence either way, core.
+pub fn guess(text: &str) -> (Syntax, Option<(usize, usize)>) {
+    let mut policy_hint = None;
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let start = offset;
+        offset += line.len();
+        let trimmed = line.trim_start();
+        let at = start + (line.len() - trimmed.len());
+        let word = trimmed.split_whitespace().next().unwrap_or("");
+        let span = Some((at, at + word.len()));
+        if DOCKERFILE_ONLY.contains(&word) {
+            return (Syntax::Dockerfile, span);
+        }
+        if CORE_ONLY.contains(&word) {
+            return (Syntax::Core, span);
+        }
+        if word == "POLICY" && policy_hint.is_none() {
+            let rest = trimmed[word.len()..].trim();
+            let syntax = if rest.is_empty() {
+                Syntax::Core
+            } else {
+                Syntax::Dockerfile
+            };
+            policy_hint = Some((syntax, span));
+        }
+    }
+    policy_hint.unwrap_or((Syntax::Core, None))
+}
+
+/// Split `text` into directives. `inline_comments`: ` #…` ends a line's
+/// arguments (the core syntax); the Dockerfile syntax has none.
+pub fn read(text: &str, inline_comments: bool) -> Layout {
+    let mut out = Layout::default();
+    let lines: Vec<(usize, &str)> = {
+        let mut v = Vec::new();
+        let mut offset = 0;
+        for line in text.split_inclusive('\n') {
+            v.push((offset, line));
+            offset += line.len();
+        }
+        v
+    };
+    let mut i = 0;
+    let mut leading = true;
+    while i < lines.len() {
+        let (start, raw) = lines[i];
+        let line = strip_newline(raw);
+        let trimmed = line.trim_start();
+        let indent = line.len() - trimmed.len();
+        i += 1;
+        if trimmed.is_empty() {
+            continue;
+        }
+        if let Some(comment) = trimmed.strip_prefix('#') {
+            // Parser directives come before any directive, as in a Dockerfile.
+            let c = comment.trim();
+            if leading
+                && out.syntax_directive.is_none()
+                && let Some(v) = c.strip_prefix("syntax=")
+            {
+                out.syntax_directive = Some((
+                    v.trim().to_owned(),
+                    start + indent,
+                    start + line.trim_end().len(),
+                ));
+            }
+            continue;
+        }
+        leading = false;
+        // The logical line: this physical line and its continuations.
+        let mut segments: Vec<(usize, &str)> = Vec::new();
+        let mut seg_start = start + indent;
+        let mut seg = trimmed;
+        let mut end = start + line.len();
+        loop {
+            let (body, continues) = split_continuation(seg);
+            let body = if inline_comments {
+                cut_inline_comment(body)
+            } else {
+                body
+            };
+            segments.push((seg_start, body));
+            if !continues {
+                break;
+            }
+            // Skip comment lines inside a continuation, as Dockerfile does.
+            let mut next = None;
+            while i < lines.len() {
+                let (s, r) = lines[i];
+                let l = strip_newline(r);
+                i += 1;
+                let t = l.trim_start();
+                if t.starts_with('#') {
+                    continue;
+                }
+                if t.is_empty() {
+                    out.problems
+                        .push(LayoutProblem::EmptyContinuation { at: s });
+                    continue;
+                }
+                next = Some((s + (l.len() - t.len()), t, s + l.len()));
+                break;
+            }
+            match next {
+                Some((s, t, e)) => {
+                    seg_start = s;
+                    seg = t;
+                    end = e;
+                }
+                None => {
+                    let at = seg_start + seg.trim_end().len() - 1;
+                    out.problems.push(LayoutProblem::ContinuationAtEnd { at });
+                    break;
+                }
+            }
+        }
+        let mut tokens: Vec<Token> = Vec::new();
+        for (s, body) in &segments {
+            tokens.extend(tokenize(body, *s));
+        }
+        if tokens.is_empty() {
+            continue;
+        }
+        let name = tokens.remove(0);
+        if !name
+            .text
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic())
+            || !name
+                .text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            out.problems.push(LayoutProblem::NotADirective {
+                start: name.start,
+                end: name.end,
+            });
+            continue;
+        }
+        let mut directive = RawDirective {
+            name,
+            args: tokens,
+            end,
+            block: None,
+        };
+        let opener = directive.name.text.to_ascii_uppercase();
+        if directive.args.is_empty() && (opener == "POLICY" || opener == "SOP") {
+            let (block, next) = capture_until(&lines, i, |t| t.trim() == "END", None);
+            i = next;
+            if let Some(c) = block.close {
+                directive.end = c.1;
+            }
+            directive.block = Some(block);
+        } else if let Some((pos, delim, strip_tabs)) = heredoc_start(&directive.args) {
+            let d = delim.clone();
+            let (mut block, next) = capture_until(
+                &lines,
+                i,
+                move |t| {
+                    let t = if strip_tabs {
+                        t.trim_start_matches('\t')
+                    } else {
+                        t
+                    };
+                    t == d
+                },
+                Some(strip_tabs),
+            );
+            block.kind = BlockKind::Heredoc;
+            block.delimiter = Some(delim);
+            i = next;
+            if let Some(c) = block.close {
+                directive.end = c.1;
+            }
+            directive.args.remove(pos);
+            directive.block = Some(block);
+        }
+        out.directives.push(directive);
+    }
+    out
+}
+
+fn strip_newline(line: &str) -> &str {
+    let l = line.strip_suffix('\n').unwrap_or(line);
+    l.strip_suffix('\r').unwrap_or(l)
+}
+
+/// `(body, continues)`: a line ending in `\` (trailing blanks allowed)
+/// continues onto the next.
+fn split_continuation(line: &str) -> (&str, bool) {
+    let t = line.trim_end();
+    match t.strip_suffix('\\') {
+        Some(body) => (body, true),
+        None => (line, false),
+    }
+}
+
+/// A ` #` outside quotes starts a comment.
+fn cut_inline_comment(line: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut prev_space = false;
+    for (i, c) in line.char_indices() {
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None if c == '#' && prev_space => return &line[..i],
+            None => {}
+        }
+        prev_space = c == ' ' || c == '\t';
+    }
+    line
+}
+
+/// Words of `body` (which starts at file offset `at`): whitespace separates
+/// them except inside `"…"` or `'…'`.
+pub fn tokenize(body: &str, at: usize) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut cur: Option<(usize, String)> = None;
+    let mut quote: Option<char> = None;
+    for (i, c) in body.char_indices() {
+        if quote.is_none() && (c == ' ' || c == '\t') {
+            if let Some((s, t)) = cur.take() {
+                out.push(Token {
+                    text: t,
+                    start: at + s,
+                    end: at + i,
+                    open_quote: false,
+                });
+            }
+            continue;
+        }
+        match quote {
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if c == '"' || c == '\'' => quote = Some(c),
+            None => {}
+        }
+        cur.get_or_insert_with(|| (i, String::new())).1.push(c);
+    }
+    if let Some((s, t)) = cur {
+        out.push(Token {
+            text: t,
+            start: at + s,
+            end: at + body.len(),
+            open_quote: quote.is_some(),
+        });
+    }
+    out
+}
+
+/// The heredoc opener among the arguments: `(index, delimiter, <<-)`.
+fn heredoc_start(args: &[Token]) -> Option<(usize, String, bool)> {
+    args.iter().enumerate().find_map(|(i, t)| {
+        let rest = t.text.strip_prefix("<<")?;
+        let (rest, strip) = match rest.strip_prefix('-') {
+            Some(r) => (r, true),
+            None => (rest, false),
+        };
+        let delim = rest.trim_matches(|c| c == '"' || c == '\'');
+        let ok = !delim.is_empty()
+            && delim
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.');
+        ok.then(|| (i, delim.to_owned(), strip))
+    })
+}
+
+/// Lines from `from` up to the first one `closes` accepts.
+fn capture_until(
+    lines: &[(usize, &str)],
+    from: usize,
+    closes: impl Fn(&str) -> bool,
+    strip_tabs: Option<bool>,
+) -> (RawBlock, usize) {
+    let offset = lines
+        .get(from)
+        .map_or_else(|| lines.last().map_or(0, |(s, l)| s + l.len()), |(s, _)| *s);
+    let mut text = String::new();
+    let mut i = from;
+    while i < lines.len() {
+        let (s, raw) = lines[i];
+        let line = strip_newline(raw);
+        i += 1;
+        if closes(line) {
+            let lead = line.len() - line.trim_start().len();
+            return (
+                RawBlock {
+                    kind: BlockKind::End,
+                    text,
+                    offset,
+                    close: Some((s + lead, s + line.trim_end().len())),
+                    delimiter: None,
+                },
+                i,
+            );
+        }
+        if strip_tabs == Some(true) {
+            text.push_str(line.trim_start_matches('\t'));
+            text.push('\n');
+        } else {
+            text.push_str(raw);
+        }
+    }
+    (
+        RawBlock {
+            kind: BlockKind::End,
+            text,
+            offset,
+            close: None,
+            delimiter: None,
+        },
+        i,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_heredocs_and_continuations() {
+        let src = "# syntax=agentrc.agentfile/v0.1\nAGENT a # the name\nPOLICY\n  permit(principal, action, resource);\nEND\nCMD python \\\n  # skipped\n  run.py\n";
+        let l = read(src, true);
+        assert_eq!(
+            l.syntax_directive.as_ref().unwrap().0,
+            "agentrc.agentfile/v0.1"
+        );
+        let names: Vec<_> = l.directives.iter().map(|d| d.name.text.as_str()).collect();
+        assert_eq!(names, ["AGENT", "POLICY", "CMD"]);
+        assert_eq!(l.directives[0].args.len(), 1);
+        let b = l.directives[1].block.as_ref().unwrap();
+        assert_eq!(b.text, "  permit(principal, action, resource);\n");
+        assert_eq!(&src[b.offset..b.offset + 2], "  ");
+        let cmd: Vec<_> = l.directives[2]
+            .args
+            .iter()
+            .map(|t| t.text.as_str())
+            .collect();
+        assert_eq!(cmd, ["python", "run.py"]);
+        assert!(l.problems.is_empty());
+
+        let src = "SOP <<-EOF\n\tYou review code.\n\tEOF\nCMD x \\\n";
+        let l = read(src, false);
+        let b = l.directives[0].block.as_ref().unwrap();
+        assert_eq!(b.text, "You review code.\n");
+        assert!(b.close.is_some());
+        assert!(matches!(
+            l.problems[..],
+            [LayoutProblem::ContinuationAtEnd { .. }]
+        ));
+        let toks = tokenize(r#"name=x description="a b c" z"#, 0);
+        assert_eq!(toks.len(), 3);
+        assert_eq!(toks[1].text, r#"description="a b c""#);
+    }
+
+    #[test]
+    fn guesses_the_syntax() {
+        assert_eq!(guess("FROM x\nIDENTITY name=a\n").0, Syntax::Dockerfile);
+        assert_eq!(guess("FROM x\nAGENT a\n").0, Syntax::Core);
+        assert_eq!(guess("POLICY model.name x\n").0, Syntax::Dockerfile);
+        assert_eq!(guess("POLICY\nEND\n").0, Syntax::Core);
+    }
+}
