@@ -300,8 +300,125 @@ fn check_workflow_yaml(bytes: Vec<u8>) {
     assert_eq!(a.plan.is_some(), a.errors() == 0);
 }
 
+/// Pieces of agentrc Agentfiles, both syntaxes: directives, blocks, heredocs,
+/// continuations, flags, quotes and Cedar.
+const RC_PIECES: &[&str] = &[
+    "\n",
+    " ",
+    "\t",
+    "\\\n",
+    "#",
+    "# syntax=agentrc.agentfile/v0.1\n",
+    "AGENT ",
+    "FROM ",
+    "CMD ",
+    "TOOL ",
+    "MOUNT ",
+    "CRED ",
+    "URL ",
+    "POLICY",
+    "POLICY ",
+    "AUDIT ",
+    "END",
+    "SOP",
+    "SOP ",
+    "<<EOF",
+    "<<-EOF",
+    "EOF",
+    "IDENTITY ",
+    "CAPABILITY ",
+    "COPY ",
+    "ADD ",
+    "LABEL ",
+    "HEALTHCHECK ",
+    "ENV ",
+    "RUN ",
+    "ALLOW ",
+    "DENY ",
+    "BIND ",
+    "ISOLATION ",
+    "TIMEOUT ",
+    "--chmod=755",
+    "--remote",
+    "--cached",
+    "--runtime",
+    "--interval=30s",
+    "name=x",
+    "description=\"a b",
+    "\"",
+    "'",
+    "=",
+    "utcp:file_read",
+    "mcp:gh.issue",
+    "mcp:",
+    "/workspace",
+    "/mnt/tools/x",
+    "/mnt/SOP",
+    "/mnt/tools/../../x",
+    "rw",
+    "ro",
+    "env:X",
+    "ghp_0123456789abcdefABCDEF",
+    "https://api.github.com",
+    "dns:a.b:443",
+    "network",
+    "model.name",
+    "[\"a\"",
+    "permit(",
+    "forbid(",
+    "principal",
+    "action",
+    "resource",
+    "==",
+    "in",
+    "AgentRC::Agent::\"x\"",
+    "AgentRC::Action::\"tool.invoke\"",
+    "AgentRC::Tool::\"file_read\"",
+    "?principal",
+    "@id(\"p\")",
+    ")",
+    ";",
+    "when {",
+    "}",
+    "context.path like \"/w/*\"",
+    ",",
+    "é",
+    "\0",
+];
+
+fn rc_soup() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(RC_PIECES), 0..80).prop_map(|v| v.concat())
+}
+
+fn check_agentrc(text: String) {
+    let path = std::env::temp_dir()
+        .join("agentfile-never-panics-rc")
+        .join("Agentfile");
+    let _ = std::fs::create_dir_all(path.parent().unwrap());
+    for extensions in [&[][..], &["all".to_owned()][..]] {
+        let a = analyze_bytes(
+            path.clone(),
+            text.clone().into_bytes(),
+            Options {
+                dialect: Some(agentfile::detect::Dialect::Agentrc),
+                extensions,
+                ..Options::default()
+            },
+        );
+        assert_eq!(a.plan.is_some(), a.errors() == 0);
+        for d in &a.diagnostics {
+            let _ = render(&a.sources, d, Style::default());
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
+
+    #[test]
+    fn agentrc_soup(text in rc_soup()) {
+        check_agentrc(text);
+    }
 
     #[test]
     fn workflow_yaml_bytes(bytes in prop::collection::vec(any::<u8>(), 0..400)) {

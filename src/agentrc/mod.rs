@@ -147,6 +147,8 @@ struct Checker<'a> {
     /// File tools declared (core), for the MOUNT lint.
     file_tools: Vec<(String, Span)>,
     tool_spans: Vec<(String, Span)>,
+    /// Byte offsets where lines start.
+    line_starts: Vec<usize>,
 }
 
 impl<'a> Checker<'a> {
@@ -177,6 +179,9 @@ impl<'a> Checker<'a> {
             cedar_blocks: Vec::new(),
             file_tools: Vec::new(),
             tool_spans: Vec::new(),
+            line_starts: std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .collect(),
         }
     }
 
@@ -204,11 +209,17 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// 1-based line and column (in characters) of a byte offset, which is
+    /// moved back to a character boundary first.
     fn line_col(&self, offset: usize) -> (u32, u32) {
-        let before = &self.text[..offset.min(self.text.len())];
-        let line = before.matches('\n').count() as u32 + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
-        (line, col)
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
+        }
+        let line = self.line_starts.partition_point(|&s| s <= offset);
+        let start = self.line_starts[line - 1];
+        let col = self.text[start..offset].chars().count();
+        (line as u32, col as u32 + 1)
     }
 
     fn layout_problems(&mut self, problems: &[LayoutProblem]) {
