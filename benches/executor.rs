@@ -3,8 +3,11 @@
 //! a no-op tool set, so what is timed is the executor itself — prompt building,
 //! interpolation, events, budget checks, conversation bookkeeping.
 //!
-//! Target: under 200 µs per model turn. Run with `cargo bench --bench executor`;
-//! it prints the per-turn figure and the process's peak RSS at the end.
+//! Target: under 200 µs per model turn without a store, under 60 µs with the
+//! SQLite session store on. Run with `cargo bench --bench executor`; it prints
+//! the per-turn figures (with the store: the pipelined bus a real run uses and,
+//! side by side, a bus that commits before each `emit` returns) and the
+//! process's peak RSS at the end.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -33,8 +36,16 @@ const TOOL_CALLS_PER_GOAL: usize = 3;
 fn main() {
     divan::main();
     report();
+    report_store();
     report_turn_storage();
+    // The databases of this process's runs.
+    for dir in STORE_DIRS.lock().expect("dirs").drain(..) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
+
+/// The folders [`store`] created, removed at the end.
+static STORE_DIRS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
 /// Answers with a tool call until the conversation holds three tool results,
 /// then with text — instantly.
@@ -159,6 +170,11 @@ fn run_once(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> u64 {
 
 /// A fresh SQLite session store in a temporary folder, with one session.
 fn store() -> Arc<dyn SessionStore> {
+    store_in().0
+}
+
+/// [`store`], and the folder of its database.
+fn store_in() -> (Arc<dyn SessionStore>, PathBuf) {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "agentfile-bench-exec-{}-{}",
@@ -166,6 +182,7 @@ fn store() -> Arc<dyn SessionStore> {
         N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     ));
     let _ = std::fs::remove_dir_all(&dir);
+    STORE_DIRS.lock().expect("dirs").push(dir.clone());
     let store = SqliteStore::open(&dir.join("sessions.db")).expect("store");
     store
         .create(&SessionMeta {
@@ -180,7 +197,7 @@ fn store() -> Arc<dyn SessionStore> {
             last_seq: 0,
         })
         .expect("session");
-    Arc::new(store)
+    (Arc::new(store), dir)
 }
 
 fn run_with_store(
@@ -188,7 +205,22 @@ fn run_with_store(
     plan: &Arc<Plan>,
     store: Option<Arc<dyn SessionStore>>,
 ) -> u64 {
-    let bus = EventBus::new("bench", 0, store);
+    run_with_bus(rt, plan, EventBus::new("bench", 0, store).pipelined())
+}
+
+/// A run whose bus stores each event before `emit` returns (no group commit
+/// across steps: what a run did before its bus was pipelined).
+fn run_synchronous(
+    rt: &tokio::runtime::Runtime,
+    plan: &Arc<Plan>,
+    store: Arc<dyn SessionStore>,
+) -> u64 {
+    run_with_bus(rt, plan, EventBus::new("bench", 0, Some(store)))
+}
+
+/// One run of the bench workflow on `bus`; the result comes back once the
+/// store holds every event (the executor flushes the bus at the end).
+fn run_with_bus(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>, bus: EventBus) -> u64 {
     // A sink that touches every event, as the CLI printer or a server would.
     bus.subscribe(Arc::new(|e: &Event| {
         std::hint::black_box(e.seq);
@@ -226,7 +258,8 @@ fn workflow_100_goals_3_tools(bencher: divan::Bencher) {
     bencher.bench_local(|| run_once(&rt, &plan));
 }
 
-/// The same with every event stored durably in SQLite, as a real run does.
+/// The same with every event stored durably in SQLite, as a real run does
+/// (a pipelined bus: group commit in the background).
 #[divan::bench(sample_count = 10)]
 fn workflow_100_goals_3_tools_sqlite_store(bencher: divan::Bencher) {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -237,6 +270,72 @@ fn workflow_100_goals_3_tools_sqlite_store(bencher: divan::Bencher) {
     bencher
         .with_inputs(store)
         .bench_local_values(|s| run_with_store(&rt, &plan, Some(s)));
+}
+
+/// The same with a bus that commits before each `emit` returns.
+#[divan::bench(sample_count = 10)]
+fn workflow_100_goals_3_tools_sqlite_store_synchronous(bencher: divan::Bencher) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let plan = plan();
+    bencher
+        .with_inputs(store)
+        .bench_local_values(|s| run_synchronous(&rt, &plan, s));
+}
+
+/// Per-turn overhead with the SQLite store on, pipelined and synchronous
+/// alternately (so a busy machine hurts both alike), for the README. Each run
+/// starts on a fresh database and ends once every event is stored; the store
+/// is closed (checkpointing its WAL as a CLI run's exit does) inside the
+/// timing.
+fn report_store() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let plan = plan();
+    let runs = 9;
+    // Per run: time per turn, of which closing the store, and WAL frames per turn.
+    let (mut piped, mut sync) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        for (pipelined, out) in [(true, &mut piped), (false, &mut sync)] {
+            let (s, dir) = store_in();
+            let started = Instant::now();
+            let turns = if pipelined {
+                run_with_store(&rt, &plan, Some(s.clone()))
+            } else {
+                run_synchronous(&rt, &plan, s.clone())
+            };
+            let ran = started.elapsed();
+            let wal = std::fs::metadata(dir.join("sessions.db-wal")).map_or(0, |m| m.len());
+            drop(s);
+            let total = started.elapsed();
+            let n = turns as u32;
+            out.push((
+                total / n,
+                (total - ran) / n,
+                wal as f64 / 4120.0 / f64::from(n),
+            ));
+        }
+    }
+    let describe = |v: &mut Vec<(Duration, Duration, f64)>| {
+        v.sort_by_key(|r| r.0);
+        let (median, best, worst) = (v[v.len() / 2], v[0], v[v.len() - 1]);
+        format!(
+            "median {:?} (best {:?}, worst {:?}; closing the store {:?} of the median, \
+             {:.2} WAL frames per turn)",
+            median.0, best.0, worst.0, median.1, median.2
+        )
+    };
+    println!(
+        "executor overhead with the SQLite store, per model turn ({runs} runs each, alternating, \
+         each on a fresh database and timed until the store is closed): pipelined bus {}; \
+         synchronous bus {}",
+        describe(&mut piped),
+        describe(&mut sync)
+    );
 }
 
 /// Per-turn overhead and peak memory, printed for the README.
@@ -308,14 +407,16 @@ fn turn_events(turn: u32) -> [EventBody; 4] {
 }
 
 /// What storing a turn's events in SQLite costs through the bus: one commit
-/// per event (`emit`, what the executor does today) against the bursts that
-/// are ready at the same moment stored with one commit each (`emit_all`: the
-/// answer with its tool call; the tool's result with the next request).
+/// per event (`emit` on a synchronous bus) against the bursts that are ready
+/// at the same moment stored with one commit each (`emit_all`: the answer with
+/// its tool call; the tool's result with the next request), and against a
+/// pipelined bus, whose writer commits whatever queued while it was busy.
 fn report_turn_storage() {
     const TURNS: u32 = 2000;
     let scope = Scope::step("s").with_goal("g");
-    let per_turn = |grouped: bool| {
+    let per_turn = |grouped: bool, pipelined: bool| {
         let bus = EventBus::new("bench", 0, Some(store()));
+        let bus = if pipelined { bus.pipelined() } else { bus };
         bus.subscribe(Arc::new(|e: &Event| {
             std::hint::black_box(e.seq);
         }));
@@ -339,20 +440,24 @@ fn report_turn_storage() {
         if let Some(last) = pending_result {
             bus.emit(&scope, last);
         }
+        // `store_error` waits for a pipelined bus's last commit.
         assert!(bus.store_error().is_none(), "{:?}", bus.store_error());
         started.elapsed() / TURNS
     };
-    // Alternate, so that a busy machine hurts both alike.
-    let (mut each, mut grouped) = (Vec::new(), Vec::new());
+    // Alternate, so that a busy machine hurts all alike.
+    let (mut each, mut grouped, mut piped) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..3 {
-        each.push(per_turn(false));
-        grouped.push(per_turn(true));
+        each.push(per_turn(false, false));
+        grouped.push(per_turn(true, false));
+        piped.push(per_turn(true, true));
     }
     each.sort();
     grouped.sort();
+    piped.sort();
     println!(
         "event storage per tool-using turn (4 events, SQLite, {TURNS} turns, median of 3): \
-         one commit per event {:?}; bursts with emit_all (2 commits per turn) {:?}",
-        each[1], grouped[1]
+         one commit per event {:?}; bursts with emit_all (2 commits per turn) {:?}; \
+         the same bursts on a pipelined bus {:?}",
+        each[1], grouped[1], piped[1]
     );
 }

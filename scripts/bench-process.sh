@@ -11,9 +11,15 @@
 # Times are taken with a monotonic clock in the parent just before spawning,
 # so no strace or clock skew is involved.
 #
+# With COMPARE=/path/to/another/agentfile, the two binaries run alternately in
+# one loop (one run of each in turn, against the same fake model and the same
+# database), so a machine that gets busier or quieter part-way hurts both
+# alike; both are reported, each with its own session database. Use it for before/after figures on a shared machine.
+#
 # Usage: scripts/bench-process.sh                 # builds target/release first
 #        AGENTFILE_BIN=/path/agentfile FAKE_BIN=/path/fake-provider scripts/bench-process.sh
 #        RUNS=500 scripts/bench-process.sh
+#        COMPARE=/tmp/agentfile-before scripts/bench-process.sh
 # Needs: cargo (unless both binaries are given), python3 (installed with
 # apt-get when missing and running as root).
 set -euo pipefail
@@ -38,6 +44,7 @@ if [ -z "${AGENTFILE_BIN:-}" ] || [ -z "${FAKE_BIN:-}" ]; then
 fi
 AGENTFILE_BIN="$(realpath "$AGENTFILE_BIN")"
 FAKE_BIN="$(realpath "$FAKE_BIN")"
+if [ -n "${COMPARE:-}" ]; then COMPARE="$(realpath "$COMPARE")"; fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/agentfile-bench-process.XXXXXX")"
 fake_pid=""
@@ -77,16 +84,21 @@ base_url = "$url"
 api_key_env = "BENCH_KEY"
 EOF
 
-python3 - "$AGENTFILE_BIN" "$work" "$RUNS" <<'PY'
+python3 - "$work" "$RUNS" "$AGENTFILE_BIN" ${COMPARE:+"$COMPARE"} <<'PY'
 import json, os, statistics, subprocess, sys, time
 
-exe, work, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+work, runs, exes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 env = dict(os.environ, BENCH_KEY="bench-key-0123456789", NO_COLOR="1")
 
-def one():
+# Compared binaries keep separate session databases (one may have a newer schema).
+envs = {exe: env if len(exes) == 1 else
+        dict(env, AGENTFILE_SESSION_PATH=os.path.join(work, f"db{i}", "sessions.db"))
+        for i, exe in enumerate(exes)}
+
+def one(exe):
     t0 = time.perf_counter()
     p = subprocess.Popen([exe, "run", "Agentfile", "--output", "stream-json"],
-                         cwd=work, env=env, stdout=subprocess.PIPE,
+                         cwd=work, env=envs[exe], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
     started = complete = None
     for line in p.stdout:
@@ -106,14 +118,21 @@ def one():
     return (end - t0) * 1e3, (started - t0) * 1e3, (end - complete) * 1e3
 
 for _ in range(10):
-    one()
-samples = [one() for _ in range(runs)]
-def row(name, i):
-    xs = sorted(s[i] for s in samples)
+    for exe in exes:
+        one(exe)
+samples = {exe: [] for exe in exes}
+for _ in range(runs):
+    for exe in exes:
+        samples[exe].append(one(exe))
+def row(name, runs_of, i):
+    xs = sorted(s[i] for s in runs_of)
     p90 = xs[int(len(xs) * 0.9) - 1]
     print(f"{name:<16} median {statistics.median(xs):7.2f} ms   p90 {p90:7.2f} ms   min {xs[0]:7.2f} ms")
-print(f"agentfile run, two turns (one ls call), {runs} runs: {exe}")
-row("total", 0)
-row("to run_started", 1)
-row("after complete", 2)
+if len(exes) > 1:
+    print(f"{len(exes)} binaries, alternating run by run")
+for exe in exes:
+    print(f"agentfile run, two turns (one ls call), {runs} runs: {exe}")
+    row("total", samples[exe], 0)
+    row("to run_started", samples[exe], 1)
+    row("after complete", samples[exe], 2)
 PY

@@ -5,10 +5,23 @@
 //! CLI printer, a JSON-RPC connection, MCP progress, telemetry). Emission holds a
 //! lock, so events from concurrent agents never interleave out of order.
 //!
-//! What it is not: a queue. Sinks are called synchronously and must be quick (a
-//! sink that needs to do slow work forwards into its own bounded channel).
+//! By default `emit` stores and sends before it returns. A run's bus is
+//! [`EventBus::pipelined`]: `emit` stamps the event and queues it, and one
+//! background thread per bus commits whatever has queued since its last commit
+//! in one transaction (group commit), then sends those events to the sinks, in
+//! order. The guarantees that matter hold either way: a sink sees an event only
+//! after the commit that holds it, never one the store refused; the store holds
+//! a prefix of what was emitted, so a run killed at any moment resumes from its
+//! log like any interrupted run; [`EventBus::flush`] waits until everything
+//! emitted is stored (the executor calls it before asking for an approval and
+//! when the run ends). What a pipelined bus adds is that the run goes on with
+//! its next step while the previous events are being committed.
+//!
+//! What it is not: a queue for sinks. Sinks are called in order, one event at a
+//! time, and must be quick (a sink that needs to do slow work forwards into its
+//! own bounded channel).
 
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::SystemTime;
 
 use crate::protocol::events::{EVENT_SCHEMA_VERSION, Event, EventBody, rfc3339};
@@ -118,10 +131,44 @@ struct BusState {
 pub struct EventBus {
     session_id: String,
     store: Option<Arc<dyn SessionStore>>,
-    state: Mutex<BusState>,
+    state: Arc<Mutex<BusState>>,
     notices: Notices,
+    /// The background commit of a pipelined bus (see [`EventBus::pipelined`]).
+    pipe: Option<Arc<Pipe>>,
+    writer: Option<std::thread::JoinHandle<()>>,
     /// Keeps the session's heartbeat beating while the bus lives.
     _beat: Option<Heartbeat>,
+}
+
+/// The most events a pipelined bus holds uncommitted before `emit` waits for
+/// the store: a run never gets far ahead of its log, even on a stalled disk.
+const MAX_QUEUED: usize = 1024;
+
+/// What a pipelined bus has emitted and its writer has not yet handled.
+struct Pipe {
+    state: Mutex<PipeState>,
+    /// Wakes the writer: work queued, or the bus is closing.
+    work: Condvar,
+    /// Wakes those waiting for the writer: a batch handled.
+    progress: Condvar,
+}
+
+#[derive(Default)]
+struct PipeState {
+    /// In emission order; `true` for an event to store, `false` for a
+    /// transient one (sent in its place, never stored).
+    queued: Vec<(Event, bool)>,
+    /// Events in `queued` that are to be stored.
+    to_store: usize,
+    /// The writer holds a batch it has not finished with.
+    busy: bool,
+    closing: bool,
+}
+
+impl Pipe {
+    fn lock(&self) -> MutexGuard<'_, PipeState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl EventBus {
@@ -131,13 +178,70 @@ impl EventBus {
         EventBus {
             session_id: session_id.to_owned(),
             store,
-            state: Mutex::new(BusState {
+            state: Arc::new(Mutex::new(BusState {
                 seq: last_seq,
                 sinks: Vec::new(),
                 store_error: None,
-            }),
+            })),
             notices: Notices::default(),
+            pipe: None,
+            writer: None,
             _beat: beat,
+        }
+    }
+
+    /// This bus, committing in the background (group commit): `emit` queues
+    /// the stamped event and returns, and a thread of the bus's own stores
+    /// everything queued since its last commit in one transaction, then sends
+    /// it to the sinks. Sinks still see only stored events, in order; the
+    /// store holds a prefix of what was emitted; [`EventBus::flush`] (and
+    /// [`EventBus::store_error`], and dropping the bus) waits for the store.
+    /// A bus without a store, or whose thread cannot start, stays synchronous.
+    pub fn pipelined(mut self) -> EventBus {
+        let Some(store) = self.store.clone() else {
+            return self;
+        };
+        if self.pipe.is_some() {
+            return self;
+        }
+        let pipe = Arc::new(Pipe {
+            state: Mutex::new(PipeState::default()),
+            work: Condvar::new(),
+            progress: Condvar::new(),
+        });
+        let (p, state, id) = (pipe.clone(), self.state.clone(), self.session_id.clone());
+        if let Ok(handle) = std::thread::Builder::new()
+            .name("agentfile-store".into())
+            .spawn(move || write_behind(&p, &state, store.as_ref(), &id))
+        {
+            self.pipe = Some(pipe);
+            self.writer = Some(handle);
+        }
+        self
+    }
+
+    /// On a pipelined bus, wait while [`MAX_QUEUED`] events are waiting for
+    /// the writer: a run never gets far ahead of its log, even on a stalled
+    /// disk. Called before taking the bus's lock, which the writer needs.
+    fn wait_for_room(&self) {
+        let Some(pipe) = &self.pipe else {
+            return;
+        };
+        let mut p = pipe.lock();
+        while p.to_store >= MAX_QUEUED && !p.closing {
+            p = pipe.progress.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Wait until every event emitted so far has been handled by the store:
+    /// stored (and sent), or refused. Immediate on a synchronous bus.
+    pub fn flush(&self) {
+        let Some(pipe) = &self.pipe else {
+            return;
+        };
+        let mut p = pipe.lock();
+        while !p.queued.is_empty() || p.busy {
+            p = pipe.progress.wait(p).unwrap_or_else(|e| e.into_inner());
         }
     }
 
@@ -170,8 +274,17 @@ impl EventBus {
         self.lock().seq
     }
 
-    /// The store's first failure, if any.
+    /// The store's first failure, if any, once everything emitted so far has
+    /// been handled (see [`EventBus::flush`]).
     pub fn store_error(&self) -> Option<String> {
+        self.flush();
+        self.lock().store_error.clone()
+    }
+
+    /// The store's first failure as known now, without waiting for the events
+    /// a pipelined bus is still committing. For a check before each step of a
+    /// run: a failure stops the run at the first step after it is known.
+    pub fn known_store_error(&self) -> Option<String> {
         self.lock().store_error.clone()
     }
 
@@ -184,6 +297,7 @@ impl EventBus {
     /// events are not offered to the store again (their `seq` would no longer
     /// follow the stored log).
     pub fn emit(&self, scope: &Scope, body: EventBody) -> Event {
+        self.wait_for_room();
         let mut st = self.lock();
         self.flush_notices(&mut st);
         let event = self.stamp(&st, scope, body, 1, rfc3339(SystemTime::now()));
@@ -205,6 +319,7 @@ impl EventBus {
         scope: &Scope,
         bodies: impl IntoIterator<Item = EventBody>,
     ) -> Vec<Event> {
+        self.wait_for_room();
         let mut st = self.lock();
         self.flush_notices(&mut st);
         let ts = rfc3339(SystemTime::now());
@@ -220,6 +335,7 @@ impl EventBus {
     /// [`EventBus::emit_all`] for events of different scopes, each with the
     /// time it happened (RFC 3339): stored in one commit, then sent in order.
     pub fn emit_timed(&self, items: Vec<(Scope, EventBody, String)>) -> Vec<Event> {
+        self.wait_for_room();
         let mut st = self.lock();
         self.flush_notices(&mut st);
         let events: Vec<Event> = items
@@ -273,11 +389,25 @@ impl EventBus {
 
     /// Store `events` (consecutive, following `st.seq`) in one commit, then
     /// hand them to the sinks if that succeeded. Called with the lock held, so
-    /// bursts from concurrent agents never interleave.
+    /// bursts from concurrent agents never interleave. A pipelined bus queues
+    /// them for its writer instead.
     fn store_and_send(&self, st: &mut BusState, events: &[Event]) {
         let Some(last) = events.last() else {
             return;
         };
+        if let Some(pipe) = &self.pipe {
+            st.seq = last.seq;
+            if st.store_error.is_some() {
+                // Not offered to the store again, and so never sent.
+                return;
+            }
+            let mut p = pipe.lock();
+            p.queued.extend(events.iter().map(|e| (e.clone(), true)));
+            p.to_store += events.len();
+            drop(p);
+            pipe.work.notify_one();
+            return;
+        }
         let stored = match &self.store {
             None => true,
             Some(_) if st.store_error.is_some() => false,
@@ -313,9 +443,95 @@ impl EventBus {
         }
         // `nth` 0: the seq of the last stored event.
         let event = self.stamp(&st, scope, body, 0, rfc3339(SystemTime::now()));
+        if let Some(pipe) = &self.pipe {
+            // Behind the events queued before it, so it reaches the sinks
+            // between the stored events it happened between.
+            pipe.lock().queued.push((event, false));
+            pipe.work.notify_one();
+            return;
+        }
         for sink in &st.sinks {
             sink.send_transient(&event);
         }
+    }
+}
+
+impl Drop for EventBus {
+    /// A pipelined bus stores what is still queued before it goes.
+    fn drop(&mut self) {
+        if let Some(pipe) = &self.pipe {
+            pipe.lock().closing = true;
+            pipe.work.notify_one();
+        }
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// The writer of a pipelined bus: commit everything queued since the last
+/// commit in one transaction, then send it to the sinks, in order; until the
+/// bus closes and nothing is left.
+fn write_behind(pipe: &Pipe, state: &Mutex<BusState>, store: &dyn SessionStore, id: &str) {
+    let lock_state = || state.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let batch = {
+            let mut p = pipe.lock();
+            while p.queued.is_empty() && !p.closing {
+                p = pipe.work.wait(p).unwrap_or_else(|e| e.into_inner());
+            }
+            if p.queued.is_empty() {
+                return;
+            }
+            p.busy = true;
+            p.to_store = 0;
+            std::mem::take(&mut p.queued)
+        };
+        // Room in the queue again.
+        pipe.progress.notify_all();
+        let mut to_store = Vec::new();
+        let mut order = Vec::with_capacity(batch.len());
+        for (event, stored) in batch {
+            if stored {
+                order.push(Err(to_store.len()));
+                to_store.push(event);
+            } else {
+                order.push(Ok(event));
+            }
+        }
+        let commit_and_send = || {
+            let failed_before = lock_state().store_error.is_some();
+            let stored = !failed_before
+                && (to_store.is_empty()
+                    || match store.append_batch(&to_store) {
+                        Ok(()) => true,
+                        Err(e) => {
+                            tracing::debug!(session = %id, seq = to_store[0].seq, error = %e, "the session store failed; the run stops");
+                            lock_state().store_error = Some(e.to_string());
+                            false
+                        }
+                    });
+            if stored {
+                let st = lock_state();
+                for item in &order {
+                    match item {
+                        Err(i) => st.sinks.iter().for_each(|s| s.send(&to_store[*i])),
+                        Ok(transient) => st.sinks.iter().for_each(|s| s.send_transient(transient)),
+                    }
+                }
+            }
+        };
+        // A panicking sink (or store) must not leave the bus waiting forever
+        // for a writer that is gone: the batch counts as handled, and the
+        // failure stops the run like a store error.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(commit_and_send)).is_err() {
+            let mut st = lock_state();
+            if st.store_error.is_none() {
+                st.store_error = Some("the event writer panicked".to_owned());
+            }
+        }
+        pipe.lock().busy = false;
+        pipe.progress.notify_all();
     }
 }
 
@@ -551,6 +767,134 @@ mod tests {
         assert_eq!(*seen.lock().unwrap(), [1]);
         assert_eq!(*store.batches.lock().unwrap(), [1, 2], "not offered again");
         assert!(bus.store_error().unwrap().contains("disk full"));
+    }
+
+    /// A store that takes a while per commit, so a pipelined bus queues.
+    struct Slow(Batches);
+
+    impl SessionStore for Slow {
+        fn create(&self, m: &crate::session::SessionMeta) -> Result<(), StoreError> {
+            self.0.create(m)
+        }
+        fn append(&self, e: &Event) -> Result<(), StoreError> {
+            self.append_batch(std::slice::from_ref(e))
+        }
+        fn append_batch(&self, events: &[Event]) -> Result<(), StoreError> {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            self.0.append_batch(events)
+        }
+        fn set_status(&self, id: &str, s: crate::session::SessionStatus) -> Result<(), StoreError> {
+            self.0.set_status(id, s)
+        }
+        fn get(&self, id: &str) -> Result<crate::session::SessionMeta, StoreError> {
+            self.0.get(id)
+        }
+        fn list(
+            &self,
+            s: Option<crate::session::SessionStatus>,
+            n: usize,
+        ) -> Result<Vec<crate::session::SessionMeta>, StoreError> {
+            self.0.list(s, n)
+        }
+        fn events(&self, id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
+            self.0.events(id, after)
+        }
+    }
+
+    fn slow(ok: usize) -> Arc<Slow> {
+        Arc::new(Slow(Batches {
+            ok,
+            stored: Mutex::new(Vec::new()),
+            batches: Mutex::new(Vec::new()),
+        }))
+    }
+
+    #[test]
+    fn a_pipelined_bus_groups_commits_and_sends_only_what_is_stored_in_order() {
+        let store = slow(1000);
+        let bus = EventBus::new("s1", 0, Some(store.clone())).pipelined();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (s, st) = (seen.clone(), store.clone());
+        bus.subscribe(Arc::new(AllEvents(move |e: &Event| {
+            if !matches!(e.body, EventBody::LlmDelta { .. }) {
+                assert!(
+                    st.0.stored.lock().unwrap().contains(&e.seq),
+                    "sent before stored"
+                );
+            }
+            s.lock().unwrap().push((e.seq, e.kind().to_owned()));
+        })));
+        for i in 0..20 {
+            bus.emit(&Scope::default(), warnings(&["w"]).remove(0));
+            if i == 9 {
+                bus.emit_transient(
+                    &Scope::default(),
+                    EventBody::LlmDelta {
+                        turn: 1,
+                        text: "t".into(),
+                        restart: false,
+                    },
+                );
+            }
+        }
+        assert_eq!(bus.last_seq(), 20, "stamped at once");
+        bus.flush();
+        let seen = seen.lock().unwrap().clone();
+        let seqs: Vec<u64> = seen.iter().map(|(s, _)| *s).collect();
+        // The transient one lands between the events it happened between,
+        // carrying the seq of the last event before it.
+        let mut want: Vec<u64> = (1..=10).collect();
+        want.push(10);
+        want.extend(11..=20);
+        assert_eq!(seqs, want);
+        assert_eq!(seen[10].1, "llm_delta");
+        let batches = store.0.batches.lock().unwrap().clone();
+        assert_eq!(batches.iter().sum::<usize>(), 20);
+        assert!(batches.len() < 20, "group commit: {batches:?}");
+        assert!(bus.store_error().is_none());
+    }
+
+    #[test]
+    fn a_pipelined_bus_stops_at_the_first_refusal_and_drop_stores_the_rest() {
+        let store = slow(3);
+        let bus = EventBus::new("s1", 0, Some(store.clone())).pipelined();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        bus.subscribe(Arc::new(move |e: &Event| s.lock().unwrap().push(e.seq)));
+        bus.emit_all(&Scope::default(), warnings(&["a", "b"]));
+        bus.flush();
+        bus.emit_all(&Scope::default(), warnings(&["c", "d"]));
+        let err = bus.store_error().unwrap();
+        assert!(err.contains("disk full"), "{err}");
+        assert_eq!(bus.known_store_error(), Some(err));
+        bus.emit(&Scope::default(), warnings(&["e"]).remove(0));
+        bus.flush();
+        assert_eq!(*seen.lock().unwrap(), [1, 2], "only stored events are sent");
+        assert_eq!(*store.0.stored.lock().unwrap(), [1, 2]);
+        assert_eq!(
+            store.0.batches.lock().unwrap().len(),
+            2,
+            "not offered again"
+        );
+
+        // Dropping a bus waits for what it still holds.
+        let store = slow(100);
+        let bus = EventBus::new("s2", 0, Some(store.clone())).pipelined();
+        for _ in 0..5 {
+            bus.emit(&Scope::default(), warnings(&["x"]).remove(0));
+        }
+        drop(bus);
+        assert_eq!(*store.0.stored.lock().unwrap(), [1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn a_bus_without_a_store_stays_synchronous() {
+        let bus = EventBus::new("s1", 0, None).pipelined();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        bus.subscribe(Arc::new(move |e: &Event| s.lock().unwrap().push(e.seq)));
+        bus.emit(&Scope::default(), warnings(&["a"]).remove(0));
+        assert_eq!(*seen.lock().unwrap(), [1]);
     }
 
     #[test]

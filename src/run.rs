@@ -915,7 +915,11 @@ pub async fn start_in(
     toolbox.ready().await;
 
     let last_seq = prior.last().map(|e| e.seq).unwrap_or(0);
-    let bus = EventBus::new(&id, last_seq, Some(store.clone())).with_notices(toolbox.notices());
+    // Pipelined: the run goes on while its last events are committed (group
+    // commit); sinks still see only stored events (see `events`).
+    let bus = EventBus::new(&id, last_seq, Some(store.clone()))
+        .with_notices(toolbox.notices())
+        .pipelined();
     for s in sinks {
         bus.subscribe(s);
     }

@@ -771,6 +771,9 @@ impl<'a> RunCx<'a> {
                 deadline_ms: deadline,
             },
         );
+        // Stored before anyone is asked: a decision is recorded against it,
+        // possibly by another process reading the store.
+        self.svc.bus.flush();
         let req = ApprovalRequest {
             session_id: self.svc.bus.session_id().to_owned(),
             node: path.to_owned(),

@@ -198,9 +198,11 @@ impl RunCx<'_> {
 
     /// Once the session store has failed (a full disk), nothing more can be
     /// recorded: the run stops before its next model call or tool call rather
-    /// than doing work nobody could resume.
+    /// than doing work nobody could resume. Asked as of now: a pipelined bus
+    /// (see [`crate::events::EventBus::pipelined`]) may still be committing
+    /// the last events, and a failure there stops the run at the step after.
     pub(crate) fn check_store(&self) -> Result<(), Stop> {
-        match self.svc.bus.store_error() {
+        match self.svc.bus.known_store_error() {
             Some(e) => Err(Stop::Failed(format!("the session store failed: {e}"))),
             None => Ok(()),
         }
@@ -510,6 +512,8 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         },
     };
     cx.emit(&Scope::default(), body);
+    // The result is reported once the log holds the whole run.
+    svc.bus.flush();
     RunResult {
         kind: "result".into(),
         session_id,

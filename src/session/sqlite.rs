@@ -13,8 +13,11 @@
 //!
 //! - `append` returns only after its transaction committed: one `BEGIN
 //!   IMMEDIATE` per call (or per [`SqliteStore::append_batch`]), which checks
-//!   `seq == last_seq + 1` and writes the event, its derived rows and the
-//!   session's `last_seq` together, or nothing.
+//!   `seq == last_seq + 1` and writes the event and its derived rows (and, for
+//!   an event that changes the status, the session's row) together, or
+//!   nothing. A session's `last_seq` and `updated_at` are those of its last
+//!   event (or of its row, when that is later): appends that leave the status
+//!   alone do not rewrite the `sessions` row (schema version 4).
 //! - What `events` returns is exactly what was appended (`serde_json` equal and
 //!   byte-for-byte equal when serialised again), although the stored form
 //!   differs: every JSON string of [`BLOB_THRESHOLD`] bytes or more anywhere in an
@@ -78,7 +81,7 @@ use crate::protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -103,7 +106,7 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Migration `n` (1-based) takes a database from version `n - 1` to `n`. Never
 /// edit a released entry; add a new one.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 const MIGRATION_1: &str = r#"
 CREATE TABLE schema_migrations(
@@ -225,10 +228,28 @@ ALTER TABLE events ADD COLUMN node TEXT;
 ALTER TABLE events ADD COLUMN node_kind TEXT;
 "#;
 
-/// The columns `RawMeta::from_row` reads, in its order.
+/// No new table: a new meaning. From version 4 an append that leaves the
+/// session's status alone no longer moves `sessions.last_seq` and
+/// `updated_at` (one page write less per commit); they are as of the last
+/// status change, and the session's last event has the rest (`get` and `list`
+/// combine both). An older agentfile would expect `last_seq` to follow every
+/// append and refuse to continue such a session, so the version number keeps
+/// it away from this database. Bringing the columns up to date first keeps
+/// them exact for whoever reads them with SQL right after the upgrade.
+const MIGRATION_4: &str = r#"
+UPDATE sessions SET last_seq = max(last_seq,
+    coalesce((SELECT max(seq) FROM events WHERE session_id = sessions.id), 0));
+"#;
+
+/// The columns `RawMeta::from_row` reads, in its order. Appends leave the
+/// `sessions` row alone unless the status changes, so `updated_at` and
+/// `last_seq` are completed from the session's last event (one seek each on
+/// the `events` key).
 const META_COLUMNS: &str = "SELECT id, workflow, path, workspace, inputs, status, created_at, \
-                            updated_at, last_seq, owner_pid, owner_host, owner_start, \
-                            heartbeat_at FROM sessions";
+     max(updated_at, coalesce((SELECT ts FROM events WHERE session_id = sessions.id \
+     ORDER BY seq DESC LIMIT 1), '')), \
+     max(last_seq, coalesce((SELECT max(seq) FROM events WHERE session_id = sessions.id), 0)), \
+     owner_pid, owner_host, owner_start, heartbeat_at FROM sessions";
 
 /// What a commit waits for. See the module documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -499,28 +520,43 @@ impl SqliteStore {
         })
     }
 
-    /// Write one event and its derived rows inside `tx`.
+    /// The `seq` the next event of session `id` must have, read inside `tx`
+    /// (which holds the write lock, so no other writer can move it). The
+    /// session's log is the `events` table: `sessions.last_seq` only moves with
+    /// status changes (and at `create`), so the next seq follows the larger of
+    /// the two.
+    fn next_seq(&self, tx: &rusqlite::Transaction<'_>, id: &str) -> Result<u64, StoreError> {
+        let row: Option<(i64, Option<i64>)> = tx
+            .prepare_cached(
+                "SELECT last_seq, (SELECT max(seq) FROM events WHERE session_id = ?1) \
+                 FROM sessions WHERE id = ?1",
+            )
+            .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(self.err("read the session"))?;
+        let Some((last, max)) = row else {
+            return Err(StoreError::NotFound(id.to_owned()));
+        };
+        let last = from_sql_int(last.max(max.unwrap_or(0)), "last_seq", self)?;
+        Ok(last.saturating_add(1))
+    }
+
+    /// Write one event and its derived rows inside `tx`; its `seq` has been
+    /// checked.
     fn append_in(&self, tx: &rusqlite::Transaction<'_>, event: &Event) -> Result<(), StoreError> {
         let id = &event.session_id;
         let seq = self.to_sql_int(event.seq, "seq")?;
-        // Claim the seq first: one statement both checks `seq == last_seq + 1`
-        // and moves `last_seq`, and only a refusal costs a second look.
-        let claimed = match status_after(&event.body) {
-            // Separate statements, so that the common case leaves the status
-            // index alone.
-            None => tx
-                .prepare_cached(
-                    "UPDATE sessions SET last_seq = ?2, updated_at = max(updated_at, ?3) \
-                     WHERE id = ?1 AND last_seq = ?2 - 1",
-                )
-                .and_then(|mut s| s.execute(params![id, seq, event.ts])),
+        // Only an event that changes the session's status touches its row: the
+        // common event leaves `sessions` alone, which saves a page write per
+        // commit (`last_seq` and `updated_at` are read from `events`).
+        match status_after(&event.body) {
+            None => {}
             // Whoever makes a session run owns it.
             Some(status) if is_live(status) => {
                 let me = Owner::current();
                 tx.prepare_cached(
                     "UPDATE sessions SET last_seq = ?2, updated_at = max(updated_at, ?3), \
                      status = ?4, owner_pid = ?5, owner_host = ?6, owner_start = ?7, \
-                     heartbeat_at = ?8 WHERE id = ?1 AND last_seq = ?2 - 1",
+                     heartbeat_at = ?8 WHERE id = ?1",
                 )
                 .and_then(|mut s| {
                     s.execute(params![
@@ -534,29 +570,16 @@ impl SqliteStore {
                         now()
                     ])
                 })
+                .map_err(self.err("update the session"))?;
             }
-            Some(status) => tx
-                .prepare_cached(
+            Some(status) => {
+                tx.prepare_cached(
                     "UPDATE sessions SET last_seq = ?2, updated_at = max(updated_at, ?3), \
-                     status = ?4 WHERE id = ?1 AND last_seq = ?2 - 1",
+                     status = ?4 WHERE id = ?1",
                 )
-                .and_then(|mut s| s.execute(params![id, seq, event.ts, status.as_str()])),
-        }
-        .map_err(self.err("update the session"))?;
-        if claimed == 0 {
-            let last: Option<i64> = tx
-                .prepare_cached("SELECT last_seq FROM sessions WHERE id = ?1")
-                .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
-                .map_err(self.err("read the session"))?;
-            let Some(last) = last else {
-                return Err(StoreError::NotFound(id.clone()));
-            };
-            let last = from_sql_int(last, "last_seq", self)?;
-            return Err(StoreError::OutOfOrder {
-                session: id.clone(),
-                expected: last.saturating_add(1),
-                got: event.seq,
-            });
+                .and_then(|mut s| s.execute(params![id, seq, event.ts, status.as_str()]))
+                .map_err(self.err("update the session"))?;
+            }
         }
 
         let mut blobs = Vec::new();
@@ -814,8 +837,23 @@ impl SessionStore for SqliteStore {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(self.err("begin the append"))?;
+        // The seq each session's next event must have: read once per session
+        // and batch, then followed in memory.
+        let mut next: Option<(&str, u64)> = None;
         for event in events {
+            let expected = match next {
+                Some((id, seq)) if id == event.session_id => seq,
+                _ => self.next_seq(&tx, &event.session_id)?,
+            };
+            if event.seq != expected {
+                return Err(StoreError::OutOfOrder {
+                    session: event.session_id.clone(),
+                    expected,
+                    got: event.seq,
+                });
+            }
             self.append_in(&tx, event)?;
+            next = Some((&event.session_id, expected.saturating_add(1)));
         }
         tx.commit().map_err(self.err("commit the append"))
     }

@@ -11,7 +11,7 @@
 //! What this is not: a cache or a vector store. Values are text, read back
 //! exactly; there is no expiry and no search beyond listing keys.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -41,9 +41,21 @@ pub enum MemoryError {
 }
 
 /// A handle to the store; clones share the connection.
+///
+/// The file is opened at the first call, not by [`MemoryStore::open`]: most
+/// runs never use the memory tools, and opening a second connection to the
+/// session database (WAL mode, the schema read, the table check) is a
+/// measurable part of a short run's start. A file that cannot be opened is
+/// reported by the call that needed it, and tried again by the next one.
 #[derive(Clone)]
 pub struct MemoryStore {
-    conn: Arc<Mutex<Connection>>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// Where to open the connection; `None` for an in-memory store (opened at once).
+    path: Option<PathBuf>,
+    conn: Mutex<Option<Connection>>,
 }
 
 impl std::fmt::Debug for MemoryStore {
@@ -53,9 +65,19 @@ impl std::fmt::Debug for MemoryStore {
 }
 
 impl MemoryStore {
-    /// Open (creating if needed) the store in the SQLite file at `path`; its
-    /// folder is created too.
+    /// The store in the SQLite file at `path`, opened (and created, with its
+    /// folder, if needed) at the first call; this does no I/O.
     pub fn open(path: &Path) -> Result<MemoryStore, MemoryError> {
+        Ok(MemoryStore {
+            inner: Arc::new(Inner {
+                path: Some(path.to_owned()),
+                conn: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Open the connection to the file at `path`.
+    fn connect(path: &Path) -> Result<Connection, MemoryError> {
         let shown = path.display().to_string();
         if let Some(parent) = path.parent()
             && !parent.as_os_str().is_empty()
@@ -69,19 +91,26 @@ impl MemoryStore {
             path: shown.clone(),
             source,
         })?;
-        Self::init(conn, true).map_err(|source| MemoryError::Open {
+        Self::init(&conn, true).map_err(|source| MemoryError::Open {
             path: shown,
             source,
-        })
+        })?;
+        Ok(conn)
     }
 
     /// A store that lives only as long as this value (for tests and dry runs).
     pub fn in_memory() -> Result<MemoryStore, MemoryError> {
         let conn = Connection::open_in_memory()?;
-        Ok(Self::init(conn, false)?)
+        Self::init(&conn, false)?;
+        Ok(MemoryStore {
+            inner: Arc::new(Inner {
+                path: None,
+                conn: Mutex::new(Some(conn)),
+            }),
+        })
     }
 
-    fn init(conn: Connection, wal: bool) -> Result<MemoryStore, rusqlite::Error> {
+    fn init(conn: &Connection, wal: bool) -> Result<(), rusqlite::Error> {
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         if wal {
             // journal_mode returns a row; query it rather than execute.
@@ -96,17 +125,24 @@ impl MemoryStore {
                 PRIMARY KEY (agent_id, key)
             );",
         )?;
-        Ok(MemoryStore {
-            conn: Arc::new(Mutex::new(conn)),
-        })
+        Ok(())
     }
 
     fn with<T>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
     ) -> Result<T, MemoryError> {
-        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(f(&conn)?)
+        let mut conn = self.inner.conn.lock().unwrap_or_else(|p| p.into_inner());
+        if conn.is_none()
+            && let Some(path) = &self.inner.path
+        {
+            *conn = Some(Self::connect(path)?);
+        }
+        match conn.as_ref() {
+            Some(c) => Ok(f(c)?),
+            // Unreachable: an in-memory store is opened when it is made.
+            None => Err(MemoryError::Task),
+        }
     }
 
     /// The value stored under `key` for `agent`, if any.
