@@ -266,9 +266,13 @@ impl TelemetryProtocol {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionSection {
-    /// `sqlite` (default) or `file`.
+    /// `sqlite` (default), `file` or `postgres`.
     pub store: Option<String>,
     pub path: Option<PathBuf>,
+    /// With `store = "postgres"`: the environment variable holding the
+    /// connection URL (`AGENTFILE_DATABASE_URL` by default). The URL itself is
+    /// never written in a config file, since it holds a password.
+    pub url_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

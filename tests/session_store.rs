@@ -29,6 +29,13 @@ macro_rules! conformance {
         mod file_backend {
             $( #[test] fn $case() { super::$case(super::Kind::File) } )*
         }
+        mod postgres_backend {
+            $( #[test] fn $case() {
+                if super::pg::available() {
+                    super::$case(super::Kind::Postgres)
+                }
+            } )*
+        }
     };
 }
 
