@@ -24,9 +24,10 @@
 //! - Reading a session costs what that session holds: events are keyed by
 //!   `(session_id, seq)`.
 //! - Several processes and machines: row locks order the writers of one
-//!   session; schema migrations run in one transaction under
-//!   `pg_advisory_xact_lock`, so many processes opening a fresh database at once
-//!   apply them once; a database with a newer schema version is refused
+//!   session; schema migrations run in one transaction under an advisory lock
+//!   (`pg_advisory_lock`, taken before the transaction begins so that it sees
+//!   what the previous holder committed), so many processes opening a fresh
+//!   database at once apply them once; a database with a newer schema version is refused
 //!   untouched ([`StoreError::TooNew`]).
 //! - Nothing read from the database is trusted: an unreadable row is
 //!   [`StoreError::Corrupt`], never a panic.
@@ -47,7 +48,8 @@
 //!   [`Options::lease`] (default [`owner::STALE_AFTER`](super::owner::STALE_AFTER)).
 //! - The holder renews it with every append and heartbeat (the event bus beats
 //!   every ten seconds), and releases it by appending a terminal event
-//!   (`run_complete`, `run_failed`, `run_cancelled`, `run_suspended`).
+//!   (`run_complete`, `run_failed`, `run_cancelled`, `run_suspended`) or by
+//!   setting a status that is neither live nor `waiting_approval`.
 //!   [`SessionStore::record_owner`] hands it over, as if taken at the given
 //!   heartbeat.
 //! - While another owner holds a valid lease, an append or a live `set_status`
@@ -715,16 +717,34 @@ impl Worker {
         }
     }
 
+    /// Apply the missing migrations in one transaction, under an advisory
+    /// lock taken *before* it begins: a transaction that waited for the lock
+    /// inside itself could still look the tables up in the catalog as they
+    /// were before the other process committed them.
     async fn migrate_in(&self, c: &Conn) -> Result<(), Failure> {
+        let e = |doing: &'static str| move |err| self.classify(err, doing);
+        c.client
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(e("wait for the migration lock"))?;
+        let result = self.migrate_locked(c).await;
+        if result.is_err() && !c.client.is_closed() {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+        }
+        // Closing the connection would release it too.
+        let _ = c
+            .client
+            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+            .await;
+        result
+    }
+
+    async fn migrate_locked(&self, c: &Conn) -> Result<(), Failure> {
         let e = |doing: &'static str| move |err| self.classify(err, doing);
         c.client
             .batch_execute("BEGIN")
             .await
             .map_err(e("begin the migration"))?;
-        c.client
-            .execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
-            .await
-            .map_err(e("wait for the migration lock"))?;
         // Read again under the lock: another process may have migrated
         // between our first look and now.
         let found = read_version(c)
@@ -1457,12 +1477,24 @@ impl Worker {
             .await?;
             self.commit(c, "commit the status").await?;
         } else {
+            // The holder setting an end (not a wait) releases its lease.
+            let me = &self.options.owner;
+            let release = status != SessionStatus::WaitingApproval;
             let n = self
                 .exec(
                     c,
-                    "UPDATE sessions SET status = $2, updated_at = greatest(updated_at, $3) \
-                     WHERE id = $1",
-                    &[&id, &status.as_str(), &t],
+                    "UPDATE sessions SET status = $2, updated_at = greatest(updated_at, $3), \
+                     lease_until = CASE WHEN $4 AND owner_pid = $5 AND owner_host = $6 AND \
+                     owner_start = $7 THEN NULL ELSE lease_until END WHERE id = $1",
+                    &[
+                        &id,
+                        &status.as_str(),
+                        &t,
+                        &release,
+                        &i64::from(me.pid),
+                        &me.host,
+                        &me.start,
+                    ],
                     "set the status",
                 )
                 .await?;
