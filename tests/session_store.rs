@@ -1586,3 +1586,133 @@ fn child_config_open() {
     let store = session::open(&c, ws.path()).unwrap();
     store.create(&meta("via-config")).unwrap();
 }
+
+/// A TCP proxy in front of the shared cluster that, once armed, forwards the
+/// next `COMMIT` to the server and then cuts the connection before the answer
+/// comes back: the client cannot know whether its transaction committed.
+struct CommitCutter {
+    port: u16,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    cuts: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CommitCutter {
+    fn start(upstream: u16) -> CommitCutter {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(AtomicU64::new(0));
+        let (armed2, cuts2) = (Arc::clone(&armed), Arc::clone(&cuts));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let cut = Arc::new(AtomicBool::new(false));
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (armed, cuts, cut_up) =
+                    (Arc::clone(&armed2), Arc::clone(&cuts2), Arc::clone(&cut));
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n @ 1..) = c_in.read(&mut buf) {
+                        let chunk = &buf[..n];
+                        let commit = chunk.windows(6).any(|w| w == b"COMMIT");
+                        if commit && armed.swap(false, Ordering::SeqCst) {
+                            cut_up.store(true, Ordering::SeqCst);
+                            let _ = s_out.write_all(chunk);
+                            // Let the server commit, then drop both sides.
+                            std::thread::sleep(Duration::from_millis(300));
+                            cuts.fetch_add(1, Ordering::SeqCst);
+                            let _ = c_in.shutdown(Shutdown::Both);
+                            let _ = s_out.shutdown(Shutdown::Both);
+                            return;
+                        }
+                        if s_out.write_all(chunk).is_err() {
+                            return;
+                        }
+                    }
+                    let _ = s_out.shutdown(Shutdown::Both);
+                });
+                let (mut s_in, mut c_out) = (server, client);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n @ 1..) = s_in.read(&mut buf) {
+                        if cut.load(Ordering::SeqCst) || c_out.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                    let _ = c_out.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        CommitCutter { port, armed, cuts }
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn cuts(&self) -> u64 {
+        self.cuts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn postgres_a_retried_append_that_had_committed_is_not_doubled() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-commit-cut");
+    let url = pg::url_for(dir.path());
+    let cluster = pg::shared();
+    let proxy = CommitCutter::start(cluster.port);
+    let via_proxy = url.replace(&format!(":{}/", cluster.port), &format!(":{}/", proxy.port));
+    let store = PgStore::open(&via_proxy).unwrap();
+    store.create(&meta("x")).unwrap();
+    let events = full_run("x");
+    store.append_batch(&events[..3]).unwrap();
+
+    // The batch commits, the answer is lost: the retry finds it stored.
+    proxy.arm();
+    store.append_batch(&events[3..8]).unwrap();
+    assert_eq!(proxy.cuts(), 1);
+    // Same for a single event.
+    proxy.arm();
+    store.append(&events[8]).unwrap();
+    assert_eq!(proxy.cuts(), 2);
+    store.append_batch(&events[9..]).unwrap();
+
+    let direct = PgStore::open(&url).unwrap();
+    assert_eq!(wire(&direct.events("x", 0).unwrap()), wire(&events));
+    assert_eq!(direct.get("x").unwrap().last_seq, events.len() as u64);
+    // A genuine duplicate (no connection trouble) is still out of order.
+    assert!(matches!(
+        direct.append(&events[0]),
+        Err(StoreError::OutOfOrder { .. })
+    ));
+    // An approval decided through a cut connection is recorded once, and
+    // the retry reports it as decided by us, not by someone else.
+    direct.create(&meta("a")).unwrap();
+    direct
+        .append_batch(&[
+            with_body("a", 1, run_started()),
+            with_body(
+                "a",
+                2,
+                EventBody::ApprovalRequired {
+                    reason: "r".into(),
+                    deadline_ms: None,
+                },
+            ),
+        ])
+        .unwrap();
+    proxy.arm();
+    let a = store.record_approval("a", true, Some("yes")).unwrap();
+    assert_eq!(proxy.cuts(), 3);
+    assert_eq!(direct.approval("a", 2).unwrap(), Some(a));
+}
