@@ -493,11 +493,11 @@ impl Config {
         // The session store is often moved per deployment (a container's data
         // volume) rather than per project, so it can be set without a config file.
         if let Some(v) = get("AGENTFILE_SESSION_STORE") {
-            if !matches!(v.as_str(), "sqlite" | "file") {
+            if !matches!(v.as_str(), "sqlite" | "file" | "postgres") {
                 return Err(ConfigError::Env {
                     var: "AGENTFILE_SESSION_STORE",
                     value: v,
-                    reason: "use `sqlite` or `file`".into(),
+                    reason: "use `sqlite`, `file` or `postgres`".into(),
                 });
             }
             self.session.store = Some(v);
@@ -631,7 +631,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("AGENTFILE_SESSION_STORE") && err.contains("`sqlite` or `file`"),
+            err.contains("AGENTFILE_SESSION_STORE")
+                && err.contains("`sqlite`, `file` or `postgres`"),
             "{err}"
         );
         let err = c

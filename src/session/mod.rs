@@ -68,7 +68,8 @@ pub enum StoreError {
     /// The database was written by a newer agentfile; it is left untouched.
     #[error(
         "session database {path} has schema version {found}, but this agentfile knows only up to \
-         {supported}; upgrade agentfile, or point `session.path` at another database"
+         {supported}; upgrade agentfile, or point `session.path` (PostgreSQL: the URL in \
+         `session.url_env`) at another database"
     )]
     TooNew {
         path: String,
