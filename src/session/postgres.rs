@@ -69,7 +69,11 @@
 //! exponential backoff for up to [`Options::retry_for`] (60 s by default). An
 //! append whose first attempt may have committed (the connection broke during
 //! `COMMIT`) is idempotent: events already stored at those seqs with the same
-//! content count as success.
+//! content count as success. TCP keepalives notice a server that vanished
+//! without closing the connection within about half a minute; a row lock is
+//! waited for at most 30 s (`lock_timeout`, as SQLite's busy timeout), and a
+//! transaction left idle by a client that vanished is ended by the server
+//! after 60 s (`idle_in_transaction_session_timeout`).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -616,6 +620,16 @@ impl Worker {
     async fn connect(&mut self) -> Result<(), Failure> {
         let mut config = self.config.clone();
         config.connect_timeout(self.options.connect_timeout);
+        // A server that vanished without closing the connection (a machine
+        // gone, a partition) is noticed in about half a minute rather than
+        // the kernel's two hours, so the retry can begin.
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(15))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3);
+        #[cfg(target_os = "linux")]
+        config.tcp_user_timeout(Duration::from_secs(30));
         let (client, connection) =
             config
                 .connect(NoTls)
@@ -633,6 +647,14 @@ impl Worker {
         tokio::spawn(async move {
             let _ = connection.await;
         });
+        // No wait for a row lock is endless (SQLite's busy timeout), and a
+        // client that vanished mid-transaction cannot hold its locks for long.
+        client
+            .batch_execute(
+                "SET lock_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'",
+            )
+            .await
+            .map_err(|e| self.classify(e, "configure the connection"))?;
         self.conn = Some(Conn {
             client,
             statements: RefCell::new(HashMap::new()),
@@ -819,7 +841,12 @@ impl Worker {
                 );
                 return Failure::Retry { reconnect, message };
             }
-            if *code == SqlState::DISK_FULL || *code == SqlState::OUT_OF_MEMORY {
+            if *code == SqlState::LOCK_NOT_AVAILABLE {
+                return Failure::Store(self.io(format!(
+                    "{message}: another connection held the session for over 30 s; try again"
+                )));
+            }
+            if *code == SqlState::DISK_FULL {
                 return Failure::Store(StoreError::DiskFull {
                     path: self.target.clone(),
                     message: message.clone(),
