@@ -1002,19 +1002,6 @@ fn kinds() -> Vec<Kind> {
     kinds
 }
 
-/// A session other processes will append to. Created `queued`, PostgreSQL
-/// would lease it to this process, and its lease keeps other processes out
-/// while this one lives (by design); created `interrupted`, no one holds it.
-fn unleased(kind: Kind, id: &str) -> session::SessionMeta {
-    match kind {
-        Kind::Postgres => session::SessionMeta {
-            status: SessionStatus::Interrupted,
-            ..meta(id)
-        },
-        _ => meta(id),
-    }
-}
-
 /// Child half of `processes_share_a_store`: does nothing unless started by it.
 #[test]
 fn child_writer() {
@@ -1047,9 +1034,7 @@ fn child_writer() {
 fn processes_share_a_store() {
     for kind in kinds() {
         let dir = TempDir::new("procs");
-        kind.open(dir.path())
-            .create(&unleased(kind, "shared"))
-            .unwrap();
+        kind.open(dir.path()).create(&meta("shared")).unwrap();
         let exe = std::env::current_exe().unwrap();
         let children: Vec<_> = (0..3)
             .map(|i| {
@@ -1181,9 +1166,7 @@ fn sigkill_mid_append_loses_nothing_committed() {
     const ROUNDS: u64 = 8;
     for kind in kinds() {
         let dir = TempDir::new("sigkill");
-        kind.open(dir.path())
-            .create(&unleased(kind, "crash"))
-            .unwrap();
+        kind.open(dir.path()).create(&meta("crash")).unwrap();
         let exe = std::env::current_exe().unwrap();
         for round in 0..ROUNDS {
             let store = kind.open(dir.path());
@@ -1397,9 +1380,18 @@ fn postgres_lease_keeps_a_second_owner_out_until_it_expires() {
     a.append(&warning("x", 5)).unwrap();
     assert_eq!(a.events("x", 0).unwrap().len(), 5);
 
+    // A queued session is not leased: it waits for whoever picks it up.
+    a.create(&meta_at("queued", 1)).unwrap();
+    b.append(&warning("queued", 1)).unwrap();
+    b.set_status("queued", SessionStatus::Running).unwrap();
+    assert!(matches!(
+        a.set_status("queued", SessionStatus::Queued),
+        Err(StoreError::LeaseHeld { .. })
+    ));
+
     // The holder setting an end status releases the lease too; then the
     // session takes appends from anyone, ordered by the seq check alone.
-    a.create(&meta_at("free", 1)).unwrap();
+    a.create(&running("free")).unwrap();
     assert!(matches!(
         b.append(&warning("free", 1)),
         Err(StoreError::LeaseHeld { .. })

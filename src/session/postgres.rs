@@ -42,18 +42,20 @@
 //! `lease_until`, a time on the *database server's* clock (so the clocks of
 //! the machines do not matter):
 //!
-//! - Whoever makes a session live takes the lease: creating it `queued` or
-//!   `running`, setting one of those statuses, or appending an event that makes
-//!   it running (`run_started`, `approval_resolved`). The lease lasts
-//!   [`Options::lease`] (default [`owner::STALE_AFTER`](super::owner::STALE_AFTER)).
+//! - Whoever makes a session run takes the lease: creating it `running`,
+//!   setting that status, or appending an event that makes it running
+//!   (`run_started`, `approval_resolved`). The lease lasts [`Options::lease`]
+//!   (default [`owner::STALE_AFTER`](super::owner::STALE_AFTER)). A `queued`
+//!   session is owned (for [`super::owner`]'s liveness rule) but not leased:
+//!   it waits for whichever process picks it up, perhaps on another machine.
 //! - The holder renews it with every append and heartbeat (the event bus beats
 //!   every ten seconds), and releases it by appending a terminal event
 //!   (`run_complete`, `run_failed`, `run_cancelled`, `run_suspended`) or by
 //!   setting a status that is neither live nor `waiting_approval`.
 //!   [`SessionStore::record_owner`] hands it over, as if taken at the given
 //!   heartbeat.
-//! - While another owner holds a valid lease, an append or a live `set_status`
-//!   is refused with [`StoreError::LeaseHeld`] and writes nothing. A lease is
+//! - While another owner holds a valid lease, an append or a `set_status` to
+//!   `queued` or `running` is refused with [`StoreError::LeaseHeld`] and writes nothing. A lease is
 //!   void once it expires, and at once when its owner is on this machine and
 //!   its process is gone (the rule of [`super::owner`]); then anyone may append,
 //!   and the next claim takes it over.
@@ -1056,10 +1058,11 @@ impl Worker {
             Failure::Store(self.io(format!("cannot serialise the inputs of `{}`: {e}", meta.id)))
         })?;
         let last_seq = self.to_sql_int(meta.last_seq, "last_seq")?;
-        // A session created queued or running is owned (and leased) by its
-        // creator.
+        // A session created queued or running is owned by its creator; one
+        // created running is also leased to it.
         let me = &self.options.owner;
         let live = is_live(meta.status);
+        let leased = meta.status == SessionStatus::Running;
         let pid = live.then(|| i64::from(me.pid));
         let host = live.then_some(&me.host);
         let start = live.then_some(&me.start);
@@ -1086,7 +1089,7 @@ impl Worker {
                     &host,
                     &start,
                     &beat,
-                    &live,
+                    &leased,
                     &self.lease_secs(),
                 ],
                 "create the session",
@@ -1477,6 +1480,8 @@ impl Worker {
         let t = now();
         if is_live(status) {
             // Making it live claims it, which another's valid lease forbids.
+            // Running takes the lease; queued gives ours up (it waits for
+            // whichever process picks it up).
             self.begin(c, "begin setting the status").await?;
             let Some(lease) = self.lock_session(c, id).await? else {
                 return Err(StoreError::NotFound(id.to_owned()).into());
@@ -1489,7 +1494,8 @@ impl Worker {
                 c,
                 "UPDATE sessions SET status = $2, updated_at = greatest(updated_at, $3), \
                  owner_pid = $4, owner_host = $5, owner_start = $6, heartbeat_at = $3, \
-                 lease_until = clock_timestamp() + make_interval(secs => $7) WHERE id = $1",
+                 lease_until = CASE WHEN $8 THEN clock_timestamp() + make_interval(secs => $7) \
+                 END WHERE id = $1",
                 &[
                     &id,
                     &status.as_str(),
@@ -1498,6 +1504,7 @@ impl Worker {
                     &me.host,
                     &me.start,
                     &self.lease_secs(),
+                    &(status == SessionStatus::Running),
                 ],
                 "set the status",
             )
