@@ -1164,19 +1164,48 @@ impl Worker {
     }
 
     async fn append(&self, c: &Conn, events: &[Event], retry: bool) -> Result<(), Failure> {
-        self.begin(c, "begin the append").await?;
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        // `BEGIN` and the first row lock in one round trip: the driver
+        // pipelines them, in this order.
+        let (_, first_lease) = futures::try_join!(
+            self.begin(c, "begin the append"),
+            self.lock_session(c, &first.session_id)
+        )?;
+        // Each session's row is locked once per batch; what later events of
+        // the batch change in it is followed here.
+        let mut locked: HashMap<&str, Lease> = HashMap::new();
+        if let Some(lease) = first_lease {
+            locked.insert(&first.session_id, lease);
+        }
         for event in events {
-            self.append_in(c, event, retry).await?;
+            let id = event.session_id.as_str();
+            if !locked.contains_key(id) {
+                let Some(lease) = self.lock_session(c, id).await? else {
+                    return Err(StoreError::NotFound(id.to_owned()).into());
+                };
+                locked.insert(id, lease);
+            }
+            let Some(lease) = locked.get_mut(id) else {
+                return Err(StoreError::NotFound(id.to_owned()).into());
+            };
+            self.append_in(c, event, retry, lease).await?;
         }
         self.commit(c, "commit the append").await
     }
 
-    async fn append_in(&self, c: &Conn, event: &Event, retry: bool) -> Result<(), Failure> {
+    /// Write one event and its derived rows, `lease` being its session's
+    /// locked row as it stands in this transaction.
+    async fn append_in(
+        &self,
+        c: &Conn,
+        event: &Event,
+        retry: bool,
+        lease: &mut Lease,
+    ) -> Result<(), Failure> {
         let id = &event.session_id;
         let seq = self.to_sql_int(event.seq, "seq")?;
-        let Some(lease) = self.lock_session(c, id).await? else {
-            return Err(StoreError::NotFound(id.clone()).into());
-        };
         if event.seq != lease.last_seq.saturating_add(1) {
             // The first attempt committed before the connection broke: the
             // same event is already there.
@@ -1193,71 +1222,17 @@ impl Worker {
             }
             .into());
         }
-        if let Some(e) = self.lease_blocks(&lease) {
+        if let Some(e) = self.lease_blocks(lease) {
             return Err(e.into());
         }
         let me = &self.options.owner;
         let mine = lease.owner.as_ref() == Some(me);
-        match status_after(&event.body) {
-            // Whoever makes a session run owns it, and takes the lease.
-            Some(status) if is_live(status) => {
-                self.exec(
-                    c,
-                    "UPDATE sessions SET last_seq = $2, updated_at = greatest(updated_at, $3), \
-                     status = $4, owner_pid = $5, owner_host = $6, owner_start = $7, \
-                     heartbeat_at = $8, lease_until = clock_timestamp() + make_interval(secs => $9) \
-                     WHERE id = $1",
-                    &[
-                        id,
-                        &seq,
-                        &event.ts,
-                        &status.as_str(),
-                        &i64::from(me.pid),
-                        &me.host,
-                        &me.start,
-                        &now(),
-                        &self.lease_secs(),
-                    ],
-                    "update the session",
-                )
-                .await?;
-            }
-            // A run that ends releases its lease; waiting keeps it.
-            Some(status) => {
-                let release = mine && status != SessionStatus::WaitingApproval;
-                let renew = mine && lease.held && !release;
-                self.exec(
-                    c,
-                    "UPDATE sessions SET last_seq = $2, updated_at = greatest(updated_at, $3), \
-                     status = $4, lease_until = CASE WHEN $5 THEN NULL WHEN $6 THEN \
-                     clock_timestamp() + make_interval(secs => $7) ELSE lease_until END \
-                     WHERE id = $1",
-                    &[
-                        id,
-                        &seq,
-                        &event.ts,
-                        &status.as_str(),
-                        &release,
-                        &renew,
-                        &self.lease_secs(),
-                    ],
-                    "update the session",
-                )
-                .await?;
-            }
-            None => {
-                let renew = mine && lease.held;
-                self.exec(
-                    c,
-                    "UPDATE sessions SET last_seq = $2, updated_at = greatest(updated_at, $3), \
-                     lease_until = CASE WHEN $4 THEN clock_timestamp() + \
-                     make_interval(secs => $5) ELSE lease_until END WHERE id = $1",
-                    &[id, &seq, &event.ts, &renew, &self.lease_secs()],
-                    "update the session",
-                )
-                .await?;
-            }
-        }
+        let status = status_after(&event.body);
+        // Whoever makes a session run owns it and takes the lease; a run that
+        // ends releases it (waiting keeps it); the holder's appends renew it.
+        let claim = status.is_some_and(is_live);
+        let release = !claim && mine && status.is_some_and(|s| s != SessionStatus::WaitingApproval);
+        let renew = !claim && !release && mine && lease.held;
 
         let data = event_data(&event.body).map_err(Failure::Store)?;
         let data_text = serde_json::to_string(&data).map_err(|e| {
@@ -1265,28 +1240,75 @@ impl Worker {
         })?;
         let iteration = event.iteration.map(i64::from);
         let schema_version = i64::from(event.schema_version);
-        self.exec(
+        let status_text = status.map(|s| s.as_str());
+        let pid = i64::from(me.pid);
+        let beat = now();
+        let lease_secs = self.lease_secs();
+        let kind = event.kind();
+        let update_params: [&(dyn ToSql + Sync); 12] = [
+            id,
+            &seq,
+            &event.ts,
+            &status_text,
+            &claim,
+            &pid,
+            &me.host,
+            &me.start,
+            &beat,
+            &lease_secs,
+            &release,
+            &renew,
+        ];
+        let insert_params: [&(dyn ToSql + Sync); 12] = [
+            id,
+            &seq,
+            &schema_version,
+            &event.ts,
+            &kind,
+            &event.step,
+            &event.goal,
+            &event.agent,
+            &iteration,
+            &data_text,
+            &event.node,
+            &event.node_kind,
+        ];
+        let update = self.exec(
+            c,
+            "UPDATE sessions SET last_seq = $2, updated_at = greatest(updated_at, $3), \
+             status = coalesce($4, status), \
+             owner_pid = CASE WHEN $5 THEN $6 ELSE owner_pid END, \
+             owner_host = CASE WHEN $5 THEN $7 ELSE owner_host END, \
+             owner_start = CASE WHEN $5 THEN $8 ELSE owner_start END, \
+             heartbeat_at = CASE WHEN $5 THEN $9 ELSE heartbeat_at END, \
+             lease_until = CASE WHEN $5 OR $12 THEN clock_timestamp() + \
+             make_interval(secs => $10) WHEN $11 THEN NULL ELSE lease_until END \
+             WHERE id = $1",
+            &update_params,
+            "update the session",
+        );
+        let insert = self.exec(
             c,
             "INSERT INTO events(session_id, seq, schema_version, ts, type, step, goal, agent, \
              iteration, data, node, node_kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
              $11, $12)",
-            &[
-                id,
-                &seq,
-                &schema_version,
-                &event.ts,
-                &event.kind(),
-                &event.step,
-                &event.goal,
-                &event.agent,
-                &iteration,
-                &data_text,
-                &event.node,
-                &event.node_kind,
-            ],
+            &insert_params,
             "store the event",
-        )
-        .await?;
+        );
+        // Both statements in one round trip: the driver pipelines them.
+        futures::try_join!(update, insert)?;
+
+        lease.last_seq = event.seq;
+        if claim {
+            lease.owner = Some(me.clone());
+            lease.live = true;
+            lease.held = true;
+        } else if release {
+            lease.live = false;
+            lease.held = false;
+        } else if renew {
+            lease.live = true;
+        }
         self.derive(c, event, seq, &data).await
     }
 
