@@ -36,6 +36,27 @@ else
   echo "no python3 with venv: tests/mcp_python.rs will be skipped (or fail under CI)"
 fi
 
+# PostgreSQL server binaries, for the PostgreSQL session store's tests
+# (tests/session_store.rs starts its own throwaway cluster on a free port as the
+# `postgres` user; Debian's own cluster service is neither needed nor started).
+echo "== PostgreSQL (/usr/lib/postgresql/*/bin)"
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    # policy-rc.d 101: the package installs without starting its service
+    # (a policy already in place is left alone).
+    made_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+    fi
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } \
+      || echo "could not install postgresql: the PostgreSQL store's tests will be SKIPPED"
+    if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  else
+    echo "no PostgreSQL server binaries: the PostgreSQL store's tests will be SKIPPED (apt-get install postgresql)"
+  fi
+fi
+ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1 || true
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

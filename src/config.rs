@@ -266,9 +266,13 @@ impl TelemetryProtocol {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionSection {
-    /// `sqlite` (default) or `file`.
+    /// `sqlite` (default), `file` or `postgres`.
     pub store: Option<String>,
     pub path: Option<PathBuf>,
+    /// With `store = "postgres"`: the environment variable holding the
+    /// connection URL (`AGENTFILE_DATABASE_URL` by default). The URL itself is
+    /// never written in a config file, since it holds a password.
+    pub url_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -489,11 +493,11 @@ impl Config {
         // The session store is often moved per deployment (a container's data
         // volume) rather than per project, so it can be set without a config file.
         if let Some(v) = get("AGENTFILE_SESSION_STORE") {
-            if !matches!(v.as_str(), "sqlite" | "file") {
+            if !matches!(v.as_str(), "sqlite" | "file" | "postgres") {
                 return Err(ConfigError::Env {
                     var: "AGENTFILE_SESSION_STORE",
                     value: v,
-                    reason: "use `sqlite` or `file`".into(),
+                    reason: "use `sqlite`, `file` or `postgres`".into(),
                 });
             }
             self.session.store = Some(v);
@@ -627,7 +631,8 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("AGENTFILE_SESSION_STORE") && err.contains("`sqlite` or `file`"),
+            err.contains("AGENTFILE_SESSION_STORE")
+                && err.contains("`sqlite`, `file` or `postgres`"),
             "{err}"
         );
         let err = c

@@ -8,6 +8,8 @@
 //! in the prompt), not by call order, because a resumed run asks again what the
 //! interrupted goal had asked.
 
+mod session_support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -442,4 +444,113 @@ fn a_file_size_limit_fails_the_run_once_and_keeps_the_log() {
     let log = std::fs::read(s.dir.join(format!("ws/sessions/{}.events.jsonl", meta.id))).unwrap();
     assert!(log.ends_with(b"\n"), "a torn line was left behind");
     assert_eq!(first_session(&s.dir).unwrap()["status"], "interrupted");
+}
+
+/// The same crash and resume through the PostgreSQL store
+/// (`AGENTFILE_SESSION_STORE=postgres`, the URL in `AGENTFILE_DATABASE_URL`):
+/// a run killed after some goals completed resumes to the reference outputs,
+/// without asking again for what had completed, its log dense.
+#[test]
+fn a_killed_run_resumes_from_postgres() {
+    use agentfile::session::{PgStore, SessionStatus};
+    if !session_support::pg::available() {
+        return;
+    }
+    let cluster = session_support::pg::shared();
+    let url = cluster.url(&cluster.create_database());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let on_pg = |dir: &Path| {
+        let mut c = agentfile(dir);
+        c.env("AGENTFILE_SESSION_STORE", "postgres")
+            .env("AGENTFILE_DATABASE_URL", &url);
+        c
+    };
+
+    let clean = setup(&rt, "pg-clean");
+    let o = on_pg(&clean.dir)
+        .args(["run", "Agentfile", "--output", "json"])
+        .output()
+        .unwrap();
+    let reference = result(&o);
+    assert_eq!(reference["status"], "completed", "{reference:#}");
+    assert!(
+        !clean.dir.join("ws/.agentfile/sessions.db").exists(),
+        "nothing went to SQLite"
+    );
+
+    let s = setup(&rt, "pg-kill");
+    let store = PgStore::open(&url).unwrap();
+    let before: Vec<String> = store
+        .list(None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    let mut child = on_pg(&s.dir)
+        .args(["run", "Agentfile", "--output", "json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill once two goals have completed.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let id = loop {
+        assert!(Instant::now() < deadline, "the run never got going");
+        let ours = store
+            .list(None, 100)
+            .unwrap()
+            .into_iter()
+            .find(|m| !before.contains(&m.id));
+        if let Some(m) = ours {
+            let done = store
+                .events(&m.id, 0)
+                .unwrap()
+                .iter()
+                .filter(|e| e.kind() == "goal_complete" && e.agent.is_none())
+                .count();
+            if done >= 2 {
+                break m.id;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let calls_at_kill = s.server.request_count();
+    let meta = store.get(&id).unwrap();
+    if meta.status == SessionStatus::Completed {
+        return; // the run beat the kill
+    }
+    assert_eq!(meta.status, SessionStatus::Interrupted);
+    let completed: Vec<String> = store
+        .events(&id, 0)
+        .unwrap()
+        .iter()
+        .filter(|e| e.kind() == "goal_complete" && e.agent.is_none())
+        .filter_map(|e| e.goal.clone())
+        .collect();
+
+    let o = on_pg(&s.dir)
+        .args(["sessions", "resume", &id, "--output", "json"])
+        .output()
+        .unwrap();
+    let r = result(&o);
+    assert_eq!(
+        r["status"],
+        "completed",
+        "{r:#}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(r["outputs"], reference["outputs"]);
+    let asked_after: Vec<String> = goals_asked(&s.server)[calls_at_kill..].to_vec();
+    for g in completed.iter().filter(|g| *g != "check" && *g != "fix") {
+        assert!(
+            !asked_after.contains(g),
+            "completed goal `{g}` was asked again: {asked_after:?}"
+        );
+    }
+    for (n, e) in store.events(&id, 0).unwrap().iter().enumerate() {
+        assert_eq!(e.seq, n as u64 + 1, "seq is dense");
+    }
+    assert_eq!(store.get(&id).unwrap().status, SessionStatus::Completed);
 }

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use agentfile::config::Config;
 use agentfile::protocol::events::{Event, EventBody};
+use agentfile::session::postgres::{Options as PgOptions, PgStore};
 use agentfile::session::{
-    self, OwnerRecord, SessionStatus, SessionStore, SqliteStore, StoreError, new_session_id,
+    self, Owner, OwnerRecord, SessionStatus, SessionStore, SqliteStore, StoreError, new_session_id,
 };
 use serde_json::json;
 use session_support::*;
@@ -28,6 +29,13 @@ macro_rules! conformance {
         }
         mod file_backend {
             $( #[test] fn $case() { super::$case(super::Kind::File) } )*
+        }
+        mod postgres_backend {
+            $( #[test] fn $case() {
+                if super::pg::available() {
+                    super::$case(super::Kind::Postgres)
+                }
+            } )*
         }
     };
 }
@@ -985,6 +993,15 @@ fn file_store_ignores_temporary_and_foreign_files() {
 
 // ---- several processes ----
 
+/// Every backend this machine can run: PostgreSQL when it is installed.
+fn kinds() -> Vec<Kind> {
+    let mut kinds = vec![Kind::Sqlite, Kind::File];
+    if pg::available() {
+        kinds.push(Kind::Postgres);
+    }
+    kinds
+}
+
 /// Child half of `processes_share_a_store`: does nothing unless started by it.
 #[test]
 fn child_writer() {
@@ -1015,7 +1032,7 @@ fn child_writer() {
 
 #[test]
 fn processes_share_a_store() {
-    for kind in [Kind::Sqlite, Kind::File] {
+    for kind in kinds() {
         let dir = TempDir::new("procs");
         kind.open(dir.path()).create(&meta("shared")).unwrap();
         let exe = std::env::current_exe().unwrap();
@@ -1055,7 +1072,7 @@ fn events_equal_what_the_wire_carries() {
     // The stored form is an implementation detail; what comes back must be
     // what `--output stream-json` would have printed.
     let events: Vec<Event> = full_run("w");
-    for kind in [Kind::Sqlite, Kind::File] {
+    for kind in kinds() {
         let dir = TempDir::new("wire");
         let store = kind.open(dir.path());
         store.create(&meta("w")).unwrap();
@@ -1147,7 +1164,7 @@ fn child_appender() {
 #[test]
 fn sigkill_mid_append_loses_nothing_committed() {
     const ROUNDS: u64 = 8;
-    for kind in [Kind::Sqlite, Kind::File] {
+    for kind in kinds() {
         let dir = TempDir::new("sigkill");
         kind.open(dir.path()).create(&meta("crash")).unwrap();
         let exe = std::env::current_exe().unwrap();
@@ -1227,7 +1244,7 @@ fn child_owner() {
 
 #[test]
 fn sessions_of_a_process_that_died_read_interrupted() {
-    for kind in [Kind::Sqlite, Kind::File] {
+    for kind in kinds() {
         let dir = TempDir::new("owners");
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child_owner", "--nocapture", "--test-threads=1"])
@@ -1249,4 +1266,445 @@ fn sessions_of_a_process_that_died_read_interrupted() {
         reaped.sort();
         assert_eq!(reaped, ["created", "started"], "{kind:?}");
     }
+}
+
+// ---- PostgreSQL ----
+
+fn pg_owner(name: &str) -> Owner {
+    // Another boot: this machine cannot tell whether it lives, so only its
+    // lease and heartbeat speak for it.
+    Owner {
+        pid: 7,
+        host: name.to_owned(),
+        start: format!("{name}-boot/1/1"),
+    }
+}
+
+fn pg_store(url: &str, owner: &str, lease: Duration) -> PgStore {
+    PgStore::open_with(
+        url,
+        PgOptions {
+            owner: pg_owner(owner),
+            lease,
+            ..PgOptions::default()
+        },
+    )
+    .unwrap()
+}
+
+fn db_name(url: &str) -> &str {
+    url.rsplit('/').next().unwrap()
+}
+
+fn warning(id: &str, seq: u64) -> Event {
+    let mut e = small_events(id, seq, 1).remove(0);
+    e.body = EventBody::Warning {
+        message: format!("w{seq}"),
+    };
+    e
+}
+
+fn with_body(id: &str, seq: u64, body: EventBody) -> Event {
+    let mut e = small_events(id, seq, 1).remove(0);
+    e.body = body;
+    e
+}
+
+#[test]
+fn postgres_lease_keeps_a_second_owner_out_until_it_expires() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-lease");
+    let url = pg::url_for(dir.path());
+    let lease = Duration::from_secs(2);
+    let a = pg_store(&url, "a", lease);
+    let b = pg_store(&url, "b", lease);
+    a.create(&running("x")).unwrap();
+    a.append(&with_body("x", 1, run_started())).unwrap();
+
+    // While a's lease is valid, b can neither append nor claim the session.
+    for attempt in [
+        warning("x", 2),
+        with_body("x", 2, run_started()),
+        small_events("x", 2, 1).remove(0),
+    ] {
+        let err = b.append(&attempt).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::LeaseHeld { session, owner, .. }
+                if session == "x" && owner.contains(" a")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("lease"), "{err}");
+    }
+    assert!(matches!(
+        b.set_status("x", SessionStatus::Running),
+        Err(StoreError::LeaseHeld { .. })
+    ));
+    assert!(matches!(
+        b.append_batch(&[warning("x", 2), warning("x", 3)]),
+        Err(StoreError::LeaseHeld { .. })
+    ));
+    assert_eq!(a.get("x").unwrap().last_seq, 1, "nothing written");
+
+    // a's heartbeats keep the lease past its length.
+    for _ in 0..6 {
+        std::thread::sleep(Duration::from_millis(500));
+        a.heartbeat("x").unwrap();
+    }
+    assert!(matches!(
+        b.append(&warning("x", 2)),
+        Err(StoreError::LeaseHeld { .. })
+    ));
+    a.append(&warning("x", 2)).unwrap();
+
+    // a stops renewing (it died elsewhere): once the lease expires, b takes
+    // the session over with a run of its own, and now a is the one kept out.
+    std::thread::sleep(lease + Duration::from_millis(500));
+    b.append(&with_body("x", 3, run_started())).unwrap();
+    assert_eq!(b.owner("x").unwrap().unwrap().owner, pg_owner("b"));
+    assert!(matches!(
+        a.append(&warning("x", 4)),
+        Err(StoreError::LeaseHeld { .. })
+    ));
+    // A run that ends releases its lease: anyone may append again.
+    b.append(&with_body(
+        "x",
+        4,
+        EventBody::RunComplete {
+            outputs: Default::default(),
+            usage: usage(),
+        },
+    ))
+    .unwrap();
+    a.append(&warning("x", 5)).unwrap();
+    assert_eq!(a.events("x", 0).unwrap().len(), 5);
+
+    // A queued session is not leased: it waits for whoever picks it up.
+    a.create(&meta_at("queued", 1)).unwrap();
+    b.append(&warning("queued", 1)).unwrap();
+    b.set_status("queued", SessionStatus::Running).unwrap();
+    assert!(matches!(
+        a.set_status("queued", SessionStatus::Queued),
+        Err(StoreError::LeaseHeld { .. })
+    ));
+
+    // The holder setting an end status releases the lease too; then the
+    // session takes appends from anyone, ordered by the seq check alone.
+    a.create(&running("free")).unwrap();
+    assert!(matches!(
+        b.append(&warning("free", 1)),
+        Err(StoreError::LeaseHeld { .. })
+    ));
+    a.set_status("free", SessionStatus::Interrupted).unwrap();
+    b.append(&warning("free", 1)).unwrap();
+    a.append(&warning("free", 2)).unwrap();
+}
+
+#[test]
+fn postgres_an_append_survives_a_server_restart() {
+    if !pg::available() {
+        return;
+    }
+    let cluster = pg::Cluster::start().unwrap();
+    let url = cluster.url(&cluster.create_database());
+    let store = Arc::new(PgStore::open(&url).unwrap());
+    let impatient = PgStore::open_with(
+        &url,
+        PgOptions {
+            retry_for: Duration::from_secs(1),
+            ..PgOptions::default()
+        },
+    )
+    .unwrap();
+    store.create(&meta("x")).unwrap();
+    let events = small_events("x", 1, 30);
+    store.append_batch(&events[..10]).unwrap();
+
+    cluster.stop().unwrap();
+    let writer = {
+        let store = Arc::clone(&store);
+        let events = events.clone();
+        std::thread::spawn(move || {
+            store.append(&events[10]).unwrap();
+            store.append_batch(&events[11..20]).unwrap();
+        })
+    };
+    // A store with a short bound gives up, naming the server, not the URL.
+    let started = std::time::Instant::now();
+    let err = impatient.get("x").unwrap_err().to_string();
+    assert!(started.elapsed() < Duration::from_secs(10), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1:{}", cluster.port)) && err.contains("gave up"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    cluster.resume().unwrap();
+    writer.join().unwrap();
+    store.append_batch(&events[20..]).unwrap();
+    assert_eq!(wire(&store.events("x", 0).unwrap()), wire(&events));
+    assert_eq!(impatient.get("x").unwrap().last_seq, 30);
+}
+
+#[test]
+fn postgres_a_newer_schema_is_refused_untouched() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-newer");
+    let url = pg::url_for(dir.path());
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile::session::postgres::SCHEMA_VERSION
+    );
+    store.create(&meta("kept")).unwrap();
+    drop(store);
+    let cluster = pg::shared();
+    let db = db_name(&url);
+    cluster
+        .psql(
+            db,
+            "INSERT INTO schema_migrations VALUES (99, 'the future')",
+        )
+        .unwrap();
+    let err = PgStore::open(&url).unwrap_err();
+    assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err}");
+    assert_eq!(
+        cluster
+            .psql(db, "SELECT count(*) FROM schema_migrations")
+            .unwrap(),
+        "2"
+    );
+    assert_eq!(cluster.psql(db, "SELECT id FROM sessions").unwrap(), "kept");
+}
+
+#[test]
+fn postgres_fresh_database_opened_by_many_at_once() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-fresh");
+    let url = pg::url_for(dir.path());
+    std::thread::scope(|s| {
+        for i in 0..8 {
+            let url = &url;
+            s.spawn(move || {
+                let store = PgStore::open(url).unwrap();
+                store.create(&meta(&format!("s{i}"))).unwrap();
+            });
+        }
+    });
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(store.list(None, 10).unwrap().len(), 8);
+    assert_eq!(
+        pg::shared()
+            .psql(db_name(&url), "SELECT count(*) FROM schema_migrations")
+            .unwrap(),
+        agentfile::session::postgres::SCHEMA_VERSION.to_string()
+    );
+}
+
+#[test]
+fn postgres_unreachable_server_fails_fast_without_the_password() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let started = std::time::Instant::now();
+    let err = PgStore::open(&format!("postgres://me:sekrit@127.0.0.1:{port}/db"))
+        .unwrap_err()
+        .to_string();
+    assert!(started.elapsed() < Duration::from_secs(15), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1:{port}")) && !err.contains("sekrit"),
+        "{err}"
+    );
+    assert!(err.contains("running"), "{err}");
+    let err = PgStore::open("postgres://me:sekrit@db.internal/x?sslmode=require")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("TLS") && !err.contains("sekrit"), "{err}");
+}
+
+#[test]
+fn postgres_is_chosen_by_config_and_its_url_read_from_the_environment() {
+    let ws = TempDir::new("pg-config");
+    let mut c = Config::default();
+    c.session.store = Some("postgres".into());
+    c.session.url_env = Some("AGENTFILE_TEST_NO_SUCH_URL".into());
+    let (backend, _) = session::location(&c, ws.path()).unwrap();
+    assert_eq!(backend, session::Backend::Postgres);
+    let Err(err) = session::open(&c, ws.path()) else {
+        panic!("opened without a URL");
+    };
+    let err = err.to_string();
+    assert!(err.contains("AGENTFILE_TEST_NO_SUCH_URL"), "{err}");
+    if !pg::available() {
+        return;
+    }
+    // The variable set: a child process opens the store through the config.
+    let dir = TempDir::new("pg-config-db");
+    let url = pg::url_for(dir.path());
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "child_config_open",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("AGENTFILE_TEST_PG_CHILD_URL", &url)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(
+        PgStore::open(&url).unwrap().get("via-config").unwrap().id,
+        "via-config"
+    );
+}
+
+/// Child half of `postgres_is_chosen_by_config_and_its_url_read_from_the_environment`.
+#[test]
+fn child_config_open() {
+    if std::env::var("AGENTFILE_TEST_PG_CHILD_URL").is_err() {
+        return;
+    }
+    let ws = TempDir::new("pg-config-child");
+    let mut c = Config::default();
+    c.session.store = Some("postgres".into());
+    c.session.url_env = Some("AGENTFILE_TEST_PG_CHILD_URL".into());
+    let store = session::open(&c, ws.path()).unwrap();
+    store.create(&meta("via-config")).unwrap();
+}
+
+/// A TCP proxy in front of the shared cluster that, once armed, forwards the
+/// next `COMMIT` to the server and then cuts the connection before the answer
+/// comes back: the client cannot know whether its transaction committed.
+struct CommitCutter {
+    port: u16,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    cuts: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl CommitCutter {
+    fn start(upstream: u16) -> CommitCutter {
+        use std::io::{Read, Write};
+        use std::net::{Shutdown, TcpListener, TcpStream};
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let armed = Arc::new(AtomicBool::new(false));
+        let cuts = Arc::new(AtomicU64::new(0));
+        let (armed2, cuts2) = (Arc::clone(&armed), Arc::clone(&cuts));
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let cut = Arc::new(AtomicBool::new(false));
+                let (mut c_in, mut s_out) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let (armed, cuts, cut_up) =
+                    (Arc::clone(&armed2), Arc::clone(&cuts2), Arc::clone(&cut));
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n @ 1..) = c_in.read(&mut buf) {
+                        let chunk = &buf[..n];
+                        let commit = chunk.windows(6).any(|w| w == b"COMMIT");
+                        if commit && armed.swap(false, Ordering::SeqCst) {
+                            cut_up.store(true, Ordering::SeqCst);
+                            let _ = s_out.write_all(chunk);
+                            // Let the server commit, then drop both sides.
+                            std::thread::sleep(Duration::from_millis(300));
+                            cuts.fetch_add(1, Ordering::SeqCst);
+                            let _ = c_in.shutdown(Shutdown::Both);
+                            let _ = s_out.shutdown(Shutdown::Both);
+                            return;
+                        }
+                        if s_out.write_all(chunk).is_err() {
+                            return;
+                        }
+                    }
+                    let _ = s_out.shutdown(Shutdown::Both);
+                });
+                let (mut s_in, mut c_out) = (server, client);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 16384];
+                    while let Ok(n @ 1..) = s_in.read(&mut buf) {
+                        if cut.load(Ordering::SeqCst) || c_out.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                    let _ = c_out.shutdown(Shutdown::Both);
+                });
+            }
+        });
+        CommitCutter { port, armed, cuts }
+    }
+
+    fn arm(&self) {
+        self.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn cuts(&self) -> u64 {
+        self.cuts.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[test]
+fn postgres_a_retried_append_that_had_committed_is_not_doubled() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-commit-cut");
+    let url = pg::url_for(dir.path());
+    let cluster = pg::shared();
+    let proxy = CommitCutter::start(cluster.port);
+    let via_proxy = url.replace(&format!(":{}/", cluster.port), &format!(":{}/", proxy.port));
+    let store = PgStore::open(&via_proxy).unwrap();
+    store.create(&meta("x")).unwrap();
+    let events = full_run("x");
+    store.append_batch(&events[..3]).unwrap();
+
+    // The batch commits, the answer is lost: the retry finds it stored.
+    proxy.arm();
+    store.append_batch(&events[3..8]).unwrap();
+    assert_eq!(proxy.cuts(), 1);
+    // Same for a single event.
+    proxy.arm();
+    store.append(&events[8]).unwrap();
+    assert_eq!(proxy.cuts(), 2);
+    store.append_batch(&events[9..]).unwrap();
+
+    let direct = PgStore::open(&url).unwrap();
+    assert_eq!(wire(&direct.events("x", 0).unwrap()), wire(&events));
+    assert_eq!(direct.get("x").unwrap().last_seq, events.len() as u64);
+    // A genuine duplicate (no connection trouble) is still out of order.
+    assert!(matches!(
+        direct.append(&events[0]),
+        Err(StoreError::OutOfOrder { .. })
+    ));
+    // An approval decided through a cut connection is recorded once, and
+    // the retry reports it as decided by us, not by someone else.
+    direct.create(&meta("a")).unwrap();
+    direct
+        .append_batch(&[
+            with_body("a", 1, run_started()),
+            with_body(
+                "a",
+                2,
+                EventBody::ApprovalRequired {
+                    reason: "r".into(),
+                    deadline_ms: None,
+                },
+            ),
+        ])
+        .unwrap();
+    proxy.arm();
+    let a = store.record_approval("a", true, Some("yes")).unwrap();
+    assert_eq!(proxy.cuts(), 3);
+    assert_eq!(direct.approval("a", 2).unwrap(), Some(a));
 }

@@ -214,6 +214,8 @@ impl Engine {
             return Vec::new();
         };
         match session::location(&config, &self.root) {
+            // A database server: always there to look at.
+            Ok((session::Backend::Postgres, _)) => {}
             Ok((_, path)) if path.exists() => {}
             _ => return Vec::new(),
         }

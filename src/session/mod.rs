@@ -15,6 +15,8 @@
 //! - [`sqlite`]: the default backend, one SQLite database in WAL mode shared
 //!   safely by several processes; derived `messages` and `tool_calls` tables,
 //!   large strings stored once in `blobs`, the `memory` table of the memory tools.
+//! - [`postgres`]: the same tables in PostgreSQL, for runs on several
+//!   machines; a lease keeps two processes from running one session at once.
 //! - [`file`]: one JSON file per session plus an append-only JSON Lines event log,
 //!   for people who want plain files.
 //! - [`owner`]: who runs a session and whether they still do, so a run killed
@@ -36,11 +38,13 @@ use crate::protocol::events::{Event, EventBody, rfc3339};
 pub mod export;
 pub mod file;
 pub mod owner;
+pub mod postgres;
 pub mod sqlite;
 
 pub use crate::protocol::sessions::{SessionMeta, SessionStatus};
 pub use file::FileStore;
 pub use owner::{Owner, OwnerRecord};
+pub use postgres::PgStore;
 pub use sqlite::{Durability, SqliteStore};
 
 /// Why a store could not do what was asked. Every variant that concerns a file
@@ -64,7 +68,8 @@ pub enum StoreError {
     /// The database was written by a newer agentfile; it is left untouched.
     #[error(
         "session database {path} has schema version {found}, but this agentfile knows only up to \
-         {supported}; upgrade agentfile, or point `session.path` at another database"
+         {supported}; upgrade agentfile, or point `session.path` (PostgreSQL: the URL in \
+         `session.url_env`) at another database"
     )]
     TooNew {
         path: String,
@@ -77,7 +82,9 @@ pub enum StoreError {
         "`{0}` is not a valid session id (1 to 128 ASCII letters, digits, `-` or `_`, not starting with `-`)"
     )]
     InvalidId(String),
-    #[error("unknown session store `{0}` in config `session.store`; use `sqlite` or `file`")]
+    #[error(
+        "unknown session store `{0}` in config `session.store`; use `sqlite`, `file` or `postgres`"
+    )]
     UnknownBackend(String),
     #[error("session `{0}` is not waiting for an approval")]
     NoPendingApproval(String),
@@ -89,6 +96,17 @@ pub enum StoreError {
         session: String,
         seq: u64,
         approved: bool,
+    },
+    /// Another process holds the session's lease (PostgreSQL store): it is
+    /// running the session, so this one may not append to it.
+    #[error(
+        "session `{session}` is being run by {owner}, whose lease lasts until {until}; wait for \
+         that run to end (or, if it died, for its lease to expire) before resuming it"
+    )]
+    LeaseHeld {
+        session: String,
+        owner: String,
+        until: String,
     },
     #[error("this session store does not support {0}")]
     Unsupported(&'static str),
@@ -277,36 +295,63 @@ pub fn is_valid_id(id: &str) -> bool {
 pub enum Backend {
     Sqlite,
     File,
+    Postgres,
 }
+
+/// The environment variable a PostgreSQL store's URL is read from when
+/// `session.url_env` is not set.
+pub const DEFAULT_URL_ENV: &str = "AGENTFILE_DATABASE_URL";
 
 /// The backend and location the configuration asks for: `session.store`
 /// (`sqlite` when unset) and `session.path`, else `<workspace>/.agentfile/sessions.db`
 /// for SQLite and `<workspace>/.agentfile/sessions/` for files. A relative
 /// `session.path` is taken relative to the workspace, like every other path a
-/// run uses.
+/// run uses. For PostgreSQL the location is `postgres:$VAR`, the variable the
+/// URL is read from (never the URL itself, which may hold a password).
 pub fn location(config: &Config, workspace: &Path) -> Result<(Backend, PathBuf), StoreError> {
     let backend = match config.session.store.as_deref() {
         None | Some("sqlite") => Backend::Sqlite,
         Some("file") => Backend::File,
+        Some("postgres") => Backend::Postgres,
         Some(other) => return Err(StoreError::UnknownBackend(other.to_owned())),
     };
+    if backend == Backend::Postgres {
+        return Ok((
+            backend,
+            PathBuf::from(format!("postgres:${}", url_env(config))),
+        ));
+    }
     let path = match &config.session.path {
         Some(p) => workspace.join(p),
         None => workspace.join(".agentfile").join(match backend {
             Backend::Sqlite => "sessions.db",
-            Backend::File => "sessions",
+            Backend::File | Backend::Postgres => "sessions",
         }),
     };
     Ok((backend, path))
 }
 
 /// Open the session store the configuration asks for (see [`location`]),
-/// creating its folder, database or migrations as needed.
+/// creating its folder, database or migrations as needed. PostgreSQL's URL is
+/// read from the environment variable [`url_env`] names; the database must
+/// exist and the server answer, else this fails at once.
 pub fn open(config: &Config, workspace: &Path) -> Result<Box<dyn SessionStore>, StoreError> {
     Ok(match location(config, workspace)? {
         (Backend::Sqlite, path) => Box::new(SqliteStore::open(&path)?),
         (Backend::File, path) => Box::new(FileStore::open(&path)?),
+        (Backend::Postgres, _) => Box::new(PgStore::from_env(url_env(config))?),
     })
+}
+
+/// The environment variable the PostgreSQL URL is read from: `session.url_env`,
+/// else [`DEFAULT_URL_ENV`].
+pub fn url_env(config: &Config) -> &str {
+    config
+        .session
+        .url_env
+        .as_deref()
+        .filter(|v| !v.is_empty())
+        .unwrap_or(DEFAULT_URL_ENV)
 }
 
 /// A new session id: `YYYYMMDD-HHMMSS-` and 12 random hex digits, e.g.

@@ -21,7 +21,8 @@
 //!
 //! What this is not: a lock. Two processes may still append to one session
 //! (the store's `seq` check orders them); ownership only answers "is anybody
-//! still running this?".
+//! still running this?". The PostgreSQL store, shared by several machines,
+//! adds a lease on top of the owner (see [`super::postgres`]).
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime};

@@ -1,5 +1,6 @@
 //! Shared helpers for the session store tests: temporary folders under
-//! `target/`, both backends behind one switch, and event logs to append.
+//! `target/`, the three backends behind one switch (PostgreSQL in a throwaway
+//! cluster, see [`pg`]), and event logs to append.
 
 #![allow(dead_code)]
 
@@ -10,7 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use agentfile::protocol::events::{Event, EventBody, LoopStop, ToolCallInfo, Usage, rfc3339};
 use agentfile::session::{
-    FileStore, Owner, OwnerRecord, SessionMeta, SessionStatus, SessionStore, SqliteStore,
+    FileStore, Owner, OwnerRecord, PgStore, SessionMeta, SessionStatus, SessionStore, SqliteStore,
 };
 use serde_json::json;
 
@@ -42,11 +43,13 @@ impl Drop for TempDir {
     }
 }
 
-/// The two backends.
+/// The three backends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Sqlite,
     File,
+    /// A database of the test process's throwaway cluster, one per `dir`.
+    Postgres,
 }
 
 impl Kind {
@@ -55,6 +58,7 @@ impl Kind {
         match self {
             Kind::Sqlite => Box::new(SqliteStore::open(&dir.join("sessions.db")).unwrap()),
             Kind::File => Box::new(FileStore::open(&dir.join("sessions")).unwrap()),
+            Kind::Postgres => Box::new(PgStore::open(&pg::url_for(dir)).unwrap()),
         }
     }
 
@@ -62,12 +66,14 @@ impl Kind {
         match self {
             Kind::Sqlite => "sqlite",
             Kind::File => "file",
+            Kind::Postgres => "postgres",
         }
     }
 
     pub fn parse(name: &str) -> Kind {
         match name {
             "sqlite" => Kind::Sqlite,
+            "postgres" => Kind::Postgres,
             _ => Kind::File,
         }
     }
@@ -360,4 +366,267 @@ pub fn remote_owner(heartbeat_at: &str) -> OwnerRecord {
 /// `ago` before now, as the stores write times.
 pub fn ago(ago: Duration) -> String {
     rfc3339(std::time::SystemTime::now() - ago)
+}
+
+/// Throwaway PostgreSQL clusters for the tests: the server binaries Debian's
+/// `postgresql` package installs (`/usr/lib/postgresql/*/bin`), a data folder
+/// under `/tmp`, a free port on 127.0.0.1, `fsync=off`. One cluster is shared
+/// by the whole test process ([`shared`]) and every test gets a fresh database
+/// in it; tests that stop the server start their own ([`Cluster::start`]).
+///
+/// initdb and postgres refuse to run as root, so as root they run as the
+/// `postgres` user (`runuser`). Each cluster has a watchdog, a shell loop that
+/// stops the server and removes its folder once the test process is gone, so
+/// a test binary that is killed or exits without running destructors leaves
+/// nothing behind.
+pub mod pg {
+    use std::path::{Path, PathBuf};
+    use std::process::{Command, Stdio};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Mutex, OnceLock};
+
+    /// The newest installed server's `bin` folder.
+    pub fn bin_dir() -> Option<PathBuf> {
+        let mut found: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let version: u32 = e.file_name().to_str()?.parse().ok()?;
+                let bin = e.path().join("bin");
+                bin.join("initdb").is_file().then_some((version, bin))
+            })
+            .collect();
+        found.sort();
+        found.pop().map(|(_, b)| b)
+    }
+
+    /// Whether the PostgreSQL cases can run; says loudly why not.
+    pub fn available() -> bool {
+        if bin_dir().is_some() {
+            return true;
+        }
+        eprintln!(
+            "SKIPPED: PostgreSQL not installed (no /usr/lib/postgresql/*/bin/initdb; \
+             `apt-get install postgresql`, or run scripts/test.sh, which installs it)"
+        );
+        false
+    }
+
+    fn as_root() -> bool {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    /// `program args…`, as the `postgres` user when we are root.
+    fn server_command(program: &Path) -> Command {
+        if as_root() {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(program);
+            c
+        } else {
+            Command::new(program)
+        }
+    }
+
+    fn run(mut c: Command, what: &str) -> Result<(), String> {
+        let out = c
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("{what}: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "{what} failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(())
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port on 127.0.0.1")
+    }
+
+    /// One running (or stopped) PostgreSQL server.
+    pub struct Cluster {
+        pub base: PathBuf,
+        pub port: u16,
+        bin: PathBuf,
+        watchdog: Option<std::process::Child>,
+    }
+
+    impl Cluster {
+        /// initdb and start a new cluster.
+        pub fn start() -> Result<Cluster, String> {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let bin = bin_dir().ok_or("PostgreSQL is not installed")?;
+            let base = PathBuf::from(format!(
+                "/tmp/agentfile-pg-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&base);
+            std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+            if as_root() {
+                let mut c = Command::new("chown");
+                c.args(["postgres:postgres"]).arg(&base);
+                run(c, "chown")?;
+            }
+            let mut cluster = Cluster {
+                port: free_port(),
+                base,
+                bin,
+                watchdog: None,
+            };
+            // The watchdog first, so even a failed start is cleaned up.
+            let script = format!(
+                "while [ -d /proc/{pid} ]; do sleep 1; done; \
+                 '{pg_ctl}' -D '{data}' stop -m immediate >/dev/null 2>&1; rm -rf '{base}'",
+                pid = std::process::id(),
+                pg_ctl = cluster.bin.join("pg_ctl").display(),
+                data = cluster.data().display(),
+                base = cluster.base.display(),
+            );
+            let mut w = server_command(Path::new("/bin/sh"));
+            w.args(["-c", &script])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            cluster.watchdog = w.spawn().ok();
+            let mut init = server_command(&cluster.bin.join("initdb"));
+            init.arg("-D")
+                .arg(cluster.data())
+                .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+                .arg("--no-locale");
+            run(init, "initdb")?;
+            cluster.resume()?;
+            Ok(cluster)
+        }
+
+        fn data(&self) -> PathBuf {
+            self.base.join("data")
+        }
+
+        /// Start the server (again), and wait until it accepts connections.
+        pub fn resume(&self) -> Result<(), String> {
+            let mut c = server_command(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .arg("-l")
+                .arg(self.base.join("log"))
+                .args(["-w", "-t", "60", "-o"])
+                .arg(format!(
+                    "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={} \
+                     -c fsync=off -c synchronous_commit=off -c full_page_writes=off \
+                     -c max_connections=400",
+                    self.port,
+                    self.base.display()
+                ))
+                .arg("start")
+                .stdout(Stdio::null());
+            run(c, "pg_ctl start")
+        }
+
+        /// `pg_ctl stop -m fast`: connections are closed, as a restarting
+        /// server closes them.
+        pub fn stop(&self) -> Result<(), String> {
+            let mut c = server_command(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .args(["-w", "-m", "fast", "stop"])
+                .stdout(Stdio::null());
+            run(c, "pg_ctl stop")
+        }
+
+        /// Run SQL as the superuser in database `db`.
+        pub fn psql(&self, db: &str, sql: &str) -> Result<String, String> {
+            let out = Command::new(self.bin.join("psql"))
+                .args([
+                    "-X",
+                    "-q",
+                    "-t",
+                    "-A",
+                    "-v",
+                    "ON_ERROR_STOP=1",
+                    "-h",
+                    "127.0.0.1",
+                ])
+                .args([
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "postgres",
+                    "-d",
+                    db,
+                    "-c",
+                    sql,
+                ])
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| format!("psql: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("psql: {}", String::from_utf8_lossy(&out.stderr)));
+            }
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        }
+
+        /// A new, empty database; its name.
+        pub fn create_database(&self) -> String {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let name = format!(
+                "t_{}_{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            );
+            self.psql("postgres", &format!("CREATE DATABASE {name}"))
+                .unwrap();
+            name
+        }
+
+        pub fn url(&self, db: &str) -> String {
+            format!("postgres://postgres@127.0.0.1:{}/{db}", self.port)
+        }
+    }
+
+    impl Drop for Cluster {
+        fn drop(&mut self) {
+            let mut c = server_command(&self.bin.join("pg_ctl"));
+            c.arg("-D")
+                .arg(self.data())
+                .args(["-m", "immediate", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            let _ = c.status();
+            if let Some(mut w) = self.watchdog.take() {
+                let _ = w.kill();
+                let _ = w.wait();
+            }
+            let _ = std::fs::remove_dir_all(&self.base);
+        }
+    }
+
+    /// The test process's cluster, started on first use.
+    pub fn shared() -> &'static Cluster {
+        static SHARED: OnceLock<Cluster> = OnceLock::new();
+        SHARED.get_or_init(|| Cluster::start().unwrap_or_else(|e| panic!("PostgreSQL: {e}")))
+    }
+
+    /// The URL of the database that belongs to the test folder `dir`, created
+    /// on first use and written to `dir/pg_url`, so every store opened on `dir`
+    /// (in this process or a child) sees the same database.
+    pub fn url_for(dir: &Path) -> String {
+        static LOCK: Mutex<()> = Mutex::new(());
+        let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let file = dir.join("pg_url");
+        if let Ok(url) = std::fs::read_to_string(&file) {
+            return url;
+        }
+        let cluster = shared();
+        let url = cluster.url(&cluster.create_database());
+        std::fs::write(&file, &url).unwrap();
+        url
+    }
 }
