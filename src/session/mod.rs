@@ -39,6 +39,7 @@ pub mod export;
 pub mod file;
 pub mod owner;
 pub mod postgres;
+mod row;
 pub mod sqlite;
 
 pub use crate::protocol::sessions::{SessionMeta, SessionStatus};

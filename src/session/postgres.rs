@@ -87,7 +87,8 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
-use super::owner::{Owner, OwnerRecord, STALE_AFTER, effective_status};
+use super::owner::{Owner, OwnerRecord, STALE_AFTER};
+use super::row::{RawMeta, event_data};
 use super::{
     Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id, now,
     status_after,
@@ -884,7 +885,9 @@ impl Worker {
             Op::Append(events) => self.append(c, events, retry).await.map(|()| Reply::Unit),
             Op::SetStatus(id, status) => self.set_status(c, id, *status).await,
             Op::Get(id) => match self.read_meta(c, id).await? {
-                Some(raw) => Ok(Reply::Meta(raw.into_meta(self, SystemTime::now())?)),
+                Some(raw) => Ok(Reply::Meta(
+                    raw.into_meta(SystemTime::now(), |m| self.corrupt(m))?,
+                )),
                 None => Err(StoreError::NotFound(id.clone()).into()),
             },
             Op::List(status, limit) => self.list(c, *status, *limit).await.map(Reply::Metas),
@@ -1048,7 +1051,7 @@ impl Worker {
     async fn read_meta(&self, c: &Conn, id: &str) -> Result<Option<RawMeta>, Failure> {
         let sql = format!("{META_COLUMNS} WHERE id = $1");
         match self.query_opt(c, &sql, &[&id], "read the session").await? {
-            Some(row) => Ok(Some(RawMeta::from_row(self, &row)?)),
+            Some(row) => Ok(Some(raw_meta(self, &row)?)),
             None => Ok(None),
         }
     }
@@ -1597,7 +1600,7 @@ impl Worker {
             if out.len() >= limit {
                 break;
             }
-            let meta = RawMeta::from_row(self, row)?.into_meta(self, now_t)?;
+            let meta = raw_meta(self, row)?.into_meta(now_t, |m| self.corrupt(m))?;
             if status.is_none_or(|s| s == meta.status) {
                 out.push(meta);
             }
@@ -1774,9 +1777,9 @@ impl Worker {
         let now_t = SystemTime::now();
         let mut orphans = Vec::new();
         for row in &rows {
-            let raw = RawMeta::from_row(self, row)?;
+            let raw = raw_meta(self, row)?;
             let id = raw.id.clone();
-            if raw.into_meta(self, now_t)?.status == SessionStatus::Interrupted {
+            if raw.into_meta(now_t, |m| self.corrupt(m))?.status == SessionStatus::Interrupted {
                 orphans.push(id);
             }
         }
@@ -1830,91 +1833,23 @@ async fn read_version(c: &Conn) -> Result<i64, tokio_postgres::Error> {
     row.try_get(0)
 }
 
-/// A `sessions` row as stored, before it is checked.
-struct RawMeta {
-    id: String,
-    workflow: String,
-    path: String,
-    workspace: String,
-    inputs: String,
-    status: String,
-    created_at: String,
-    updated_at: String,
-    last_seq: i64,
-    owner_pid: Option<i64>,
-    owner_host: Option<String>,
-    owner_start: Option<String>,
-    heartbeat_at: Option<String>,
-}
-
-impl RawMeta {
-    fn from_row(w: &Worker, r: &Row) -> Result<RawMeta, Failure> {
-        Ok(RawMeta {
-            id: w.get(r, 0)?,
-            workflow: w.get(r, 1)?,
-            path: w.get(r, 2)?,
-            workspace: w.get(r, 3)?,
-            inputs: w.get(r, 4)?,
-            status: w.get(r, 5)?,
-            created_at: w.get(r, 6)?,
-            updated_at: w.get(r, 7)?,
-            last_seq: w.get(r, 8)?,
-            owner_pid: w.get(r, 9)?,
-            owner_host: w.get(r, 10)?,
-            owner_start: w.get(r, 11)?,
-            heartbeat_at: w.get(r, 12)?,
-        })
-    }
-
-    fn owner(&self) -> Option<OwnerRecord> {
-        Some(OwnerRecord {
-            owner: Owner {
-                // A pid that does not fit is nobody's: the owner reads as gone.
-                pid: u32::try_from(self.owner_pid?).unwrap_or(0),
-                host: self.owner_host.clone().unwrap_or_default(),
-                start: self.owner_start.clone().unwrap_or_default(),
-            },
-            heartbeat_at: self.heartbeat_at.clone().unwrap_or_default(),
-        })
-    }
-
-    fn into_meta(self, w: &Worker, now: SystemTime) -> Result<SessionMeta, Failure> {
-        let stored = SessionStatus::parse(&self.status).ok_or_else(|| {
-            Failure::Store(w.corrupt(format!(
-                "session `{}` has unknown status `{}`",
-                self.id, self.status
-            )))
-        })?;
-        let status = effective_status(stored, self.owner().as_ref(), &self.updated_at, now);
-        let inputs = serde_json::from_str(&self.inputs).map_err(|e| {
-            Failure::Store(w.corrupt(format!("session `{}` has unreadable inputs: {e}", self.id)))
-        })?;
-        Ok(SessionMeta {
-            last_seq: u64::try_from(self.last_seq).map_err(|_| {
-                Failure::Store(w.corrupt(format!("negative last_seq {}", self.last_seq)))
-            })?,
-            id: self.id,
-            workflow: self.workflow,
-            path: self.path,
-            workspace: self.workspace,
-            inputs,
-            status,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
-}
-
-/// The `data` object of an event body, as it appears on the wire.
-fn event_data(body: &EventBody) -> Result<Value, StoreError> {
-    let wire = serde_json::to_value(body).map_err(|e| StoreError::Io {
-        path: String::new(),
-        message: format!("cannot serialise a {} event: {e}", body.kind()),
-    })?;
-    match wire {
-        Value::Object(mut m) => Ok(m.remove("data").unwrap_or(Value::Object(Map::new()))),
-        _ => Ok(Value::Object(Map::new())),
-    }
+/// A `sessions` row as PostgreSQL returns it (see [`META_COLUMNS`]).
+fn raw_meta(w: &Worker, r: &Row) -> Result<RawMeta, Failure> {
+    Ok(RawMeta {
+        id: w.get(r, 0)?,
+        workflow: w.get(r, 1)?,
+        path: w.get(r, 2)?,
+        workspace: w.get(r, 3)?,
+        inputs: w.get(r, 4)?,
+        status: w.get(r, 5)?,
+        created_at: w.get(r, 6)?,
+        updated_at: w.get(r, 7)?,
+        last_seq: w.get(r, 8)?,
+        owner_pid: w.get(r, 9)?,
+        owner_host: w.get(r, 10)?,
+        owner_start: w.get(r, 11)?,
+        heartbeat_at: w.get(r, 12)?,
+    })
 }
 
 /// Parse a connection URL, refusing TLS modes this build cannot honour.

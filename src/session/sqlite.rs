@@ -72,7 +72,8 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::owner::{Owner, OwnerRecord, effective_status};
+use super::owner::{Owner, OwnerRecord};
+use super::row::{RawMeta, event_data};
 use super::{
     Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id, now,
     status_after,
@@ -241,7 +242,7 @@ UPDATE sessions SET last_seq = max(last_seq,
     coalesce((SELECT max(seq) FROM events WHERE session_id = sessions.id), 0));
 "#;
 
-/// The columns `RawMeta::from_row` reads, in its order. Appends leave the
+/// The columns `raw_meta` reads, in its order. Appends leave the
 /// `sessions` row alone unless the status changes, so `updated_at` and
 /// `last_seq` are completed from the session's last event (one seek each on
 /// the `events` key).
@@ -755,9 +756,9 @@ impl SqliteStore {
 
     fn read_meta(&self, conn: &Connection, id: &str) -> Result<Option<SessionMeta>, StoreError> {
         conn.prepare_cached(&format!("{META_COLUMNS} WHERE id = ?1"))
-            .and_then(|mut s| s.query_row([id], RawMeta::from_row).optional())
+            .and_then(|mut s| s.query_row([id], raw_meta).optional())
             .map_err(self.err("read the session"))?
-            .map(|raw| raw.into_meta(self, SystemTime::now()))
+            .map(|raw| raw.into_meta(SystemTime::now(), |m| self.corrupt(m)))
             .transpose()
     }
 
@@ -919,7 +920,7 @@ impl SessionStore for SqliteStore {
             .prepare_cached(&sql)
             .map_err(self.err("list sessions"))?;
         let rows = stmt
-            .query_map(rusqlite::params_from_iter(stored), RawMeta::from_row)
+            .query_map(rusqlite::params_from_iter(stored), raw_meta)
             .map_err(self.err("list sessions"))?;
         let mut out = Vec::new();
         for row in rows {
@@ -928,7 +929,7 @@ impl SessionStore for SqliteStore {
             }
             let meta = row
                 .map_err(self.err("list sessions"))?
-                .into_meta(self, now)?;
+                .into_meta(now, |m| self.corrupt(m))?;
             if status.is_none_or(|s| s == meta.status) {
                 out.push(meta);
             }
@@ -1056,7 +1057,7 @@ impl SessionStore for SqliteStore {
     fn owner(&self, id: &str) -> Result<Option<OwnerRecord>, StoreError> {
         let conn = self.lock();
         conn.prepare_cached(&format!("{META_COLUMNS} WHERE id = ?1"))
-            .and_then(|mut s| s.query_row([id], RawMeta::from_row).optional())
+            .and_then(|mut s| s.query_row([id], raw_meta).optional())
             .map_err(self.err("read the session"))?
             .map(|raw| raw.owner())
             .ok_or_else(|| StoreError::NotFound(id.to_owned()))
@@ -1112,12 +1113,12 @@ impl SessionStore for SqliteStore {
                 ))
                 .map_err(self.err("find orphaned sessions"))?;
             let rows = stmt
-                .query_map([], RawMeta::from_row)
+                .query_map([], raw_meta)
                 .map_err(self.err("find orphaned sessions"))?;
             for row in rows {
                 let raw = row.map_err(self.err("find orphaned sessions"))?;
                 let id = raw.id.clone();
-                if raw.into_meta(self, now_t)?.status == SessionStatus::Interrupted {
+                if raw.into_meta(now_t, |m| self.corrupt(m))?.status == SessionStatus::Interrupted {
                     orphans.push(id);
                 }
             }
@@ -1199,79 +1200,23 @@ fn from_sql_int(n: i64, what: &str, store: &SqliteStore) -> Result<u64, StoreErr
     u64::try_from(n).map_err(|_| store.corrupt(format!("negative {what} {n}")))
 }
 
-/// A `sessions` row as stored, before it is checked.
-struct RawMeta {
-    id: String,
-    workflow: String,
-    path: String,
-    workspace: String,
-    inputs: String,
-    status: String,
-    created_at: String,
-    updated_at: String,
-    last_seq: i64,
-    owner_pid: Option<i64>,
-    owner_host: Option<String>,
-    owner_start: Option<String>,
-    heartbeat_at: Option<String>,
-}
-
-impl RawMeta {
-    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawMeta> {
-        Ok(RawMeta {
-            id: r.get(0)?,
-            workflow: r.get(1)?,
-            path: r.get(2)?,
-            workspace: r.get(3)?,
-            inputs: r.get(4)?,
-            status: r.get(5)?,
-            created_at: r.get(6)?,
-            updated_at: r.get(7)?,
-            last_seq: r.get(8)?,
-            owner_pid: r.get(9)?,
-            owner_host: r.get(10)?,
-            owner_start: r.get(11)?,
-            heartbeat_at: r.get(12)?,
-        })
-    }
-
-    fn owner(&self) -> Option<OwnerRecord> {
-        Some(OwnerRecord {
-            owner: Owner {
-                // A pid that does not fit is nobody's: the owner reads as gone.
-                pid: u32::try_from(self.owner_pid?).unwrap_or(0),
-                host: self.owner_host.clone().unwrap_or_default(),
-                start: self.owner_start.clone().unwrap_or_default(),
-            },
-            heartbeat_at: self.heartbeat_at.clone().unwrap_or_default(),
-        })
-    }
-
-    /// The session as reported: its stored status, or `interrupted` when it
-    /// is queued or running and its owner is gone (as of `now`).
-    fn into_meta(self, store: &SqliteStore, now: SystemTime) -> Result<SessionMeta, StoreError> {
-        let stored = SessionStatus::parse(&self.status).ok_or_else(|| {
-            store.corrupt(format!(
-                "session `{}` has unknown status `{}`",
-                self.id, self.status
-            ))
-        })?;
-        let status = effective_status(stored, self.owner().as_ref(), &self.updated_at, now);
-        let inputs = serde_json::from_str(&self.inputs).map_err(|e| {
-            store.corrupt(format!("session `{}` has unreadable inputs: {e}", self.id))
-        })?;
-        Ok(SessionMeta {
-            last_seq: from_sql_int(self.last_seq, "last_seq", store)?,
-            id: self.id,
-            workflow: self.workflow,
-            path: self.path,
-            workspace: self.workspace,
-            inputs,
-            status,
-            created_at: self.created_at,
-            updated_at: self.updated_at,
-        })
-    }
+/// A `sessions` row as SQLite returns it (see [`META_COLUMNS`]).
+fn raw_meta(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawMeta> {
+    Ok(RawMeta {
+        id: r.get(0)?,
+        workflow: r.get(1)?,
+        path: r.get(2)?,
+        workspace: r.get(3)?,
+        inputs: r.get(4)?,
+        status: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+        last_seq: r.get(8)?,
+        owner_pid: r.get(9)?,
+        owner_host: r.get(10)?,
+        owner_start: r.get(11)?,
+        heartbeat_at: r.get(12)?,
+    })
 }
 
 /// An `events` row as stored, before it is decoded.
@@ -1347,18 +1292,6 @@ impl RawEvent {
             node_kind: self.node_kind,
             body,
         })
-    }
-}
-
-/// The `data` object of an event body, as it appears on the wire.
-fn event_data(body: &EventBody) -> Result<Value, StoreError> {
-    let wire = serde_json::to_value(body).map_err(|e| StoreError::Io {
-        path: String::new(),
-        message: format!("cannot serialise a {} event: {e}", body.kind()),
-    })?;
-    match wire {
-        Value::Object(mut m) => Ok(m.remove("data").unwrap_or(Value::Object(Map::new()))),
-        _ => Ok(Value::Object(Map::new())),
     }
 }
 
