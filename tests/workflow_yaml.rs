@@ -6,18 +6,14 @@
 //! (`tests/workflow_yaml/gated`).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
 
 use agentfile::llm::fake::{FakeReply, FakeServer};
 use serde_json::{Value, json};
 
 mod fs_support;
 
-const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+mod e2e_support;
+use e2e_support::{agentfile, config, events, repo, result_of, text};
 
 fn reference() -> PathBuf {
     let p = repo().join("../shared/reference/agentfile-workflow-yaml");
@@ -30,58 +26,7 @@ fn reference() -> PathBuf {
 }
 
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("agentfile-wy-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn config(dir: &Path, server: &FakeServer) {
-    std::fs::write(
-        dir.join("agent.toml"),
-        format!(
-            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
-}
-
-fn agentfile(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_agentfile"));
-    c.args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .env(KEY_VAR, "test-key-0123456789")
-        .env("NO_COLOR", "1")
-        .env_remove("RUST_LOG")
-        .env_remove("INPUT_PATH")
-        .env_remove("CHANGES");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn result_of(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not a result ({e}):\n{}", text(o)))
-}
-
-/// The session's events, as stored.
-fn events(dir: &Path, session: &str) -> Vec<Value> {
-    let o = agentfile(dir, &["sessions", "show", session, "--format", "json"], &[]);
-    let v: Value =
-        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
-    v["events"].as_array().unwrap().clone()
+    e2e_support::tmp("wy", name)
 }
 
 /// `validate --format json`: each diagnostic as `line:col code: message`.
