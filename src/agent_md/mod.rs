@@ -1504,34 +1504,14 @@ pub fn analyze(
     (diags, plan)
 }
 
-/// The input a standalone agent run takes: what to do.
-pub const TASK_INPUT: &str = "task";
+pub use crate::plan::build::TASK_INPUT;
 
 fn standalone_plan(path: &Path, card: AgentCard) -> Result<crate::plan::Plan, Vec<Diagnostic>> {
-    use crate::plan::{define_step, define_workflow};
     let name = agent_name(path);
-    let mut plan = define_workflow(name.clone())
-        .name(card.title.clone())
-        .input(TASK_INPUT, None)
-        .agent(name.clone(), literal(&card.persona()))
-        .goal(name.clone(), format!("${TASK_INPUT}"))
-        .goal_agents(&[&name])
-        .step(define_step(name.clone()).goal(name.clone()))
-        .commit()?;
-    plan.format = "agent-md".into();
-    plan.path = path.display().to_string();
+    let mut plan =
+        crate::plan::build::single_agent("agent-md", path, &name, &card.title, &card.persona())?;
     plan.description = (!card.description.is_empty()).then(|| card.description.clone());
-    if let Some(g) = plan.goals.first_mut() {
-        g.reads = vec![TASK_INPUT.to_owned()];
-        g.summary = format!("{} works the task", card.title);
-    }
     if let Some(a) = plan.agents.first_mut() {
-        a.source = crate::plan::PromptSource::File {
-            path: path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        };
         a.card = Some(Box::new(card));
     }
     plan.fingerprint = plan.compute_fingerprint();

@@ -27,7 +27,7 @@ use syntax::{BlockKind, LayoutProblem, RawDirective, Syntax, Token};
 use table::{Entry, Profile, Support};
 
 /// The input a run of an agentrc agent takes: what to do.
-pub const TASK_INPUT: &str = "task";
+pub use crate::plan::build::TASK_INPUT;
 
 /// SOP text read from a file named by `COPY … /mnt/SOP` is limited to this.
 const MAX_SOP_FILE: u64 = 1 << 20;
@@ -1796,8 +1796,6 @@ fn plan(
     description: Option<String>,
     timeout_s: Option<u64>,
 ) -> Result<Plan, Vec<Diagnostic>> {
-    use crate::agent_md::literal;
-    use crate::plan::{define_step, define_workflow};
     let name = decl.agent.clone();
     let prompt = match &decl.grants.sop {
         Some(s) => s.clone(),
@@ -1810,29 +1808,9 @@ fn plan(
             p
         }
     };
-    let mut plan = define_workflow(name.clone())
-        .input(TASK_INPUT, None)
-        .agent(name.clone(), literal(&prompt))
-        .goal(name.clone(), format!("${TASK_INPUT}"))
-        .goal_agents(&[&name])
-        .step(define_step(name.clone()).goal(name.clone()))
-        .commit()?;
-    plan.format = "agentrc".into();
-    plan.path = path.display().to_string();
+    let mut plan = crate::plan::build::single_agent("agentrc", path, &name, &name, &prompt)?;
     plan.description = description;
     plan.timeout_ms = timeout_s.map(|s| s.saturating_mul(1000));
-    if let Some(g) = plan.goals.first_mut() {
-        g.reads = vec![TASK_INPUT.to_owned()];
-        g.summary = format!("{name} works the task");
-    }
-    if let Some(a) = plan.agents.first_mut() {
-        a.source = crate::plan::PromptSource::File {
-            path: path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        };
-    }
     plan.agentrc = Some(Box::new(decl));
     plan.fingerprint = plan.compute_fingerprint();
     Ok(plan)

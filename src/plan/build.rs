@@ -746,3 +746,43 @@ fn body_of(steps: impl IntoIterator<Item = StepBuilder>) -> (Node, Vec<(&'static
         errors,
     )
 }
+
+/// The input a one-agent plan takes: what to do.
+pub const TASK_INPUT: &str = "task";
+
+/// One agent working one task, as a file that defines a single agent lowers
+/// to (`.agent.md`, agentrc): the agent `name` with `system` sent as written
+/// (`$` is no variable there), one goal on the input [`TASK_INPUT`], one step.
+/// `title` names the workflow and the goal's summary; the caller adds what its
+/// format carries, then computes the fingerprint.
+pub fn single_agent(
+    format: &str,
+    path: &Path,
+    name: &str,
+    title: &str,
+    system: &str,
+) -> Result<Plan, Vec<Diagnostic>> {
+    let mut plan = define_workflow(name)
+        .name(title)
+        .input(TASK_INPUT, None)
+        .agent(name, system.replace('$', "$$"))
+        .goal(name, format!("${TASK_INPUT}"))
+        .goal_agents(&[name])
+        .step(define_step(name).goal(name))
+        .commit()?;
+    plan.format = format.into();
+    plan.path = path.display().to_string();
+    if let Some(g) = plan.goals.first_mut() {
+        g.reads = vec![TASK_INPUT.to_owned()];
+        g.summary = format!("{title} works the task");
+    }
+    if let Some(a) = plan.agents.first_mut() {
+        a.source = PromptSource::File {
+            path: path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        };
+    }
+    Ok(plan)
+}
