@@ -94,6 +94,18 @@ pub struct Block<'a> {
     pub generated: bool,
 }
 
+impl<'a> From<&'a crate::plan::declared::Block> for Block<'a> {
+    /// A declared `POLICY` block (or the policy a shorthand generated).
+    fn from(b: &'a crate::plan::declared::Block) -> Block<'a> {
+        Block {
+            text: &b.text,
+            offset: b.offset,
+            line: b.line,
+            generated: b.kind == "shorthand",
+        }
+    }
+}
+
 /// Something wrong with the Cedar of an Agentfile, at a byte range of the file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {

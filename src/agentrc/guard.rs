@@ -80,15 +80,7 @@ impl DeclarationGuard {
         let cedar = match &g.cedar {
             None => None,
             Some(blocks) => {
-                let blocks: Vec<cedar::Block<'_>> = blocks
-                    .iter()
-                    .map(|b| cedar::Block {
-                        text: &b.text,
-                        offset: b.offset,
-                        line: b.line,
-                        generated: b.kind == "shorthand",
-                    })
-                    .collect();
+                let blocks: Vec<cedar::Block<'_>> = blocks.iter().map(cedar::Block::from).collect();
                 Some(cedar::Policies::parse(&blocks).map_err(|p| {
                     p.into_iter()
                         .map(|p| p.message)

@@ -1570,16 +1570,8 @@ impl<'a> Checker<'a> {
             return;
         }
         // Cedar: parse every block, then lint the tools no policy permits.
-        let blocks: Vec<cedar::Block<'_>> = self
-            .cedar_blocks
-            .iter()
-            .map(|b| cedar::Block {
-                text: &b.text,
-                offset: b.offset,
-                line: b.line,
-                generated: b.kind == "shorthand",
-            })
-            .collect();
+        let blocks: Vec<cedar::Block<'_>> =
+            self.cedar_blocks.iter().map(cedar::Block::from).collect();
         match cedar::Policies::parse(&blocks) {
             Err(problems) => {
                 for p in problems {
