@@ -25,6 +25,10 @@ use crate::protocol::rpc::RunParams;
 use crate::server::engine::{Engine, RunHooks};
 use crate::session::{SessionStatus, StoreError};
 
+/// The longest wait for NATS on the way out (a flush, an ack): the connection
+/// may be gone, and the store holds the truth anyway.
+const NATS_WAIT: Duration = Duration::from_secs(5);
+
 /// How long a stopped worker waits for its runs to record their interruption.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -100,7 +104,7 @@ pub async fn serve(
     engine.interrupt(STOP_GRACE).await;
     tasks.close();
     let _ = tokio::time::timeout(STOP_GRACE, tasks.wait()).await;
-    let _ = cluster.client.flush().await;
+    let _ = tokio::time::timeout(NATS_WAIT, cluster.client.flush()).await;
     Ok(())
 }
 
@@ -125,7 +129,7 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
             return;
         }
     };
-    let _ = cluster.client.flush().await;
+    let _ = tokio::time::timeout(NATS_WAIT, cluster.client.flush()).await;
     let store = match engine.store() {
         Ok(s) => s,
         Err(e) => {
@@ -250,9 +254,13 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
     // Events are all handed to the publisher; let it finish sending them.
     let _ = tokio::time::timeout(Duration::from_secs(5), publisher).await;
     if live.status() == SessionStatus::Interrupted {
-        let _ = msg.ack_with(AckKind::Nak(None)).await;
-    } else if let Err(e) = msg.double_ack().await {
-        tracing::warn!(session = %id, error = %e, "ack failed; the run may be redelivered and skipped");
+        let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
+    } else {
+        match tokio::time::timeout(NATS_WAIT, msg.double_ack()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(session = %id, error = %e, "ack failed; the run may be redelivered, and is then skipped"),
+            Err(_) => tracing::warn!(session = %id, "no ack confirmation from NATS; the run may be redelivered, and is then skipped"),
+        }
     }
 }
 
@@ -265,7 +273,7 @@ async fn publish_events(
         // At most once: the submitter reads anything lost from the store.
         let _ = client.publish(subject.clone(), bytes.into()).await;
     }
-    let _ = client.flush().await;
+    let _ = tokio::time::timeout(NATS_WAIT, client.flush()).await;
 }
 
 /// Append `run_failed` to a session that could not start on this worker.
