@@ -214,10 +214,7 @@ mod tests {
 
     #[test]
     fn urls_are_shown_without_secrets() {
-        assert_eq!(
-            display_url("nats://u:secret@host:4222"),
-            "nats://host:4222"
-        );
+        assert_eq!(display_url("nats://u:secret@host:4222"), "nats://host:4222");
         assert_eq!(display_url("nats://host:4222"), "nats://host:4222");
     }
 

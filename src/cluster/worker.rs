@@ -125,7 +125,9 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(session = %id, error = %e, "cannot subscribe for control; retrying later");
-            let _ = msg.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
             return;
         }
     };
@@ -172,12 +174,16 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         }
         Ok(Err(e)) => {
             tracing::warn!(session = %id, error = %e, "cannot claim the session; retrying later");
-            let _ = msg.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
             return;
         }
         Err(e) => {
             tracing::error!(session = %id, error = %e, "claim task failed");
-            let _ = msg.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
             return;
         }
     }
@@ -218,7 +224,8 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
             let store = store.clone();
             let sid = id.clone();
             let message = e.message.clone();
-            let _ = tokio::task::spawn_blocking(move || record_failure(&store, &sid, &message)).await;
+            let _ =
+                tokio::task::spawn_blocking(move || record_failure(&store, &sid, &message)).await;
             let _ = msg.ack().await;
             publisher.abort();
             return;
@@ -258,8 +265,12 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
     } else {
         match tokio::time::timeout(NATS_WAIT, msg.double_ack()).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(session = %id, error = %e, "ack failed; the run may be redelivered, and is then skipped"),
-            Err(_) => tracing::warn!(session = %id, "no ack confirmation from NATS; the run may be redelivered, and is then skipped"),
+            Ok(Err(e)) => {
+                tracing::warn!(session = %id, error = %e, "ack failed; the run may be redelivered, and is then skipped")
+            }
+            Err(_) => {
+                tracing::warn!(session = %id, "no ack confirmation from NATS; the run may be redelivered, and is then skipped")
+            }
         }
     }
 }
