@@ -232,6 +232,9 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         }
     };
 
+    // Approvals are given to the submitting server's client, not here: the
+    // run stops as `waiting_approval`, and `approve` queues its resumption.
+    live.orphan();
     let mut beat = tokio::time::interval((ack_wait / 3).max(Duration::from_millis(100)));
     beat.tick().await;
     let mut control = control;

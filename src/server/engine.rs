@@ -129,6 +129,12 @@ impl LiveRun {
         self.state.borrow().status
     }
 
+    /// No client will call `approve` for this run (a worker's run): a
+    /// supervised goal ends it as `waiting_approval` instead of waiting.
+    pub fn orphan(&self) {
+        self.orphaned.store(true, Ordering::SeqCst);
+    }
+
     /// Ask the run to stop (as the `cancel` method does).
     pub fn cancel(&self) {
         self.cancel.cancel();
