@@ -492,3 +492,98 @@ fn patience() -> Duration {
             .unwrap_or(600),
     )
 }
+
+impl Serve {
+    /// Send one request and wait for its reply, keeping notifications.
+    fn call(&mut self, id: u64, method: &str, params: Value, seen: &mut Seen) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(r) = seen.replies.remove(&id) {
+                return r;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("{method}: no reply: {e:?}"));
+            seen.take(v);
+        }
+    }
+}
+
+/// `cancel` reaches the worker running the run; a run still queued (no worker
+/// yet) is recorded cancelled, and the worker that later takes it skips it.
+#[test]
+fn cancel_reaches_the_worker_or_the_queue() {
+    if !available() {
+        return;
+    }
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // Slow answers: the run is surely mid-goal when cancelled.
+    let server = fake(&rt, Duration::from_secs(3));
+    let s = setup(&server);
+    let stream = "AGENTFILE_CANCEL";
+    let mut serve = Serve::start(&s, stream);
+    let mut seen = Seen::default();
+
+    // Queued, no worker: cancelled in the store.
+    let r = serve.call(
+        1,
+        "run",
+        json!({"path": "Agentfile", "inputs": {"n": 1}, "wait": false}),
+        &mut seen,
+    );
+    let queued = r["result"]["session_id"].as_str().unwrap().to_owned();
+    let c = serve.call(2, "cancel", json!({"session_id": queued}), &mut seen);
+    assert_eq!(c["result"]["status"], "cancelled", "{c}");
+
+    // Running on a worker: the worker cancels it.
+    let mut w = worker(&s, stream, 4);
+    let r = serve.call(
+        3,
+        "run",
+        json!({"path": "Agentfile", "inputs": {"n": 2}, "wait": false}),
+        &mut seen,
+    );
+    let running = r["result"]["session_id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !seen.events.get(&running).is_some_and(|e| {
+        e.iter()
+            .any(|e| e["type"] == "llm_request" || e["type"] == "goal_started")
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the run never started on the worker"
+        );
+        if let Ok(v) = serve.lines.recv_timeout(Duration::from_millis(200)) {
+            seen.take(v);
+        }
+    }
+    let c = serve.call(4, "cancel", json!({"session_id": running}), &mut seen);
+    assert_eq!(c["result"]["status"], "cancelled", "{c}");
+    let p = serve.call(
+        5,
+        "event",
+        json!({"session_id": running, "wait_ms": 5000}),
+        &mut seen,
+    );
+    assert_eq!(p["result"]["done"], true, "{p}");
+    assert_eq!(
+        p["result"]["events"].as_array().unwrap().last().unwrap()["type"],
+        "run_cancelled"
+    );
+
+    // The queued one was skipped by the worker: still cancelled, nothing ran.
+    std::thread::sleep(Duration::from_secs(1));
+    let p = serve.call(6, "event", json!({"session_id": queued}), &mut seen);
+    let events = p["result"]["events"].as_array().unwrap().clone();
+    assert_eq!(p["result"]["status"], "cancelled", "{p}");
+    assert!(
+        events.iter().all(|e| e["type"] != "run_started"),
+        "{events:?}"
+    );
+    let _ = w.kill();
+    let _ = w.wait();
+    rt.block_on(server.shutdown());
+}
