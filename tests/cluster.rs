@@ -202,8 +202,11 @@ impl Serve {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { return };
-                let v: Value = serde_json::from_str(&line)
+                let mut v: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"));
+                if v["method"] == "event" {
+                    v["_arrived_ms"] = json!(now_ms_of_day());
+                }
                 if tx.send(v).is_err() {
                     return;
                 }
@@ -237,12 +240,22 @@ impl Drop for Serve {
 struct Seen {
     replies: HashMap<u64, Value>,
     events: HashMap<String, Vec<Value>>,
+    /// Per notification: client arrival minus the event's `ts` (its emission
+    /// on the worker, before the store commit), in ms.
+    latencies_ms: Vec<i64>,
 }
 
 impl Seen {
     fn take(&mut self, v: Value) {
         if v["method"] == "event" {
             let sid = v["params"]["session_id"].as_str().unwrap_or("").to_owned();
+            if let (Some(arrived), Some(ts)) =
+                (v["_arrived_ms"].as_i64(), v["params"]["ts"].as_str())
+                && let Some(emitted) = ms_of_day(ts)
+            {
+                self.latencies_ms
+                    .push((arrived - emitted).rem_euclid(86_400_000));
+            }
             self.events
                 .entry(sid)
                 .or_default()
@@ -372,6 +385,19 @@ fn runs_survive_a_killed_worker() {
         "{n} runs over 3 workers (one killed) in {elapsed:.1?}: {:.1} runs/s",
         n as f64 / elapsed.as_secs_f64()
     );
+
+    let mut lat = seen.latencies_ms.clone();
+    lat.sort_unstable();
+    if !lat.is_empty() {
+        let pct = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize];
+        eprintln!(
+            "event latency, emitted on the worker -> read by the client: p50 {} ms, p99 {} ms, max {} ms ({} events)",
+            pct(0.5),
+            pct(0.99),
+            lat[lat.len() - 1],
+            lat.len()
+        );
+    }
 
     let expected: BTreeMap<String, Value> = [
         ("a".to_owned(), json!("alpha-out")),
@@ -586,4 +612,21 @@ fn cancel_reaches_the_worker_or_the_queue() {
     let _ = w.kill();
     let _ = w.wait();
     rt.block_on(server.shutdown());
+}
+
+fn now_ms_of_day() -> i64 {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    (d.as_millis() % 86_400_000) as i64
+}
+
+/// `2026-11-22T10:00:00.123Z` → milliseconds since midnight UTC.
+fn ms_of_day(ts: &str) -> Option<i64> {
+    let time = ts.split('T').nth(1)?.trim_end_matches('Z');
+    let mut parts = time.split(':');
+    let h: i64 = parts.next()?.parse().ok()?;
+    let m: i64 = parts.next()?.parse().ok()?;
+    let s: f64 = parts.next()?.parse().ok()?;
+    Some((h * 3600 + m * 60) * 1000 + (s * 1000.0).round() as i64)
 }

@@ -217,6 +217,19 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         .await
     {
         Ok(l) => l,
+        Err(e) if e.code == crate::protocol::rpc::code::SHUTTING_DOWN => {
+            // This worker is stopping: another one takes it.
+            let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
+            publisher.abort();
+            return;
+        }
+        Err(e) if e.code == crate::protocol::rpc::code::SESSION_STATE => {
+            // Already running here (a redelivery that overtook its own run).
+            tracing::info!(session = %id, error = %e.message, "not started; retrying later");
+            let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
+            publisher.abort();
+            return;
+        }
         Err(e) => {
             // The run cannot even start here (its workflow or config is gone,
             // the provider is not set up): record why, so the submitter sees it.
