@@ -130,8 +130,13 @@ struct Setup {
 }
 
 fn setup(server: &FakeServer) -> Setup {
+    setup_with(server, None)
+}
+
+/// [`setup`] with the database at `db_url` (default: one in the shared cluster).
+fn setup_with(server: &FakeServer, db_url: Option<String>) -> Setup {
     let ws = TempDir::new("cluster-ws");
-    let db_url = pg::url_for(ws.path());
+    let db_url = db_url.unwrap_or_else(|| pg::url_for(ws.path()));
     std::fs::write(
         ws.path().join("agent.toml"),
         format!(
@@ -629,4 +634,44 @@ fn ms_of_day(ts: &str) -> Option<i64> {
     let m: i64 = parts.next()?.parse().ok()?;
     let s: f64 = parts.next()?.parse().ok()?;
     Some((h * 3600 + m * 60) * 1000 + (s * 1000.0).round() as i64)
+}
+
+/// PostgreSQL stopped for 5 s while runs are in flight, then started again:
+/// the runs pause (the store retries with backoff) and all complete.
+#[test]
+fn runs_survive_a_database_restart() {
+    if !available() {
+        return;
+    }
+    let db = pg::Cluster::start().expect("a PostgreSQL cluster of its own");
+    let url = db.url(&db.create_database());
+    let n = runs(30).min(60);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = fake(&rt, Duration::from_millis(300));
+    let s = setup_with(&server, Some(url));
+    let stream = "AGENTFILE_PGRESTART";
+    let mut workers: Vec<Child> = (0..2).map(|_| worker(&s, stream, 8)).collect();
+    let mut serve = Serve::start(&s, stream);
+    submit_all(&mut serve, n);
+    let mut outage = None;
+    let seen = collect(&mut serve, n, patience(), |at| {
+        if at == 1 {
+            eprintln!("stopping PostgreSQL for 5 s");
+            db.stop().unwrap();
+            std::thread::sleep(Duration::from_secs(5));
+            db.resume().unwrap();
+            outage = Some(Instant::now());
+        }
+    });
+    assert!(outage.is_some());
+    for i in 1..=n as u64 {
+        let r = &seen.replies[&i];
+        assert_eq!(r["result"]["status"], "completed", "run {i}: {r}");
+        assert_eq!(r["result"]["outputs"]["c"], "gamma-out", "run {i}: {r}");
+    }
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    rt.block_on(server.shutdown());
 }
