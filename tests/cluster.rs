@@ -462,7 +462,12 @@ fn runs_survive_a_killed_worker() {
         repeats <= 2 * per_worker,
         "{repeats} goals asked twice; only the stopped workers' runs in flight may repeat one"
     );
-    assert!(asked.values().all(|&c| c <= 2), "a goal asked 3 times");
+    // A goal is asked again only when it was in flight on a stopped worker:
+    // at most once per stop (the run may be in flight at both stops).
+    assert!(
+        asked.values().all(|&c| c <= 3),
+        "a goal asked more than once per stopped worker"
+    );
     for mut w in workers {
         let _ = w.kill();
         let _ = w.wait();
