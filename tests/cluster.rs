@@ -512,12 +512,23 @@ fn throughput_one_vs_three_workers() {
         "throughput: 1 worker {one:.1} runs/s, 2 workers {two:.1} runs/s, 3 workers {three:.1} runs/s ({:.2}x)",
         three / one
     );
-    // Asserted only loosely here (a debug build on a shared 2-core machine);
-    // scripts/bench-cluster.sh is where the 2.5x figure is checked.
+    // Asserted only loosely by default (a debug build on a shared 2-core
+    // machine is CPU-bound well before 3 workers); scripts/bench-cluster.sh
+    // sets CLUSTER_MIN_SPEEDUP=2.5 on a machine with cores to spare.
     assert!(
         three > one,
         "3 workers ({three:.1}/s) not faster than 1 ({one:.1}/s)"
     );
+    if let Some(min) = std::env::var("CLUSTER_MIN_SPEEDUP")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+    {
+        assert!(
+            three / one >= min,
+            "3 workers are {:.2}x one worker; CLUSTER_MIN_SPEEDUP wants {min}x",
+            three / one
+        );
+    }
 }
 
 fn patience() -> Duration {
