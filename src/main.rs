@@ -373,7 +373,12 @@ struct ClusterArgs {
     /// `serve`/`mcp`: queue runs for `agentfile worker`s instead of executing
     /// them here. Sessions must then live in PostgreSQL, and every machine must
     /// see the same files at the same paths.
-    #[arg(long, env = "AGENTFILE_NATS_URL", hide_env_values = true, value_name = "URL")]
+    #[arg(
+        long,
+        env = "AGENTFILE_NATS_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
     nats: Option<String>,
     /// The JetStream stream runs are queued in (created when missing).
     #[arg(long, default_value = agentfile::cluster::DEFAULT_STREAM, value_name = "NAME")]
