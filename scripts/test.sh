@@ -57,6 +57,24 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 fi
 ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1 || true
 
+# nats-server with JetStream, for tests/cluster.rs (which starts its own on a
+# free loopback port; the package's service is neither needed nor started).
+echo "== nats-server"
+if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    made_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+    fi
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nats-server >/dev/null; } \
+      || echo "could not install nats-server: the cluster tests will be SKIPPED"
+    if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  else
+    echo "no nats-server: the cluster tests will be SKIPPED (apt-get install nats-server)"
+  fi
+fi
+{ command -v nats-server || ls /usr/sbin/nats-server; } 2>/dev/null || true
+
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 

@@ -50,6 +50,7 @@
 pub mod agent_md;
 pub mod agentfile;
 pub mod agentrc;
+pub mod cluster;
 pub mod config;
 pub mod detect;
 pub mod diag;

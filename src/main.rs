@@ -111,6 +111,10 @@ enum Command {
     /// Serve JSON-RPC 2.0 on stdio, one message per line (run, event, cancel,
     /// approve, validate, inspect, list, sessions; `event` notifications).
     Serve(ServerArgs),
+    /// Execute runs queued on NATS JetStream by `serve --nats` / `mcp --nats`
+    /// (needs --nats and a PostgreSQL session store); SIGTERM hands runs in
+    /// flight back to the queue, resumable.
+    Worker(ServerArgs),
     /// Find workflows under a folder and show their names, paths and inputs.
     List {
         /// Folder to search (default: the current folder).
@@ -358,6 +362,57 @@ struct ServerArgs {
     /// Largest workflow file a request may have analysed, in bytes.
     #[arg(long, default_value_t = agentfile::server::limits::DEFAULT_MAX_SOURCE)]
     max_source_bytes: usize,
+    #[command(flatten)]
+    cluster: ClusterArgs,
+}
+
+/// Runs across machines: the NATS JetStream work queue (CONTRACT §13).
+#[derive(clap::Args, Clone, Default)]
+struct ClusterArgs {
+    /// NATS server URL (e.g. nats://127.0.0.1:4222, JetStream enabled). With
+    /// `serve`/`mcp`: queue runs for `agentfile worker`s instead of executing
+    /// them here. Sessions must then live in PostgreSQL, and every machine must
+    /// see the same files at the same paths.
+    #[arg(
+        long,
+        env = "AGENTFILE_NATS_URL",
+        hide_env_values = true,
+        value_name = "URL"
+    )]
+    nats: Option<String>,
+    /// The JetStream stream runs are queued in (created when missing).
+    #[arg(long, default_value = agentfile::cluster::DEFAULT_STREAM, value_name = "NAME")]
+    nats_stream: String,
+    /// How long a worker may stay silent before its run is given to another
+    /// (workers send in-progress acks every third of it), e.g. `30s`. Applies
+    /// when the workers' consumer is first created.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    ack_wait: std::time::Duration,
+}
+
+impl ClusterArgs {
+    /// Connect when `--nats` is given; a server that cannot be reached is a
+    /// usage error (exit 2) saying what to do.
+    async fn connect(
+        &self,
+        command: &str,
+    ) -> Result<Option<agentfile::cluster::Cluster>, ExitCode> {
+        let Some(url) = &self.nats else {
+            return Ok(None);
+        };
+        let options = agentfile::cluster::ClusterOptions {
+            url: url.clone(),
+            stream: self.nats_stream.clone(),
+            ack_wait: self.ack_wait,
+        };
+        match agentfile::cluster::Cluster::connect(options).await {
+            Ok(c) => Ok(Some(c)),
+            Err(e) => {
+                eprintln!("agentfile {command}: error: {e}");
+                Err(ExitCode::from(EXIT_INVALID))
+            }
+        }
+    }
 }
 
 impl ServerArgs {
@@ -501,6 +556,7 @@ fn main() -> ExitCode {
         ),
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
+        Command::Worker(args) => return worker_cmd(args),
         Command::Mcp(args) => return mcp_cmd(args),
         Command::Create(args) => return create_cmd(args),
         Command::Promote { run, workspace } => promote_cmd(&run, workspace.as_deref()),
@@ -794,8 +850,13 @@ fn mcp_cmd(args: McpArgs) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
+    let mut engine = args.server.engine_options();
+    match runtime.block_on(args.server.cluster.connect("mcp")) {
+        Ok(c) => engine.cluster = c,
+        Err(code) => return code,
+    }
     let options = agentfile::server::mcp::McpOptions {
-        engine: args.server.engine_options(),
+        engine,
         heartbeat: std::time::Duration::from_millis(args.heartbeat_ms.max(10)),
         poll: std::time::Duration::from_millis(args.poll_ms.max(10)),
     };
@@ -1002,7 +1063,12 @@ fn serve_cmd(args: ServerArgs) -> ExitCode {
         }
     };
     let code = runtime.block_on(async move {
-        let engine = match Engine::new(args.engine_options()) {
+        let mut options = args.engine_options();
+        match args.cluster.connect("serve").await {
+            Ok(c) => options.cluster = c,
+            Err(_) => return exit::USAGE,
+        }
+        let engine = match Engine::new(options) {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("agentfile: error: {e}");
@@ -1020,6 +1086,53 @@ fn serve_cmd(args: ServerArgs) -> ExitCode {
     });
     // Every reply is queued; the writer ends once it has written them.
     let _ = writer.join();
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// `agentfile worker`: execute queued runs until SIGINT / SIGTERM, then hand
+/// the runs in flight back to the queue (sessions left `interrupted`).
+fn worker_cmd(args: ServerArgs) -> ExitCode {
+    if let Err(code) = args.check("worker") {
+        return code;
+    }
+    if args.cluster.nats.is_none() {
+        eprintln!(
+            "agentfile worker: error: --nats URL (or AGENTFILE_NATS_URL) is required: the NATS server runs are queued on"
+        );
+        return ExitCode::from(EXIT_INVALID);
+    }
+    use agentfile::server::engine::Engine;
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let code = runtime.block_on(async move {
+        let cluster = match args.cluster.connect("worker").await {
+            Ok(Some(c)) => c,
+            _ => return exit::USAGE,
+        };
+        let engine = match Engine::new(args.engine_options()) {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("agentfile worker: error: {e}");
+                return exit::USAGE;
+            }
+        };
+        let stop = agentfile::llm::CancellationToken::new();
+        let signalled = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        spawn_signal_watch(stop.clone(), signalled.clone());
+        let max = if args.max_runs == 0 {
+            agentfile::server::engine::DEFAULT_MAX_RUNS
+        } else {
+            args.max_runs
+        };
+        if let Err(e) = agentfile::cluster::worker::serve(cluster, engine, max, stop).await {
+            eprintln!("agentfile worker: error: {e}");
+            return 1;
+        }
+        signalled.load(std::sync::atomic::Ordering::SeqCst)
+    });
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }

@@ -48,6 +48,8 @@ use crate::server::limits::{self, Limits};
 use crate::session::{self, SessionMeta, SessionStatus, SessionStore, StoreError};
 use crate::{discover, inspect};
 
+mod remote;
+
 /// The longest `event` long poll.
 pub const MAX_WAIT_MS: u64 = 60_000;
 /// Events per `event` answer when the caller sets no limit.
@@ -75,6 +77,9 @@ pub struct EngineOptions {
     pub key_hint: Option<String>,
     /// The connection's bounds (requests in flight, reply and source sizes).
     pub limits: Limits,
+    /// `--nats`: queue runs for `agentfile worker`s instead of executing them
+    /// here, and relay their events back (see [`crate::cluster`]).
+    pub cluster: Option<crate::cluster::Cluster>,
 }
 
 /// Runs at once when `--max-runs` is not given.
@@ -122,6 +127,17 @@ impl LiveRun {
 
     pub fn status(&self) -> SessionStatus {
         self.state.borrow().status
+    }
+
+    /// No client will call `approve` for this run (a worker's run): a
+    /// supervised goal ends it as `waiting_approval` instead of waiting.
+    pub fn orphan(&self) {
+        self.orphaned.store(true, Ordering::SeqCst);
+    }
+
+    /// Ask the run to stop (as the `cancel` method does).
+    pub fn cancel(&self) {
+        self.cancel.cancel();
     }
 
     /// Wait for the run's result.
@@ -319,6 +335,11 @@ impl Engine {
         Ok(self.stores_for(&config, &self.root)?.sessions)
     }
 
+    /// The session store of the server's config and workspace.
+    pub fn store(&self) -> Result<Arc<dyn SessionStore>, RpcError> {
+        self.default_store()
+    }
+
     fn live(&self, id: &str) -> Option<Arc<LiveRun>> {
         lock(&self.runs).get(id).cloned()
     }
@@ -403,6 +424,30 @@ impl Engine {
                 ));
             }
             runs.insert(id.clone(), live.clone());
+        }
+
+        if let Some(cluster) = self.options.cluster.clone() {
+            let work = crate::cluster::Work {
+                session_id: id.clone(),
+                params: RunParams {
+                    path: String::new(),
+                    inputs: Default::default(),
+                    resume: None,
+                    wait: None,
+                    config: self
+                        .config_path(params.config.as_deref())
+                        .map(|p| p.display().to_string()),
+                    ..params
+                },
+            };
+            if let Err(e) = remote::start(self, &cluster, &live, work, hooks).await {
+                lock(&self.runs).remove(&id);
+                if matches!(choice, SessionChoice::Created(_)) {
+                    let _ = store.set_status(&id, SessionStatus::Failed);
+                }
+                return Err(RpcError::new(code::RUN_REJECTED, e));
+            }
+            return Ok(live);
         }
 
         let engine = self.clone();

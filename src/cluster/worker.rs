@@ -1,0 +1,318 @@
+//! `agentfile worker`: take runs from the queue and execute them with a local
+//! [`Engine`], publishing their events and answering control requests.
+//!
+//! Per message: the session is read from the shared store; one that already
+//! ended (or waits for a human or a signal) is acked and skipped; one another
+//! process still holds the lease of is NAKed with a delay; otherwise it is
+//! resumed from its journal (a session with no events simply starts). While it
+//! runs the message gets an in-progress ack every `ack_wait / 3`; it is acked
+//! when the run ends, and NAKed for immediate redelivery when this worker is
+//! stopped (SIGTERM: the run is interrupted and its session left resumable).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind};
+use futures::StreamExt;
+use tokio::sync::{Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Cluster, ClusterError, Work, control_subject, events_subject};
+use crate::events::EventSink;
+use crate::protocol::events::Event;
+use crate::protocol::rpc::RunParams;
+use crate::server::engine::{Engine, RunHooks};
+use crate::session::{SessionStatus, StoreError};
+
+/// The longest wait for NATS on the way out (a flush, an ack): the connection
+/// may be gone, and the store holds the truth anyway.
+const NATS_WAIT: Duration = Duration::from_secs(5);
+
+/// How long a stopped worker waits for its runs to record their interruption.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Pull and execute runs until `stop` is cancelled, then interrupt the runs in
+/// flight and hand them back to the queue.
+pub async fn serve(
+    cluster: Cluster,
+    engine: Arc<Engine>,
+    max_runs: usize,
+    stop: CancellationToken,
+) -> Result<(), ClusterError> {
+    let consumer = cluster.consumer().await?;
+    let slots = Arc::new(Semaphore::new(max_runs.max(1)));
+    let tasks = TaskTracker::new();
+    let shown = super::display_url(&cluster.options.url);
+    while !stop.is_cancelled() {
+        // Wait for a free slot before asking for work: a message taken is a
+        // message this worker must heartbeat.
+        let first = tokio::select! {
+            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+            _ = stop.cancelled() => break,
+        };
+        let free = slots.available_permits() + 1;
+        let batch = consumer
+            .fetch()
+            .max_messages(free)
+            .expires(Duration::from_secs(1))
+            .messages()
+            .await;
+        let mut batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, nats = %shown, "cannot fetch work; retrying");
+                drop(first);
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = stop.cancelled() => break,
+                }
+                continue;
+            }
+        };
+        let mut first = Some(first);
+        loop {
+            let next = tokio::select! {
+                m = batch.next() => m,
+                _ = stop.cancelled() => None,
+            };
+            let Some(msg) = next else { break };
+            let msg = match msg {
+                Ok(m) => m,
+                Err(e) => {
+                    tracing::warn!(error = %e, "error while fetching work");
+                    break;
+                }
+            };
+            let permit = match first.take() {
+                Some(p) => p,
+                None => match slots.clone().acquire_owned().await {
+                    Ok(p) => p,
+                    Err(_) => break,
+                },
+            };
+            let cluster = cluster.clone();
+            let engine = engine.clone();
+            tasks.spawn(async move {
+                let _permit = permit;
+                handle(cluster, engine, msg).await;
+            });
+        }
+    }
+    // Stopped: no more pulling; interrupt what runs (sessions left
+    // `interrupted`), and each task NAKs its message for redelivery.
+    engine.interrupt(STOP_GRACE).await;
+    tasks.close();
+    let _ = tokio::time::timeout(STOP_GRACE, tasks.wait()).await;
+    let _ = tokio::time::timeout(NATS_WAIT, cluster.client.flush()).await;
+    Ok(())
+}
+
+async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) {
+    let work: Work = match serde_json::from_slice(&msg.payload) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::error!(error = %e, "not a run message; dropped");
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    let id = work.session_id.clone();
+    let ack_wait = cluster.options.ack_wait;
+    // Subscribed before the session is read: a `cancel` that finds no one
+    // listening marks the session cancelled in the store, which is then seen.
+    let control = match cluster.client.subscribe(control_subject(&id)).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "cannot subscribe for control; retrying later");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+            return;
+        }
+    };
+    let _ = tokio::time::timeout(NATS_WAIT, cluster.client.flush()).await;
+    let store = match engine.store() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(session = %id, error = %e.message, "cannot open the session store");
+            let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
+            return;
+        }
+    };
+    let claim = {
+        let store = store.clone();
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || {
+            let meta = store.get(&id)?;
+            if !matches!(
+                meta.status,
+                SessionStatus::Queued | SessionStatus::Running | SessionStatus::Interrupted
+            ) {
+                return Ok(Some(meta.status));
+            }
+            store.set_status(&id, SessionStatus::Queued).map(|_| None)
+        })
+        .await
+    };
+    match claim {
+        Ok(Ok(None)) => {}
+        Ok(Ok(Some(status))) => {
+            tracing::info!(session = %id, status = status.as_str(), "session not runnable; skipped");
+            let _ = msg.ack().await;
+            return;
+        }
+        Ok(Err(StoreError::LeaseHeld { .. })) => {
+            tracing::info!(session = %id, "session still leased by another process; retrying later");
+            let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
+            return;
+        }
+        Ok(Err(StoreError::NotFound(_))) => {
+            tracing::error!(session = %id, "no such session in the store; dropped");
+            let _ = msg.ack_with(AckKind::Term).await;
+            return;
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(session = %id, error = %e, "cannot claim the session; retrying later");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+            return;
+        }
+        Err(e) => {
+            tracing::error!(session = %id, error = %e, "claim task failed");
+            let _ = msg
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
+            return;
+        }
+    }
+
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let publisher = tokio::spawn(publish_events(
+        cluster.client.clone(),
+        events_subject(&id),
+        rx,
+    ));
+    let sink: Arc<dyn EventSink> = Arc::new(move |e: &Event| {
+        if let Ok(bytes) = serde_json::to_vec(e) {
+            let _ = tx.send(bytes);
+        }
+    });
+    let params = RunParams {
+        resume: Some(id.clone()),
+        path: String::new(),
+        inputs: Default::default(),
+        wait: None,
+        ..work.params
+    };
+    let live = match engine
+        .submit(
+            params,
+            RunHooks {
+                sinks: vec![sink],
+                approver: None,
+            },
+        )
+        .await
+    {
+        Ok(l) => l,
+        Err(e) if e.code == crate::protocol::rpc::code::SHUTTING_DOWN => {
+            // This worker is stopping: another one takes it.
+            let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
+            publisher.abort();
+            return;
+        }
+        Err(e) if e.code == crate::protocol::rpc::code::SESSION_STATE => {
+            // Already running here (a redelivery that overtook its own run).
+            tracing::info!(session = %id, error = %e.message, "not started; retrying later");
+            let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
+            publisher.abort();
+            return;
+        }
+        Err(e) => {
+            // The run cannot even start here (its workflow or config is gone,
+            // the provider is not set up): record why, so the submitter sees it.
+            tracing::error!(session = %id, error = %e.message, "cannot start the run");
+            let store = store.clone();
+            let sid = id.clone();
+            let message = e.message.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || record_failure(&store, &sid, &message)).await;
+            let _ = msg.ack().await;
+            publisher.abort();
+            return;
+        }
+    };
+
+    // Approvals are given to the submitting server's client, not here: the
+    // run stops as `waiting_approval`, and `approve` queues its resumption.
+    live.orphan();
+    let mut beat = tokio::time::interval((ack_wait / 3).max(Duration::from_millis(100)));
+    beat.tick().await;
+    let mut control = control;
+    let finished = live.finished();
+    tokio::pin!(finished);
+    loop {
+        tokio::select! {
+            _ = &mut finished => break,
+            _ = beat.tick() => {
+                if let Err(e) = msg.ack_with(AckKind::Progress).await {
+                    tracing::warn!(session = %id, error = %e, "in-progress ack failed");
+                }
+            }
+            req = control.next() => {
+                let Some(req) = req else { continue };
+                let text = String::from_utf8_lossy(&req.payload).to_string();
+                if text.trim() == "cancel" {
+                    live.cancel();
+                }
+                if let Some(reply) = req.reply {
+                    let _ = cluster.client.publish(reply, "ok".into()).await;
+                }
+            }
+        }
+    }
+    let _ = control.unsubscribe().await;
+    // Events are all handed to the publisher; let it finish sending them.
+    let _ = tokio::time::timeout(Duration::from_secs(5), publisher).await;
+    if live.status() == SessionStatus::Interrupted {
+        let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
+    } else {
+        match tokio::time::timeout(NATS_WAIT, msg.double_ack()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(session = %id, error = %e, "ack failed; the run may be redelivered, and is then skipped")
+            }
+            Err(_) => {
+                tracing::warn!(session = %id, "no ack confirmation from NATS; the run may be redelivered, and is then skipped")
+            }
+        }
+    }
+}
+
+async fn publish_events(
+    client: async_nats::Client,
+    subject: String,
+    mut rx: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    while let Some(bytes) = rx.recv().await {
+        // At most once: the submitter reads anything lost from the store.
+        let _ = client.publish(subject.clone(), bytes.into()).await;
+    }
+    let _ = tokio::time::timeout(NATS_WAIT, client.flush()).await;
+}
+
+/// Append `run_failed` to a session that could not start on this worker.
+fn record_failure(store: &Arc<dyn crate::session::SessionStore>, id: &str, message: &str) {
+    let Ok(meta) = store.get(id) else { return };
+    let bus = crate::events::EventBus::new(id, meta.last_seq, Some(store.clone()));
+    bus.emit(
+        &crate::events::Scope::default(),
+        crate::protocol::events::EventBody::RunFailed {
+            error: format!("the worker could not start the run: {message}"),
+            termination_reason: crate::protocol::events::TerminationReason::Error,
+            usage: Default::default(),
+        },
+    );
+}

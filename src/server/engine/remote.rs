@@ -1,0 +1,312 @@
+//! A run executed by an `agentfile worker` (`serve --nats`): queued on NATS,
+//! its events relayed to the [`LiveRun`] and the transport's sinks exactly as
+//! a local run delivers them — stored events only, in `seq` order, none
+//! missing, none twice. Events published by the worker are the fast path; the
+//! session store fills every gap (a lost message, a skipped seq, a worker that
+//! went quiet) and is polled when nothing arrives.
+//!
+//! A `run_cancelled` this server did not ask for may be an interruption (a
+//! worker stopped by SIGTERM leaves the session `interrupted`, and another
+//! worker resumes it): the relay only ends there once the store says the
+//! session is `cancelled`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+use super::{Engine, LiveRun, RunHooks, failed_result, lock};
+use crate::cluster::{Cluster, Work, control_subject, events_subject};
+use crate::events::EventSink;
+use crate::protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
+use crate::session::{self, SessionStatus};
+
+/// How long the relay waits for a published event before reading the store.
+const POLL: Duration = Duration::from_millis(500);
+/// How long after an unrequested `run_cancelled` the session's status decides
+/// whether it was cancelled or interrupted.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Subscribe to the session's events, queue the run, and spawn its relay.
+pub(super) async fn start(
+    engine: &Arc<Engine>,
+    cluster: &Cluster,
+    live: &Arc<LiveRun>,
+    work: Work,
+    hooks: RunHooks,
+) -> Result<(), String> {
+    let id = work.session_id.clone();
+    let sub = cluster
+        .client
+        .subscribe(events_subject(&id))
+        .await
+        .map_err(|e| format!("cannot subscribe to the events of session `{id}` on NATS: {e}"))?;
+    cluster.submit(&work).await?;
+    let engine = engine.clone();
+    let cluster = cluster.clone();
+    let live = live.clone();
+    engine.clone().tasks.spawn(async move {
+        let result = relay(&cluster, &live, sub, hooks).await;
+        lock(&engine.runs).remove(&live.session_id);
+        let status = result.1;
+        live.update(|s| {
+            s.status = status;
+            s.ended = true;
+            s.result = Some(Arc::new(result.0));
+        });
+    });
+    Ok(())
+}
+
+struct Relay<'a> {
+    live: &'a Arc<LiveRun>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    last: u64,
+    cancel_requested: bool,
+    /// An unrequested `run_cancelled` was delivered at this time.
+    cancelled_at: Option<(Instant, Event)>,
+}
+
+impl Relay<'_> {
+    /// Deliver one event if it is the next; returns the run's end when it is one.
+    fn deliver(&mut self, e: Event) -> Option<(RunResult, SessionStatus)> {
+        if e.seq != self.last + 1 {
+            return None;
+        }
+        self.last = e.seq;
+        self.live.update(|s| {
+            s.last_seq = e.seq;
+            if let Some(st) = session::status_after(&e.body) {
+                s.status = st;
+            }
+        });
+        for sink in &self.sinks {
+            sink.send(&e);
+        }
+        self.cancelled_at = None;
+        if !e.body.is_terminal() {
+            return None;
+        }
+        if matches!(e.body, EventBody::RunCancelled { .. }) && !self.cancel_requested {
+            self.cancelled_at = Some((Instant::now(), e));
+            return None;
+        }
+        Some(result_of(&self.live.session_id, &e))
+    }
+
+    /// Deliver what the store holds after the last delivered event.
+    async fn backfill(&mut self) -> Option<(RunResult, SessionStatus)> {
+        let store = self.live.store.clone();
+        let id = self.live.session_id.clone();
+        let after = self.last;
+        let events = tokio::task::spawn_blocking(move || store.events(&id, after))
+            .await
+            .ok()?
+            .ok()?;
+        for e in events {
+            if let Some(end) = self.deliver(e) {
+                return Some(end);
+            }
+        }
+        None
+    }
+
+    /// After an unrequested `run_cancelled` has settled: the end if the
+    /// session is really cancelled, else go on (it was interrupted and will
+    /// be resumed by another worker).
+    async fn settle(&mut self) -> Option<(RunResult, SessionStatus)> {
+        let (at, event) = self.cancelled_at.as_ref()?;
+        if at.elapsed() < SETTLE {
+            return None;
+        }
+        let store = self.live.store.clone();
+        let id = self.live.session_id.clone();
+        let meta = tokio::task::spawn_blocking(move || store.get(&id))
+            .await
+            .ok()?
+            .ok()?;
+        if meta.last_seq > self.last {
+            return None;
+        }
+        if meta.status == SessionStatus::Cancelled {
+            let end = result_of(&self.live.session_id, event);
+            return Some(end);
+        }
+        self.cancelled_at = None;
+        None
+    }
+}
+
+async fn relay(
+    cluster: &Cluster,
+    live: &Arc<LiveRun>,
+    mut sub: async_nats::Subscriber,
+    hooks: RunHooks,
+) -> (RunResult, SessionStatus) {
+    let mut r = Relay {
+        live,
+        sinks: hooks.sinks,
+        last: live.state.borrow().last_seq,
+        cancel_requested: false,
+        cancelled_at: None,
+    };
+    let id = live.session_id.clone();
+    loop {
+        let end = tokio::select! {
+            m = sub.next() => match m {
+                Some(m) => match serde_json::from_slice::<Event>(&m.payload) {
+                    Ok(e) if e.seq <= r.last => None,
+                    Ok(e) if e.seq == r.last + 1 => r.deliver(e),
+                    // A gap: the store has everything up to this one.
+                    Ok(_) => r.backfill().await,
+                    Err(_) => None,
+                },
+                None => {
+                    tokio::time::sleep(POLL).await;
+                    r.backfill().await
+                }
+            },
+            _ = tokio::time::sleep(POLL) => match r.backfill().await {
+                Some(end) => Some(end),
+                None => r.settle().await,
+            },
+            _ = live.cancel.cancelled(), if !r.cancel_requested => {
+                r.cancel_requested = true;
+                if live.interrupted.load(Ordering::SeqCst) {
+                    // This server stops; the run goes on on its worker.
+                    let _ = sub.unsubscribe().await;
+                    let mut res = failed_result(&id, "this server stopped relaying the run; it goes on on its worker (follow it with `event`)", SessionStatus::Interrupted);
+                    res.termination_reason = TerminationReason::Cancelled;
+                    return (res, SessionStatus::Running);
+                }
+                if let Some((_, e)) = r.cancelled_at.take() {
+                    Some(result_of(&id, &e))
+                } else {
+                    cancel_remote(cluster, live).await;
+                    r.backfill().await
+                }
+            }
+        };
+        if let Some(end) = end {
+            let _ = sub.unsubscribe().await;
+            return end;
+        }
+    }
+}
+
+/// Ask the worker holding the run to cancel it; when no worker holds it (still
+/// queued, or its worker died), record the cancellation in the store: the
+/// worker that takes the message then skips it.
+async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
+    let id = live.session_id.clone();
+    let subject = control_subject(&id);
+    for _ in 0..20 {
+        match tokio::time::timeout(
+            Duration::from_secs(5),
+            cluster.client.request(subject.clone(), "cancel".into()),
+        )
+        .await
+        {
+            Ok(Ok(_)) => return,
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
+            Ok(Err(e)) => {
+                tracing::warn!(session = %id, error = %e, "cancel request failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(_) => {}
+        }
+        // Nobody holds it: record the end, unless a worker took it meanwhile
+        // (then its lease refuses the append and the request is tried again).
+        let store = live.store.clone();
+        let sid = id.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            let meta = store.get(&sid).map_err(|e| e.to_string())?;
+            if meta.status.is_terminal() {
+                return Ok(());
+            }
+            let bus = crate::events::EventBus::new(&sid, meta.last_seq, Some(store.clone()));
+            bus.emit(
+                &crate::events::Scope::default(),
+                EventBody::RunCancelled {
+                    usage: Usage::default(),
+                },
+            );
+            match bus.store_error() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        })
+        .await;
+        if let Ok(Ok(())) = recorded {
+            // A worker may have claimed it just before: tell it too.
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                cluster.client.request(subject.clone(), "cancel".into()),
+            )
+            .await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tracing::warn!(session = %id, "could not cancel the remote run");
+}
+
+/// The result a local run would have returned, from its terminal event.
+fn result_of(id: &str, e: &Event) -> (RunResult, SessionStatus) {
+    let mut r = RunResult {
+        kind: "result".into(),
+        session_id: id.to_owned(),
+        status: String::new(),
+        outputs: Default::default(),
+        usage: Usage::default(),
+        termination_reason: TerminationReason::Completed,
+        error: None,
+        exit_code: 0,
+        waiting_for: Vec::new(),
+    };
+    let status = match &e.body {
+        EventBody::RunComplete { outputs, usage } => {
+            r.status = "completed".into();
+            r.outputs = outputs.clone();
+            r.usage = usage.clone();
+            SessionStatus::Completed
+        }
+        EventBody::RunFailed {
+            error,
+            termination_reason,
+            usage,
+        } => {
+            r.status = "failed".into();
+            r.termination_reason = *termination_reason;
+            r.error = Some(error.clone());
+            r.usage = usage.clone();
+            if *termination_reason == TerminationReason::ApprovalUnavailable {
+                SessionStatus::WaitingApproval
+            } else {
+                SessionStatus::Failed
+            }
+        }
+        EventBody::RunCancelled { usage } => {
+            r.status = "cancelled".into();
+            r.termination_reason = TerminationReason::Cancelled;
+            r.usage = usage.clone();
+            SessionStatus::Cancelled
+        }
+        EventBody::RunSuspended { events, usage } => {
+            r.status = "suspended".into();
+            r.termination_reason = TerminationReason::Suspended;
+            r.waiting_for = events.clone();
+            r.usage = usage.clone();
+            SessionStatus::Suspended
+        }
+        _ => {
+            r.status = "failed".into();
+            r.termination_reason = TerminationReason::Error;
+            SessionStatus::Failed
+        }
+    };
+    r.exit_code = r.termination_reason.exit_code();
+    (r, status)
+}
