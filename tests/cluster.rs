@@ -46,6 +46,14 @@ fn nats_server() -> Option<PathBuf> {
     (!p.is_empty()).then(|| PathBuf::from(p))
 }
 
+/// The tests here each start a NATS server, workers and a server, and two of
+/// them measure: one at a time, so they neither starve each other on a small
+/// machine nor measure each other.
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 fn available() -> bool {
     if nats_server().is_none() {
         eprintln!(
@@ -343,6 +351,7 @@ fn runs_survive_a_killed_worker() {
     if !available() {
         return;
     }
+    let _one = one_at_a_time();
     let n = runs(60);
     let per_worker = 8;
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -502,6 +511,7 @@ fn throughput_one_vs_three_workers() {
     if !available() {
         return;
     }
+    let _one = one_at_a_time();
     let n = runs(60);
     // Latency-bound runs (the model answers after 200 ms): what more workers buy.
     let latency = Duration::from_millis(200);
@@ -566,6 +576,7 @@ fn cancel_reaches_the_worker_or_the_queue() {
     if !available() {
         return;
     }
+    let _one = one_at_a_time();
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Slow answers: the run is surely mid-goal when cancelled.
     let server = fake(&rt, Duration::from_secs(3));
@@ -659,6 +670,7 @@ fn runs_survive_a_database_restart() {
     if !available() {
         return;
     }
+    let _one = one_at_a_time();
     let db = pg::Cluster::start().expect("a PostgreSQL cluster of its own");
     let url = db.url(&db.create_database());
     let n = runs(30).min(60);
