@@ -448,6 +448,35 @@ fn runs_survive_a_killed_worker() {
         );
     }
 
+    // The journal agrees: in each run's events as the client received them,
+    // a goal completes once and no model request for it follows.
+    for sid in &sessions {
+        let mut done = std::collections::HashSet::new();
+        for e in &seen.events[sid] {
+            let goal = e["goal"].as_str().unwrap_or_default().to_owned();
+            match e["type"].as_str() {
+                Some("goal_complete") => {
+                    assert!(
+                        done.insert(goal.clone()),
+                        "session {sid}: goal {goal} completed twice"
+                    )
+                }
+                Some("llm_request") => {
+                    assert!(
+                        !goal.is_empty(),
+                        "session {sid}: a model request outside a goal"
+                    );
+                    assert!(
+                        !done.contains(&goal),
+                        "session {sid}: goal {goal} asked of the model after it completed"
+                    )
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(done.len(), 3, "session {sid}: {done:?}");
+    }
+
     // No completed goal asked twice: a goal is asked again only when the
     // killed worker was waiting for its answer, one per run in flight there.
     let mut asked: HashMap<(u64, &str), usize> = HashMap::new();
