@@ -78,6 +78,9 @@ pub struct Config {
     pub web: WebSection,
     pub telemetry: TelemetrySection,
     pub session: SessionSection,
+    /// Runs across machines (`serve`/`mcp`/`worker`; CONTRACT §13): flags and
+    /// `AGENTFILE_NATS_URL` win over it.
+    pub cluster: ClusterSection,
     pub mcp: McpSection,
     pub limits: LimitsSection,
     pub skills: SkillsSection,
@@ -261,6 +264,20 @@ impl TelemetryProtocol {
             TelemetryProtocol::Noop => "noop",
         }
     }
+}
+
+/// `[cluster]`: the NATS JetStream work queue of `serve --nats` and `worker`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterSection {
+    /// The NATS server URL (`--nats`, `AGENTFILE_NATS_URL`); unset: runs
+    /// execute where they are submitted.
+    pub nats: Option<String>,
+    /// The JetStream stream runs are queued in (`--nats-stream`).
+    pub stream: Option<String>,
+    /// How long a worker may stay silent before its run goes to another
+    /// (`--ack-wait`), e.g. `"30s"`.
+    pub ack_wait: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

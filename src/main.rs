@@ -380,30 +380,58 @@ struct ClusterArgs {
         value_name = "URL"
     )]
     nats: Option<String>,
-    /// The JetStream stream runs are queued in (created when missing).
-    #[arg(long, default_value = agentfile::cluster::DEFAULT_STREAM, value_name = "NAME")]
-    nats_stream: String,
+    /// The JetStream stream runs are queued in (created when missing; default
+    /// `AGENTFILE_RUNS`, or `cluster.stream` in the config).
+    #[arg(long, value_name = "NAME")]
+    nats_stream: Option<String>,
     /// How long a worker may stay silent before its run is given to another
-    /// (workers send in-progress acks every third of it), e.g. `30s`. Applies
-    /// when the workers' consumer is first created.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DURATION")]
-    ack_wait: std::time::Duration,
+    /// (workers send in-progress acks every third of it), e.g. `30s` (default,
+    /// or `cluster.ack_wait` in the config). Applies when the workers'
+    /// consumer is first created.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    ack_wait: Option<std::time::Duration>,
 }
 
 impl ClusterArgs {
-    /// Connect when `--nats` is given; a server that cannot be reached is a
-    /// usage error (exit 2) saying what to do.
+    /// The settings: flags (and `AGENTFILE_NATS_URL`) first, then the
+    /// `[cluster]` section of the server's config, then the defaults. `None`
+    /// when no NATS URL is given anywhere; a bad `ack_wait` is a usage error.
+    fn options(
+        &self,
+        command: &str,
+        config: &agentfile::config::ClusterSection,
+    ) -> Result<Option<agentfile::cluster::ClusterOptions>, ExitCode> {
+        let Some(url) = self.nats.clone().or_else(|| config.nats.clone()) else {
+            return Ok(None);
+        };
+        let ack_wait = match (self.ack_wait, &config.ack_wait) {
+            (Some(d), _) => d,
+            (None, Some(text)) => humantime::parse_duration(text).map_err(|e| {
+                eprintln!(
+                    "agentfile {command}: error: config: `cluster.ack_wait` = {text:?}: {e} (write a duration such as \"30s\")"
+                );
+                ExitCode::from(EXIT_INVALID)
+            })?,
+            (None, None) => agentfile::cluster::DEFAULT_ACK_WAIT,
+        };
+        let mut options = agentfile::cluster::ClusterOptions::new(url);
+        if let Some(stream) = self.nats_stream.clone().or_else(|| config.stream.clone()) {
+            options.stream = stream;
+        }
+        options.ack_wait = ack_wait;
+        Ok(Some(options))
+    }
+
+    /// Connect when a NATS URL is given (see [`ClusterArgs::options`]); a
+    /// server that cannot be reached is a usage error (exit 2) saying what to
+    /// do.
     async fn connect(
         &self,
         command: &str,
+        config: &agentfile::config::ClusterSection,
     ) -> Result<Option<agentfile::cluster::Cluster>, ExitCode> {
-        let Some(url) = &self.nats else {
+        let Some(options) = self.options(command, config)? else {
             return Ok(None);
-        };
-        let options = agentfile::cluster::ClusterOptions {
-            url: url.clone(),
-            stream: self.nats_stream.clone(),
-            ack_wait: self.ack_wait,
         };
         match agentfile::cluster::Cluster::connect(options).await {
             Ok(c) => Ok(Some(c)),
@@ -416,6 +444,20 @@ impl ClusterArgs {
 }
 
 impl ServerArgs {
+    /// The `[cluster]` section of the server's config (`--config`, else
+    /// `agent.json`/`agent.toml` in the workspace); empty without one. A
+    /// config that cannot be read is a usage error.
+    fn cluster_config(&self, command: &str) -> Result<agentfile::config::ClusterSection, ExitCode> {
+        let dir = self.workspace.clone().unwrap_or_else(|| PathBuf::from("."));
+        match agentfile::config::Config::discover(self.config.as_deref(), &dir) {
+            Ok(loaded) => Ok(loaded.config.cluster),
+            Err(e) => {
+                eprintln!("agentfile {command}: error: {e}");
+                Err(ExitCode::from(EXIT_INVALID))
+            }
+        }
+    }
+
     /// A provider name that cannot work is a usage error before anything starts.
     fn check(&self, command: &str) -> Result<(), ExitCode> {
         if let Some(p) = &self.provider
@@ -851,7 +893,11 @@ fn mcp_cmd(args: McpArgs) -> ExitCode {
         Err(code) => return code,
     };
     let mut engine = args.server.engine_options();
-    match runtime.block_on(args.server.cluster.connect("mcp")) {
+    let cluster = match args.server.cluster_config("mcp") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    match runtime.block_on(args.server.cluster.connect("mcp", &cluster)) {
         Ok(c) => engine.cluster = c,
         Err(code) => return code,
     }
@@ -1064,7 +1110,11 @@ fn serve_cmd(args: ServerArgs) -> ExitCode {
     };
     let code = runtime.block_on(async move {
         let mut options = args.engine_options();
-        match args.cluster.connect("serve").await {
+        let cluster = match args.cluster_config("serve") {
+            Ok(c) => c,
+            Err(_) => return exit::USAGE,
+        };
+        match args.cluster.connect("serve", &cluster).await {
             Ok(c) => options.cluster = c,
             Err(_) => return exit::USAGE,
         }
@@ -1096,9 +1146,13 @@ fn worker_cmd(args: ServerArgs) -> ExitCode {
     if let Err(code) = args.check("worker") {
         return code;
     }
-    if args.cluster.nats.is_none() {
+    let cluster = match args.cluster_config("worker") {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if args.cluster.nats.is_none() && cluster.nats.is_none() {
         eprintln!(
-            "agentfile worker: error: --nats URL (or AGENTFILE_NATS_URL) is required: the NATS server runs are queued on"
+            "agentfile worker: error: --nats URL (or AGENTFILE_NATS_URL, or `cluster.nats` in the config) is required: the NATS server runs are queued on"
         );
         return ExitCode::from(EXIT_INVALID);
     }
@@ -1108,7 +1162,7 @@ fn worker_cmd(args: ServerArgs) -> ExitCode {
         Err(code) => return code,
     };
     let code = runtime.block_on(async move {
-        let cluster = match args.cluster.connect("worker").await {
+        let cluster = match args.cluster.connect("worker", &cluster).await {
             Ok(Some(c)) => c,
             _ => return exit::USAGE,
         };

@@ -624,3 +624,57 @@ fn workflow_md_and_yaml_are_read_whatever_the_dialect_flag_says() {
         }
     }
 }
+
+#[test]
+fn cluster_settings_come_from_flags_or_the_config() {
+    let dir = scratch("cluster-config");
+    let run = |args: &[&str]| {
+        bin()
+            .args(args)
+            .arg("--workspace")
+            .arg(&dir)
+            .env_remove("AGENTFILE_NATS_URL")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let stderr = |o: &Output| String::from_utf8_lossy(&o.stderr).into_owned();
+
+    // No URL anywhere: the worker says what it needs.
+    let o = run(&["worker"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cluster.nats"), "{}", stderr(&o));
+
+    // `[cluster] nats` is used: nothing listens there, so each command stops
+    // at start naming the address, never the password.
+    std::fs::write(
+        dir.join("agent.toml"),
+        "[cluster]\nnats = \"nats://user:s3cret@127.0.0.1:1\"\nack_wait = \"5s\"\n",
+    )
+    .unwrap();
+    for command in ["worker", "serve", "mcp"] {
+        let o = run(&[command]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{command}: {err}");
+        assert!(err.contains("127.0.0.1:1"), "{command}: {err}");
+        assert!(!err.contains("s3cret"), "{command}: {err}");
+    }
+    // A flag wins over the config.
+    let o = run(&["worker", "--nats", "nats://127.0.0.1:2"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("127.0.0.1:2"), "{}", stderr(&o));
+
+    // A setting that cannot work is a usage error naming the key.
+    std::fs::write(
+        dir.join("agent.toml"),
+        "[cluster]\nnats = \"nats://127.0.0.1:1\"\nack_wait = \"soon\"\n",
+    )
+    .unwrap();
+    let o = run(&["worker"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cluster.ack_wait"), "{}", stderr(&o));
+    std::fs::write(dir.join("agent.toml"), "[cluster]\nnatz = \"x\"\n").unwrap();
+    let o = run(&["worker"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("natz"), "{}", stderr(&o));
+}
