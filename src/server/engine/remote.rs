@@ -156,6 +156,9 @@ async fn relay(
         let end = tokio::select! {
             m = sub.next() => match m {
                 Some(m) => match serde_json::from_slice::<Event>(&m.payload) {
+                    // Not this session's (a stray or forged publication): the
+                    // store has the real log.
+                    Ok(e) if e.session_id != id => None,
                     Ok(e) if e.seq <= r.last => None,
                     Ok(e) if e.seq == r.last + 1 => r.deliver(e),
                     // A gap: the store has everything up to this one.
