@@ -278,6 +278,9 @@ pub struct ClusterSection {
     /// How long a worker may stay silent before its run goes to another
     /// (`--ack-wait`), e.g. `"30s"`.
     pub ack_wait: Option<String>,
+    /// How long a worker keeps a run waiting at an approval before releasing
+    /// it as `waiting_approval` (`--approval-hold`), e.g. `"5m"`.
+    pub approval_hold: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

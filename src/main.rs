@@ -390,6 +390,12 @@ struct ClusterArgs {
     /// consumer is first created.
     #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
     ack_wait: Option<std::time::Duration>,
+    /// `worker`: how long a run waiting at an approval keeps its slot here,
+    /// waiting for `approve` through the server that submitted it (default
+    /// `5m`, or `cluster.approval_hold`); then it is released as
+    /// `waiting_approval` and a later `approve` queues it again.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "DURATION")]
+    approval_hold: Option<std::time::Duration>,
 }
 
 impl ClusterArgs {
@@ -404,21 +410,37 @@ impl ClusterArgs {
         let Some(url) = self.nats.clone().or_else(|| config.nats.clone()) else {
             return Ok(None);
         };
-        let ack_wait = match (self.ack_wait, &config.ack_wait) {
-            (Some(d), _) => d,
+        let duration = |flag: Option<std::time::Duration>,
+                        text: &Option<String>,
+                        key: &str,
+                        default: std::time::Duration| {
+            match (flag, text) {
+            (Some(d), _) => Ok(d),
             (None, Some(text)) => humantime::parse_duration(text).map_err(|e| {
                 eprintln!(
-                    "agentfile {command}: error: config: `cluster.ack_wait` = {text:?}: {e} (write a duration such as \"30s\")"
+                    "agentfile {command}: error: config: `cluster.{key}` = {text:?}: {e} (write a duration such as \"30s\")"
                 );
                 ExitCode::from(EXIT_INVALID)
-            })?,
-            (None, None) => agentfile::cluster::DEFAULT_ACK_WAIT,
+            }),
+            (None, None) => Ok(default),
+        }
         };
         let mut options = agentfile::cluster::ClusterOptions::new(url);
         if let Some(stream) = self.nats_stream.clone().or_else(|| config.stream.clone()) {
             options.stream = stream;
         }
-        options.ack_wait = ack_wait;
+        options.ack_wait = duration(
+            self.ack_wait,
+            &config.ack_wait,
+            "ack_wait",
+            agentfile::cluster::DEFAULT_ACK_WAIT,
+        )?;
+        options.approval_hold = duration(
+            self.approval_hold,
+            &config.approval_hold,
+            "approval_hold",
+            agentfile::cluster::DEFAULT_APPROVAL_HOLD,
+        )?;
         Ok(Some(options))
     }
 

@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use agentfile::llm::fake::{FakeReply, FakeScript, FakeServer};
 use serde_json::{Value, json};
 
+mod fs_support;
 mod session_support;
 use session_support::{TempDir, pg};
 
@@ -175,24 +176,52 @@ fn agentfile(s: &Setup, args: &[&str]) -> Command {
     c
 }
 
-fn worker(s: &Setup, stream: &str, max_runs: usize) -> Child {
-    agentfile(
-        s,
-        &[
-            "worker",
-            "--max-runs",
-            &max_runs.to_string(),
-            "--ack-wait",
-            "2s",
-            "--nats-stream",
-            stream,
-        ],
-    )
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::inherit())
-    .spawn()
-    .expect("start agentfile worker")
+/// A worker process, killed when dropped (a failed test leaves none behind).
+struct Worker(Child);
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn worker(s: &Setup, stream: &str, max_runs: usize) -> Worker {
+    worker_with(s, stream, max_runs, &[])
+}
+
+fn worker_with(s: &Setup, stream: &str, max_runs: usize, extra: &[&str]) -> Worker {
+    let max_runs = max_runs.to_string();
+    let mut args = vec![
+        "worker",
+        "--max-runs",
+        &max_runs,
+        "--ack-wait",
+        "2s",
+        "--nats-stream",
+        stream,
+    ];
+    args.extend_from_slice(extra);
+    agentfile(s, &args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map(Worker)
+        .expect("start agentfile worker")
 }
 
 /// `agentfile serve --nats` and its stdout lines.
@@ -358,7 +387,7 @@ fn runs_survive_a_killed_worker() {
     let server = fake(&rt, Duration::from_millis(50));
     let s = setup(&server);
     let stream = "AGENTFILE_RUNS";
-    let mut workers: Vec<Child> = (0..3).map(|_| worker(&s, stream, per_worker)).collect();
+    let mut workers: Vec<Worker> = (0..3).map(|_| worker(&s, stream, per_worker)).collect();
     let mut serve = Serve::start(&s, stream);
     let started = Instant::now();
     submit_all(&mut serve, n);
@@ -518,7 +547,7 @@ fn throughput(workers: usize, n: usize, latency: Duration) -> f64 {
     let server = fake(&rt, latency);
     let s = setup(&server);
     let stream = format!("AGENTFILE_TP{workers}");
-    let mut ws: Vec<Child> = (0..workers).map(|_| worker(&s, &stream, 8)).collect();
+    let mut ws: Vec<Worker> = (0..workers).map(|_| worker(&s, &stream, 8)).collect();
     let mut serve = Serve::start(&s, &stream);
     let started = Instant::now();
     submit_all(&mut serve, n);
@@ -596,6 +625,186 @@ impl Serve {
             seen.take(v);
         }
     }
+}
+
+impl Serve {
+    /// Read until session `sid` has an event of type `kind`; returns it.
+    fn until(&mut self, sid: &str, kind: &str, seen: &mut Seen) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(e) = seen
+                .events
+                .get(sid)
+                .and_then(|es| es.iter().find(|e| e["type"] == kind))
+            {
+                return e.clone();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            let v = self
+                .lines
+                .recv_timeout(left)
+                .unwrap_or_else(|e| panic!("no `{kind}` event for {sid}: {e:?}"));
+            seen.take(v);
+        }
+    }
+}
+
+/// A WORKFLOW.md with an approval step and a suspend step, run on a worker
+/// through `serve --nats` (`tests/workflow_md/ship-notes`):
+/// - `approve` reaches the worker whose run waits at the approval, and the
+///   run goes on there;
+/// - at `run_suspended` the run leaves its worker; `signal` records the event
+///   and queues it again, and a worker finishes it;
+/// - a worker started with `--approval-hold 1s` releases a run nobody
+///   approves as `waiting_approval`; `approve` then queues it again.
+///
+/// The client sees each session's events dense and in order, the model is
+/// asked once per run.
+#[test]
+fn approvals_and_signals_reach_runs_on_workers() {
+    if !available() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start_script(
+            FakeScript {
+                replies: vec![FakeReply::text(r#"{"notes": "Tides are faster."}"#)],
+                repeat: true,
+            },
+            ([127, 0, 0, 1], 0).into(),
+        ))
+        .unwrap();
+    let s = setup(&server);
+    fs_support::copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
+        s.ws.path(),
+        &[],
+    );
+    let mut config = std::fs::read_to_string(s.ws.path().join("agent.toml")).unwrap();
+    config.push_str("\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n");
+    std::fs::write(s.ws.path().join("agent.toml"), config).unwrap();
+    let stream = "AGENTFILE_APPROVALS";
+    let mut w = worker(&s, stream, 2);
+    let mut serve = Serve::start(&s, stream);
+    let mut seen = Seen::default();
+    let run =
+        json!({"path": ".workflows/ship-notes", "inputs": {"version": "1.2.0"}, "wait": false});
+
+    // Held on the worker: the decision travels to it.
+    let r = serve.call(1, "run", run.clone(), &mut seen);
+    let id = r["result"]["session_id"].as_str().unwrap().to_owned();
+    let asked = serve.until(&id, "approval_required", &mut seen);
+    assert!(
+        asked.to_string().contains("Publish these release notes?"),
+        "{asked}"
+    );
+    let a = serve.call(
+        2,
+        "approve",
+        json!({"session_id": id, "approve": true}),
+        &mut seen,
+    );
+    assert_eq!(a["result"]["status"], "running", "{a}");
+    let again = serve.call(
+        3,
+        "approve",
+        json!({"session_id": id, "approve": true}),
+        &mut seen,
+    );
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not waiting for an approval"),
+        "a second decision is refused: {again}"
+    );
+    serve.until(&id, "run_suspended", &mut seen);
+    let e = serve.call(
+        4,
+        "signal",
+        json!({"session_id": id, "event": "release.cancelled"}),
+        &mut seen,
+    );
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("release.tagged"),
+        "{e}"
+    );
+    let sig = serve.call(
+        5,
+        "signal",
+        json!({"session_id": id, "event": "release.tagged", "payload": {"channel": "#releases"}}),
+        &mut seen,
+    );
+    assert!(sig.get("result").is_some(), "{sig}");
+    let done = serve.until(&id, "run_complete", &mut seen);
+    assert_eq!(
+        done["data"]["outputs"],
+        json!({"notes": "Tides are faster.", "channel": "#releases"}),
+        "{done}"
+    );
+    let _ = w.kill();
+    let _ = w.wait();
+
+    // Released after the hold: approved later, queued again, finished.
+    let mut w = worker_with(&s, stream, 2, &["--approval-hold", "1s"]);
+    let r = serve.call(6, "run", run, &mut seen);
+    let late = r["result"]["session_id"].as_str().unwrap().to_owned();
+    serve.until(&late, "approval_required", &mut seen);
+    let failed = serve.until(&late, "run_failed", &mut seen);
+    assert_eq!(
+        failed["data"]["termination_reason"], "approval_unavailable",
+        "{failed}"
+    );
+    assert!(
+        failed.to_string().contains("approval hold"),
+        "the release says why: {failed}"
+    );
+    // The relay has ended the run as waiting for an approval.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let a = loop {
+        let a = serve.call(
+            7,
+            "approve",
+            json!({"session_id": late, "approve": true}),
+            &mut seen,
+        );
+        if a.get("result").is_some() || Instant::now() > deadline {
+            break a;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(a.get("result").is_some(), "{a}");
+    serve.until(&late, "run_suspended", &mut seen);
+    serve.call(
+        8,
+        "signal",
+        json!({"session_id": late, "event": "release.tagged", "payload": {"channel": "#late"}}),
+        &mut seen,
+    );
+    let done = serve.until(&late, "run_complete", &mut seen);
+    assert_eq!(
+        done["data"]["outputs"],
+        json!({"notes": "Tides are faster.", "channel": "#late"}),
+        "{done}"
+    );
+
+    for sid in [&id, &late] {
+        let seqs: Vec<u64> = seen.events[sid]
+            .iter()
+            .map(|e| e["seq"].as_u64().unwrap())
+            .collect();
+        let want: Vec<u64> = (1..=seqs.len() as u64).collect();
+        assert_eq!(seqs, want, "session {sid}: not dense and in order");
+    }
+    assert_eq!(server.request_count(), 2, "the model is asked once per run");
+    let _ = w.kill();
+    let _ = w.wait();
+    rt.block_on(server.shutdown());
 }
 
 /// `cancel` reaches the worker running the run; a run still queued (no worker
@@ -707,7 +916,7 @@ fn runs_survive_a_database_restart() {
     let server = fake(&rt, Duration::from_millis(300));
     let s = setup_with(&server, Some(url));
     let stream = "AGENTFILE_PGRESTART";
-    let mut workers: Vec<Child> = (0..2).map(|_| worker(&s, stream, 8)).collect();
+    let mut workers: Vec<Worker> = (0..2).map(|_| worker(&s, stream, 8)).collect();
     let mut serve = Serve::start(&s, stream);
     submit_all(&mut serve, n);
     let mut outage = None;

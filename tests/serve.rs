@@ -605,6 +605,36 @@ fn approvals_through_the_connection() {
     assert_eq!(r["termination_reason"], "approval_denied");
 }
 
+/// A second `approve` of an approval already decided is refused, whether
+/// or not its `approval_resolved` was delivered yet: it must never be kept
+/// and then stand for the run's next approval, which waits for its own.
+#[test]
+fn a_decision_answers_one_approval_only() {
+    let rt = rt();
+    let server = rt.block_on(fake("ok", Duration::ZERO));
+    let dir = workspace(
+        "approve-once",
+        &server,
+        "NAME twice\nGOAL first \"Say one\" SUPERVISED\nGOAL second \"Say two\" SUPERVISED\nRUN main USING first, second\n",
+    );
+    let mut s = Serve::start(&dir, &[]);
+    let id = s.request("run", json!({"path": "Agentfile"}));
+    let asked = s.event_until_any("approval_required");
+    let session = asked["params"]["session_id"].as_str().unwrap().to_owned();
+    s.result("approve", json!({"session_id": session, "approve": true}));
+    let e = s.error("approve", json!({"session_id": session, "approve": true}));
+    assert_eq!(e["code"], -32003, "{e}");
+    let second = s.event_until(&session, "approval_required");
+    assert!(second.to_string().contains("second"), "{second}");
+    // The second goal waits: no stray decision answered it.
+    let st = s.result("sessions", json!({"status": "waiting_approval"}));
+    assert_eq!(st["sessions"][0]["id"], session, "{st}");
+    s.result("approve", json!({"session_id": session, "approve": true}));
+    let r = s.reply(id)["result"].clone();
+    assert_eq!(r["status"], "completed", "{r}");
+    assert_eq!(server.request_count(), 2);
+}
+
 impl Serve {
     fn event_until_any(&mut self, kind: &str) -> Value {
         let kind = kind.to_owned();

@@ -4,7 +4,8 @@
 //!
 //! - Work: one message per run on `agentfile.runs` in the stream
 //!   [`DEFAULT_STREAM`] (work-queue retention, file storage, deduplicated by
-//!   `Nats-Msg-Id` = the session id). Workers pull it through one durable
+//!   `Nats-Msg-Id` = the session id and its last `seq`, so a session queued
+//!   again after an approval or a signal is a new message). Workers pull it through one durable
 //!   consumer with explicit acks; while a run goes on its worker sends
 //!   in-progress acks every `ack_wait / 3`. A worker that dies stops sending
 //!   them and the message is redelivered after `ack_wait`; the next worker
@@ -12,8 +13,12 @@
 //! - Events: the worker publishes every stored event (JSON) on
 //!   `agentfile.events.<session>` (core NATS, at most once). The store stays
 //!   the source of truth: the submitting server fills any gap from it.
-//! - Control: `agentfile.control.<session>` (request/reply) reaches the worker
-//!   that holds the run (`cancel`).
+//! - Control: `agentfile.control.<session>` (request/reply, a JSON
+//!   [`Control`]) reaches the worker that holds the run: `cancel`, and the
+//!   decision on an approval the run waits at (for up to `approval_hold`;
+//!   then the worker releases it as `waiting_approval`, and `approve` records
+//!   the decision and queues the run again, as `signal` does for a suspended
+//!   one).
 //!
 //! Assumed: every server and worker sees the same files at the same paths
 //! (workflows, configs, the workspace) and the same PostgreSQL database.
@@ -36,12 +41,20 @@ pub const CONSUMER: &str = "agentfile-workers";
 /// How long a worker may go without acking before its run is redelivered.
 pub const DEFAULT_ACK_WAIT: Duration = Duration::from_secs(30);
 
-/// Where the queue is and how it behaves (`--nats`, `--nats-stream`, `--ack-wait`).
+/// How long a worker keeps a run that waits at an approval before releasing it.
+pub const DEFAULT_APPROVAL_HOLD: Duration = Duration::from_secs(300);
+
+/// Where the queue is and how it behaves (`--nats`, `--nats-stream`,
+/// `--ack-wait`, `--approval-hold`).
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
     pub url: String,
     pub stream: String,
     pub ack_wait: Duration,
+    /// A worker's run waiting at an approval keeps its slot this long, waiting
+    /// for an `approve` relayed from the submitting server; then it ends as
+    /// `waiting_approval` (a later `approve` queues it again).
+    pub approval_hold: Duration,
 }
 
 impl ClusterOptions {
@@ -50,8 +63,32 @@ impl ClusterOptions {
             url: url.into(),
             stream: DEFAULT_STREAM.into(),
             ack_wait: DEFAULT_ACK_WAIT,
+            approval_hold: DEFAULT_APPROVAL_HOLD,
         }
     }
+}
+
+/// A request on a session's control subject, to the worker holding its run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Control {
+    Cancel,
+    /// The decision on the approval the run waits at.
+    Approve {
+        approve: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+}
+
+/// The worker's answer to a [`Control`] request: `error` (with its JSON-RPC
+/// `code`) when it was refused, e.g. an approval the run does not wait for.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ControlReply {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i64>,
 }
 
 /// One work item: the session to run (already recorded `queued` in the shared
@@ -60,8 +97,20 @@ impl ClusterOptions {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Work {
     pub session_id: String,
+    /// The session's last stored `seq` when it was queued: a session queued
+    /// again later (resumed after an approval or a signal) is a new message,
+    /// the same state queued twice is one.
+    #[serde(default)]
+    pub from_seq: u64,
     /// The request as submitted, paths made absolute, `inputs` and `resume` left out.
     pub params: RunParams,
+}
+
+impl Work {
+    /// JetStream's deduplication key (`Nats-Msg-Id`).
+    pub fn message_id(&self) -> String {
+        format!("{}@{}", self.session_id, self.from_seq)
+    }
 }
 
 /// The subject a session's events are published on.
@@ -160,11 +209,12 @@ impl Cluster {
     }
 
     /// Queue a run; returns once JetStream has stored the message. Publishing
-    /// the same session twice within two minutes queues it once.
+    /// the same session at the same `seq` twice within two minutes queues it
+    /// once.
     pub async fn submit(&self, work: &Work) -> Result<(), String> {
         let payload = serde_json::to_vec(work).map_err(|e| e.to_string())?;
         let mut headers = async_nats::HeaderMap::new();
-        headers.insert("Nats-Msg-Id", work.session_id.as_str());
+        headers.insert("Nats-Msg-Id", work.message_id().as_str());
         let ack = self
             .js
             .publish_with_headers(RUNS_SUBJECT, headers, payload.into())
@@ -222,6 +272,7 @@ mod tests {
     fn work_round_trips() {
         let w = Work {
             session_id: "s1".into(),
+            from_seq: 7,
             params: RunParams {
                 path: "/w/Agentfile".into(),
                 ..Default::default()
@@ -229,6 +280,7 @@ mod tests {
         };
         let back: Work = serde_json::from_slice(&serde_json::to_vec(&w).unwrap()).unwrap();
         assert_eq!(back.session_id, "s1");
+        assert_eq!(back.message_id(), "s1@7");
         assert_eq!(back.params.path, "/w/Agentfile");
     }
 }

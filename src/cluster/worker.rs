@@ -18,11 +18,11 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Cluster, ClusterError, Work, control_subject, events_subject};
+use super::{Cluster, ClusterError, Control, ControlReply, Work, control_subject, events_subject};
 use crate::events::EventSink;
 use crate::protocol::events::Event;
 use crate::protocol::rpc::RunParams;
-use crate::server::engine::{Engine, RunHooks};
+use crate::server::engine::{Engine, LiveRun, RunHooks};
 use crate::session::{SessionStatus, StoreError};
 
 /// The longest wait for NATS on the way out (a flush, an ack): the connection
@@ -245,15 +245,19 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         }
     };
 
-    // Approvals are given to the submitting server's client, not here: the
-    // run stops as `waiting_approval`, and `approve` queues its resumption.
-    live.orphan();
+    // An approval the run reaches is decided by the submitting server's
+    // client: its `approve` arrives on the control subject. Past
+    // `approval_hold` without one, the run is released as `waiting_approval`
+    // (its slot is not held for a human who left); `approve` then queues it.
+    let hold = cluster.options.approval_hold;
+    let mut waiting_since: Option<tokio::time::Instant> = None;
     let mut beat = tokio::time::interval((ack_wait / 3).max(Duration::from_millis(100)));
     beat.tick().await;
     let mut control = control;
     let finished = live.finished();
     tokio::pin!(finished);
     loop {
+        let release_at = waiting_since.map(|t| t + hold);
         tokio::select! {
             _ = &mut finished => break,
             _ = beat.tick() => {
@@ -261,16 +265,31 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
                     tracing::warn!(session = %id, error = %e, "in-progress ack failed");
                 }
             }
+            _ = sleep_until(release_at) => {
+                waiting_since = None;
+                let reason = format!(
+                    "no decision came within the worker's approval hold ({}); `approve` it and it is queued again",
+                    humantime::format_duration(hold)
+                );
+                engine.release_approval(&id, reason);
+            }
             req = control.next() => {
                 let Some(req) = req else { continue };
-                let text = String::from_utf8_lossy(&req.payload).to_string();
-                if text.trim() == "cancel" {
-                    live.cancel();
-                }
+                let answer = obey(&engine, &live, &id, &req.payload).await;
                 if let Some(reply) = req.reply {
-                    let _ = cluster.client.publish(reply, "ok".into()).await;
+                    let bytes = serde_json::to_vec(&answer).unwrap_or_default();
+                    let _ = cluster.client.publish(reply, bytes.into()).await;
                 }
             }
+        }
+        // The hold counts from when the run started waiting.
+        match (
+            live.status() == SessionStatus::WaitingApproval,
+            waiting_since,
+        ) {
+            (true, None) => waiting_since = Some(tokio::time::Instant::now()),
+            (false, Some(_)) => waiting_since = None,
+            _ => {}
         }
     }
     let _ = control.unsubscribe().await;
@@ -286,6 +305,47 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
             }
             Err(_) => {
                 tracing::warn!(session = %id, "no ack confirmation from NATS; the run may be redelivered, and is then skipped")
+            }
+        }
+    }
+}
+
+/// Sleep until `at`; never, without one.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Carry out one control request for the run held here.
+async fn obey(engine: &Arc<Engine>, live: &LiveRun, id: &str, payload: &[u8]) -> ControlReply {
+    let request = match serde_json::from_slice::<Control>(payload) {
+        Ok(r) => r,
+        Err(e) => {
+            return ControlReply {
+                error: Some(format!("not a control request: {e}")),
+                code: Some(crate::protocol::rpc::code::INVALID_PARAMS),
+            };
+        }
+    };
+    match request {
+        Control::Cancel => {
+            live.cancel();
+            ControlReply::default()
+        }
+        Control::Approve { approve, note } => {
+            let params = crate::protocol::rpc::ApproveParams {
+                session_id: id.to_owned(),
+                approve,
+                note,
+            };
+            match engine.approve(params, RunHooks::default()).await {
+                Ok(_) => ControlReply::default(),
+                Err(e) => ControlReply {
+                    error: Some(e.message),
+                    code: Some(e.code),
+                },
             }
         }
     }

@@ -103,6 +103,26 @@ struct LiveState {
     /// more will be appended, even before `result` is set.
     ended: bool,
     result: Option<Arc<RunResult>>,
+    /// The `seq` of the `approval_required` the run waits at (delivered, and
+    /// no `approval_resolved` after it yet).
+    approval: Option<u64>,
+}
+
+impl LiveState {
+    /// Take in one delivered event (`ended` is the caller's to set: a relayed
+    /// `run_cancelled` may be an interruption that another worker resumes).
+    fn observe(&mut self, e: &Event) {
+        self.last_seq = e.seq;
+        if let Some(st) = session::status_after(&e.body) {
+            self.status = st;
+        }
+        match e.body {
+            EventBody::ApprovalRequired { .. } => self.approval = Some(e.seq),
+            EventBody::ApprovalResolved { .. } => self.approval = None,
+            _ if e.body.is_terminal() => self.approval = None,
+            _ => {}
+        }
+    }
 }
 
 /// A run accepted by this engine and not yet finished.
@@ -127,12 +147,6 @@ impl LiveRun {
 
     pub fn status(&self) -> SessionStatus {
         self.state.borrow().status
-    }
-
-    /// No client will call `approve` for this run (a worker's run): a
-    /// supervised goal ends it as `waiting_approval` instead of waiting.
-    pub fn orphan(&self) {
-        self.orphaned.store(true, Ordering::SeqCst);
     }
 
     /// Ask the run to stop (as the `cancel` method does).
@@ -172,6 +186,10 @@ enum Pending {
     Nothing,
     Waiting(oneshot::Sender<Approval>),
     Decided(Approval),
+    /// The approval asked at this `seq` has its decision, whose
+    /// `approval_resolved` may not be delivered yet: a second `approve` is
+    /// refused, never kept for the run's next approval.
+    Answered(u64),
 }
 
 /// Runs in flight and the operations on sessions, for one connection.
@@ -397,6 +415,7 @@ impl Engine {
             last_seq,
             ended: false,
             result: None,
+            approval: None,
         });
         let live = Arc::new(LiveRun {
             session_id: id.clone(),
@@ -427,8 +446,20 @@ impl Engine {
         }
 
         if let Some(cluster) = self.options.cluster.clone() {
+            // A resumed session (after an approval, a signal, an interruption)
+            // is queued again: a worker runs only queued or interrupted ones.
+            if matches!(choice, SessionChoice::Resume(_))
+                && let Err(e) = store.set_status(&id, SessionStatus::Queued)
+            {
+                lock(&self.runs).remove(&id);
+                return Err(RpcError::new(
+                    code::STORE,
+                    format!("cannot queue session `{id}` again: {e}"),
+                ));
+            }
             let work = crate::cluster::Work {
                 session_id: id.clone(),
+                from_seq: last_seq,
                 params: RunParams {
                     path: String::new(),
                     inputs: Default::default(),
@@ -531,12 +562,9 @@ impl Engine {
             let live = live.clone();
             Arc::new(move |e: &Event| {
                 live.update(|s| {
-                    s.last_seq = e.seq;
+                    s.observe(e);
                     s.ended |= e.body.is_terminal();
-                    if let Some(st) = session::status_after(&e.body) {
-                        s.status = st;
-                    }
-                });
+                })
             })
         };
         let mut sinks = vec![tracker];
@@ -859,7 +887,25 @@ impl Engine {
         }
         run::record_signal(&store, &p.session_id, &p.event, p.payload.clone())
             .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))?;
+        deliver_recorded(&store, &p.session_id, meta.last_seq, &hooks);
         self.resume_here(p.session_id, hooks).await
+    }
+
+    /// End the wait of a run at an approval without a decision: the run ends
+    /// as `waiting_approval` (`reason` says why), to be approved and resumed
+    /// later. Returns false when the run does not wait at one.
+    pub fn release_approval(&self, session_id: &str, reason: String) -> bool {
+        let Some(live) = self.live(session_id) else {
+            return false;
+        };
+        let mut pending = lock(&live.pending);
+        match std::mem::take(&mut *pending) {
+            Pending::Waiting(tx) => tx.send(Approval::Unavailable(reason)).is_ok(),
+            other => {
+                *pending = other;
+                false
+            }
+        }
     }
 
     pub async fn approve(
@@ -867,6 +913,12 @@ impl Engine {
         p: ApproveParams,
         hooks: RunHooks,
     ) -> Result<RunStatus, RpcError> {
+        if let Some(cluster) = &self.options.cluster
+            && let Some(live) = self.live(&p.session_id)
+        {
+            // The run waits on the worker that holds it.
+            return remote::approve(cluster, &live, p).await;
+        }
         let decision = if p.approve {
             Approval::Approved(p.note.clone())
         } else {
@@ -874,14 +926,19 @@ impl Engine {
         };
         if let Some(live) = self.live(&p.session_id) {
             let mut pending = lock(&live.pending);
-            match std::mem::take(&mut *pending) {
-                Pending::Waiting(tx) => {
+            let asked = live.state.borrow().approval;
+            match (std::mem::take(&mut *pending), asked) {
+                (Pending::Waiting(tx), asked) => {
                     let _ = tx.send(decision);
+                    *pending = Pending::Answered(asked.unwrap_or(0));
                 }
-                Pending::Nothing if live.status() == SessionStatus::WaitingApproval => {
+                (Pending::Answered(seq), Some(asked)) if asked > seq => {
                     *pending = Pending::Decided(decision);
                 }
-                other => {
+                (Pending::Nothing, Some(_)) => {
+                    *pending = Pending::Decided(decision);
+                }
+                (other, _) => {
                     *pending = other;
                     return Err(RpcError::new(
                         code::SESSION_STATE,
@@ -912,6 +969,7 @@ impl Engine {
         }
         run::record_decision(&store, &p.session_id, p.approve, p.note.clone())
             .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))?;
+        deliver_recorded(&store, &p.session_id, meta.last_seq, &hooks);
         self.resume_here(p.session_id, hooks).await
     }
 
@@ -1203,6 +1261,23 @@ impl Engine {
     }
 }
 
+/// Hand the events appended to a session after `after` (a recorded signal or
+/// decision, before its run is resumed) to the caller's sinks: its
+/// notifications stay dense, as if the run had recorded them itself.
+fn deliver_recorded(store: &Arc<dyn SessionStore>, id: &str, after: u64, hooks: &RunHooks) {
+    if hooks.sinks.is_empty() {
+        return;
+    }
+    let Ok(events) = store.events(id, after) else {
+        return;
+    };
+    for e in &events {
+        for sink in &hooks.sinks {
+            sink.send(e);
+        }
+    }
+}
+
 /// Waits for the `approve` method, after asking the transport's own approver
 /// (MCP elicitation) if there is one.
 struct EngineApprover {
@@ -1217,6 +1292,7 @@ impl Approver for EngineApprover {
             {
                 let mut pending = lock(&self.live.pending);
                 if let Pending::Decided(d) = std::mem::take(&mut *pending) {
+                    *pending = Pending::Answered(self.live.state.borrow().approval.unwrap_or(0));
                     return d;
                 }
                 if self.live.orphaned.load(Ordering::SeqCst) {
@@ -1242,7 +1318,12 @@ impl Approver for EngineApprover {
                 }
                 None => answer.await,
             };
-            *lock(&self.live.pending) = Pending::Nothing;
+            // Answered (the sender consumed) or given up: either way no
+            // later `approve` may stand for this approval.
+            let mut pending = lock(&self.live.pending);
+            if !matches!(*pending, Pending::Answered(_)) {
+                *pending = Pending::Nothing;
+            }
             decision
         })
     }

@@ -17,16 +17,23 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use super::{Engine, LiveRun, RunHooks, failed_result, lock};
-use crate::cluster::{Cluster, Work, control_subject, events_subject};
+use crate::cluster::{Cluster, Control, ControlReply, Work, control_subject, events_subject};
 use crate::events::EventSink;
 use crate::protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
-use crate::session::{self, SessionStatus};
+use crate::protocol::rpc::{RpcError, RunStatus, code};
+use crate::session::SessionStatus;
 
-/// How long the relay waits for a published event before reading the store.
+/// How long the relay waits for a published event before reading the store;
+/// doubled after each read that found nothing new, up to [`POLL_MAX`], and
+/// back to this after any delivery. A queued run (a long wait for a free
+/// worker) costs the store one read every few seconds, not two a second.
 const POLL: Duration = Duration::from_millis(500);
+const POLL_MAX: Duration = Duration::from_secs(4);
 /// How long after an unrequested `run_cancelled` the session's status decides
 /// whether it was cancelled or interrupted.
 const SETTLE: Duration = Duration::from_secs(1);
+/// The longest wait for a worker's answer to a control request.
+const CONTROL_WAIT: Duration = Duration::from_secs(5);
 
 /// Subscribe to the session's events, queue the run, and spawn its relay.
 pub(super) async fn start(
@@ -75,12 +82,7 @@ impl Relay<'_> {
             return None;
         }
         self.last = e.seq;
-        self.live.update(|s| {
-            s.last_seq = e.seq;
-            if let Some(st) = session::status_after(&e.body) {
-                s.status = st;
-            }
-        });
+        self.live.update(|s| s.observe(&e));
         for sink in &self.sinks {
             sink.send(&e);
         }
@@ -152,7 +154,10 @@ async fn relay(
         cancelled_at: None,
     };
     let id = live.session_id.clone();
+    let mut poll = POLL;
     loop {
+        let before = r.last;
+        let mut polled = false;
         let end = tokio::select! {
             m = sub.next() => match m {
                 Some(m) => match serde_json::from_slice::<Event>(&m.payload) {
@@ -166,13 +171,17 @@ async fn relay(
                     Err(_) => None,
                 },
                 None => {
-                    tokio::time::sleep(POLL).await;
+                    tokio::time::sleep(poll).await;
+                    polled = true;
                     r.backfill().await
                 }
             },
-            _ = tokio::time::sleep(POLL) => match r.backfill().await {
-                Some(end) => Some(end),
-                None => r.settle().await,
+            _ = tokio::time::sleep(poll) => {
+                polled = true;
+                match r.backfill().await {
+                    Some(end) => Some(end),
+                    None => r.settle().await,
+                }
             },
             _ = live.cancel.cancelled(), if !r.cancel_requested => {
                 r.cancel_requested = true;
@@ -195,6 +204,74 @@ async fn relay(
             let _ = sub.unsubscribe().await;
             return end;
         }
+        poll = next_poll(poll, r.last > before, polled, r.cancelled_at.is_some());
+    }
+}
+
+/// The next wait before reading the store: the shortest after progress or
+/// while an unrequested `run_cancelled` settles, longer after each idle read.
+fn next_poll(poll: Duration, progressed: bool, polled: bool, settling: bool) -> Duration {
+    if progressed || settling {
+        POLL
+    } else if polled {
+        (poll * 2).min(POLL_MAX)
+    } else {
+        poll
+    }
+}
+
+/// Hand an `approve` to the worker whose run waits at an approval.
+pub(super) async fn approve(
+    cluster: &Cluster,
+    live: &Arc<LiveRun>,
+    p: crate::protocol::rpc::ApproveParams,
+) -> Result<RunStatus, RpcError> {
+    let id = p.session_id.clone();
+    let status = live.status();
+    if status != SessionStatus::WaitingApproval {
+        return Err(RpcError::new(
+            code::SESSION_STATE,
+            format!(
+                "session `{id}` is not waiting for an approval (it is {})",
+                status.as_str()
+            ),
+        ));
+    }
+    let request = Control::Approve {
+        approve: p.approve,
+        note: p.note,
+    };
+    let payload = serde_json::to_vec(&request).unwrap_or_default();
+    let reply = tokio::time::timeout(
+        CONTROL_WAIT,
+        cluster.client.request(control_subject(&id), payload.into()),
+    )
+    .await;
+    let unreachable = |why: String| {
+        RpcError::new(
+            code::SESSION_STATE,
+            format!(
+                "the worker holding session `{id}` did not take the decision ({why}); if it stopped, another worker resumes the run and asks again: approve it then"
+            ),
+        )
+    };
+    match reply {
+        Ok(Ok(m)) => match serde_json::from_slice::<ControlReply>(&m.payload) {
+            Ok(ControlReply { error: None, .. }) => Ok(RunStatus {
+                session_id: id,
+                status: SessionStatus::Running,
+            }),
+            Ok(ControlReply {
+                error: Some(message),
+                code,
+            }) => Err(RpcError::new(code.unwrap_or(code::SESSION_STATE), message)),
+            Err(e) => Err(unreachable(format!("its answer is not understood: {e}"))),
+        },
+        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+            Err(unreachable("no worker holds it now".into()))
+        }
+        Ok(Err(e)) => Err(unreachable(e.to_string())),
+        Err(_) => Err(unreachable(format!("no answer within {CONTROL_WAIT:?}"))),
     }
 }
 
@@ -206,8 +283,8 @@ async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
     let subject = control_subject(&id);
     for _ in 0..20 {
         match tokio::time::timeout(
-            Duration::from_secs(5),
-            cluster.client.request(subject.clone(), "cancel".into()),
+            CONTROL_WAIT,
+            cluster.client.request(subject.clone(), cancel_request()),
         )
         .await
         {
@@ -245,8 +322,8 @@ async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
         if let Ok(Ok(())) = recorded {
             // A worker may have claimed it just before: tell it too.
             let _ = tokio::time::timeout(
-                Duration::from_secs(5),
-                cluster.client.request(subject.clone(), "cancel".into()),
+                CONTROL_WAIT,
+                cluster.client.request(subject.clone(), cancel_request()),
             )
             .await;
             return;
@@ -254,6 +331,12 @@ async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     tracing::warn!(session = %id, "could not cancel the remote run");
+}
+
+fn cancel_request() -> bytes::Bytes {
+    serde_json::to_vec(&Control::Cancel)
+        .unwrap_or_default()
+        .into()
 }
 
 /// The result a local run would have returned, from its terminal event.
@@ -312,4 +395,30 @@ fn result_of(id: &str, e: &Event) -> (RunResult, SessionStatus) {
     };
     r.exit_code = r.termination_reason.exit_code();
     (r, status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_reads_back_off_and_progress_resets_them() {
+        let mut p = POLL;
+        for _ in 0..10 {
+            p = next_poll(p, false, true, false);
+        }
+        assert_eq!(p, POLL_MAX);
+        assert_eq!(
+            next_poll(p, false, false, false),
+            POLL_MAX,
+            "no read, no change"
+        );
+        assert_eq!(next_poll(p, true, true, false), POLL);
+        assert_eq!(
+            next_poll(p, false, true, true),
+            POLL,
+            "a settling cancel is read soon"
+        );
+        assert_eq!(next_poll(POLL, false, true, false), POLL * 2);
+    }
 }
