@@ -1318,12 +1318,11 @@ impl Approver for EngineApprover {
                 }
                 None => answer.await,
             };
-            // Answered (the sender consumed) or given up: either way no
-            // later `approve` may stand for this approval.
-            let mut pending = lock(&self.live.pending);
-            if !matches!(*pending, Pending::Answered(_)) {
-                *pending = Pending::Nothing;
-            }
+            // Decided here, by the transport's approver (MCP elicitation) or
+            // given up: whichever way, no later `approve` may stand for this
+            // approval, only for a later one.
+            let seq = self.live.state.borrow().approval.unwrap_or(0);
+            *lock(&self.live.pending) = Pending::Answered(seq);
             decision
         })
     }
