@@ -900,9 +900,11 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
             }
         }
     });
-    // Tool processes and MCP servers are already stopped; do not wait for
-    // stray blocking threads (a terminal read) to finish.
-    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // Every event is stored, tool processes and MCP servers are stopped and
+    // telemetry is flushed: nothing a blocking thread may still do (an idle
+    // pool thread, a terminal read) matters now, and joining them costs a
+    // quarter of a millisecond at every exit.
+    runtime.shutdown_background();
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 

@@ -20,7 +20,7 @@ use crate::llm::http::{
     CallParams, DEFAULT_MAX_TOKENS, DecodeContext, DecodeError, Parsed, StreamDecoder, WireFormat,
     parse_arguments, temperature_json,
 };
-use crate::llm::schema::{Dialect, clean};
+use crate::llm::schema::{Dialect, clean_cached};
 use crate::llm::sse::SseEvent;
 use crate::llm::types::{
     ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage,
@@ -89,11 +89,15 @@ impl WireFormat for Anthropic {
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({
-                        "name": t.name,
-                        "description": t.description,
-                        "input_schema": clean(&t.parameters, Dialect::Anthropic),
-                    })
+                    // Built by moving values in: `json!` would copy the schema again.
+                    let mut tool = Map::new();
+                    tool.insert("name".into(), Value::String(t.name.clone()));
+                    tool.insert("description".into(), Value::String(t.description.clone()));
+                    tool.insert(
+                        "input_schema".into(),
+                        clean_cached(&t.name, &t.parameters, Dialect::Anthropic),
+                    );
+                    Value::Object(tool)
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));

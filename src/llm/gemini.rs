@@ -28,7 +28,7 @@ use crate::llm::error::truncate;
 use crate::llm::http::{
     CallParams, DecodeContext, DecodeError, Parsed, StreamDecoder, WireFormat, temperature_json,
 };
-use crate::llm::schema::{Dialect, clean};
+use crate::llm::schema::{Dialect, clean_cached};
 use crate::llm::sse::SseEvent;
 use crate::llm::types::{
     ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage,
@@ -98,7 +98,7 @@ impl WireFormat for Gemini {
                 .iter()
                 .map(|t| {
                     let mut d = json!({"name": t.name, "description": t.description});
-                    let params = clean(&t.parameters, Dialect::Gemini);
+                    let params = clean_cached(&t.name, &t.parameters, Dialect::Gemini);
                     // An object with no properties is rejected; no parameters is not.
                     if params.get("properties").is_some() {
                         d["parameters"] = params;
@@ -106,10 +106,10 @@ impl WireFormat for Gemini {
                     d
                 })
                 .collect();
-            body.insert(
-                "tools".into(),
-                json!([{"functionDeclarations": declarations}]),
-            );
+            // Moved in: `json!` would copy every schema again.
+            let mut group = Map::new();
+            group.insert("functionDeclarations".into(), Value::Array(declarations));
+            body.insert("tools".into(), Value::Array(vec![Value::Object(group)]));
         }
         let mut generation = Map::new();
         if let Some(n) = call.max_tokens {

@@ -371,9 +371,13 @@ impl HttpProvider {
             .wire
             .body(&request, &self.params(&request, &model, stream));
         let url = self.wire.url(&self.base_url, &model, stream);
-        let ctx = DecodeContext {
-            seed: fnv1a(body.to_string().as_bytes()),
-        };
+        // Serialised once: the seed hashes these bytes, and every attempt
+        // sends them (a cheap clone of the same buffer).
+        let body = bytes::Bytes::from(
+            serde_json::to_vec(&body)
+                .map_err(|e| self.protocol(format!("cannot encode the request: {e}")))?,
+        );
+        let ctx = DecodeContext { seed: fnv1a(&body) };
         let started = Instant::now();
         let policy = self.options.retry;
         let mut attempt: u32 = 0;
@@ -467,7 +471,7 @@ impl HttpProvider {
     async fn attempt(
         &self,
         url: &str,
-        body: &Value,
+        body: &bytes::Bytes,
         ctx: &DecodeContext,
         sink: Option<&mut Sink<'_>>,
     ) -> Result<Parsed, LlmError> {
@@ -475,7 +479,8 @@ impl HttpProvider {
             .client
             .post(url)
             .headers(self.headers.clone())
-            .json(body)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone())
             .send();
         let response = match tokio::time::timeout(self.options.first_byte_timeout, send).await {
             Err(_) => return Err(self.timeout(TimeoutPhase::FirstByte)),

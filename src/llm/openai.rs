@@ -24,7 +24,7 @@ use crate::llm::http::{
     CallParams, DecodeContext, DecodeError, Parsed, StreamDecoder, WireFormat, parse_arguments,
     temperature_json,
 };
-use crate::llm::schema::{Dialect, clean};
+use crate::llm::schema::{Dialect, clean_cached};
 use crate::llm::sse::SseEvent;
 use crate::llm::types::{
     ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage,
@@ -98,14 +98,18 @@ impl WireFormat for OpenAi {
                 .tools
                 .iter()
                 .map(|t| {
-                    json!({
-                        "type": "function",
-                        "function": {
-                            "name": t.name,
-                            "description": t.description,
-                            "parameters": clean(&t.parameters, Dialect::OpenAi),
-                        }
-                    })
+                    // Built by moving values in: `json!` would copy the schema again.
+                    let mut function = Map::new();
+                    function.insert("name".into(), Value::String(t.name.clone()));
+                    function.insert("description".into(), Value::String(t.description.clone()));
+                    function.insert(
+                        "parameters".into(),
+                        clean_cached(&t.name, &t.parameters, Dialect::OpenAi),
+                    );
+                    let mut tool = Map::new();
+                    tool.insert("type".into(), Value::String("function".into()));
+                    tool.insert("function".into(), Value::Object(function));
+                    Value::Object(tool)
                 })
                 .collect();
             body.insert("tools".into(), Value::Array(tools));

@@ -28,7 +28,7 @@
 use serde_json::{Map, Value, json};
 
 /// A provider's schema dialect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Dialect {
     Anthropic,
     OpenAi,
@@ -54,6 +54,31 @@ pub fn clean(schema: &Value, dialect: Dialect) -> Value {
     };
     force_object_top(&mut out, dialect);
     out
+}
+
+/// [`clean`], remembered by tool name: a conversation sends the same tools
+/// with every request, and cleaning copies the whole schema. An entry is used
+/// only while its source schema is still equal to the one given (a server's
+/// tool may change under the same name). Process-wide and bounded.
+pub fn clean_cached(name: &str, schema: &Value, dialect: Dialect) -> Value {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Entries = HashMap<(Dialect, String), (Value, Value)>;
+    const CAP: usize = 1024;
+    static CACHE: OnceLock<Mutex<Entries>> = OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let key = (dialect, name.to_owned());
+    if let Some((source, cleaned)) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
+        && source == schema
+    {
+        return cleaned.clone();
+    }
+    let cleaned = clean(schema, dialect);
+    let mut entries = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if entries.len() < CAP || entries.contains_key(&key) {
+        entries.insert(key, (schema.clone(), cleaned.clone()));
+    }
+    cleaned
 }
 
 /// The top level of every dialect must be an object schema.
@@ -319,6 +344,35 @@ fn merge_into(target: &mut Map<String, Value>, part: Map<String, Value>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_cached_schema_follows_its_source() {
+        let a = json!({"type": "object", "properties": {"x": {"type": "string"}}, "$schema": "s"});
+        let b = json!({"type": "object", "properties": {"y": {"type": "integer"}}});
+        let name = "cache-test-tool";
+        assert_eq!(
+            clean_cached(name, &a, Dialect::OpenAi),
+            clean(&a, Dialect::OpenAi)
+        );
+        assert_eq!(
+            clean_cached(name, &a, Dialect::OpenAi),
+            clean(&a, Dialect::OpenAi)
+        );
+        // Same name, another schema (an MCP server changed its tool): not the old entry.
+        assert_eq!(
+            clean_cached(name, &b, Dialect::OpenAi),
+            clean(&b, Dialect::OpenAi)
+        );
+        // Dialects are kept apart.
+        assert_eq!(
+            clean_cached(name, &b, Dialect::Gemini),
+            clean(&b, Dialect::Gemini)
+        );
+        assert_eq!(
+            clean_cached(name, &b, Dialect::OpenAi),
+            clean(&b, Dialect::OpenAi)
+        );
+    }
+
     use super::*;
 
     fn schemars_like() -> Value {

@@ -269,6 +269,11 @@ impl Toolbox {
     /// Wait (up to `mcp_list_deadline`) for MCP servers to list their tools.
     /// Returns at once when there are none.
     pub async fn ready(&self) {
+        // File tools run on the blocking pool. Start its first thread now, while
+        // the run sets up and its first model call is in flight, rather than when
+        // the first tool call needs it (0.2 ms on a quiet machine, several on a
+        // busy one). An idle pool thread exits after tokio's keep-alive.
+        drop(tokio::task::spawn_blocking(|| ()));
         if !self.mcp.is_empty() {
             self.mcp.wait_ready(self.options.mcp_list_deadline).await;
         }
