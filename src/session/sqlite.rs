@@ -391,6 +391,11 @@ impl SqliteStore {
             .map_err(self.err("keep the WAL on close"))?;
         // Enough for every statement this file prepares, so none is re-parsed.
         conn.set_prepared_statement_cache_capacity(64);
+        // Plans that do not depend on the values bound: without this, SQLite
+        // (built with STAT4) compiles `next_seq`'s query and the open-call
+        // lookup again every time they are bound, i.e. at every commit.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .map_err(self.err("fix query plans"))?;
         if found == SCHEMA_VERSION {
             // Up to date: no need to queue for the write lock.
             return Ok(());
@@ -1435,6 +1440,82 @@ mod tests {
             panic!("decode failed")
         };
         back
+    }
+
+    /// Cached statements stay compiled across commits: re-preparing them at
+    /// every bind cost a fifth of a commit.
+    #[test]
+    fn appends_do_not_recompile_their_queries() {
+        use crate::protocol::events::EventBody;
+        let dir = std::env::temp_dir().join(format!("agentfile-qpsg-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(&dir.join("sessions.db")).unwrap();
+        let meta = SessionMeta {
+            id: "s".into(),
+            workflow: "w".into(),
+            path: "/p".into(),
+            workspace: "/ws".into(),
+            inputs: Default::default(),
+            status: SessionStatus::Running,
+            created_at: now(),
+            updated_at: now(),
+            last_seq: 0,
+        };
+        store.create(&meta).unwrap();
+        let event = |seq: u64, body: EventBody| Event {
+            schema_version: 1,
+            session_id: "s".into(),
+            seq,
+            ts: now(),
+            step: None,
+            goal: None,
+            agent: None,
+            iteration: None,
+            node: None,
+            node_kind: None,
+            body,
+        };
+        for n in 1..=20u64 {
+            let id = format!("c{n}");
+            let batch = [
+                event(
+                    n * 2 - 1,
+                    EventBody::ToolCall {
+                        id: id.clone(),
+                        tool: "ls".into(),
+                        arguments: json!({"path": "."}),
+                    },
+                ),
+                event(
+                    n * 2,
+                    EventBody::ToolResult {
+                        id,
+                        tool: "ls".into(),
+                        content: "x".into(),
+                        is_error: false,
+                        duration_ms: 1,
+                    },
+                ),
+            ];
+            store.append_batch(&batch).unwrap();
+        }
+        let conn = store.lock();
+        let next_seq = conn
+            .prepare_cached(
+                "SELECT last_seq, (SELECT max(seq) FROM events WHERE session_id = ?1) \
+                 FROM sessions WHERE id = ?1",
+            )
+            .unwrap();
+        assert_eq!(
+            next_seq.get_status(rusqlite::StatementStatus::RePrepare),
+            0,
+            "next_seq was compiled again"
+        );
+        drop(next_seq);
+        drop(conn);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A reopened WAL database skips setting the mode; a database another
