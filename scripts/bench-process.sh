@@ -56,35 +56,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The model: an `ls` call first; once a tool result is in the conversation, the answer.
-cat >"$work/script.json" <<'EOF'
-{"replies": [
-  {"text": "there is one file", "when": ["\"role\":\"tool\""]},
-  {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}
-], "repeat": true}
-EOF
-"$FAKE_BIN" "$work/script.json" >"$work/url" &
-fake_pid=$!
-for _ in $(seq 100); do [ -s "$work/url" ] && break; sleep 0.05; done
-url="$(head -n1 "$work/url")"
-[ -n "$url" ] || { echo "bench-process: the fake provider did not start" >&2; exit 1; }
-
-mkdir -p "$work/ws"
-echo hello >"$work/ws/file.txt"
-cat >"$work/Agentfile" <<'EOF'
-NAME bench
-GOAL look "List the files in the workspace and say how many there are"
-RUN main USING look
-EOF
-cat >"$work/agent.toml" <<EOF
-[agent]
-workspace = "ws"
-[llm]
-provider = "openai"
-model = "gpt-4o"
-base_url = "$url"
-api_key_env = "BENCH_KEY"
-EOF
+# shellcheck source=lib/two-turn-workflow.sh
+. scripts/lib/two-turn-workflow.sh
+two_turn_workflow "$work" "$FAKE_BIN" bench-process
 
 python3 - "$work" "$RUNS" "$AGENTFILE_BIN" ${COMPARE:+"$COMPARE"} <<'PY'
 import json, os, statistics, subprocess, sys, time

@@ -1,0 +1,36 @@
+# Sourced by scripts/bench-process.sh and scripts/symbol-order.sh: the
+# two-turn workflow both run. `two_turn_workflow WORK FAKE_BIN NAME` starts
+# the loopback fake model in WORK (its pid in `fake_pid`, which the caller's
+# EXIT trap kills) and writes WORK/Agentfile, WORK/agent.toml and WORK/ws.
+# The model answers with an `ls` call first, and once a tool result is in
+# the conversation, with the answer. The key is read from BENCH_KEY.
+two_turn_workflow() {
+    local work="$1" fake="$2" name="$3" url
+    cat >"$work/script.json" <<'JSON'
+{"replies": [
+  {"text": "there is one file", "when": ["\"role\":\"tool\""]},
+  {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}
+], "repeat": true}
+JSON
+    "$fake" "$work/script.json" >"$work/url" &
+    fake_pid=$!
+    for _ in $(seq 100); do [ -s "$work/url" ] && break; sleep 0.05; done
+    url="$(head -n1 "$work/url")"
+    [ -n "$url" ] || { echo "$name: the fake provider did not start" >&2; exit 1; }
+    mkdir -p "$work/ws"
+    echo hello >"$work/ws/file.txt"
+    cat >"$work/Agentfile" <<'AF'
+NAME bench
+GOAL look "List the files in the workspace and say how many there are"
+RUN main USING look
+AF
+    cat >"$work/agent.toml" <<TOML
+[agent]
+workspace = "ws"
+[llm]
+provider = "openai"
+model = "gpt-4o"
+base_url = "$url"
+api_key_env = "BENCH_KEY"
+TOML
+}
