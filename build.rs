@@ -1,9 +1,8 @@
 //! Release builds of `agentfile` on x86-64 Linux link the functions a run
-//! executes next to each other (`scripts/symbol-order.txt`), so starting a run
-//! maps about 80 fewer pages of code: a whole-process run is about 0.6 ms
-//! faster (README, Performance). Nothing else changes; a name the file lists
-//! that the build does not have is skipped, so a stale file only loses some of
-//! the gain. `scripts/symbol-order.sh` writes the file again.
+//! executes next to each other (`scripts/symbol-order.txt`), so a run takes
+//! about 150 fewer page faults (README, Performance). Nothing else changes; a
+//! name the file lists that the build does not have is skipped, so a stale file
+//! only loses some of the gain. `scripts/symbol-order.sh` writes the file again.
 //!
 //! Only with the linker Rust uses there by default (its own `lld`, which knows
 //! `--symbol-ordering-file`): a build that chooses another linker, or sets

@@ -77,8 +77,9 @@ for path in files:
             obj = line[3:].strip()
         elif line.startswith("fn="):
             name = line[3:].strip()
-            # Names with an LTO suffix change at every build: useless here.
-            if obj == binary and name not in seen and not name.startswith("0x") and ".llvm." not in name:
+            # Names with an LTO suffix (`.llvm.N`) are kept: a dependency's stay
+            # the same from build to build, only those of a changed crate go stale.
+            if obj == binary and name not in seen and not name.startswith("0x"):
                 seen.add(name)
                 order.append(name)
 print("\n".join(order))
