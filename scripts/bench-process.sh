@@ -48,17 +48,9 @@ AGENTFILE_BIN="$(realpath "$AGENTFILE_BIN")"
 FAKE_BIN="$(realpath "$FAKE_BIN")"
 if [ -n "${COMPARE:-}" ]; then COMPARE="$(realpath "$COMPARE")"; fi
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/agentfile-bench-process.XXXXXX")"
-fake_pid=""
-cleanup() {
-    if [ -n "$fake_pid" ]; then kill "$fake_pid" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=lib/two-turn-workflow.sh
 . scripts/lib/two-turn-workflow.sh
-two_turn_workflow "$work" "$FAKE_BIN" bench-process
+two_turn_workflow "$FAKE_BIN" bench-process
 
 python3 - "$work" "$RUNS" "$AGENTFILE_BIN" ${COMPARE:+"$COMPARE"} <<'PY'
 import json, os, statistics, subprocess, sys, time

@@ -39,17 +39,9 @@ fi
 bin="$(realpath "$AGENTFILE_BIN")"
 fake="$(realpath "$FAKE_BIN")"
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/agentfile-symbol-order.XXXXXX")"
-fake_pid=""
-cleanup() {
-    if [ -n "$fake_pid" ]; then kill "$fake_pid" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-
 # shellcheck source=lib/two-turn-workflow.sh
 . scripts/lib/two-turn-workflow.sh
-two_turn_workflow "$work" "$fake" symbol-order
+two_turn_workflow "$fake" symbol-order
 
 profile() {
     local out="$1"

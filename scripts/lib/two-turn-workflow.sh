@@ -1,11 +1,20 @@
 # Sourced by scripts/bench-process.sh and scripts/symbol-order.sh: the
-# two-turn workflow both run. `two_turn_workflow WORK FAKE_BIN NAME` starts
-# the loopback fake model in WORK (its pid in `fake_pid`, which the caller's
-# EXIT trap kills) and writes WORK/Agentfile, WORK/agent.toml and WORK/ws.
-# The model answers with an `ls` call first, and once a tool result is in
-# the conversation, with the answer. The key is read from BENCH_KEY.
+# two-turn workflow both run. `two_turn_workflow FAKE_BIN NAME` makes a
+# temporary folder (in `work`, removed at exit with the fake model, whose pid
+# is `fake_pid`), starts the loopback fake model there and writes
+# $work/Agentfile, $work/agent.toml and $work/ws. The model answers with an
+# `ls` call first, and once a tool result is in the conversation, with the
+# answer. The key is read from BENCH_KEY.
+two_turn_cleanup() {
+    if [ -n "${fake_pid:-}" ]; then kill "$fake_pid" 2>/dev/null || true; fi
+    rm -rf "$work"
+}
+
 two_turn_workflow() {
-    local work="$1" fake="$2" name="$3" url
+    local fake="$1" name="$2" url
+    work="$(mktemp -d "${TMPDIR:-/tmp}/agentfile-$name.XXXXXX")"
+    fake_pid=""
+    trap two_turn_cleanup EXIT
     cat >"$work/script.json" <<'JSON'
 {"replies": [
   {"text": "there is one file", "when": ["\"role\":\"tool\""]},
