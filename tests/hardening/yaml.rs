@@ -1,0 +1,1 @@
+//! Issue 30 items: see main.rs for which.
