@@ -293,6 +293,34 @@ pub struct SessionSection {
     /// connection URL (`AGENTFILE_DATABASE_URL` by default). The URL itself is
     /// never written in a config file, since it holds a password.
     pub url_env: Option<String>,
+    /// What a commit waits for: `normal` (the default; survives any process
+    /// crash) or `full` (also survives power loss, one disk flush per commit).
+    /// SQLite only: the file store fsyncs every event and PostgreSQL commits
+    /// durably whatever this says.
+    pub durability: Option<Durability>,
+}
+
+/// What a session store's commit waits for (`session.durability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// SQLite's `synchronous=NORMAL`: survives any process crash; power loss
+    /// may lose the last commits. The default.
+    #[default]
+    Normal,
+    /// SQLite's `synchronous=FULL`: every commit is flushed to the disk before
+    /// it returns.
+    Full,
+}
+
+impl Durability {
+    /// The setting's value as written in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Normal => "normal",
+            Durability::Full => "full",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -534,6 +562,21 @@ impl Config {
             }
             // Like `session.path`: a relative value is taken relative to the workspace.
             self.session.path = Some(PathBuf::from(v));
+        }
+        if let Some(v) = get("AGENTFILE_SESSION_DURABILITY") {
+            self.session.durability = Some(match v.as_str() {
+                "normal" => Durability::Normal,
+                "full" => Durability::Full,
+                _ => {
+                    return Err(ConfigError::Env {
+                        var: "AGENTFILE_SESSION_DURABILITY",
+                        value: v,
+                        reason: "use `normal` (survives a process crash) or `full` \
+                                 (also survives power loss, slower)"
+                            .into(),
+                    });
+                }
+            });
         }
         Ok(())
     }

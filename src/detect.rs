@@ -16,9 +16,9 @@ pub enum Dialect {
     Agentfile,
     /// agentrc's Agentfile (CONTRACT §12), run as one agent.
     Agentrc,
-    /// `workflows/<name>/workflow.yaml`: recognised, not yet supported.
+    /// An Agentfile-spec workflow (`workflows/<name>/workflow.yaml`).
     WorkflowYaml,
-    /// AIP-15 `WORKFLOW.md`: recognised, not yet supported.
+    /// An AIP-15 `WORKFLOW.md` workflow.
     WorkflowMd,
     /// An agent definition file (`*.agent.md`), run as one agent.
     AgentMd,

@@ -164,12 +164,7 @@ pub fn text(list: &WorkflowList) -> String {
                 None => format!("{}?", i.name),
             })
             .collect();
-        let status = if !matches!(
-            w.dialect.as_str(),
-            "agentfile" | "workflow-md" | "workflow-yaml"
-        ) {
-            format!("({} — not supported yet)", w.dialect)
-        } else if !w.valid {
+        let status = if !w.valid {
             format!(
                 "(invalid: {} error{})",
                 w.errors,

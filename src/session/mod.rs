@@ -338,7 +338,13 @@ pub fn location(config: &Config, workspace: &Path) -> Result<(Backend, PathBuf),
 /// exist and the server answer, else this fails at once.
 pub fn open(config: &Config, workspace: &Path) -> Result<Box<dyn SessionStore>, StoreError> {
     Ok(match location(config, workspace)? {
-        (Backend::Sqlite, path) => Box::new(SqliteStore::open(&path)?),
+        (Backend::Sqlite, path) => Box::new(SqliteStore::open_with(
+            &path,
+            sqlite::Options {
+                durability: config.session.durability.unwrap_or_default(),
+                ..sqlite::Options::default()
+            },
+        )?),
         (Backend::File, path) => Box::new(FileStore::open(&path)?),
         (Backend::Postgres, _) => Box::new(PgStore::from_env(url_env(config))?),
     })
@@ -403,6 +409,35 @@ pub(crate) fn later(a: &str, b: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 30 item 18: `session.durability = "full"` reaches SQLite.
+    #[test]
+    fn item_18_the_config_chooses_sqlite_durability() {
+        let dir = std::env::temp_dir().join(format!("agentfile-durability-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (value, want) in [
+            (None, Durability::Normal),
+            (Some(Durability::Normal), Durability::Normal),
+            (Some(Durability::Full), Durability::Full),
+        ] {
+            let mut config = Config::default();
+            config.session.durability = value;
+            let (_, path) = location(&config, &dir).unwrap();
+            let store = SqliteStore::open_with(
+                &path,
+                sqlite::Options {
+                    durability: config.session.durability.unwrap_or_default(),
+                    ..sqlite::Options::default()
+                },
+            )
+            .unwrap();
+            assert_eq!(store.durability().unwrap(), want, "{value:?}");
+            drop(store);
+            // `open` itself honours it too.
+            drop(open(&config, &dir).unwrap());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn ids_are_valid_unique_and_shaped() {

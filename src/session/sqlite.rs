@@ -252,16 +252,9 @@ const META_COLUMNS: &str = "SELECT id, workflow, path, workspace, inputs, status
      max(last_seq, coalesce((SELECT max(seq) FROM events WHERE session_id = sessions.id), 0)), \
      owner_pid, owner_host, owner_start, heartbeat_at FROM sessions";
 
-/// What a commit waits for. See the module documentation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// `synchronous=NORMAL`: survives any process crash; power loss may lose the
-    /// last commits. The default.
-    #[default]
-    Normal,
-    /// `synchronous=FULL`: every commit is flushed to the disk before it returns.
-    Full,
-}
+/// What a commit waits for (`session.durability` in the config). See the
+/// module documentation.
+pub use crate::config::Durability;
 
 /// How to open a database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -344,6 +337,21 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// What this connection's commits wait for, as SQLite reports it
+    /// (`PRAGMA synchronous`).
+    pub fn durability(&self) -> Result<Durability, StoreError> {
+        let level: i64 = self
+            .lock()
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .map_err(self.err("read the synchronous setting"))?;
+        // 1 NORMAL, 2 FULL, 3 EXTRA (at least as durable as FULL).
+        Ok(if level >= 2 {
+            Durability::Full
+        } else {
+            Durability::Normal
+        })
     }
 
     fn configure(&self, options: Options) -> Result<(), StoreError> {
