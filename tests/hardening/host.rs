@@ -59,7 +59,8 @@ fn events(dir: &Path, session: &str) -> Vec<Value> {
         b"",
         DEADLINE,
     );
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
     v["events"].as_array().unwrap().clone()
 }
 
@@ -110,8 +111,14 @@ const SECRETS: &[(&str, &str)] = &[
     ("DB_PASS", "leak_db_pass_0003"),
     ("MYSQL_PWD", "leak_mysql_pwd_0004"),
     ("GPG_PASSPHRASE", "leak_gpg_passphrase_0005"),
-    ("SLACK_WEBHOOK_URL", "https://hooks.slack.com/leak_webhook_0006"),
-    ("AGENTFILE_DATABASE_URL", "postgres://u:leak_af_db_0007@db/x"),
+    (
+        "SLACK_WEBHOOK_URL",
+        "https://hooks.slack.com/leak_webhook_0006",
+    ),
+    (
+        "AGENTFILE_DATABASE_URL",
+        "postgres://u:leak_af_db_0007@db/x",
+    ),
     ("LLM_PAT", "leak-provider-key-0008"),
 ];
 
@@ -154,11 +161,15 @@ fn item_07_env_never_returns_a_secret_and_every_call_is_an_event() {
     // A variable bash is given comes back as bash sees it; one bash is not
     // given does not (the same allowlist), and says which variables are.
     assert_eq!(peek["LANG"]["value"], "C.UTF-8", "{peek:#}");
-    let foo = peek["FOO_SETTING"]["refused"].as_str().unwrap_or_else(|| panic!("{peek:#}"));
+    let foo = peek["FOO_SETTING"]["refused"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{peek:#}"));
     assert!(foo.contains("LANG"), "{foo}");
     // One bash would be given, unset: null.
     assert!(
-        peek["LC_AGENTFILE_UNSET"].get("value").is_some_and(Value::is_null),
+        peek["LC_AGENTFILE_UNSET"]
+            .get("value")
+            .is_some_and(Value::is_null),
         "{peek:#}"
     );
 
@@ -194,7 +205,10 @@ fn item_07_env_never_returns_a_secret_and_every_call_is_an_event() {
         .collect();
     for (name, value) in SECRETS {
         assert!(!stored.contains(value), "{name}'s value is in the events");
-        assert!(!sent.contains(value), "{name}'s value was sent to the model");
+        assert!(
+            !sent.contains(value),
+            "{name}'s value was sent to the model"
+        );
         assert!(!text(&o).contains(value), "{name}'s value was printed");
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -243,7 +257,8 @@ return {{
 
 /// A policy that would let each attempt through: the abilities alone must
 /// stop them.
-const OPEN_POLICY: &str = "[bash]\nallowlist = [\"*\"]\n\n[web_fetch]\nallow_domains = [\"127.0.0.1\"]\n";
+const OPEN_POLICY: &str =
+    "[bash]\nallowlist = [\"*\"]\n\n[web_fetch]\nallow_domains = [\"127.0.0.1\"]\n";
 
 /// Run `agent` (with the open policy) in a fresh folder holding `victim.txt`;
 /// the attack's result and the stored events.
@@ -274,7 +289,10 @@ fn assert_refused_by_abilities(out: &Value, evs: &[Value], calls: &[&str]) {
         let why = got["refused"]
             .as_str()
             .unwrap_or_else(|| panic!("`{c}` was not refused: {got}"));
-        assert!(why.contains("abilities of"), "`{c}`: refused by something else: {why}");
+        assert!(
+            why.contains("abilities of"),
+            "`{c}`: refused by something else: {why}"
+        );
     }
     let by_abilities = evs
         .iter()
