@@ -9,8 +9,10 @@
 //! (`/bin/rm` is `rm`). A line that cannot be analysed is refused when a
 //! `sh:` entry applies.
 //!
-//! What this is not: the policy. The policy gate judges the same call after
-//! the abilities allowed it.
+//! What this is not: the policy (the gate judges the same call after the
+//! abilities allowed it), nor an interpreter: what an allowed program does
+//! itself (`python -c …`, `make`, `git` hooks) is not followed, so `sh:rm`
+//! denies the `rm` program, not every way of deleting a file.
 
 use serde_json::Value;
 

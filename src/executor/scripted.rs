@@ -1,10 +1,9 @@
 //! JavaScript tools of an agent file (`## Tools`): one call runs in a fresh
 //! sandbox on a blocking thread, and each host function it calls (`read`,
 //! `write`, `fetch`, `sh`, `tool`, `env`) comes back here to be judged by the
-//! agent's abilities (by what the call does: [`super::abilities`]) and then by
-//! the policy gate, as the built-in tool it stands for, with its own
-//! `tool_call` / `policy_denied` / `tool_result` events; `env` reads the bash
-//! tool's environment under the one secrets rule ([`crate::tools::secrets`]). A refusal is an exception in the script, never a run failure.
+//! agent's abilities and then by the policy gate, as the built-in tool it
+//! stands for, with its own `tool_call` / `policy_denied` / `tool_result`
+//! events. A refusal is an exception in the script, never a run failure.
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -154,12 +153,16 @@ impl RunCx<'_> {
         };
         if let Some(abilities) = &card.abilities {
             let needs = super::abilities::needs(func, &tool, &tool_args);
-            let abilities = abilities.clone();
-            // The shell analysis runs in a worker process: off the async threads.
-            let verdict =
+            let verdict = if needs.line.is_none() {
+                super::abilities::judge(abilities, &needs)
+            } else {
+                // The shell analysis runs in a worker process: off the async
+                // threads.
+                let abilities = abilities.clone();
                 tokio::task::spawn_blocking(move || super::abilities::judge(&abilities, &needs))
                     .await
-                    .unwrap_or_else(|_| Err("the abilities could not be checked".to_owned()));
+                    .unwrap_or_else(|_| Err("the abilities could not be checked".to_owned()))
+            };
             if let Err(reason) = verdict {
                 let rule = format!("abilities of {}", card.file);
                 self.emit(
