@@ -259,7 +259,8 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     } else {
         resolve_workspace(req.workspace.as_deref(), &config)?
     };
-    let inputs = executor::bind_inputs(&plan, &given).map_err(usage)?;
+    let secrets = crate::tools::secrets::Secrets::from_config(&config);
+    let inputs = executor::bind_inputs_with(&plan, &given, &secrets).map_err(usage)?;
     check_required_env(&plan)?;
     if let Some(decl) = &plan.agentrc {
         crate::agentrc::guard::check_runnable(decl).map_err(usage)?;

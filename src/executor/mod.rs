@@ -24,6 +24,7 @@
 //! nodes' outputs from the journal at any depth (parallel branches, map items,
 //! loop iterations) and runs again only what was in flight.
 
+mod abilities;
 mod artifacts;
 pub mod budget;
 mod files;
@@ -228,6 +229,16 @@ pub fn bind_inputs(
     plan: &Plan,
     given: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, String>, String> {
+    bind_inputs_with(plan, given, &crate::tools::secrets::Secrets::default())
+}
+
+/// [`bind_inputs`], with the config's `secrets`: a trigger variable the config
+/// names as holding a key is never read from the environment either.
+pub fn bind_inputs_with(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+    secrets: &crate::tools::secrets::Secrets,
+) -> Result<BTreeMap<String, String>, String> {
     let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
     let rooted = plan.format == "workflow-yaml";
     for k in given.keys() {
@@ -255,7 +266,7 @@ pub fn bind_inputs(
         let from_env = || {
             i.env
                 .as_deref()
-                .filter(|v| !crate::workflow_yaml::secret_like(v))
+                .filter(|v| !secrets.is_secret(v))
                 .and_then(|v| std::env::var(v).ok())
                 .filter(|v| !v.is_empty())
         };
@@ -284,7 +295,7 @@ pub fn bind_inputs(
                     .find(|i| i.name == *m)
                     .and_then(|i| i.env.as_deref())
                 {
-                    Some(v) if !crate::workflow_yaml::secret_like(v) => {
+                    Some(v) if !secrets.is_secret(v) => {
                         format!("--input {m}=… (or set {v} in the environment)")
                     }
                     _ => format!("--input {m}=…"),

@@ -125,8 +125,9 @@ impl RunCx<'_> {
         })
     }
 
-    /// One host function: abilities, then the policy gate through the tool
-    /// it stands for.
+    /// One host function: abilities (judged by what the call does, see
+    /// [`super::abilities`]), then the policy gate through the tool it stands
+    /// for; `env` is answered from the bash tool's environment.
     async fn host_call(
         &self,
         scope: &Scope,
@@ -136,77 +137,48 @@ impl RunCx<'_> {
         args: Value,
     ) -> Result<Result<Value, String>, Stop> {
         let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
-        let (ability, program, tool, tool_args) = match func {
-            HostFn::Read => (
-                "fs",
-                None,
-                "read".to_owned(),
-                json!({ "path": text("path") }),
-            ),
+        let (tool, tool_args) = match func {
+            HostFn::Read => ("read".to_owned(), json!({ "path": text("path") })),
             HostFn::Write => (
-                "fs",
-                None,
                 "write".to_owned(),
                 json!({ "path": text("path"), "content": text("content") }),
             ),
-            HostFn::Fetch => (
-                "network",
-                None,
-                "web_fetch".to_owned(),
-                json!({ "url": text("url") }),
+            HostFn::Fetch => ("web_fetch".to_owned(), json!({ "url": text("url") })),
+            HostFn::Sh => ("bash".to_owned(), json!({ "command": text("command") })),
+            HostFn::Tool => (
+                text("name"),
+                args.get("args").cloned().unwrap_or_else(|| json!({})),
             ),
-            HostFn::Sh => {
-                let command = text("command");
-                let program = command.split_whitespace().next().map(str::to_owned);
-                (
-                    "sh",
-                    program,
-                    "bash".to_owned(),
-                    json!({ "command": command }),
-                )
-            }
-            HostFn::Tool => {
-                let name = text("name");
-                let ability = if name.starts_with("mcp_") {
-                    "mcp"
-                } else {
-                    "tool"
-                };
-                let a = args.get("args").cloned().unwrap_or_else(|| json!({}));
-                (ability, None, name, a)
-            }
-            HostFn::Env => ("env", None, String::new(), Value::Null),
+            HostFn::Env => ("env".to_owned(), json!({ "name": text("name") })),
         };
-        if let Some(abilities) = &card.abilities
-            && !abilities.permits(ability, program.as_deref())
-        {
-            let what = match func {
-                HostFn::Sh => format!("`sh({})`", text("command")),
-                HostFn::Tool => format!("`tool(\"{tool}\")`"),
-                other => format!("`{}()`", other.name()),
+        if let Some(abilities) = &card.abilities {
+            let needs = super::abilities::needs(func, &tool, &tool_args);
+            let verdict = if needs.line.is_none() {
+                super::abilities::judge(abilities, &needs)
+            } else {
+                // The shell analysis runs in a worker process: off the async
+                // threads.
+                let abilities = abilities.clone();
+                tokio::task::spawn_blocking(move || super::abilities::judge(&abilities, &needs))
+                    .await
+                    .unwrap_or_else(|_| Err("the abilities could not be checked".to_owned()))
             };
-            let rule = format!("abilities of {}", card.file);
-            let reason =
-                format!("{what} needs the `{ability}` ability, which the agent does not allow");
-            self.emit(
-                scope,
-                EventBody::PolicyDenied {
-                    id: id.to_owned(),
-                    tool: func.name().to_owned(),
-                    rule: rule.clone(),
-                    reason: reason.clone(),
-                },
-            );
-            return Ok(Err(format!("denied ({rule}): {reason}")));
+            if let Err(reason) = verdict {
+                let rule = format!("abilities of {}", card.file);
+                self.emit(
+                    scope,
+                    EventBody::PolicyDenied {
+                        id: id.to_owned(),
+                        tool: func.name().to_owned(),
+                        rule: rule.clone(),
+                        reason: reason.clone(),
+                    },
+                );
+                return Ok(Err(format!("denied ({rule}): {reason}")));
+            }
         }
         if func == HostFn::Env {
-            let name = text("name");
-            if crate::workflow_yaml::secret_like(&name) {
-                return Ok(Err(format!(
-                    "`{name}` looks like a secret; agent tools cannot read it"
-                )));
-            }
-            return Ok(Ok(std::env::var(&name).map_or(Value::Null, Value::String)));
+            return self.env_call(scope, id, &text("name")).await;
         }
         if func == HostFn::Tool && (tool.is_empty() || card.script_tool(&tool).is_some()) {
             return Ok(Err(format!(
@@ -219,6 +191,60 @@ impl RunCx<'_> {
             None if output.is_error => Err(output.content),
             None => Ok(Value::String(output.content)),
         })
+    }
+
+    /// `env(name)`: what the bash tool's environment holds, by the one
+    /// secrets rule ([`crate::tools::secrets`]), recorded like every host
+    /// call (`tool_call`, `policy_denied` when refused, `tool_result`; the
+    /// value shown is one a shell would be given anyway).
+    async fn env_call(
+        &self,
+        scope: &Scope,
+        id: &str,
+        name: &str,
+    ) -> Result<Result<Value, String>, Stop> {
+        if self.cancel.is_cancelled() {
+            return Err(self.stop_for_cancel());
+        }
+        self.check_store()?;
+        self.budget.record_tool_call();
+        self.emit(
+            scope,
+            EventBody::ToolCall {
+                id: id.to_owned(),
+                tool: "env".to_owned(),
+                arguments: json!({ "name": name }),
+            },
+        );
+        let started = std::time::Instant::now();
+        let (answer, content, is_error) = match self.tools.env_var(name) {
+            Ok(Some(v)) => (Ok(Value::String(v.clone())), v, false),
+            Ok(None) => (Ok(Value::Null), "null".to_owned(), false),
+            Err(d) => {
+                self.emit(
+                    scope,
+                    EventBody::PolicyDenied {
+                        id: id.to_owned(),
+                        tool: "env".to_owned(),
+                        rule: d.rule.clone(),
+                        reason: d.reason.clone(),
+                    },
+                );
+                let m = format!("denied ({}): {}", d.rule, d.reason);
+                (Err(m.clone()), m, true)
+            }
+        };
+        self.defer(
+            scope,
+            EventBody::ToolResult {
+                id: id.to_owned(),
+                tool: "env".to_owned(),
+                content,
+                is_error,
+                duration_ms: started.elapsed().as_millis() as u64,
+            },
+        );
+        Ok(answer)
     }
 
     /// The agent's `required.startup` tool, before its first turn: a failure

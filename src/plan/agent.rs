@@ -116,8 +116,11 @@ pub struct Abilities {
 pub const ABILITIES: &[&str] = &["fs", "network", "sh", "tool", "mcp", "browser", "env"];
 
 impl Abilities {
-    /// Whether `ability` (a base name) is allowed; for `sh`, `program` is the
-    /// command's first word, matched against `sh:<command>` entries.
+    /// Whether `ability` (a base name) is allowed; for `sh`, `program` is one
+    /// program's name, matched against `sh:<command>` entries. A host call is
+    /// judged by everything it does (a `tool("read")` is `fs`, every command
+    /// of a shell line its own program) in `executor::abilities`, which asks
+    /// this for each.
     pub fn permits(&self, ability: &str, program: Option<&str>) -> bool {
         let scoped = |list: &[String]| {
             program.is_some_and(|p| {

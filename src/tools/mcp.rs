@@ -18,8 +18,9 @@
 //! process; dropping the hub (or [`McpHub::shutdown`]) stops them all, and the
 //! child is killed.
 //!
-//! Servers get the runtime's environment minus anything shaped like a secret and
-//! the configured key variables, plus the `env` the config gives them (the one
+//! Servers get the runtime's environment minus its secrets (anything shaped
+//! like a secret and the configured key variables: [`Secrets::server_env`],
+//! the predicate bash and `env()` use too), plus the `env` the config gives them (the one
 //! way to hand a server its own token).
 //!
 //! A server is either a command spoken to over stdio (`command`, `args`, `env`)
@@ -29,7 +30,7 @@
 //!
 //! What this is not: an MCP host for resources, prompts or sampling.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -47,8 +48,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::McpServer;
 use crate::llm::ToolDef;
 use crate::tools::ToolOutput;
-use crate::tools::builtin::bash::is_secret_name;
 use crate::tools::policy::Gate;
+use crate::tools::secrets::Secrets;
 
 /// Bytes of a server's stderr kept to explain a failure.
 const STDERR_TAIL: usize = 2048;
@@ -152,7 +153,7 @@ impl McpHub {
         gate: &Gate,
         workspace: &Path,
         environment: &[(String, String)],
-        secret_names: &BTreeSet<String>,
+        secrets: &Secrets,
         start_timeout: Duration,
         call_timeout: Duration,
     ) -> McpHub {
@@ -169,7 +170,7 @@ impl McpHub {
                 name.clone(),
                 cfg.clone(),
                 workspace.to_path_buf(),
-                server_env(environment, secret_names),
+                secrets.server_env(environment),
                 start_timeout,
                 tx,
                 stderr.clone(),
@@ -363,18 +364,6 @@ impl McpHub {
     pub fn shutdown(&self) {
         self.shutdown.cancel();
     }
-}
-
-/// The environment servers start with: ours without secrets.
-fn server_env(
-    environment: &[(String, String)],
-    secret_names: &BTreeSet<String>,
-) -> Vec<(String, String)> {
-    environment
-        .iter()
-        .filter(|(k, _)| !is_secret_name(k) && !secret_names.contains(k))
-        .cloned()
-        .collect()
 }
 
 /// Record why a server is unusable (the toolbox shows it as a warning event).

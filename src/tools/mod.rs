@@ -21,6 +21,9 @@
 //!   offered as `mcp_<server>_<tool>`.
 //! - [`toolbox`]: [`Toolbox`], the [`ToolSet`] the executor uses: the registry
 //!   and the one place the gate is asked.
+//! - [`secrets`]: which environment variables reach bash, bound commands,
+//!   shell steps, MCP servers and a JavaScript tool's `env()`: one predicate
+//!   and one allowlist for all of them.
 //!
 //! # Invariants
 //!
@@ -29,7 +32,8 @@
 //!   rule, and never touches the file system, a process or the network beyond
 //!   the checks themselves.
 //! - Listings (glob, grep, ls) never show what `read` could not read.
-//! - No secret reaches a bash process or an MCP server's environment.
+//! - No secret reaches a bash process, a bound command, a shell step, an MCP
+//!   server's environment or a JavaScript tool's `env()` ([`secrets`]).
 //! - `ToolSet::call` never panics and never fails; every problem is an output.
 
 use std::path::PathBuf;
@@ -44,6 +48,7 @@ use crate::llm::ToolDef;
 pub mod builtin;
 pub mod mcp;
 pub mod policy;
+pub mod secrets;
 pub mod toolbox;
 
 pub use policy::{Gate, Policy, PolicyError};
@@ -192,5 +197,16 @@ pub trait ToolSet: Send + Sync {
             script.path.display()
         );
         Box::pin(async move { CallResult::unsupported(message) })
+    }
+
+    /// `env(name)` of an agent's JavaScript tool: the variable as the bash
+    /// tool's environment holds it (`None` when that environment may hold it
+    /// but does not), or why it may not be read (see [`secrets::Secrets::lookup`]).
+    fn env_var(&self, name: &str) -> Result<Option<String>, Denial> {
+        Err(Denial {
+            tool: "env".to_owned(),
+            rule: "no environment".to_owned(),
+            reason: format!("`{name}`: this tool set gives no environment"),
+        })
     }
 }

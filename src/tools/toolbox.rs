@@ -19,7 +19,6 @@
 //! file, workspace, `--policy`), then [`Toolbox::ready`] before the first model
 //! call, [`Toolbox::warnings`] to report, and [`ToolSet`] from there on.
 
-use std::collections::BTreeSet;
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +32,7 @@ use url::Url;
 use super::builtin::{self, bash as bash_tool, fs, memory, search, web};
 use super::mcp::{self, McpHub};
 use super::policy::{Gate, Policy, PolicyError, Request, Tool};
+use super::secrets::Secrets;
 use super::{CallResult, Denial, Script, ToolContext, ToolOutput, ToolSet};
 use crate::config::Config;
 use crate::llm::ToolDef;
@@ -116,7 +116,12 @@ pub struct Toolbox {
     memory: MemoryStore,
     web: web::WebClient,
     has_gateway: bool,
+    /// The environment of bash, bound commands and shell steps; `env()` of a
+    /// JavaScript tool reads from it too.
     bash_env: Arc<Vec<(String, String)>>,
+    /// The config's secrets ([`Secrets`]): what `bash_env` and MCP servers
+    /// are kept from.
+    secrets: Secrets,
     /// `[bash]` of the config: the resource limits of every command.
     bash_limits: crate::config::BashSection,
     mcp: McpHub,
@@ -180,11 +185,12 @@ impl Toolbox {
             .map(|s| format!("policy: section [{s}] is not used by agentfile and was ignored"))
             .collect();
 
-        let secret_names = secret_names(config);
-        let mut bash_env = bash_tool::child_env(environment.iter().cloned(), &secret_names);
+        let secrets = Secrets::from_config(config);
+        let mut bash_env = secrets.child_env(environment.iter().cloned());
         if let Some(h) = &options.home {
             bash_env.retain(|(k, _)| k != "HOME");
             bash_env.push(("HOME".to_owned(), h.display().to_string()));
+            bash_env.sort();
         }
 
         let gateway = match &config.web.gateway_url {
@@ -223,7 +229,7 @@ impl Toolbox {
             &gate,
             &workspace,
             &environment,
-            &secret_names,
+            &secrets,
             options.mcp_start_timeout,
             options.mcp_call_timeout,
         );
@@ -238,6 +244,7 @@ impl Toolbox {
             web,
             has_gateway,
             bash_env: Arc::new(bash_env),
+            secrets,
             bash_limits: config.bash.clone(),
             mcp,
             unstarted_mcp,
@@ -552,31 +559,6 @@ async fn blocking(f: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput
         .unwrap_or_else(|_| ToolOutput::error("the tool failed unexpectedly"))
 }
 
-/// Names of variables holding keys the config knows about: never passed to
-/// bash or MCP servers.
-fn secret_names(config: &Config) -> BTreeSet<String> {
-    let mut s = BTreeSet::new();
-    let llms = std::iter::once(&config.llm).chain(config.profiles.values());
-    for l in llms {
-        if let Some(k) = &l.api_key_env {
-            s.insert(k.clone());
-        }
-    }
-    if let Some(k) = &config.web.gateway_token_env {
-        s.insert(k.clone());
-    }
-    for k in [
-        "ANTHROPIC_API_KEY",
-        "OPENAI_API_KEY",
-        "OPENROUTER_API_KEY",
-        "GEMINI_API_KEY",
-        "GOOGLE_API_KEY",
-    ] {
-        s.insert(k.to_owned());
-    }
-    s
-}
-
 impl Toolbox {
     /// A bash command line against the policy, off the async threads (the
     /// analysis may expand globs against the file system).
@@ -692,6 +674,16 @@ impl ToolSet for Toolbox {
                 duration: started.elapsed(),
             }
         })
+    }
+
+    fn env_var(&self, name: &str) -> Result<Option<String>, Denial> {
+        self.secrets
+            .lookup(&self.bash_env, name)
+            .map_err(|r| Denial {
+                tool: "env".to_owned(),
+                rule: r.rule,
+                reason: r.reason,
+            })
     }
 
     fn host_path(&self, tool: Tool, path: &str) -> Result<PathBuf, Denial> {

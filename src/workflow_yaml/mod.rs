@@ -59,31 +59,11 @@ pub struct Options<'a> {
 }
 
 /// Whether an environment variable's name looks like a secret's (`*_KEY`,
-/// `*TOKEN*`, …): a trigger variable so named is never read from the
-/// environment, so a workflow cannot pull a credential into its events.
+/// `*TOKEN*`, `*_PAT`, `DATABASE_URL`, …): a trigger variable so named is never
+/// read from the environment, so a workflow cannot pull a credential into its
+/// events. The one rule of [`crate::tools::secrets::secret_shaped`].
 pub fn secret_like(name: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "KEY",
-        "KEYS",
-        "TOKEN",
-        "TOKENS",
-        "SECRET",
-        "SECRETS",
-        "PASSWORD",
-        "PASSWD",
-        "CREDENTIAL",
-        "CREDENTIALS",
-        "AUTH",
-        "COOKIE",
-        "PRIVATE",
-    ];
-    let n = name.to_ascii_uppercase();
-    n.split(|c: char| !c.is_ascii_alphanumeric()).any(|w| {
-        WORDS.contains(&w)
-            || ["KEY", "TOKEN", "SECRET", "PASSWORD"]
-                .iter()
-                .any(|end| w.len() > end.len() && w.ends_with(end))
-    })
+    crate::tools::secrets::secret_shaped(name)
 }
 
 /// The project a workflow folder belongs to: the folder holding its

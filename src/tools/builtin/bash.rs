@@ -2,7 +2,7 @@
 //!
 //! The shell runs as `bash --noprofile --norc -c LINE` in its own process group,
 //! with stdin closed, an environment rebuilt from a short allowlist (no secrets
-//! can reach it; see [`child_env`]), a timeout, and capped output. On timeout,
+//! can reach it; see [`crate::tools::secrets`]), a timeout, and capped output. On timeout,
 //! on cancellation, when the call's future is dropped, and also after the shell
 //! exits (so background jobs it left behind do not linger), the whole group is
 //! killed with SIGKILL.
@@ -20,7 +20,6 @@
 //! What this is not: a sandbox. The command runs with the runtime's own user
 //! rights; what it may do was decided by the policy before it started.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -31,67 +30,10 @@ use tokio_util::sync::CancellationToken;
 use super::human_bytes;
 use crate::config::BashSection;
 use crate::tools::ToolOutput;
-use crate::tools::policy::bash::CHILD_ENV;
 
 /// How long to wait for the output pipes after the group was killed (a process
 /// that escaped the group could hold them open forever).
 const PIPE_GRACE: Duration = Duration::from_secs(2);
-
-/// Is this variable name a secret by its shape?
-pub fn is_secret_name(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    const SUFFIXES: &[&str] = &[
-        "_API_KEY",
-        "_APIKEY",
-        "_TOKEN",
-        "_SECRET",
-        "_PASSWORD",
-        "_PASSWD",
-        "_KEY",
-        "_CREDENTIALS",
-        "_ACCESS_KEY_ID",
-        "_SECRET_ACCESS_KEY",
-        "_SESSION_TOKEN",
-        "_PAT",
-    ];
-    SUFFIXES.iter().any(|s| n.ends_with(s))
-        || n.starts_with("AWS_")
-        || n.contains("SECRET")
-        || n.contains("PASSWORD")
-        || n.contains("TOKEN")
-        || n == "API_KEY"
-}
-
-/// The environment the shell gets: only [`CHILD_ENV`] names and `LC_*` from
-/// `vars`, never anything shaped like a secret or named in `secret_names`
-/// (the configured key variables), and a `PATH` without empty or relative
-/// entries (those would run programs from the workspace).
-pub fn child_env(
-    vars: impl IntoIterator<Item = (String, String)>,
-    secret_names: &BTreeSet<String>,
-) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for (k, v) in vars {
-        let wanted = CHILD_ENV.contains(&k.as_str()) || k.starts_with("LC_");
-        if !wanted || is_secret_name(&k) || secret_names.contains(&k) {
-            continue;
-        }
-        let v = if k == "PATH" {
-            v.split(':')
-                .filter(|p| p.starts_with('/'))
-                .collect::<Vec<_>>()
-                .join(":")
-        } else {
-            v
-        };
-        out.push((k, v));
-    }
-    if !out.iter().any(|(k, _)| k == "PATH") {
-        out.push(("PATH".to_owned(), "/usr/local/bin:/usr/bin:/bin".to_owned()));
-    }
-    out.sort();
-    out
-}
 
 /// The bash to run: `/bin/bash` when present, else `bash` from `PATH`.
 fn bash_program() -> &'static str {
@@ -572,28 +514,5 @@ mod tests {
             assert_eq!(s.total, msg.len() as u64);
             assert_eq!(s.kept, b"bash");
         }
-    }
-
-    #[test]
-    fn secrets_never_pass() {
-        let vars = [
-            ("PATH", "/usr/bin:.:relative:/bin:"),
-            ("HOME", "/home/u"),
-            ("ANTHROPIC_API_KEY", "x"),
-            ("GITHUB_TOKEN", "x"),
-            ("MY_SECRET", "x"),
-            ("DB_PASSWORD", "x"),
-            ("AWS_ACCESS_KEY_ID", "x"),
-            ("LC_ALL", "C"),
-            ("RANDOM_THING", "x"),
-            ("LANG", "C.UTF-8"),
-        ]
-        .map(|(k, v)| (k.to_owned(), v.to_owned()));
-        let mut extra = BTreeSet::new();
-        extra.insert("LANG".to_owned());
-        let env = child_env(vars, &extra);
-        let names: Vec<&str> = env.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(names, ["HOME", "LC_ALL", "PATH"]);
-        assert_eq!(env[2].1, "/usr/bin:/bin");
     }
 }

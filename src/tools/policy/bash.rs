@@ -57,11 +57,9 @@ pub const NO_FILE_COMMANDS: &[&str] = &[
 ];
 
 /// The environment variables the bash tool passes to its shell (see
-/// `builtin::bash`); assigning one of them changes every later command's
-/// environment, so it is refused.
-pub const CHILD_ENV: &[&str] = &[
-    "PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "USER", "LOGNAME", "SHELL", "TZ",
-];
+/// [`crate::tools::secrets`]); assigning one of them changes every later
+/// command's environment, so it is refused.
+pub use crate::tools::secrets::CHILD_ENV;
 
 /// Why a line was refused without judging it.
 #[derive(Debug, Clone, PartialEq, Eq)]
