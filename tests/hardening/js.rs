@@ -106,7 +106,9 @@ fn item_01_a_run_ends_without_timeout_when_a_tool_loops_in_a_builtin() {
     let last = reqs.last().unwrap().body["messages"].to_string();
     for tool in ["join", "copy", "rev"] {
         assert!(
-            last.contains(&format!("tool `{tool}` failed: it ran past its CPU time limit")),
+            last.contains(&format!(
+                "tool `{tool}` failed: it ran past its CPU time limit"
+            )),
             "{tool}: {last}"
         );
     }
@@ -210,6 +212,81 @@ fn item_01_mcp_lists_prompts_and_exits_with_such_an_agent_in_the_workspace() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// CPU time (user + system) of process `pid` and its children, in seconds.
+fn cpu_of_tree(pid: u32) -> f64 {
+    let ticks = |pid: &str| -> u64 {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            return 0;
+        };
+        let Some((_, after)) = stat.rsplit_once(')') else {
+            return 0;
+        };
+        let f: Vec<&str> = after.split_whitespace().collect();
+        let n = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        n(11) + n(12)
+    };
+    let mut total = ticks(&pid.to_string());
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let children = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for child in children.split_whitespace() {
+            total += ticks(child);
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    total as f64 / hz
+}
+
+#[test]
+fn item_01_serve_leaves_nothing_spinning_after_a_run_times_out() {
+    let dir = tmp("hardening-js", "serve");
+    std::fs::write(dir.join("spin.agent.md"), agent(SPIN_TOOLS)).unwrap();
+    let server = fake(vec![
+        FakeReply::tool_call("join", json!({})),
+        FakeReply::text("never reached"),
+    ]);
+    config(&dir, &server);
+    let mut c = limited::command(&dir, &["serve"], &[]);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = Lines::new(child.stdout.take().unwrap());
+    let _ = writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "run",
+               "params": {"path": "spin.agent.md", "inputs": {"task": "spin"}, "timeout": "1s"}})
+    );
+    let _ = stdin.flush();
+    let reply = lines.response(1, Instant::now() + Duration::from_secs(20));
+    // Before the tool's own CPU limit could end it: only the cancel stops it.
+    std::thread::sleep(Duration::from_millis(200));
+    let before = cpu_of_tree(child.id());
+    std::thread::sleep(Duration::from_millis(1700));
+    let spent = cpu_of_tree(child.id()) - before;
+    eprintln!("serve and its children after the run: {spent:.2} s of CPU");
+    drop(stdin);
+    let status = limited::wait(&mut child, Duration::from_secs(20));
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let reply = reply.expect("no answer to run");
+    assert_eq!(reply["result"]["termination_reason"], "timeout", "{reply}");
+    assert!(
+        spent < 0.25,
+        "{spent:.2} s of CPU spent by serve and its children after the run ended"
+    );
+    assert!(status.is_some(), "serve did not exit when its stdin closed");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Bytes under `dir`, all files.
 fn bytes_under(dir: &Path) -> u64 {
     let mut n = 0;
@@ -269,7 +346,9 @@ return {
     let last = server.requests().last().unwrap().body["messages"].to_string();
     for tool in ["forever", "swallow"] {
         assert!(
-            last.contains(&format!("tool `{tool}` failed: it made more than 1000 host calls")),
+            last.contains(&format!(
+                "tool `{tool}` failed: it made more than 1000 host calls"
+            )),
             "{tool}: {last}"
         );
     }
@@ -402,7 +481,11 @@ mod property {
     }
 
     fn place() -> impl Strategy<Value = Place> {
-        prop_oneof![Just(Place::TopLevel), Just(Place::Tool), Just(Place::AsyncTool)]
+        prop_oneof![
+            Just(Place::TopLevel),
+            Just(Place::Tool),
+            Just(Place::AsyncTool)
+        ]
     }
 
     proptest! {
