@@ -25,6 +25,10 @@
 //! cannot catch. A worker that answered is reused; one that was killed is
 //! not.
 
+// Off Linux the engine runs in the calling process and most of this goes
+// unused.
+#![cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
+
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
