@@ -394,6 +394,7 @@ mod property {
         "/(x|x)*y/.test('x'.repeat(40))",
         "(() => { const a = []; for (;;) a.push(new Array(1e5).fill(1)); })()",
         "(() => { for (;;) {} })()",
+        "(() => { for (;;) { try { read('x'); } catch (e) {} } })()",
         "JSON.parse('['.repeat(1e6))",
         "String(Array(1e6).fill(0)).replace(/0/g, '$&$&')",
     ];
