@@ -413,6 +413,7 @@ fn a_cancelled_caller_stops_the_script_at_once() {
 /// `cargo test --lib script::tests::worker_overhead -- --ignored --nocapture`.
 #[test]
 #[ignore = "a measurement, not a check"]
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn worker_overhead() {
     let src = code(&[("add", "({a, b}) => a + b"), ("r", "() => read('x')")]);
     let host: Rc<dyn Host> = Rc::new(Recorder::default());

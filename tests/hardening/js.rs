@@ -46,6 +46,32 @@ fn hanging_agent() -> String {
     ))
 }
 
+/// `agentfile run FILE` in `dir`, the fake model calling `tools` in turn and
+/// then answering; the run must complete. How long it took, and the messages
+/// of the model's last request (where every tool result shows).
+fn run_calling(dir: &Path, file: &str, tools: &[&str]) -> (Duration, String) {
+    let mut replies: Vec<FakeReply> = tools
+        .iter()
+        .map(|t| FakeReply::tool_call(*t, json!({})))
+        .collect();
+    replies.push(FakeReply::text("All done."));
+    let server = fake(replies);
+    config(dir, &server);
+    let t = Instant::now();
+    let o = limited::run(
+        dir,
+        &["run", file, "--input", "task=go", "--output", "json"],
+        &[],
+        b"",
+        Duration::from_secs(50),
+    );
+    let took = t.elapsed();
+    let r = result_of(&o);
+    assert_eq!(r["status"], "completed", "{r:#}\n{}", text(&o));
+    let last = server.requests().last().unwrap().body["messages"].to_string();
+    (took, last)
+}
+
 #[test]
 fn item_01_validate_and_inspect_end_on_tools_code_that_loops_in_a_builtin() {
     let dir = tmp("hardening-js", "validate");
@@ -73,37 +99,10 @@ fn item_01_validate_and_inspect_end_on_tools_code_that_loops_in_a_builtin() {
 fn item_01_a_run_ends_without_timeout_when_a_tool_loops_in_a_builtin() {
     let dir = tmp("hardening-js", "run");
     std::fs::write(dir.join("spin.agent.md"), agent(SPIN_TOOLS)).unwrap();
-    let server = fake(vec![
-        FakeReply::tool_call("join", json!({})),
-        FakeReply::tool_call("copy", json!({})),
-        FakeReply::tool_call("rev", json!({})),
-        FakeReply::tool_call("ok", json!({})),
-        FakeReply::text("All done."),
-    ]);
-    config(&dir, &server);
-    let t = Instant::now();
-    let o = limited::run(
-        &dir,
-        &[
-            "run",
-            "spin.agent.md",
-            "--input",
-            "task=spin",
-            "--output",
-            "json",
-        ],
-        &[],
-        b"",
-        Duration::from_secs(50),
-    );
-    let took = t.elapsed();
-    let r = result_of(&o);
-    assert_eq!(r["status"], "completed", "{r:#}\n{}", text(&o));
+    let (took, last) = run_calling(&dir, "spin.agent.md", &["join", "copy", "rev", "ok"]);
     // Each of the three stops at its 2 s CPU limit (plus the grace).
     assert!(took < Duration::from_secs(30), "took {took:?}");
-    let reqs = server.requests();
     // The model saw each tool's error, then the good tool's answer.
-    let last = reqs.last().unwrap().body["messages"].to_string();
     for tool in ["join", "copy", "rev"] {
         assert!(
             last.contains(&format!(
@@ -116,14 +115,22 @@ fn item_01_a_run_ends_without_timeout_when_a_tool_loops_in_a_builtin() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A JSON-RPC line client over a child's pipes.
-struct Lines {
-    rx: mpsc::Receiver<String>,
+/// A server (`serve`, `mcp`) under the limits, spoken to in JSON lines.
+struct Server {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
 }
 
-impl Lines {
-    fn new(out: impl std::io::Read + Send + 'static) -> Lines {
-        let (tx, rx) = mpsc::channel();
+impl Server {
+    fn start(dir: &Path, args: &[&str]) -> Server {
+        let mut c = limited::command(dir, args, &[]);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(out).lines() {
                 let Ok(line) = line else { break };
@@ -132,14 +139,26 @@ impl Lines {
                 }
             }
         });
-        Lines { rx }
+        Server {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+        }
     }
 
-    /// The response with `id`, or `None` by `deadline`.
-    fn response(&self, id: u64, deadline: Instant) -> Option<Value> {
+    fn send(&mut self, v: Value) {
+        if let Some(stdin) = self.stdin.as_mut() {
+            let _ = writeln!(stdin, "{v}");
+            let _ = stdin.flush();
+        }
+    }
+
+    /// The response with `id`, or `None` within `patience`.
+    fn response(&self, id: u64, patience: Duration) -> Option<Value> {
+        let deadline = Instant::now() + patience;
         loop {
             let left = deadline.checked_duration_since(Instant::now())?;
-            let line = self.rx.recv_timeout(left).ok()?;
+            let line = self.lines.recv_timeout(left).ok()?;
             let Ok(v) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
@@ -147,6 +166,18 @@ impl Lines {
                 return Some(v);
             }
         }
+    }
+
+    /// Close its input and wait up to `patience` for it to exit (killed
+    /// after); how it exited, `None` if it had to be killed.
+    fn close(mut self, patience: Duration) -> Option<std::process::ExitStatus> {
+        self.stdin = None;
+        let status = limited::wait(&mut self.child, patience);
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        status
     }
 }
 
@@ -160,41 +191,17 @@ fn item_01_mcp_lists_prompts_and_exits_with_such_an_agent_in_the_workspace() {
     )
     .unwrap();
     let dirs = dir.display().to_string();
-    let mut c = limited::command(&dir, &["mcp", "--workspace", &dirs], &[]);
-    c.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = Lines::new(child.stdout.take().unwrap());
-    let send = |stdin: &mut std::process::ChildStdin, v: Value| {
-        let _ = writeln!(stdin, "{v}");
-        let _ = stdin.flush();
-    };
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+    let mut mcp = Server::start(&dir, &["mcp", "--workspace", &dirs]);
+    mcp.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                          "clientInfo": {"name": "hardening", "version": "1"}}}),
-    );
-    let init = lines.response(1, Instant::now() + Duration::from_secs(20));
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    );
-    send(
-        &mut stdin,
-        json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}),
-    );
+                          "clientInfo": {"name": "hardening", "version": "1"}}}));
+    let init = mcp.response(1, Duration::from_secs(20));
+    mcp.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    mcp.send(json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"}));
     let t = Instant::now();
-    let listed = lines.response(2, Instant::now() + Duration::from_secs(20));
+    let listed = mcp.response(2, Duration::from_secs(20));
     let took = t.elapsed();
-    drop(stdin);
-    let status = limited::wait(&mut child, Duration::from_secs(20));
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    let status = mcp.close(Duration::from_secs(20));
     assert!(init.is_some(), "no answer to initialize");
     let listed = listed.expect("no answer to prompts/list within 20 s");
     let names: Vec<&str> = listed["result"]["prompts"]
@@ -250,33 +257,18 @@ fn item_01_serve_leaves_nothing_spinning_after_a_run_times_out() {
         FakeReply::text("never reached"),
     ]);
     config(&dir, &server);
-    let mut c = limited::command(&dir, &["serve"], &[]);
-    c.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = c.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = Lines::new(child.stdout.take().unwrap());
-    let _ = writeln!(
-        stdin,
-        "{}",
-        json!({"jsonrpc": "2.0", "id": 1, "method": "run",
-               "params": {"path": "spin.agent.md", "inputs": {"task": "spin"}, "timeout": "1s"}})
-    );
-    let _ = stdin.flush();
-    let reply = lines.response(1, Instant::now() + Duration::from_secs(20));
+    let mut serve = Server::start(&dir, &["serve"]);
+    serve.send(json!({"jsonrpc": "2.0", "id": 1, "method": "run",
+           "params": {"path": "spin.agent.md", "inputs": {"task": "spin"}, "timeout": "1s"}}));
+    let reply = serve.response(1, Duration::from_secs(20));
     // Before the tool's own CPU limit could end it: only the cancel stops it.
     std::thread::sleep(Duration::from_millis(200));
-    let before = cpu_of_tree(child.id());
+    let pid = serve.child.id();
+    let before = cpu_of_tree(pid);
     std::thread::sleep(Duration::from_millis(1700));
-    let spent = cpu_of_tree(child.id()) - before;
+    let spent = cpu_of_tree(pid) - before;
     eprintln!("serve and its children after the run: {spent:.2} s of CPU");
-    drop(stdin);
-    let status = limited::wait(&mut child, Duration::from_secs(20));
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    let status = serve.close(Duration::from_secs(20));
     let reply = reply.expect("no answer to run");
     assert_eq!(reply["result"]["termination_reason"], "timeout", "{reply}");
     assert!(
@@ -317,33 +309,8 @@ return {
     )
     .unwrap();
     std::fs::write(dir.join("notes.txt"), "the notes\n").unwrap();
-    let server = fake(vec![
-        FakeReply::tool_call("forever", json!({})),
-        FakeReply::tool_call("swallow", json!({})),
-        FakeReply::tool_call("few", json!({})),
-        FakeReply::text("All done."),
-    ]);
-    config(&dir, &server);
-    let t = Instant::now();
-    let o = limited::run(
-        &dir,
-        &[
-            "run",
-            "loop.agent.md",
-            "--input",
-            "task=loop",
-            "--output",
-            "json",
-        ],
-        &[],
-        b"",
-        Duration::from_secs(50),
-    );
-    let took = t.elapsed();
-    let r = result_of(&o);
-    assert_eq!(r["status"], "completed", "{r:#}\n{}", text(&o));
+    let (took, last) = run_calling(&dir, "loop.agent.md", &["forever", "swallow", "few"]);
     assert!(took < Duration::from_secs(30), "took {took:?}");
-    let last = server.requests().last().unwrap().body["messages"].to_string();
     for tool in ["forever", "swallow"] {
         assert!(
             last.contains(&format!(
