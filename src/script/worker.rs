@@ -29,7 +29,7 @@
 // unused.
 #![cfg_attr(not(any(target_os = "linux", target_os = "android")), allow(dead_code))]
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -197,6 +197,7 @@ fn exchange(_: &Request, _: &dyn Host) -> Result<Done, ScriptError> {
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn exchange(req: &Request, host: &dyn Host) -> Result<Done, ScriptError> {
     use crate::isolate::Recv;
+    use std::time::Instant;
 
     let limits = &req.limits;
     let line = serde_json::to_string(req)
