@@ -1,7 +1,10 @@
-//! The startup cost of an agent file's JavaScript tool: every call builds a
-//! fresh QuickJS runtime, evaluates the `## Tools` code, finds the tool and
-//! calls it (nothing is shared between calls). Also what `validate` pays to
-//! describe the tools.
+//! The startup cost of an agent file's JavaScript tool: every call goes to a
+//! worker process (reused from call to call; on Linux), which builds a fresh
+//! QuickJS runtime, evaluates the `## Tools` code, finds the tool and calls it
+//! (nothing is shared between calls); host calls come back over its pipes.
+//! Also what `validate` pays to describe the tools. What the worker adds
+//! against the engine in the calling process: the ignored unit test
+//! `script::tests::worker_overhead`.
 //!
 //! Run with `cargo bench --bench script`.
 

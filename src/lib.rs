@@ -42,6 +42,9 @@
 //!   bounded queue that never slows or fails the run; and the process's `tracing`
 //!   logs on stderr.
 //!
+//! - `isolate`: work done in a killable child process (the program started
+//!   again) under memory and CPU limits — the shell analysis and the
+//!   JavaScript tools, whose engines cannot bound themselves.
 //! - [`text`]: small text helpers (truncation with honest notes, durations for
 //!   people, terminal-safe text).
 //!
@@ -59,6 +62,7 @@ pub mod events;
 pub mod executor;
 pub mod frontend;
 pub mod inspect;
+mod isolate;
 pub mod llm;
 pub mod plan;
 pub mod printer;

@@ -1,9 +1,14 @@
 //! JavaScript tools of an agent file (`## Tools`): one call runs in a fresh
-//! sandbox on a blocking thread, and each host function it calls (`read`,
+//! sandbox (a worker process on Linux, see [`crate::script`]) driven from a
+//! blocking thread, and each host function it calls (`read`,
 //! `write`, `fetch`, `sh`, `tool`, `env`) comes back here to be judged by the
 //! agent's abilities and then by the policy gate, as the built-in tool it
 //! stands for, with its own `tool_call` / `policy_denied` / `tool_result`
 //! events. A refusal is an exception in the script, never a run failure.
+//!
+//! A call is bounded by the script limits ([`script::Limits`]: CPU time, memory,
+//! host calls, wall-clock time); a cancelled run (`--timeout`, a budget, a
+//! client's cancel) stops the script at once, its worker killed.
 
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
@@ -35,6 +40,11 @@ impl script::Host for ChannelHost {
             .map_err(|_| "the run has stopped".to_owned())?;
         rx.blocking_recv()
             .unwrap_or_else(|_| Err("the run has stopped".to_owned()))
+    }
+
+    /// The run dropped its end: it stopped, and nothing waits for the script.
+    fn cancelled(&self) -> bool {
+        self.tx.is_closed()
     }
 }
 

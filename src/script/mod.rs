@@ -2,9 +2,16 @@
 //!
 //! The code is a function body that returns `{ name: { fn, scheme } }`. It
 //! runs in QuickJS (through `rquickjs`): a small embeddable engine with a
-//! memory limit and an interrupt hook, so a hostile or broken tool is stopped
-//! by the engine itself rather than by killing a thread. Boa, the pure-Rust
-//! alternative, has no memory limit.
+//! memory limit and an interrupt hook. Boa, the pure-Rust alternative, has no
+//! memory limit.
+//!
+//! The interrupt hook fires only at JavaScript branch points, so a built-in
+//! that loops inside C (`Array.prototype.join.call({length: 1e15}, "")`,
+//! `copyWithin`, `reverse` …) never reaches it. So on Linux the engine runs in
+//! a worker process ([`worker`], on [`crate::isolate`]) that the caller kills
+//! at the CPU deadline; the engine's own checks still answer first wherever
+//! they can. Host calls travel from the worker back to the caller's [`Host`],
+//! so the caller judges them as before. Workers are reused between calls.
 //!
 //! What this module promises:
 //! - The script has no file, network, process or environment access of its
@@ -14,12 +21,19 @@
 //! - Every call runs in a fresh runtime: nothing is shared between calls.
 //! - A CPU-time limit (time spent waiting on host calls not counted), a memory
 //!   limit and a stack limit: an infinite loop, a huge allocation or unbounded
-//!   recursion becomes a [`ScriptError`], never a hang or a crash.
+//!   recursion becomes a [`ScriptError`], never a hang or a crash — also
+//!   inside a built-in, where the worker is killed.
+//! - A cap on host calls per call and a wall-clock limit that counts the time
+//!   in them: a loop of host calls ends with a [`ScriptError`] that names the
+//!   limit, whatever the script catches.
+//! - A caller that gives up ([`Host::cancelled`]) stops the script at once.
 //! - Nothing here panics on any code or arguments.
 
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+pub(crate) mod worker;
 
 use rquickjs::function::Rest;
 use rquickjs::{CatchResultExt, CaughtError, Context, Ctx, Exception, Function, Object, Runtime};
@@ -27,7 +41,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What one script run may use.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct Limits {
     /// Time the script may compute (host calls excluded).
     pub cpu: Duration,
@@ -35,22 +49,46 @@ pub struct Limits {
     pub memory: usize,
     /// Bytes of native stack the engine may use (recursion depth).
     pub stack: usize,
+    /// Host calls (`read`, `write`, `fetch`, `sh`, `tool`, `env`) one run may
+    /// make.
+    pub host_calls: u32,
+    /// Time from the start of the run after which no host call is answered
+    /// (time in host calls counted; one already running finishes under its
+    /// own timeout).
+    pub wall: Duration,
 }
+
+/// Default [`Limits::host_calls`]: a tool that reads or runs something for
+/// each of a few hundred items fits; a loop of host calls stops within a
+/// second, its events (a `tool_call` and a `tool_result` each, results cut at
+/// 64 KiB) bounded to a few MB of session.
+pub const DEFAULT_HOST_CALLS: u32 = 1000;
+
+/// Default [`Limits::wall`]: more than twice the bash tool's default timeout
+/// (120 s), so a tool around one slow command and a few quick calls fits; a
+/// loop of slow calls ends in minutes, not hours.
+pub const DEFAULT_WALL: Duration = Duration::from_secs(300);
 
 impl Default for Limits {
     /// 2 s of CPU, 64 MiB, 512 KiB of stack (well inside the 2 MiB of a
-    /// blocking-pool thread).
+    /// blocking-pool thread), [`DEFAULT_HOST_CALLS`] host calls and
+    /// [`DEFAULT_WALL`].
     fn default() -> Limits {
         Limits {
             cpu: Duration::from_secs(2),
             memory: 64 << 20,
             stack: 512 << 10,
+            host_calls: DEFAULT_HOST_CALLS,
+            wall: DEFAULT_WALL,
         }
     }
 }
 
 /// The largest tool result, as JSON.
 pub const MAX_RESULT_BYTES: usize = 1 << 20;
+
+/// The largest arguments of one host call, as JSON (a `write`'s content).
+pub const MAX_HOST_ARGS_BYTES: usize = 8 << 20;
 
 /// One tool as the code declares it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -63,7 +101,8 @@ pub struct ToolScheme {
 }
 
 /// The host functions a script can call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum HostFn {
     Read,
     Write,
@@ -108,11 +147,18 @@ impl HostFn {
     }
 }
 
-/// What the script may call. Blocking: called on the script's own thread.
+/// What the script may call. Blocking: called on the calling thread.
 pub trait Host {
     /// `Ok(value)` is returned to the script; `Err(message)` is thrown in it
     /// as an `Error` with that message.
     fn call(&self, func: HostFn, args: Value) -> Result<Value, String>;
+
+    /// Whether the caller has given up (its run was cancelled): asked every
+    /// few milliseconds while the script runs, which then stops at once with
+    /// [`ScriptError::Cancelled`].
+    fn cancelled(&self) -> bool {
+        false
+    }
 }
 
 /// A host that refuses everything (used while tools are described).
@@ -124,7 +170,7 @@ impl Host for NoHost {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum ScriptError {
     /// The code does not compile, or throws while building its tools.
     #[error("{message}{}", at(*line, *column))]
@@ -143,6 +189,23 @@ pub enum ScriptError {
     Timeout(Duration),
     #[error("it ran out of its memory limit of {} MiB and was stopped", .0 >> 20)]
     OutOfMemory(usize),
+    #[error(
+        "it made more than {0} host calls (read, write, fetch, sh, tool, env) in one call and was stopped; \
+         do the work in fewer calls (one `sh` for many files) or split it across tool calls"
+    )]
+    HostCalls(u32),
+    #[error(
+        "it ran past its wall-clock limit of {}, host calls included, and was stopped before its next host call",
+        humantime::format_duration(*.0)
+    )]
+    WallTime(Duration),
+    /// The caller gave up ([`Host::cancelled`]).
+    #[error("it was stopped because the run stopped")]
+    Cancelled,
+    /// The engine's worker process could not start or died of something
+    /// other than a limit.
+    #[error("{0}")]
+    Engine(String),
     /// The result cannot be sent back as JSON.
     #[error("{0}")]
     Result(String),
@@ -160,14 +223,37 @@ fn at(line: Option<u32>, column: Option<u32>) -> String {
 
 /// Evaluate the code (calling no tool) and return its tools in order.
 pub fn describe(code: &str, limits: &Limits) -> Result<Vec<ToolScheme>, ScriptError> {
+    if crate::isolate::AVAILABLE {
+        return worker::describe(code, limits);
+    }
+    describe_here(code, limits)
+}
+
+/// Call tool `name` (case-insensitive, by key or scheme name) with `args`;
+/// its result as JSON (`undefined` is `null`). Host calls go to `host`, on the
+/// calling thread.
+pub fn call(
+    code: &str,
+    name: &str,
+    args: Value,
+    host: Rc<dyn Host>,
+    limits: &Limits,
+) -> Result<Value, ScriptError> {
+    if crate::isolate::AVAILABLE {
+        return worker::call(code, name, args, &*host, limits);
+    }
+    call_here(code, name, args, host, limits)
+}
+
+/// [`describe`] in this process: only the engine's own limits.
+fn describe_here(code: &str, limits: &Limits) -> Result<Vec<ToolScheme>, ScriptError> {
     run(code, Rc::new(NoHost), limits, |_, tools| {
         Ok(tools.into_iter().map(|(s, _)| s).collect())
     })
 }
 
-/// Call tool `name` (case-insensitive, by key or scheme name) with `args`;
-/// its result as JSON (`undefined` is `null`).
-pub fn call(
+/// [`call`] in this process: only the engine's own limits.
+fn call_here(
     code: &str,
     name: &str,
     args: Value,
@@ -274,11 +360,59 @@ fn caught_text(e: &CaughtError<'_>) -> String {
     }
 }
 
-/// The script's CPU clock: a deadline pushed back by time spent in host
-/// calls.
+/// The script's clocks and counters: a CPU deadline pushed back by time
+/// spent in host calls, the host calls made, and why the engine was told to
+/// stop (the interrupt handler stops it, and a script cannot catch that).
 struct Clock {
     deadline: Cell<Instant>,
-    expired: Cell<bool>,
+    started: Instant,
+    calls: Cell<u32>,
+    stop: Cell<Option<Stopped>>,
+}
+
+/// Why the interrupt handler stopped the script.
+#[derive(Debug, Clone, Copy)]
+enum Stopped {
+    Cpu,
+    HostCalls,
+    Wall,
+    Cancelled,
+}
+
+impl Clock {
+    fn stopped(&self) -> bool {
+        self.stop.get().is_some()
+    }
+
+    /// The error for the reason the script was stopped, if it was.
+    fn error(&self, limits: &Limits) -> Option<ScriptError> {
+        Some(match self.stop.get()? {
+            Stopped::Cpu => ScriptError::Timeout(limits.cpu),
+            Stopped::HostCalls => ScriptError::HostCalls(limits.host_calls),
+            Stopped::Wall => ScriptError::WallTime(limits.wall),
+            Stopped::Cancelled => ScriptError::Cancelled,
+        })
+    }
+
+    /// Count a host call; `Some(reason)` if it must not be made.
+    fn admit(&self, limits: &Limits, host: &dyn Host) -> Option<Stopped> {
+        if let Some(s) = self.stop.get() {
+            return Some(s);
+        }
+        let n = self.calls.get().saturating_add(1);
+        self.calls.set(n);
+        let why = if n > limits.host_calls {
+            Stopped::HostCalls
+        } else if self.started.elapsed() >= limits.wall {
+            Stopped::Wall
+        } else if host.cancelled() {
+            Stopped::Cancelled
+        } else {
+            return None;
+        };
+        self.stop.set(Some(why));
+        Some(why)
+    }
 }
 
 type Tools<'js> = Vec<(ToolScheme, Function<'js>)>;
@@ -312,31 +446,35 @@ fn run_inner<T>(
     let rt = Runtime::new().map_err(engine)?;
     rt.set_memory_limit(limits.memory);
     rt.set_max_stack_size(limits.stack);
+    let now = Instant::now();
     let clock = Rc::new(Clock {
-        deadline: Cell::new(Instant::now() + limits.cpu),
-        expired: Cell::new(false),
+        deadline: Cell::new(now + limits.cpu),
+        started: now,
+        calls: Cell::new(0),
+        stop: Cell::new(None),
     });
     let watch = clock.clone();
     // The handler must be 'static; `Rc` is fine: the runtime never leaves
     // this thread.
     let handler: Box<dyn FnMut() -> bool> = Box::new(move || {
-        if Instant::now() >= watch.deadline.get() {
-            watch.expired.set(true);
-            true
-        } else {
-            false
+        if watch.stopped() {
+            return true;
         }
+        if Instant::now() >= watch.deadline.get() {
+            watch.stop.set(Some(Stopped::Cpu));
+            return true;
+        }
+        false
     });
     // SAFETY-free: `set_interrupt_handler` takes a `Box<dyn FnMut>` without
     // `Send` unless the `parallel` feature is on, which it is not.
     rt.set_interrupt_handler(Some(handler));
     let ctx = Context::full(&rt).map_err(engine)?;
-    let cpu = limits.cpu;
     let memory = limits.memory;
     ctx.with(|ctx| {
         let map = |e: CaughtError<'_>, syntax: bool| -> ScriptError {
-            if clock.expired.get() {
-                return ScriptError::Timeout(cpu);
+            if let Some(e) = clock.error(limits) {
+                return e;
             }
             let text = caught_text(&e);
             if is_oom(&e, &text) {
@@ -352,17 +490,19 @@ fn run_inner<T>(
             }
             ScriptError::Thrown(text)
         };
-        install(&ctx, host, clock.clone())
+        install(&ctx, host, clock.clone(), *limits)
             .map_err(|e| ScriptError::Thrown(format!("cannot set up the sandbox: {e}")))?;
         let wrapped = format!("(function(){{\n{code}\n}})()");
         let value: rquickjs::Value = ctx.eval(wrapped).catch(&ctx).map_err(|e| map(e, true))?;
         let tools = collect(&ctx, value)?;
-        match f(&ctx, tools) {
+        let out = f(&ctx, tools);
+        // Stopped (the limit, not whatever the script made of it), even if
+        // the script caught the host call's error and returned.
+        if let Some(e) = clock.error(limits) {
+            return Err(e);
+        }
+        match out {
             Ok(v) => Ok(v),
-            Err(ScriptError::Thrown(t)) if clock.expired.get() => {
-                let _ = t;
-                Err(ScriptError::Timeout(cpu))
-            }
             Err(ScriptError::Thrown(t)) if t.contains("out of memory") => {
                 Err(ScriptError::OutOfMemory(memory))
             }
@@ -536,7 +676,12 @@ fn describe_value(v: &rquickjs::Value<'_>) -> String {
 }
 
 /// The host functions, as globals.
-fn install<'js>(ctx: &Ctx<'js>, host: Rc<dyn Host>, clock: Rc<Clock>) -> rquickjs::Result<()> {
+fn install<'js>(
+    ctx: &Ctx<'js>,
+    host: Rc<dyn Host>,
+    clock: Rc<Clock>,
+    limits: Limits,
+) -> rquickjs::Result<()> {
     let globals: Object<'js> = ctx.globals();
     for func in HostFn::ALL {
         let host = host.clone();
@@ -546,8 +691,23 @@ fn install<'js>(ctx: &Ctx<'js>, host: Rc<dyn Host>, clock: Rc<Clock>) -> rquickj
             move |ctx: Ctx<'js>,
                   args: Rest<rquickjs::Value<'js>>|
                   -> rquickjs::Result<rquickjs::Value<'js>> {
+                if clock.admit(&limits, &*host).is_some() {
+                    // The interrupt handler ends the script at its next
+                    // branch; this throw only unwinds to there.
+                    return Err(Exception::throw_message(&ctx, "the script was stopped"));
+                }
                 let json = host_args(&ctx, func, &args.0)
                     .map_err(|m| Exception::throw_message(&ctx, &m))?;
+                let size = json.to_string().len();
+                if size > MAX_HOST_ARGS_BYTES {
+                    return Err(Exception::throw_message(
+                        &ctx,
+                        &format!(
+                            "{}(): the arguments are {size} bytes of JSON; the limit is {MAX_HOST_ARGS_BYTES}",
+                            func.name()
+                        ),
+                    ));
+                }
                 let started = Instant::now();
                 let answer = host.call(func, json);
                 // Waiting on the host is not the script's CPU time.
