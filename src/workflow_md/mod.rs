@@ -232,6 +232,31 @@ impl Front<'_> {
         {
             actions_as_tools(steps);
         }
+        // EXAMPLES.md writes `when: true` for a default branch, though the
+        // schema types `when` (and a loop's `while`) as an expression string:
+        // a boolean is read as that literal, with a warning. Other types
+        // stay schema errors.
+        let mut booleans = Vec::new();
+        if let Some(steps) = root.get("steps") {
+            boolean_conditions(steps, "/steps", &mut booleans);
+        }
+        for (ptr, b) in &booleans {
+            if let Some(slot) = view.to_mut().pointer_mut(ptr) {
+                *slot = Value::String(b.to_string());
+            }
+            let field = ptr.rsplit('/').next().unwrap_or("when");
+            let sp = self.span(&cx, ptr, false);
+            self.diags.push(
+                Diagnostic::warning(
+                    "boolean-condition",
+                    sp,
+                    format!("`{field}: {b}` is a YAML boolean; it is read as the expression `{b}`"),
+                )
+                .with_hint(format!(
+                    "AIP-15 types `{field}` as an expression string: write `{field}: \"{b}\"`"
+                )),
+            );
+        }
         for v in schema::check_workflow(&view) {
             let sp = self.span(&cx, &v.pointer, v.at_key);
             self.error(v.code, sp, v.message, v.hint);
@@ -1371,6 +1396,43 @@ fn file_path_problem(path: &str, output: bool) -> Option<String> {
 pub const FILE_TOKENS: &[&str] = &["runId", "workflowId", "isoDate"];
 
 /// Whether any step under `v` names an `action:`.
+/// Boolean `when:`s of branch steps and `while:`s of loop steps, in `steps`
+/// and the step lists inside them: (pointer, value).
+fn boolean_conditions(steps: &Value, ptr: &str, out: &mut Vec<(String, bool)>) {
+    let Some(steps) = steps.as_array() else {
+        return;
+    };
+    for (i, s) in steps.iter().enumerate() {
+        let p = format!("{ptr}/{i}");
+        let branches = s.get("branches").and_then(Value::as_array);
+        match str_at(s, "kind") {
+            Some("branch") => {
+                for (j, b) in branches.into_iter().flatten().enumerate() {
+                    if let Some(Value::Bool(v)) = b.get("when") {
+                        out.push((format!("{p}/branches/{j}/when"), *v));
+                    }
+                }
+            }
+            Some("loop") => {
+                if let Some(Value::Bool(v)) = s.get("while") {
+                    out.push((format!("{p}/while"), *v));
+                }
+            }
+            Some("parallel") => {
+                for (j, b) in branches.into_iter().flatten().enumerate() {
+                    if let Some(inner) = b.get("steps") {
+                        boolean_conditions(inner, &format!("{p}/branches/{j}/steps"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let Some(inner) = s.get("steps") {
+            boolean_conditions(inner, &format!("{p}/steps"), out);
+        }
+    }
+}
+
 fn has_action(v: &Value) -> bool {
     match v {
         Value::Array(items) => items.iter().any(has_action),
