@@ -28,6 +28,12 @@ use yaml::{Doc, segment};
 /// Sub-workflows nested deeper than this are refused.
 pub const MAX_NESTING: usize = 16;
 
+/// Steps a WORKFLOW.md may hold, nested ones included. Checking a step
+/// against the schema takes several KB while it runs (15 KB for a `{}`
+/// step, against every kind), so this bound keeps the check near 150 MB
+/// whatever the file.
+pub const MAX_STEPS: usize = 10_000;
+
 /// The reserved input a host fills with the run's file root (the file
 /// contract).
 pub const FS_ROOT_FIELD: &str = "_workflowFsRoot";
@@ -221,6 +227,17 @@ impl Front<'_> {
                 sp,
                 "the front matter must be a mapping of fields (name: …, id: …)".into(),
                 Some("write `key: value` lines between the `---` lines".into()),
+            );
+            return None;
+        }
+        let steps = count_steps(&root);
+        if steps > MAX_STEPS {
+            let sp = self.span(&cx, "/steps", true);
+            self.error(
+                "schema",
+                sp,
+                format!("the workflow has {steps} steps, nested ones included: more than {MAX_STEPS}"),
+                Some("split it into sub-workflows (`kind: subworkflow`)".into()),
             );
             return None;
         }
@@ -1396,6 +1413,26 @@ fn file_path_problem(path: &str, output: bool) -> Option<String> {
 pub const FILE_TOKENS: &[&str] = &["runId", "workflowId", "isoDate"];
 
 /// Whether any step under `v` names an `action:`.
+/// The steps of a workflow's front matter: `steps`, and the step lists
+/// inside them (loop, map and parallel branch steps), at any depth.
+fn count_steps(root: &Value) -> usize {
+    let mut n = 0;
+    let mut lists: Vec<&Value> = root.get("steps").into_iter().collect();
+    while let Some(list) = lists.pop() {
+        let Some(steps) = list.as_array() else {
+            continue;
+        };
+        n += steps.len();
+        for s in steps {
+            lists.extend(s.get("steps"));
+            if let Some(Value::Array(bs)) = s.get("branches") {
+                lists.extend(bs.iter().filter_map(|b| b.get("steps")));
+            }
+        }
+    }
+    n
+}
+
 /// Boolean `when:`s of branch steps and `while:`s of loop steps, in `steps`
 /// and the step lists inside them: (pointer, value).
 fn boolean_conditions(steps: &Value, ptr: &str, out: &mut Vec<(String, bool)>) {

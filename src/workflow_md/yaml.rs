@@ -8,8 +8,7 @@
 //! - nesting depth ([`MAX_DEPTH`]), aliased copies included (an alias of
 //!   a deep anchor inside another deep list would otherwise nest deeper at
 //!   every layer), so nothing after the loader recurses deeply either;
-//! - the values one document holds ([`MAX_VALUES`]), about 100 bytes each
-//!   with their places;
+//! - the values one document holds ([`MAX_VALUES`]), copies included;
 //! - what aliases copy, in bytes ([`MAX_ALIAS_BYTES`]): each node's copy size
 //!   (its text plus a value's size per value) is added up as it is read, so an
 //!   alias costs its anchor's size at once, however deeply aliases nest
@@ -34,11 +33,12 @@ use serde_json::{Map, Number, Value};
 /// list is three levels).
 pub const MAX_DEPTH: usize = 200;
 
-/// Values (scalars, lists, mappings; an alias counts one) a document may
-/// hold: beyond it the document is refused. A large workflow holds a few
-/// thousand; each costs about 100 bytes, so the loader stays near 100 MB
-/// even for the largest file read (64 MiB of `[1,1,1,…]`).
-pub const MAX_VALUES: usize = 1_000_000;
+/// Values (scalars, lists, mappings, counting what aliases copy) a document
+/// may hold: beyond it the document is refused. A large workflow holds a few
+/// thousand. The loader needs about 100 bytes a value, but the schema checks
+/// after it several KB for a value in the wrong place (a `{}` step), so this
+/// bound is what keeps a 300 KB file of `[{},{},…]` from taking gigabytes.
+pub const MAX_VALUES: usize = 100_000;
 
 /// Bytes aliases may copy, in all: each alias costs its anchor's size (text
 /// of every scalar and key, plus [`VALUE_BYTES`] per value), nested aliases
@@ -60,7 +60,7 @@ pub const KEY_BYTES: usize = std::mem::size_of::<String>();
 pub struct Limits {
     /// Lists and mappings nested, aliased copies included.
     pub depth: usize,
-    /// Values written in the document (an alias counts one).
+    /// Values in the document, what aliases copy included.
     pub values: usize,
     /// Bytes aliases copy, in all.
     pub alias_bytes: usize,
@@ -266,7 +266,9 @@ fn too_deep(at: usize, depth: usize) -> YamlError {
 fn too_many_values(at: usize, values: usize) -> YamlError {
     YamlError {
         code: "yaml-too-large",
-        message: format!("the front matter holds more than {values} values"),
+        message: format!(
+            "the front matter holds more than {values} values (what aliases copy included)"
+        ),
         start: at,
         end: at + 1,
         hint: Some(
@@ -365,6 +367,8 @@ struct Open {
     size: usize,
     /// Lists and mappings nested in it, itself included.
     height: usize,
+    /// Values in it, itself included.
+    values: usize,
     body: Body,
 }
 
@@ -385,6 +389,8 @@ struct Anchor {
     size: usize,
     /// Lists and mappings nested in it (0 for a scalar).
     height: usize,
+    /// Values in it, itself included.
+    values: usize,
 }
 
 /// The loader's state between events.
@@ -397,15 +403,15 @@ struct Loader {
     anchors: HashMap<usize, Anchor>,
     /// Bytes copied by aliases so far.
     copied: usize,
+    /// Values so far, written and copied.
+    values: usize,
 }
 
 impl Loader {
     /// A node about to be added to the innermost open node, written at
     /// `start..end`. A mapping or sequence in a key's place is refused.
     fn node(&mut self, start: usize, end: usize) -> Result<u32, YamlError> {
-        if self.nodes.len() >= self.limits.values {
-            return Err(too_many_values(start, self.limits.values));
-        }
+        self.count(1, start)?;
         let (parent, seg, key) = match self.stack.last() {
             None => (NONE, Seg::Index(0), (NONE, NONE)),
             Some(open) => match &open.body {
@@ -457,15 +463,31 @@ impl Loader {
         }
     }
 
-    /// Attach a finished node of copy size `size` and height `height` to
-    /// its parent (or make it the root).
-    fn attach(&mut self, value: Value, size: usize, height: usize) -> Result<(), YamlError> {
+    /// Count `n` more values, the first of them written at `start`.
+    fn count(&mut self, n: usize, start: usize) -> Result<(), YamlError> {
+        if self.values.saturating_add(n) > self.limits.values {
+            return Err(too_many_values(start, self.limits.values));
+        }
+        self.values += n;
+        Ok(())
+    }
+
+    /// Attach a finished node to its parent (or make it the root): its copy
+    /// size `size`, its `height` and the `values` in it.
+    fn attach(
+        &mut self,
+        value: Value,
+        size: usize,
+        height: usize,
+        values: usize,
+    ) -> Result<(), YamlError> {
         let Some(open) = self.stack.last_mut() else {
             self.root = Some(value);
             return Ok(());
         };
         open.size = open.size.saturating_add(size);
         open.height = open.height.max(height + 1);
+        open.values = open.values.saturating_add(values);
         match &mut open.body {
             Body::Seq(items) => items.push(value),
             Body::Map { map, pending } => {
@@ -560,6 +582,7 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
         root: None,
         anchors: HashMap::new(),
         copied: 0,
+        values: 0,
     };
     let mut documents = 0;
     let mut parser = Parser::new_from_str(text);
@@ -622,6 +645,7 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
                     anchor,
                     size: VALUE_BYTES,
                     height: 1,
+                    values: 1,
                     body,
                 });
             }
@@ -636,6 +660,7 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
                         node: open.node,
                         size: open.size,
                         height: open.height,
+                        values: open.values,
                     };
                     ld.anchors.insert(open.anchor, a);
                 }
@@ -643,10 +668,16 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
                     Body::Seq(items) => Value::Array(items),
                     Body::Map { map, .. } => Value::Object(map),
                 };
-                ld.attach(value, open.size, open.height)?;
+                ld.attach(value, open.size, open.height, open.values)?;
             }
             Event::Alias(id) => {
-                let Some(&Anchor { node, size, height }) = ld.anchors.get(&id) else {
+                let Some(&Anchor {
+                    node,
+                    size,
+                    height,
+                    values,
+                }) = ld.anchors.get(&id)
+                else {
                     return Err(YamlError {
                         code: "yaml-syntax",
                         message: "an alias names an anchor that is not defined before it".into(),
@@ -693,7 +724,8 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
                     continue;
                 }
                 ld.node(start, end)?;
-                ld.attach(v, size, height)?;
+                ld.count(values - 1, start)?;
+                ld.attach(v, size, height, values)?;
             }
             Event::Scalar(text, style, anchor, tag) => {
                 let value = resolve(&text, style, tag.as_deref().map(|t| t.suffix.as_str()))
@@ -722,10 +754,11 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
                         node,
                         size,
                         height: 0,
+                        values: 1,
                     };
                     ld.anchors.insert(anchor, a);
                 }
-                ld.attach(value, size, 0)?;
+                ld.attach(value, size, 0, 1)?;
             }
         }
     }
@@ -959,13 +992,13 @@ mod tests {
 
     #[test]
     fn a_long_key_is_stored_once() {
-        // A 1 MB key above 100,000 values: whole pointers would be 100 GB.
+        // A 1 MB key above 90,000 values: whole pointers would be 90 GB.
         let key = "k".repeat(1 << 20);
-        let text = format!("? {key}\n: [{}]\n", vec!["1"; 100_000].join(","));
+        let text = format!("? {key}\n: [{}]\n", vec!["1"; 90_000].join(","));
         let d = parse(&text, 0).unwrap();
-        let at = d.at(&format!("/{key}/99999"));
+        let at = d.at(&format!("/{key}/89999"));
         assert_eq!(&text[at.start..at.end], "1");
-        assert!(d.has(&format!("/{key}/99999")) && !d.has(&format!("/{key}/100000")));
+        assert!(d.has(&format!("/{key}/89999")) && !d.has(&format!("/{key}/90000")));
     }
 
     #[test]
@@ -981,6 +1014,11 @@ mod tests {
         assert!(e.message.contains("more than 1000 values"), "{}", e.message);
         let text = format!("[{}]", vec!["1"; 999].join(","));
         assert_eq!(parse_with(&text, 0, limits).unwrap().written(), 1000);
+        // What aliases copy counts: 10 + 1 + 100 × 11.
+        let text = format!("a: &a [{}]\nb: [{}]", vec!["1"; 9].join(","), vec!["*a"; 100].join(","));
+        let e = parse_with(&text, 0, limits).unwrap_err();
+        assert!(e.message.contains("aliases copy included"), "{}", e.message);
+        assert!(parse_with(&text.replace("*a", "1"), 0, limits).is_ok());
     }
 
     #[test]

@@ -99,6 +99,54 @@ fn item_03_alias_bomb_is_a_clean_error_in_validate() {
     }
 }
 
+#[test]
+fn item_03_many_small_values_are_refused_not_checked_one_by_one() {
+    // The same rule without aliases: 3 bytes of `{},` made a step the schema
+    // checks took 3 to 15 KB for (a 1.2 MB file: 3 GB and more, or minutes).
+    let dir = tmp("hardening", "yaml-many-values");
+    let many = |n: usize| format!("[{}]", vec!["{}"; n].join(","));
+    let head = "name: Many\nid: many\ndescription: d\nversion: 1.0.0\n\
+                inputs: { type: object }\noutputs: { type: object }\n";
+    let files = [
+        (
+            ".workflows/many/WORKFLOW.md",
+            format!("---\n{head}steps: {}\n---\n", many(400_000)),
+            "more than 100000 values",
+        ),
+        (
+            "workflows/many/workflow.yaml",
+            format!("steps: {}\n", many(400_000)),
+            "more than 100000 values",
+        ),
+        (
+            ".workflows/steps/WORKFLOW.md",
+            format!("---\n{head}steps: {}\n---\n", many(12_000)),
+            "the workflow has 12000 steps, nested ones included: more than 10000",
+        ),
+    ];
+    for (path, body, says) in files {
+        let p = dir.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, body).unwrap();
+        let started = Instant::now();
+        let o = limited::run(
+            &dir,
+            &["validate", path],
+            &[],
+            b"",
+            Duration::from_secs(60),
+        );
+        let out = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{path}: {out}");
+        assert!(out.contains(says), "{path}: expected `{says}` in:\n{out}");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{path}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
 /// A JSON-RPC server (serve or mcp) under the suite's limits, one line per
 /// message.
 struct Server {
@@ -218,9 +266,16 @@ fn item_03_alias_bomb_leaves_serve_answering() {
         );
     }
     let r = s.call(10, "list", json!({}), wait);
-    let listed = r.to_string();
-    assert!(listed.contains("good"), "{listed}");
-    assert!(listed.contains("16 MiB"), "{listed}");
+    let listed = r["result"]["workflows"].as_array().cloned().unwrap_or_default();
+    let valid: Vec<(&str, bool)> = listed
+        .iter()
+        .map(|w| (w["name"].as_str().unwrap_or(""), w["valid"] == true))
+        .collect();
+    assert_eq!(
+        valid,
+        [("bomb", false), ("Good", true), ("bomb", false)],
+        "{r}"
+    );
     let r = s.call(11, "ping", json!({}), Duration::from_secs(10));
     assert!(r.get("result").is_some(), "{r}");
     s.finish();
@@ -367,7 +422,7 @@ fn item_14_when_of_another_type_is_still_an_error() {
     let dir = tmp("hardening", "when-types");
     let wf = |when: &str| {
         format!(
-            "---\nname: W\nid: w\ndescription: d\nversion: 1.0.0\n\
+            "---\nname: W\nid: when-types\ndescription: d\nversion: 1.0.0\n\
              inputs: {{ type: object }}\noutputs: {{ type: object }}\n\
              steps:\n  - id: route\n    kind: branch\n    branches:\n      - when: {when}\n        next: look\n\
              \x20 - id: look\n    kind: tool\n    tool: ls\n    inputs: {{ path: . }}\n---\n"
@@ -543,12 +598,15 @@ fn document() -> impl Strategy<Value = String> {
     })
 }
 
-/// (the copy size the loader accounts for, lists and mappings nested).
-fn measure(v: &Value) -> (usize, usize) {
+/// (the copy size the loader accounts for, lists and mappings nested,
+/// values).
+fn measure(v: &Value) -> (usize, usize, usize) {
     let mut size = 0;
     let mut deepest = 0;
+    let mut values = 0;
     let mut stack = vec![(v, 0usize)];
     while let Some((v, depth)) = stack.pop() {
+        values += 1;
         size += VALUE_BYTES;
         match v {
             Value::String(s) => size += s.len(),
@@ -566,7 +624,7 @@ fn measure(v: &Value) -> (usize, usize) {
             _ => {}
         }
     }
-    (size, deepest)
+    (size, deepest, values)
 }
 
 /// Small bounds, so a case that would expand without them is caught in
@@ -612,7 +670,8 @@ fn check_document(text: &str) {
     // double), a value and a key's worth per value written, and what the
     // aliases may copy.
     assert!(doc.written() <= SMALL.values);
-    let (size, depth) = measure(&doc.value);
+    let (size, depth, values) = measure(&doc.value);
+    assert!(values <= SMALL.values, "{values} values");
     let bound = 2 * text.len() + (VALUE_BYTES + KEY_BYTES) * doc.written() + SMALL.alias_bytes;
     assert!(
         size <= bound,
