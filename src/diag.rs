@@ -169,7 +169,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "yaml-too-large",
         Severity::Error,
-        "YAML whose aliases copy more than 16 MiB, or with more than 1,000,000 values",
+        "YAML whose aliases copy more than 16 MiB, or with more than 100,000 values (copies included)",
     ),
     (
         "too-deep",

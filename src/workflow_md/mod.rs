@@ -236,7 +236,9 @@ impl Front<'_> {
             self.error(
                 "schema",
                 sp,
-                format!("the workflow has {steps} steps, nested ones included: more than {MAX_STEPS}"),
+                format!(
+                    "the workflow has {steps} steps, nested ones included: more than {MAX_STEPS}"
+                ),
                 Some("split it into sub-workflows (`kind: subworkflow`)".into()),
             );
             return None;

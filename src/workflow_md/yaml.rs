@@ -303,7 +303,7 @@ fn aliases_too_large(
 
 /// `123 bytes`, `4.5 KiB`, `1.2 MiB`, `16 MiB`.
 fn bytes(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
     } else if n >= 1 << 20 {
         format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20))
@@ -455,10 +455,12 @@ impl Loader {
     /// mapping.
     fn key_slot(&mut self) -> Option<&mut Open> {
         match self.stack.last_mut() {
-            Some(open @ Open {
-                body: Body::Map { pending: None, .. },
-                ..
-            }) => Some(open),
+            Some(
+                open @ Open {
+                    body: Body::Map { pending: None, .. },
+                    ..
+                },
+            ) => Some(open),
             _ => None,
         }
     }
@@ -1015,7 +1017,11 @@ mod tests {
         let text = format!("[{}]", vec!["1"; 999].join(","));
         assert_eq!(parse_with(&text, 0, limits).unwrap().written(), 1000);
         // What aliases copy counts: 10 + 1 + 100 × 11.
-        let text = format!("a: &a [{}]\nb: [{}]", vec!["1"; 9].join(","), vec!["*a"; 100].join(","));
+        let text = format!(
+            "a: &a [{}]\nb: [{}]",
+            ["1"; 9].join(","),
+            vec!["*a"; 100].join(",")
+        );
         let e = parse_with(&text, 0, limits).unwrap_err();
         assert!(e.message.contains("aliases copy included"), "{}", e.message);
         assert!(parse_with(&text.replace("*a", "1"), 0, limits).is_ok());
@@ -1026,8 +1032,16 @@ mod tests {
         // Each layer aliases the last inside 150 more levels: 150, 300, 450…
         let mut text = String::new();
         for i in 0..4 {
-            let inner = if i == 0 { "1".to_owned() } else { format!("*l{}", i - 1) };
-            text += &format!("l{i}: &l{i} {}{inner}{}\n", "[".repeat(150), "]".repeat(150));
+            let inner = if i == 0 {
+                "1".to_owned()
+            } else {
+                format!("*l{}", i - 1)
+            };
+            text += &format!(
+                "l{i}: &l{i} {}{inner}{}\n",
+                "[".repeat(150),
+                "]".repeat(150)
+            );
         }
         let e = parse(&text, 0).unwrap_err();
         assert_eq!(e.code, "too-deep");

@@ -76,13 +76,7 @@ fn item_03_alias_bomb_is_a_clean_error_in_validate() {
     let dir = tmp("hardening", "yaml-bomb-validate");
     // One after another: before the fix each took 4 GiB.
     for (path, what) in plant_bombs(&dir) {
-        let o = limited::run(
-            &dir,
-            &["validate", path],
-            &[],
-            b"",
-            Duration::from_secs(60),
-        );
+        let o = limited::run(&dir, &["validate", path], &[], b"", Duration::from_secs(60));
         let out = text(&o);
         assert_eq!(o.status.code(), Some(2), "{what}: {out}");
         assert!(
@@ -129,13 +123,7 @@ fn item_03_many_small_values_are_refused_not_checked_one_by_one() {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(&p, body).unwrap();
         let started = Instant::now();
-        let o = limited::run(
-            &dir,
-            &["validate", path],
-            &[],
-            b"",
-            Duration::from_secs(60),
-        );
+        let o = limited::run(&dir, &["validate", path], &[], b"", Duration::from_secs(60));
         let out = text(&o);
         assert_eq!(o.status.code(), Some(2), "{path}: {out}");
         assert!(out.contains(says), "{path}: expected `{says}` in:\n{out}");
@@ -266,7 +254,10 @@ fn item_03_alias_bomb_leaves_serve_answering() {
         );
     }
     let r = s.call(10, "list", json!({}), wait);
-    let listed = r["result"]["workflows"].as_array().cloned().unwrap_or_default();
+    let listed = r["result"]["workflows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let valid: Vec<(&str, bool)> = listed
         .iter()
         .map(|w| (w["name"].as_str().unwrap_or(""), w["valid"] == true))
@@ -374,7 +365,11 @@ fn validate_json(dir: &Path, path: &str) -> (Option<i32>, Vec<Value>) {
 fn item_14_when_true_default_branch_validates_and_runs() {
     let dir = examples("when-true");
     // As EXAMPLES.md writes them: `- when: true` as the default branch.
-    for id in ["lead-triage", "onboarding-after-payment", "bulk-lead-triage"] {
+    for id in [
+        "lead-triage",
+        "onboarding-after-payment",
+        "bulk-lead-triage",
+    ] {
         let (code, diags) = validate_json(&dir, &format!(".workflows/{id}"));
         assert_eq!(code, Some(0), "{id}: {diags:#?}");
         let warned = diags
@@ -460,7 +455,6 @@ fn item_14_when_of_another_type_is_still_an_error() {
 
 // ── The YAML front matter loader under generated documents ───────────────────
 
-
 /// A YAML node of the small grammar: scalars (long ones too, and escapes
 /// that grow when read), aliases, anchors, flow lists and mappings.
 #[derive(Debug, Clone)]
@@ -488,7 +482,7 @@ enum Key {
 
 fn scalar() -> impl Strategy<Value = String> {
     prop_oneof![
-        4 => "[a-z]{1,8}",
+        4 => "[a-zé→]{1,8}",
         1 => Just("true".to_owned()),
         1 => Just("~".to_owned()),
         1 => Just("0x1F".to_owned()),
@@ -505,7 +499,7 @@ fn scalar() -> impl Strategy<Value = String> {
 
 fn key() -> impl Strategy<Value = Key> {
     prop_oneof![
-        4 => "[a-z]{1,6}".prop_map(Key::Plain),
+        4 => "[a-zü]{1,6}".prop_map(Key::Plain),
         1 => (0u8..4).prop_map(Key::Alias),
         1 => (0usize..2000).prop_map(|n| Key::Explicit("k".repeat(n + 1))),
     ]
@@ -649,13 +643,7 @@ fn check_document(text: &str) {
         Ok(doc) => doc,
         Err(e) => {
             assert!(
-                [
-                    "yaml-syntax",
-                    "duplicate-key",
-                    "too-deep",
-                    "yaml-too-large"
-                ]
-                .contains(&e.code),
+                ["yaml-syntax", "duplicate-key", "too-deep", "yaml-too-large"].contains(&e.code),
                 "{e:?}"
             );
             assert!(
@@ -689,8 +677,12 @@ fn check_document(text: &str) {
         }
         let at = doc.at(&p);
         assert!(
-            at.start <= at.end && at.end <= base + text.len(),
+            base <= at.start && at.start <= at.end && at.end <= base + text.len(),
             "{p}: {at:?}"
+        );
+        assert!(
+            text.is_char_boundary(at.start - base) && text.is_char_boundary(at.end - base),
+            "{p}: {at:?} splits a character"
         );
         match v {
             Value::Array(items) => pointers.extend(
