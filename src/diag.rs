@@ -167,6 +167,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a YAML mapping with one key twice",
     ),
     (
+        "yaml-too-large",
+        Severity::Error,
+        "YAML whose aliases copy more than 16 MiB, or with more than 100,000 values (copies included)",
+    ),
+    (
         "too-deep",
         Severity::Error,
         "front matter nested deeper than the limit",
@@ -205,6 +210,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "subworkflow-cycle",
         Severity::Error,
         "a workflow that includes itself through sub-workflows",
+    ),
+    (
+        "boolean-condition",
+        Severity::Warning,
+        "a branch `when:` or loop `while:` written as a YAML boolean (read as that literal)",
     ),
     (
         "unsupported-trigger",

@@ -28,6 +28,12 @@ use yaml::{Doc, segment};
 /// Sub-workflows nested deeper than this are refused.
 pub const MAX_NESTING: usize = 16;
 
+/// Steps a WORKFLOW.md may hold, nested ones included. Checking a step
+/// against the schema takes several KB while it runs (15 KB for a `{}`
+/// step, against every kind), so this bound keeps the check near 150 MB
+/// whatever the file.
+pub const MAX_STEPS: usize = 10_000;
+
 /// The reserved input a host fills with the run's file root (the file
 /// contract).
 pub const FS_ROOT_FIELD: &str = "_workflowFsRoot";
@@ -224,6 +230,19 @@ impl Front<'_> {
             );
             return None;
         }
+        let steps = count_steps(&root);
+        if steps > MAX_STEPS {
+            let sp = self.span(&cx, "/steps", true);
+            self.error(
+                "schema",
+                sp,
+                format!(
+                    "the workflow has {steps} steps, nested ones included: more than {MAX_STEPS}"
+                ),
+                Some("split it into sub-workflows (`kind: subworkflow`)".into()),
+            );
+            return None;
+        }
         // The published schema knows only `tool:`; an `action:` step is
         // checked as a tool step (its ref is resolved below).
         let mut view = std::borrow::Cow::Borrowed(&*root);
@@ -231,6 +250,31 @@ impl Front<'_> {
             && let Some(steps) = view.to_mut().get_mut("steps")
         {
             actions_as_tools(steps);
+        }
+        // EXAMPLES.md writes `when: true` for a default branch, though the
+        // schema types `when` (and a loop's `while`) as an expression string:
+        // a boolean is read as that literal, with a warning. Other types
+        // stay schema errors.
+        let mut booleans = Vec::new();
+        if let Some(steps) = root.get("steps") {
+            boolean_conditions(steps, "/steps", &mut booleans);
+        }
+        for (ptr, b) in &booleans {
+            if let Some(slot) = view.to_mut().pointer_mut(ptr) {
+                *slot = Value::String(b.to_string());
+            }
+            let field = ptr.rsplit('/').next().unwrap_or("when");
+            let sp = self.span(&cx, ptr, false);
+            self.diags.push(
+                Diagnostic::warning(
+                    "boolean-condition",
+                    sp,
+                    format!("`{field}: {b}` is a YAML boolean; it is read as the expression `{b}`"),
+                )
+                .with_hint(format!(
+                    "AIP-15 types `{field}` as an expression string: write `{field}: \"{b}\"`"
+                )),
+            );
         }
         for v in schema::check_workflow(&view) {
             let sp = self.span(&cx, &v.pointer, v.at_key);
@@ -1371,6 +1415,63 @@ fn file_path_problem(path: &str, output: bool) -> Option<String> {
 pub const FILE_TOKENS: &[&str] = &["runId", "workflowId", "isoDate"];
 
 /// Whether any step under `v` names an `action:`.
+/// The steps of a workflow's front matter: `steps`, and the step lists
+/// inside them (loop, map and parallel branch steps), at any depth.
+fn count_steps(root: &Value) -> usize {
+    let mut n = 0;
+    let mut lists: Vec<&Value> = root.get("steps").into_iter().collect();
+    while let Some(list) = lists.pop() {
+        let Some(steps) = list.as_array() else {
+            continue;
+        };
+        n += steps.len();
+        for s in steps {
+            lists.extend(s.get("steps"));
+            if let Some(Value::Array(bs)) = s.get("branches") {
+                lists.extend(bs.iter().filter_map(|b| b.get("steps")));
+            }
+        }
+    }
+    n
+}
+
+/// Boolean `when:`s of branch steps and `while:`s of loop steps, in `steps`
+/// and the step lists inside them: (pointer, value).
+fn boolean_conditions(steps: &Value, ptr: &str, out: &mut Vec<(String, bool)>) {
+    let Some(steps) = steps.as_array() else {
+        return;
+    };
+    for (i, s) in steps.iter().enumerate() {
+        let p = format!("{ptr}/{i}");
+        let branches = s.get("branches").and_then(Value::as_array);
+        match str_at(s, "kind") {
+            Some("branch") => {
+                for (j, b) in branches.into_iter().flatten().enumerate() {
+                    if let Some(Value::Bool(v)) = b.get("when") {
+                        out.push((format!("{p}/branches/{j}/when"), *v));
+                    }
+                }
+            }
+            Some("loop") => {
+                if let Some(Value::Bool(v)) = s.get("while") {
+                    out.push((format!("{p}/while"), *v));
+                }
+            }
+            Some("parallel") => {
+                for (j, b) in branches.into_iter().flatten().enumerate() {
+                    if let Some(inner) = b.get("steps") {
+                        boolean_conditions(inner, &format!("{p}/branches/{j}/steps"), out);
+                    }
+                }
+            }
+            _ => {}
+        }
+        if let Some(inner) = s.get("steps") {
+            boolean_conditions(inner, &format!("{p}/steps"), out);
+        }
+    }
+}
+
 fn has_action(v: &Value) -> bool {
     match v {
         Value::Array(items) => items.iter().any(has_action),

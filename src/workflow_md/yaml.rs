@@ -2,16 +2,29 @@
 //! node was written, so a schema error at `/steps/2/retry/backoff` can point
 //! at `WORKFLOW.md:31:18`.
 //!
-//! Built on saphyr-parser's event stream, without recursion: nesting depth,
-//! alias expansion and the number of values are bounded, so no input can
-//! overflow the stack or expand a few lines into gigabytes. Scalars resolve by
-//! YAML 1.2's core schema: `on:` and `yes:` are strings, `true` a boolean,
-//! `0x1F` an integer, quoted scalars always strings.
+//! Built on saphyr-parser's event stream, without recursion. Every way a
+//! document could grow in memory beyond its own size is bounded:
+//!
+//! - nesting depth ([`MAX_DEPTH`]), aliased copies included (an alias of
+//!   a deep anchor inside another deep list would otherwise nest deeper at
+//!   every layer), so nothing after the loader recurses deeply either;
+//! - the values one document holds ([`MAX_VALUES`]), copies included;
+//! - what aliases copy, in bytes ([`MAX_ALIAS_BYTES`]): each node's copy size
+//!   (its text plus a value's size per value) is added up as it is read, so an
+//!   alias costs its anchor's size at once, however deeply aliases nest
+//!   (the "billion laughs"), and a large anchor aliased many times is refused
+//!   before it is copied. Anchors themselves copy nothing: an alias finds its
+//!   anchor's value where it was written;
+//! - places are kept per node as (parent, key or index), not as whole JSON
+//!   pointers, so a long key above many nodes is stored once.
+//!
+//! Scalars resolve by YAML 1.2's core schema: `on:` and `yes:` are strings,
+//! `true` a boolean, `0x1F` an integer, quoted scalars always strings.
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
-
-use rustc_hash::FxHashMap;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span as YSpan};
 use serde_json::{Map, Number, Value};
@@ -20,9 +33,52 @@ use serde_json::{Map, Number, Value};
 /// list is three levels).
 pub const MAX_DEPTH: usize = 200;
 
-/// Values an alias may expand into, in all: beyond it the document is refused
-/// (the "billion laughs" of nested aliases).
-pub const MAX_ALIAS_VALUES: usize = 100_000;
+/// Values (scalars, lists, mappings, counting what aliases copy) a document
+/// may hold: beyond it the document is refused. A large workflow holds a few
+/// thousand. The loader needs about 100 bytes a value, but the schema checks
+/// after it several KB for a value in the wrong place (a `{}` step), so this
+/// bound is what keeps a 300 KB file of `[{},{},…]` from taking gigabytes.
+pub const MAX_VALUES: usize = 100_000;
+
+/// Bytes aliases may copy, in all: each alias costs its anchor's size (text
+/// of every scalar and key, plus [`VALUE_BYTES`] per value), nested aliases
+/// included. Beyond it the document is refused. The largest honest use
+/// (a block of a few KB repeated tens of times) copies well under 1 MB;
+/// 16 MiB keeps a 1 MB file from expanding into gigabytes (the "billion
+/// laughs", or one large anchor aliased thousands of times).
+pub const MAX_ALIAS_BYTES: usize = 16 << 20;
+
+/// What one value costs a copy besides its text (a `serde_json::Value`).
+pub const VALUE_BYTES: usize = std::mem::size_of::<Value>();
+
+/// What a mapping key costs besides its text (its `String`).
+pub const KEY_BYTES: usize = std::mem::size_of::<String>();
+
+/// The bounds a document is held to ([`parse_with`]); every front end uses
+/// [`Limits::DEFAULT`] (through [`parse`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Lists and mappings nested, aliased copies included.
+    pub depth: usize,
+    /// Values in the document, what aliases copy included.
+    pub values: usize,
+    /// Bytes aliases copy, in all.
+    pub alias_bytes: usize,
+}
+
+impl Limits {
+    pub const DEFAULT: Limits = Limits {
+        depth: MAX_DEPTH,
+        values: MAX_VALUES,
+        alias_bytes: MAX_ALIAS_BYTES,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::DEFAULT
+    }
+}
 
 /// Where one node was written: byte offsets into the whole file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,41 +89,157 @@ pub struct At {
     pub key: Option<(usize, usize)>,
 }
 
-/// A parsed document: the value and the place of every node, by JSON
-/// pointer (`/steps/0/id`).
+/// No parent (the root), no key.
+const NONE: u32 = u32::MAX;
+
+/// A node's place in its parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seg {
+    Index(u32),
+    Key(Box<str>),
+}
+
+/// A [`Seg`] to look for, borrowed from a pointer.
+#[derive(Clone, Copy)]
+enum SegRef<'a> {
+    Index(u32),
+    Key(&'a str),
+}
+
+impl Seg {
+    fn as_ref(&self) -> SegRef<'_> {
+        match self {
+            Seg::Index(i) => SegRef::Index(*i),
+            Seg::Key(k) => SegRef::Key(k),
+        }
+    }
+}
+
+/// Indices before keys; indices by number, keys by bytes.
+fn cmp_seg(a: SegRef<'_>, b: SegRef<'_>) -> Ordering {
+    match (a, b) {
+        (SegRef::Index(x), SegRef::Index(y)) => x.cmp(&y),
+        (SegRef::Index(_), SegRef::Key(_)) => Ordering::Less,
+        (SegRef::Key(_), SegRef::Index(_)) => Ordering::Greater,
+        (SegRef::Key(x), SegRef::Key(y)) => x.cmp(y),
+    }
+}
+
+/// One node written in the document: its parent, its place there, and where
+/// it was written (file offsets as `u32`; [`parse`] refuses larger texts).
+#[derive(Debug, Clone)]
+struct Node {
+    parent: u32,
+    seg: Seg,
+    start: u32,
+    end: u32,
+    /// The key's place (`NONE`, `NONE` when there is none).
+    key: (u32, u32),
+}
+
+impl Node {
+    fn at(&self) -> At {
+        At {
+            start: self.start as usize,
+            end: self.end as usize,
+            key: (self.key.0 != NONE).then_some((self.key.0 as usize, self.key.1 as usize)),
+        }
+    }
+}
+
+/// A parsed document: the value and the place of every node written, found
+/// by JSON pointer (`/steps/0/id`).
 #[derive(Debug, Default)]
 pub struct Doc {
     /// Shared, so the front end can hold the tree while it reports against
     /// the document without copying a 10 MB value.
     pub value: Arc<Value>,
-    spans: FxHashMap<String, At>,
+    /// Every node written, in the order they started (the root first).
+    nodes: Vec<Node>,
+    /// Node ids sorted by (parent, place): a pointer is found by binary
+    /// search, one segment at a time.
+    order: Vec<u32>,
 }
 
 impl Doc {
+    /// How many values were written in the document (an alias counts one,
+    /// what it copies none).
+    pub fn written(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// The place of the node at `pointer`, or of its nearest ancestor that has
     /// one (nodes copied by an alias have no place of their own).
     pub fn at(&self, pointer: &str) -> At {
-        let mut p = pointer;
-        loop {
-            if let Some(a) = self.spans.get(p) {
-                return *a;
-            }
-            match p.rfind('/') {
-                Some(i) => p = &p[..i],
-                None => {
-                    return self.spans.get("").copied().unwrap_or(At {
-                        start: 0,
-                        end: 0,
-                        key: None,
-                    });
-                }
-            }
+        match self.walk(pointer).0 {
+            Some(n) => self.nodes[n as usize].at(),
+            None => At {
+                start: 0,
+                end: 0,
+                key: None,
+            },
         }
     }
 
     /// Whether `pointer` was written in the file (not defaulted or aliased).
     pub fn has(&self, pointer: &str) -> bool {
-        self.spans.contains_key(pointer)
+        self.walk(pointer).1
+    }
+
+    /// The deepest node written along `pointer`, and whether it is the one
+    /// `pointer` names.
+    fn walk(&self, pointer: &str) -> (Option<u32>, bool) {
+        if self.nodes.is_empty() {
+            return (None, false);
+        }
+        let mut cur = 0u32;
+        if pointer.is_empty() {
+            return (Some(cur), true);
+        }
+        let Some(rest) = pointer.strip_prefix('/') else {
+            return (Some(cur), false);
+        };
+        for raw in rest.split('/') {
+            let key = unescape(raw);
+            let found = index_segment(&key)
+                .and_then(|i| self.child(cur, SegRef::Index(i)))
+                .or_else(|| self.child(cur, SegRef::Key(&key)));
+            match found {
+                Some(c) => cur = c,
+                None => return (Some(cur), false),
+            }
+        }
+        (Some(cur), true)
+    }
+
+    fn child(&self, parent: u32, seg: SegRef<'_>) -> Option<u32> {
+        self.order
+            .binary_search_by(|&id| {
+                let n = &self.nodes[id as usize];
+                n.parent
+                    .cmp(&parent)
+                    .then_with(|| cmp_seg(n.seg.as_ref(), seg))
+            })
+            .ok()
+            .map(|i| self.order[i])
+    }
+}
+
+/// A pointer segment that names a list index (`0`, `12`; not `01`).
+fn index_segment(s: &str) -> Option<u32> {
+    if s.is_empty() || (s.len() > 1 && s.starts_with('0')) || !s.bytes().all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// Undo [`segment`]'s escaping.
+fn unescape(s: &str) -> Cow<'_, str> {
+    if s.contains('~') {
+        Cow::Owned(s.replace("~1", "/").replace("~0", "~"))
+    } else {
+        Cow::Borrowed(s)
     }
 }
 
@@ -81,13 +253,64 @@ pub struct YamlError {
     pub hint: Option<String>,
 }
 
-fn too_deep(at: usize) -> YamlError {
+fn too_deep(at: usize, depth: usize) -> YamlError {
     YamlError {
         code: "too-deep",
-        message: format!("the front matter nests more than {MAX_DEPTH} levels deep"),
+        message: format!("the front matter nests more than {depth} levels deep"),
         start: at,
         end: at + 1,
         hint: Some("flatten the workflow: move deep steps into a sub-workflow".into()),
+    }
+}
+
+fn too_many_values(at: usize, values: usize) -> YamlError {
+    YamlError {
+        code: "yaml-too-large",
+        message: format!(
+            "the front matter holds more than {values} values (what aliases copy included)"
+        ),
+        start: at,
+        end: at + 1,
+        hint: Some(
+            "a workflow's own fields hold a few thousand at most: keep data in input files".into(),
+        ),
+    }
+}
+
+fn aliases_too_large(
+    start: usize,
+    end: usize,
+    this: usize,
+    before: usize,
+    limit: usize,
+) -> YamlError {
+    YamlError {
+        code: "yaml-too-large",
+        message: format!(
+            "aliases copy more than {} in all: this alias copies {} after {} copied by earlier ones",
+            bytes(limit),
+            bytes(this),
+            bytes(before),
+        ),
+        start,
+        end,
+        hint: Some(
+            "write the repeated part out, or alias it fewer times (the limit keeps a small file from expanding into gigabytes)"
+                .into(),
+        ),
+    }
+}
+
+/// `123 bytes`, `4.5 KiB`, `1.2 MiB`, `16 MiB`.
+fn bytes(n: usize) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 20 {
+        format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20))
+    } else if n >= 1 << 10 {
+        format!("{:.1} KiB", n as f64 / 1024.0)
+    } else {
+        format!("{n} bytes")
     }
 }
 
@@ -106,7 +329,7 @@ struct Offsets<'a> {
     text: &'a str,
     ascii: bool,
     /// (char index, byte offset) of the last conversion: markers mostly move
-    /// forward, so each conversion scans only the distance moved.
+    /// forward, so each conversion walks only the distance moved (either way).
     cursor: (usize, usize),
 }
 
@@ -116,11 +339,15 @@ impl Offsets<'_> {
             return chars.min(self.text.len());
         }
         let (mut c, mut b) = self.cursor;
-        if chars < c {
-            (c, b) = (0, 0);
+        while c > chars && b > 0 {
+            b -= 1;
+            while !self.text.is_char_boundary(b) {
+                b -= 1;
+            }
+            c -= 1;
         }
         for ch in self.text[b..].chars() {
-            if c == chars {
+            if c >= chars {
                 break;
             }
             c += 1;
@@ -131,45 +358,234 @@ impl Offsets<'_> {
     }
 }
 
-enum Frame {
-    Seq {
-        items: Vec<Value>,
-        pointer: String,
-        start: usize,
-        anchor: usize,
-        key: Option<(usize, usize)>,
-    },
+/// An open list or mapping.
+struct Open {
+    /// Its node (ids grow with depth, so the stack is sorted by them).
+    node: u32,
+    anchor: usize,
+    /// What a copy of it costs so far (see [`MAX_ALIAS_BYTES`]).
+    size: usize,
+    /// Lists and mappings nested in it, itself included.
+    height: usize,
+    /// Values in it, itself included.
+    values: usize,
+    body: Body,
+}
+
+enum Body {
+    Seq(Vec<Value>),
     Map {
         map: Map<String, Value>,
-        pointer: String,
-        start: usize,
-        anchor: usize,
-        key: Option<(usize, usize)>,
         /// A key read, waiting for its value.
         pending: Option<(String, (usize, usize))>,
     },
 }
 
-impl Frame {
-    fn pointer(&self) -> &str {
-        match self {
-            Frame::Seq { pointer, .. } | Frame::Map { pointer, .. } => pointer,
+/// What an alias needs to know of its anchor.
+#[derive(Clone, Copy)]
+struct Anchor {
+    node: u32,
+    /// What a copy costs (see [`MAX_ALIAS_BYTES`]).
+    size: usize,
+    /// Lists and mappings nested in it (0 for a scalar).
+    height: usize,
+    /// Values in it, itself included.
+    values: usize,
+}
+
+/// The loader's state between events.
+struct Loader {
+    limits: Limits,
+    nodes: Vec<Node>,
+    stack: Vec<Open>,
+    root: Option<Value>,
+    /// Anchor id → its node, the size of a copy of it and its height.
+    anchors: HashMap<usize, Anchor>,
+    /// Bytes copied by aliases so far.
+    copied: usize,
+    /// Values so far, written and copied.
+    values: usize,
+}
+
+impl Loader {
+    /// A node about to be added to the innermost open node, written at
+    /// `start..end`. A mapping or sequence in a key's place is refused.
+    fn node(&mut self, start: usize, end: usize) -> Result<u32, YamlError> {
+        self.count(1, start)?;
+        let (parent, seg, key) = match self.stack.last() {
+            None => (NONE, Seg::Index(0), (NONE, NONE)),
+            Some(open) => match &open.body {
+                Body::Seq(items) => (
+                    open.node,
+                    Seg::Index(u32::try_from(items.len()).unwrap_or(u32::MAX)),
+                    (NONE, NONE),
+                ),
+                Body::Map {
+                    pending: Some((k, (ks, ke))),
+                    ..
+                } => (
+                    open.node,
+                    Seg::Key(k.as_str().into()),
+                    (*ks as u32, *ke as u32),
+                ),
+                Body::Map { pending: None, .. } => {
+                    return Err(YamlError {
+                        code: "yaml-syntax",
+                        message: "a mapping key must be a plain value, not a list or a mapping"
+                            .into(),
+                        start,
+                        end: start + 1,
+                        hint: None,
+                    });
+                }
+            },
+        };
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node {
+            parent,
+            seg,
+            start: start as u32,
+            end: end.max(start) as u32,
+            key,
+        });
+        Ok(id)
+    }
+
+    /// When the innermost open node is a mapping waiting for a key, that
+    /// mapping.
+    fn key_slot(&mut self) -> Option<&mut Open> {
+        match self.stack.last_mut() {
+            Some(
+                open @ Open {
+                    body: Body::Map { pending: None, .. },
+                    ..
+                },
+            ) => Some(open),
+            _ => None,
         }
+    }
+
+    /// Count `n` more values, the first of them written at `start`.
+    fn count(&mut self, n: usize, start: usize) -> Result<(), YamlError> {
+        if self.values.saturating_add(n) > self.limits.values {
+            return Err(too_many_values(start, self.limits.values));
+        }
+        self.values += n;
+        Ok(())
+    }
+
+    /// Attach a finished node to its parent (or make it the root): its copy
+    /// size `size`, its `height` and the `values` in it.
+    fn attach(
+        &mut self,
+        value: Value,
+        size: usize,
+        height: usize,
+        values: usize,
+    ) -> Result<(), YamlError> {
+        let Some(open) = self.stack.last_mut() else {
+            self.root = Some(value);
+            return Ok(());
+        };
+        open.size = open.size.saturating_add(size);
+        open.height = open.height.max(height + 1);
+        open.values = open.values.saturating_add(values);
+        match &mut open.body {
+            Body::Seq(items) => items.push(value),
+            Body::Map { map, pending } => {
+                let (k, kspan) = pending.take().unwrap_or_default();
+                if map.contains_key(&k) {
+                    return Err(YamlError {
+                        code: "duplicate-key",
+                        message: format!("key `{k}` appears twice in one mapping"),
+                        start: kspan.0,
+                        end: kspan.1,
+                        hint: Some("keep one of them; YAML does not merge repeated keys".into()),
+                    });
+                }
+                map.insert(k, value);
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of the finished node `node`, found where it was written:
+    /// under its innermost open ancestor, or in the finished root.
+    fn find(&self, node: u32) -> Option<&Value> {
+        let mut path: Vec<&Seg> = Vec::new();
+        let mut cur = node;
+        let mut v = loop {
+            let n = self.nodes.get(cur as usize)?;
+            if n.parent == NONE {
+                break self.root.as_ref()?;
+            }
+            if let Ok(i) = self.stack.binary_search_by_key(&n.parent, |o| o.node) {
+                break match (&self.stack[i].body, &n.seg) {
+                    (Body::Seq(items), Seg::Index(i)) => items.get(*i as usize)?,
+                    (Body::Map { map, .. }, Seg::Key(k)) => map.get(&**k)?,
+                    _ => return None,
+                };
+            }
+            path.push(&n.seg);
+            cur = n.parent;
+        };
+        for seg in path.iter().rev() {
+            v = match (v, seg) {
+                (Value::Array(items), Seg::Index(i)) => items.get(*i as usize)?,
+                (Value::Object(map), Seg::Key(k)) => map.get(&**k)?,
+                _ => return None,
+            };
+        }
+        Some(v)
+    }
+
+    /// Count `size` more bytes copied by the alias at `start..end`.
+    fn copy(&mut self, size: usize, start: usize, end: usize) -> Result<(), YamlError> {
+        let total = self.copied.saturating_add(size);
+        if total > self.limits.alias_bytes {
+            return Err(aliases_too_large(
+                start,
+                end,
+                size,
+                self.copied,
+                self.limits.alias_bytes,
+            ));
+        }
+        self.copied = total;
+        Ok(())
     }
 }
 
 /// Parse `text` (the front matter, which starts at byte `base` of the file).
 pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
+    parse_with(text, base, Limits::DEFAULT)
+}
+
+/// [`parse`] under other bounds (tests hold documents to small ones).
+pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlError> {
+    if base.saturating_add(text.len()) >= NONE as usize {
+        return Err(YamlError {
+            code: "yaml-too-large",
+            message: "the file is larger than 4 GiB".into(),
+            start: base,
+            end: base + 1,
+            hint: None,
+        });
+    }
     let mut offsets = Offsets {
         text,
         ascii: text.is_ascii(),
         cursor: (0, 0),
     };
-    let mut doc = Doc::default();
-    let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: HashMap<usize, Value> = HashMap::new();
-    let mut alias_budget = MAX_ALIAS_VALUES;
-    let mut root: Option<Value> = None;
+    let mut ld = Loader {
+        limits,
+        nodes: Vec::new(),
+        stack: Vec::new(),
+        root: None,
+        anchors: HashMap::new(),
+        copied: 0,
+        values: 0,
+    };
     let mut documents = 0;
     let mut parser = Parser::new_from_str(text);
     let span = |offsets: &mut Offsets<'_>, s: &YSpan| {
@@ -184,7 +600,7 @@ pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
             Err(e) => {
                 let at = base + offsets.byte(e.marker().index());
                 if e.info().contains("recursion limit") {
-                    return Err(too_deep(at));
+                    return Err(too_deep(at, limits.depth));
                 }
                 return Err(YamlError {
                     code: "yaml-syntax",
@@ -199,9 +615,8 @@ pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
             }
         };
         let (start, end) = span(&mut offsets, &ys);
-        // A node: where it goes and what it holds.
-        let placed = match event {
-            Event::StreamStart | Event::StreamEnd | Event::Nothing | Event::DocumentEnd => continue,
+        match event {
+            Event::StreamStart | Event::StreamEnd | Event::Nothing | Event::DocumentEnd => {}
             Event::DocumentStart(_) => {
                 documents += 1;
                 if documents > 1 {
@@ -213,70 +628,58 @@ pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
                         hint: Some("keep one mapping between the two `---` lines".into()),
                     });
                 }
-                continue;
             }
             Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
-                if stack.len() >= MAX_DEPTH {
-                    return Err(too_deep(start));
+                if ld.stack.len() >= limits.depth {
+                    return Err(too_deep(start, limits.depth));
                 }
-                let (pointer, key) = child_place(&stack, start)?;
-                let is_map = matches!(event, Event::MappingStart(..));
-                stack.push(if is_map {
-                    Frame::Map {
+                let node = ld.node(start, start)?;
+                let body = if matches!(event, Event::MappingStart(..)) {
+                    Body::Map {
                         map: Map::new(),
-                        pointer,
-                        start,
-                        anchor,
-                        key,
                         pending: None,
                     }
                 } else {
-                    Frame::Seq {
-                        items: Vec::new(),
-                        pointer,
-                        start,
-                        anchor,
-                        key,
-                    }
+                    Body::Seq(Vec::new())
+                };
+                ld.stack.push(Open {
+                    node,
+                    anchor,
+                    size: VALUE_BYTES,
+                    height: 1,
+                    values: 1,
+                    body,
                 });
-                continue;
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let Some(frame) = stack.pop() else {
+                let Some(open) = ld.stack.pop() else {
                     continue;
                 };
-                let (value, pointer, s, anchor, key) = match frame {
-                    Frame::Seq {
-                        items,
-                        pointer,
-                        start,
-                        anchor,
-                        key,
-                    } => (Value::Array(items), pointer, start, anchor, key),
-                    Frame::Map {
-                        map,
-                        pointer,
-                        start,
-                        anchor,
-                        key,
-                        ..
-                    } => (Value::Object(map), pointer, start, anchor, key),
-                };
-                doc.spans.insert(
-                    pointer,
-                    At {
-                        start: s,
-                        end: end.max(s),
-                        key,
-                    },
-                );
-                if anchor > 0 {
-                    anchors.insert(anchor, value.clone());
+                let n = &mut ld.nodes[open.node as usize];
+                n.end = n.end.max(end as u32);
+                if open.anchor > 0 {
+                    let a = Anchor {
+                        node: open.node,
+                        size: open.size,
+                        height: open.height,
+                        values: open.values,
+                    };
+                    ld.anchors.insert(open.anchor, a);
                 }
-                value
+                let value = match open.body {
+                    Body::Seq(items) => Value::Array(items),
+                    Body::Map { map, .. } => Value::Object(map),
+                };
+                ld.attach(value, open.size, open.height, open.values)?;
             }
             Event::Alias(id) => {
-                let Some(v) = anchors.get(&id) else {
+                let Some(&Anchor {
+                    node,
+                    size,
+                    height,
+                    values,
+                }) = ld.anchors.get(&id)
+                else {
                     return Err(YamlError {
                         code: "yaml-syntax",
                         message: "an alias names an anchor that is not defined before it".into(),
@@ -285,39 +688,46 @@ pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
                         hint: None,
                     });
                 };
-                let size = count_values(v, alias_budget.saturating_add(1));
-                if size > alias_budget {
+                if ld.stack.len() + height > limits.depth {
+                    let mut e = too_deep(start, limits.depth);
+                    e.message = format!(
+                        "this alias copies {height} levels of lists and mappings {} levels deep: the front matter would nest more than {} levels deep",
+                        ld.stack.len(),
+                        limits.depth
+                    );
+                    e.end = end;
+                    return Err(e);
+                }
+                ld.copy(size, start, end)?;
+                let Some(v) = ld.find(node).cloned() else {
                     return Err(YamlError {
                         code: "yaml-syntax",
-                        message: format!("aliases expand to more than {MAX_ALIAS_VALUES} values"),
+                        message: "an alias names an anchor that is not defined before it".into(),
                         start,
                         end,
-                        hint: Some(
-                            "write the repeated parts out, or use fewer nested aliases".into(),
-                        ),
+                        hint: None,
                     });
-                }
-                alias_budget -= size;
-                let v = v.clone();
-                if let Some(pending) = key_slot(&mut stack) {
+                };
+                if let Some(open) = ld.key_slot() {
                     // An alias used as a key: its text, when it is a scalar.
-                    match v {
-                        Value::String(s) => *pending = Some((s, (start, end))),
-                        _ => {
-                            return Err(YamlError {
-                                code: "yaml-syntax",
-                                message: "a mapping key must be a plain value".into(),
-                                start,
-                                end,
-                                hint: None,
-                            });
-                        }
+                    let Value::String(s) = v else {
+                        return Err(YamlError {
+                            code: "yaml-syntax",
+                            message: "a mapping key must be a plain value".into(),
+                            start,
+                            end,
+                            hint: None,
+                        });
+                    };
+                    open.size = open.size.saturating_add(KEY_BYTES + s.len());
+                    if let Body::Map { pending, .. } = &mut open.body {
+                        *pending = Some((s, (start, end)));
                     }
                     continue;
                 }
-                let (pointer, key) = child_place(&stack, start)?;
-                doc.spans.insert(pointer, At { start, end, key });
-                v
+                ld.node(start, end)?;
+                ld.count(values - 1, start)?;
+                ld.attach(v, size, height, values)?;
             }
             Event::Scalar(text, style, anchor, tag) => {
                 let value = resolve(&text, style, tag.as_deref().map(|t| t.suffix.as_str()))
@@ -328,92 +738,45 @@ pub fn parse(text: &str, base: usize) -> Result<Doc, YamlError> {
                         end,
                         hint: None,
                     })?;
-                if let Some(pending) = key_slot(&mut stack) {
+                if let Some(open) = ld.key_slot() {
                     let key = match value {
                         Value::String(s) => s,
                         other => other.to_string(),
                     };
-                    *pending = Some((key, (start, end)));
+                    open.size = open.size.saturating_add(KEY_BYTES + key.len());
+                    if let Body::Map { pending, .. } = &mut open.body {
+                        *pending = Some((key, (start, end)));
+                    }
                     continue;
                 }
-                let (pointer, key) = child_place(&stack, start)?;
-                doc.spans.insert(pointer, At { start, end, key });
+                let node = ld.node(start, end)?;
+                let size = VALUE_BYTES + value.as_str().map_or(0, str::len);
                 if anchor > 0 {
-                    anchors.insert(anchor, value.clone());
+                    let a = Anchor {
+                        node,
+                        size,
+                        height: 0,
+                        values: 1,
+                    };
+                    ld.anchors.insert(anchor, a);
                 }
-                value
-            }
-        };
-        // Attach the finished node to its parent (or make it the root).
-        match stack.last_mut() {
-            None => root = Some(placed),
-            Some(Frame::Seq { items, .. }) => items.push(placed),
-            Some(Frame::Map { map, pending, .. }) => {
-                let (k, kspan) = pending.take().unwrap_or_default();
-                if map.contains_key(&k) {
-                    return Err(YamlError {
-                        code: "duplicate-key",
-                        message: format!("key `{k}` appears twice in one mapping"),
-                        start: kspan.0,
-                        end: kspan.1,
-                        hint: Some("keep one of them; YAML does not merge repeated keys".into()),
-                    });
-                }
-                map.insert(k, placed);
+                ld.attach(value, size, 0, 1)?;
             }
         }
     }
-    doc.value = Arc::new(root.unwrap_or(Value::Null));
-    Ok(doc)
-}
-
-/// When the innermost open node is a mapping waiting for a key, the slot the
-/// key goes in.
-fn key_slot(stack: &mut [Frame]) -> Option<&mut Option<(String, (usize, usize))>> {
-    match stack.last_mut() {
-        Some(Frame::Map { pending, .. }) if pending.is_none() => Some(pending),
-        _ => None,
-    }
-}
-
-/// The pointer (and key place) of a node about to be added to the innermost
-/// open node. A mapping or sequence in a key's place is refused.
-fn child_place(
-    stack: &[Frame],
-    start: usize,
-) -> Result<(String, Option<(usize, usize)>), YamlError> {
-    match stack.last() {
-        None => Ok((String::new(), None)),
-        Some(Frame::Seq { items, pointer, .. }) => Ok((format!("{pointer}/{}", items.len()), None)),
-        Some(f @ Frame::Map { pending, .. }) => match pending {
-            Some((k, kspan)) => Ok((format!("{}/{}", f.pointer(), segment(k)), Some(*kspan))),
-            None => Err(YamlError {
-                code: "yaml-syntax",
-                message: "a mapping key must be a plain value, not a list or a mapping".into(),
-                start,
-                end: start + 1,
-                hint: None,
-            }),
-        },
-    }
-}
-
-/// Values in `v`, counted up to `limit`.
-fn count_values(v: &Value, limit: usize) -> usize {
-    let mut n = 0;
-    let mut stack = vec![v];
-    while let Some(v) = stack.pop() {
-        n += 1;
-        if n >= limit {
-            return n;
-        }
-        match v {
-            Value::Array(a) => stack.extend(a.iter()),
-            Value::Object(o) => stack.extend(o.values()),
-            _ => {}
-        }
-    }
-    n
+    let Loader { nodes, root, .. } = ld;
+    let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (x, y) = (&nodes[a as usize], &nodes[b as usize]);
+        x.parent
+            .cmp(&y.parent)
+            .then_with(|| cmp_seg(x.seg.as_ref(), y.seg.as_ref()))
+    });
+    Ok(Doc {
+        value: Arc::new(root.unwrap_or(Value::Null)),
+        nodes,
+        order,
+    })
 }
 
 /// A scalar by YAML 1.2's core schema.
@@ -569,5 +932,138 @@ mod tests {
         assert!(parse(laughs, 0).unwrap_err().message.contains("aliases"));
         assert_eq!(parse("a: [1, 2", 0).unwrap_err().code, "yaml-syntax");
         assert_eq!(parse("? [a]\n: 1", 0).unwrap_err().code, "yaml-syntax");
+    }
+
+    #[test]
+    fn aliases_copy_their_anchor_wherever_it_was_written() {
+        // Anchored inside a mapping still open, in a finished sibling, in a
+        // list, nested; used as a key.
+        assert_eq!(
+            v("a: {b: &x 1, c: *x}\nd: *x"),
+            json!({"a": {"b": 1, "c": 1}, "d": 1})
+        );
+        assert_eq!(
+            v("a: &l [1, &m {k: v}]\nb: [*l, *m]\n&kk key: 1"),
+            json!({"a": [1, {"k": "v"}], "b": [[1, {"k": "v"}], {"k": "v"}], "key": 1})
+        );
+        assert_eq!(
+            parse("a: &m {k: v}\nc: {*m : 2}", 0).unwrap_err().code,
+            "yaml-syntax"
+        );
+        assert_eq!(
+            v("x: &k name\ny: {*k : 2}"),
+            json!({"x": "name", "y": {"name": 2}})
+        );
+        assert_eq!(
+            v("a: &a {b: [1, 2]}\nc: [*a, *a]"),
+            json!({"a": {"b": [1, 2]}, "c": [{"b": [1, 2]}, {"b": [1, 2]}]})
+        );
+        // A copy has the alias's place, not places of its own.
+        let d = parse("a: &a {b: 1}\nc: *a\n", 0).unwrap();
+        assert!(d.has("/c") && !d.has("/c/b") && d.has("/a/b"));
+        assert_eq!(d.at("/c/b"), d.at("/c"));
+    }
+
+    #[test]
+    fn a_large_anchor_aliased_many_times_is_refused_before_it_is_copied() {
+        // 1 MB aliased 5,000 times would be 5 GB.
+        let big = "x".repeat(1 << 20);
+        let aliases = vec!["*a"; 5000].join(", ");
+        let text = format!("a: &a {big}\nb: [{aliases}]\n");
+        let e = parse(&text, 10).unwrap_err();
+        assert_eq!(e.code, "yaml-too-large");
+        assert!(e.message.contains("16 MiB"), "{}", e.message);
+        assert_eq!(&text[e.start - 10..e.end - 10], "*a");
+        // Just under the bound is fine.
+        let n = MAX_ALIAS_BYTES / (big.len() + VALUE_BYTES);
+        let aliases = vec!["*a"; n].join(", ");
+        let d = parse(&format!("a: &a {big}\nb: [{aliases}]\n"), 0).unwrap();
+        assert_eq!(d.value["b"].as_array().map(Vec::len), Some(n));
+    }
+
+    #[test]
+    fn anchors_copy_nothing() {
+        // 150 nested anchors around 1 MB: copied at each anchor, 150 MB.
+        let mut text = format!("\"{}\"", "y".repeat(1 << 20));
+        for i in 0..150 {
+            text = format!("&a{i} [{text}]");
+        }
+        let d = parse(&text, 0).unwrap();
+        assert!(d.value.is_array());
+    }
+
+    #[test]
+    fn a_long_key_is_stored_once() {
+        // A 1 MB key above 90,000 values: whole pointers would be 90 GB.
+        let key = "k".repeat(1 << 20);
+        let text = format!("? {key}\n: [{}]\n", vec!["1"; 90_000].join(","));
+        let d = parse(&text, 0).unwrap();
+        let at = d.at(&format!("/{key}/89999"));
+        assert_eq!(&text[at.start..at.end], "1");
+        assert!(d.has(&format!("/{key}/89999")) && !d.has(&format!("/{key}/90000")));
+    }
+
+    #[test]
+    fn too_many_values() {
+        let limits = Limits {
+            values: 1000,
+            ..Limits::DEFAULT
+        };
+        // The list itself is one.
+        let text = format!("[{}]", vec!["1"; 1000].join(","));
+        let e = parse_with(&text, 0, limits).unwrap_err();
+        assert_eq!(e.code, "yaml-too-large");
+        assert!(e.message.contains("more than 1000 values"), "{}", e.message);
+        let text = format!("[{}]", vec!["1"; 999].join(","));
+        assert_eq!(parse_with(&text, 0, limits).unwrap().written(), 1000);
+        // What aliases copy counts: 10 + 1 + 100 × 11.
+        let text = format!(
+            "a: &a [{}]\nb: [{}]",
+            ["1"; 9].join(","),
+            vec!["*a"; 100].join(",")
+        );
+        let e = parse_with(&text, 0, limits).unwrap_err();
+        assert!(e.message.contains("aliases copy included"), "{}", e.message);
+        assert!(parse_with(&text.replace("*a", "1"), 0, limits).is_ok());
+    }
+
+    #[test]
+    fn aliases_do_not_nest_past_the_depth_limit() {
+        // Each layer aliases the last inside 150 more levels: 150, 300, 450…
+        let mut text = String::new();
+        for i in 0..4 {
+            let inner = if i == 0 {
+                "1".to_owned()
+            } else {
+                format!("*l{}", i - 1)
+            };
+            text += &format!(
+                "l{i}: &l{i} {}{inner}{}\n",
+                "[".repeat(150),
+                "]".repeat(150)
+            );
+        }
+        let e = parse(&text, 0).unwrap_err();
+        assert_eq!(e.code, "too-deep");
+        assert_eq!(&text[e.start..e.end], "*l0");
+        // Within it, fine.
+        let ok = "a: &a [[1]]\nb: [[*a]]\n";
+        assert_eq!(v(ok)["b"], json!([[[[1]]]]));
+        let limits = Limits {
+            depth: 3,
+            ..Limits::DEFAULT
+        };
+        assert_eq!(parse_with(ok, 0, limits).unwrap_err().code, "too-deep");
+    }
+
+    #[test]
+    fn pointers_with_escapes_and_indices() {
+        let text = "a/b: {c~d: [x, y]}\n'0': z\n";
+        let d = parse(text, 0).unwrap();
+        let at = d.at("/a~1b/c~0d/1");
+        assert_eq!(&text[at.start..at.end], "y");
+        assert!(d.has("/0") && !d.has("/a~1b/c~0d/01") && !d.has("/a~1b/c~0d/2"));
+        assert_eq!(d.at("/nothing"), d.at(""));
+        assert_eq!(parse("", 0).unwrap().at("/x").end, 0);
     }
 }

@@ -6,6 +6,7 @@
 //! fields name instead (`action:` makes a shell step), so the errors say what
 //! is wrong with it.
 
+use std::collections::HashSet;
 use std::sync::OnceLock;
 
 use jsonschema::Validator;
@@ -75,12 +76,15 @@ pub(super) fn check(v: &Value) -> Vec<Finding> {
 }
 
 fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>) {
+    let first = out.len();
     let errors: Vec<_> = validator.iter_errors(v).collect();
     let pointer_of =
         |e: &jsonschema::ValidationError<'_>| format!("{base}{}", e.instance_path().as_str());
     // Required fields missing, by the object's pointer: an unknown field that
     // is a misspelling of one is reported once, as the misspelling.
-    let missing: Vec<(String, String)> = errors
+    // (Sets: a document of many steps has as many errors, and each is
+    // looked up here.)
+    let missing: HashSet<(String, String)> = errors
         .iter()
         .filter_map(|e| match e.kind() {
             ValidationErrorKind::Required { property } => {
@@ -89,9 +93,9 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
             _ => None,
         })
         .collect();
-    let mut misspelt: Vec<(String, String)> = Vec::new();
+    let mut misspelt: HashSet<(String, String)> = HashSet::new();
     // A value of the wrong type is reported once, not again as "not one of".
-    let mistyped: Vec<String> = errors
+    let mistyped: HashSet<String> = errors
         .iter()
         .filter(|e| matches!(e.kind(), ValidationErrorKind::Type { .. }))
         .map(pointer_of)
@@ -114,10 +118,10 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
                 for name in unexpected {
                     let near = crate::diag::suggest(name, fields.split(", "));
                     if let Some(want) = near
-                        && missing.iter().any(|(p, m)| *p == pointer && m == want)
+                        && missing.contains(&(pointer.clone(), want.to_owned()))
                     {
                         // Not tolerable: the field it stands for is missing.
-                        misspelt.push((pointer.clone(), want.to_owned()));
+                        misspelt.insert((pointer.clone(), want.to_owned()));
                         out.push(
                             Finding::error(
                                 format!("{pointer}/{}", segment(name)),
@@ -211,14 +215,20 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
             }
         }
     }
-    out.retain(|f| {
-        !(f.code == "schema"
-            && misspelt.iter().any(|(p, want)| {
-                *p == f.pointer
-                    && f.message
-                        .ends_with(&format!("missing the required field `{want}`"))
-            }))
-    });
+    // Only this call's findings, so that a call per step stays linear.
+    if !misspelt.is_empty() {
+        let mut i = 0;
+        out.retain(|f| {
+            i += 1;
+            let want = f
+                .message
+                .rsplit_once("missing the required field `")
+                .and_then(|(_, rest)| rest.strip_suffix('`'));
+            i <= first
+                || f.code != "schema"
+                || !want.is_some_and(|w| misspelt.contains(&(f.pointer.clone(), w.to_owned())))
+        });
+    }
 }
 
 /// What to add for a missing required field.

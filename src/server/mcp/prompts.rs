@@ -37,9 +37,22 @@ pub fn agent_prompts(root: &std::path::Path) -> Vec<AgentPrompt> {
             .unwrap_or(&path)
             .display()
             .to_string();
-        let Some(card) =
+        // One file must not take the list down: a panic while loading it
+        // skips it, with a warning.
+        let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             crate::agent_md::load_path(&mut sources, &path, &written, None, &mut diags)
-        else {
+        }));
+        let card = match loaded {
+            Ok(card) => card,
+            Err(p) => {
+                let why = crate::server::limits::panic_message(p.as_ref());
+                eprintln!(
+                    "agentfile mcp: warning: skipped {written}: loading it panicked ({why}); please report it"
+                );
+                None
+            }
+        };
+        let Some(card) = card else {
             continue;
         };
         let agent = crate::agent_md::agent_name(&path);

@@ -236,7 +236,30 @@ impl Scan {
         let mut taken = HashSet::new();
         let mut out = Vec::new();
         for path in &found {
-            let Some(plan) = self.plan(&mut cache, path, config.as_ref()) else {
+            // One file must not take the scan (and the server) down: a panic
+            // while analysing it skips it, with a warning, until it changes.
+            let planned = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.plan(&mut cache, path, config.as_ref())
+            }));
+            let plan = match planned {
+                Ok(p) => p,
+                Err(p) => {
+                    let why = crate::server::limits::panic_message(p.as_ref());
+                    eprintln!(
+                        "agentfile mcp: warning: skipped {}: analysing it panicked ({why}); please report it",
+                        path.display()
+                    );
+                    cache.entries.insert(
+                        path.clone(),
+                        Cached {
+                            read: vec![(path.clone(), stamp(path))],
+                            plan: None,
+                        },
+                    );
+                    None
+                }
+            };
+            let Some(plan) = plan else {
                 continue;
             };
             let path = path.clone();
