@@ -893,6 +893,11 @@ pub async fn start_in(
             );
         }
     }
+    if !prepared.plan.files.is_empty() {
+        // The file contract's scratch folder (`_workflowFsRoot`): the file
+        // tools may use it, though it lies in `.agentfile/`.
+        policy.scratch_for_run(executor::scratch_root(&prepared.workspace, &id));
+    }
     let mut notes = Vec::new();
     if let Some(decl) = &prepared.plan.agentrc {
         let home = std::env::home_dir();

@@ -44,6 +44,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use budget::{BudgetKind, Limits, parse_duration};
+pub use files::root as scratch_root;
 pub use interp::check_resume;
 
 use crate::events::{EventBus, Scope};
