@@ -487,6 +487,9 @@ fn limits(req: &RunRequest, config: &Config) -> Result<Limits, RunError> {
         timeout,
         goal_turns: None,
         strict_convergence: req.strict_convergence,
+        max_map_items: c
+            .max_map_items
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
     })
 }
 
