@@ -30,7 +30,7 @@ pub struct Limits {
 }
 
 /// Default cap on the items of one map step (`[limits] max_map_items`): every
-/// item is recorded in the session (two events, about 370 bytes of database)
+/// item is recorded in the session (two events, about 380 bytes of database)
 /// and its result kept until the map ends, so 100,000 items is a session of
 /// tens of megabytes and a few seconds of bookkeeping, while a million is
 /// one a user should ask for.
