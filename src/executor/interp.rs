@@ -315,10 +315,17 @@ fn check_map_sizes(cx: &RunCx<'_>, env: &Env) -> Result<(), Stop> {
             let p = join(path, &n.id);
             if let NodeKind::Map { over, .. } = &n.kind
                 && over.paths().iter().all(|x| matches!(x.root, Root::Input))
-                && let Value::Array(items) = over.eval(env)
-                && let Some(stop) = too_many_items(cx, &p, items.len())
             {
-                return Err(stop);
+                let len = match over {
+                    Expr::Path(x) => x
+                        .within(&env.inputs)
+                        .and_then(Value::as_array)
+                        .map(Vec::len),
+                    _ => over.eval(env).as_array().map(Vec::len),
+                };
+                if let Some(stop) = len.and_then(|len| too_many_items(cx, &p, len)) {
+                    return Err(stop);
+                }
             }
             if let Some(c) = &n.compensation {
                 visit(cx, env, vec![&**c], &p)?;
