@@ -350,6 +350,10 @@ pub struct LimitsSection {
     pub max_cost_usd: Option<f64>,
     /// A duration such as `90s`, `10m`, `1h`.
     pub timeout: Option<String>,
+    /// Most items one map step may run (default 100,000); a map over more
+    /// is refused before its first item, and before the run's first step
+    /// when its list comes from the inputs.
+    pub max_map_items: Option<u64>,
 }
 
 /// Resource limits every command of the bash tool runs under (`[bash]`), set

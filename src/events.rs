@@ -305,6 +305,31 @@ impl EventBus {
         event
     }
 
+    /// [`EventBus::emit`] without handing the event back: on a pipelined bus
+    /// the event moves to the writer instead of being copied for it (an
+    /// event can be large: a run's outputs, a map's list of results).
+    pub fn post(&self, scope: &Scope, body: EventBody) {
+        self.wait_for_room();
+        let mut st = self.lock();
+        self.flush_notices(&mut st);
+        let event = self.stamp(&st, scope, body, 1, rfc3339(SystemTime::now()));
+        self.store_and_send_owned(&mut st, vec![event]);
+    }
+
+    /// [`EventBus::emit_timed`] without handing the events back (see
+    /// [`EventBus::post`]).
+    pub fn post_timed(&self, items: Vec<(Scope, EventBody, String)>) {
+        self.wait_for_room();
+        let mut st = self.lock();
+        self.flush_notices(&mut st);
+        let events: Vec<Event> = items
+            .into_iter()
+            .zip(1..)
+            .map(|((scope, body, ts), n)| self.stamp(&st, &scope, body, n, ts))
+            .collect();
+        self.store_and_send_owned(&mut st, events);
+    }
+
     /// [`EventBus::emit`] for several events that are ready at the same moment
     /// (a model's answer and the tool call it asks for, a tool's result and the
     /// next model request): they get consecutive `seq`s and one timestamp, and
@@ -385,6 +410,28 @@ impl EventBus {
             node_kind: scope.node_kind.map(str::to_owned),
             body,
         }
+    }
+
+    /// [`EventBus::store_and_send`] for events the caller gives up: a
+    /// pipelined bus queues them as they are.
+    fn store_and_send_owned(&self, st: &mut BusState, events: Vec<Event>) {
+        let Some(pipe) = &self.pipe else {
+            self.store_and_send(st, &events);
+            return;
+        };
+        let Some(last) = events.last() else {
+            return;
+        };
+        st.seq = last.seq;
+        if st.store_error.is_some() {
+            // Not offered to the store again, and so never sent.
+            return;
+        }
+        let mut p = pipe.lock();
+        p.to_store += events.len();
+        p.queued.extend(events.into_iter().map(|e| (e, true)));
+        drop(p);
+        pipe.work.notify_one();
     }
 
     /// Store `events` (consecutive, following `st.seq`) in one commit, then

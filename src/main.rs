@@ -936,8 +936,9 @@ fn mcp_cmd(args: McpArgs) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 
-/// Run (or resume) a workflow; also returns its goals in execution order, for
-/// printing outputs the way the workflow produced them.
+/// Run (or resume) a workflow; also returns its outputs' names in the order
+/// the plan declares them ([`agentfile::plan::Plan::output_order`]), for
+/// printing them.
 async fn run_async(
     args: RunArgs,
     resume_id: Option<String>,
@@ -1033,12 +1034,7 @@ async fn run_async(
         }
     };
     let prepared = runapi::prepare(&req)?;
-    let mut order: Vec<String> = Vec::new();
-    for g in prepared.plan.steps.iter().flat_map(|s| &s.goals) {
-        if !order.contains(g) {
-            order.push(g.clone());
-        }
-    }
+    let order = prepared.plan.output_order();
     let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = extra;
     match args.output {
         OutputMode::StreamJson => sinks.push(Arc::new(StreamJson::stdout())),
@@ -1270,9 +1266,9 @@ fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
                 );
                 return;
             }
-            // One goal: its output as is, for pipelines. Several: each under its
-            // name, in the order the workflow ran them. On a terminal, model
-            // text may not carry escape sequences that would act on it.
+            // One output: as is, for pipelines. Several: each under its name,
+            // in the order the plan declares them. On a terminal, model text
+            // may not carry escape sequences that would act on it.
             let terminal = std::io::stdout().is_terminal();
             let shown = |v: &serde_json::Value| {
                 let t = value_text(v);
@@ -1287,10 +1283,19 @@ fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
                     let _ = writeln!(out, "{}", shown(v));
                 }
             } else {
-                for name in order {
-                    if let Some(v) = result.outputs.get(name) {
-                        let _ = writeln!(out, "## {name}\n\n{}\n", shown(v));
-                    }
+                // Every output: those the plan names in its order, then the
+                // rest by name.
+                let named: std::collections::HashSet<&str> =
+                    order.iter().map(String::as_str).collect();
+                let first = order
+                    .iter()
+                    .filter_map(|n| result.outputs.get_key_value(n.as_str()));
+                let rest = result
+                    .outputs
+                    .iter()
+                    .filter(|(n, _)| !named.contains(n.as_str()));
+                for (name, v) in first.chain(rest) {
+                    let _ = writeln!(out, "## {name}\n\n{}\n", shown(v));
                 }
             }
         }

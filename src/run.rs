@@ -488,6 +488,9 @@ fn limits(req: &RunRequest, config: &Config) -> Result<Limits, RunError> {
         timeout,
         goal_turns: None,
         strict_convergence: req.strict_convergence,
+        max_map_items: c
+            .max_map_items
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
     })
 }
 
@@ -893,6 +896,11 @@ pub async fn start_in(
                 ),
             );
         }
+    }
+    if !prepared.plan.files.is_empty() {
+        // The file contract's scratch folder (`_workflowFsRoot`): the file
+        // tools may use it, though it lies in `.agentfile/`.
+        policy.scratch_for_run(executor::scratch_root(&prepared.workspace, &id));
     }
     let mut notes = Vec::new();
     if let Some(decl) = &prepared.plan.agentrc {

@@ -22,10 +22,19 @@ pub struct Limits {
     pub goal_turns: Option<u32>,
     /// Exit 5 when a loop hits its limit without converging.
     pub strict_convergence: bool,
+    /// Most items one map step may run (`None`: [`DEFAULT_MAX_MAP_ITEMS`]).
+    pub max_map_items: Option<usize>,
     /// The limits above that came from the config's `[limits]` rather than a
     /// flag or request (for messages that say where to change them).
     pub from_config: Vec<BudgetKind>,
 }
+
+/// Default cap on the items of one map step (`[limits] max_map_items`): every
+/// item is recorded in the session (two events, about 380 bytes of database)
+/// and its result kept until the map ends, so 100,000 items is a session of
+/// tens of megabytes and a few seconds of bookkeeping, while a million is
+/// one a user should ask for.
+pub const DEFAULT_MAX_MAP_ITEMS: usize = 100_000;
 
 /// Default cap on model turns in one conversation.
 pub const DEFAULT_GOAL_TURNS: u32 = 40;
@@ -37,6 +46,13 @@ pub enum BudgetKind {
     MaxTokens,
     MaxCost,
     Timeout,
+}
+
+impl Limits {
+    /// Most items one map step may run.
+    pub fn map_items(&self) -> usize {
+        self.max_map_items.unwrap_or(DEFAULT_MAX_MAP_ITEMS)
+    }
 }
 
 impl BudgetKind {

@@ -19,7 +19,7 @@ use crate::tools::policy::Tool;
 use super::Stop;
 
 /// The session's scratch folder (the `_workflowFsRoot` steps are given).
-pub(crate) fn root(workspace: &Path, session: &str) -> PathBuf {
+pub fn root(workspace: &Path, session: &str) -> PathBuf {
     workspace
         .join(".agentfile")
         .join("runs")

@@ -21,7 +21,7 @@ use super::journal::{Completed, Record};
 use super::{Approval, ApprovalRequest, RunCx, Stop};
 use crate::agentfile::template;
 use crate::events::Scope;
-use crate::plan::expr::{Lookup, Root, truthy};
+use crate::plan::expr::{Expr, Lookup, Root, truthy};
 use crate::plan::{
     ApprovalClass, GoalKind, Limit, LoopUntil, Next, Node, NodeKind, OnTimeout, Plan, Supervision,
 };
@@ -35,15 +35,23 @@ pub const DEFAULT_MAP_WIDTH: usize = 16;
 /// The most items of a map in flight at once, whatever it asks.
 pub const MAX_MAP_WIDTH: usize = 256;
 
+/// A value in scope, shared: a node's output is held once, by the scope that
+/// reads it, the outcome that returns it and any snapshot a compensation
+/// keeps (a map's list of a million results is not copied at each of them).
+pub(crate) type Shared = Arc<Value>;
+
 /// A scope of values: the run's inputs, node outputs and variables, over a
-/// frozen parent.
-#[derive(Debug, Default)]
+/// frozen parent. Cloning one is cheap (its own level's names and shared
+/// values; the parent is shared): a compensation keeps the scope as it stood.
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Env {
     parent: Option<Arc<Env>>,
-    inputs: Arc<Value>,
-    steps: HashMap<String, Value>,
-    vars: HashMap<String, Value>,
-    item: Option<(Value, usize)>,
+    inputs: Shared,
+    steps: HashMap<String, Shared>,
+    /// The DSL's variables set by goals; the inputs are variables too (see
+    /// [`Env::var`]), without being copied here.
+    vars: HashMap<String, Shared>,
+    item: Option<(Shared, usize)>,
 }
 
 impl Env {
@@ -62,14 +70,48 @@ impl Env {
         }
     }
 
+    /// A variable: one a goal set (here or in a parent), else the input of
+    /// that name.
     pub(crate) fn var(&self, name: &str) -> Option<&Value> {
+        self.set_var(name).or_else(|| self.inputs.get(name))
+    }
+
+    fn set_var(&self, name: &str) -> Option<&Value> {
         match self.vars.get(name) {
             Some(v) => Some(v),
-            None => self.parent.as_deref().and_then(|p| p.var(name)),
+            None => self.parent.as_deref().and_then(|p| p.set_var(name)),
         }
     }
 
-    fn item(&self) -> Option<&(Value, usize)> {
+    /// The shared value a path root names (an input, a step's output, a
+    /// goal's variable, a map's item), to read from without copying it;
+    /// `None` where there is none to share (`$index`, an input read as a
+    /// variable).
+    fn shared(&self, root: &Root) -> Option<Shared> {
+        let mut at = Some(self);
+        while let Some(env) = at {
+            let found = match root {
+                Root::Input => Some(&env.inputs),
+                Root::Step(id) => env.steps.get(id),
+                Root::Var(n) => env.vars.get(n),
+                Root::Item => env.item.as_ref().map(|(v, _)| v),
+                Root::Index => return None,
+            };
+            if let Some(v) = found {
+                return Some(v.clone());
+            }
+            at = env.parent.as_deref();
+        }
+        None
+    }
+
+    /// A frozen scope back as an owned one: itself when nothing else holds
+    /// it, else a (cheap) copy of its own level.
+    fn thaw(frozen: Arc<Env>) -> Env {
+        Arc::try_unwrap(frozen).unwrap_or_else(|a| (*a).clone())
+    }
+
+    fn item(&self) -> Option<&(Shared, usize)> {
         match &self.item {
             Some(i) => Some(i),
             None => self.parent.as_deref().and_then(Env::item),
@@ -102,10 +144,22 @@ impl Lookup for Env {
         match root {
             Root::Input => Some(Cow::Borrowed(&*self.inputs)),
             Root::Step(id) => self.step(id).map(Cow::Borrowed),
-            Root::Item => self.item().map(|(v, _)| Cow::Borrowed(v)),
+            Root::Item => self.item().map(|(v, _)| Cow::Borrowed(&**v)),
             Root::Index => self.item().map(|(_, i)| Cow::Owned(json!(i))),
             Root::Var(n) => self.var(n).map(Cow::Borrowed),
         }
+    }
+}
+
+/// Give back the spare capacity of every list in `v`.
+fn shrink(v: &mut Value) {
+    match v {
+        Value::Array(a) => {
+            a.shrink_to_fit();
+            a.iter_mut().for_each(shrink);
+        }
+        Value::Object(o) => o.values_mut().for_each(shrink),
+        _ => {}
     }
 }
 
@@ -131,7 +185,7 @@ pub(crate) struct Frame<'a> {
 /// What running a node produced.
 #[derive(Debug, Default)]
 pub(crate) struct Outcome {
-    pub value: Value,
+    pub value: Shared,
     /// Where the enclosing sequence goes next, when the node decides.
     pub route: Option<Next>,
     /// A goal called `signal_done`: the loop iteration ends here.
@@ -190,7 +244,7 @@ pub fn check_resume(plan: &Plan, prior: &[Event]) -> Result<(), String> {
 pub(crate) async fn run_plan(
     cx: &RunCx<'_>,
     inputs: &BTreeMap<String, String>,
-) -> (Result<Value, Stop>, Env) {
+) -> (Result<Shared, Stop>, Env) {
     let input_obj: serde_json::Map<String, Value> = match &cx.plan.input_schema {
         Some(schema) => crate::workflow_md::typed_inputs(Some(schema), inputs),
         None => inputs
@@ -198,9 +252,11 @@ pub(crate) async fn run_plan(
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
             .collect(),
     };
+    let mut inputs = Value::Object(input_obj);
+    // Parsed lists hold spare room from growing; the inputs live all run.
+    shrink(&mut inputs);
     let mut env = Env {
-        inputs: Arc::new(Value::Object(input_obj.clone())),
-        vars: input_obj.into_iter().collect(),
+        inputs: Arc::new(inputs),
         ..Env::default()
     };
     let frame = Frame {
@@ -212,11 +268,23 @@ pub(crate) async fn run_plan(
     };
     let interrupted_walk = cx.journal().compensating.clone();
     let outcome = match interrupted_walk {
-        Some(error) => Err(Stop::Failed(error)),
-        None => cx
-            .run_body(frame, &cx.plan.graph, String::new(), &mut env)
-            .await
-            .map(|o| o.value),
+        Some(error) => {
+            // Walk what completed again, running nothing, so that each
+            // completed step's scope is rebuilt for its compensation.
+            cx.replay_only.store(true, Ordering::Relaxed);
+            let _ = cx
+                .run_body(frame, &cx.plan.graph, String::new(), &mut env)
+                .await;
+            cx.replay_only.store(false, Ordering::Relaxed);
+            Err(Stop::Failed(error))
+        }
+        None => match check_map_sizes(cx, &env) {
+            Err(stop) => Err(stop),
+            Ok(()) => cx
+                .run_body(frame, &cx.plan.graph, String::new(), &mut env)
+                .await
+                .map(|o| o.value),
+        },
     };
     if let Err(stop) = &outcome
         && compensable(stop)
@@ -224,6 +292,61 @@ pub(crate) async fn run_plan(
         cx.compensate(stop).await;
     }
     (outcome, env)
+}
+
+/// A map over more items than the run allows: refused before any item runs.
+fn too_many_items(cx: &RunCx<'_>, path: &str, n: usize) -> Option<Stop> {
+    let limit = cx.budget.limits().map_items();
+    (n > limit).then(|| {
+        Stop::Failed(format!(
+            "map `{path}` has {n} items, more than the limit of {limit} items per map; raise `[limits] max_map_items` in agent.toml if the workflow needs more (every item is recorded in the session), or split the list"
+        ))
+    })
+}
+
+/// Maps whose list is known before the first step (it reads only the
+/// workflow's inputs) are checked against the item limit then, so a run
+/// that would be refused half way is refused before it does anything.
+/// Subworkflows are left out (their `$input` is their own); maps over other
+/// lists are checked when they are reached.
+fn check_map_sizes(cx: &RunCx<'_>, env: &Env) -> Result<(), Stop> {
+    fn visit(cx: &RunCx<'_>, env: &Env, nodes: Vec<&Node>, path: &str) -> Result<(), Stop> {
+        for n in nodes {
+            let p = join(path, &n.id);
+            if let NodeKind::Map { over, .. } = &n.kind
+                && over.paths().iter().all(|x| matches!(x.root, Root::Input))
+            {
+                let len = match over {
+                    Expr::Path(x) => x
+                        .within(&env.inputs)
+                        .and_then(Value::as_array)
+                        .map(Vec::len),
+                    _ => over.eval(env).as_array().map(Vec::len),
+                };
+                if let Some(stop) = len.and_then(|len| too_many_items(cx, &p, len)) {
+                    return Err(stop);
+                }
+            }
+            if let Some(c) = &n.compensation {
+                visit(cx, env, vec![&**c], &p)?;
+            }
+            let inner = match &n.kind {
+                NodeKind::Subworkflow { .. } => Vec::new(),
+                NodeKind::Map { body, .. } | NodeKind::Loop { body, .. } => match &body.kind {
+                    NodeKind::Sequence { nodes, .. } => nodes.iter().collect(),
+                    _ => vec![&**body],
+                },
+                _ => n.children(),
+            };
+            visit(cx, env, inner, &p)?;
+        }
+        Ok(())
+    }
+    let top = match &cx.plan.graph.kind {
+        NodeKind::Sequence { nodes, .. } => nodes.iter().collect(),
+        _ => vec![&cx.plan.graph],
+    };
+    visit(cx, env, top, "")
 }
 
 /// Failures that walk back completed work. A cancellation or a suspension is
@@ -419,11 +542,12 @@ impl<'a> RunCx<'a> {
             // A completed leaf: its recorded output, no work. A completed
             // container is walked again so its children's outputs come back
             // into scope (from the journal, without running).
+            let rank = record.as_ref().map(Record::seq);
             match (&record, &node.kind) {
-                (Some(Record::Goal(c)), NodeKind::Goal(g)) => {
-                    let value = self.goal_value(f.plan, &g.goal, c);
+                (Some(Record::Goal(c, seq)), NodeKind::Goal(g)) => {
+                    let value = Arc::new(self.goal_value(f.plan, &g.goal, c));
                     self.goal_effects(f.plan, &g.goal, c, env);
-                    self.finish(node, env, value.clone(), &path, false);
+                    self.finish(node, env, value.clone(), &path, Some(*seq));
                     return Ok(Outcome {
                         value,
                         done: c.done,
@@ -432,17 +556,24 @@ impl<'a> RunCx<'a> {
                         ..Outcome::default()
                     });
                 }
-                (Some(Record::Node { output, next, .. }), _) if !container => {
-                    self.finish(node, env, output.clone(), &path, false);
+                (Some(Record::Node { output, next, seq }), _) if !container => {
+                    self.finish(node, env, output.clone(), &path, Some(*seq));
                     return Ok(Outcome {
                         value: output.clone(),
                         route: next.as_deref().map(Next::parse),
                         ..Outcome::default()
                     });
                 }
+                // Rebuilding scopes after a crash in a compensation walk: a
+                // step that did not complete ends this line of the walk.
+                (None, _) if !container && self.replay_only.load(Ordering::Relaxed) => {
+                    return Err(Stop::Failed(String::new()));
+                }
                 _ => {}
             }
-            let replaying = record.is_some();
+            // A completed container walked again, or any container while
+            // scopes are rebuilt: nothing is started, asked or recorded.
+            let replaying = record.is_some() || self.replay_only.load(Ordering::Relaxed);
             if !replaying {
                 if self.cancel.is_cancelled() {
                     return Err(self.stop_for_cancel());
@@ -465,43 +596,54 @@ impl<'a> RunCx<'a> {
             if !replaying {
                 self.emit_complete(top, node, &scope, &out);
             }
-            self.finish(node, env, out.value.clone(), &path, !replaying);
+            self.finish(node, env, out.value.clone(), &path, rank);
             Ok(out)
         })
     }
 
-    /// Record a completed node's output in scope, the run's outputs and (for
-    /// work done now) the compensation list.
-    fn finish(&self, node: &Node, env: &mut Env, value: Value, path: &str, live: bool) {
+    /// Record a completed node's output in scope, the run's outputs and the
+    /// compensation list. `rank`: the journal's position of a completion
+    /// replayed from it; `None` for work done now.
+    fn finish(&self, node: &Node, env: &mut Env, value: Shared, path: &str, rank: Option<u64>) {
         if let Some(name) = &node.publish {
             self.outputs
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .insert(name.clone(), value.clone());
         }
-        if live && node.compensation.is_some() {
+        env.steps.insert(node.id.clone(), value);
+        if node.compensation.is_some() {
             // Only nodes of the root plan: a subworkflow's compensations are
             // its own business (and its nodes are not borrowed for 'a).
             if let Some(n) = find_static(&self.plan.graph, path)
                 && std::ptr::eq(n, node)
             {
+                // The compensation sees the scope as it stands now (this
+                // node's output included), whether the node ran now or its
+                // completion is replayed from the journal on a resume: the
+                // same walk rebuilds the same scope.
+                let rank = rank.unwrap_or_else(|| self.live_rank.fetch_add(1, Ordering::Relaxed));
                 self.completed
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .push((path.to_owned(), n, value.clone()));
+                    .push(super::Undo {
+                        path: path.to_owned(),
+                        node: n,
+                        scope: env.clone(),
+                        rank,
+                    });
             }
         }
-        env.steps.insert(node.id.clone(), value);
     }
 
     /// A goal's effects on the DSL's variables: `$goal` is its text, each
     /// `-> field` its value.
     fn goal_effects(&self, plan: &Plan, goal: &str, c: &Completed, env: &mut Env) {
         env.vars
-            .insert(goal.to_owned(), Value::String(c.output.clone()));
+            .insert(goal.to_owned(), Arc::new(Value::String(c.output.clone())));
         if plan.goal(goal).is_some() {
             for (k, v) in &c.fields {
-                env.vars.insert(k.clone(), v.clone());
+                env.vars.insert(k.clone(), Arc::new(v.clone()));
             }
         }
     }
@@ -528,7 +670,9 @@ impl<'a> RunCx<'a> {
                 frozen = Arc::new(std::mem::take(env));
                 bound = Env::child(&frozen);
                 if let Value::Object(o) = values {
-                    bound.vars.extend(o);
+                    bound
+                        .vars
+                        .extend(o.into_iter().map(|(k, v)| (k, Arc::new(v))));
                 }
                 &bound
             }
@@ -563,7 +707,7 @@ impl<'a> RunCx<'a> {
         };
         if g.inputs.is_some() {
             drop(bound);
-            *env = Arc::try_unwrap(frozen).unwrap_or_default();
+            *env = Env::thaw(frozen);
         }
         let (answer, converged) = answer?;
         let c = Completed {
@@ -584,7 +728,7 @@ impl<'a> RunCx<'a> {
         );
         self.goal_effects(f.plan, &g.goal, &c, env);
         Ok(Outcome {
-            value: self.goal_value(f.plan, &g.goal, &c),
+            value: Arc::new(self.goal_value(f.plan, &g.goal, &c)),
             done: c.done,
             tool_calls: c.tool_calls,
             texts: vec![c.output],
@@ -647,7 +791,7 @@ impl<'a> RunCx<'a> {
                 | NodeKind::Subworkflow { .. }
         );
         // Containers are walked again on resume; only leaves record output.
-        let output = (!container).then(|| out.value.clone());
+        let output = (!container).then(|| (*out.value).clone());
         let next = out.route.as_ref().map(|n| n.as_str().to_owned());
         if top {
             let (iterations, stop) = match out.loop_end {
@@ -955,7 +1099,7 @@ impl<'a> RunCx<'a> {
                     let text = super::artifacts::read(self.tools, &self.root, paths)
                         .map_err(|e| self.file_stop(scope, path, e))?;
                     Ok(Outcome {
-                        value: Value::String(text),
+                        value: Arc::new(Value::String(text)),
                         ..Outcome::default()
                     })
                 }
@@ -991,7 +1135,7 @@ impl<'a> RunCx<'a> {
                         );
                     }
                     Ok(Outcome {
-                        value: json!({"path": file, "files": files}),
+                        value: Arc::new(json!({"path": file, "files": files})),
                         ..Outcome::default()
                     })
                 }
@@ -1002,10 +1146,10 @@ impl<'a> RunCx<'a> {
                         None => default.clone().unwrap_or(Next::End),
                     };
                     Ok(Outcome {
-                        value: json!({
+                        value: Arc::new(json!({
                             "arm": chosen,
                             "next": route.as_str(),
-                        }),
+                        })),
                         route: Some(route),
                         ..Outcome::default()
                     })
@@ -1016,16 +1160,32 @@ impl<'a> RunCx<'a> {
                     concurrency,
                     body,
                 } => {
-                    let items = match over.eval(&*env) {
+                    // The list is read where it lives (an input, a step's
+                    // output), not copied: each item is copied as it starts.
+                    let (root, at) = match over {
+                        Expr::Path(p) => match env.shared(&p.root) {
+                            Some(root) => (root, Some(p)),
+                            None => (Arc::new(over.eval(&*env)), None),
+                        },
+                        _ => (Arc::new(over.eval(&*env)), None),
+                    };
+                    let list = match at {
+                        Some(p) => p.within(&root).unwrap_or(&Value::Null),
+                        None => &*root,
+                    };
+                    let items: &[Value] = match list {
                         Value::Array(a) => a,
-                        Value::Null => Vec::new(),
+                        Value::Null => &[],
                         other => {
                             return Err(Stop::Failed(format!(
                                 "map `{path}`: `{over}` is {}, not a list",
-                                kind_of(&other)
+                                kind_of(other)
                             )));
                         }
                     };
+                    if let Some(stop) = too_many_items(self, path, items.len()) {
+                        return Err(stop);
+                    }
                     self.run_map(f, items, *concurrency, body, path, env).await
                 }
                 NodeKind::Loop { until, max, body } => {
@@ -1073,7 +1233,7 @@ impl<'a> RunCx<'a> {
                         }
                     };
                     Ok(Outcome {
-                        value,
+                        value: Arc::new(value),
                         route,
                         ..Outcome::default()
                     })
@@ -1086,11 +1246,9 @@ impl<'a> RunCx<'a> {
                 NodeKind::Subworkflow { plan, inputs } => {
                     let given = inputs.eval(&*env);
                     let mut sub = Env::default();
-                    let mut vars = HashMap::new();
-                    if let Value::Object(o) = &given {
-                        for (k, v) in o {
-                            vars.insert(k.clone(), v.clone());
-                        }
+                    let mut vars = serde_json::Map::new();
+                    if let Value::Object(o) = given {
+                        vars = o;
                     }
                     for i in &plan.inputs {
                         if !vars.contains_key(&i.name) {
@@ -1107,8 +1265,8 @@ impl<'a> RunCx<'a> {
                             }
                         }
                     }
-                    sub.inputs = Arc::new(Value::Object(vars.clone().into_iter().collect()));
-                    sub.vars = vars;
+                    // Its inputs are its variables too (see `Env::var`).
+                    sub.inputs = Arc::new(Value::Object(vars));
                     let frame = Frame {
                         plan,
                         step: f.step,
@@ -1120,7 +1278,7 @@ impl<'a> RunCx<'a> {
                         .run_body(frame, &plan.graph, path.to_owned(), &mut sub)
                         .await?;
                     let value = match &plan.result {
-                        Some(r) => r.eval(&sub),
+                        Some(r) => Arc::new(r.eval(&sub)),
                         None => out.value,
                     };
                     Ok(Outcome {
@@ -1162,7 +1320,7 @@ impl<'a> RunCx<'a> {
             value.insert("eventName".into(), json!(name));
             value.insert("eventPayload".into(), payload);
             return Ok(Outcome {
-                value: Value::Object(value),
+                value: Arc::new(Value::Object(value)),
                 ..Outcome::default()
             });
         }
@@ -1177,7 +1335,7 @@ impl<'a> RunCx<'a> {
         {
             let route = self.on_timeout(on_timeout, path, "suspend")?;
             return Ok(Outcome {
-                value: json!({"eventName": null, "timedOut": true}),
+                value: Arc::new(json!({"eventName": null, "timedOut": true})),
                 route,
                 ..Outcome::default()
             });
@@ -1235,7 +1393,7 @@ impl<'a> RunCx<'a> {
             _ => output.content.clone(),
         };
         Ok(Outcome {
-            value: parse_output(&content),
+            value: Arc::new(parse_output(&content)),
             tool_calls: 1,
             ..Outcome::default()
         })
@@ -1304,7 +1462,7 @@ impl<'a> RunCx<'a> {
             )));
         }
         Ok(Outcome {
-            value: parse_output(&command_stdout(&r.output.content)),
+            value: Arc::new(parse_output(&command_stdout(&r.output.content))),
             tool_calls: 1,
             ..Outcome::default()
         })
@@ -1392,7 +1550,7 @@ impl<'a> RunCx<'a> {
         let body = command_stdout(&r.output.content);
         // Like a tool's: JSON when the script printed JSON, else its text.
         Ok(Outcome {
-            value: parse_output(&body),
+            value: Arc::new(parse_output(&body)),
             ..Outcome::default()
         })
     }
@@ -1418,13 +1576,7 @@ impl<'a> RunCx<'a> {
             }
         });
         let results = futures::future::join_all(runs).await;
-        *env = Arc::try_unwrap(frozen).unwrap_or_else(|a| Env {
-            parent: a.parent.clone(),
-            inputs: a.inputs.clone(),
-            steps: a.steps.clone(),
-            vars: a.vars.clone(),
-            item: a.item.clone(),
-        });
+        *env = Env::thaw(frozen);
         let mut out = Outcome::default();
         let mut values = serde_json::Map::new();
         let mut first_err: Option<Stop> = None;
@@ -1434,7 +1586,7 @@ impl<'a> RunCx<'a> {
                 Ok(o) => {
                     out.tool_calls += o.tool_calls;
                     out.texts.extend(o.texts);
-                    values.insert(b.id.clone(), o.value);
+                    values.insert(b.id.clone(), Arc::unwrap_or_clone(o.value));
                 }
                 Err(e) => first_err = Some(worse(first_err, e)),
             }
@@ -1442,14 +1594,14 @@ impl<'a> RunCx<'a> {
         if let Some(e) = first_err {
             return Err(e);
         }
-        out.value = Value::Object(values);
+        out.value = Arc::new(Value::Object(values));
         Ok(out)
     }
 
     async fn run_map(
         &self,
         f: Frame<'_>,
-        items: Vec<Value>,
+        items: &[Value],
         concurrency: u32,
         body: &Node,
         path: &str,
@@ -1466,56 +1618,75 @@ impl<'a> RunCx<'a> {
         // Fail fast: once an item fails, items not yet started are skipped;
         // those in flight finish (their work is recorded either way).
         let abort = AtomicBool::new(false);
-        let results: Vec<Result<(Value, u64), Stop>> = {
-            let abort = &abort;
-            let frozen = &frozen;
-            futures::stream::iter(items.into_iter().enumerate())
-                .map(|(i, item)| {
-                    let frame = Frame { ..f };
-                    let p = format!("{path}[{i}]");
-                    async move {
-                        if abort.load(Ordering::Relaxed) {
-                            return Err(Stop::Failed(String::new()));
-                        }
-                        let mut child = Env::child(frozen);
-                        child.item = Some((item, i));
-                        let r = self.run_body(frame, body, p, &mut child).await;
-                        if matches!(
-                            r,
-                            Err(Stop::Failed(_)
-                                | Stop::Denied(_)
-                                | Stop::LoopLimit(_)
-                                | Stop::ApprovalDenied(_))
-                        ) {
-                            abort.store(true, Ordering::Relaxed);
-                        }
-                        // Keep only what the map needs of each item: a
-                        // completed item costs its output and nothing more.
-                        r.map(|o| (o.value, o.tool_calls))
-                    }
-                })
-                .buffered(width)
-                .collect()
-                .await
-        };
-        *env = Arc::try_unwrap(frozen).unwrap_or_default();
+        // What an item leaves: its output, or why it stopped (`None`:
+        // skipped, or a step that had not completed when scopes are rebuilt
+        // after a crash). Results are taken in order as items finish, so
+        // what is kept per item is its output and nothing more: no future,
+        // scope or outcome outlives its item.
         let mut out = Outcome::default();
         let mut values = Vec::with_capacity(n);
         let mut first_err: Option<Stop> = None;
-        for r in results {
-            match r {
-                Ok((value, tool_calls)) => {
-                    out.tool_calls += tool_calls;
-                    values.push(value);
+        let mut incomplete = false;
+        {
+            let abort = &abort;
+            let frozen = &frozen;
+            // By index: the stream starts an item's future (copying the
+            // item) only when there is room for it.
+            let mut results = futures::stream::iter(0..n)
+                .map(|i| {
+                    let frame = Frame { ..f };
+                    let item = Arc::new(items[i].clone());
+                    async move {
+                        if abort.load(Ordering::Relaxed) {
+                            return Err(None);
+                        }
+                        let mut child = Env::child(frozen);
+                        child.item = Some((item, i));
+                        let r = self
+                            .run_body(frame, body, format!("{path}[{i}]"), &mut child)
+                            .await;
+                        // The item's scope goes before its output is taken,
+                        // so the output is not copied (unless a compensation
+                        // keeps the scope).
+                        drop(child);
+                        match r {
+                            Ok(o) => Ok((Arc::unwrap_or_clone(o.value), o.tool_calls)),
+                            Err(Stop::Failed(e)) if e.is_empty() => Err(None),
+                            Err(e) => {
+                                if matches!(
+                                    e,
+                                    Stop::Failed(_)
+                                        | Stop::Denied(_)
+                                        | Stop::LoopLimit(_)
+                                        | Stop::ApprovalDenied(_)
+                                ) {
+                                    abort.store(true, Ordering::Relaxed);
+                                }
+                                Err(Some(e))
+                            }
+                        }
+                    }
+                })
+                .buffered(width);
+            while let Some(r) = results.next().await {
+                match r {
+                    Ok((value, tool_calls)) => {
+                        out.tool_calls += tool_calls;
+                        values.push(value);
+                    }
+                    Err(None) => incomplete = true,
+                    Err(Some(e)) => first_err = Some(worse(first_err, e)),
                 }
-                Err(Stop::Failed(e)) if e.is_empty() => {}
-                Err(e) => first_err = Some(worse(first_err, e)),
             }
         }
+        *env = Env::thaw(frozen);
         if let Some(e) = first_err {
             return Err(e);
         }
-        out.value = Value::Array(values);
+        if incomplete {
+            return Err(Stop::Failed(String::new()));
+        }
+        out.value = Arc::new(Value::Array(values));
         Ok(out)
     }
 
@@ -1549,7 +1720,9 @@ impl<'a> RunCx<'a> {
                 }
             }
             let iter_path = format!("{path}#{it}");
-            if !self.journal().iterations.contains(&iter_path) {
+            if !self.journal().iterations.contains(&iter_path)
+                && !self.replay_only.load(Ordering::Relaxed)
+            {
                 let mut s = scope.clone();
                 s.iteration = Some(it);
                 s.node = Some(iter_path.clone());
@@ -1597,18 +1770,21 @@ impl<'a> RunCx<'a> {
         let name = f.step.filter(|_| f.depth == 1).unwrap_or(&node.id);
         let msg =
             format!("loop `{name}` reached its limit of {limit} iterations without converging");
+        let quiet = self.replay_only.load(Ordering::Relaxed);
         let mut s = scope.clone();
         s.node = Some(path.to_owned());
-        self.emit(
-            &s,
-            EventBody::Warning {
-                message: msg.clone(),
-            },
-        );
+        if !quiet {
+            self.emit(
+                &s,
+                EventBody::Warning {
+                    message: msg.clone(),
+                },
+            );
+        }
         out.loop_end = Some((limit, LoopStop::Limit));
         if self.budget.limits().strict_convergence {
             // The step still completes (its record says it hit the limit).
-            if f.depth == 1 {
+            if f.depth == 1 && !quiet {
                 self.emit_complete(true, node, scope, &out);
             }
             return Err(Stop::LoopLimit(msg));
@@ -1617,46 +1793,39 @@ impl<'a> RunCx<'a> {
     }
 
     /// Walk back: the compensations of completed nodes, newest first, each at
-    /// most once per failure (a crash during the walk resumes it).
+    /// most once per failure (a crash during the walk resumes it). Each runs
+    /// in the scope its node completed in (the workflow's inputs, the steps
+    /// before it, the node's own output), kept when the node completed or,
+    /// for a completion replayed from the journal, rebuilt by the replay.
     async fn compensate(&self, stop: &Stop) {
-        let prior: Vec<(String, Value)> = self.journal().order.clone();
-        let mut list: Vec<(String, &Node, Value)> = prior
-            .into_iter()
-            .filter_map(|(p, v)| {
-                let n = find_static(&self.plan.graph, &p)?;
-                n.compensation.as_ref()?;
-                Some((p, n, v))
-            })
-            .collect();
-        list.extend(
-            self.completed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .drain(..),
-        );
+        let mut list: Vec<super::Undo<'a>> =
+            std::mem::take(&mut *self.completed.lock().unwrap_or_else(|p| p.into_inner()));
         if list.is_empty() {
             return;
         }
+        // Completion order (concurrent branches and items complete in any
+        // order; a replay walks them in plan order).
+        list.sort_by_key(|u| u.rank);
         let error = describe(stop);
         if self.journal().compensating.is_none() {
             self.emit(
                 &Scope::default(),
                 EventBody::Compensating {
                     error: error.clone(),
-                    nodes: list.iter().rev().map(|(p, _, _)| p.clone()).collect(),
+                    nodes: list.iter().rev().map(|u| u.path.clone()).collect(),
                 },
             );
         }
-        for (path, node, value) in list.into_iter().rev() {
-            let Some(comp) = node.compensation.as_deref() else {
+        for u in list.into_iter().rev() {
+            let Some(comp) = u.node.compensation.as_deref() else {
                 continue;
             };
+            let path = u.path;
             let comp_path = format!("{path}~undo");
             if self.journal().done.contains_key(&comp_path) {
                 continue;
             }
-            let mut env = Env::default();
-            env.steps.insert(node.id.clone(), value);
+            let mut env = u.scope;
             let frame = Frame {
                 plan: self.plan,
                 step: path.split('/').next(),

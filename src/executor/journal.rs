@@ -8,6 +8,7 @@
 //! Agentfile DSL's lowering gives them, so older sessions resume too.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -22,11 +23,24 @@ pub(crate) struct Completed {
     pub done: bool,
 }
 
-/// A node's recorded completion.
+/// A node's recorded completion, with the `seq` of the event that recorded
+/// it (the completion order, for the compensation walk).
 #[derive(Debug, Clone)]
 pub(crate) enum Record {
-    Goal(Completed),
-    Node { output: Value, next: Option<String> },
+    Goal(Completed, u64),
+    Node {
+        output: Arc<Value>,
+        next: Option<String>,
+        seq: u64,
+    },
+}
+
+impl Record {
+    pub fn seq(&self) -> u64 {
+        match self {
+            Record::Goal(_, seq) | Record::Node { seq, .. } => *seq,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -43,8 +57,6 @@ pub(crate) struct Journal {
     pub suspended: HashMap<String, u64>,
     /// Signals delivered, in order: (seq, event, payload).
     pub signals: Vec<(u64, String, Value)>,
-    /// Completions in order, for the compensation walk: (path, output).
-    pub order: Vec<(String, Value)>,
     /// A compensation walk that began: the failure that caused it.
     pub compensating: Option<String>,
     pub usage: Usage,
@@ -100,8 +112,7 @@ impl Journal {
                             tool_calls: *tool_calls,
                             done: *done,
                         };
-                        j.order.push((p.clone(), goal_value(&c)));
-                        j.done.insert(p, Record::Goal(c));
+                        j.done.insert(p, Record::Goal(c, e.seq));
                     }
                 }
                 EventBody::StepComplete { output, next, .. } => {
@@ -111,24 +122,24 @@ impl Journal {
                         && !(output.is_none() && j.done.contains_key(&p))
                     {
                         let output = output.clone().unwrap_or(Value::Null);
-                        j.order.push((p.clone(), output.clone()));
                         j.done.insert(
                             p,
                             Record::Node {
-                                output,
+                                output: Arc::new(output),
                                 next: next.clone(),
+                                seq: e.seq,
                             },
                         );
                     }
                 }
                 EventBody::NodeComplete { output, next } => {
                     if let Some(p) = path {
-                        j.order.push((p.clone(), output.clone()));
                         j.done.insert(
                             p,
                             Record::Node {
-                                output: output.clone(),
+                                output: Arc::new(output.clone()),
                                 next: next.clone(),
+                                seq: e.seq,
                             },
                         );
                     }
@@ -191,15 +202,5 @@ impl Journal {
             .position(|(seq, name, _)| *seq > since && events.iter().any(|e| e == name))?;
         let (_, name, payload) = self.signals.remove(i);
         Some((name, payload))
-    }
-}
-
-/// A goal's value as later nodes and the run's outputs see it: its text, or
-/// its structured fields.
-pub(crate) fn goal_value(c: &Completed) -> Value {
-    if c.fields.is_empty() {
-        Value::String(c.output.clone())
-    } else {
-        Value::Object(c.fields.clone().into_iter().collect())
     }
 }

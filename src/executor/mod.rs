@@ -37,7 +37,7 @@ mod work;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -45,6 +45,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use budget::{BudgetKind, Limits, parse_duration};
+pub use files::root as scratch_root;
 pub use interp::check_resume;
 
 use crate::events::{EventBus, Scope};
@@ -137,6 +138,18 @@ pub(crate) enum Stop {
     Suspended(Vec<String>),
 }
 
+/// A completed node with a compensation: what the walk-back runs, and in
+/// which scope.
+pub(crate) struct Undo<'a> {
+    pub path: String,
+    pub node: &'a Node,
+    /// The scope as it stood when the node completed, its output included.
+    pub scope: interp::Env,
+    /// Completion order: the `seq` of its journal record, or a number after
+    /// the journal's for work done in this process.
+    pub rank: u64,
+}
+
 /// The state one run shares between its nodes, goals and conversations.
 pub(crate) struct RunCx<'a> {
     pub plan: &'a Plan,
@@ -148,9 +161,15 @@ pub(crate) struct RunCx<'a> {
     pub cancel: CancellationToken,
     pub(crate) journal: Mutex<journal::Journal>,
     /// Published node outputs: the run's outputs.
-    pub(crate) outputs: Mutex<BTreeMap<String, Value>>,
-    /// Nodes with a compensation that completed in this process, in order.
-    pub(crate) completed: Mutex<Vec<(String, &'a Node, Value)>>,
+    pub(crate) outputs: Mutex<BTreeMap<String, interp::Shared>>,
+    /// Nodes with a compensation that completed (in this process, or before
+    /// it as the journal's replay finds them).
+    pub(crate) completed: Mutex<Vec<Undo<'a>>>,
+    /// The next completion rank for work done in this process.
+    pub(crate) live_rank: AtomicU64,
+    /// The graph is walked only to rebuild completed nodes' scopes (after a
+    /// crash during a compensation walk): nothing runs.
+    pub(crate) replay_only: AtomicBool,
     /// Nodes started in this process (for `max_steps`).
     pub(crate) started: AtomicU32,
     /// Events held back to share the next event's commit (see [`RunCx::defer`]).
@@ -165,7 +184,7 @@ impl RunCx<'_> {
         let mut held = self.deferred.lock().unwrap_or_else(|p| p.into_inner());
         if held.is_empty() {
             drop(held);
-            self.svc.bus.emit(scope, body);
+            self.svc.bus.post(scope, body);
             return;
         }
         let mut items = std::mem::take(&mut *held);
@@ -174,7 +193,7 @@ impl RunCx<'_> {
             body,
             crate::protocol::events::rfc3339(std::time::SystemTime::now()),
         ));
-        self.svc.bus.emit_timed(items);
+        self.svc.bus.post_timed(items);
     }
 
     /// Hold an event back until the next [`RunCx::emit`], which stores both in
@@ -347,9 +366,17 @@ pub fn bind_inputs_with(
 
 /// Run a plan to its end and say how it ended. Never panics on anything a model
 /// or tool does; every ending is a [`RunResult`] with its exit code.
-pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToken) -> RunResult {
-    let journal = journal::Journal::from_events(&spec.prior_events);
-    let resumed_from = (!spec.prior_events.is_empty()).then_some(journal.last_seq);
+pub async fn execute(
+    mut spec: RunSpec,
+    svc: &Services<'_>,
+    cancel: CancellationToken,
+) -> RunResult {
+    // The journal is all a resume needs of the earlier events.
+    let prior = std::mem::take(&mut spec.prior_events);
+    let journal = journal::Journal::from_events(&prior);
+    let resumed_from = (!prior.is_empty()).then_some(journal.last_seq);
+    drop(prior);
+    let live_rank = AtomicU64::new(journal.last_seq + 1);
     let mut limits = spec.limits.clone();
     if let Some(ms) = spec.plan.timeout_ms {
         let t = std::time::Duration::from_millis(ms);
@@ -388,6 +415,8 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         journal: Mutex::new(journal),
         outputs: Mutex::new(BTreeMap::new()),
         completed: Mutex::new(Vec::new()),
+        live_rank,
+        replay_only: AtomicBool::new(false),
         started: AtomicU32::new(0),
         deferred: Mutex::new(Vec::new()),
     };
@@ -460,12 +489,21 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
     };
     let usage = budget.usage();
     let session_id = svc.bus.session_id().to_owned();
-    let mut outputs = std::mem::take(&mut *cx.outputs.lock().unwrap_or_else(|p| p.into_inner()));
+    let published = std::mem::take(&mut *cx.outputs.lock().unwrap_or_else(|p| p.into_inner()));
     let shaped = match (&spec.plan.result, last) {
         (Some(result), Some(_)) => Some(result.eval(&env)),
-        (None, Some(v)) if spec.plan.format == "workflow-md" => Some(v),
+        (None, Some(v)) if spec.plan.format == "workflow-md" => {
+            // The last step's value, taken rather than copied once the
+            // scope that also holds it is gone (a map's list can be large).
+            drop(env);
+            Some(Arc::unwrap_or_clone(v))
+        }
         _ => None,
     };
+    let mut outputs: BTreeMap<String, Value> = published
+        .into_iter()
+        .map(|(k, v)| (k, Arc::unwrap_or_clone(v)))
+        .collect();
     if let Some(v) = shaped {
         if let Some(schema) = &spec.plan.output_schema
             && let Err(problems) = crate::workflow_md::schema::validate_value(schema, &v)
@@ -504,9 +542,23 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
         Err(Stop::Suspended(_)) => ("suspended", R::Suspended, None),
     };
     let code = reason.exit_code();
+    // The outputs go into the run's last event and into its result, but are
+    // held once: the event takes them, and the result reads them back from
+    // their text once the event is stored (a map's million results are not
+    // held twice; as text they are a tenth of their size as values). Values
+    // nested deeper than a parser reads back are copied instead.
+    let mut as_text: Option<String> = None;
     let body = match &outcome {
         Ok(()) => EventBody::RunComplete {
-            outputs: outputs.clone(),
+            outputs: if outputs.values().any(|v| nested_deeper(v, 100)) {
+                outputs.clone()
+            } else {
+                as_text = serde_json::to_string(&outputs).ok();
+                match as_text {
+                    Some(_) => std::mem::take(&mut outputs),
+                    None => outputs.clone(),
+                }
+            },
             usage: usage.clone(),
         },
         Err(Stop::Cancelled) => EventBody::RunCancelled {
@@ -525,6 +577,9 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
     cx.emit(&Scope::default(), body);
     // The result is reported once the log holds the whole run.
     svc.bus.flush();
+    if let Some(text) = as_text {
+        outputs = serde_json::from_str(&text).unwrap_or_default();
+    }
     RunResult {
         kind: "result".into(),
         session_id,
@@ -538,5 +593,15 @@ pub async fn execute(spec: RunSpec, svc: &Services<'_>, cancel: CancellationToke
             Err(Stop::Suspended(events)) => events,
             _ => Vec::new(),
         },
+    }
+}
+
+/// Whether `v` nests more than `limit` arrays and objects deep.
+fn nested_deeper(v: &Value, limit: usize) -> bool {
+    match v {
+        Value::Array(_) | Value::Object(_) if limit == 0 => true,
+        Value::Array(a) => a.iter().any(|x| nested_deeper(x, limit - 1)),
+        Value::Object(o) => o.values().any(|x| nested_deeper(x, limit - 1)),
+        _ => false,
     }
 }

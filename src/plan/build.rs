@@ -768,7 +768,9 @@ pub fn single_agent(
         .agent(name, system.replace('$', "$$"))
         .goal(name, format!("${TASK_INPUT}"))
         .goal_agents(&[name])
-        .step(define_step(name).goal(name))
+        // Its answer is the run's output, under the goal's name (as the
+        // Agentfile DSL publishes each goal's).
+        .step(define_step(name).goal(name).publish(name))
         .commit()?;
     plan.format = format.into();
     plan.path = path.display().to_string();

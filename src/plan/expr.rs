@@ -618,6 +618,17 @@ fn get<'v>(v: &'v Value, field: &str) -> Option<&'v Value> {
 }
 
 impl Path {
+    /// The value at this path's fields below `root` (the value its root
+    /// names), by reference; `None` where [`Path::eval`] gives `null` for a
+    /// missing field.
+    pub fn within<'v>(&self, root: &'v Value) -> Option<&'v Value> {
+        let mut v = root;
+        for f in &self.fields {
+            v = get(v, f)?;
+        }
+        Some(v)
+    }
+
     pub fn eval(&self, scope: &dyn Lookup) -> Value {
         let Some(root) = scope.lookup(&self.root) else {
             return Value::Null;

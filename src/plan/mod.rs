@@ -264,6 +264,42 @@ pub enum Limit {
 }
 
 impl Plan {
+    /// The run's outputs by name, in the order they are shown (a text-mode
+    /// run prints them so): the `outputs` schema's properties as written,
+    /// then each published node's name in step order, then a `result`
+    /// object's keys. The same for every format; a run may have outputs it
+    /// does not name (the last step's value), shown after these.
+    pub fn output_order(&self) -> Vec<String> {
+        let mut order: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut add = |name: &str| {
+            if seen.insert(name.to_owned()) {
+                order.push(name.to_owned());
+            }
+        };
+        if let Some(props) = self
+            .output_schema
+            .as_ref()
+            .and_then(|s| s.get("properties"))
+            .and_then(serde_json::Value::as_object)
+        {
+            for k in props.keys() {
+                add(k);
+            }
+        }
+        self.graph.walk(&mut |n| {
+            if let Some(p) = &n.publish {
+                add(p);
+            }
+        });
+        if let Some(expr::ValueExpr::Object(fields)) = &self.result {
+            for k in fields.keys() {
+                add(k);
+            }
+        }
+        order
+    }
+
     pub fn goal(&self, name: &str) -> Option<&GoalDef> {
         self.goals.iter().find(|g| g.name == name)
     }

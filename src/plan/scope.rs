@@ -228,12 +228,60 @@ impl<'p> Cx<'p> {
             }
             NodeKind::Suspend { .. } => {}
         }
+        // A compensation runs in the scope its step completed in (as the
+        // executor keeps it): what was visible before the step, the step's
+        // own output and what completed inside it.
         if let Some(c) = &n.compensation {
             let m = visible.mark();
-            visible.push(&n.id);
+            visible.add_subtree(n);
             self.node(c, &join(path, &c.id), visible, in_map);
             visible.reset(m);
         }
         visible.add_subtree(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::plan::{define_step, define_workflow};
+
+    fn echo() -> serde_json::Value {
+        json!({"command": "echo"})
+    }
+
+    /// The validator allows a compensation what the executor gives it: the
+    /// workflow's inputs, the steps before its step, its step's output and
+    /// what completed inside it; a step that runs later is an error.
+    #[test]
+    fn a_compensation_reads_the_scope_its_step_completed_in() {
+        let saga = |reads: serde_json::Value| {
+            define_workflow("w")
+                .input("customerId", None)
+                .step(define_step("reserve").tool("bash", echo()))
+                .step(
+                    define_step("charge")
+                        .parallel([define_step("card").tool("bash", echo())])
+                        .compensation(define_step("refund").tool("bash", reads)),
+                )
+                .step(define_step("ship").tool("bash", echo()))
+                .commit()
+        };
+        let ok = saga(json!({
+            "command": "echo",
+            "a": "$workflow.inputs.customerId",
+            "b": "$input.customerId",
+            "c": "$steps.reserve",
+            "d": "$steps.charge",
+            "e": "$steps.card",
+        }));
+        assert!(ok.is_ok(), "{:?}", ok.err());
+        let bad = saga(json!({"command": "echo", "a": "$steps.ship"})).unwrap_err();
+        assert!(
+            bad.iter()
+                .any(|d| d.code == "unknown-step-reference" && d.message.contains("$steps.ship")),
+            "{bad:?}"
+        );
     }
 }

@@ -75,6 +75,21 @@ impl RawMeta {
     }
 }
 
+/// The `data` object of an event body as JSON text, serialised straight from
+/// the body (no [`Value`] copy of it on the way: a run's outputs can be
+/// large); `None` for a body without data.
+pub(crate) fn data_text(body: &EventBody) -> Option<String> {
+    let mut full = serde_json::to_string(body).ok()?;
+    // Adjacently tagged: `{"type":"<kind>","data":<data>}`.
+    let prefix = format!("{{\"type\":\"{}\",\"data\":", body.kind());
+    if !(full.starts_with(&prefix) && full.ends_with('}')) {
+        return None;
+    }
+    full.pop();
+    full.drain(..prefix.len());
+    Some(full)
+}
+
 /// The `data` object of an event body, as it appears on the wire.
 pub(crate) fn event_data(body: &EventBody) -> Result<Value, StoreError> {
     let wire = serde_json::to_value(body).map_err(|e| StoreError::Io {

@@ -73,7 +73,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::owner::{Owner, OwnerRecord};
-use super::row::{RawMeta, event_data};
+use super::row::{RawMeta, data_text, event_data};
 use super::{
     Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id, now,
     status_after,
@@ -602,13 +602,30 @@ impl SqliteStore {
             }
         }
 
+        // Most events hold nothing the blob encoding changes and feed no
+        // derived table: their data is stored as serialised, without being
+        // built as a value twice on the way (a run's outputs can be large).
+        let full;
+        let data;
         let mut blobs = Vec::new();
-        let data = event_data(&event.body)?;
-        let data = encode(&data, &mut blobs);
-        let data_text = serde_json::to_string(&data).map_err(|e| StoreError::Io {
-            path: self.shown(),
-            message: format!("cannot serialise event {seq} of `{id}`: {e}"),
-        })?;
+        let plain = (!Self::derives_from_data(&event.body))
+            .then(|| data_text(&event.body))
+            .flatten()
+            .filter(|t| !needs_encoding(t));
+        let data_text = match plain {
+            Some(text) => {
+                data = Value::Null;
+                text
+            }
+            None => {
+                full = event_data(&event.body)?;
+                data = encode(&full, &mut blobs);
+                serde_json::to_string(&data).map_err(|e| StoreError::Io {
+                    path: self.shown(),
+                    message: format!("cannot serialise event {seq} of `{id}`: {e}"),
+                })?
+            }
+        };
         {
             let mut put = tx
                 .prepare_cached(
@@ -652,6 +669,17 @@ impl SqliteStore {
 
     /// Keep `messages` and `tool_calls` in step with the event just stored. `data`
     /// is the blob-encoded form, so large texts are referenced, not copied.
+    /// The events whose data [`Self::derive`] reads (the others get `null`).
+    fn derives_from_data(body: &EventBody) -> bool {
+        matches!(
+            body,
+            EventBody::GoalStarted { .. }
+                | EventBody::LlmResponse { .. }
+                | EventBody::ToolCall { .. }
+                | EventBody::ToolResult { .. }
+        )
+    }
+
     fn derive(
         &self,
         tx: &rusqlite::Transaction<'_>,
@@ -1339,6 +1367,31 @@ pub fn blob_hash(text: &str) -> String {
     hex
 }
 
+/// Whether serialised data may hold what [`encode`] changes: a string of
+/// [`BLOB_THRESHOLD`] bytes or more (judged by its escaped length, never
+/// shorter than the string), or a key the decoder reads as a marker.
+fn needs_encoding(json: &str) -> bool {
+    if json.contains("\"$blob\"") || json.contains("\"$lit\"") {
+        return true;
+    }
+    let b = json.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'"' {
+            let start = i + 1;
+            i = start;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            if i.min(b.len()) - start >= BLOB_THRESHOLD {
+                return true;
+            }
+        }
+        i += 1;
+    }
+    false
+}
+
 /// An object that the decoder would read as a marker.
 fn is_marker(m: &Map<String, Value>) -> bool {
     m.len() == 1 && (m.contains_key("$blob") || m.contains_key("$lit"))
@@ -1587,6 +1640,90 @@ mod tests {
         assert_eq!(store.reap_orphans().unwrap(), ["old"]);
         drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Events stored straight from their serialised form (nothing to
+    /// encode) and through the encoding (a long string, a marker-shaped
+    /// object) read back as they were, and the fast form is what the
+    /// encoding would have stored.
+    #[test]
+    fn events_read_back_the_same_by_either_way_of_storing() {
+        use crate::protocol::events::{EventBody, Usage};
+        let big = "z".repeat(BLOB_THRESHOLD);
+        let bodies = [
+            EventBody::NodeComplete {
+                output: json!([{"arm": null, "next": "$end"}, 1.5, "é\n\"q\"", {"b": [1, {"c": 2}]}]),
+                next: Some("x".into()),
+            },
+            EventBody::NodeComplete {
+                output: json!({"$blob": "not a reference"}),
+                next: None,
+            },
+            EventBody::NodeComplete {
+                output: json!({"text": big, "$lit": 1}),
+                next: None,
+            },
+            EventBody::RunComplete {
+                outputs: [("result".to_owned(), json!({"n": [1, 2, 3], "s": "short"}))].into(),
+                usage: Usage::default(),
+            },
+            EventBody::Warning {
+                message: "w".repeat(BLOB_THRESHOLD - 1),
+            },
+        ];
+        for body in &bodies {
+            let fast = data_text(body).filter(|t| !needs_encoding(t));
+            let full = event_data(body).unwrap();
+            let mut blobs = Vec::new();
+            let slow = serde_json::to_string(&encode(&full, &mut blobs)).unwrap();
+            if let Some(fast) = fast {
+                assert_eq!(fast, slow, "{body:?}");
+            }
+        }
+        assert!(data_text(&bodies[0]).is_some_and(|t| !needs_encoding(&t)));
+        assert!(needs_encoding(&data_text(&bodies[1]).unwrap()));
+        assert!(needs_encoding(&data_text(&bodies[2]).unwrap()));
+
+        let dir = std::env::temp_dir().join(format!("agentfile-fastdata-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = SqliteStore::open(&dir.join("sessions.db")).unwrap();
+        store
+            .create(&SessionMeta {
+                id: "s".into(),
+                workflow: "w".into(),
+                path: "/p".into(),
+                workspace: "/ws".into(),
+                inputs: Default::default(),
+                status: SessionStatus::Running,
+                created_at: now(),
+                updated_at: now(),
+                last_seq: 0,
+            })
+            .unwrap();
+        let events: Vec<Event> = bodies
+            .iter()
+            .zip(1..)
+            .map(|(body, seq)| Event {
+                schema_version: 1,
+                session_id: "s".into(),
+                seq,
+                ts: now(),
+                step: None,
+                goal: None,
+                agent: None,
+                iteration: None,
+                node: Some("n".into()),
+                node_kind: None,
+                body: body.clone(),
+            })
+            .collect();
+        store.append_batch(&events).unwrap();
+        let back = store.events("s", 0).unwrap();
+        let bodies_back: Vec<&EventBody> = back.iter().map(|e| &e.body).collect();
+        assert_eq!(bodies_back, bodies.iter().collect::<Vec<_>>());
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

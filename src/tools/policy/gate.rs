@@ -198,7 +198,24 @@ pub struct Gate {
     limiter: RateLimiter,
     /// Resolved folders no write may touch, with the rule that says why.
     protected: Vec<(PathBuf, String)>,
+    /// The run's scratch folder, spelled under the resolved workspace: the
+    /// one subtree of `.agentfile/` the file tools may use.
+    scratch: Option<PathBuf>,
     guards: Vec<super::GuardRef>,
+}
+
+/// The scratch folder `dir` (spelled under the workspace as `given`) under
+/// the resolved workspace `real`, when it lies strictly inside
+/// `.agentfile/`; symlinks in it are not followed (a path must then resolve
+/// inside this spelling to count).
+fn scratch_under(dir: &Path, given: &Path, real: &Path) -> Option<PathBuf> {
+    let dir = paths::normalize(dir);
+    let rel = dir
+        .strip_prefix(real)
+        .or_else(|_| dir.strip_prefix(given))
+        .ok()?;
+    let store = Path::new(".agentfile");
+    (rel.starts_with(store) && rel != store).then(|| real.join(rel))
 }
 
 fn denial(tool: &str, rule: impl Into<String>, reason: impl Into<String>) -> Denial {
@@ -215,6 +232,7 @@ impl Gate {
         workspace: &Path,
         home: Option<&Path>,
     ) -> Result<Gate, PolicyError> {
+        let given = paths::normalize(workspace);
         let workspace =
             paths::realpath(&paths::normalize(workspace)).map_err(|e| PolicyError::Invalid {
                 path: policy_path(policy),
@@ -363,7 +381,12 @@ impl Gate {
                 problems,
             });
         }
+        let scratch = policy
+            .scratch
+            .as_deref()
+            .and_then(|d| scratch_under(d, &given, &workspace));
         Ok(Gate {
+            scratch,
             workspace,
             home,
             default_deny: policy.default_deny,
@@ -618,7 +641,13 @@ impl Gate {
         })?;
         let t = self.tool(tool);
         let store = self.workspace.join(".agentfile");
-        if r.real.starts_with(&store) || r.lexical.starts_with(&store) {
+        // The run's scratch folder is carved out of the store: a path is in
+        // it when both its spelling and its real location are (a symlink in
+        // the scratch folder to the session database stays denied).
+        let scratch = self.scratch.as_deref();
+        let in_scratch = |p: &Path| scratch.is_some_and(|s| p.starts_with(s));
+        let in_store = |p: &Path| p.starts_with(&store) && !in_scratch(p);
+        if in_store(&r.real) || in_store(&r.lexical) {
             return Err(denial(
                 who,
                 "built-in: $WORKSPACE/.agentfile is the session store",
@@ -661,6 +690,11 @@ impl Gate {
             }
         }
         if t.allow.iter().any(|a| a.is_match(&r.real)) {
+            return Ok(());
+        }
+        // The workflow's own file contract: allowed as an `allowed_dirs`
+        // entry is (deny rules above still won).
+        if tool.is_path_tool() && in_scratch(&r.real) && in_scratch(&r.lexical) {
             return Ok(());
         }
         if self.safe_default {
@@ -1182,6 +1216,79 @@ fn add_candidates(t: &str, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The run's scratch folder is the one part of `.agentfile/` the file
+    /// tools may use: by its spelling and by its real location, under a
+    /// restrictive allow list too, deny rules still winning.
+    #[test]
+    fn the_run_scratch_folder_is_the_only_opening_in_the_store() {
+        let d = std::env::temp_dir().join(format!("agentfile-scratch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        let scratch = d.join(".agentfile/runs/s1/fs");
+        std::fs::create_dir_all(&scratch).unwrap();
+        std::fs::create_dir_all(d.join(".agentfile/runs/s2/fs")).unwrap();
+        std::fs::write(d.join(".agentfile/sessions.db"), "db").unwrap();
+        std::os::unix::fs::symlink(d.join(".agentfile/sessions.db"), scratch.join("db")).unwrap();
+        std::os::unix::fs::symlink(d.join(".agentfile"), scratch.join("store")).unwrap();
+        let policy_text =
+            "[read]\nallow = [\"$WORKSPACE/src/**\"]\n[write]\ndeny = [\"**/*.secret\"]\n";
+        let mut p = Policy::parse(policy_text, Path::new("policy.toml")).unwrap();
+        p.scratch_for_run(scratch.clone());
+        let g = p.bind(&d, None).unwrap();
+        let ok = |tool: Tool, path: &str| g.check(&Request::Path { tool, path }).is_ok();
+        let fs = ".agentfile/runs/s1/fs";
+        assert!(
+            ok(Tool::Read, &format!("{fs}/source")),
+            "inside, though [read] allow names only src/"
+        );
+        assert!(ok(Tool::Write, &format!("{fs}/report.md")));
+        assert!(ok(Tool::Edit, &format!("{fs}/sub/x")));
+        assert!(ok(Tool::Ls, fs));
+        assert!(ok(
+            Tool::Read,
+            &scratch.join("source").display().to_string()
+        ));
+        assert!(
+            !ok(Tool::Write, &format!("{fs}/x.secret")),
+            "deny still wins"
+        );
+        for path in [
+            ".agentfile/sessions.db".to_owned(),
+            ".agentfile/runs/s1".to_owned(),
+            ".agentfile/runs/s1/fs.staging/x".to_owned(),
+            ".agentfile/runs/s2/fs/x".to_owned(),
+            format!("{fs}/../../s2/fs/x"),
+            format!("{fs}/db"),
+            format!("{fs}/store/sessions.db"),
+        ] {
+            assert!(!ok(Tool::Read, &path), "{path}");
+            assert!(!ok(Tool::Write, &path), "{path}");
+        }
+        // Without the opening, the scratch folder is the store's.
+        let g = Policy::parse(policy_text, Path::new("policy.toml"))
+            .unwrap()
+            .bind(&d, None)
+            .unwrap();
+        assert!(
+            g.check(&Request::Path {
+                tool: Tool::Write,
+                path: &format!("{fs}/report.md")
+            })
+            .is_err()
+        );
+        // A scratch folder outside the store opens nothing.
+        let mut p = Policy::parse(policy_text, Path::new("policy.toml")).unwrap();
+        p.scratch_for_run(d.join("elsewhere"));
+        let g = p.bind(&d, None).unwrap();
+        assert!(
+            g.check(&Request::Path {
+                tool: Tool::Read,
+                path: "elsewhere/x"
+            })
+            .is_err()
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
 
     #[test]
     fn candidates() {

@@ -60,7 +60,9 @@
 //!   under `allow_domains = ["*"]`, unless a host is named in `allow_domains`
 //!   exactly.
 //! - `$WORKSPACE/.agentfile/**` (the session and memory store) is off limits to
-//!   every file tool and to bash arguments; `$WORKSPACE/.git/**` to write and
+//!   every file tool and to bash arguments, except the running workflow's own
+//!   scratch folder (`.agentfile/runs/<session>/fs`, see
+//!   [`Policy::scratch_for_run`]); `$WORKSPACE/.git/**` to write and
 //!   edit (hooks and `core.fsmonitor` would run code later).
 //!
 //! What this module is not: the place tools run. It decides; [`crate::tools`]
@@ -263,6 +265,10 @@ pub struct Policy {
     /// Folders no call of this run may write, with why (a workflow.yaml's
     /// `scripts/`); set by [`Policy::protect_for_run`].
     pub(crate) protected: Vec<(PathBuf, String)>,
+    /// The run's own scratch folder (a WORKFLOW.md's `_workflowFsRoot`),
+    /// open to the file tools although it lies in `.agentfile/`; set by
+    /// [`Policy::scratch_for_run`].
+    pub(crate) scratch: Option<PathBuf>,
     /// Further checks every call must pass (an agentrc declaration's grants
     /// and Cedar policies); set by [`Policy::guard_for_run`].
     pub(crate) guards: Vec<GuardRef>,
@@ -358,6 +364,7 @@ impl Policy {
             allowed_dirs: Vec::new(),
             ignored: Vec::new(),
             protected: Vec::new(),
+            scratch: None,
             guards: Vec::new(),
         }
     }
@@ -425,6 +432,18 @@ impl Policy {
     /// the rule. Deny wins over every allow, `--allow` included.
     pub fn protect_for_run(&mut self, dir: PathBuf, why: impl Into<String>) {
         self.protected.push((dir, why.into()));
+    }
+
+    /// Open the run's scratch folder `dir` (absolute, inside
+    /// `$WORKSPACE/.agentfile/`) to the file tools for this run: the one
+    /// subtree of the session store they may read and write (the session
+    /// database, other runs' folders and the rest stay denied), allowed as an
+    /// `allowed_dirs` entry is, so a restrictive `allow` list does not shut
+    /// out the workflow's own file contract. A path counts as inside only if
+    /// both its spelling and its real location (symlinks followed) are;
+    /// deny rules still win.
+    pub fn scratch_for_run(&mut self, dir: PathBuf) {
+        self.scratch = Some(dir);
     }
 
     /// Add a check every call of this run must also pass after the policy
@@ -698,6 +717,7 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
         allowed_dirs: Vec::new(),
         ignored: Vec::new(),
         protected: Vec::new(),
+        scratch: None,
         guards: Vec::new(),
     };
     for (key, value) in root.get_ref().iter() {
