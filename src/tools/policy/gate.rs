@@ -14,6 +14,7 @@ use url::Url;
 use super::bash::{self, Analysis, Item, Val};
 use super::paths::{self, PathPattern, Resolved, wildcard_match};
 use super::web::{self, DomainPattern, RateLimiter, UrlVerdict};
+use super::writes::{self, Beyond, Target};
 use super::{Origin, Policy, PolicyError, Problem, Tool};
 use crate::tools::Denial;
 
@@ -24,41 +25,6 @@ const MAX_GLOB_VISITS: usize = 20_000;
 /// How many entries of the workspace are looked at for symlinks out before a
 /// link-following command is refused for want of certainty.
 const MAX_SCAN_ENTRIES: usize = 200_000;
-
-/// Commands that only read what they name (so may name files in `.git`).
-const READ_ONLY_COMMANDS: &[&str] = &[
-    "cat",
-    "head",
-    "tail",
-    "less",
-    "more",
-    "ls",
-    "grep",
-    "egrep",
-    "fgrep",
-    "rg",
-    "wc",
-    "file",
-    "stat",
-    "cmp",
-    "diff",
-    "md5sum",
-    "sha1sum",
-    "sha256sum",
-    "sha512sum",
-    "du",
-    "echo",
-    "printf",
-    "test",
-    "[",
-    "[[",
-    "cd",
-    "pwd",
-    "basename",
-    "dirname",
-    "realpath",
-    "readlink",
-];
 
 /// Symlinks in the workspace that lead where `read` may not read.
 struct Escapes {
@@ -927,11 +893,10 @@ impl Gate {
         Ok(None)
     }
 
-    /// What a command's arguments name, beyond reading: a command other than
-    /// git and plain readers may write what it names, so `.git` is off limits
-    /// to it (hooks and config there run code later); and a command that may
-    /// follow symlinks while recursing must not be given a directory holding
-    /// a symlink to where `read` may not read.
+    /// What a command's arguments name, beyond reading: what it may write
+    /// must stay out of the protected folders ([`Gate::judge_writes`]); and a
+    /// command that may follow symlinks while recursing must not be given a
+    /// directory holding a symlink to where `read` may not read.
     fn judge_command_paths(
         &self,
         c: &bash::CommandUse,
@@ -939,22 +904,7 @@ impl Gate {
         bases: &[PathBuf],
         escapes: &mut Option<Escapes>,
     ) -> Result<(), Denial> {
-        let base = bash::basename(&c.name);
-        let git = self.workspace.join(".git");
-        if !READ_ONLY_COMMANDS.contains(&base)
-            && base != "git"
-            && let Some(p) = named.iter().find(|p| p.starts_with(&git))
-        {
-            return Err(denial(
-                "bash",
-                "built-in: $WORKSPACE/.git is not writable",
-                format!(
-                    "`{}` names `{}`; only git and read-only commands may touch .git",
-                    c.text,
-                    paths::display_relative(p, &self.workspace)
-                ),
-            ));
-        }
+        self.judge_writes(c, bases)?;
         if recursion_is_safe(c) {
             return Ok(());
         }
@@ -991,6 +941,210 @@ impl Gate {
             }
         }
         Ok(())
+    }
+
+    /// The folders no bash command may write for this run: the run's
+    /// protected folders (a workflow's `scripts/`), and `.git` for every
+    /// command but git (hooks and config there run code later; git itself
+    /// never writes a `.git` path of its work tree).
+    fn write_zones(&self, git: bool) -> Vec<(PathBuf, String)> {
+        let mut zones = self.protected.clone();
+        if !git {
+            zones.push((
+                self.workspace.join(".git"),
+                "built-in: $WORKSPACE/.git is not writable".to_owned(),
+            ));
+        }
+        zones
+    }
+
+    /// What a command may write ([`writes::classify`]) against the protected
+    /// folders: a path it writes inside one; a folder it writes everything
+    /// below (`rm -r`, `tar -x`, `git checkout`) that holds one; running in
+    /// one; or, for a command that runs commands or computes the names it
+    /// writes (`sed 'e …'`, `awk 'system(…)'`), any protected folder at all.
+    fn judge_writes(&self, c: &bash::CommandUse, bases: &[PathBuf]) -> Result<(), Denial> {
+        let w = writes::classify(c);
+        let zones = self.write_zones(w.git);
+        if zones.is_empty() {
+            return Ok(());
+        }
+        let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        let refuse = |rule: &str, reason: String| Err(denial("bash", rule.to_owned(), reason));
+        if let Some(Beyond::Anywhere(why)) = &w.beyond
+            && let Some((dir, rule)) = zones.iter().find(|(d, _)| exists(d))
+        {
+            return refuse(
+                rule,
+                format!(
+                    "`{}` may write files it does not name: {why}; `{}` is a protected folder",
+                    c.text,
+                    paths::display_relative(dir, &self.workspace)
+                ),
+            );
+        }
+        if !w.reader {
+            for b in bases {
+                if let Some((dir, rule)) = zones.iter().find(|(d, _)| b.starts_with(d)) {
+                    return refuse(
+                        rule,
+                        format!(
+                            "`{}` runs in `{}`, inside the protected folder `{}`, where it may write files it does not name; run it from outside the folder",
+                            c.text,
+                            paths::display_relative(b, &self.workspace),
+                            paths::display_relative(dir, &self.workspace)
+                        ),
+                    );
+                }
+            }
+        }
+        // A place written, with everything below it when `deep`.
+        let hit = |p: &Path, deep: bool| -> Option<(&PathBuf, &String, bool)> {
+            zones.iter().find_map(|(d, rule)| {
+                if p.starts_with(d) {
+                    Some((d, rule, false))
+                } else if deep && d.starts_with(p) && exists(d) {
+                    Some((d, rule, true))
+                } else {
+                    None
+                }
+            })
+        };
+        let check = |r: &Resolved, deep: bool, how: &str| -> Result<(), Denial> {
+            for p in [&r.real, &r.lexical] {
+                if let Some((dir, rule, below)) = hit(p, deep) {
+                    let shown = paths::display_relative(p, &self.workspace);
+                    let zone = paths::display_relative(dir, &self.workspace);
+                    let reason = if below {
+                        format!(
+                            "`{}` may write anything under `{shown}`{how}, which holds the protected folder `{zone}`",
+                            c.text
+                        )
+                    } else {
+                        format!(
+                            "`{}` may write `{shown}`{how}, in the protected folder `{zone}`",
+                            c.text
+                        )
+                    };
+                    return refuse(rule, reason);
+                }
+            }
+            Ok(())
+        };
+        match &w.beyond {
+            Some(Beyond::Cwd(why)) => {
+                for b in bases {
+                    check(
+                        &Resolved {
+                            lexical: b.clone(),
+                            real: b.clone(),
+                        },
+                        true,
+                        &format!(
+                            " ({why}; give it a folder to write in, such as `-C DIR` or `-d DIR`, or name the file)"
+                        ),
+                    )?;
+                }
+            }
+            Some(Beyond::Repo(why)) => {
+                for b in bases {
+                    let top = repo_top(b);
+                    check(
+                        &Resolved {
+                            lexical: top.clone(),
+                            real: top,
+                        },
+                        true,
+                        &format!(" ({why})"),
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        for t in &w.targets {
+            match t {
+                Target::Path { word, deep } => {
+                    for r in self.write_paths(word, bases)? {
+                        check(&r, *deep, "")?;
+                    }
+                }
+                Target::Into {
+                    sources,
+                    dest,
+                    deep,
+                    contents,
+                } => {
+                    for d in self.write_paths(dest, bases)? {
+                        check(&d, false, "")?;
+                        if *contents || !d.real.is_dir() {
+                            check(&d, *deep, "")?;
+                            continue;
+                        }
+                        for s in sources {
+                            for name in self.source_names(s, bases)? {
+                                let Some(name) = name else {
+                                    // `src/.`: what is in src lands in d.
+                                    check(&d, *deep, "")?;
+                                    continue;
+                                };
+                                let lexical = d.lexical.join(&name);
+                                let real = paths::realpath(&d.real.join(&name))
+                                    .unwrap_or_else(|_| d.real.join(&name));
+                                check(&Resolved { lexical, real }, *deep, "")?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a word a command writes may point: each of its path candidates
+    /// (globs expanded) against each base.
+    fn write_paths(&self, v: &Val, bases: &[PathBuf]) -> Result<Vec<Resolved>, Denial> {
+        let mut out = Vec::new();
+        if v.dynamic {
+            // Refused before, unless the command opens no files.
+            return Ok(out);
+        }
+        for cand in path_candidates(&v.text) {
+            for base in bases {
+                if v.glob && cand == v.text && cand.contains(['*', '?', '[']) {
+                    for m in self.expand_glob(&cand, base)? {
+                        out.push(self.resolve_from("bash", &m, base)?);
+                    }
+                }
+                out.push(self.resolve_from("bash", &cand, base)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The names a source of `cp`/`mv`/`ln`/`rsync` takes in a destination
+    /// folder; `None` for one whose contents land there (`src/.`).
+    fn source_names(
+        &self,
+        v: &Val,
+        bases: &[PathBuf],
+    ) -> Result<Vec<Option<std::ffi::OsString>>, Denial> {
+        let name_of = |t: &str| -> Option<std::ffi::OsString> {
+            let t = t.trim_end_matches('/');
+            if t.is_empty() || t == "." || t == ".." || t.ends_with("/.") || t.ends_with("/..") {
+                return None;
+            }
+            Path::new(t).file_name().map(|n| n.to_os_string())
+        };
+        let mut out = vec![name_of(&v.text)];
+        if v.glob && !v.dynamic && v.text.contains(['*', '?', '[']) {
+            for base in bases {
+                for m in self.expand_glob(&v.text, base)? {
+                    out.push(name_of(&m));
+                }
+            }
+        }
+        out.dedup();
+        Ok(out)
     }
 
     /// Every symlink in the workspace whose target `read` may not read.
@@ -1107,6 +1261,19 @@ impl Gate {
             .map(|p| p.display().to_string())
             .collect())
     }
+}
+
+/// The top of the git work tree holding `dir` (the nearest folder at or
+/// above it with a `.git`), else `dir` itself.
+fn repo_top(dir: &Path) -> PathBuf {
+    let mut d = Some(dir);
+    while let Some(p) = d {
+        if std::fs::symlink_metadata(p.join(".git")).is_ok() {
+            return p.to_path_buf();
+        }
+        d = p.parent();
+    }
+    dir.to_path_buf()
 }
 
 fn policy_path(policy: &Policy) -> PathBuf {

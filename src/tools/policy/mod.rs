@@ -74,6 +74,7 @@ mod gate;
 pub mod paths;
 pub mod shell_worker;
 pub mod web;
+pub mod writes;
 
 use std::fmt;
 use std::ops::Range;
