@@ -1378,4 +1378,133 @@ mod tests {
             ["/etc/x", "print", "print > \"/etc/x\"}"]
         );
     }
+
+    /// A workspace with `.git`, a protected `scripts/`, and files to copy.
+    fn protected_gate(name: &str) -> (PathBuf, Gate) {
+        let ws = std::env::temp_dir().join(format!("af-writes-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&ws);
+        for d in [".git/hooks", "scripts", "src", "evil/scripts", "out"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        for f in [
+            "scripts/publish.sh",
+            "src/a.txt",
+            "evil/scripts/publish.sh",
+            "p.diff",
+        ] {
+            std::fs::write(ws.join(f), "x\n").unwrap();
+        }
+        let ws = ws.canonicalize().unwrap();
+        let mut policy = Policy::parse(
+            "[bash]\nallowlist = [\"*\"]\n[write]\nallow = [\"$WORKSPACE/**\"]\n",
+            Path::new("policy.toml"),
+        )
+        .unwrap();
+        policy.protect_for_run(ws.join("scripts"), "the workflow's scripts/");
+        let gate = policy.bind(&ws, None).unwrap();
+        (ws, gate)
+    }
+
+    #[test]
+    fn commands_may_not_write_protected_folders() {
+        let (ws, gate) = protected_gate("deny");
+        let check = |line: &str| gate.check(&Request::Bash { command: line });
+        let mut wrong = Vec::new();
+        for line in [
+            "sed -i 1ax scripts/publish.sh",
+            "sed -i -e 1ax scripts/*.sh",
+            "cp src/a.txt scripts/publish.sh",
+            "cp src/a.txt scripts",
+            "cp -r evil/scripts .",
+            "cp -r evil/. .",
+            "cp -rT evil .",
+            "rsync -a evil/ .",
+            "mv scripts x",
+            "ln -sf src/a.txt scripts/publish.sh",
+            "tee scripts/new.sh",
+            "dd if=src/a.txt of=scripts/publish.sh",
+            "truncate -s0 scripts/publish.sh",
+            "rm -rf .",
+            "chmod -R 777 .",
+            "find . -name '*.sh' -delete",
+            "patch -p0 -i p.diff",
+            "patch scripts/publish.sh p.diff",
+            "tar -xf a.tar",
+            "unzip a.zip",
+            "git apply p.diff",
+            "git checkout main",
+            "cd scripts && touch new",
+            "cd scripts; sed -i 1ax publish.sh",
+            "sed -e 1eid src/a.txt",
+            "sed 's/x/id/e' src/a.txt",
+            "sed -n 'w scripts/publish.sh' src/a.txt",
+            "awk '{ system(\"id\") }' src/a.txt",
+            "awk '{ print > \"scripts/publish.sh\" }' src/a.txt",
+            "awk -i inplace 1 scripts/publish.sh",
+            "perl -pi -e s/x/y/ scripts/publish.sh",
+            "python3 tool.py scripts/publish.sh",
+            "OUT=scripts/publish.sh make",
+            "sort -o scripts/publish.sh src/a.txt",
+            "cp src/a.txt .git/hooks/pre-commit",
+            "tar -xf a.tar -C .git",
+        ] {
+            match check(line) {
+                Ok(_) => wrong.push(format!("{line}: allowed")),
+                Err(d) => {
+                    if !(d.rule.contains("scripts/") || d.rule.contains(".git"))
+                        || !d.reason.contains("protected folder")
+                    {
+                        wrong.push(format!("{line}: {d:?}"));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // `-execdir` runs in the folders found: its relative paths are not
+        // the workspace's.
+        let d = check("find . -name publish.sh -execdir sed -i 1ax publish.sh ';'").unwrap_err();
+        assert!(d.rule.contains("known before the command runs"), "{d:?}");
+        let _ = std::fs::remove_dir_all(&ws);
+    }
+
+    #[test]
+    fn reads_and_writes_elsewhere_still_pass() {
+        let (ws, gate) = protected_gate("allow");
+        let check = |line: &str| gate.check(&Request::Bash { command: line });
+        for line in [
+            "cat scripts/publish.sh",
+            "grep -rn x scripts/",
+            "head -1 scripts/*.sh",
+            "sed -n 1p scripts/publish.sh",
+            "sed s/x/y/ scripts/publish.sh",
+            "awk '$1 > 1 {print $1}' scripts/publish.sh",
+            "sort scripts/publish.sh",
+            "diff scripts/publish.sh src/a.txt",
+            "bash scripts/publish.sh",
+            "cp scripts/publish.sh out/",
+            "cp src/a.txt .",
+            "cp -r src out/src2",
+            "sed -i 1ax src/a.txt",
+            "tee out/log",
+            "mv src/a.txt out/",
+            "rm -rf out",
+            "tar -xf a.tar -C out",
+            "unzip a.zip -d out",
+            "patch src/a.txt p.diff",
+            "git status",
+            "git log -- scripts",
+            "git add scripts/publish.sh",
+            "git diff",
+            "cd scripts && cat publish.sh",
+            "cd scripts && ls",
+            "find scripts -name '*.sh'",
+            "cat .git/config",
+            "cp .git/config out/config",
+        ] {
+            if let Err(d) = check(line) {
+                panic!("{line}: {d:?}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&ws);
+    }
 }

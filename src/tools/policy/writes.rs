@@ -486,8 +486,10 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
                 _ => Spec::default(),
             };
             let p = parse(words, &spec);
-            let deep = matches!(name, "rm" | "chmod" | "chown" | "chgrp" | "setfacl" | "chcon")
-                && p.has(&["-r", "-R", "--recursive"]);
+            let deep = matches!(
+                name,
+                "rm" | "chmod" | "chown" | "chgrp" | "setfacl" | "chcon"
+            ) && p.has(&["-r", "-R", "--recursive"]);
             for o in &p.operands {
                 if deep {
                     w.deep(o);
