@@ -210,6 +210,7 @@ TOOL utcp:file_read
 TOOL grep
 TOOL glob
 TOOL ls
+TOOL shell
 MOUNT /workspace ro
 POLICY
   permit(
@@ -231,7 +232,7 @@ fn item_10_a_cedar_forbid_on_reads_holds_for_each_file_grep_glob_and_ls_meet() {
     let dir = tmp("cedar-env");
     write(&dir.join("Agentfile"), FORBID_ENV);
     write(&dir.join(".env"), "SECRET_TOKEN=sk-live-4242\n");
-    write(&dir.join("sub/.env.local"), "SECRET_TOKEN=sk-live-4343\n");
+    write(&dir.join(".env.local"), "SECRET_TOKEN=sk-live-4343\n");
     write(&dir.join("public.txt"), "SECRET_PUBLIC_MARKER\n");
     let server = fake(vec![
         FakeReply::tool_call(
@@ -245,6 +246,8 @@ fn item_10_a_cedar_forbid_on_reads_holds_for_each_file_grep_glob_and_ls_meet() {
         FakeReply::tool_call("glob", json!({"pattern": "**/.env*"})),
         FakeReply::tool_call("ls", json!({"path": "."})),
         FakeReply::tool_call("read", json!({"path": ".env"})),
+        FakeReply::tool_call("bash", json!({"command": "cat .env.local"})),
+        FakeReply::tool_call("bash", json!({"command": "cat public.txt"})),
         FakeReply::text("Done."),
     ]);
     config(&dir, &server);
@@ -255,6 +258,8 @@ fn item_10_a_cedar_forbid_on_reads_holds_for_each_file_grep_glob_and_ls_meet() {
             "Agentfile",
             "--input",
             "task=look",
+            "--allow",
+            "bash:cat *",
             "--output",
             "json",
         ],
@@ -266,14 +271,14 @@ fn item_10_a_cedar_forbid_on_reads_holds_for_each_file_grep_glob_and_ls_meet() {
     assert_eq!(r["status"], "completed", "{r:#}\n{}", text(&o));
     let evs = events(&dir, r["session_id"].as_str().unwrap());
     let results = of_kind(&evs, "tool_result");
-    assert_eq!(results.len(), 5, "{results:#?}");
+    assert_eq!(results.len(), 7, "{results:#?}");
     let content = |i: usize| {
         results[i]["data"]["content"]
             .as_str()
             .unwrap_or("")
             .to_owned()
     };
-    for i in 0..5 {
+    for i in 0..7 {
         let c = content(i);
         assert!(!c.contains("sk-live"), "call {i} returned the secret: {c}");
     }
@@ -284,9 +289,17 @@ fn item_10_a_cedar_forbid_on_reads_holds_for_each_file_grep_glob_and_ls_meet() {
         content(1)
     );
     // glob and ls do not name the forbidden files.
-    assert!(!content(2).contains(".env"), "{}", content(2));
-    assert!(!content(3).contains(".env"), "{}", content(3));
+    let lists_env = |c: &str| c.lines().any(|l| l.trim().starts_with(".env"));
+    assert!(!lists_env(&content(2)), "{}", content(2));
+    assert!(!lists_env(&content(3)), "{}", content(3));
     assert!(content(3).contains("public.txt"), "{}", content(3));
+    // A bash line's paths are judged as files read too.
+    assert!(content(5).contains("no-env-reads"), "{}", content(5));
+    assert!(
+        content(6).contains("SECRET_PUBLIC_MARKER"),
+        "{}",
+        content(6)
+    );
     // Nothing in the model's requests carries it either.
     for req in server.requests() {
         assert!(!req.body.to_string().contains("sk-live"), "{}", req.body);

@@ -98,6 +98,15 @@ pub trait Guard: Send + Sync + std::fmt::Debug {
     /// (the resolved path, the judged URL).
     fn judge(&self, req: &Request<'_>, permit: &Permit) -> Result<(), Denial>;
 
+    /// Judge one file a call reads or writes beyond the path it was judged
+    /// for, at its resolved path: each file grep and glob read or list, each
+    /// entry ls shows, each path a bash line names (`writes` for the targets
+    /// of redirections and of commands that write). The call itself passed
+    /// [`Guard::judge`].
+    fn judge_file(&self, _tool: Tool, _real: &Path, _writes: bool) -> Result<(), Denial> {
+        Ok(())
+    }
+
     /// Whether the model is offered a built-in tool at all.
     fn offers(&self, _tool: Tool) -> bool {
         true
@@ -516,9 +525,16 @@ impl Gate {
             .map_err(|(rule, reason)| denial("web_fetch", rule, reason))
     }
 
-    /// Whether `read` may read a path that is already resolved (no symlinks in
-    /// it): glob, grep and ls filter what they list through this.
-    pub fn readable(&self, real: &Path) -> bool {
+    /// Whether `tool` may read a path that is already resolved (no symlinks in
+    /// it): `read`'s rules allow it and every guard (an agentrc declaration's
+    /// Cedar policies) allows `tool` to read that file. glob and grep filter
+    /// what they list and read through this, file by file.
+    pub fn readable(&self, tool: Tool, real: &Path) -> bool {
+        self.policy_readable(real) && self.guards_file(tool, real, false).is_ok()
+    }
+
+    /// [`Gate::readable`] by the policy's `read` rules alone.
+    fn policy_readable(&self, real: &Path) -> bool {
         let r = Resolved {
             lexical: real.to_path_buf(),
             real: real.to_path_buf(),
@@ -526,17 +542,28 @@ impl Gate {
         self.enabled(Tool::Read).is_ok() && self.judge_path("read", Tool::Read, &r).is_ok()
     }
 
+    /// Every guard's word on one file `tool` reads or writes.
+    fn guards_file(&self, tool: Tool, real: &Path, writes: bool) -> Result<(), Denial> {
+        for g in &self.guards {
+            g.0.judge_file(tool, real, writes)?;
+        }
+        Ok(())
+    }
+
     /// Whether `tool` may show a name it found at an already resolved path
-    /// (no symlinks in it): `tool`'s own path rules allow it, and no file
-    /// tool's deny rule matches it — a name denied to any tool (`~/.ssh/*`)
-    /// stays hidden. `ls` filters its entries through this; glob and grep go
-    /// through [`Gate::readable`], since what they list is then read.
+    /// (no symlinks in it): `tool`'s own path rules and every guard allow it,
+    /// and no file tool's deny rule matches it — a name denied to any tool
+    /// (`~/.ssh/*`) stays hidden. `ls` filters its entries through this; glob
+    /// and grep go through [`Gate::readable`], since what they list is then
+    /// read.
     pub fn listable(&self, tool: Tool, real: &Path) -> bool {
         let r = Resolved {
             lexical: real.to_path_buf(),
             real: real.to_path_buf(),
         };
-        if self.judge_path(tool.name(), tool, &r).is_err() {
+        if self.judge_path(tool.name(), tool, &r).is_err()
+            || self.guards_file(tool, real, false).is_err()
+        {
             return false;
         }
         !Tool::ALL
@@ -576,8 +603,21 @@ impl Gate {
     }
 
     /// The path rules of `tool` applied to a resolved path; `who` is the tool
-    /// named in a denial (bash when bash's arguments are judged as reads).
+    /// named in a denial (bash when bash's arguments are judged as reads). A
+    /// path of a bash line is judged by the guards too, as bash's.
     fn judge_path(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
+        self.judge_path_rules(who, tool, r)?;
+        if who == "bash" {
+            self.guards_file(
+                Tool::Bash,
+                &r.real,
+                matches!(tool, Tool::Write | Tool::Edit),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn judge_path_rules(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
         self.enabled(tool).map_err(|mut d| {
             d.tool = who.to_owned();
             d
@@ -966,7 +1006,7 @@ impl Gate {
     fn judge_writes(&self, c: &bash::CommandUse, bases: &[PathBuf]) -> Result<(), Denial> {
         let w = writes::classify(c);
         let zones = self.write_zones(w.git);
-        if zones.is_empty() {
+        if zones.is_empty() && self.guards.is_empty() {
             return Ok(());
         }
         let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
@@ -1029,7 +1069,9 @@ impl Gate {
                     return refuse(rule, reason);
                 }
             }
-            Ok(())
+            // What bash writes is the guards' to judge too (Cedar's
+            // `filesystem.write`).
+            self.guards_file(Tool::Bash, &r.real, true)
         };
         match &w.beyond {
             Some(Beyond::Cwd(why)) => {
@@ -1168,7 +1210,8 @@ impl Gate {
                 let Ok(ft) = e.file_type() else { continue };
                 let p = e.path();
                 if ft.is_symlink() {
-                    let readable = paths::realpath(&p).is_ok_and(|real| self.readable(&real));
+                    let readable =
+                        paths::realpath(&p).is_ok_and(|real| self.policy_readable(&real));
                     if !readable {
                         out.links.push(p);
                     }
