@@ -577,6 +577,29 @@ impl Gate {
         self.resolve("read", raw)
     }
 
+    /// Whether a server may read a file its client names (a workflow to
+    /// validate, inspect, list or run): inside the workspace once `..` and
+    /// symlinks are resolved, outside the session store, and matched by no
+    /// `read` deny rule. The workspace is the bound whatever `read` allows
+    /// beyond it: a client names workflows, not arbitrary files.
+    pub fn workspace_readable(&self, raw: &str) -> Result<Resolved, Denial> {
+        let r = self.resolve("read", raw)?;
+        if !paths::is_within(&r.real, &self.workspace)
+            || !paths::is_within(&r.lexical, &self.workspace)
+        {
+            return Err(denial(
+                "read",
+                "read: outside the workspace",
+                format!(
+                    "`{raw}` is outside the workspace ({})",
+                    self.workspace.display()
+                ),
+            ));
+        }
+        self.judge_path_denials("read", Tool::Read, &r)?;
+        Ok(r)
+    }
+
     fn enabled(&self, tool: Tool) -> Result<(), Denial> {
         match &self.tool(tool).enabled {
             Enabled::On => Ok(()),
@@ -622,6 +645,13 @@ impl Gate {
             d.tool = who.to_owned();
             d
         })?;
+        self.judge_path_denials(who, tool, r)?;
+        self.judge_path_allows(who, tool, r)
+    }
+
+    /// What refuses a path whatever allows it: the session store, the
+    /// protected folders and `.git` to writes, `tool`'s deny rules.
+    fn judge_path_denials(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
         let t = self.tool(tool);
         let store = self.workspace.join(".agentfile");
         if r.real.starts_with(&store) || r.lexical.starts_with(&store) {
@@ -666,6 +696,13 @@ impl Gate {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Whether `tool`'s allow rules (or the workspace, where no rule
+    /// restricts) cover a path.
+    fn judge_path_allows(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
+        let t = self.tool(tool);
         if t.allow.iter().any(|a| a.is_match(&r.real)) {
             return Ok(());
         }
