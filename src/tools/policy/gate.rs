@@ -1152,9 +1152,23 @@ impl Gate {
                     dest,
                     deep,
                     contents,
+                    parents,
                 } => {
                     for d in self.write_paths(dest, bases)? {
                         check(&d, false, "")?;
+                        if *parents {
+                            // `cp --parents a/b d` writes d/a/b.
+                            for s in sources {
+                                let t = s.text.as_str();
+                                let rel = t.split_once("/./").map_or(t, |(_, r)| r);
+                                let rel = rel.trim_start_matches('/');
+                                let lexical = paths::normalize(&d.lexical.join(rel));
+                                let real = paths::realpath(&d.real.join(rel))
+                                    .unwrap_or_else(|_| paths::normalize(&d.real.join(rel)));
+                                check(&Resolved { lexical, real }, *deep, "")?;
+                            }
+                            continue;
+                        }
                         if *contents || !d.real.is_dir() {
                             check(&d, *deep, "")?;
                             continue;
@@ -1498,6 +1512,8 @@ mod tests {
             "cp -r evil/scripts .",
             "cp -r evil/. .",
             "cp -rT evil .",
+            "rsync -R evil/./scripts/publish.sh .",
+            "ln scripts/publish.sh hard",
             "rsync -a evil/ .",
             "mv scripts x",
             "ln -sf src/a.txt scripts/publish.sh",

@@ -150,13 +150,15 @@ pub enum Target {
     Path { word: Val, deep: bool },
     /// `cp`/`mv`/`ln`/`install`/`rsync`: each source lands in `dest` — at
     /// `dest/<its name>` when `dest` is a directory, else at `dest` itself, or
-    /// always at `dest` itself when `contents` (`cp -T`, `rsync src/ dest`);
-    /// with everything below it when `deep`.
+    /// always at `dest` itself when `contents` (`cp -T`, `rsync src/ dest`),
+    /// or at `dest/<the source as written>` when `parents` (`cp --parents`,
+    /// `rsync -R`); with everything below it when `deep`.
     Into {
         sources: Vec<Val>,
         dest: Val,
         deep: bool,
         contents: bool,
+        parents: bool,
     },
 }
 
@@ -1209,7 +1211,23 @@ fn copy_like(name: &str, words: &[Val], w: &mut Writes) {
         _ => false,
     };
     let contents = p.has(&["-T", "--no-target-directory"]);
+    let parents = match name {
+        "cp" => p.has(&["--parents"]),
+        "rsync" => p.has(&["-R", "--relative"]),
+        _ => false,
+    };
+    // A hard link makes the source writable under another name.
+    let hard_link = (name == "ln" && !p.has(&["-s", "--symbolic"]))
+        || (name == "cp" && p.has(&["-l", "--link"]));
     let mut sources = p.operands.clone();
+    if hard_link {
+        let n = if p.has(&["-t", "--target-directory"]) || sources.len() < 2 {
+            sources.len()
+        } else {
+            sources.len() - 1
+        };
+        w.all(&sources[..n]);
+    }
     let dest = match p.values(&["-t", "--target-directory"]).pop() {
         Some(d) => d,
         None => {
@@ -1241,7 +1259,7 @@ fn copy_like(name: &str, words: &[Val], w: &mut Writes) {
         }
     }
     // rsync: `src/` copies what is in src, not src itself.
-    if name == "rsync" {
+    if name == "rsync" && !parents {
         let (inner, named): (Vec<Val>, Vec<Val>) =
             sources.into_iter().partition(|s| s.text.ends_with('/'));
         if !inner.is_empty() {
@@ -1250,6 +1268,7 @@ fn copy_like(name: &str, words: &[Val], w: &mut Writes) {
                 dest: dest.clone(),
                 deep: true,
                 contents: true,
+                parents: false,
             });
         }
         sources = named;
@@ -1262,6 +1281,7 @@ fn copy_like(name: &str, words: &[Val], w: &mut Writes) {
         dest,
         deep: recursive,
         contents,
+        parents,
     });
 }
 
@@ -1612,8 +1632,9 @@ mod tests {
                     dest,
                     deep,
                     contents,
+                    parents,
                 } => out.push(format!(
-                    "{}->{}{}{}",
+                    "{}->{}{}{}{}",
                     sources
                         .iter()
                         .map(|s| s.text.as_str())
@@ -1621,7 +1642,8 @@ mod tests {
                         .join(","),
                     dest.text,
                     if *deep { "+" } else { "" },
-                    if *contents { "=" } else { "" }
+                    if *contents { "=" } else { "" },
+                    if *parents { "^" } else { "" }
                 )),
             }
         }
@@ -1676,6 +1698,10 @@ mod tests {
         assert_eq!(targets("cp -T a b"), ["a->b="]);
         assert_eq!(targets("mv a b"), ["a+", "a->b+"]);
         assert_eq!(targets("ln -sf /x scripts/y"), ["/x->scripts/y"]);
+        assert_eq!(targets("ln scripts/x h"), ["scripts/x", "scripts/x->h"]);
+        assert_eq!(targets("cp -l scripts/x h"), ["scripts/x", "scripts/x->h"]);
+        assert_eq!(targets("cp --parents a/b d"), ["a/b->d^"]);
+        assert_eq!(targets("rsync -R a/./b d"), ["a/./b->d+^"]);
         assert_eq!(targets("install -m 755 a b"), ["a->b"]);
         assert_eq!(targets("install -d a b"), ["a", "b"]);
         assert_eq!(targets("rsync -a src/ dest"), ["src/->dest+="]);
