@@ -308,8 +308,8 @@ impl Engine {
     /// store, and matched by no `read` deny rule of the server's policy
     /// (`--policy`, else `policy.toml` in the workspace, else the safe
     /// default): see [`crate::tools::policy::Gate::workspace_readable`].
-    /// Refused, with nothing read, otherwise. Returns the path as
-    /// [`Engine::path`] spells it.
+    /// Refused, with nothing read, otherwise. Returns the path joined to the
+    /// workspace as written (symlinks kept), as the diagnostics name it.
     pub fn request_path(&self, raw: &str) -> Result<PathBuf, RpcError> {
         use crate::tools::policy::Policy;
         let home = std::env::home_dir();
