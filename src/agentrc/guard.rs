@@ -8,7 +8,9 @@
 //! |---|---|---|---|
 //! | every call | `tool.invoke` | `AgentRC::Tool::"<name>"` | `tool`, and `path` / `host`, `url` / `command` when it has one |
 //! | file reads (read, glob, grep, ls) | `filesystem.read` | the same tool | `path` |
+//! | each file grep or glob reads or lists, each entry ls shows | `filesystem.read` | the same tool | `path` of that file |
 //! | writes (write, edit) | `filesystem.write` | the same tool | `path` |
+//! | each path a bash line reads / writes (arguments, redirections) | `filesystem.read` / `filesystem.write` | bash | `path` |
 //! | web_fetch (and each redirect) | `network.connect` | the same tool | `host`, `port`, `url` |
 //!
 //! The principal is `AgentRC::Agent::"<agent>"`. `tool.invoke` must be
@@ -157,6 +159,49 @@ impl DeclarationGuard {
     }
 }
 
+impl DeclarationGuard {
+    /// One file a declared tool reads or writes, at its resolved path: under
+    /// a MOUNT (one mounted `rw` for a write; bash's paths are bound by the
+    /// policy, not MOUNT), and permitted by Cedar's `filesystem.read` or
+    /// `filesystem.write` with that path in the context.
+    fn file(&self, tool: Tool, name: &str, real: &Path, writes: bool) -> Result<(), Denial> {
+        let tool_name = tool.name();
+        let seen = self.agent_path(real);
+        if tool != Tool::Bash {
+            let covering: Vec<&(PathPattern, bool, String)> = self
+                .mounts
+                .iter()
+                .filter(|(p, _, _)| p.is_match(real))
+                .collect();
+            if covering.is_empty() {
+                return Err(refuse(
+                    tool_name,
+                    "agentrc: MOUNT",
+                    format!("`{seen}` is under no MOUNT of the Agentfile"),
+                ));
+            }
+            if writes && !covering.iter().any(|(_, w, _)| *w) {
+                return Err(refuse(
+                    tool_name,
+                    format!("agentrc: {}", covering[0].2),
+                    format!("`{seen}` is mounted read-only"),
+                ));
+            }
+        }
+        let action = if writes {
+            "filesystem.write"
+        } else {
+            "filesystem.read"
+        };
+        self.cedar(
+            tool_name,
+            name,
+            Some(action),
+            &[("tool", name), ("path", &seen)],
+        )
+    }
+}
+
 fn errors(d: &cedar::Decision) -> String {
     if d.errors.is_empty() {
         String::new()
@@ -191,38 +236,7 @@ impl Guard for DeclarationGuard {
                     .as_ref()
                     .map(|r| r.real.clone())
                     .unwrap_or_else(|| self.workspace.clone());
-                let writes = matches!(tool, Tool::Write | Tool::Edit);
-                let seen = self.agent_path(&real);
-                let covering: Vec<&(PathPattern, bool, String)> = self
-                    .mounts
-                    .iter()
-                    .filter(|(p, _, _)| p.is_match(&real))
-                    .collect();
-                if covering.is_empty() {
-                    return Err(refuse(
-                        &tool_name,
-                        "agentrc: MOUNT",
-                        format!("`{seen}` is under no MOUNT of the Agentfile"),
-                    ));
-                }
-                if writes && !covering.iter().any(|(_, w, _)| *w) {
-                    return Err(refuse(
-                        &tool_name,
-                        format!("agentrc: {}", covering[0].2),
-                        format!("`{seen}` is mounted read-only"),
-                    ));
-                }
-                let action = if writes {
-                    "filesystem.write"
-                } else {
-                    "filesystem.read"
-                };
-                self.cedar(
-                    &tool_name,
-                    &name,
-                    Some(action),
-                    &[("tool", &name), ("path", &seen)],
-                )
+                self.file(tool, &name, &real, matches!(tool, Tool::Write | Tool::Edit))
             }
             Request::Fetch { url } => {
                 let host = permit.url.as_ref().map_or_else(
@@ -260,6 +274,19 @@ impl Guard for DeclarationGuard {
             ),
             _ => self.cedar(&tool_name, &name, None, &[("tool", &name)]),
         }
+    }
+
+    fn judge_file(&self, tool: Tool, real: &Path, writes: bool) -> Result<(), Denial> {
+        let Some(name) = self.declared(tool.name()).map(str::to_owned) else {
+            return Err(refuse(
+                tool.name(),
+                "agentrc: no TOOL declares it",
+                format!(
+                    "the Agentfile does not declare `{tool}`; an agentrc agent may use only the tools it declares"
+                ),
+            ));
+        };
+        self.file(tool, &name, real, writes)
     }
 
     fn offers(&self, tool: Tool) -> bool {

@@ -303,6 +303,55 @@ impl Engine {
         }
     }
 
+    /// A path a client names, once the server may read it: inside the
+    /// workspace once `..` and symlinks are resolved, outside the session
+    /// store, and matched by no `read` deny rule of the server's policy
+    /// (`--policy`, else `policy.toml` in the workspace, else the safe
+    /// default): see [`crate::tools::policy::Gate::workspace_readable`].
+    /// Refused, with nothing read, otherwise. Returns the path joined to the
+    /// workspace as written (symlinks kept), as the diagnostics name it.
+    pub fn request_path(&self, raw: &str) -> Result<PathBuf, RpcError> {
+        use crate::tools::policy::Policy;
+        let home = std::env::home_dir();
+        let explicit = self.options.policy.as_ref().map(|p| self.path_buf(p));
+        let gate = Policy::load(explicit.as_deref(), &self.root)
+            .ok()
+            .and_then(|p| p.bind(&self.root, home.as_deref()).ok())
+            .map_or_else(
+                || Policy::safe_default().bind(&self.root, home.as_deref()),
+                Ok,
+            )
+            .map_err(|e| RpcError::internal(format!("the workspace policy: {e}")))?;
+        match gate.workspace_readable(raw) {
+            Ok(_) => Ok(self.path(raw)),
+            Err(d) => {
+                let message = if d.rule == "read: outside the workspace" {
+                    format!(
+                        "{}: this server reads only files inside its workspace; name a path in it",
+                        d.reason
+                    )
+                } else {
+                    format!("`{raw}` may not be read: {} ({})", d.reason, d.rule)
+                };
+                Err(RpcError::new(code::NOT_FOUND, message)
+                    .with_data(serde_json::json!({ "rule": d.rule })))
+            }
+        }
+    }
+
+    /// The paths of a client's `run` (the workflow, a config), judged by
+    /// [`Engine::request_path`]. Runs a worker takes from the cluster were
+    /// judged where they were submitted.
+    pub fn check_run_paths(&self, p: &RunParams) -> Result<(), RpcError> {
+        if !p.path.trim().is_empty() {
+            self.request_path(&p.path)?;
+        }
+        if let Some(c) = &p.config {
+            self.request_path(c)?;
+        }
+        Ok(())
+    }
+
     fn config_path(&self, request: Option<&str>) -> Option<PathBuf> {
         request
             .map(|c| self.path(c))
@@ -1058,7 +1107,7 @@ impl Engine {
             None => {
                 let mut total = 0u64;
                 for x in p.path.iter().chain(&p.paths) {
-                    total = total.saturating_add(self.source_size(&self.path(x))?);
+                    total = total.saturating_add(self.source_size(&self.request_path(x)?)?);
                 }
                 total
             }
@@ -1074,7 +1123,7 @@ impl Engine {
         let weight = if p.path.trim().is_empty() {
             0
         } else {
-            self.source_size(&self.path(&p.path))?
+            self.source_size(&self.request_path(&p.path)?)?
         };
         self.analyse(weight, move |e| e.inspect(p)).await
     }
@@ -1101,9 +1150,16 @@ impl Engine {
     }
 
     pub fn validate(&self, p: ValidateParams) -> Result<ValidateReport, RpcError> {
-        let mut paths: Vec<PathBuf> = p.paths.iter().map(|x| self.path(x)).collect();
+        let mut paths: Vec<PathBuf> = p
+            .paths
+            .iter()
+            .map(|x| self.request_path(x))
+            .collect::<Result<_, _>>()?;
         if let Some(x) = &p.path {
-            paths.insert(0, self.path(x));
+            paths.insert(0, self.request_path(x)?);
+        }
+        if let Some(c) = &p.config {
+            self.request_path(c)?;
         }
         let mut analyses = Vec::new();
         if let Some(source) = p.source {
@@ -1163,7 +1219,10 @@ impl Engine {
                 "inspect: invalid params: missing field `path`",
             ));
         }
-        let path = self.path(&p.path);
+        let path = self.request_path(&p.path)?;
+        if let Some(c) = &p.config {
+            self.request_path(c)?;
+        }
         let config = self.find_config(p.config.as_deref(), &path)?;
         let a = frontend::analyze(
             &path,
@@ -1201,10 +1260,10 @@ impl Engine {
     }
 
     pub fn list(&self, p: ListParams) -> Result<WorkflowList, RpcError> {
-        let dir = p
-            .dir
-            .map(|d| self.path(&d))
-            .unwrap_or_else(|| self.root.clone());
+        let dir = match p.dir {
+            Some(d) => self.request_path(&d)?,
+            None => self.root.clone(),
+        };
         if !dir.is_dir() {
             return Err(RpcError::new(
                 code::NOT_FOUND,

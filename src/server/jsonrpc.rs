@@ -428,6 +428,7 @@ impl Connection {
         match m {
             "run" => {
                 let p: rpc::RunParams = rpc::params(m, params)?;
+                self.engine.check_run_paths(&p)?;
                 let wait = p.wait.unwrap_or(true);
                 let live = self.engine.submit(p, self.hooks()).await;
                 drop(admission.take());

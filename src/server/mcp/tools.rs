@@ -398,6 +398,9 @@ pub async fn call(
         },
         "promote" => match params::<PromoteParams>("promote", args) {
             Ok(p) => {
+                if let Err(e) = engine.request_path(&p.run) {
+                    return Ok(tool_error(&e));
+                }
                 let root = engine.root().to_path_buf();
                 match crate::workflow_yaml::generate::promote(&root, std::path::Path::new(&p.run)) {
                     Ok(done) => text_result(
@@ -471,6 +474,9 @@ async fn run_with(
     ctx: &RequestContext<RoleServer>,
     extra: Vec<Arc<dyn crate::events::EventSink>>,
 ) -> (CallToolResult, Option<RunResult>) {
+    if let Err(e) = server.engine.check_run_paths(&p) {
+        return (tool_error(&e), None);
+    }
     let provider = p
         .provider
         .as_deref()

@@ -32,8 +32,8 @@ use ignore::overrides::OverrideBuilder;
 
 use super::{first_newline, fit, human_bytes, note_room, some_names};
 use crate::tools::ToolOutput;
-use crate::tools::policy::Gate;
 use crate::tools::policy::paths::{self, Resolved};
+use crate::tools::policy::{Gate, Tool};
 
 /// Split a glob tool pattern into the directory to search (as the model would
 /// write a path) and the pattern relative to it: `/etc/**/x` searches `/etc`,
@@ -121,7 +121,7 @@ pub fn glob(
         } else {
             p.to_path_buf()
         };
-        if gate.readable(&real) {
+        if gate.readable(Tool::Glob, &real) {
             found.push(paths::display_relative(p, gate.workspace()));
         }
     }
@@ -252,7 +252,7 @@ pub fn grep(gate: &Gate, root: &Path, opts: &GrepOptions) -> Result<GrepResult, 
         skipped: Mutex::new(Skipped::default()),
     };
     if root.is_file() {
-        if !gate.readable(root) {
+        if !gate.readable(Tool::Grep, root) {
             shared.denied.fetch_add(1, Ordering::Relaxed);
         } else {
             let mut s = searcher.clone();
@@ -290,7 +290,7 @@ pub fn grep(gate: &Gate, root: &Path, opts: &GrepOptions) -> Result<GrepResult, 
                     return WalkState::Continue;
                 }
                 let path = entry.path();
-                if !shared_ref.gate.readable(path) {
+                if !shared_ref.gate.readable(Tool::Grep, path) {
                     shared_ref.denied.fetch_add(1, Ordering::Relaxed);
                     return WalkState::Continue;
                 }

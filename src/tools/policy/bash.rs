@@ -77,7 +77,7 @@ pub struct Val {
 }
 
 impl Val {
-    fn literal(text: impl Into<String>) -> Val {
+    pub(crate) fn literal(text: impl Into<String>) -> Val {
         Val {
             text: text.into(),
             dynamic: false,
@@ -100,6 +100,10 @@ pub struct CommandUse {
     pub transparent: bool,
     /// Why some argument is only known at run time, if one is.
     pub dynamic: Option<String>,
+    /// How many of `args` come first from assignments before the command
+    /// (`X=v cmd`) rather than from its own words.
+    #[serde(default)]
+    pub assigned: usize,
 }
 
 impl CommandUse {
@@ -634,6 +638,7 @@ impl Analyzer<'_> {
                     args: Vec::new(),
                     transparent: false,
                     dynamic: None,
+                    assigned: 0,
                 }));
                 if let Some(r) = redirects {
                     for io in &r.0 {
@@ -1003,6 +1008,7 @@ impl Analyzer<'_> {
 
         let plain = |args: Vec<Val>, words: &[Val], dynamic: Option<String>| {
             let mut args = args;
+            let assigned = args.len();
             args.extend(words.iter().skip(1).cloned());
             let dynamic = dynamic.or_else(|| {
                 words
@@ -1017,11 +1023,13 @@ impl Analyzer<'_> {
                 args,
                 transparent: false,
                 dynamic,
+                assigned,
             }
         };
         let wrapper = |args: Vec<Val>| CommandUse {
             text: text.clone(),
             name: name.clone(),
+            assigned: args.len(),
             args,
             transparent: true,
             dynamic: None,
@@ -1267,11 +1275,18 @@ impl Analyzer<'_> {
                 while k < words.len() {
                     let t = words[k].text.as_str();
                     if matches!(t, "-exec" | "-execdir" | "-ok" | "-okdir") && !words[k].dynamic {
+                        // `-execdir` runs in each folder found: a relative
+                        // path in it names a file there, not here.
+                        let elsewhere = matches!(t, "-execdir" | "-okdir");
                         let mut inner = Vec::new();
                         k += 1;
                         while k < words.len() && !matches!(words[k].text.as_str(), ";" | "+") {
                             let mut w = words[k].clone();
-                            if w.text.contains("{}") {
+                            if w.text.contains("{}")
+                                || (elsewhere
+                                    && !inner.is_empty()
+                                    && !w.text.starts_with(['/', '-', '~']))
+                            {
                                 w.dynamic = true;
                             }
                             inner.push(w);
@@ -1436,6 +1451,7 @@ impl Analyzer<'_> {
             self.out.items.push(Item::Command(CommandUse {
                 text: text.to_owned(),
                 name: words[0].text.clone(),
+                assigned: args.len(),
                 args,
                 transparent: true,
                 dynamic: None,

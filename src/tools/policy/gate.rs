@@ -14,6 +14,7 @@ use url::Url;
 use super::bash::{self, Analysis, Item, Val};
 use super::paths::{self, PathPattern, Resolved, wildcard_match};
 use super::web::{self, DomainPattern, RateLimiter, UrlVerdict};
+use super::writes::{self, Beyond, Target};
 use super::{Origin, Policy, PolicyError, Problem, Tool};
 use crate::tools::Denial;
 
@@ -24,41 +25,6 @@ const MAX_GLOB_VISITS: usize = 20_000;
 /// How many entries of the workspace are looked at for symlinks out before a
 /// link-following command is refused for want of certainty.
 const MAX_SCAN_ENTRIES: usize = 200_000;
-
-/// Commands that only read what they name (so may name files in `.git`).
-const READ_ONLY_COMMANDS: &[&str] = &[
-    "cat",
-    "head",
-    "tail",
-    "less",
-    "more",
-    "ls",
-    "grep",
-    "egrep",
-    "fgrep",
-    "rg",
-    "wc",
-    "file",
-    "stat",
-    "cmp",
-    "diff",
-    "md5sum",
-    "sha1sum",
-    "sha256sum",
-    "sha512sum",
-    "du",
-    "echo",
-    "printf",
-    "test",
-    "[",
-    "[[",
-    "cd",
-    "pwd",
-    "basename",
-    "dirname",
-    "realpath",
-    "readlink",
-];
 
 /// Symlinks in the workspace that lead where `read` may not read.
 struct Escapes {
@@ -131,6 +97,15 @@ pub trait Guard: Send + Sync + std::fmt::Debug {
     /// Judge a call the policy allowed; `permit` is what the gate worked out
     /// (the resolved path, the judged URL).
     fn judge(&self, req: &Request<'_>, permit: &Permit) -> Result<(), Denial>;
+
+    /// Judge one file a call reads or writes beyond the path it was judged
+    /// for, at its resolved path: each file grep and glob read or list, each
+    /// entry ls shows, each path a bash line names (`writes` for the targets
+    /// of redirections and of commands that write). The call itself passed
+    /// [`Guard::judge`].
+    fn judge_file(&self, _tool: Tool, _real: &Path, _writes: bool) -> Result<(), Denial> {
+        Ok(())
+    }
 
     /// Whether the model is offered a built-in tool at all.
     fn offers(&self, _tool: Tool) -> bool {
@@ -573,9 +548,16 @@ impl Gate {
             .map_err(|(rule, reason)| denial("web_fetch", rule, reason))
     }
 
-    /// Whether `read` may read a path that is already resolved (no symlinks in
-    /// it): glob, grep and ls filter what they list through this.
-    pub fn readable(&self, real: &Path) -> bool {
+    /// Whether `tool` may read a path that is already resolved (no symlinks in
+    /// it): `read`'s rules allow it and every guard (an agentrc declaration's
+    /// Cedar policies) allows `tool` to read that file. glob and grep filter
+    /// what they list and read through this, file by file.
+    pub fn readable(&self, tool: Tool, real: &Path) -> bool {
+        self.policy_readable(real) && self.guards_file(tool, real, false).is_ok()
+    }
+
+    /// [`Gate::readable`] by the policy's `read` rules alone.
+    fn policy_readable(&self, real: &Path) -> bool {
         let r = Resolved {
             lexical: real.to_path_buf(),
             real: real.to_path_buf(),
@@ -583,17 +565,28 @@ impl Gate {
         self.enabled(Tool::Read).is_ok() && self.judge_path("read", Tool::Read, &r).is_ok()
     }
 
+    /// Every guard's word on one file `tool` reads or writes.
+    fn guards_file(&self, tool: Tool, real: &Path, writes: bool) -> Result<(), Denial> {
+        for g in &self.guards {
+            g.0.judge_file(tool, real, writes)?;
+        }
+        Ok(())
+    }
+
     /// Whether `tool` may show a name it found at an already resolved path
-    /// (no symlinks in it): `tool`'s own path rules allow it, and no file
-    /// tool's deny rule matches it — a name denied to any tool (`~/.ssh/*`)
-    /// stays hidden. `ls` filters its entries through this; glob and grep go
-    /// through [`Gate::readable`], since what they list is then read.
+    /// (no symlinks in it): `tool`'s own path rules and every guard allow it,
+    /// and no file tool's deny rule matches it — a name denied to any tool
+    /// (`~/.ssh/*`) stays hidden. `ls` filters its entries through this; glob
+    /// and grep go through [`Gate::readable`], since what they list is then
+    /// read.
     pub fn listable(&self, tool: Tool, real: &Path) -> bool {
         let r = Resolved {
             lexical: real.to_path_buf(),
             real: real.to_path_buf(),
         };
-        if self.judge_path(tool.name(), tool, &r).is_err() {
+        if self.judge_path(tool.name(), tool, &r).is_err()
+            || self.guards_file(tool, real, false).is_err()
+        {
             return false;
         }
         !Tool::ALL
@@ -605,6 +598,29 @@ impl Gate {
     /// Resolve a path the way the gate does, for tools that list what they find.
     pub fn resolve_path(&self, raw: &str) -> Result<Resolved, Denial> {
         self.resolve("read", raw)
+    }
+
+    /// Whether a server may read a file its client names (a workflow to
+    /// validate, inspect, list or run): inside the workspace once `..` and
+    /// symlinks are resolved, outside the session store, and matched by no
+    /// `read` deny rule. The workspace is the bound whatever `read` allows
+    /// beyond it: a client names workflows, not arbitrary files.
+    pub fn workspace_readable(&self, raw: &str) -> Result<Resolved, Denial> {
+        let r = self.resolve("read", raw)?;
+        if !paths::is_within(&r.real, &self.workspace)
+            || !paths::is_within(&r.lexical, &self.workspace)
+        {
+            return Err(denial(
+                "read",
+                "read: outside the workspace",
+                format!(
+                    "`{raw}` is outside the workspace ({})",
+                    self.workspace.display()
+                ),
+            ));
+        }
+        self.judge_path_denials("read", Tool::Read, &r)?;
+        Ok(r)
     }
 
     fn enabled(&self, tool: Tool) -> Result<(), Denial> {
@@ -633,12 +649,32 @@ impl Gate {
     }
 
     /// The path rules of `tool` applied to a resolved path; `who` is the tool
-    /// named in a denial (bash when bash's arguments are judged as reads).
+    /// named in a denial (bash when bash's arguments are judged as reads). A
+    /// path of a bash line is judged by the guards too, as bash's.
     fn judge_path(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
+        self.judge_path_rules(who, tool, r)?;
+        if who == "bash" {
+            self.guards_file(
+                Tool::Bash,
+                &r.real,
+                matches!(tool, Tool::Write | Tool::Edit),
+            )?;
+        }
+        Ok(())
+    }
+
+    fn judge_path_rules(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
         self.enabled(tool).map_err(|mut d| {
             d.tool = who.to_owned();
             d
         })?;
+        self.judge_path_denials(who, tool, r)?;
+        self.judge_path_allows(who, tool, r)
+    }
+
+    /// What refuses a path whatever allows it: the session store, the
+    /// protected folders and `.git` to writes, `tool`'s deny rules.
+    fn judge_path_denials(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
         let t = self.tool(tool);
         let store = self.workspace.join(".agentfile");
         // The run's scratch folder is carved out of the store: a path is in
@@ -689,6 +725,13 @@ impl Gate {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Whether `tool`'s allow rules (or the workspace, where no rule
+    /// restricts) cover a path.
+    fn judge_path_allows(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
+        let t = self.tool(tool);
         if t.allow.iter().any(|a| a.is_match(&r.real)) {
             return Ok(());
         }
@@ -961,11 +1004,10 @@ impl Gate {
         Ok(None)
     }
 
-    /// What a command's arguments name, beyond reading: a command other than
-    /// git and plain readers may write what it names, so `.git` is off limits
-    /// to it (hooks and config there run code later); and a command that may
-    /// follow symlinks while recursing must not be given a directory holding
-    /// a symlink to where `read` may not read.
+    /// What a command's arguments name, beyond reading: what it may write
+    /// must stay out of the protected folders ([`Gate::judge_writes`]); and a
+    /// command that may follow symlinks while recursing must not be given a
+    /// directory holding a symlink to where `read` may not read.
     fn judge_command_paths(
         &self,
         c: &bash::CommandUse,
@@ -973,22 +1015,7 @@ impl Gate {
         bases: &[PathBuf],
         escapes: &mut Option<Escapes>,
     ) -> Result<(), Denial> {
-        let base = bash::basename(&c.name);
-        let git = self.workspace.join(".git");
-        if !READ_ONLY_COMMANDS.contains(&base)
-            && base != "git"
-            && let Some(p) = named.iter().find(|p| p.starts_with(&git))
-        {
-            return Err(denial(
-                "bash",
-                "built-in: $WORKSPACE/.git is not writable",
-                format!(
-                    "`{}` names `{}`; only git and read-only commands may touch .git",
-                    c.text,
-                    paths::display_relative(p, &self.workspace)
-                ),
-            ));
-        }
+        self.judge_writes(c, bases)?;
         if recursion_is_safe(c) {
             return Ok(());
         }
@@ -1027,6 +1054,226 @@ impl Gate {
         Ok(())
     }
 
+    /// The folders no bash command may write for this run: the run's
+    /// protected folders (a workflow's `scripts/`), and `.git` for every
+    /// command but git (hooks and config there run code later; git itself
+    /// never writes a `.git` path of its work tree).
+    fn write_zones(&self, git: bool) -> Vec<(PathBuf, String)> {
+        let mut zones = self.protected.clone();
+        if !git {
+            zones.push((
+                self.workspace.join(".git"),
+                "built-in: $WORKSPACE/.git is not writable".to_owned(),
+            ));
+        }
+        zones
+    }
+
+    /// What a command may write ([`writes::classify`]) against the protected
+    /// folders: a path it writes inside one; a folder it writes everything
+    /// below (`rm -r`, `tar -x`, `git checkout`) that holds one; running in
+    /// one; or, for a command that runs commands or computes the names it
+    /// writes (`sed 'e …'`, `awk 'system(…)'`), any protected folder at all.
+    fn judge_writes(&self, c: &bash::CommandUse, bases: &[PathBuf]) -> Result<(), Denial> {
+        let w = writes::classify(c);
+        let zones = self.write_zones(w.git);
+        if zones.is_empty() && self.guards.is_empty() {
+            return Ok(());
+        }
+        let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+        let refuse = |rule: &str, reason: String| Err(denial("bash", rule.to_owned(), reason));
+        if let Some(Beyond::Anywhere(why)) = &w.beyond
+            && let Some((dir, rule)) = zones.iter().find(|(d, _)| exists(d))
+        {
+            return refuse(
+                rule,
+                format!(
+                    "`{}` may write files it does not name: {why}; `{}` is a protected folder",
+                    c.text,
+                    paths::display_relative(dir, &self.workspace)
+                ),
+            );
+        }
+        if !w.reader {
+            for b in bases {
+                if let Some((dir, rule)) = zones.iter().find(|(d, _)| b.starts_with(d)) {
+                    return refuse(
+                        rule,
+                        format!(
+                            "`{}` runs in `{}`, inside the protected folder `{}`, where it may write files it does not name; run it from outside the folder",
+                            c.text,
+                            paths::display_relative(b, &self.workspace),
+                            paths::display_relative(dir, &self.workspace)
+                        ),
+                    );
+                }
+            }
+        }
+        // A place written, with everything below it when `deep`.
+        let hit = |p: &Path, deep: bool| -> Option<(&PathBuf, &String, bool)> {
+            zones.iter().find_map(|(d, rule)| {
+                if p.starts_with(d) {
+                    Some((d, rule, false))
+                } else if deep && d.starts_with(p) && exists(d) {
+                    Some((d, rule, true))
+                } else {
+                    None
+                }
+            })
+        };
+        let check = |r: &Resolved, deep: bool, how: &str| -> Result<(), Denial> {
+            for p in [&r.real, &r.lexical] {
+                if let Some((dir, rule, below)) = hit(p, deep) {
+                    let shown = paths::display_relative(p, &self.workspace);
+                    let zone = paths::display_relative(dir, &self.workspace);
+                    let reason = if below {
+                        format!(
+                            "`{}` may write anything under `{shown}`{how}, which holds the protected folder `{zone}`",
+                            c.text
+                        )
+                    } else {
+                        format!(
+                            "`{}` may write `{shown}`{how}, in the protected folder `{zone}`",
+                            c.text
+                        )
+                    };
+                    return refuse(rule, reason);
+                }
+            }
+            // What bash writes is the guards' to judge too (Cedar's
+            // `filesystem.write`).
+            self.guards_file(Tool::Bash, &r.real, true)
+        };
+        match &w.beyond {
+            Some(Beyond::Cwd(why)) => {
+                for b in bases {
+                    check(
+                        &Resolved {
+                            lexical: b.clone(),
+                            real: b.clone(),
+                        },
+                        true,
+                        &format!(
+                            " ({why}; give it a folder to write in, such as `-C DIR` or `-d DIR`, or name the file)"
+                        ),
+                    )?;
+                }
+            }
+            Some(Beyond::Repo(why)) => {
+                for b in bases {
+                    let top = repo_top(b);
+                    check(
+                        &Resolved {
+                            lexical: top.clone(),
+                            real: top,
+                        },
+                        true,
+                        &format!(" ({why})"),
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        for t in &w.targets {
+            match t {
+                Target::Path { word, deep } => {
+                    for r in self.write_paths(word, bases)? {
+                        check(&r, *deep, "")?;
+                    }
+                }
+                Target::Into {
+                    sources,
+                    dest,
+                    deep,
+                    contents,
+                    parents,
+                } => {
+                    for d in self.write_paths(dest, bases)? {
+                        check(&d, false, "")?;
+                        if *parents {
+                            // `cp --parents a/b d` writes d/a/b.
+                            for s in sources {
+                                let t = s.text.as_str();
+                                let rel = t.split_once("/./").map_or(t, |(_, r)| r);
+                                let rel = rel.trim_start_matches('/');
+                                let lexical = paths::normalize(&d.lexical.join(rel));
+                                let real = paths::realpath(&d.real.join(rel))
+                                    .unwrap_or_else(|_| paths::normalize(&d.real.join(rel)));
+                                check(&Resolved { lexical, real }, *deep, "")?;
+                            }
+                            continue;
+                        }
+                        if *contents || !d.real.is_dir() {
+                            check(&d, *deep, "")?;
+                            continue;
+                        }
+                        for s in sources {
+                            for name in self.source_names(s, bases)? {
+                                let Some(name) = name else {
+                                    // `src/.`: what is in src lands in d.
+                                    check(&d, *deep, "")?;
+                                    continue;
+                                };
+                                let lexical = d.lexical.join(&name);
+                                let real = paths::realpath(&d.real.join(&name))
+                                    .unwrap_or_else(|_| d.real.join(&name));
+                                check(&Resolved { lexical, real }, *deep, "")?;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Where a word a command writes may point: each of its path candidates
+    /// (globs expanded) against each base.
+    fn write_paths(&self, v: &Val, bases: &[PathBuf]) -> Result<Vec<Resolved>, Denial> {
+        let mut out = Vec::new();
+        if v.dynamic {
+            // Refused before, unless the command opens no files.
+            return Ok(out);
+        }
+        for cand in path_candidates(&v.text) {
+            for base in bases {
+                if v.glob && cand == v.text && cand.contains(['*', '?', '[']) {
+                    for m in self.expand_glob(&cand, base)? {
+                        out.push(self.resolve_from("bash", &m, base)?);
+                    }
+                }
+                out.push(self.resolve_from("bash", &cand, base)?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The names a source of `cp`/`mv`/`ln`/`rsync` takes in a destination
+    /// folder; `None` for one whose contents land there (`src/.`).
+    fn source_names(
+        &self,
+        v: &Val,
+        bases: &[PathBuf],
+    ) -> Result<Vec<Option<std::ffi::OsString>>, Denial> {
+        let name_of = |t: &str| -> Option<std::ffi::OsString> {
+            let t = t.trim_end_matches('/');
+            if t.is_empty() || t == "." || t == ".." || t.ends_with("/.") || t.ends_with("/..") {
+                return None;
+            }
+            Path::new(t).file_name().map(|n| n.to_os_string())
+        };
+        let mut out = vec![name_of(&v.text)];
+        if v.glob && !v.dynamic && v.text.contains(['*', '?', '[']) {
+            for base in bases {
+                for m in self.expand_glob(&v.text, base)? {
+                    out.push(name_of(&m));
+                }
+            }
+        }
+        out.dedup();
+        Ok(out)
+    }
+
     /// Every symlink in the workspace whose target `read` may not read.
     fn scan_escapes(&self) -> Escapes {
         let mut out = Escapes {
@@ -1048,7 +1295,8 @@ impl Gate {
                 let Ok(ft) = e.file_type() else { continue };
                 let p = e.path();
                 if ft.is_symlink() {
-                    let readable = paths::realpath(&p).is_ok_and(|real| self.readable(&real));
+                    let readable =
+                        paths::realpath(&p).is_ok_and(|real| self.policy_readable(&real));
                     if !readable {
                         out.links.push(p);
                     }
@@ -1141,6 +1389,19 @@ impl Gate {
             .map(|p| p.display().to_string())
             .collect())
     }
+}
+
+/// The top of the git work tree holding `dir` (the nearest folder at or
+/// above it with a `.git`), else `dir` itself.
+fn repo_top(dir: &Path) -> PathBuf {
+    let mut d = Some(dir);
+    while let Some(p) = d {
+        if std::fs::symlink_metadata(p.join(".git")).is_ok() {
+            return p.to_path_buf();
+        }
+        d = p.parent();
+    }
+    dir.to_path_buf()
 }
 
 fn policy_path(policy: &Policy) -> PathBuf {
@@ -1317,5 +1578,136 @@ mod tests {
             path_candidates("print > \"/etc/x\"}"),
             ["/etc/x", "print", "print > \"/etc/x\"}"]
         );
+    }
+
+    /// A workspace with `.git`, a protected `scripts/`, and files to copy.
+    fn protected_gate(name: &str) -> (PathBuf, Gate) {
+        let ws = std::env::temp_dir().join(format!("af-writes-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&ws);
+        for d in [".git/hooks", "scripts", "src", "evil/scripts", "out"] {
+            std::fs::create_dir_all(ws.join(d)).unwrap();
+        }
+        for f in [
+            "scripts/publish.sh",
+            "src/a.txt",
+            "evil/scripts/publish.sh",
+            "p.diff",
+        ] {
+            std::fs::write(ws.join(f), "x\n").unwrap();
+        }
+        let ws = ws.canonicalize().unwrap();
+        let mut policy = Policy::parse(
+            "[bash]\nallowlist = [\"*\"]\n[write]\nallow = [\"$WORKSPACE/**\"]\n",
+            Path::new("policy.toml"),
+        )
+        .unwrap();
+        policy.protect_for_run(ws.join("scripts"), "the workflow's scripts/");
+        let gate = policy.bind(&ws, None).unwrap();
+        (ws, gate)
+    }
+
+    #[test]
+    fn commands_may_not_write_protected_folders() {
+        let (ws, gate) = protected_gate("deny");
+        let check = |line: &str| gate.check(&Request::Bash { command: line });
+        let mut wrong = Vec::new();
+        for line in [
+            "sed -i 1ax scripts/publish.sh",
+            "sed -i -e 1ax scripts/*.sh",
+            "cp src/a.txt scripts/publish.sh",
+            "cp src/a.txt scripts",
+            "cp -r evil/scripts .",
+            "cp -r evil/. .",
+            "cp -rT evil .",
+            "rsync -R evil/./scripts/publish.sh .",
+            "ln scripts/publish.sh hard",
+            "rsync -a evil/ .",
+            "mv scripts x",
+            "ln -sf src/a.txt scripts/publish.sh",
+            "tee scripts/new.sh",
+            "dd if=src/a.txt of=scripts/publish.sh",
+            "truncate -s0 scripts/publish.sh",
+            "rm -rf .",
+            "chmod -R 777 .",
+            "find . -name '*.sh' -delete",
+            "patch -p0 -i p.diff",
+            "patch scripts/publish.sh p.diff",
+            "tar -xf a.tar",
+            "unzip a.zip",
+            "git apply p.diff",
+            "git checkout main",
+            "cd scripts && touch new",
+            "cd scripts; sed -i 1ax publish.sh",
+            "sed -e 1eid src/a.txt",
+            "sed 's/x/id/e' src/a.txt",
+            "sed -n 'w scripts/publish.sh' src/a.txt",
+            "awk '{ system(\"id\") }' src/a.txt",
+            "awk '{ print > \"scripts/publish.sh\" }' src/a.txt",
+            "awk -i inplace 1 scripts/publish.sh",
+            "perl -pi -e s/x/y/ scripts/publish.sh",
+            "python3 tool.py scripts/publish.sh",
+            "OUT=scripts/publish.sh make",
+            "sort -o scripts/publish.sh src/a.txt",
+            "cp src/a.txt .git/hooks/pre-commit",
+            "tar -xf a.tar -C .git",
+        ] {
+            match check(line) {
+                Ok(_) => wrong.push(format!("{line}: allowed")),
+                Err(d) => {
+                    if !(d.rule.contains("scripts/") || d.rule.contains(".git"))
+                        || !d.reason.contains("protected folder")
+                    {
+                        wrong.push(format!("{line}: {d:?}"));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+        // `-execdir` runs in the folders found: its relative paths are not
+        // the workspace's.
+        let d = check("find . -name publish.sh -execdir sed -i 1ax publish.sh ';'").unwrap_err();
+        assert!(d.rule.contains("known before the command runs"), "{d:?}");
+        let _ = std::fs::remove_dir_all(&ws);
+    }
+
+    #[test]
+    fn reads_and_writes_elsewhere_still_pass() {
+        let (ws, gate) = protected_gate("allow");
+        let check = |line: &str| gate.check(&Request::Bash { command: line });
+        for line in [
+            "cat scripts/publish.sh",
+            "grep -rn x scripts/",
+            "head -1 scripts/*.sh",
+            "sed -n 1p scripts/publish.sh",
+            "sed s/x/y/ scripts/publish.sh",
+            "awk '$1 > 1 {print $1}' scripts/publish.sh",
+            "sort scripts/publish.sh",
+            "diff scripts/publish.sh src/a.txt",
+            "bash scripts/publish.sh",
+            "cp scripts/publish.sh out/",
+            "cp src/a.txt .",
+            "cp -r src out/src2",
+            "sed -i 1ax src/a.txt",
+            "tee out/log",
+            "mv src/a.txt out/",
+            "rm -rf out",
+            "tar -xf a.tar -C out",
+            "unzip a.zip -d out",
+            "patch src/a.txt p.diff",
+            "git status",
+            "git log -- scripts",
+            "git add scripts/publish.sh",
+            "git diff",
+            "cd scripts && cat publish.sh",
+            "cd scripts && ls",
+            "find scripts -name '*.sh'",
+            "cat .git/config",
+            "cp .git/config out/config",
+        ] {
+            if let Err(d) = check(line) {
+                panic!("{line}: {d:?}");
+            }
+        }
+        let _ = std::fs::remove_dir_all(&ws);
     }
 }

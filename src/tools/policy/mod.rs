@@ -63,19 +63,29 @@
 //!   every file tool and to bash arguments, except the running workflow's own
 //!   scratch folder (`.agentfile/runs/<session>/fs`, see
 //!   [`Policy::scratch_for_run`]); `$WORKSPACE/.git/**` to write and
-//!   edit (hooks and `core.fsmonitor` would run code later).
+//!   edit (hooks and `core.fsmonitor` would run code later), and so are a
+//!   run's protected folders (a workflow.yaml's `scripts/`). Bash commands
+//!   are held to the same folders by what they may write, not only by their
+//!   redirections: [`writes`] says which words of each command it writes
+//!   (`sed -i`, `cp`, `mv`, `tee`, `dd of=`, `ln`, `patch`, `tar -x`, `git
+//!   checkout` …), and an unknown command may write whatever it names.
+//! - An agentrc declaration's Cedar policies judge every file a call reads,
+//!   not only the path it names: each file grep and glob read or list, each
+//!   entry ls shows, each path of a bash line ([`Guard::judge_file`]).
 //!
 //! What this module is not: the place tools run. It decides; [`crate::tools`]
 //! acts. Apart from the gate, only glob/grep/ls consult it, and only to filter
 //! what they list: glob and grep through `read`'s rules (what they list is then
 //! read), ls through its own section's rules ([`Gate::listable`]), a name that
-//! any file tool's `deny` matches staying hidden from all three.
+//! any file tool's `deny` matches staying hidden from all three; and the
+//! servers, for the files a client names ([`Gate::workspace_readable`]).
 
 pub mod bash;
 mod gate;
 pub mod paths;
 pub mod shell_worker;
 pub mod web;
+pub mod writes;
 
 use std::fmt;
 use std::ops::Range;
