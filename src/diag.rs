@@ -98,6 +98,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a FROM path (or the workflow itself) does not exist",
     ),
     (
+        "too-large",
+        Severity::Error,
+        "an Agentfile step with more than 64 goals, or steps with more than 10,000 goals together",
+    ),
+    (
         "unreadable-file",
         Severity::Error,
         "a file exists but cannot be read as a prompt",
@@ -441,6 +446,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "agentrc-arguments",
         Severity::Error,
         "a directive with the wrong number or shape of arguments",
+    ),
+    (
+        "agentrc-too-large",
+        Severity::Error,
+        "an agentrc file with more directives or words than a file may hold",
     ),
     (
         "agentrc-quote",

@@ -225,6 +225,27 @@ impl<'a> Checker<'a> {
     fn layout_problems(&mut self, problems: &[LayoutProblem]) {
         for p in problems {
             match *p {
+                LayoutProblem::TooLarge { at, bound } => {
+                    let end = at + self.text[at..].find('\n').unwrap_or(self.text.len() - at);
+                    let s = self.span(at, end);
+                    let what = match bound {
+                        syntax::Bound::Directives => {
+                            format!("more than {} directives", syntax::MAX_DIRECTIVES)
+                        }
+                        syntax::Bound::Words => {
+                            format!(
+                                "more than {} words of directives and arguments",
+                                syntax::MAX_WORDS
+                            )
+                        }
+                    };
+                    self.error(
+                        "agentrc-too-large",
+                        s,
+                        format!("the file holds {what}, more than an agentrc file may: it is not read from this line on"),
+                    );
+                    self.hint("an agentrc file declares one agent: split what this one holds, or generate it with fewer lines");
+                }
                 LayoutProblem::ContinuationAtEnd { at } => {
                     let s = self.span(at, at + 1);
                     self.error(
