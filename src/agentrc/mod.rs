@@ -34,8 +34,12 @@ const MAX_SOP_FILE: u64 = 1 << 20;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Options<'a> {
-    /// Optional profiles enabled (`--extensions`): `capability`, `placement`,
-    /// …, or `all`.
+    /// `--profile core`: check core conformance — a directive of an optional
+    /// profile is an error unless `extensions` names its profile. Without
+    /// it (the default) every profile agentfile reads is accepted.
+    pub core_only: bool,
+    /// Optional profiles accepted under `core_only` (`--extensions`):
+    /// `capability`, `placement`, …, or `all`.
     pub extensions: &'a [String],
 }
 
@@ -80,7 +84,7 @@ pub fn analyze(
         syntax_directive: layout.syntax_directive.as_ref().map(|s| s.0.clone()),
         agent: agent_name,
         digest: digest(&directives),
-        extensions: enabled(opts.extensions)
+        extensions: enabled(opts)
             .iter()
             .map(|p| p.as_str().to_owned())
             .collect(),
@@ -106,9 +110,15 @@ fn fallback_name(path: &Path) -> String {
         .unwrap_or_else(|| "agent".to_owned())
 }
 
-fn enabled(extensions: &[String]) -> BTreeSet<Profile> {
+/// The optional profiles accepted: all of them, or under `--profile core`
+/// those `--extensions` names.
+fn enabled(opts: Options<'_>) -> BTreeSet<Profile> {
     let mut out = BTreeSet::new();
-    for e in extensions {
+    if !opts.core_only {
+        out.extend(Profile::OPTIONAL);
+        return out;
+    }
+    for e in opts.extensions {
         if e == "all" {
             out.extend(Profile::OPTIONAL);
         } else if let Some(p) = Profile::from_name(e) {
@@ -166,7 +176,7 @@ impl<'a> Checker<'a> {
             dir: path.parent().unwrap_or(Path::new(".")),
             syntax,
             evidence,
-            extensions: enabled(opts.extensions),
+            extensions: enabled(opts),
             diags: Vec::new(),
             directives: Vec::new(),
             grants: Grants::default(),
@@ -421,12 +431,12 @@ impl<'a> Checker<'a> {
                 "agentrc-extension",
                 nspan,
                 format!(
-                    "`{name}` belongs to the optional {} profile, which is not enabled",
+                    "`{name}` belongs to the optional {} profile, which `--profile core` leaves out",
                     e.profile.title()
                 ),
             );
             self.hint(format!(
-                "pass --extensions {} to accept it (agentfile {} it)",
+                "add --extensions {} to accept it under the core profile, or drop --profile core (agentfile {} it)",
                 e.profile.as_str(),
                 match e.support {
                     Support::Enforced => "enforces",
