@@ -332,7 +332,11 @@ fn item_15_the_servers_take_the_same_profile_and_extensions() {
 #[test]
 fn item_17_inspect_json_is_the_same_in_the_cli_and_over_json_rpc() {
     let dir = ws("inspect");
-    std::fs::write(dir.join("Agentfile"), PROFILES).unwrap();
+    std::fs::write(
+        dir.join("Agentfile"),
+        "AGENT helper\nAUDIT basic\nTOOL utcp:file_read\nMOUNT /workspace ro\nPOLICY\n  permit(principal, action, resource);\nEND\n",
+    )
+    .unwrap();
     let path = dir.join("Agentfile").display().to_string();
     let cli = limited::run(
         &dir,
@@ -361,41 +365,46 @@ fn item_17_inspect_json_is_the_same_in_the_cli_and_over_json_rpc() {
 
 // ── property tests: the `.agent.md` templates front end ─────────────────────
 
-const TEMPLATE_PIECES: &[&str] = &[
-    "{{#each @root.ctx.input}}",
-    "{{#each ../ctx.input}}",
-    "{{#each this}}",
-    "{{/each}}",
-    "{{#*inline \"p\"}}",
-    "{{#*inline \"q\"}}",
-    "{{/inline}}",
+/// Leaves of a template: text, values, partial inclusions, and now and
+/// then something malformed.
+const TEMPLATE_LEAVES: &[&str] = &[
+    "x",
+    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "{{this}}",
+    "{{ctx.input}}",
+    "{{@index}}",
+    "{{lookup ctx \"input\"}}",
     "{{> p}}",
     "{{> q}}",
     "{{> p x=1}}",
     "{{> (lookup this \"p\")}}",
-    "{{#> p}}",
-    "{{/p}}",
-    "{{#if this}}",
-    "{{else}}",
-    "{{/if}}",
-    "{{#with ctx}}",
-    "{{/with}}",
-    "{{this}}",
-    "{{ctx.input}}",
-    "{{lookup ctx \"input\"}}",
-    "{{@index}}",
     "(",
-    ")",
     "{{",
-    "}}",
-    "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
-    " ",
+    "{{#if}}",
     "\n",
 ];
 
-fn template_soup() -> impl Strategy<Value = String> {
-    prop::collection::vec((prop::sample::select(TEMPLATE_PIECES), 1usize..4), 0..60)
-        .prop_map(|v| v.into_iter().map(|(p, n)| p.repeat(n)).collect::<String>())
+/// Well-formed templates (mostly): loops, conditions, inline partials and
+/// partial blocks nested up to ten deep around the leaves, so that
+/// recursive partials and deep loops over the data come up often.
+fn template_source() -> impl Strategy<Value = String> {
+    let leaf = prop::sample::select(TEMPLATE_LEAVES).prop_map(str::to_owned);
+    let node = leaf.prop_recursive(10, 96, 4, |inner| {
+        let body = move || prop::collection::vec(inner.clone(), 0..4).prop_map(|v| v.concat());
+        prop_oneof![
+            3 => (
+                prop::sample::select(&["@root.ctx.input", "../ctx.input", "ctx.input", "this"][..]),
+                body()
+            )
+                .prop_map(|(p, b)| format!("{{{{#each {p}}}}}{b}{{{{/each}}}}")),
+            1 => (body(), body()).prop_map(|(a, b)| format!("{{{{#if this}}}}{a}{{{{else}}}}{b}{{{{/if}}}}")),
+            1 => body().prop_map(|b| format!("{{{{#with ctx}}}}{b}{{{{/with}}}}")),
+            2 => (prop::sample::select(&["p", "q"][..]), body())
+                .prop_map(|(n, b)| format!("{{{{#*inline \"{n}\"}}}}{b}{{{{/inline}}}}")),
+            1 => body().prop_map(|b| format!("{{{{#> p}}}}{b}{{{{/p}}}}")),
+        ]
+    });
+    prop::collection::vec(node, 0..5).prop_map(|v| v.concat())
 }
 
 /// The data a template renders over: ten items, the shape that made nine
@@ -405,13 +414,13 @@ fn template_data() -> Value {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, max_shrink_iters: 64, .. ProptestConfig::default() })]
 
     /// Any template renders or fails with a reason, within its bounds and
     /// in bounded time: never an abort (which would take this process
     /// down), never more text than the bound.
     #[test]
-    fn templates_render_within_their_bounds(src in template_soup()) {
+    fn templates_render_within_their_bounds(src in template_source()) {
         let started = Instant::now();
         match template::render(&src, &template_data()) {
             Ok(out) => prop_assert!(out.len() <= template::MAX_OUTPUT),
@@ -423,7 +432,7 @@ proptest! {
     /// The whole front end over such a template: a plan exactly when there
     /// are no errors.
     #[test]
-    fn agent_files_with_any_template_never_panic(src in template_soup()) {
+    fn agent_files_with_any_template_never_panic(src in template_source()) {
         let file = format!("---\ninput: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n---\n# T\n\n## System\n{src}\n\n## Rules\n{src}\n");
         let path = std::env::temp_dir().join("agentfile-hardening-templates-prop").join("t.agent.md");
         let _ = std::fs::create_dir_all(path.parent().unwrap());
@@ -433,12 +442,12 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 4, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 4, max_shrink_iters: 8, .. ProptestConfig::default() })]
 
     /// A batch of generated agent files through the binary under 4 GiB:
     /// no abort, no timeout (item 4's files are among what it generates).
     #[test]
-    fn agent_files_validate_under_the_memory_limit(srcs in prop::collection::vec(template_soup(), 24)) {
+    fn agent_files_validate_under_the_memory_limit(srcs in prop::collection::vec(template_source(), 24)) {
         let dir = ws("prop-batch");
         let mut names = Vec::new();
         for (i, src) in srcs.iter().enumerate() {
@@ -470,26 +479,35 @@ const RC_LINES: &[&str] = &[
     "HEALTHCHECK --interval=30s CMD utcp:ping\n",
     "ALLOW invoke utcp:file_read\n",
     "SOP\nbe careful\nEND\n",
-    "POLICY\n",
-    "END\n",
-    "permit(principal, action, resource);\n",
-    "forbid(principal, action == AgentRC::Action::\"filesystem.read\", resource) when { context.path like \"/w/*\" };\n",
-    "permit(principal, action, resource) when { [1,2,3,4,5,6,7,8] == [] };\n",
     "CMD \\\n",
     "\n",
     "# comment\n",
     "garbage line\n",
+    "POLICY\n",
 ];
 
-/// Lines of agentrc, each repeated up to `max` times: short files and long
-/// ones (item 6 was a long run of policies).
+const RC_POLICIES: &[&str] = &[
+    "permit(principal, action, resource);\n",
+    "forbid(principal, action == AgentRC::Action::\"filesystem.read\", resource) when { context.path like \"/w/*\" };\n",
+    "permit(principal, action, resource) when { [1,2,3,4,5,6,7,8] == [] };\n",
+    "permit(principal == AgentRC::Agent::\"a\", action == AgentRC::Action::\"tool.invoke\", resource == AgentRC::Tool::\"t\");\n",
+    "permit(principal, action, resource) when { (((1))) };\n",
+    "not cedar ;\n",
+];
+
+/// Runs of agentrc lines and of POLICY blocks, each repeated up to `max`
+/// times: short files and long ones (item 6 was a long run of policies).
 fn rc_source(max: usize) -> impl Strategy<Value = String> {
-    prop::collection::vec((prop::sample::select(RC_LINES), 1..max), 0..12)
-        .prop_map(|v| v.into_iter().map(|(l, n)| l.repeat(n)).collect::<String>())
+    let chunk = prop_oneof![
+        (prop::sample::select(RC_LINES), 1..max).prop_map(|(l, n)| l.repeat(n)),
+        (prop::sample::select(RC_POLICIES), 1..max)
+            .prop_map(|(p, n)| format!("POLICY\n{}END\n", p.repeat(n))),
+    ];
+    prop::collection::vec(chunk, 0..8).prop_map(|v| v.concat())
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, max_shrink_iters: 64, .. ProptestConfig::default() })]
 
     /// In-process: never a panic, a plan exactly when there are no errors,
     /// whatever the profile.
@@ -511,7 +529,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 6, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 6, max_shrink_iters: 8, .. ProptestConfig::default() })]
 
     /// Through the binary under 4 GiB, with long runs of lines: peak memory
     /// within a constant factor of the file (plus what the bounds allow),
