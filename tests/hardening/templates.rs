@@ -365,8 +365,7 @@ fn item_17_inspect_json_is_the_same_in_the_cli_and_over_json_rpc() {
 
 // ── property tests: the `.agent.md` templates front end ─────────────────────
 
-/// Leaves of a template: text, values, partial inclusions, and now and
-/// then something malformed.
+/// Leaves of a template: text, values, partial inclusions.
 const TEMPLATE_LEAVES: &[&str] = &[
     "x",
     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
@@ -377,18 +376,20 @@ const TEMPLATE_LEAVES: &[&str] = &[
     "{{> p}}",
     "{{> q}}",
     "{{> p x=1}}",
-    "{{> (lookup this \"p\")}}",
-    "(",
-    "{{",
-    "{{#if}}",
     "\n",
 ];
+
+/// Now and then something malformed or refused.
+const TEMPLATE_NOISE: &[&str] = &["{{> (lookup this \"p\")}}", "(", "{{", "{{#if}}", "{{/if}}"];
 
 /// Well-formed templates (mostly): loops, conditions, inline partials and
 /// partial blocks nested up to ten deep around the leaves, so that
 /// recursive partials and deep loops over the data come up often.
 fn template_source() -> impl Strategy<Value = String> {
-    let leaf = prop::sample::select(TEMPLATE_LEAVES).prop_map(str::to_owned);
+    let leaf = prop_oneof![
+        12 => prop::sample::select(TEMPLATE_LEAVES).prop_map(str::to_owned),
+        1 => prop::sample::select(TEMPLATE_NOISE).prop_map(str::to_owned),
+    ];
     let node = leaf.prop_recursive(10, 96, 4, |inner| {
         let body = move || prop::collection::vec(inner.clone(), 0..4).prop_map(|v| v.concat());
         prop_oneof![
@@ -402,9 +403,19 @@ fn template_source() -> impl Strategy<Value = String> {
             2 => (prop::sample::select(&["p", "q"][..]), body())
                 .prop_map(|(n, b)| format!("{{{{#*inline \"{n}\"}}}}{b}{{{{/inline}}}}")),
             1 => body().prop_map(|b| format!("{{{{#> p}}}}{b}{{{{/p}}}}")),
+            1 => (1usize..10, body()).prop_map(|(k, b)| format!(
+                "{}{b}{}",
+                "{{#each @root.ctx.input}}".repeat(k),
+                "{{/each}}".repeat(k)
+            )),
         ]
     });
-    prop::collection::vec(node, 0..5).prop_map(|v| v.concat())
+    // Now and then the partials are defined up front, so that more of what
+    // includes them renders.
+    let prelude = prop::sample::select(
+        &["", "{{#*inline \"p\"}}p{{/inline}}{{#*inline \"q\"}}{{> p}}{{/inline}}"][..],
+    );
+    (prelude, prop::collection::vec(node, 0..5)).prop_map(|(p, v)| format!("{p}{}", v.concat()))
 }
 
 /// The data a template renders over: ten items, the shape that made nine
@@ -447,7 +458,7 @@ proptest! {
     /// A batch of generated agent files through the binary under 4 GiB:
     /// no abort, no timeout (item 4's files are among what it generates).
     #[test]
-    fn agent_files_validate_under_the_memory_limit(srcs in prop::collection::vec(template_source(), 24)) {
+    fn agent_files_validate_under_the_memory_limit(srcs in prop::collection::vec(template_source(), 48)) {
         let dir = ws("prop-batch");
         let mut names = Vec::new();
         for (i, src) in srcs.iter().enumerate() {
