@@ -84,10 +84,14 @@ pub fn analyze(
         syntax_directive: layout.syntax_directive.as_ref().map(|s| s.0.clone()),
         agent: agent_name,
         digest: digest(&directives),
-        extensions: enabled(opts)
-            .iter()
-            .map(|p| p.as_str().to_owned())
-            .collect(),
+        extensions: if syntax == Syntax::Core {
+            enabled(opts)
+                .iter()
+                .map(|p| p.as_str().to_owned())
+                .collect()
+        } else {
+            Vec::new()
+        },
         directives,
         grants,
     };

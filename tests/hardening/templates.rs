@@ -413,7 +413,10 @@ fn template_source() -> impl Strategy<Value = String> {
     // Now and then the partials are defined up front, so that more of what
     // includes them renders.
     let prelude = prop::sample::select(
-        &["", "{{#*inline \"p\"}}p{{/inline}}{{#*inline \"q\"}}{{> p}}{{/inline}}"][..],
+        &[
+            "",
+            "{{#*inline \"p\"}}p{{/inline}}{{#*inline \"q\"}}{{> p}}{{/inline}}",
+        ][..],
     );
     (prelude, prop::collection::vec(node, 0..5)).prop_map(|(p, v)| format!("{p}{}", v.concat()))
 }
