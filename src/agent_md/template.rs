@@ -387,13 +387,11 @@ impl<'t> Partials<'t> {
                         self.collect(body)?;
                     }
                 }
-                TemplateElement::PartialExpression(dt) => {
-                    if literal_name(&dt.name).is_none() {
-                        return Err(Failure::invalid(
-                            "a partial's name must be written out (`{{> name}}`), not computed",
-                            None,
-                        ));
-                    }
+                TemplateElement::PartialExpression(dt) if literal_name(&dt.name).is_none() => {
+                    return Err(Failure::invalid(
+                        "a partial's name must be written out (`{{> name}}`), not computed",
+                        None,
+                    ));
                 }
                 TemplateElement::PartialBlock(dt) => {
                     let name = literal_name(&dt.name).unwrap_or_default();

@@ -415,11 +415,12 @@ impl ser::SerializeStructVariant for Object<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::Serialize;
     use serde_json::json;
     use std::collections::{BTreeMap, HashMap};
 
     /// The bytes of the old way: a `Value`, sorted, written.
-    pub(crate) fn by_value<T: Serialize>(v: &T, skip: &[&str]) -> Vec<u8> {
+    fn by_value<T: Serialize>(v: &T, skip: &[&str]) -> Vec<u8> {
         fn sorted(v: &serde_json::Value) -> serde_json::Value {
             match v {
                 serde_json::Value::Object(m) => {

@@ -123,6 +123,8 @@ fn item_04_mcp_prompts_list_survives_both_templates() {
 
 /// Run the binary in `dir` under the suite's limits, returning its output
 /// and its peak resident memory in KiB (`ru_maxrss` of `wait4`).
+// The child is reaped by `wait4`, which `Child` does not know of.
+#[allow(clippy::zombie_processes)]
 fn run_measured(dir: &Path, args: &[&str], deadline: Duration) -> (Output, u64) {
     let mut c = limited::command(dir, args, &[]);
     c.stdin(Stdio::null())
@@ -153,6 +155,7 @@ fn run_measured(dir: &Path, args: &[&str], deadline: Duration) -> (Output, u64) 
         }
         if Instant::now() >= end {
             let _ = child.kill();
+            let _ = child.wait();
             panic!(
                 "agentfile {}: still running after {deadline:?}",
                 args.join(" ")
