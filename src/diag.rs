@@ -100,7 +100,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "too-large",
         Severity::Error,
-        "an Agentfile step with more than 64 goals, or steps with more than 10,000 goals together",
+        "an Agentfile step with more than 64 goals, or steps with more than 20,000 goals together",
     ),
     (
         "unreadable-file",

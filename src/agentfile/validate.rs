@@ -41,7 +41,7 @@ pub const MAX_STEP_GOALS: usize = 64;
 
 /// Goals the steps of one workflow may list together (a goal listed in two
 /// steps counts twice): each is a node of the plan, with its context.
-pub const MAX_GOAL_RUNS: usize = 10_000;
+pub const MAX_GOAL_RUNS: usize = 20_000;
 
 const SECURITY_MODES: &[&str] = &["default", "paranoid", "research"];
 
