@@ -106,13 +106,15 @@ impl Object<'_> {
             self.out.push(b':');
         }
         self.out.push(b'{');
-        for (i, (k, v)) in self.members.iter().enumerate() {
+        // Each member's bytes are freed once copied: the object is held
+        // once, not twice, while it is written out.
+        for (i, (k, v)) in self.members.drain(..).enumerate() {
             if i > 0 {
                 self.out.push(b',');
             }
-            serde_json::to_writer(&mut *self.out, k)?;
+            serde_json::to_writer(&mut *self.out, &k)?;
             self.out.push(b':');
-            self.out.extend_from_slice(v);
+            self.out.extend_from_slice(&v);
         }
         self.out.push(b'}');
         if self.variant.is_some() {
