@@ -420,7 +420,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "agentrc-extension",
         Severity::Error,
-        "a directive of an optional agentrc profile that `--extensions` does not enable",
+        "under `--profile core`, a directive of an optional agentrc profile that `--extensions` does not name",
     ),
     (
         "agentrc-other-syntax",
