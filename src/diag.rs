@@ -98,6 +98,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a FROM path (or the workflow itself) does not exist",
     ),
     (
+        "too-large",
+        Severity::Error,
+        "an Agentfile step with more than 64 goals, or steps with more than 20,000 goals together",
+    ),
+    (
         "unreadable-file",
         Severity::Error,
         "a file exists but cannot be read as a prompt",
@@ -425,7 +430,7 @@ pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "agentrc-extension",
         Severity::Error,
-        "a directive of an optional agentrc profile that `--extensions` does not enable",
+        "under `--profile core`, a directive of an optional agentrc profile that `--extensions` does not name",
     ),
     (
         "agentrc-other-syntax",
@@ -451,6 +456,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "agentrc-arguments",
         Severity::Error,
         "a directive with the wrong number or shape of arguments",
+    ),
+    (
+        "agentrc-too-large",
+        Severity::Error,
+        "an agentrc file with more directives or words than a file may hold",
     ),
     (
         "agentrc-quote",

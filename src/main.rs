@@ -70,11 +70,8 @@ enum Command {
         /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
         #[arg(long)]
         lenient: bool,
-        /// agentrc: enable optional profiles (capability, instruction,
-        /// security, placement, observability, experimental, or all), whose
-        /// directives are otherwise rejected.
-        #[arg(long, value_delimiter = ',', value_parser = extension_parser())]
-        extensions: Vec<String>,
+        #[command(flatten)]
+        agentrc: AgentrcArgs,
     },
     /// Show a workflow's inputs, agents, goals and steps.
     Inspect {
@@ -91,11 +88,8 @@ enum Command {
         /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
         #[arg(long)]
         lenient: bool,
-        /// agentrc: enable optional profiles (capability, instruction,
-        /// security, placement, observability, experimental, or all), whose
-        /// directives are otherwise rejected.
-        #[arg(long, value_delimiter = ',', value_parser = extension_parser())]
-        extensions: Vec<String>,
+        #[command(flatten)]
+        agentrc: AgentrcArgs,
         /// Print what agentfile parses, validates and enforces of each agentrc
         /// directive, and exit.
         #[arg(long)]
@@ -253,10 +247,39 @@ struct RunArgs {
     /// text), reporting those as warnings.
     #[arg(long)]
     lenient: bool,
-    /// agentrc: enable optional profiles (capability, instruction, security,
-    /// placement, observability, experimental, or all).
+    #[command(flatten)]
+    agentrc: AgentrcArgs,
+}
+
+/// Which agentrc profiles `validate`, `inspect` and `run` accept (the
+/// servers' `profile` and `extensions` params).
+#[derive(clap::Args, Clone, Default)]
+struct AgentrcArgs {
+    /// agentrc: `core` checks core conformance (a directive of an optional
+    /// profile is an error unless --extensions names its profile); `all`, the
+    /// default, accepts every profile agentfile reads.
+    #[arg(long, value_enum, default_value_t = ProfileArg::All)]
+    profile: ProfileArg,
+    /// agentrc, with --profile core: optional profiles to accept
+    /// (capability, instruction, security, placement, observability,
+    /// experimental, or all).
     #[arg(long, value_delimiter = ',', value_parser = extension_parser())]
     extensions: Vec<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum, Default, PartialEq, Eq)]
+enum ProfileArg {
+    /// Every profile agentfile reads.
+    #[default]
+    All,
+    /// The core profile, plus --extensions.
+    Core,
+}
+
+impl AgentrcArgs {
+    fn core_only(&self) -> bool {
+        self.profile == ProfileArg::Core
+    }
 }
 
 fn extension_parser() -> clap::builder::PossibleValuesParser {
@@ -583,14 +606,14 @@ fn main() -> ExitCode {
             format,
             dialect,
             lenient,
-            extensions,
+            agentrc,
         } => validate(
             &paths,
             config.as_deref(),
             format,
             dialect.map(Into::into),
             lenient,
-            &extensions,
+            &agentrc,
         ),
         // These print a result after the work is done; a reader that stops
         // early (`| head -1`) does not change that result (0 here).
@@ -608,7 +631,7 @@ fn main() -> ExitCode {
             config,
             dialect,
             lenient,
-            extensions,
+            agentrc,
             ..
         } => inspect_cmd(
             path.as_deref().unwrap_or(Path::new(".")),
@@ -616,7 +639,7 @@ fn main() -> ExitCode {
             format,
             dialect.map(Into::into),
             lenient,
-            &extensions,
+            &agentrc,
         ),
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
@@ -723,7 +746,7 @@ fn validate(
     format: ReportFormat,
     dialect: Option<Dialect>,
     lenient: bool,
-    extensions: &[String],
+    agentrc: &AgentrcArgs,
 ) -> anyhow::Result<u8> {
     let mut analyses = Vec::with_capacity(paths.len());
     for p in paths {
@@ -734,7 +757,8 @@ fn validate(
                 config: cfg.as_ref(),
                 dialect,
                 lenient,
-                extensions,
+                core_only: agentrc.core_only(),
+                extensions: &agentrc.extensions,
             },
         ));
     }
@@ -796,7 +820,7 @@ fn inspect_cmd(
     format: InspectFormat,
     dialect: Option<Dialect>,
     lenient: bool,
-    extensions: &[String],
+    agentrc: &AgentrcArgs,
 ) -> anyhow::Result<u8> {
     let cfg = config_for(config, path)?;
     let a = frontend::analyze(
@@ -805,7 +829,8 @@ fn inspect_cmd(
             config: cfg.as_ref(),
             dialect,
             lenient,
-            extensions,
+            core_only: agentrc.core_only(),
+            extensions: &agentrc.extensions,
         },
     );
     let Some(plan) = &a.plan else {
@@ -827,13 +852,12 @@ fn inspect_cmd(
             |()| Ok(EXIT_INVALID),
         );
     };
-    let rendered = match (format, &plan.agentrc) {
-        (InspectFormat::Json, Some(decl)) => {
-            serde_json::to_string_pretty(decl).unwrap_or_default() + "\n"
-        }
-        (InspectFormat::Text, _) => inspect::text(plan),
-        (InspectFormat::Json, None) => inspect::json(plan),
-        (InspectFormat::Mermaid, _) => inspect::mermaid(plan),
+    // The plan, as the servers' `inspect` answers: an agentrc file's parse
+    // tree and grants are its `agentrc` member.
+    let rendered = match format {
+        InspectFormat::Text => inspect::text(plan),
+        InspectFormat::Json => inspect::json(plan),
+        InspectFormat::Mermaid => inspect::mermaid(plan),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(rendered.as_bytes())
@@ -994,7 +1018,8 @@ async fn run_async(
         strict_convergence: args.strict_convergence,
         force_changed: args.force_changed,
         lenient: args.lenient,
-        extensions: args.extensions.clone(),
+        core_only: args.agentrc.core_only(),
+        extensions: args.agentrc.extensions.clone(),
         http: None,
         sampling: None,
         loaded_config: None,

@@ -66,7 +66,10 @@ pub struct RunRequest {
     /// `--lenient`: run a workflow.yaml whose tolerable problems are only
     /// warnings.
     pub lenient: bool,
-    /// agentrc's optional profiles enabled (`--extensions`).
+    /// agentrc `--profile core`: only the core profile, plus `extensions`.
+    pub core_only: bool,
+    /// agentrc's optional profiles accepted under `core_only`
+    /// (`--extensions`).
     pub extensions: Vec<String>,
     /// HTTP behaviour of providers (tests shorten timeouts and retries).
     pub http: Option<llm::HttpOptions>,
@@ -185,6 +188,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         config: Some(&config),
         dialect: None,
         lenient: req.lenient,
+        core_only: req.core_only,
         extensions: &req.extensions,
     };
     let analysis = match &req.source {

@@ -284,7 +284,7 @@ fn the_digest_ignores_placement_comments_and_layout() {
         let o = agentfile(&dir, &args);
         let v: Value =
             serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
-        v["digest"].as_str().unwrap().to_owned()
+        v["agentrc"]["digest"].as_str().unwrap().to_owned()
     };
     let base = digest("a", WRITER, false);
     assert!(base.starts_with("sha256:") && base.len() == 71, "{base}");

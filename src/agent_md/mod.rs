@@ -18,6 +18,7 @@
 
 pub mod body;
 pub mod commands;
+pub mod template;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -38,10 +39,6 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Command files read from one folder, at most.
 pub const MAX_FOLDER_COMMANDS: usize = 200;
-
-/// `{{#…}}` blocks a template may open, at most (the template parser
-/// recurses per nesting level).
-const MAX_TEMPLATE_BLOCKS: usize = 256;
 
 /// Whether `path` names an agent file.
 pub fn is_agent_file(path: &Path) -> bool {
@@ -606,60 +603,45 @@ impl Loader<'_> {
         }
     }
 
-    /// Render `src` with Handlebars when the engine is on.
+    /// Render `src` with Handlebars when the engine is on, within the
+    /// bounds of [`template`].
     fn render(&mut self, on: bool, src: &str, ctx: &Value, what: &str) -> String {
         if !on || !src.contains("{{") {
             return src.to_owned();
         }
         let at = self.locate(src);
-        if src.matches("{{#").count() > MAX_TEMPLATE_BLOCKS {
-            self.error(
-                "template",
-                at,
-                format!("{what} opens more than {MAX_TEMPLATE_BLOCKS} template blocks"),
-            );
-            return src.to_owned();
-        }
-        let mut hbs = handlebars::Handlebars::new();
-        hbs.register_escape_fn(handlebars::no_escape);
-        match hbs.render_template(src, ctx) {
-            Ok(s) => s,
-            Err(e) => {
-                let full = e.reason().to_string();
-                let first = full.lines().next().unwrap_or("").trim();
-                let reason = first
-                    .rsplit_once("Template error: ")
-                    .map_or(first, |(_, r)| r)
-                    .to_owned();
-                let reason = if reason.starts_with("invalid handlebars syntax") {
-                    "an unclosed `{{#block}}` or a malformed `{{…}}`".to_owned()
-                } else {
-                    reason
-                };
-                let span = match (e.line_no, e.column_no) {
-                    (Some(l), Some(c)) if at.end > at.start => {
-                        let base = at.start as usize;
-                        let mut off = base;
-                        for _ in 1..l {
-                            match self.text[off..].find('\n') {
-                                Some(i) => off += i + 1,
-                                None => break,
-                            }
-                        }
-                        let s = (off + c.saturating_sub(1)).min(self.text.len());
-                        self.span(s, s)
+        let f = match template::render(src, ctx) {
+            Ok(s) => return s,
+            Err(f) => f,
+        };
+        let span = match f.at {
+            Some((l, c)) if at.end > at.start => {
+                let base = at.start as usize;
+                let mut off = base;
+                for _ in 1..l {
+                    match self.text[off..].find('\n') {
+                        Some(i) => off += i + 1,
+                        None => break,
                     }
-                    _ => at,
-                };
-                self.error(
-                    "template",
-                    span,
-                    format!("{what} is not a valid Handlebars template: {reason}"),
-                )
-                .hint = Some("templates read `{{ctx.input}}`, `{{ctx.title}}`…; set `templateEngine: \"\"` to send the text as written".into());
-                src.to_owned()
+                }
+                let mut s = (off + c.saturating_sub(1)).min(self.text.len());
+                while !self.text.is_char_boundary(s) {
+                    s -= 1;
+                }
+                self.span(s, s)
             }
-        }
+            _ => at,
+        };
+        let message = match f.kind {
+            template::FailureKind::Invalid => {
+                format!("{what} is not a valid Handlebars template: {}", f.message)
+            }
+            template::FailureKind::Limit => format!("{what} {}", f.message),
+        };
+        self.error("template", span, message).hint = Some(f.hint.unwrap_or_else(|| {
+            "templates read `{{ctx.input}}`, `{{ctx.title}}`…; set `templateEngine: \"\"` to send the text as written".into()
+        }));
+        src.to_owned()
     }
 
     /// Where `snippet` is in the file (its first occurrence), for messages

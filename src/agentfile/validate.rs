@@ -34,6 +34,15 @@ pub struct Options<'a> {
 }
 
 /// The security modes the runtime knows.
+/// Goals one RUN or LOOP step may list: each goal of a step is shown the
+/// outputs of every goal before it in the step, so a step's plan grows with
+/// the square of its length (20,000 goals in one step took more than 4 GiB).
+pub const MAX_STEP_GOALS: usize = 64;
+
+/// Goals the steps of one workflow may list together (a goal listed in two
+/// steps counts twice): each is a node of the plan, with its context.
+pub const MAX_GOAL_RUNS: usize = 20_000;
+
 const SECURITY_MODES: &[&str] = &["default", "paranoid", "research"];
 
 /// Validate a parsed Agentfile. `file` is its id in `map`; prompt files are added
@@ -405,7 +414,31 @@ impl Validator<'_, '_> {
                 self.check_limit(l, &input_by_name, &input_pool, &vars);
             }
         }
+        let mut runs = 0usize;
         for (spos, s) in &steps {
+            if let Some(extra) = s.goals.get(MAX_STEP_GOALS) {
+                self.error(
+                    "too-large",
+                    extra.span,
+                    format!(
+                        "step `{}` lists {} goals; a step lists at most {MAX_STEP_GOALS}",
+                        s.name.name,
+                        s.goals.len()
+                    ),
+                )
+                .hint = Some("each goal of a step is shown the outputs of the goals before it: split the step (`RUN a USING …` then `RUN b USING …`)".into());
+                continue;
+            }
+            runs += s.goals.len();
+            if runs > MAX_GOAL_RUNS {
+                self.error(
+                    "too-large",
+                    s.name.span,
+                    format!("the steps list more than {MAX_GOAL_RUNS} goals together (a goal in two steps counts twice); this is where the count passes it"),
+                )
+                .hint = Some("split the workflow into several, or run fewer goals".into());
+                break;
+            }
             let mut seen: HashSet<&str> = HashSet::default();
             for r in &s.goals {
                 if !seen.insert(&r.name) {

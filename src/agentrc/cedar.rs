@@ -73,9 +73,29 @@ const EXCERPT_CHARS: usize = 60;
 /// The deepest nesting of `(`, `[` and `{` a block may have.
 const MAX_NESTING: usize = 32;
 
-/// The most operators (and brackets, and `if`s) one policy may have: a bound
-/// on the depth of its syntax tree, which is dropped on the caller's stack.
+/// The most operators (and brackets, `if`s, and commas between list
+/// elements and record fields) one policy may have: a bound on the depth of
+/// its syntax tree, which is dropped on the caller's stack, and on the
+/// memory its parse takes (about 2 KiB an operator while it is parsed).
 const MAX_OPERATORS: usize = 2048;
+
+/// Policies parsed at once, at most: Cedar's concrete syntax tree takes some
+/// 5 KiB a policy until it is turned into policies, while each call of its
+/// parser costs about as much as a short policy.
+const CHUNK_POLICIES: usize = 64;
+
+/// Bytes of policy text parsed at once, past which a piece ends at its next
+/// policy's end.
+const CHUNK_BYTES: usize = 16 << 10;
+
+/// The most policies one Agentfile may hold. A parsed policy takes some
+/// 3 KiB however short its text (`permit(principal, action, resource);` is
+/// 37 bytes), so the count, not the file's size, bounds the memory.
+pub const MAX_POLICIES: usize = 10_000;
+
+/// The most operators (as [`MAX_OPERATORS`] counts them) all the policies of
+/// one Agentfile may have together: about 350 bytes each once parsed.
+pub const MAX_FILE_OPERATORS: usize = 100_000;
 
 /// The stack of the thread that parses (reserved, touched only as needed).
 const PARSE_STACK: usize = 64 << 20;
@@ -202,10 +222,25 @@ impl Policies {
         let mut permitted_names = HashSet::new();
         // Id → the line of the policy that has it, for duplicate messages.
         let mut taken: HashMap<String, u32> = HashMap::new();
-        for block in blocks {
-            if let Some(problem) = too_deep(block) {
-                problems.push(problem);
-                continue;
+        // A few policies at a time: Cedar's concrete syntax tree takes some
+        // 5 KiB a policy, so a block parsed whole holds that much for every
+        // policy of the file at once (a 50 MB file took more than 4 GiB).
+        let (mut policies, mut operators) = (0usize, 0usize);
+        'pieces: for piece in blocks.iter().flat_map(split) {
+            let block = &piece;
+            match measure(block) {
+                Ok(n) => operators += n,
+                Err(problem) => {
+                    problems.push(problem);
+                    continue;
+                }
+            }
+            if operators > MAX_FILE_OPERATORS {
+                problems.push(whole(
+                    block,
+                    format!("the policies hold more than {MAX_FILE_OPERATORS} operators together, more than an Agentfile may: the policies from here on are not read"),
+                ));
+                break 'pieces;
             }
             let parsed = match PolicySet::from_str(block.text) {
                 Ok(parsed) => parsed,
@@ -221,6 +256,13 @@ impl Policies {
                     end: range.1,
                     message,
                 };
+                policies += 1;
+                if policies > MAX_POLICIES {
+                    problems.push(at(format!(
+                        "more than {MAX_POLICIES} policies, more than an Agentfile may hold: the policies from here on are not read"
+                    )));
+                    break 'pieces;
+                }
                 let policy = match statement.item {
                     Item::Template(t) => {
                         problems.push(at(template_message(t)));
@@ -526,6 +568,64 @@ fn statements<'p>(parsed: &'p PolicySet, block: &Block<'_>) -> Vec<Statement<'p>
     out
 }
 
+/// `block` cut into pieces of whole policies, each a block of its own at its
+/// place in the file: after the `;` (outside strings and `//` comments) that
+/// ends the [`CHUNK_POLICIES`]th policy of a piece, or a policy that brings
+/// it past [`CHUNK_BYTES`]. What follows the last `;` is a piece when it
+/// holds more than whitespace and comments.
+fn split<'a>(block: &Block<'a>) -> Vec<Block<'a>> {
+    let text = block.text;
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut i, mut start, mut line) = (0, 0, block.line);
+    let mut ends = 0;
+    let piece = |start: usize, end: usize, line: &mut u32| {
+        let t = &text[start..end];
+        let b = Block {
+            text: t,
+            offset: if block.generated {
+                block.offset
+            } else {
+                block.offset + start
+            },
+            line: *line,
+            generated: block.generated,
+        };
+        *line = line.saturating_add(count_lines(t));
+        b
+    };
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b';' => {
+                ends += 1;
+                if ends == CHUNK_POLICIES || i + 1 - start >= CHUNK_BYTES {
+                    out.push(piece(start, i + 1, &mut line));
+                    start = i + 1;
+                    ends = 0;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if skip_trivia(text, start) < text.len() || out.is_empty() {
+        out.push(piece(start, text.len(), &mut line));
+    }
+    out
+}
+
 fn count_lines(s: &str) -> u32 {
     u32::try_from(s.bytes().filter(|&b| b == b'\n').count()).unwrap_or(u32::MAX)
 }
@@ -558,23 +658,39 @@ fn free_id(taken: &HashMap<String, u32>, line: u32) -> String {
         .unwrap_or(first)
 }
 
-/// A block nested deeper than [`MAX_NESTING`] or with a policy of more than
-/// [`MAX_OPERATORS`] operators, as a problem where the limit is passed.
+/// A problem over the whole of `block` (at its start when generated).
+fn whole(block: &Block<'_>, message: String) -> Problem {
+    let start = block.offset + skip_trivia(block.text, 0).min(block.text.len());
+    let end = if block.generated {
+        start
+    } else {
+        block.offset + block.text.trim_end().len()
+    };
+    Problem {
+        start,
+        end: end.max(start),
+        message,
+    }
+}
+
+/// How many operators `block` has, or a problem where it nests deeper than
+/// [`MAX_NESTING`] or a policy of it has more than [`MAX_OPERATORS`].
 ///
 /// Counts bytes outside strings and `//` comments, in one pass: brackets for
 /// the nesting (never reset, so that unclosed brackets count too), and every
-/// operator character, bracket and operator keyword up to each `;` for the
-/// size. Both are upper bounds on what Cedar's parser recurses over.
-fn too_deep(block: &Block<'_>) -> Option<Problem> {
+/// operator character, bracket, comma and operator keyword up to each `;`
+/// for the size. Both are upper bounds on what Cedar's parser recurses over.
+fn measure(block: &Block<'_>) -> Result<usize, Problem> {
     let b = block.text.as_bytes();
     let (mut i, mut depth, mut operators, mut statement) = (0, 0usize, 0usize, 0);
+    let mut total = 0usize;
     let at = |start: usize, end: usize, message: String| {
         let (start, end) = if block.generated {
             (0, 0)
         } else {
             (start, end)
         };
-        Some(Problem {
+        Err(Problem {
             start: block.offset + start,
             end: block.offset + end,
             message,
@@ -607,8 +723,11 @@ fn too_deep(block: &Block<'_>) -> Option<Problem> {
                 }
             }
             b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            b'.' | b'+' | b'-' | b'*' | b'<' | b'>' | b'=' | b'!' | b'&' | b'|' => operators += 1,
+            b'.' | b'+' | b'-' | b'*' | b'<' | b'>' | b'=' | b'!' | b'&' | b'|' | b',' => {
+                operators += 1
+            }
             b';' => {
+                total += operators;
                 operators = 0;
                 statement = i + 1;
             }
@@ -636,7 +755,7 @@ fn too_deep(block: &Block<'_>) -> Option<Problem> {
         }
         i += 1;
     }
-    None
+    Ok(total + operators)
 }
 
 /// A parse error as a problem: at its first label, else the whole block.
@@ -1637,5 +1756,47 @@ mod tests {
         // The count starts again at each policy.
         let many = format!("{}\n", chain(1000)).repeat(10);
         assert_eq!(policies(&many).len(), 10);
+    }
+
+    #[test]
+    fn a_file_holds_a_bounded_number_of_policies_and_operators() {
+        let one = "permit(principal, action, resource);\n";
+        assert_eq!(policies(&one.repeat(MAX_POLICIES)).len(), MAX_POLICIES);
+        let problems = problems_in(&one.repeat(MAX_POLICIES + 1));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].message.starts_with("more than 10000 policies"),
+            "{problems:?}"
+        );
+        // The last policy, where the count passed the bound.
+        assert_eq!(problems[0].start, one.len() * MAX_POLICIES);
+
+        let long = format!(
+            "permit(principal, action, resource) when {{ [{}] == [] }};\n",
+            vec!["1"; 2000].join(",")
+        );
+        let n = MAX_FILE_OPERATORS / 2000 + 1;
+        let problems = problems_in(&long.repeat(n));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].message.contains("operators together"),
+            "{problems:?}"
+        );
+    }
+
+    #[test]
+    fn statements_are_parsed_one_by_one_at_their_lines() {
+        let text = "// a; comment\npermit(principal, action, resource)\n  when { context.path == \"a;b\" };\n\nforbid(principal, action, resource) when { context.path == \"x\" };\n// trailing\n";
+        let p = policies(text);
+        assert_eq!(p.len(), 2);
+        let d = p.authorize("a", "tool.invoke", "Tool", "t", &[("path", "x")]);
+        assert!(!d.allowed);
+        assert!(d.rule().contains("line 5"), "{}", d.rule());
+        // A problem in the second statement is at its place in the block.
+        let problems = problems_in(
+            "permit(principal, action, resource);\npermit(principal, action, resourc);\n",
+        );
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].start >= "permit(principal, action, resource);\n".len());
     }
 }

@@ -34,8 +34,12 @@ const MAX_SOP_FILE: u64 = 1 << 20;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Options<'a> {
-    /// Optional profiles enabled (`--extensions`): `capability`, `placement`,
-    /// …, or `all`.
+    /// `--profile core`: check core conformance — a directive of an optional
+    /// profile is an error unless `extensions` names its profile. Without
+    /// it (the default) every profile agentfile reads is accepted.
+    pub core_only: bool,
+    /// Optional profiles accepted under `core_only` (`--extensions`):
+    /// `capability`, `placement`, …, or `all`.
     pub extensions: &'a [String],
 }
 
@@ -80,10 +84,14 @@ pub fn analyze(
         syntax_directive: layout.syntax_directive.as_ref().map(|s| s.0.clone()),
         agent: agent_name,
         digest: digest(&directives),
-        extensions: enabled(opts.extensions)
-            .iter()
-            .map(|p| p.as_str().to_owned())
-            .collect(),
+        extensions: if syntax == Syntax::Core {
+            enabled(opts)
+                .iter()
+                .map(|p| p.as_str().to_owned())
+                .collect()
+        } else {
+            Vec::new()
+        },
         directives,
         grants,
     };
@@ -106,9 +114,15 @@ fn fallback_name(path: &Path) -> String {
         .unwrap_or_else(|| "agent".to_owned())
 }
 
-fn enabled(extensions: &[String]) -> BTreeSet<Profile> {
+/// The optional profiles accepted: all of them, or under `--profile core`
+/// those `--extensions` names.
+fn enabled(opts: Options<'_>) -> BTreeSet<Profile> {
     let mut out = BTreeSet::new();
-    for e in extensions {
+    if !opts.core_only {
+        out.extend(Profile::OPTIONAL);
+        return out;
+    }
+    for e in opts.extensions {
         if e == "all" {
             out.extend(Profile::OPTIONAL);
         } else if let Some(p) = Profile::from_name(e) {
@@ -166,7 +180,7 @@ impl<'a> Checker<'a> {
             dir: path.parent().unwrap_or(Path::new(".")),
             syntax,
             evidence,
-            extensions: enabled(opts.extensions),
+            extensions: enabled(opts),
             diags: Vec::new(),
             directives: Vec::new(),
             grants: Grants::default(),
@@ -225,6 +239,27 @@ impl<'a> Checker<'a> {
     fn layout_problems(&mut self, problems: &[LayoutProblem]) {
         for p in problems {
             match *p {
+                LayoutProblem::TooLarge { at, bound } => {
+                    let end = at + self.text[at..].find('\n').unwrap_or(self.text.len() - at);
+                    let s = self.span(at, end);
+                    let what = match bound {
+                        syntax::Bound::Directives => {
+                            format!("more than {} directives", syntax::MAX_DIRECTIVES)
+                        }
+                        syntax::Bound::Words => {
+                            format!(
+                                "more than {} words of directives and arguments",
+                                syntax::MAX_WORDS
+                            )
+                        }
+                    };
+                    self.error(
+                        "agentrc-too-large",
+                        s,
+                        format!("the file holds {what}, more than an agentrc file may: it is not read from this line on"),
+                    );
+                    self.hint("an agentrc file declares one agent: split what this one holds, or generate it with fewer lines");
+                }
                 LayoutProblem::ContinuationAtEnd { at } => {
                     let s = self.span(at, at + 1);
                     self.error(
@@ -400,12 +435,12 @@ impl<'a> Checker<'a> {
                 "agentrc-extension",
                 nspan,
                 format!(
-                    "`{name}` belongs to the optional {} profile, which is not enabled",
+                    "`{name}` belongs to the optional {} profile, which `--profile core` leaves out",
                     e.profile.title()
                 ),
             );
             self.hint(format!(
-                "pass --extensions {} to accept it (agentfile {} it)",
+                "add --extensions {} to accept it under the core profile, or drop --profile core (agentfile {} it)",
                 e.profile.as_str(),
                 match e.support {
                     Support::Enforced => "enforces",

@@ -67,9 +67,29 @@ pub struct RawDirective {
     pub block: Option<RawBlock>,
 }
 
+/// Lines one file may hold that are not blank or comments: directives,
+/// lines that are not directives, blank lines inside a `\` continuation.
+/// An agentrc file declares one agent (the seed's examples have a few
+/// dozen directives); each line read costs a few hundred bytes of records.
+pub const MAX_DIRECTIVES: usize = 10_000;
+
+/// Words (directive names and arguments) one file may hold: each costs some
+/// 60 bytes however short it is.
+pub const MAX_WORDS: usize = 100_000;
+
+/// Which bound a file passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    Directives,
+    Words,
+}
+
 /// Something wrong with the layout itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LayoutProblem {
+    /// The file holds more than [`MAX_DIRECTIVES`] or [`MAX_WORDS`]: reading
+    /// stopped at `at` (the start of the line that passed the bound).
+    TooLarge { at: usize, bound: Bound },
     /// A `\` on the last line: nothing follows to continue onto.
     ContinuationAtEnd { at: usize },
     /// A `\` continued the line onto a blank line.
@@ -142,27 +162,40 @@ pub fn guess(text: &str) -> (Syntax, Option<(usize, usize)>) {
     policy_hint.unwrap_or((Syntax::Core, None))
 }
 
+/// The lines of a text with their byte offsets, read forward (the file is
+/// never held as a list of lines: a file of blank lines would take 24 bytes
+/// a byte).
+#[derive(Clone)]
+struct Lines<'a> {
+    text: &'a str,
+    /// Where the next line starts.
+    at: usize,
+}
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = (usize, &'a str);
+
+    fn next(&mut self) -> Option<(usize, &'a str)> {
+        let rest = self.text.get(self.at..).filter(|r| !r.is_empty())?;
+        let len = rest.find('\n').map_or(rest.len(), |i| i + 1);
+        let start = self.at;
+        self.at += len;
+        Some((start, &rest[..len]))
+    }
+}
+
 /// Split `text` into directives. `inline_comments`: ` #…` ends a line's
 /// arguments (the core syntax); the Dockerfile syntax has none.
 pub fn read(text: &str, inline_comments: bool) -> Layout {
     let mut out = Layout::default();
-    let lines: Vec<(usize, &str)> = {
-        let mut v = Vec::new();
-        let mut offset = 0;
-        for line in text.split_inclusive('\n') {
-            v.push((offset, line));
-            offset += line.len();
-        }
-        v
-    };
-    let mut i = 0;
+    let mut lines = Lines { text, at: 0 };
     let mut leading = true;
-    while i < lines.len() {
-        let (start, raw) = lines[i];
+    // Lines counted against MAX_DIRECTIVES, words against MAX_WORDS.
+    let (mut counted, mut words) = (0usize, 0usize);
+    while let Some((start, raw)) = lines.next() {
         let line = strip_newline(raw);
         let trimmed = line.trim_start();
         let indent = line.len() - trimmed.len();
-        i += 1;
         if trimmed.is_empty() {
             continue;
         }
@@ -182,6 +215,14 @@ pub fn read(text: &str, inline_comments: bool) -> Layout {
             continue;
         }
         leading = false;
+        counted += 1;
+        if counted > MAX_DIRECTIVES {
+            out.problems.push(LayoutProblem::TooLarge {
+                at: start + indent,
+                bound: Bound::Directives,
+            });
+            return out;
+        }
         // The logical line: this physical line and its continuations.
         let mut segments: Vec<(usize, &str)> = Vec::new();
         let mut seg_start = start + indent;
@@ -200,15 +241,21 @@ pub fn read(text: &str, inline_comments: bool) -> Layout {
             }
             // Skip comment lines inside a continuation, as Dockerfile does.
             let mut next = None;
-            while i < lines.len() {
-                let (s, r) = lines[i];
+            for (s, r) in lines.by_ref() {
                 let l = strip_newline(r);
-                i += 1;
                 let t = l.trim_start();
                 if t.starts_with('#') {
                     continue;
                 }
                 if t.is_empty() {
+                    counted += 1;
+                    if counted > MAX_DIRECTIVES {
+                        out.problems.push(LayoutProblem::TooLarge {
+                            at: s,
+                            bound: Bound::Directives,
+                        });
+                        return out;
+                    }
                     out.problems
                         .push(LayoutProblem::EmptyContinuation { at: s });
                     continue;
@@ -231,8 +278,16 @@ pub fn read(text: &str, inline_comments: bool) -> Layout {
         }
         let mut tokens: Vec<Token> = Vec::new();
         for (s, body) in &segments {
-            tokens.extend(tokenize(body, *s));
+            let room = (MAX_WORDS - words).saturating_sub(tokens.len());
+            if !tokenize_into(body, *s, room, &mut tokens) {
+                out.problems.push(LayoutProblem::TooLarge {
+                    at: start + indent,
+                    bound: Bound::Words,
+                });
+                return out;
+            }
         }
+        words += tokens.len();
         if tokens.is_empty() {
             continue;
         }
@@ -261,17 +316,15 @@ pub fn read(text: &str, inline_comments: bool) -> Layout {
         };
         let opener = directive.name.text.to_ascii_uppercase();
         if directive.args.is_empty() && (opener == "POLICY" || opener == "SOP") {
-            let (block, next) = capture_until(&lines, i, |t| t.trim() == "END", None);
-            i = next;
+            let block = capture_until(&mut lines, |t| t.trim() == "END", None);
             if let Some(c) = block.close {
                 directive.end = c.1;
             }
             directive.block = Some(block);
         } else if let Some((pos, delim, strip_tabs)) = heredoc_start(&directive.args) {
             let d = delim.clone();
-            let (mut block, next) = capture_until(
-                &lines,
-                i,
+            let mut block = capture_until(
+                &mut lines,
                 move |t| {
                     let t = if strip_tabs {
                         t.trim_start_matches('\t')
@@ -284,7 +337,6 @@ pub fn read(text: &str, inline_comments: bool) -> Layout {
             );
             block.kind = BlockKind::Heredoc;
             block.delimiter = Some(delim);
-            i = next;
             if let Some(c) = block.close {
                 directive.end = c.1;
             }
@@ -332,11 +384,22 @@ fn cut_inline_comment(line: &str) -> &str {
 /// them except inside `"…"` or `'…'`.
 pub fn tokenize(body: &str, at: usize) -> Vec<Token> {
     let mut out = Vec::new();
+    tokenize_into(body, at, usize::MAX, &mut out);
+    out
+}
+
+/// [`tokenize`] onto `out`, at most `room` words: `false` (the words read
+/// so far kept) when `body` has more.
+fn tokenize_into(body: &str, at: usize, room: usize, out: &mut Vec<Token>) -> bool {
+    let room = out.len().saturating_add(room);
     let mut cur: Option<(usize, String)> = None;
     let mut quote: Option<char> = None;
     for (i, c) in body.char_indices() {
         if quote.is_none() && (c == ' ' || c == '\t') {
             if let Some((s, t)) = cur.take() {
+                if out.len() >= room {
+                    return false;
+                }
                 out.push(Token {
                     text: t,
                     start: at + s,
@@ -355,6 +418,9 @@ pub fn tokenize(body: &str, at: usize) -> Vec<Token> {
         cur.get_or_insert_with(|| (i, String::new())).1.push(c);
     }
     if let Some((s, t)) = cur {
+        if out.len() >= room {
+            return false;
+        }
         out.push(Token {
             text: t,
             start: at + s,
@@ -362,7 +428,7 @@ pub fn tokenize(body: &str, at: usize) -> Vec<Token> {
             open_quote: quote.is_some(),
         });
     }
-    out
+    true
 }
 
 /// The heredoc opener among the arguments: `(index, delimiter, <<-)`.
@@ -382,34 +448,26 @@ fn heredoc_start(args: &[Token]) -> Option<(usize, String, bool)> {
     })
 }
 
-/// Lines from `from` up to the first one `closes` accepts.
+/// The lines from the cursor up to the first one `closes` accepts, which
+/// the cursor is left after.
 fn capture_until(
-    lines: &[(usize, &str)],
-    from: usize,
+    lines: &mut Lines<'_>,
     closes: impl Fn(&str) -> bool,
     strip_tabs: Option<bool>,
-) -> (RawBlock, usize) {
-    let offset = lines
-        .get(from)
-        .map_or_else(|| lines.last().map_or(0, |(s, l)| s + l.len()), |(s, _)| *s);
+) -> RawBlock {
+    let offset = lines.at;
     let mut text = String::new();
-    let mut i = from;
-    while i < lines.len() {
-        let (s, raw) = lines[i];
+    for (s, raw) in lines.by_ref() {
         let line = strip_newline(raw);
-        i += 1;
         if closes(line) {
             let lead = line.len() - line.trim_start().len();
-            return (
-                RawBlock {
-                    kind: BlockKind::End,
-                    text,
-                    offset,
-                    close: Some((s + lead, s + line.trim_end().len())),
-                    delimiter: None,
-                },
-                i,
-            );
+            return RawBlock {
+                kind: BlockKind::End,
+                text,
+                offset,
+                close: Some((s + lead, s + line.trim_end().len())),
+                delimiter: None,
+            };
         }
         if strip_tabs == Some(true) {
             text.push_str(line.trim_start_matches('\t'));
@@ -418,16 +476,13 @@ fn capture_until(
             text.push_str(raw);
         }
     }
-    (
-        RawBlock {
-            kind: BlockKind::End,
-            text,
-            offset,
-            close: None,
-            delimiter: None,
-        },
-        i,
-    )
+    RawBlock {
+        kind: BlockKind::End,
+        text,
+        offset,
+        close: None,
+        delimiter: None,
+    }
 }
 
 #[cfg(test)]

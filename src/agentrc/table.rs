@@ -6,8 +6,8 @@
 
 use super::syntax::Syntax;
 
-/// An optional profile of the core specification, enabled with
-/// `--extensions`.
+/// An optional profile of the core specification: accepted by default,
+/// under `--profile core` only when `--extensions` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Profile {
     Core,

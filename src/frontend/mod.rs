@@ -27,7 +27,11 @@ pub struct Options<'a> {
     /// `--lenient`: what a runtime can still interpret is a warning, not an
     /// error (workflow.yaml files in the wild).
     pub lenient: bool,
-    /// agentrc's optional profiles enabled (`--extensions`).
+    /// agentrc `--profile core`: only the core profile, plus `extensions`
+    /// (the default accepts every profile agentfile reads).
+    pub core_only: bool,
+    /// agentrc's optional profiles accepted under `core_only`
+    /// (`--extensions`).
     pub extensions: &'a [String],
 }
 
@@ -232,6 +236,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             &mut sources,
             file,
             crate::agentrc::Options {
+                core_only: opts.core_only,
                 extensions: opts.extensions,
             },
         )

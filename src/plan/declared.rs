@@ -25,7 +25,9 @@ pub struct Declaration {
     /// `sha256:` of the portable declaration: every directive but the
     /// placement ones, comments and layout left out (see `agentrc::digest`).
     pub digest: String,
-    /// Optional profiles enabled with `--extensions`.
+    /// The optional profiles of the core syntax whose directives the file
+    /// may use: all of them, or under `--profile core` those `--extensions`
+    /// names (empty for the Dockerfile-shaped syntax, which has none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
     pub directives: Vec<Directive>,

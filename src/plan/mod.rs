@@ -11,6 +11,7 @@
 
 pub mod agent;
 pub mod build;
+pub mod canonical;
 pub mod declared;
 pub mod expr;
 pub mod graph;
@@ -317,12 +318,7 @@ impl Plan {
     /// A digest of what decides the run's behaviour: everything but where the
     /// file lies and the fingerprint itself.
     pub fn compute_fingerprint(&self) -> String {
-        let mut v = serde_json::to_value(self).unwrap_or_default();
-        if let Some(o) = v.as_object_mut() {
-            o.remove("path");
-            o.remove("fingerprint");
-        }
-        digest(&v)
+        digest(self, &["path", "fingerprint"])
     }
 
     /// A digest per node path (and per goal and agent definition), so a resume
@@ -330,22 +326,13 @@ impl Plan {
     pub fn digests(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         for g in &self.goals {
-            out.insert(
-                format!("goal:{}", g.name),
-                digest(&serde_json::to_value(g).unwrap_or_default()),
-            );
+            out.insert(format!("goal:{}", g.name), digest(g, &[]));
         }
         for a in &self.agents {
-            out.insert(
-                format!("agent:{}", a.name),
-                digest(&serde_json::to_value(a).unwrap_or_default()),
-            );
+            out.insert(format!("agent:{}", a.name), digest(a, &[]));
         }
         for n in self.graph.children() {
-            out.insert(
-                n.id.clone(),
-                digest(&serde_json::to_value(n).unwrap_or_default()),
-            );
+            out.insert(n.id.clone(), digest(n, &[]));
         }
         out
     }
@@ -377,29 +364,14 @@ pub fn describe_changes(
     out
 }
 
-fn digest(v: &serde_json::Value) -> String {
+/// A digest of `v` as JSON with every object's keys in sorted order (and
+/// without the top-level members in `skip`): it must not depend on whether
+/// serde_json keeps insertion order (its `preserve_order` feature, which a
+/// dependency may turn on) or sorts.
+fn digest<T: Serialize + ?Sized>(v: &T, skip: &[&str]) -> String {
     use sha2::{Digest, Sha256};
-    let bytes = serde_json::to_vec(&sorted(v)).unwrap_or_default();
+    // A plan is plain data; `null` is what the old way hashed on failure.
+    let bytes = canonical::to_vec(v, skip).unwrap_or_else(|_| b"null".to_vec());
     let h = Sha256::digest(&bytes);
     h[..12].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// `v` with every object's keys in sorted order: a digest must not depend on
-/// whether serde_json keeps insertion order (its `preserve_order` feature,
-/// which a dependency may turn on) or sorts.
-fn sorted(v: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            Value::Object(
-                keys.into_iter()
-                    .map(|k| (k.clone(), sorted(&m[k])))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        other => other.clone(),
-    }
 }

@@ -58,6 +58,28 @@ pub struct RunParams {
     /// list-valued `input`, `{placeholder}` text) are only warnings.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lenient: bool,
+    /// agentrc: `core` checks core conformance (a directive of an optional
+    /// profile is an error unless `extensions` names its profile); `all`, the
+    /// default, accepts every profile agentfile reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<AgentrcProfile>,
+    /// agentrc, with `profile: core`: the optional profiles to accept
+    /// (capability, instruction, security, placement, observability,
+    /// experimental, or all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+}
+
+/// Which agentrc profiles a check accepts (`--profile`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentrcProfile {
+    /// Every profile agentfile reads (the default).
+    #[default]
+    All,
+    /// Core conformance: a directive of an optional profile is an error
+    /// unless `extensions` names its profile.
+    Core,
 }
 
 /// `ping`: no params; answered `{}` at once, even while the connection is at a
@@ -155,6 +177,16 @@ pub struct ValidateParams {
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// agentrc: `core` checks core conformance (a directive of an optional
+    /// profile is an error unless `extensions` names its profile); `all`, the
+    /// default, accepts every profile agentfile reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<AgentrcProfile>,
+    /// agentrc, with `profile: core`: the optional profiles to accept
+    /// (capability, instruction, security, placement, observability,
+    /// experimental, or all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
 }
 
 /// How `inspect` renders a plan.
@@ -176,6 +208,16 @@ pub struct InspectParams {
     pub format: InspectFormat,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// agentrc: `core` checks core conformance (a directive of an optional
+    /// profile is an error unless `extensions` names its profile); `all`, the
+    /// default, accepts every profile agentfile reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<AgentrcProfile>,
+    /// agentrc, with `profile: core`: the optional profiles to accept
+    /// (capability, instruction, security, placement, observability,
+    /// experimental, or all).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
 }
 
 /// `inspect` with format `text` or `mermaid`.

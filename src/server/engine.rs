@@ -38,9 +38,9 @@ use crate::llm::{HttpOptions, Provider};
 use crate::protocol::diagnostics::ValidateReport;
 use crate::protocol::events::{Event, EventBody, RunResult, Usage};
 use crate::protocol::rpc::{
-    ApproveParams, CancelParams, EventPage, EventParams, InspectFormat, InspectParams, InspectText,
-    ListParams, RpcError, RunParams, RunStatus, SessionList, SessionsParams, SignalParams,
-    ValidateParams, code,
+    AgentrcProfile, ApproveParams, CancelParams, EventPage, EventParams, InspectFormat,
+    InspectParams, InspectText, ListParams, RpcError, RunParams, RunStatus, SessionList,
+    SessionsParams, SignalParams, ValidateParams, code,
 };
 use crate::protocol::workflows::WorkflowList;
 use crate::run::{self, RunError, RunRequest, SessionChoice, Stores};
@@ -356,6 +356,24 @@ impl Engine {
         request
             .map(|c| self.path(c))
             .or_else(|| self.options.config.as_ref().map(|c| self.path_buf(c)))
+    }
+
+    /// `--profile` and `--extensions` of the CLI, from a request's `profile`
+    /// and `extensions`: whether only the core profile is accepted, and
+    /// which optional profiles are besides.
+    fn agentrc_profile(
+        method: &str,
+        profile: Option<AgentrcProfile>,
+        extensions: &[String],
+    ) -> Result<bool, RpcError> {
+        let known = crate::agentrc::extension_names();
+        if let Some(bad) = extensions.iter().find(|e| !known.contains(&e.as_str())) {
+            return Err(RpcError::invalid_params(format!(
+                "{method}: invalid params: `extensions` names `{bad}`, which is not an optional agentrc profile; they are {}",
+                known.join(", ")
+            )));
+        }
+        Ok(profile == Some(AgentrcProfile::Core))
     }
 
     fn path_buf(&self, p: &Path) -> PathBuf {
@@ -713,6 +731,7 @@ impl Engine {
                 run::default_config().map_err(|e| RpcError::new(code::RUN_REJECTED, e.message))?
             }
         };
+        let core_only = Self::agentrc_profile("run", p.profile, &p.extensions)?;
         let req = RunRequest {
             path,
             source: None,
@@ -738,7 +757,8 @@ impl Engine {
             strict_convergence: false,
             force_changed: false,
             lenient: p.lenient,
-            extensions: Vec::new(),
+            core_only,
+            extensions: p.extensions.clone(),
             http: self.options.http,
             sampling: self.options.sampling.clone(),
             loaded_config: Some(loaded),
@@ -1150,6 +1170,7 @@ impl Engine {
     }
 
     pub fn validate(&self, p: ValidateParams) -> Result<ValidateReport, RpcError> {
+        let core_only = Self::agentrc_profile("validate", p.profile, &p.extensions)?;
         let mut paths: Vec<PathBuf> = p
             .paths
             .iter()
@@ -1182,7 +1203,8 @@ impl Engine {
                     config: config.as_ref(),
                     dialect: None,
                     lenient: false,
-                    extensions: &[],
+                    core_only,
+                    extensions: &p.extensions,
                 },
             );
             let mut report = ValidateReport::new(std::slice::from_ref(&analysis));
@@ -1204,7 +1226,8 @@ impl Engine {
                         config: config.as_ref(),
                         dialect: None,
                         lenient: false,
-                        extensions: &[],
+                        core_only,
+                        extensions: &p.extensions,
                     },
                 ));
             }
@@ -1219,6 +1242,7 @@ impl Engine {
                 "inspect: invalid params: missing field `path`",
             ));
         }
+        let core_only = Self::agentrc_profile("inspect", p.profile, &p.extensions)?;
         let path = self.request_path(&p.path)?;
         if let Some(c) = &p.config {
             self.request_path(c)?;
@@ -1230,7 +1254,8 @@ impl Engine {
                 config: config.as_ref(),
                 dialect: None,
                 lenient: false,
-                extensions: &[],
+                core_only,
+                extensions: &p.extensions,
             },
         );
         let Some(plan) = &a.plan else {

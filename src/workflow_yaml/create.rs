@@ -132,6 +132,7 @@ pub fn finish(b: &Begun, ws: &Path, status: &str, error: Option<&str>) -> Create
                         config: None,
                         dialect: None,
                         lenient: false,
+                        core_only: false,
                         extensions: &[],
                     },
                 );

@@ -390,6 +390,7 @@ mod tests {
                 config: None,
                 dialect: None,
                 lenient: false,
+                core_only: false,
                 extensions: &[],
             },
         );

@@ -192,6 +192,7 @@ impl Scan {
                 config,
                 dialect: None,
                 lenient: false,
+                core_only: false,
                 extensions: &[],
             },
         );
