@@ -672,6 +672,11 @@ impl Gate {
         self.judge_path_allows(who, tool, r)
     }
 
+    /// Whether `p` lies in the running workflow's scratch folder.
+    fn in_scratch(&self, p: &Path) -> bool {
+        self.scratch.as_deref().is_some_and(|s| p.starts_with(s))
+    }
+
     /// What refuses a path whatever allows it: the session store, the
     /// protected folders and `.git` to writes, `tool`'s deny rules.
     fn judge_path_denials(&self, who: &str, tool: Tool, r: &Resolved) -> Result<(), Denial> {
@@ -680,9 +685,7 @@ impl Gate {
         // The run's scratch folder is carved out of the store: a path is in
         // it when both its spelling and its real location are (a symlink in
         // the scratch folder to the session database stays denied).
-        let scratch = self.scratch.as_deref();
-        let in_scratch = |p: &Path| scratch.is_some_and(|s| p.starts_with(s));
-        let in_store = |p: &Path| p.starts_with(&store) && !in_scratch(p);
+        let in_store = |p: &Path| p.starts_with(&store) && !self.in_scratch(p);
         if in_store(&r.real) || in_store(&r.lexical) {
             return Err(denial(
                 who,
@@ -737,7 +740,7 @@ impl Gate {
         }
         // The workflow's own file contract: allowed as an `allowed_dirs`
         // entry is (deny rules above still won).
-        if tool.is_path_tool() && in_scratch(&r.real) && in_scratch(&r.lexical) {
+        if tool.is_path_tool() && self.in_scratch(&r.real) && self.in_scratch(&r.lexical) {
             return Ok(());
         }
         if self.safe_default {
