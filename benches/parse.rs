@@ -194,7 +194,7 @@ fn generate_workflow_md(n: usize) -> String {
 
 /// Parse + validate throughput of a generated WORKFLOW.md (YAML front
 /// matter, JSON Schema, semantic checks, lowering into the plan).
-#[divan::bench(args = [1_000, 20_000])]
+#[divan::bench(args = [1_000, 4_000])]
 fn workflow_md(bencher: divan::Bencher, n: usize) {
     analyze_valid(
         bencher,
