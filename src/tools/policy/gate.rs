@@ -1097,7 +1097,7 @@ impl Gate {
                 ),
             );
         }
-        if !w.reader {
+        if !w.known {
             for b in bases {
                 if let Some((dir, rule)) = zones.iter().find(|(d, _)| b.starts_with(d)) {
                     return refuse(
@@ -1703,6 +1703,7 @@ mod tests {
             "git diff",
             "cd scripts && cat publish.sh",
             "cd scripts && ls",
+            "cd scripts && sed -n 1p publish.sh",
             "find scripts -name '*.sh'",
             "cat .git/config",
             "cp .git/config out/config",

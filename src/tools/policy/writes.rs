@@ -178,8 +178,10 @@ pub enum Beyond {
 pub struct Writes {
     pub targets: Vec<Target>,
     pub beyond: Option<Beyond>,
-    /// It only reads: run inside a protected folder, it changes nothing there.
-    pub reader: bool,
+    /// Its targets and `beyond` are all it writes (a command of the table),
+    /// so the folder it runs in does not matter; an unknown command or an
+    /// interpreter may also write files it does not name where it runs.
+    pub known: bool,
     /// git itself: `.git` is its own to write.
     pub git: bool,
 }
@@ -329,14 +331,15 @@ pub fn classify(c: &CommandUse) -> Writes {
     let mut w = Writes::default();
     if c.transparent {
         // A wrapper: its inner command is judged on its own.
-        w.reader = true;
+        w.known = true;
         return w;
     }
     let start = c.assigned.min(c.args.len());
     let (assigned, words) = c.args.split_at(start);
     let name = bash::basename(&c.name);
+    w.known = true;
     classify_words(name, words, &mut w);
-    if !w.reader {
+    if !w.known {
         // `OUT=scripts/x tool`: what the command does with it is unknown.
         w.all(assigned);
     }
@@ -364,7 +367,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
                 ],
             };
             let p = parse(words, &S);
-            w.reader = true;
+            w.known = true;
             for v in p.values(&["-o", "--output"]) {
                 w.write(&v);
             }
@@ -379,7 +382,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
                 long: &["--skip-fields", "--skip-chars", "--check-chars"],
             };
             let p = parse(words, &S);
-            w.reader = true;
+            w.known = true;
             if let Some(out) = p.operands.get(1) {
                 w.write(out);
             }
@@ -391,7 +394,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
                 long: &[],
             };
             let p = parse(words, &S);
-            w.reader = true;
+            w.known = true;
             if let Some(out) = p.operands.get(1) {
                 w.write(out);
             }
@@ -404,7 +407,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
                     ..Spec::default()
                 },
             );
-            w.reader = true;
+            w.known = true;
             for v in p.values(&["-o"]) {
                 w.write(&v);
             }
@@ -417,7 +420,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
                     ..Spec::default()
                 },
             );
-            w.reader = true;
+            w.known = true;
             if p.has(&["-i", "--inplace"]) {
                 w.all(&p.operands);
             }
@@ -430,13 +433,13 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
                     ..Spec::default()
                 },
             );
-            w.reader = true;
+            w.known = true;
             for v in p.values(&["-o", "-O", "--log-file", "--LOG-FILE"]) {
                 w.write(&v);
             }
         }
         "rg" => {
-            w.reader = true;
+            w.known = true;
             if words
                 .iter()
                 .any(|x| x.text == "--pre" || x.text.starts_with("--pre="))
@@ -445,7 +448,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
             }
         }
         "find" => find(words, w),
-        _ if READERS.contains(&name) => w.reader = true,
+        _ if READERS.contains(&name) => {}
         _ if INTERPRETERS.contains(&name) => interpreter(name, words, w),
         "tee" => {
             let p = parse(words, &Spec::default());
@@ -662,6 +665,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
         }
         _ => {
             // Unknown: it may write whatever it names.
+            w.known = false;
             w.all(words);
         }
     }
@@ -670,7 +674,7 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
 /// `find`: `-delete` removes what it finds below its starting points;
 /// `-exec` commands are judged on their own, `-fprint` files as redirections.
 fn find(words: &[Val], w: &mut Writes) {
-    w.reader = true;
+    w.known = true;
     if !words.iter().any(|x| x.text == "-delete") {
         return;
     }
@@ -700,6 +704,7 @@ fn find(words: &[Val], w: &mut Writes) {
 /// `bash script.sh args`, `python3 x.py`: the script is read; what the
 /// program does with the rest is its own.
 fn interpreter(name: &str, words: &[Val], w: &mut Writes) {
+    w.known = false;
     let mut i = 0;
     let mut code = false;
     let sh = matches!(
@@ -1468,7 +1473,7 @@ fn git(words: &[Val], w: &mut Writes) {
                 .first()
                 .is_some_and(|x| x.text == "log" || x.text == "view"));
     if keeps {
-        w.reader = true;
+        w.known = true;
         return;
     }
     if sub == "clone" {
@@ -1591,7 +1596,7 @@ fn tar(words: &[Val], w: &mut Writes) {
         }
     }
     if !extract && !create {
-        w.reader = true;
+        w.known = true;
     }
 }
 
