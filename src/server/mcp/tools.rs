@@ -463,6 +463,11 @@ pub async fn call(
 
 /// `run` and the `run_<name>` tools.
 async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    // The paths a client names must be readable in the workspace; `create`'s
+    // generator (under `.agentfile/`) is the server's own and is not judged.
+    if let Err(e) = server.engine.check_run_paths(&p) {
+        return tool_error(&e);
+    }
     run_with(server, p, ctx, Vec::new()).await.0
 }
 
@@ -474,9 +479,6 @@ async fn run_with(
     ctx: &RequestContext<RoleServer>,
     extra: Vec<Arc<dyn crate::events::EventSink>>,
 ) -> (CallToolResult, Option<RunResult>) {
-    if let Err(e) = server.engine.check_run_paths(&p) {
-        return (tool_error(&e), None);
-    }
     let provider = p
         .provider
         .as_deref()
