@@ -1058,7 +1058,16 @@ async fn run_async(
             SessionChoice::New
         }
     };
-    let prepared = runapi::prepare(&req)?;
+    let prepared = runapi::prepare(&req, &|req, config| {
+        let options = Options {
+            config: Some(config),
+            dialect: None,
+            lenient: req.lenient,
+            core_only: req.core_only,
+            extensions: &req.extensions,
+        };
+        Analysis::load_for_run(&req.path, req.source.as_deref(), options)
+    })?;
     let order = prepared.plan.output_order();
     let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = extra;
     match args.output {

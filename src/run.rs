@@ -19,12 +19,10 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::diag::{self, Style};
 use crate::events::{EventBus, EventSink};
 use crate::executor::{
     self, Approval, ApprovalRequest, Approver, Limits, Models, RunSpec, Services, exit,
 };
-use crate::frontend;
 use crate::llm::{self, Cassette, Provider, ProviderOptions};
 use crate::plan::Plan;
 use crate::protocol::events::{RunResult, rfc3339};
@@ -179,38 +177,18 @@ pub fn one_goal_workflow(text: &str) -> String {
 }
 
 /// Validate everything a run needs (see the module doc).
-pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
+/// Reads the request's workflow into a plan, under the config it runs with:
+/// the front ends' registry, which the caller supplies (the engine knows no
+/// format). The error is the workflow's diagnostics, rendered for a person.
+pub type Load<'a> = &'a dyn Fn(&RunRequest, &Config) -> Result<Plan, String>;
+
+pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
     let config = match &req.loaded_config {
         Some(c) => c.clone(),
         None => load_config(req.config.as_deref(), &req.path)?,
     };
-    let options = frontend::Options {
-        config: Some(&config),
-        dialect: None,
-        lenient: req.lenient,
-        core_only: req.core_only,
-        extensions: &req.extensions,
-    };
-    let analysis = match &req.source {
-        Some(text) => frontend::analyze_bytes(req.path.clone(), text.clone().into_bytes(), options),
-        None => frontend::analyze(&req.path, options),
-    };
-    let Some(plan) = analysis.plan.clone() else {
-        let mut text = String::new();
-        for d in &analysis.diagnostics {
-            text.push_str(&diag::render(&analysis.sources, d, Style::default()));
-        }
-        if let Some(note) = analysis.omitted_note() {
-            text.push_str(&note);
-            text.push('\n');
-        }
-        text.push_str(&format!(
-            "{}: invalid — {} error(s); `agentfile validate` shows the same list",
-            analysis.path.display(),
-            analysis.errors()
-        ));
-        return Err(usage(text));
-    };
+    let plan = load(req, &config).map_err(usage)?;
+    let workflow_path = req.path.clone();
     let mut config = config;
     if let Some(p) = &req.provider {
         if !crate::config::PROVIDERS.contains(&p.as_str()) {
@@ -234,28 +212,24 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
         config.llm.model = Some(m.clone());
     }
     telemetry::check(&config).map_err(|e| usage(e.to_string()))?;
-    let workflow_dir = analysis
-        .path
+    let workflow_dir = workflow_path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     let mut given = req.inputs.clone();
-    let workspace = if plan.format == "workflow-yaml" {
+    let workspace = if let Some(root_input) = plan.root.input() {
         // Its paths are relative to its folder (unless the caller chose
         // another root, as `create` does), and its project is the folder
         // holding `workflows/`.
-        let root = match given.get(crate::workflow_yaml::ROOT_FIELD) {
+        let root = match given.get(root_input) {
             Some(r) => PathBuf::from(r),
             None => workflow_dir
                 .canonicalize()
                 .map_err(|e| usage(format!("workflow folder {}: {e}", workflow_dir.display())))?,
         };
-        given.insert(
-            crate::workflow_yaml::ROOT_FIELD.to_owned(),
-            root.display().to_string(),
-        );
-        let project = crate::workflow_yaml::project_root(&root);
+        given.insert(root_input.to_owned(), root.display().to_string());
+        let project = crate::plan::project_of_folder(&root);
         match (req.workspace.as_deref(), &config.agent.workspace) {
             (None, None) => resolve_workspace(Some(&project), &config)?,
             (flag, _) => resolve_workspace(flag, &config)?,
@@ -267,7 +241,7 @@ pub fn prepare(req: &RunRequest) -> Result<Prepared, RunError> {
     let inputs = executor::bind_inputs_with(&plan, &given, &secrets).map_err(usage)?;
     check_required_env(&plan)?;
     if let Some(decl) = &plan.agentrc {
-        crate::agentrc::guard::check_runnable(decl).map_err(usage)?;
+        crate::tools::policy::declared::check_runnable(decl).map_err(usage)?;
     }
     let limits = limits(req, &config)?;
     let options = ProviderOptions {
@@ -891,7 +865,12 @@ pub async fn start_in(
             .allow_for_run(&prepared.allow)
             .map_err(|e| usage(format!("--allow: {e}")))?;
     }
-    if let Some(root) = prepared.inputs.get(crate::workflow_yaml::ROOT_FIELD) {
+    if let Some(root) = prepared
+        .plan
+        .root
+        .input()
+        .and_then(|k| prepared.inputs.get(k))
+    {
         for dir in &prepared.plan.protected {
             policy.protect_for_run(
                 Path::new(root).join(dir.trim_end_matches('/')),
@@ -909,7 +888,7 @@ pub async fn start_in(
     let mut notes = Vec::new();
     if let Some(decl) = &prepared.plan.agentrc {
         let home = std::env::home_dir();
-        let guard = crate::agentrc::guard::DeclarationGuard::new(
+        let guard = crate::tools::policy::declared::DeclarationGuard::new(
             decl,
             &prepared.workspace,
             home.as_deref(),

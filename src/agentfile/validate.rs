@@ -765,6 +765,8 @@ impl Validator<'_, '_> {
                 files: Default::default(),
                 execution: None,
                 protected: Vec::new(),
+                root: Default::default(),
+                unmapped: Default::default(),
                 agentrc: None,
             }
             .sealed(),

@@ -4,12 +4,11 @@
 //!
 //! - [`syntax`]: lines, continuations, blocks and heredocs.
 //! - [`table`]: every directive, its profile and what a run does with it.
-//! - [`cedar`]: `POLICY … END` blocks through the `cedar-policy` crate.
+//! - [`cedar`] (in the policy layer, which also enforces them at run time):
+//!   `POLICY … END` blocks through the `cedar-policy` crate.
 //! - this module: names and arguments checked, the seven lints, the digest,
 //!   the plan.
 
-pub mod cedar;
-pub mod guard;
 pub mod syntax;
 pub mod table;
 
@@ -20,6 +19,7 @@ use sha2::{Digest, Sha256};
 
 use crate::diag::{Diagnostic, FileId, SourceMap, Span};
 use crate::plan::Plan;
+use crate::tools::policy::cedar;
 use crate::plan::declared::{
     Block, Credential, Declaration, DeclaredTool, Directive, Grants, Mount,
 };

@@ -175,7 +175,7 @@ pub(crate) struct RunCx<'a> {
     /// Events held back to share the next event's commit (see [`RunCx::defer`]).
     pub(crate) deferred: Mutex<Vec<(Scope, EventBody, String)>>,
     /// What the plan's file paths (read_files, write_file, shell) are
-    /// relative to: the `_workflowRoot` input, else the workspace.
+    /// relative to: the plan's [`crate::plan::RunRoot`], else the workspace.
     pub(crate) root: PathBuf,
 }
 
@@ -259,9 +259,9 @@ pub fn bind_inputs_with(
     secrets: &crate::tools::secrets::Secrets,
 ) -> Result<BTreeMap<String, String>, String> {
     let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
-    let rooted = plan.format == "workflow-yaml";
+    let root_input = plan.root.input();
     for k in given.keys() {
-        let reserved = rooted && k == crate::workflow_yaml::ROOT_FIELD;
+        let reserved = root_input == Some(k.as_str());
         if !(known.contains(&k.as_str()) || reserved) {
             let hint = match crate::diag::suggest(k, known.iter().copied()) {
                 Some(s) => format!("did you mean `{s}`?"),
@@ -273,11 +273,8 @@ pub fn bind_inputs_with(
     }
     let mut out = BTreeMap::new();
     let mut missing = Vec::new();
-    if let Some(root) = given
-        .get(crate::workflow_yaml::ROOT_FIELD)
-        .filter(|_| rooted)
-    {
-        out.insert(crate::workflow_yaml::ROOT_FIELD.to_owned(), root.clone());
+    if let Some((name, root)) = root_input.and_then(|k| given.get_key_value(k)) {
+        out.insert(name.clone(), root.clone());
     }
     for i in &plan.inputs {
         // workflow.yaml's trigger variable: given, else from the environment
@@ -353,8 +350,8 @@ pub fn bind_inputs_with(
         }
     }
     if let Some(schema) = &plan.input_schema {
-        let typed = Value::Object(crate::workflow_md::typed_inputs(Some(schema), &out));
-        if let Err(problems) = crate::workflow_md::schema::validate_value(schema, &typed) {
+        let typed = Value::Object(crate::plan::values::typed_inputs(Some(schema), &out));
+        if let Err(problems) = crate::plan::values::validate_value(schema, &typed) {
             return Err(format!(
                 "the inputs do not match the workflow's `inputs` schema: {}",
                 problems.join("; ")
@@ -395,8 +392,10 @@ pub async fn execute(
         })
     });
     let root = spec
-        .inputs
-        .get(crate::workflow_yaml::ROOT_FIELD)
+        .plan
+        .root
+        .input()
+        .and_then(|k| spec.inputs.get(k))
         .map(PathBuf::from)
         .unwrap_or_else(|| spec.workspace.clone());
     let cx = RunCx {
@@ -427,7 +426,7 @@ pub async fn execute(
     let mut inputs = spec.inputs.clone();
     if !spec.plan.files.is_empty() {
         inputs.insert(
-            crate::workflow_md::FS_ROOT_FIELD.to_owned(),
+            crate::plan::FS_ROOT_INPUT.to_owned(),
             fs_root.display().to_string(),
         );
     }
@@ -492,7 +491,7 @@ pub async fn execute(
     let published = std::mem::take(&mut *cx.outputs.lock().unwrap_or_else(|p| p.into_inner()));
     let shaped = match (&spec.plan.result, last) {
         (Some(result), Some(_)) => Some(result.eval(&env)),
-        (None, Some(v)) if spec.plan.format == "workflow-md" => {
+        (None, Some(v)) if spec.plan.unmapped == crate::plan::Unmapped::LastStep => {
             // The last step's value, taken rather than copied once the
             // scope that also holds it is gone (a map's list can be large).
             drop(env);
@@ -506,7 +505,7 @@ pub async fn execute(
         .collect();
     if let Some(v) = shaped {
         if let Some(schema) = &spec.plan.output_schema
-            && let Err(problems) = crate::workflow_md::schema::validate_value(schema, &v)
+            && let Err(problems) = crate::plan::values::validate_value(schema, &v)
         {
             cx.emit(
                 &Scope::default(),

@@ -70,6 +70,43 @@ impl Analysis {
     }
 
     /// The closing "… and N more errors" line, when the cap left some out.
+    /// The plan, or every diagnostic rendered for a person and a closing
+    /// line naming the file and the number of errors (what `run` prints for
+    /// an invalid workflow).
+    pub fn into_plan(self) -> Result<Plan, String> {
+        if let Some(plan) = self.plan {
+            return Ok(plan);
+        }
+        let mut text = String::new();
+        for d in &self.diagnostics {
+            text.push_str(&diag::render(&self.sources, d, diag::Style::default()));
+        }
+        if let Some(note) = self.omitted_note() {
+            text.push_str(&note);
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "{}: invalid — {} error(s); `agentfile validate` shows the same list",
+            self.path.display(),
+            self.errors()
+        ));
+        Err(text)
+    }
+
+    /// Read a run request's workflow: its text when it carries one, else its
+    /// file ([`crate::run::Load`]).
+    pub fn load_for_run(
+        path: &Path,
+        source: Option<&str>,
+        options: Options<'_>,
+    ) -> Result<Plan, String> {
+        match source {
+            Some(text) => analyze_bytes(path.to_path_buf(), text.as_bytes().to_vec(), options),
+            None => analyze(path, options),
+        }
+        .into_plan()
+    }
+
     pub fn omitted_note(&self) -> Option<String> {
         diag::omitted_note(self.omitted_errors, self.omitted_warnings)
     }

@@ -318,6 +318,8 @@ impl WorkflowBuilder {
             files: Default::default(),
             execution: None,
             protected: Vec::new(),
+            root: Default::default(),
+            unmapped: Default::default(),
             agentrc: None,
         };
         for e in super::scope::check(&plan) {

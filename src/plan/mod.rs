@@ -16,6 +16,7 @@ pub mod declared;
 pub mod expr;
 pub mod graph;
 pub mod scope;
+pub mod values;
 
 use std::collections::BTreeMap;
 
@@ -105,10 +106,76 @@ pub struct Plan {
     /// declared scripts run without the bash allowlist.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub protected: Vec<String>,
+    /// Where the run's relative paths (files, shell steps, `protected`)
+    /// start.
+    #[serde(default, skip_serializing_if = "RunRoot::is_workspace")]
+    pub root: RunRoot,
+    /// What the run's result is when `result` does not map it.
+    #[serde(default, skip_serializing_if = "Unmapped::is_published")]
+    pub unmapped: Unmapped,
     /// An agentrc Agentfile's parse tree and grants (CONTRACT §12).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agentrc: Option<Box<declared::Declaration>>,
 }
+
+/// Where a run's relative paths start.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RunRoot {
+    /// The workspace.
+    #[default]
+    Workspace,
+    /// The workflow file's own folder, unless the caller passes another in
+    /// the reserved input `input` (as `create` does). The run's workspace,
+    /// when none is chosen, is the project holding that folder: the parent
+    /// of a `workflows/` folder it sits in, else the folder itself.
+    WorkflowFolder { input: String },
+}
+
+impl RunRoot {
+    pub fn is_workspace(&self) -> bool {
+        matches!(self, RunRoot::Workspace)
+    }
+
+    /// The reserved input that names the root, if any.
+    pub fn input(&self) -> Option<&str> {
+        match self {
+            RunRoot::Workspace => None,
+            RunRoot::WorkflowFolder { input } => Some(input),
+        }
+    }
+}
+
+/// The project a workflow folder belongs to: the parent of the `workflows/`
+/// folder it sits in, else the folder itself.
+pub fn project_of_folder(workflow_dir: &std::path::Path) -> std::path::PathBuf {
+    match workflow_dir.parent() {
+        Some(p) if p.file_name().is_some_and(|n| n == "workflows") => p
+            .parent()
+            .map_or_else(|| workflow_dir.to_path_buf(), std::path::Path::to_path_buf),
+        _ => workflow_dir.to_path_buf(),
+    }
+}
+
+/// A run's result when the plan's `result` does not map it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Unmapped {
+    /// Every node's `publish`ed output, by name.
+    #[default]
+    Published,
+    /// The value of the last step that ran (a WORKFLOW.md without `result`).
+    LastStep,
+}
+
+impl Unmapped {
+    pub fn is_published(&self) -> bool {
+        matches!(self, Unmapped::Published)
+    }
+}
+
+/// The input a run with a file contract is given: its scratch folder.
+pub const FS_ROOT_INPUT: &str = "_workflowFsRoot";
 
 /// AIP-16's file contract: files keyed by the name they have in the run's
 /// scratch folder (`.agentfile/runs/<session>/fs/<key>`, given to steps as

@@ -448,7 +448,17 @@ impl Engine {
         // Parsing, config and provider set-up read a few small files: done
         // inline, because a burst of runs on the blocking pool meant hundreds of
         // threads (and their malloc arenas) for work of a millisecond each.
-        let prepared = run::prepare(&req).map_err(|e| self.rejected(e))?;
+        let load = |req: &run::RunRequest, config: &crate::config::Config| {
+            let options = crate::frontend::Options {
+                config: Some(config),
+                dialect: None,
+                lenient: req.lenient,
+                core_only: req.core_only,
+                extensions: &req.extensions,
+            };
+            crate::frontend::Analysis::load_for_run(&req.path, req.source.as_deref(), options)
+        };
+        let prepared = run::prepare(&req, &load).map_err(|e| self.rejected(e))?;
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
         let (id, choice) = match resume {

@@ -24,6 +24,7 @@ use crate::plan::{
     Plan, PromptSource, Retry,
 };
 use yaml::{Doc, segment};
+pub use crate::plan::values::{coerce, typed_inputs};
 
 /// Sub-workflows nested deeper than this are refused.
 pub const MAX_NESTING: usize = 16;
@@ -36,7 +37,7 @@ pub const MAX_STEPS: usize = 10_000;
 
 /// The reserved input a host fills with the run's file root (the file
 /// contract).
-pub const FS_ROOT_FIELD: &str = "_workflowFsRoot";
+pub use crate::plan::FS_ROOT_INPUT as FS_ROOT_FIELD;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Options<'a> {
@@ -362,6 +363,8 @@ impl Front<'_> {
             files,
             execution: None,
             protected: Vec::new(),
+            root: Default::default(),
+            unmapped: crate::plan::Unmapped::LastStep,
             agentrc: None,
         };
         for (field, schema) in [
@@ -1306,59 +1309,6 @@ fn inputs_of(schema: Option<&Value>) -> Vec<InputDef> {
             }
         })
         .collect()
-}
-
-/// Input values given as text (`--input k=v`), read as the types the
-/// workflow's `inputs` schema declares: `n=5` is the number 5 when `n` is an
-/// integer, `tags=["a"]` a list when `tags` is an array; a string property
-/// keeps the text as it is.
-pub fn typed_inputs(
-    schema: Option<&Value>,
-    given: &BTreeMap<String, String>,
-) -> serde_json::Map<String, Value> {
-    let props = schema
-        .and_then(|s| s.get("properties"))
-        .and_then(Value::as_object);
-    given
-        .iter()
-        .map(|(k, v)| {
-            let types: Vec<&str> = match props.and_then(|p| p.get(k)).and_then(|p| p.get("type")) {
-                Some(Value::String(t)) => vec![t.as_str()],
-                Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-                _ => Vec::new(),
-            };
-            let typed = if types.is_empty() || types.contains(&"string") {
-                None
-            } else {
-                serde_json::from_str::<Value>(v.trim()).ok()
-            };
-            (k.clone(), typed.unwrap_or_else(|| Value::String(v.clone())))
-        })
-        .collect()
-}
-
-/// Text fields of `value` read as the JSON types `schema` declares for them
-/// (a model's structured output arrives as strings: `"0.9"` for a number).
-pub fn coerce(schema: &Value, value: &mut Value) {
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        return;
-    };
-    let Value::Object(fields) = value else {
-        return;
-    };
-    for (k, v) in fields.iter_mut() {
-        let Some(Value::String(text)) = Some(&*v) else {
-            continue;
-        };
-        let wants_text = match props.get(k).and_then(|p| p.get("type")) {
-            Some(Value::String(t)) => t == "string",
-            Some(Value::Array(ts)) => ts.iter().any(|t| t == "string"),
-            _ => true,
-        };
-        if !wants_text && let Ok(parsed) = serde_json::from_str::<Value>(text.trim()) {
-            *v = parsed;
-        }
-    }
 }
 
 /// Why `key` cannot be a file name in the scratch folder, if it cannot.

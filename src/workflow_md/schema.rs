@@ -13,6 +13,8 @@ use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::{Registry, Validator};
 use serde_json::{Value, json};
 
+pub use crate::plan::values::{human, schema_problem, validate_value};
+
 const WORKFLOW: &str = include_str!("schemas/WORKFLOW.schema.json");
 const IO: &str = include_str!("schemas/IO.schema.json");
 const RUNNER: &str = include_str!("schemas/RUNNER.schema.json");
@@ -114,39 +116,6 @@ pub fn check_tool(v: &Value) -> Vec<Violation> {
     out
 }
 
-/// Is `instance` valid against `schema` (a JSON Schema the workflow declares)?
-/// The problems, as `pointer: message` lines, when not.
-pub fn validate_value(schema: &Value, instance: &Value) -> Result<(), Vec<String>> {
-    let validator = match jsonschema::validator_for(schema) {
-        Ok(v) => v,
-        Err(e) => return Err(vec![format!("the schema itself is invalid: {e}")]),
-    };
-    let errors: Vec<String> = validator
-        .iter_errors(instance)
-        .take(10)
-        .map(|e| {
-            let p = e.instance_path().as_str();
-            if p.is_empty() {
-                e.to_string()
-            } else {
-                format!("{}: {e}", human(p))
-            }
-        })
-        .collect();
-    if errors.is_empty() {
-        Ok(())
-    } else {
-        Err(errors)
-    }
-}
-
-/// Whether a JSON Schema document compiles.
-pub fn schema_problem(schema: &Value) -> Option<String> {
-    jsonschema::validator_for(schema)
-        .err()
-        .map(|e| e.to_string())
-}
-
 fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Violation>) {
     for e in validator.iter_errors(v) {
         let pointer = format!("{base}{}", e.instance_path().as_str());
@@ -224,23 +193,6 @@ fn step(instance: &Value, pointer: &str, out: &mut Vec<Violation>) {
 
 fn pointee<'v>(root: &'v Value, pointer: &str) -> Option<&'v Value> {
     root.pointer(pointer)
-}
-
-/// `/steps/2/retry` → `steps[2].retry`.
-pub fn human(pointer: &str) -> String {
-    let mut out = String::new();
-    for seg in pointer.split('/').skip(1) {
-        let seg = seg.replace("~1", "/").replace("~0", "~");
-        if seg.parse::<usize>().is_ok() {
-            out.push_str(&format!("[{seg}]"));
-        } else {
-            if !out.is_empty() {
-                out.push('.');
-            }
-            out.push_str(&seg);
-        }
-    }
-    out
 }
 
 pub(crate) fn place(pointer: &str) -> String {

@@ -70,12 +70,7 @@ pub fn secret_like(name: &str) -> bool {
 /// `workflows/` parent (`proj/workflows/x` → `proj`), else the workflow's
 /// own folder.
 pub fn project_root(workflow_dir: &Path) -> PathBuf {
-    match workflow_dir.parent() {
-        Some(p) if p.file_name().is_some_and(|n| n == "workflows") => p
-            .parent()
-            .map_or_else(|| workflow_dir.to_path_buf(), Path::to_path_buf),
-        _ => workflow_dir.to_path_buf(),
-    }
+    crate::plan::project_of_folder(workflow_dir)
 }
 
 /// Whether a step is a shell step: it has `action:` or `script:` (checked
@@ -596,6 +591,8 @@ impl Front {
                 files: Default::default(),
                 execution,
                 protected: vec!["scripts/".to_owned()],
+                unmapped: Default::default(),
+                root: crate::plan::RunRoot::WorkflowFolder { input: ROOT_FIELD.to_owned() },
                 agentrc: None,
             }
             .sealed(),

@@ -341,7 +341,7 @@ pub fn input_schema(plan: &Plan) -> Map<String, Value> {
     if let Some(Value::Object(own)) = &plan.input_schema {
         let mut schema = own.clone();
         schema.insert("type".into(), json!("object"));
-        let reserved = crate::workflow_md::FS_ROOT_FIELD;
+        let reserved = crate::plan::FS_ROOT_INPUT;
         if let Some(Value::Object(props)) = schema.get_mut("properties") {
             props.remove(reserved);
         }
@@ -416,7 +416,7 @@ pub fn outputs_problems(tool: &Tool, structured: &Value) -> Option<Vec<String>> 
         .get("properties")?
         .get("outputs")?;
     let outputs = structured.get("outputs")?;
-    crate::workflow_md::schema::validate_value(schema, outputs).err()
+    crate::plan::values::validate_value(schema, outputs).err()
 }
 
 fn tool(name: &str, plan: &Plan, path: &str) -> Tool {

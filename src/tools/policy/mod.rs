@@ -81,6 +81,8 @@
 //! servers, for the files a client names ([`Gate::workspace_readable`]).
 
 pub mod bash;
+pub mod cedar;
+pub mod declared;
 mod gate;
 pub mod paths;
 pub mod shell_worker;

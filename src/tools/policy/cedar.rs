@@ -21,8 +21,8 @@
 //! a number).
 //!
 //! What this is not: the reader of the Agentfile (it finds the blocks,
-//! [`super::syntax`]) nor the gate that asks for decisions
-//! ([`super::guard`]).
+//! `agentrc::syntax`) nor the gate that asks for decisions
+//! ([`super::declared`]).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
