@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::Config;
-use crate::detect::Dialect;
+use crate::frontend::detect::Dialect;
 use crate::frontend::{self, Options};
 use crate::protocol::workflows::{WorkflowEntry, WorkflowInput, WorkflowList};
 
@@ -53,7 +53,7 @@ pub fn find_agents(root: &Path) -> Vec<PathBuf> {
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
         .map(|e| e.into_path())
-        .filter(|p| crate::agent_md::is_agent_file(p))
+        .filter(|p| crate::syntax::cards::is_agent_file(p))
         .take(MAX_AGENT_FILES)
         .collect();
     out.sort();
@@ -181,13 +181,4 @@ pub fn text(list: &WorkflowList) -> String {
     o
 }
 
-/// The project a workflow folder belongs to when it lies at
-/// `<project>/.workflows/<id>/` (where its config and policy live).
-pub fn project_of(workflow_dir: &Path) -> Option<std::path::PathBuf> {
-    let parent = workflow_dir.parent()?;
-    if parent.file_name()? == ".workflows" {
-        parent.parent().map(Path::to_path_buf)
-    } else {
-        None
-    }
-}
+pub use crate::config::project_of;

@@ -1,9 +1,9 @@
 //! Work in a child process, under limits a thread cannot be held to.
 //!
 //! Some work cannot be bounded from inside the thread that does it. The shell
-//! parser ([`crate::tools::policy::shell_worker`]) does not finish on some
+//! parser (`tools::policy::shell_worker`) does not finish on some
 //! inputs and allocates without end on others; the JavaScript engine
-//! ([`crate::script`]) checks its CPU limit only at JavaScript branch points,
+//! (`script`) checks its CPU limit only at JavaScript branch points,
 //! so a built-in such as `Array.prototype.join.call({length: 1e15})` loops
 //! inside C and never looks. A thread cannot be stopped, and an allocator
 //! cannot refuse without aborting the whole process; a child process can be
@@ -13,7 +13,7 @@
 //!
 //! A worker is the calling program itself, started again from
 //! `/proc/self/exe` with [`WORKER_ENV`] set to the name of a [`Kind`]. A
-//! function placed in `.init_array` sees that variable before `main` runs and
+//! function placed in `.init_array` ([`worker_hook!`]) sees that variable before `main` runs and
 //! serves that kind's requests instead, so this works in any program that
 //! links the library — the `agentfile` binary, test binaries, benches, a host
 //! program — without a hidden subcommand. The worker sets its own limits
@@ -53,15 +53,35 @@ pub struct Kind {
     /// Answers requests with [`recv_line`] and [`send_line`] until the input
     /// ends (or it chooses to stop).
     pub serve: fn(),
+    /// The `.init_array` entry that serves this kind ([`worker_hook!`]),
+    /// read when a worker starts so the linker keeps it in every program
+    /// that starts one.
+    pub hook: &'static extern "C" fn(),
 }
 
-/// Every kind a worker can be started as.
-fn kinds() -> [&'static Kind; 2] {
-    [
-        &crate::tools::policy::shell_worker::KIND,
-        &crate::script::worker::KIND,
-    ]
+/// Make the program a worker of `$kind` when it is started as one: an
+/// `.init_array` entry, `WORKER_HOOK`, that runs before `main` and returns
+/// at once unless [`WORKER_ENV`] names this kind. Each kind declares its own
+/// (beside its [`Kind`], whose `hook` points at it), so this module knows
+/// no kind.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! worker_hook {
+    ($kind:path) => {
+        #[cfg_attr(
+            any(target_os = "linux", target_os = "android"),
+            unsafe(link_section = ".init_array")
+        )]
+        #[used]
+        static WORKER_HOOK: extern "C" fn() = {
+            extern "C" fn hook() {
+                $crate::isolate::serve_if_worker(&$kind);
+            }
+            hook
+        };
+    };
 }
+
 
 /// How long a new worker may take to greet.
 const START_LIMIT: Duration = Duration::from_secs(10);
@@ -106,6 +126,9 @@ pub use imp::*;
 mod imp {
     use super::*;
 
+    /// Serve as a worker: never, off Linux.
+    pub fn serve_if_worker(_: &Kind) {}
+
     /// In a worker: end this process by `SIGALRM` after `d` (0: cancel).
     pub fn alarm(_: Duration) {}
 
@@ -124,17 +147,11 @@ mod imp {
 
     use super::*;
 
-    /// Runs before `main` in every program that links this library; returns at
-    /// once unless the program was started as a worker.
-    #[used]
-    #[unsafe(link_section = ".init_array")]
-    static WORKER_HOOK: extern "C" fn() = worker_hook;
-
-    extern "C" fn worker_hook() {
-        let Some(name) = std::env::var_os(WORKER_ENV) else {
-            return;
-        };
-        if let Some(kind) = kinds().into_iter().find(|k| name == k.name) {
+    /// Serve as a worker of `kind` if this program was started as one:
+    /// called before `main` (from `.init_array`, see [`worker_hook!`]);
+    /// returns at once in an ordinary start.
+    pub fn serve_if_worker(kind: &Kind) {
+        if std::env::var_os(WORKER_ENV).is_some_and(|name| name == kind.name) {
             serve(kind);
         }
     }
@@ -277,7 +294,7 @@ mod imp {
     fn spawn(kind: &'static Kind) -> Result<Worker, String> {
         // Reading the hook keeps the object file that holds it in the link, so
         // the program we start again has it too.
-        let _ = std::hint::black_box(WORKER_HOOK as usize);
+        let _ = std::hint::black_box(kind.hook as *const _ as usize);
         let mut child = Command::new("/proc/self/exe")
             .env_clear()
             .env(WORKER_ENV, kind.name)

@@ -1235,7 +1235,7 @@ fn worker_cmd(args: ServerArgs) -> ExitCode {
         } else {
             args.max_runs
         };
-        if let Err(e) = agentfile::cluster::worker::serve(cluster, engine, max, stop).await {
+        if let Err(e) = agentfile::server::worker::serve(cluster, engine, max, stop).await {
             eprintln!("agentfile worker: error: {e}");
             return 1;
         }
@@ -1476,7 +1476,7 @@ fn sessions_cmd(cmd: SessionsCommand) -> anyhow::Result<u8> {
 /// `artifacts/NAME/RUN_ID/` (its manifest kept at every step), then validate
 /// the workflow it wrote (CONTRACT §10).
 fn create_cmd(a: CreateArgs) -> ExitCode {
-    use agentfile::workflow_yaml::create;
+    use agentfile::author::create;
     let fail = |m: String, code: u8| {
         eprintln!("agentfile: error: {m}");
         ExitCode::from(code)
@@ -1574,7 +1574,7 @@ fn promote_cmd(run: &Path, workspace: Option<&Path>) -> anyhow::Result<u8> {
         .unwrap_or(Path::new("."))
         .canonicalize()
         .map_err(|e| anyhow::anyhow!("workspace: {e}"))?;
-    match agentfile::workflow_yaml::generate::promote(&ws, run) {
+    match agentfile::author::generate::promote(&ws, run) {
         Ok(p) => {
             println!(
                 "promoted {} to {} (the run is archived in {})",

@@ -400,7 +400,7 @@ pub fn find_config(
     }
     let found = Config::discover(None, &beside).map_err(err)?;
     if found.source.is_none()
-        && let Some(project) = crate::discover::project_of(&beside)
+        && let Some(project) = crate::config::project_of(&beside)
     {
         let found = Config::discover(None, &project).map_err(err)?;
         return Ok(found.source.map(|_| found.config));

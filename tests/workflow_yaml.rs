@@ -488,7 +488,7 @@ steps:
 
 #[test]
 fn create_then_promote_a_generated_workflow() {
-    use agentfile::workflow_yaml::generate::Manifest;
+    use agentfile::author::generate::Manifest;
     let dir = tmp("create");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let server = rt

@@ -8,8 +8,9 @@ pub mod ast;
 pub mod lexer;
 pub mod lower;
 pub mod parser;
-pub mod template;
 pub mod validate;
 
 pub use parser::parse;
 pub use validate::{Options, validate};
+/// The DSL's `$variable` templates live with the plan, which renders them.
+pub use crate::plan::template;

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use super::journal::{Completed, Record};
 use super::{Approval, ApprovalRequest, RunCx, Stop};
-use crate::agentfile::template;
+use crate::plan::template;
 use crate::events::Scope;
 use crate::plan::expr::{Expr, Lookup, Root, truthy};
 use crate::plan::{

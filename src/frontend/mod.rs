@@ -12,12 +12,13 @@ use std::path::{Path, PathBuf};
 
 use crate::agentfile;
 use crate::config::Config;
-use crate::detect::{Detected, Dialect, detect};
+pub mod detect;
+
+use detect::{Detected, Dialect, detect};
 use crate::diag::{self, Diagnostic, SourceMap, Span};
 use crate::plan::Plan;
 
-/// Workflow files larger than this are refused before parsing.
-pub const MAX_WORKFLOW_BYTES: u64 = 64 << 20;
+pub use crate::syntax::MAX_WORKFLOW_BYTES;
 
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Options<'a> {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::detect::Dialect;
+use crate::frontend::detect::Dialect;
 
 /// One format's names.
 pub struct Format {
@@ -58,7 +58,7 @@ pub const FOLDER_FILES: &[&str] = &["Agentfile", "WORKFLOW.md", "workflow.yaml",
 
 /// The format a file's name alone decides, if any.
 pub fn by_name(path: &Path) -> Option<Dialect> {
-    if crate::agent_md::is_agent_file(path) {
+    if crate::syntax::cards::is_agent_file(path) {
         return Some(Dialect::AgentMd);
     }
     let name = path.file_name()?.to_str()?;

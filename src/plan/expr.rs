@@ -814,7 +814,7 @@ impl Template {
                     Value::Null => {}
                     v => out.push_str(&v.to_string()),
                 },
-                Part::Dsl(t) => out.push_str(&crate::agentfile::template::render(t, |n| {
+                Part::Dsl(t) => out.push_str(&crate::plan::template::render(t, |n| {
                     scope
                         .lookup(&Root::Var(n.to_owned()))
                         .map(|v| match v.as_ref() {
@@ -1343,7 +1343,7 @@ mod tests {
                 }
             }
             let vars = Vars(json!(defined));
-            let want = crate::agentfile::template::render(&text, |n| defined.get(n).cloned());
+            let want = crate::plan::template::render(&text, |n| defined.get(n).cloned());
             prop_assert_eq!(Template::parse_dsl(&text).render(&vars), want);
         }
 

@@ -16,6 +16,7 @@ pub mod declared;
 pub mod expr;
 pub mod graph;
 pub mod scope;
+pub mod template;
 pub mod values;
 
 use std::collections::BTreeMap;

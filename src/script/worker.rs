@@ -50,7 +50,10 @@ pub(crate) static KIND: crate::isolate::Kind = crate::isolate::Kind {
     name: "javascript",
     memory: MEMORY_LIMIT_BYTES,
     serve,
+    hook: &WORKER_HOOK,
 };
+
+crate::worker_hook!(KIND);
 
 /// What the worker is asked to do.
 #[derive(Serialize, Deserialize)]

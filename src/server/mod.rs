@@ -20,3 +20,4 @@ pub mod engine;
 pub mod jsonrpc;
 pub mod limits;
 pub mod mcp;
+pub mod worker;

@@ -8,7 +8,6 @@
 //! a file with schema errors still gets its semantic ones.
 
 pub mod schema;
-pub mod yaml;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -23,7 +22,7 @@ use crate::plan::{
     GoalNode, InputDef, Limit, LoopUntil, Next, Node, NodeKind, OnTimeout, PLAN_SCHEMA_VERSION,
     Plan, PromptSource, Retry,
 };
-use yaml::{Doc, segment};
+use crate::syntax::yaml::{self, Doc, segment};
 pub use crate::plan::values::{coerce, typed_inputs};
 
 /// Sub-workflows nested deeper than this are refused.
@@ -838,7 +837,7 @@ impl Front<'_> {
 
     fn read_contract(&mut self, path: &Path) -> Option<Contract> {
         let text = std::fs::read_to_string(path).ok()?;
-        if text.len() as u64 > crate::frontend::MAX_WORKFLOW_BYTES {
+        if text.len() as u64 > crate::syntax::MAX_WORKFLOW_BYTES {
             return None;
         }
         let file = self.sources.add(path.to_owned(), text);
@@ -990,7 +989,7 @@ impl Front<'_> {
         let aptr = format!("{ptr}/inputs/agent");
         let sp = self.span(cx, &aptr, false);
         let rel = match v.as_str() {
-            Some(r) if crate::agent_md::is_agent_file(Path::new(r)) => r.trim(),
+            Some(r) if crate::syntax::cards::is_agent_file(Path::new(r)) => r.trim(),
             _ => {
                 self.error(
                     "schema",
@@ -1019,13 +1018,13 @@ impl Front<'_> {
             return Some(a.name.clone());
         }
         let path = cx.dir.join(rel);
-        let card = crate::agent_md::load_path(self.sources, &path, rel, Some(sp), &mut self.diags)?;
+        let card = crate::syntax::cards::load_path(self.sources, &path, rel, Some(sp), &mut self.diags)?;
         cx.agents.push(crate::plan::AgentDef {
             name: rel.to_owned(),
             source: PromptSource::File {
                 path: rel.to_owned(),
             },
-            prompt: crate::agent_md::literal(&card.persona()),
+            prompt: crate::syntax::cards::literal(&card.persona()),
             profile: None,
             outputs: Vec::new(),
             reads: Vec::new(),
@@ -1155,7 +1154,7 @@ impl Front<'_> {
             return None;
         }
         let text = match std::fs::read(&found) {
-            Ok(b) if b.len() as u64 <= crate::frontend::MAX_WORKFLOW_BYTES => {
+            Ok(b) if b.len() as u64 <= crate::syntax::MAX_WORKFLOW_BYTES => {
                 String::from_utf8_lossy(&b).into_owned()
             }
             _ => {

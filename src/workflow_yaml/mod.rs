@@ -22,8 +22,6 @@
 //! runtime can still interpret (unknown fields, a list-valued `input`,
 //! `{placeholder}` text, a missing `specVersion`) into warnings.
 
-pub mod create;
-pub mod generate;
 mod schema;
 
 use std::collections::{BTreeMap, HashMap};
@@ -38,7 +36,7 @@ use crate::plan::{
     AgentDef, ApprovalNode, GoalDef, GoalKind, GoalNode, InputDef, Node, NodeKind,
     PLAN_SCHEMA_VERSION, Plan, PromptSource,
 };
-use crate::workflow_md::yaml::{self, Doc};
+use crate::syntax::yaml::{self, Doc};
 
 /// The reserved input holding the run's root: the folder a workflow.yaml's
 /// relative paths (`input`, `produces`, scripts) resolve against. `run`
@@ -629,7 +627,7 @@ impl Front {
             return c.clone();
         }
         let file = self.sources.add(self.dir.join(rel), text);
-        let card = crate::agent_md::load(&mut self.sources, file, rel, &mut self.agent_diags);
+        let card = crate::syntax::cards::load(&mut self.sources, file, rel, &mut self.agent_diags);
         self.cards.insert(rel.to_owned(), card.clone());
         card
     }
@@ -765,7 +763,7 @@ impl Front {
             Some(Some(t)) => Some(t),
             None => None,
         };
-        let card = if crate::agent_md::is_agent_file(Path::new(&agent_path)) {
+        let card = if crate::syntax::cards::is_agent_file(Path::new(&agent_path)) {
             Some(self.agent_card(&agent_path, agent_text.clone())?)
         } else {
             None

@@ -14,8 +14,8 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::{Value, json};
 
 use super::Finding;
-use crate::workflow_md::schema::describe;
-use crate::workflow_md::yaml::segment;
+use crate::syntax::schema::describe;
+use crate::syntax::yaml::segment;
 
 const WORKFLOW: &str = include_str!("schemas/workflow.schema.json");
 
@@ -304,5 +304,5 @@ fn place(pointer: &str, v: &Value) -> String {
     {
         return format!("step `{id}`");
     }
-    crate::workflow_md::schema::place(pointer)
+    crate::syntax::schema::place(pointer)
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use agentfile::agent_md::template;
+use agentfile::syntax::cards::template;
 use agentfile::frontend::{Options, analyze_bytes};
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agentfile::workflow_md::yaml::{self, KEY_BYTES, Limits, VALUE_BYTES};
+use agentfile::syntax::yaml::{self, KEY_BYTES, Limits, VALUE_BYTES};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

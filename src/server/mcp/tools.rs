@@ -209,7 +209,7 @@ async fn create(
     p: CreateParams,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    use crate::workflow_yaml::create as c;
+    use crate::author::create as c;
     let root = server.engine.root().to_path_buf();
     let begun = match c::begin(&root, &p.description, p.name.as_deref()) {
         Ok(b) => b,
@@ -402,7 +402,7 @@ pub async fn call(
                     return Ok(tool_error(&e));
                 }
                 let root = engine.root().to_path_buf();
-                match crate::workflow_yaml::generate::promote(&root, std::path::Path::new(&p.run)) {
+                match crate::author::generate::promote(&root, std::path::Path::new(&p.run)) {
                     Ok(done) => text_result(
                         format!(
                             "Promoted {} to {} (archived in {}).",

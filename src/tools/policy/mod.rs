@@ -315,7 +315,7 @@ impl Policy {
         let mut beside = workflow_dir.join(POLICY_FILE);
         // A WORKFLOW.md at `<project>/.workflows/<id>/` uses the project's.
         if !beside.exists()
-            && let Some(project) = crate::discover::project_of(workflow_dir)
+            && let Some(project) = crate::config::project_of(workflow_dir)
         {
             beside = project.join(POLICY_FILE);
         }

@@ -49,7 +49,10 @@ pub(crate) static KIND: crate::isolate::Kind = crate::isolate::Kind {
     name: "shell-analysis",
     memory: MEMORY_LIMIT_BYTES,
     serve,
+    hook: &WORKER_HOOK,
 };
+
+crate::worker_hook!(KIND);
 
 /// The worker's loop: one answer per request line, each under an alarm.
 fn serve() {

@@ -38,7 +38,7 @@ impl Begun {
                     self.description.trim()
                 ),
             ),
-            (super::ROOT_FIELD.to_owned(), self.dir.display().to_string()),
+            (crate::workflow_yaml::ROOT_FIELD.to_owned(), self.dir.display().to_string()),
         ]
     }
 }

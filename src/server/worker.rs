@@ -18,7 +18,9 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Cluster, ClusterError, Control, ControlReply, Work, control_subject, events_subject};
+use crate::cluster::{
+    Cluster, ClusterError, Control, ControlReply, Work, control_subject, events_subject,
+};
 use crate::events::EventSink;
 use crate::protocol::events::Event;
 use crate::protocol::rpc::RunParams;
@@ -43,7 +45,7 @@ pub async fn serve(
     let consumer = cluster.consumer().await?;
     let slots = Arc::new(Semaphore::new(max_runs.max(1)));
     let tasks = TaskTracker::new();
-    let shown = super::display_url(&cluster.options.url);
+    let shown = crate::cluster::display_url(&cluster.options.url);
     while !stop.is_cancelled() {
         // Wait for a free slot before asking for work: a message taken is a
         // message this worker must heartbeat.

@@ -1252,7 +1252,7 @@ pub fn materialize(dir: &Path) -> Result<PathBuf, String> {
 /// (id, name) of the generator's steps, in order, read from its embedded
 /// workflow.yaml (a test keeps that file readable, so this is never empty).
 pub fn generator_steps() -> Vec<(String, String)> {
-    let Ok(doc) = crate::workflow_md::yaml::parse(GENERATOR_WORKFLOW, 0) else {
+    let Ok(doc) = crate::syntax::yaml::parse(GENERATOR_WORKFLOW, 0) else {
         return Vec::new();
     };
     let text = |s: &Value, key: &str| s.get(key).and_then(Value::as_str).map(str::to_owned);
@@ -1904,9 +1904,9 @@ mod tests {
 
     fn workflow_schema_errors(text: &str) -> Vec<String> {
         let schema: Value =
-            serde_json::from_str(include_str!("schemas/workflow.schema.json")).unwrap();
+            serde_json::from_str(include_str!("../workflow_yaml/schemas/workflow.schema.json")).unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();
-        let doc = crate::workflow_md::yaml::parse(text, 0).unwrap();
+        let doc = crate::syntax::yaml::parse(text, 0).unwrap();
         validator
             .iter_errors(&doc.value)
             .map(|e| format!("{}: {e}", e.instance_path().as_str()))
@@ -1919,7 +1919,7 @@ mod tests {
             workflow_schema_errors(GENERATOR_WORKFLOW),
             Vec::<String>::new()
         );
-        let doc = crate::workflow_md::yaml::parse(GENERATOR_WORKFLOW, 0).unwrap();
+        let doc = crate::syntax::yaml::parse(GENERATOR_WORKFLOW, 0).unwrap();
         assert_eq!(doc.value["name"], "workflow-creator");
         let produces: Vec<&str> = doc.value["steps"]
             .as_array()
