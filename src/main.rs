@@ -283,7 +283,7 @@ impl AgentrcArgs {
 }
 
 fn extension_parser() -> clap::builder::PossibleValuesParser {
-    clap::builder::PossibleValuesParser::new(agentfile::agentrc::extension_names())
+    clap::builder::PossibleValuesParser::new(agentfile::frontend::extension_names())
 }
 
 // Parsed once per process; boxing the large variant would fight clap's derive.

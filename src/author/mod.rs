@@ -6,3 +6,25 @@
 
 pub mod create;
 pub mod generate;
+
+/// What `create` writes: a workflow.yaml project (through the generator) or
+/// an Agentfile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    WorkflowYaml,
+    Agentfile,
+}
+
+impl Target {
+    /// The names a caller may give (`workflow-yaml`, `workflow.yaml`,
+    /// `yaml`; `agentfile`, `dsl`).
+    pub fn from_name(name: &str) -> Result<Target, String> {
+        match name {
+            "workflow-yaml" | "workflow.yaml" | "yaml" => Ok(Target::WorkflowYaml),
+            "agentfile" | "dsl" => Ok(Target::Agentfile),
+            other => Err(format!(
+                "format `{other}` is not one of workflow-yaml, agentfile"
+            )),
+        }
+    }
+}

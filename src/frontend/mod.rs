@@ -14,6 +14,10 @@ use crate::agentfile;
 use crate::config::Config;
 pub mod detect;
 
+/// agentrc's optional profiles (`--extensions`), for every transport's
+/// options.
+pub use crate::agentrc::extension_names;
+
 use detect::{Detected, Dialect, detect};
 use crate::diag::{self, Diagnostic, SourceMap, Span};
 use crate::plan::Plan;

@@ -366,7 +366,7 @@ impl Engine {
         profile: Option<AgentrcProfile>,
         extensions: &[String],
     ) -> Result<bool, RpcError> {
-        let known = crate::agentrc::extension_names();
+        let known = crate::frontend::extension_names();
         if let Some(bad) = extensions.iter().find(|e| !known.contains(&e.as_str())) {
             return Err(RpcError::invalid_params(format!(
                 "{method}: invalid params: `extensions` names `{bad}`, which is not an optional agentrc profile; they are {}",

@@ -198,21 +198,22 @@ pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, Str
             ("Run a workflow", run_text(&workflow, inputs.as_deref()))
         }
         "list" => ("List workflows", LIST.to_owned()),
-        "create" => match arg(args, "format").as_deref() {
-            None | Some("workflow-yaml" | "workflow.yaml" | "yaml") => (
-                "Create a workflow",
-                generate_text(arg(args, "task").as_deref(), arg(args, "name").as_deref()),
-            ),
-            Some("agentfile" | "dsl") => (
-                "Create a workflow",
-                create_text(arg(args, "task").as_deref(), arg(args, "path").as_deref()),
-            ),
-            Some(other) => {
-                return Err(format!(
-                    "prompt `create`: format `{other}` is not one of workflow-yaml, agentfile"
-                ));
-            }
-        },
+        "create" => {
+            let target = match arg(args, "format") {
+                None => crate::author::Target::WorkflowYaml,
+                Some(name) => crate::author::Target::from_name(&name)
+                    .map_err(|e| format!("prompt `create`: {e}"))?,
+            };
+            let text = match target {
+                crate::author::Target::WorkflowYaml => {
+                    generate_text(arg(args, "task").as_deref(), arg(args, "name").as_deref())
+                }
+                crate::author::Target::Agentfile => {
+                    create_text(arg(args, "task").as_deref(), arg(args, "path").as_deref())
+                }
+            };
+            ("Create a workflow", text)
+        }
         other => {
             return Err(format!(
                 "no prompt `{other}`; the prompts are run, list and create"
