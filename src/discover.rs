@@ -70,9 +70,7 @@ pub fn list(root: &Path, config: Option<&Config>) -> WorkflowList {
                 Options {
                     config,
                     dialect: None,
-                    lenient: false,
-                    core_only: false,
-                    extensions: &[],
+                    read: Default::default(),
                 },
             );
             let folder = path

@@ -16,6 +16,7 @@ use agentfile::detect::Dialect;
 use agentfile::diag::{self, Style};
 use agentfile::executor::exit;
 use agentfile::frontend::{self, Analysis, Options};
+use agentfile::plan::ReadOptions;
 use agentfile::printer::{Live, Progress, StreamJson};
 use agentfile::protocol::diagnostics::ValidateReport;
 use agentfile::protocol::events::RunResult;
@@ -66,12 +67,8 @@ enum Command {
         /// Which Agentfile dialect to read, instead of guessing.
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
-        /// workflow.yaml: report what a runtime can still interpret (unknown
-        /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
-        #[arg(long)]
-        lenient: bool,
         #[command(flatten)]
-        agentrc: AgentrcArgs,
+        read: ReadArgs,
     },
     /// Show a workflow's inputs, agents, goals and steps.
     Inspect {
@@ -84,12 +81,8 @@ enum Command {
         config: Option<PathBuf>,
         #[arg(long, value_enum)]
         dialect: Option<DialectArg>,
-        /// workflow.yaml: report what a runtime can still interpret (unknown
-        /// fields, a list-valued `input`, `{placeholder}` text) as warnings.
-        #[arg(long)]
-        lenient: bool,
         #[command(flatten)]
-        agentrc: AgentrcArgs,
+        read: ReadArgs,
         /// Print what agentfile parses, validates and enforces of each agentrc
         /// directive, and exit.
         #[arg(long)]
@@ -242,19 +235,20 @@ struct RunArgs {
     /// Resume a session even though its workflow changed since it started.
     #[arg(long)]
     force_changed: bool,
-    /// workflow.yaml: run it even when it breaks its schema in ways a runtime
-    /// can interpret (unknown fields, a list-valued `input`, `{placeholder}`
-    /// text), reporting those as warnings.
-    #[arg(long)]
-    lenient: bool,
     #[command(flatten)]
-    agentrc: AgentrcArgs,
+    read: ReadArgs,
 }
 
-/// Which agentrc profiles `validate`, `inspect` and `run` accept (the
-/// servers' `profile` and `extensions` params).
+/// How `validate`, `inspect` and `run` read a workflow, whatever its format
+/// (the servers' `lenient`, `profile` and `extensions` params): one
+/// [`ReadOptions`].
 #[derive(clap::Args, Clone, Default)]
-struct AgentrcArgs {
+struct ReadArgs {
+    /// workflow.yaml: what a runtime can still interpret (unknown fields, a
+    /// list-valued `input`, `{placeholder}` text) is a warning, not an error,
+    /// and the workflow runs.
+    #[arg(long)]
+    lenient: bool,
     /// agentrc: `core` checks core conformance (a directive of an optional
     /// profile is an error unless --extensions names its profile); `all`, the
     /// default, accepts every profile agentfile reads.
@@ -276,9 +270,13 @@ enum ProfileArg {
     Core,
 }
 
-impl AgentrcArgs {
-    fn core_only(&self) -> bool {
-        self.profile == ProfileArg::Core
+impl ReadArgs {
+    fn options(&self) -> ReadOptions {
+        ReadOptions {
+            lenient: self.lenient,
+            core_only: self.profile == ProfileArg::Core,
+            extensions: self.extensions.clone(),
+        }
     }
 }
 
@@ -605,15 +603,13 @@ fn main() -> ExitCode {
             config,
             format,
             dialect,
-            lenient,
-            agentrc,
+            read,
         } => validate(
             &paths,
             config.as_deref(),
             format,
             dialect.map(Into::into),
-            lenient,
-            &agentrc,
+            read.options(),
         ),
         // These print a result after the work is done; a reader that stops
         // early (`| head -1`) does not change that result (0 here).
@@ -630,16 +626,14 @@ fn main() -> ExitCode {
             format,
             config,
             dialect,
-            lenient,
-            agentrc,
+            read,
             ..
         } => inspect_cmd(
             path.as_deref().unwrap_or(Path::new(".")),
             config.as_deref(),
             format,
             dialect.map(Into::into),
-            lenient,
-            &agentrc,
+            read.options(),
         ),
         Command::Run(args) => return run_cmd(args, None),
         Command::Serve(args) => return serve_cmd(args),
@@ -745,8 +739,7 @@ fn validate(
     config: Option<&Path>,
     format: ReportFormat,
     dialect: Option<Dialect>,
-    lenient: bool,
-    agentrc: &AgentrcArgs,
+    read: ReadOptions,
 ) -> anyhow::Result<u8> {
     let mut analyses = Vec::with_capacity(paths.len());
     for p in paths {
@@ -756,9 +749,7 @@ fn validate(
             Options {
                 config: cfg.as_ref(),
                 dialect,
-                lenient,
-                core_only: agentrc.core_only(),
-                extensions: &agentrc.extensions,
+                read: read.clone(),
             },
         ));
     }
@@ -819,8 +810,7 @@ fn inspect_cmd(
     config: Option<&Path>,
     format: InspectFormat,
     dialect: Option<Dialect>,
-    lenient: bool,
-    agentrc: &AgentrcArgs,
+    read: ReadOptions,
 ) -> anyhow::Result<u8> {
     let cfg = config_for(config, path)?;
     let a = frontend::analyze(
@@ -828,9 +818,7 @@ fn inspect_cmd(
         Options {
             config: cfg.as_ref(),
             dialect,
-            lenient,
-            core_only: agentrc.core_only(),
-            extensions: &agentrc.extensions,
+            read,
         },
     );
     let Some(plan) = &a.plan else {
@@ -1017,9 +1005,7 @@ async fn run_async(
         },
         strict_convergence: args.strict_convergence,
         force_changed: args.force_changed,
-        lenient: args.lenient,
-        core_only: args.agentrc.core_only(),
-        extensions: args.agentrc.extensions.clone(),
+        read: args.read.options(),
         http: None,
         sampling: None,
         loaded_config: None,
@@ -1062,9 +1048,7 @@ async fn run_async(
         let options = Options {
             config: Some(config),
             dialect: None,
-            lenient: req.lenient,
-            core_only: req.core_only,
-            extensions: &req.extensions,
+            read: req.read.clone(),
         };
         Analysis::load_for_run(&req.path, req.source.as_deref(), options)
     })?;

@@ -61,14 +61,9 @@ pub struct RunRequest {
     pub strict_convergence: bool,
     /// Resume even when the workflow changed since the session started.
     pub force_changed: bool,
-    /// `--lenient`: run a workflow.yaml whose tolerable problems are only
-    /// warnings.
-    pub lenient: bool,
-    /// agentrc `--profile core`: only the core profile, plus `extensions`.
-    pub core_only: bool,
-    /// agentrc's optional profiles accepted under `core_only`
-    /// (`--extensions`).
-    pub extensions: Vec<String>,
+    /// How the workflow is read ([`crate::plan::ReadOptions`]): for the
+    /// loader the caller passes to [`prepare`].
+    pub read: crate::plan::ReadOptions,
     /// HTTP behaviour of providers (tests shorten timeouts and retries).
     pub http: Option<llm::HttpOptions>,
     /// The MCP host's model, for `--provider mcp-sampling` under `agentfile mcp`.

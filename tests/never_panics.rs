@@ -293,7 +293,10 @@ fn check_workflow_yaml(bytes: Vec<u8>) {
         path,
         bytes,
         Options {
-            lenient: true,
+            read: agentfile::plan::ReadOptions {
+                lenient: true,
+                ..Default::default()
+            },
             ..Options::default()
         },
     );
@@ -401,7 +404,10 @@ fn check_agentrc(text: String) {
             text.clone().into_bytes(),
             Options {
                 dialect: Some(agentfile::detect::Dialect::Agentrc),
-                extensions,
+                read: agentfile::plan::ReadOptions {
+                    extensions: extensions.to_vec(),
+                    ..Default::default()
+                },
                 ..Options::default()
             },
         );

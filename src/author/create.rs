@@ -131,9 +131,7 @@ pub fn finish(b: &Begun, ws: &Path, status: &str, error: Option<&str>) -> Create
                     Options {
                         config: None,
                         dialect: None,
-                        lenient: false,
-                        core_only: false,
-                        extensions: &[],
+                        read: Default::default(),
                     },
                 );
                 for d in &an.diagnostics {

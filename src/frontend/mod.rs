@@ -10,7 +10,6 @@ mod report;
 
 use std::path::{Path, PathBuf};
 
-use crate::agentfile;
 use crate::config::Config;
 pub mod detect;
 
@@ -20,24 +19,18 @@ pub use crate::agentrc::extension_names;
 
 use detect::{Detected, Dialect, detect};
 use crate::diag::{self, Diagnostic, SourceMap, Span};
-use crate::plan::Plan;
+use crate::plan::{Plan, ReadOptions};
 
 pub use crate::syntax::MAX_WORKFLOW_BYTES;
 
-#[derive(Debug, Default, Clone, Copy)]
+/// What reading a file takes besides the file: the config (profiles a
+/// workflow requires), a forced dialect, and the options every format shares.
+#[derive(Debug, Default, Clone)]
 pub struct Options<'a> {
     pub config: Option<&'a Config>,
     /// Force a dialect instead of guessing (`--dialect`).
     pub dialect: Option<Dialect>,
-    /// `--lenient`: what a runtime can still interpret is a warning, not an
-    /// error (workflow.yaml files in the wild).
-    pub lenient: bool,
-    /// agentrc `--profile core`: only the core profile, plus `extensions`
-    /// (the default accepts every profile agentfile reads).
-    pub core_only: bool,
-    /// agentrc's optional profiles accepted under `core_only`
-    /// (`--extensions`).
-    pub extensions: &'a [String],
+    pub read: ReadOptions,
 }
 
 /// The result of reading one workflow file.
@@ -262,47 +255,7 @@ pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analys
             return Analysis::stopped(path, sources, d, None);
         }
     };
-    let (mut diagnostics, plan) = if dialect == Dialect::WorkflowYaml {
-        crate::workflow_yaml::analyze(
-            &mut sources,
-            file,
-            crate::workflow_yaml::Options {
-                config: opts.config,
-                lenient: opts.lenient,
-            },
-        )
-    } else if dialect == Dialect::AgentMd {
-        crate::agent_md::analyze(&mut sources, file)
-    } else if dialect == Dialect::Agentrc {
-        crate::agentrc::analyze(
-            &mut sources,
-            file,
-            crate::agentrc::Options {
-                core_only: opts.core_only,
-                extensions: opts.extensions,
-            },
-        )
-    } else if dialect == Dialect::WorkflowMd {
-        crate::workflow_md::analyze(
-            &mut sources,
-            file,
-            crate::workflow_md::Options {
-                config: opts.config,
-            },
-        )
-    } else {
-        let (tree, mut diagnostics) = agentfile::parse(file, &sources.file(file).text);
-        let (more, plan) = agentfile::validate(
-            &mut sources,
-            file,
-            &tree,
-            agentfile::Options {
-                config: opts.config,
-            },
-        );
-        diagnostics.extend(more);
-        (diagnostics, plan)
-    };
+    let (mut diagnostics, plan) = (registry::format(dialect).analyze)(&mut sources, file, &opts);
     // With errors present, "unused" warnings are mostly echoes of them (a typo in
     // a USING makes the real agent look unused), so they wait for a clean file.
     if diagnostics.iter().any(Diagnostic::is_error) {

@@ -5,9 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::diag::{Diagnostic, FileId, SourceMap};
+use crate::frontend::Options;
 use crate::frontend::detect::Dialect;
+use crate::plan::Plan;
 
-/// One format's names.
+/// What a front end returns for a file: its diagnostics, and the plan when
+/// there are no errors.
+pub type Analyzed = (Vec<Diagnostic>, Option<Plan>);
+
+/// One format: its names, and the front end that reads it.
 pub struct Format {
     pub dialect: Dialect,
     /// What users call it.
@@ -18,40 +25,93 @@ pub struct Format {
     /// The folder a discovered file sits in, one level up (`workflows/<name>/
     /// workflow.yaml`); `None`: anywhere.
     pub home: Option<&'static str>,
+    /// Read a file of this format (already in the source map): every
+    /// problem found, and the plan when there is no error.
+    pub analyze: fn(&mut SourceMap, FileId, &Options<'_>) -> Analyzed,
 }
 
 pub const FORMATS: &[Format] = &[
     Format {
         dialect: Dialect::Agentfile,
+        analyze: analyze_dsl,
         title: "an Agentfile",
         names: &[],
         home: None,
     },
     Format {
         dialect: Dialect::Agentrc,
+        analyze: analyze_agentrc,
         title: "an agentrc Agentfile",
         names: &[],
         home: None,
     },
     Format {
         dialect: Dialect::WorkflowYaml,
+        analyze: analyze_workflow_yaml,
         title: "an Agentfile spec workflow (workflow.yaml)",
         names: &["workflow.yaml", "workflow.yml"],
         home: Some("workflows"),
     },
     Format {
         dialect: Dialect::WorkflowMd,
+        analyze: analyze_workflow_md,
         title: "an AIP-15 WORKFLOW.md",
         names: &["WORKFLOW.md"],
         home: Some(".workflows"),
     },
     Format {
         dialect: Dialect::AgentMd,
+        analyze: analyze_agent_md,
         title: "an agent definition file (.agent.md)",
         names: &[],
         home: None,
     },
 ];
+
+/// The row of `dialect`.
+pub fn format(dialect: Dialect) -> &'static Format {
+    FORMATS
+        .iter()
+        .find(|f| f.dialect == dialect)
+        .expect("every dialect has a row")
+}
+
+fn analyze_dsl(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Analyzed {
+    let (tree, mut diagnostics) = crate::agentfile::parse(file, &sources.file(file).text);
+    let options = crate::agentfile::Options {
+        config: opts.config,
+    };
+    let (more, plan) = crate::agentfile::validate(sources, file, &tree, options);
+    diagnostics.extend(more);
+    (diagnostics, plan)
+}
+
+fn analyze_agentrc(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Analyzed {
+    let options = crate::agentrc::Options {
+        core_only: opts.read.core_only,
+        extensions: &opts.read.extensions,
+    };
+    crate::agentrc::analyze(sources, file, options)
+}
+
+fn analyze_workflow_yaml(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Analyzed {
+    let options = crate::workflow_yaml::Options {
+        config: opts.config,
+        lenient: opts.read.lenient,
+    };
+    crate::workflow_yaml::analyze(sources, file, options)
+}
+
+fn analyze_workflow_md(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Analyzed {
+    let options = crate::workflow_md::Options {
+        config: opts.config,
+    };
+    crate::workflow_md::analyze(sources, file, options)
+}
+
+fn analyze_agent_md(sources: &mut SourceMap, file: FileId, _: &Options<'_>) -> Analyzed {
+    crate::agent_md::analyze(sources, file)
+}
 
 /// The files a folder given as the workflow may hold, in the order tried.
 pub const FOLDER_FILES: &[&str] = &["Agentfile", "WORKFLOW.md", "workflow.yaml", "workflow.yml"];

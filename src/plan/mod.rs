@@ -119,6 +119,22 @@ pub struct Plan {
     pub agentrc: Option<Box<declared::Declaration>>,
 }
 
+/// How a workflow file is read, whatever its format: one set of options for
+/// every subcommand (`validate`, `inspect`, `run`) and every transport (CLI,
+/// JSON-RPC, MCP). A format takes what applies to it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// `--lenient`: what a runtime can still interpret is a warning, not an
+    /// error (workflow.yaml files in the wild).
+    pub lenient: bool,
+    /// agentrc `--profile core`: only the core profile, plus `extensions`
+    /// (the default accepts every profile agentfile reads).
+    pub core_only: bool,
+    /// agentrc's optional profiles accepted under `core_only`
+    /// (`--extensions`).
+    pub extensions: Vec<String>,
+}
+
 /// Where a run's relative paths start.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]

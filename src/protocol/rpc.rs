@@ -177,6 +177,10 @@ pub struct ValidateParams {
     pub source: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// workflow.yaml: tolerable problems (unknown fields, a list-valued
+    /// `input`, `{placeholder}` text) are only warnings.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lenient: bool,
     /// agentrc: `core` checks core conformance (a directive of an optional
     /// profile is an error unless `extensions` names its profile); `all`, the
     /// default, accepts every profile agentfile reads.
@@ -208,6 +212,10 @@ pub struct InspectParams {
     pub format: InspectFormat,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
+    /// workflow.yaml: tolerable problems (unknown fields, a list-valued
+    /// `input`, `{placeholder}` text) are only warnings.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lenient: bool,
     /// agentrc: `core` checks core conformance (a directive of an optional
     /// profile is an error unless `extensions` names its profile); `all`, the
     /// default, accepts every profile agentfile reads.

@@ -37,6 +37,7 @@ use crate::frontend;
 use crate::llm::{HttpOptions, Provider};
 use crate::protocol::diagnostics::ValidateReport;
 use crate::protocol::events::{Event, EventBody, RunResult, Usage};
+use crate::plan::ReadOptions;
 use crate::protocol::rpc::{
     AgentrcProfile, ApproveParams, CancelParams, EventPage, EventParams, InspectFormat,
     InspectParams, InspectText, ListParams, RpcError, RunParams, RunStatus, SessionList,
@@ -358,14 +359,15 @@ impl Engine {
             .or_else(|| self.options.config.as_ref().map(|c| self.path_buf(c)))
     }
 
-    /// `--profile` and `--extensions` of the CLI, from a request's `profile`
-    /// and `extensions`: whether only the core profile is accepted, and
-    /// which optional profiles are besides.
-    fn agentrc_profile(
+    /// How a request's workflow is read: its `lenient`, and `profile` and
+    /// `extensions` checked against agentrc's optional profiles (the CLI's
+    /// `--lenient`, `--profile` and `--extensions`).
+    fn read_options(
         method: &str,
+        lenient: bool,
         profile: Option<AgentrcProfile>,
         extensions: &[String],
-    ) -> Result<bool, RpcError> {
+    ) -> Result<ReadOptions, RpcError> {
         let known = crate::frontend::extension_names();
         if let Some(bad) = extensions.iter().find(|e| !known.contains(&e.as_str())) {
             return Err(RpcError::invalid_params(format!(
@@ -373,7 +375,11 @@ impl Engine {
                 known.join(", ")
             )));
         }
-        Ok(profile == Some(AgentrcProfile::Core))
+        Ok(ReadOptions {
+            lenient,
+            core_only: profile == Some(AgentrcProfile::Core),
+            extensions: extensions.to_vec(),
+        })
     }
 
     fn path_buf(&self, p: &Path) -> PathBuf {
@@ -452,9 +458,7 @@ impl Engine {
             let options = crate::frontend::Options {
                 config: Some(config),
                 dialect: None,
-                lenient: req.lenient,
-                core_only: req.core_only,
-                extensions: &req.extensions,
+                read: req.read.clone(),
             };
             crate::frontend::Analysis::load_for_run(&req.path, req.source.as_deref(), options)
         };
@@ -741,7 +745,7 @@ impl Engine {
                 run::default_config().map_err(|e| RpcError::new(code::RUN_REJECTED, e.message))?
             }
         };
-        let core_only = Self::agentrc_profile("run", p.profile, &p.extensions)?;
+        let read = Self::read_options("run", p.lenient, p.profile, &p.extensions)?;
         let req = RunRequest {
             path,
             source: None,
@@ -766,9 +770,7 @@ impl Engine {
             timeout,
             strict_convergence: false,
             force_changed: false,
-            lenient: p.lenient,
-            core_only,
-            extensions: p.extensions.clone(),
+            read,
             http: self.options.http,
             sampling: self.options.sampling.clone(),
             loaded_config: Some(loaded),
@@ -1180,7 +1182,7 @@ impl Engine {
     }
 
     pub fn validate(&self, p: ValidateParams) -> Result<ValidateReport, RpcError> {
-        let core_only = Self::agentrc_profile("validate", p.profile, &p.extensions)?;
+        let read = Self::read_options("validate", p.lenient, p.profile, &p.extensions)?;
         let mut paths: Vec<PathBuf> = p
             .paths
             .iter()
@@ -1212,9 +1214,7 @@ impl Engine {
                 frontend::Options {
                     config: config.as_ref(),
                     dialect: None,
-                    lenient: false,
-                    core_only,
-                    extensions: &p.extensions,
+                    read: read.clone(),
                 },
             );
             let mut report = ValidateReport::new(std::slice::from_ref(&analysis));
@@ -1235,9 +1235,7 @@ impl Engine {
                     frontend::Options {
                         config: config.as_ref(),
                         dialect: None,
-                        lenient: false,
-                        core_only,
-                        extensions: &p.extensions,
+                        read: read.clone(),
                     },
                 ));
             }
@@ -1252,7 +1250,7 @@ impl Engine {
                 "inspect: invalid params: missing field `path`",
             ));
         }
-        let core_only = Self::agentrc_profile("inspect", p.profile, &p.extensions)?;
+        let read = Self::read_options("inspect", p.lenient, p.profile, &p.extensions)?;
         let path = self.request_path(&p.path)?;
         if let Some(c) = &p.config {
             self.request_path(c)?;
@@ -1263,9 +1261,7 @@ impl Engine {
             frontend::Options {
                 config: config.as_ref(),
                 dialect: None,
-                lenient: false,
-                core_only,
-                extensions: &p.extensions,
+                read: read.clone(),
             },
         );
         let Some(plan) = &a.plan else {

@@ -56,13 +56,6 @@ pub struct Options<'a> {
     pub lenient: bool,
 }
 
-/// Whether an environment variable's name looks like a secret's (`*_KEY`,
-/// `*TOKEN*`, `*_PAT`, `DATABASE_URL`, …): a trigger variable so named is never
-/// read from the environment, so a workflow cannot pull a credential into its
-/// events. The one rule of [`crate::tools::secrets::secret_shaped`].
-pub fn secret_like(name: &str) -> bool {
-    crate::tools::secrets::secret_shaped(name)
-}
 
 /// The project a workflow folder belongs to: the folder holding its
 /// `workflows/` parent (`proj/workflows/x` → `proj`), else the workflow's
@@ -455,7 +448,7 @@ impl Front {
                     )
                     .hint("use letters, digits and `_`, such as `AGENT_INPUT`"),
                 );
-            } else if secret_like(v) {
+            } else if crate::tools::secrets::secret_shaped(v) {
                 let mut f = Finding::error(
                     "/trigger/input_var",
                     "secret-input-var",
@@ -1219,14 +1212,14 @@ mod tests {
         assert!(path_problem("outputs/a.md").is_none());
         assert_eq!(tidy("./outputs//a.md"), "outputs/a.md");
         assert_eq!(tidy("outputs/04-agents/"), "outputs/04-agents/");
-        assert!(secret_like("OPENAI_API_KEY"));
-        assert!(secret_like("GITHUB_TOKEN"));
-        assert!(secret_like("APIKEY"));
-        assert!(secret_like("db_password"));
-        assert!(!secret_like("INPUT_PATH"));
-        assert!(!secret_like("AUTHOR_NAME"));
-        assert!(!secret_like("KEYWORDS"));
-        assert!(!secret_like("WORKFLOW_REQUEST"));
+        assert!(crate::tools::secrets::secret_shaped("OPENAI_API_KEY"));
+        assert!(crate::tools::secrets::secret_shaped("GITHUB_TOKEN"));
+        assert!(crate::tools::secrets::secret_shaped("APIKEY"));
+        assert!(crate::tools::secrets::secret_shaped("db_password"));
+        assert!(!crate::tools::secrets::secret_shaped("INPUT_PATH"));
+        assert!(!crate::tools::secrets::secret_shaped("AUTHOR_NAME"));
+        assert!(!crate::tools::secrets::secret_shaped("KEYWORDS"));
+        assert!(!crate::tools::secrets::secret_shaped("WORKFLOW_REQUEST"));
         assert_eq!(
             project_root(Path::new("/p/workflows/x")),
             PathBuf::from("/p")

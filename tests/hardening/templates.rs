@@ -537,7 +537,10 @@ proptest! {
             src.into_bytes(),
             Options {
                 dialect: Some(agentfile::detect::Dialect::Agentrc),
-                core_only: core,
+                read: agentfile::plan::ReadOptions {
+                    core_only: core,
+                    ..Default::default()
+                },
                 ..Options::default()
             },
         );

@@ -390,9 +390,7 @@ mod tests {
             crate::frontend::Options {
                 config: None,
                 dialect: None,
-                lenient: false,
-                core_only: false,
-                extensions: &[],
+                read: Default::default(),
             },
         );
         assert_eq!(a.errors(), 0, "{:?}", a.diagnostics);

@@ -191,9 +191,7 @@ impl Scan {
             Options {
                 config,
                 dialect: None,
-                lenient: false,
-                core_only: false,
-                extensions: &[],
+                read: Default::default(),
             },
         );
         cache.analyses += 1;
