@@ -91,9 +91,7 @@ fn run(dir: &Path, args: &[&str]) -> Output {
 fn streamed(o: &Output) -> (Vec<Value>, Value) {
     let mut lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
-        .map(|l| {
-            serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}\n{}", text(o)))
-        })
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l:?}\n{}", text(o))))
         .collect();
     let result = lines
         .pop()
@@ -143,7 +141,8 @@ fn assert_no_secret_anywhere(dir: &Path, o: &Output, server: Option<&FakeServer>
         .and_then(|v| v["session_id"].as_str().map(str::to_owned));
     let stored = match &session {
         Some(id) => {
-            let show = e2e_support::agentfile(dir, &["sessions", "show", id, "--format", "json"], &[]);
+            let show =
+                e2e_support::agentfile(dir, &["sessions", "show", id, "--format", "json"], &[]);
             assert!(show.status.success(), "{}", text(&show));
             text(&show)
         }
@@ -155,9 +154,18 @@ fn assert_no_secret_anywhere(dir: &Path, o: &Output, server: Option<&FakeServer>
         .map(|s| s.requests().iter().map(|r| r.body.to_string()).collect())
         .unwrap_or_default();
     for (name, value) in SECRETS {
-        assert!(!printed.contains(value), "{name}'s value was printed:\n{printed}");
-        assert!(!stored.contains(value), "{name}'s value is in the stored events");
-        assert!(!sent.contains(value), "{name}'s value was sent to the model");
+        assert!(
+            !printed.contains(value),
+            "{name}'s value was printed:\n{printed}"
+        );
+        assert!(
+            !stored.contains(value),
+            "{name}'s value is in the stored events"
+        );
+        assert!(
+            !sent.contains(value),
+            "{name}'s value was sent to the model"
+        );
         for f in &db {
             let bytes = std::fs::read(f).unwrap_or_default();
             assert!(
@@ -190,7 +198,10 @@ fn assert_command_environment(seen: &str) {
     let env = environment(seen);
     assert!(!env.is_empty(), "no environment in {seen:?}");
     for (name, value) in SECRETS {
-        assert!(!env.iter().any(|(k, _)| k == name), "{name} was given:\n{seen}");
+        assert!(
+            !env.iter().any(|(k, _)| k == name),
+            "{name} was given:\n{seen}"
+        );
         assert!(!seen.contains(value), "{name}'s value was given:\n{seen}");
     }
     assert!(env.contains(&(LANG.0.into(), LANG.1.into())), "{seen}");
@@ -205,7 +216,11 @@ const ONE_GOAL: &str = "NAME peek\nGOAL look \"Look around\"\nRUN main USING loo
 fn the_bash_tool_sees_no_secret() {
     let dir = tmp("bash");
     std::fs::write(dir.join("Agentfile"), ONE_GOAL).unwrap();
-    std::fs::write(dir.join("policy.toml"), "[bash]\nallowlist = [\"printenv\"]\n").unwrap();
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[bash]\nallowlist = [\"printenv\"]\n",
+    )
+    .unwrap();
     let server = fake(vec![
         FakeReply::tool_call("bash", json!({ "command": "printenv" })),
         FakeReply::text("Done."),
@@ -257,7 +272,11 @@ return {
 fn a_javascript_tool_env_returns_no_secret() {
     let dir = tmp("js-env");
     std::fs::write(dir.join("peek.agent.md"), ENV_AGENT).unwrap();
-    std::fs::write(dir.join("policy.toml"), "[bash]\nallowlist = [\"printenv\"]\n").unwrap();
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[bash]\nallowlist = [\"printenv\"]\n",
+    )
+    .unwrap();
     let mut names: Vec<&str> = SECRETS.iter().map(|(k, _)| *k).collect();
     names.extend([LANG.0, FOO.0]);
     let server = fake(vec![
@@ -273,7 +292,10 @@ fn a_javascript_tool_env_returns_no_secret() {
         let why = got["refused"]
             .as_str()
             .unwrap_or_else(|| panic!("env({name}) was not refused: {got}"));
-        assert!(why.contains("secret") || why.contains("credential"), "{name}: {why}");
+        assert!(
+            why.contains("secret") || why.contains("credential"),
+            "{name}: {why}"
+        );
         // Each refusal is an event.
         assert!(
             events.iter().any(|e| e["type"] == "policy_denied"
@@ -305,7 +327,8 @@ fn a_javascript_tool_env_returns_no_secret() {
 // ------------------------------------------------- a command bound as a tool
 
 /// Prints its environment as JSON (a command tool's output is JSON).
-const DUMP_PY: &str = "import json, os, sys\nsys.stdin.read()\njson.dump(dict(os.environ), sys.stdout)\n";
+const DUMP_PY: &str =
+    "import json, os, sys\nsys.stdin.read()\njson.dump(dict(os.environ), sys.stdout)\n";
 
 /// A WORKFLOW.md of one step that runs the tool `dump`.
 const DUMP_WORKFLOW: &str = "---\nname: Dump\nid: dump\ndescription: d\nversion: 1.0.0\ninputs: { type: object }\noutputs: { type: object }\nsteps:\n  - id: dump\n    kind: tool\n    tool: dump\n    inputs: {}\n---\n";
@@ -410,7 +433,10 @@ fn a_workflow_yaml_trigger_never_reads_a_secret_from_the_environment() {
             "{name}: {printed}"
         );
         // Nor offered as a way to pass it.
-        assert!(!printed.contains(&format!("set {name} in the environment")), "{printed}");
+        assert!(
+            !printed.contains(&format!("set {name} in the environment")),
+            "{printed}"
+        );
         assert_no_secret_anywhere(&dir, &o, None);
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -469,7 +495,10 @@ fn an_mcp_server_keeps_the_environment_without_its_secrets() {
         .unwrap_or_else(|| panic!("no tool result: {events:#?}"));
     let env = environment(seen);
     for (name, value) in SECRETS {
-        assert!(!env.iter().any(|(k, _)| k == name), "{name} was given:\n{seen}");
+        assert!(
+            !env.iter().any(|(k, _)| k == name),
+            "{name} was given:\n{seen}"
+        );
         assert!(!seen.contains(value), "{name}'s value was given:\n{seen}");
     }
     // Not a secret: kept, allowlisted or not, and the server's env table.
@@ -478,4 +507,71 @@ fn an_mcp_server_keeps_the_environment_without_its_secrets() {
     }
     assert_no_secret_anywhere(&dir, &o, None);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ------------------------------------------------- no other way out
+
+/// The folder holding `Cargo.lock` (the repository's root, whether this
+/// crate is the whole of it or one member of a workspace).
+fn repository_root() -> PathBuf {
+    let mut dir = e2e_support::repo();
+    while !dir.join("Cargo.lock").exists() {
+        assert!(
+            dir.pop(),
+            "no Cargo.lock above {}",
+            e2e_support::repo().display()
+        );
+    }
+    dir
+}
+
+/// Every `.rs` file under a `src` folder below `dir` (build output, tests
+/// and hidden folders left out).
+fn sources(dir: &Path, in_src: bool, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() {
+            if !(name.starts_with('.') || name == "target" || name == "tests") {
+                sources(&p, in_src || name == "src", out);
+            }
+        } else if in_src && name.ends_with(".rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The guard behind the tests above: every program agentfile starts (outside
+/// unit tests) starts with a cleared environment, so what it is given is
+/// only what the code hands it (the predicate's `child_env` or
+/// `server_env`, or nothing). A new place that starts a process without
+/// `env_clear()` fails here, and needs a test above.
+#[test]
+fn every_process_agentfile_starts_starts_with_a_cleared_environment() {
+    let mut all = Vec::new();
+    sources(&repository_root(), false, &mut all);
+    let mut spawning = Vec::new();
+    for file in &all {
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let starts = code.matches("Command::new(").count();
+        if starts == 0 {
+            continue;
+        }
+        let cleared = code.matches(".env_clear()").count();
+        assert!(
+            cleared >= starts,
+            "{} starts {starts} process(es) but clears the environment {cleared} time(s): start them with `.env_clear()` and the environment of `tools::secrets`",
+            file.display()
+        );
+        spawning.push(file.file_name().unwrap().to_string_lossy().into_owned());
+    }
+    // The bash tool (and through it bound commands and shell steps), MCP
+    // servers and the isolated workers: found, so the scan is not empty.
+    for f in ["bash.rs", "mcp.rs", "isolate.rs"] {
+        assert!(
+            spawning.iter().any(|s| s == f),
+            "{f} not found: {spawning:?}"
+        );
+    }
 }
