@@ -372,6 +372,48 @@ mod tests {
     }
 
     #[test]
+    fn every_config_key_that_names_a_credential_makes_it_a_secret() {
+        let mut c = config_with_key("LLM_VAR_A");
+        let profile = crate::config::LlmConfig {
+            api_key_env: Some("PROFILE_VAR_B".to_owned()),
+            ..Default::default()
+        };
+        c.profiles.insert("spare".to_owned(), profile);
+        c.web.gateway_token_env = Some("GATEWAY_VAR_C".to_owned());
+        c.telemetry
+            .headers_env
+            .insert("Authorization".to_owned(), "HEADER_VAR_D".to_owned());
+        c.session.url_env = Some("STORE_VAR_E".to_owned());
+        let s = Secrets::from_config(&c);
+        for (name, by) in [
+            ("LLM_VAR_A", "llm.api_key_env"),
+            ("PROFILE_VAR_B", "profiles.spare.api_key_env"),
+            ("GATEWAY_VAR_C", "web.gateway_token_env"),
+            ("HEADER_VAR_D", "telemetry.headers_env.Authorization"),
+            ("STORE_VAR_E", "session.url_env"),
+            ("AGENTFILE_DATABASE_URL", "the default of session.url_env"),
+            ("GEMINI_API_KEY", "a provider's default key variable"),
+        ] {
+            assert!(s.is_secret(name), "{name}");
+            assert_eq!(s.configured(name), Some(by), "{name}");
+            assert!(s.lookup(&[], name).is_err(), "{name}");
+            let vars = [(name.to_owned(), "v".to_owned())];
+            assert!(s.server_env(&vars).is_empty(), "{name}");
+        }
+        // Only the config makes the first five secrets.
+        for name in [
+            "LLM_VAR_A",
+            "PROFILE_VAR_B",
+            "GATEWAY_VAR_C",
+            "HEADER_VAR_D",
+            "STORE_VAR_E",
+        ] {
+            assert!(!secret_shaped(name), "{name}");
+        }
+        assert!(!s.is_secret("FOO_SETTING"));
+    }
+
+    #[test]
     fn env_lookup_and_child_env_agree() {
         let s = Secrets::from_config(&config_with_key("LLM_PAT"));
         let vars: Vec<(String, String)> = [
