@@ -183,7 +183,8 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         None => load_config(req.config.as_deref(), &req.path)?,
     };
     let plan = load(req, &config).map_err(usage)?;
-    let workflow_path = req.path.clone();
+    // The file read (a folder given as the workflow resolves to its file).
+    let workflow_path = PathBuf::from(&plan.path);
     let mut config = config;
     if let Some(p) = &req.provider {
         if !crate::config::PROVIDERS.contains(&p.as_str()) {

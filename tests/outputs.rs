@@ -187,11 +187,9 @@ fn workflow_md_outputs_print_in_schema_then_result_order() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A `result` object with no `outputs` schema naming its keys: the plan keeps
-/// `result` as a sorted map (`ValueExpr::Object` is a `BTreeMap`), so its
-/// keys print by name, not as written. Left for the plan's owner.
+/// A `result` object with no `outputs` schema naming its keys: they print
+/// as written (the plan's `output_names`), not by name.
 #[test]
-#[ignore = "a `result`'s written key order is lost in the plan (ValueExpr::Object is a BTreeMap)"]
 fn workflow_md_result_keys_print_as_written() {
     let dir = tmp("run-wmd-result");
     let wf = WORKFLOW_MD.replace(

@@ -766,6 +766,7 @@ impl Validator<'_, '_> {
                 execution: None,
                 protected: Vec::new(),
                 root: Default::default(),
+                output_names: Vec::new(),
                 unmapped: Default::default(),
                 agentrc: None,
             }

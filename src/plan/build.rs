@@ -319,6 +319,7 @@ impl WorkflowBuilder {
             execution: None,
             protected: Vec::new(),
             root: Default::default(),
+            output_names: Vec::new(),
             unmapped: Default::default(),
             agentrc: None,
         };

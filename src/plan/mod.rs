@@ -111,6 +111,12 @@ pub struct Plan {
     /// start.
     #[serde(default, skip_serializing_if = "RunRoot::is_workspace")]
     pub root: RunRoot,
+    /// Output names in the order the workflow's author wrote them, where
+    /// the plan's own structures keep no order (a WORKFLOW.md `result`'s
+    /// keys); [`Plan::output_order`] shows them after the `outputs`
+    /// schema's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_names: Vec<String>,
     /// What the run's result is when `result` does not map it.
     #[serde(default, skip_serializing_if = "Unmapped::is_published")]
     pub unmapped: Unmapped,
@@ -351,6 +357,7 @@ pub enum Limit {
 impl Plan {
     /// The run's outputs by name, in the order they are shown (a text-mode
     /// run prints them so): the `outputs` schema's properties as written,
+    /// then the names the author wrote in order (`output_names`),
     /// then each published node's name in step order, then a `result`
     /// object's keys. The same for every format; a run may have outputs it
     /// does not name (the last step's value), shown after these.
@@ -371,6 +378,9 @@ impl Plan {
             for k in props.keys() {
                 add(k);
             }
+        }
+        for name in &self.output_names {
+            add(name);
         }
         self.graph.walk(&mut |n| {
             if let Some(p) = &n.publish {

@@ -363,6 +363,11 @@ impl Front<'_> {
             execution: None,
             protected: Vec::new(),
             root: Default::default(),
+            output_names: root
+                .get("result")
+                .and_then(Value::as_object)
+                .map(|o| o.keys().cloned().collect())
+                .unwrap_or_default(),
             unmapped: crate::plan::Unmapped::LastStep,
             agentrc: None,
         };

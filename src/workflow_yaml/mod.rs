@@ -582,6 +582,7 @@ impl Front {
                 files: Default::default(),
                 execution,
                 protected: vec!["scripts/".to_owned()],
+                output_names: Vec::new(),
                 unmapped: Default::default(),
                 root: crate::plan::RunRoot::WorkflowFolder { input: ROOT_FIELD.to_owned() },
                 agentrc: None,
