@@ -18,7 +18,6 @@ use agentfile::executor::exit;
 use agentfile::frontend::{self, Analysis, Options};
 use agentfile::plan::ReadOptions;
 use agentfile::printer::{Live, Progress, StreamJson};
-use agentfile::protocol::diagnostics::ValidateReport;
 use agentfile::protocol::events::RunResult;
 use agentfile::run::{self as runapi, RunError, RunRequest, SessionChoice, TerminalApprover};
 use agentfile::session::{self, SessionStatus};
@@ -762,7 +761,7 @@ fn print_report(analyses: &[Analysis], format: ReportFormat) -> anyhow::Result<(
     let mut out = std::io::stdout().lock();
     match format {
         ReportFormat::Json => {
-            let report = ValidateReport::new(analyses);
+            let report = agentfile::frontend::report::validate_report(analyses);
             serde_json::to_writer_pretty(&mut out, &report)?;
             writeln!(out)?;
         }

@@ -1,0 +1,48 @@
+//! `*.agent.md` files run on their own (`validate`, `inspect`, `run` of an
+//! agent file): the card read by [`agentfile_syntax::cards`], and a plan that
+//! runs it as one agent on the input `task`.
+
+use std::path::Path;
+
+use agentfile_plan::diag::{Diagnostic, FileId, SourceMap};
+use agentfile_plan::agent::AgentCard;
+use agentfile_syntax::cards::{agent_name, load};
+
+pub use agentfile_plan::build::TASK_INPUT;
+
+/// `validate`/`inspect`/`run` of an agent file on its own: the file checked,
+/// and a plan that runs it as one agent on the input `task`.
+pub fn analyze(
+    sources: &mut SourceMap,
+    file: FileId,
+) -> (Vec<Diagnostic>, Option<agentfile_plan::Plan>) {
+    let path = sources.file(file).path.clone();
+    let written = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut diags = Vec::new();
+    let card = load(sources, file, &written, &mut diags);
+    let plan = card.and_then(|card| match standalone_plan(&path, card) {
+        Ok(p) => Some(p),
+        Err(mut more) => {
+            diags.append(&mut more);
+            None
+        }
+    });
+    (diags, plan)
+}
+
+
+fn standalone_plan(path: &Path, card: AgentCard) -> Result<agentfile_plan::Plan, Vec<Diagnostic>> {
+    let name = agent_name(path);
+    let mut plan =
+        agentfile_plan::build::single_agent("agent-md", path, &name, &card.title, &card.persona())?;
+    plan.description = (!card.description.is_empty()).then(|| card.description.clone());
+    if let Some(a) = plan.agents.first_mut() {
+        a.card = Some(Box::new(card));
+    }
+    plan.fingerprint = plan.compute_fingerprint();
+    Ok(plan)
+}
+

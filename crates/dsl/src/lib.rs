@@ -1,0 +1,16 @@
+//! The Agentfile DSL front end: lexer → parser → validator → [`agentfile_plan::Plan`].
+//!
+//! Invariants: nothing here panics on any input (a property test feeds it
+//! arbitrary bytes), every node keeps its span, and one call reports every
+//! problem rather than stopping at the first.
+
+pub mod ast;
+pub mod lexer;
+pub mod lower;
+pub mod parser;
+pub mod validate;
+
+pub use parser::parse;
+pub use validate::{Options, validate};
+/// The DSL's `$variable` templates live with the plan, which renders them.
+pub use agentfile_plan::template;

@@ -1,0 +1,605 @@
+//! One goal: the model/tool loop, several agents in parallel, the synthesis, and
+//! structured outputs.
+//!
+//! A *conversation* is one model working one goal: a system prompt (the agent's
+//! persona and the runtime's rules), a user prompt (the outcome with variables
+//! filled in, and the context it needs), then turns until the model answers
+//! without calling a tool. Two tools belong to the runtime rather than the
+//! policy-gated tool set, because they act on the run and not on the world:
+//! `submit_output` (the goal's `-> fields`) and `signal_done` (a loop's explicit
+//! completion).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::{RunCx, Stop};
+use agentfile_session::events::Scope;
+use futures::StreamExt;
+
+use agentfile_llm::{
+    ChatRequest, ChatResponse, ContentBlock, LlmError, Message, Provider, StreamEvent, ToolCall,
+    ToolDef, ToolResult,
+};
+use agentfile_protocol::events::{EventBody, ToolCallInfo};
+
+/// Replies with unparseable tool arguments the model may send in one
+/// conversation before the goal fails.
+const MAX_BAD_ARGUMENTS: u32 = 3;
+
+/// The runtime's own tools.
+pub const SUBMIT_OUTPUT: &str = "submit_output";
+pub const SIGNAL_DONE: &str = "signal_done";
+
+/// What a conversation needs beyond its prompts.
+pub struct Conversation<'a> {
+    pub scope: Scope,
+    pub provider: Arc<dyn Provider>,
+    pub system: String,
+    pub user: String,
+    /// Offer the tool set (false for a synthesis).
+    pub use_tools: bool,
+    /// Structured output fields to ask for.
+    pub outputs: &'a [String],
+    /// Offer `signal_done` (goals inside a LOOP).
+    pub can_signal_done: bool,
+    /// A CONVERGE round after the first: the exact reply `CONVERGED` ends the
+    /// conversation as a signal, before any structured-output parsing.
+    pub accept_converged: bool,
+    /// The agent file of the persona: its JavaScript tools are offered, and
+    /// its startup tool runs before the first turn.
+    pub card: Option<&'a agentfile_plan::agent::AgentCard>,
+}
+
+/// What a conversation produced.
+#[derive(Debug, Clone, Default)]
+pub struct Answer {
+    /// The final text (for structured goals: the fields as a JSON object).
+    pub text: String,
+    pub fields: BTreeMap<String, Value>,
+    /// Calls to the tool set (not the runtime's own tools).
+    pub tool_calls: u64,
+    pub done: bool,
+    /// The model replied exactly `CONVERGED` (only when the conversation
+    /// accepted that signal); `text` and `fields` are then empty.
+    pub converged: bool,
+}
+
+/// The reply that ends a CONVERGE goal: `CONVERGED`, give or take the
+/// punctuation and markup models wrap around it.
+pub fn says_converged(text: &str) -> bool {
+    text.trim()
+        .trim_matches(['.', '*', '`', '"', '\'', '!'])
+        .trim()
+        .eq_ignore_ascii_case("CONVERGED")
+}
+
+impl RunCx<'_> {
+    /// Run one conversation to its end.
+    pub(super) async fn converse(&self, conv: Conversation<'_>) -> Result<Answer, Stop> {
+        let mut tools: Vec<ToolDef> = if conv.use_tools {
+            self.tool_defs.clone()
+        } else {
+            Vec::new()
+        };
+        if let Some(card) = conv.card {
+            self.startup(&conv.scope, card).await?;
+            if conv.use_tools
+                && let Some(script) = &card.script
+            {
+                // The agent's own tools shadow a built-in of the same name.
+                tools.retain(|t| card.script_tool(&t.name).is_none());
+                tools.extend(script.tools.iter().map(|t| ToolDef {
+                    name: t.name.clone(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                }));
+            }
+        }
+        if !conv.outputs.is_empty() {
+            tools.push(submit_output_def(conv.outputs));
+        }
+        if conv.can_signal_done {
+            tools.push(signal_done_def());
+        }
+        let mut request = ChatRequest {
+            system: Some(conv.system),
+            messages: vec![Message::user(conv.user)],
+            tools,
+            ..ChatRequest::default()
+        };
+        let goal_turns = self
+            .budget
+            .limits()
+            .goal_turns
+            .unwrap_or(super::budget::DEFAULT_GOAL_TURNS);
+        let mut answer = Answer::default();
+        let mut json_retry_used = false;
+        // Calls to `signal_done` where it is not offered: answered once, then
+        // the goal ends on the model's text instead of burning every turn.
+        let mut stray_done = 0u32;
+        let mut bad_arguments = 0u32;
+        let model = conv.provider.model().to_owned();
+        for turn in 1..=goal_turns {
+            self.check_store()?;
+            self.budget.check_turn().map_err(Stop::Budget)?;
+            self.emit(
+                &conv.scope,
+                EventBody::LlmRequest {
+                    model: model.clone(),
+                    turn,
+                    messages: request.messages.len(),
+                    tools: request.tools.len(),
+                },
+            );
+            let response = match self
+                .stream_turn(&conv.scope, conv.provider.as_ref(), request.clone(), turn)
+                .await
+            {
+                Ok(r) => r,
+                Err(LlmError::Cancelled) => return Err(self.stop_for_cancel()),
+                Err(LlmError::InvalidToolArguments { tool, message, .. })
+                    if bad_arguments < MAX_BAD_ARGUMENTS =>
+                {
+                    // The model's own mistake: tell it and let it try again,
+                    // as for any other tool error, instead of ending the run.
+                    bad_arguments += 1;
+                    let message = truncate(&message, 300);
+                    self.emit(
+                        &conv.scope,
+                        EventBody::Warning {
+                            message: format!(
+                                "the model's arguments for `{tool}` were not valid JSON ({message}); asked it to try again"
+                            ),
+                        },
+                    );
+                    request.messages.push(Message::user(format!(
+                        "Your last reply could not be used: the arguments of your call to `{tool}` are not valid JSON ({message}). Call the tool again with a flat, valid JSON object as its arguments."
+                    )));
+                    continue;
+                }
+                Err(e) => return Err(Stop::Failed(format!("model call failed: {e}"))),
+            };
+            self.budget.record_turn(
+                response.usage.input_tokens,
+                response.usage.output_tokens,
+                response.cost_usd,
+            );
+            let calls: Vec<ToolCall> = response.tool_calls().into_iter().cloned().collect();
+            let text = response.text();
+            // Held for the commit of what follows at once: the first tool
+            // call, or the goal's completion.
+            self.defer(
+                &conv.scope,
+                EventBody::LlmResponse {
+                    model: response.model.clone(),
+                    turn,
+                    input_tokens: response.usage.input_tokens,
+                    output_tokens: response.usage.output_tokens,
+                    latency_ms: response.latency.as_millis() as u64,
+                    cost_usd: response.cost_usd,
+                    stop_reason: response
+                        .raw_stop_reason
+                        .clone()
+                        .unwrap_or_else(|| format!("{:?}", response.stop_reason)),
+                    text: text.clone(),
+                    tool_calls: calls
+                        .iter()
+                        .map(|c| ToolCallInfo {
+                            id: c.id.clone(),
+                            name: c.name.clone(),
+                            arguments: c.arguments.clone(),
+                        })
+                        .collect(),
+                },
+            );
+            if let Some(reason) = self.budget.exhausted() {
+                return Err(Stop::Budget(reason));
+            }
+            request.messages.push(response.to_message());
+
+            if calls.is_empty() {
+                // The convergence signal is recognised before the answer is
+                // read as structured output: `CONVERGED` is not a JSON object.
+                if conv.accept_converged && says_converged(&text) {
+                    answer.converged = true;
+                    return Ok(answer);
+                }
+                if conv.outputs.is_empty() {
+                    answer.text = text;
+                    return Ok(answer);
+                }
+                // Structured goal answered in text: accept a JSON object, else
+                // ask once more with the parse error, then give up.
+                match parse_fields(&text, conv.outputs) {
+                    Ok(fields) => {
+                        answer.text = fields_text(&fields);
+                        answer.fields = fields;
+                        return Ok(answer);
+                    }
+                    Err(why) if !json_retry_used => {
+                        json_retry_used = true;
+                        request.messages.push(Message::user(format!(
+                            "Your answer could not be used: {why}. Call `{SUBMIT_OUTPUT}` with the fields {}, or reply with only a JSON object with those keys.",
+                            conv.outputs.join(", ")
+                        )));
+                        continue;
+                    }
+                    Err(why) => {
+                        return Err(Stop::Failed(format!(
+                            "the model did not produce the structured output ({}): {why}; its answer was: {}",
+                            conv.outputs.join(", "),
+                            truncate(&text, 2000)
+                        )));
+                    }
+                }
+            }
+
+            let mut results = Vec::with_capacity(calls.len());
+            let mut submitted = false;
+            for call in &calls {
+                let result = match call.name.as_str() {
+                    SUBMIT_OUTPUT if !conv.outputs.is_empty() => {
+                        match fields_from_value(&call.arguments, conv.outputs) {
+                            Ok(fields) => {
+                                answer.text = fields_text(&fields);
+                                answer.fields = fields;
+                                submitted = true;
+                                ToolResult {
+                                    call_id: call.id.clone(),
+                                    name: call.name.clone(),
+                                    content: "Output recorded.".into(),
+                                    is_error: false,
+                                }
+                            }
+                            Err(why) => ToolResult {
+                                call_id: call.id.clone(),
+                                name: call.name.clone(),
+                                content: why,
+                                is_error: true,
+                            },
+                        }
+                    }
+                    SIGNAL_DONE if conv.can_signal_done => {
+                        answer.done = true;
+                        ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: "Noted: the loop stops after this goal.".into(),
+                            is_error: false,
+                        }
+                    }
+                    SIGNAL_DONE => {
+                        stray_done += 1;
+                        let finish = if conv.outputs.is_empty() {
+                            "reply with your final answer and no tool calls".to_owned()
+                        } else {
+                            format!("call `{SUBMIT_OUTPUT}` with your result")
+                        };
+                        ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: format!(
+                                "`{SIGNAL_DONE}` is only for goals inside a loop, and this goal is not in one; there is nothing to signal. To finish, {finish}."
+                            ),
+                            is_error: true,
+                        }
+                    }
+                    _ if conv.use_tools
+                        && conv
+                            .card
+                            .is_some_and(|c| c.script_tool(&call.name).is_some()) =>
+                    {
+                        answer.tool_calls += 1;
+                        let card = conv.card.expect("checked above");
+                        let out = self
+                            .script_call(
+                                &conv.scope,
+                                card,
+                                &call.id,
+                                &call.name,
+                                call.arguments.clone(),
+                            )
+                            .await?;
+                        ToolResult {
+                            call_id: call.id.clone(),
+                            name: call.name.clone(),
+                            content: out.content,
+                            is_error: out.is_error,
+                        }
+                    }
+                    _ => {
+                        answer.tool_calls += 1;
+                        self.call_tool(&conv.scope, call).await?
+                    }
+                };
+                results.push(result);
+            }
+            if stray_done > 1 && conv.outputs.is_empty() {
+                // Told once already: take what it said as the answer.
+                self.emit(
+                    &conv.scope,
+                    EventBody::Warning {
+                        message: format!(
+                            "the model kept calling `{SIGNAL_DONE}` outside a loop; the goal ends on its last text"
+                        ),
+                    },
+                );
+                answer.text = if text.trim().is_empty() {
+                    last_text(&request.messages)
+                } else {
+                    text
+                };
+                return Ok(answer);
+            }
+            if submitted {
+                // The fields are in; no need for another turn.
+                return Ok(answer);
+            }
+            request.messages.push(Message::tool_results(results));
+        }
+        Err(Stop::Failed(format!(
+            "the goal used all {goal_turns} model turns without finishing"
+        )))
+    }
+
+    /// One model call, streamed: text deltas go out as transient `llm_delta`
+    /// events as they arrive, retries as `warning` events before their wait.
+    async fn stream_turn(
+        &self,
+        scope: &Scope,
+        provider: &dyn Provider,
+        request: ChatRequest,
+        turn: u32,
+    ) -> Result<ChatResponse, LlmError> {
+        let mut stream = provider.stream(request, self.cancel.clone());
+        while let Some(item) = stream.next().await {
+            match item? {
+                StreamEvent::TextDelta(text) => self.svc.bus.emit_transient(
+                    scope,
+                    EventBody::LlmDelta {
+                        turn,
+                        text,
+                        restart: false,
+                    },
+                ),
+                StreamEvent::Restart { .. } => self.svc.bus.emit_transient(
+                    scope,
+                    EventBody::LlmDelta {
+                        turn,
+                        text: String::new(),
+                        restart: true,
+                    },
+                ),
+                StreamEvent::Retry {
+                    attempt,
+                    max_attempts,
+                    wait,
+                    reason,
+                } => self.emit(
+                    scope,
+                    EventBody::Warning {
+                        message: format!(
+                            "model call failed: {}; retry {attempt}/{max_attempts} in {}",
+                            truncate(&reason, 300),
+                            agentfile_config::text::human_duration(wait)
+                        ),
+                    },
+                ),
+                StreamEvent::Done(response) => return Ok(response),
+                StreamEvent::ToolCallStart { .. } | StreamEvent::ToolCallDelta { .. } => {}
+            }
+        }
+        Err(LlmError::Protocol {
+            provider: provider.name().to_owned(),
+            message: "the stream ended without a final answer".to_owned(),
+        })
+    }
+
+    /// One tool call through the gate, with its events.
+    async fn call_tool(&self, scope: &Scope, call: &ToolCall) -> Result<ToolResult, Stop> {
+        let (output, _) = self
+            .gated_call(scope, &call.id, &call.name, call.arguments.clone())
+            .await?;
+        Ok(ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: output.content,
+            is_error: output.is_error,
+        })
+    }
+
+    /// One call through the policy gate, recorded as `tool_call`, then
+    /// `policy_denied` when refused, then `tool_result`.
+    pub(super) async fn gated_call(
+        &self,
+        scope: &Scope,
+        id: &str,
+        name: &str,
+        arguments: Value,
+    ) -> Result<(agentfile_tools::ToolOutput, Option<agentfile_tools::Denial>), Stop> {
+        if self.cancel.is_cancelled() {
+            return Err(self.stop_for_cancel());
+        }
+        self.check_store()?;
+        self.budget.record_tool_call();
+        self.emit(
+            scope,
+            EventBody::ToolCall {
+                id: id.to_owned(),
+                tool: name.to_owned(),
+                arguments: arguments.clone(),
+            },
+        );
+        let started = Instant::now();
+        let result = self.tools.call(name, arguments, &self.tool_cx).await;
+        if let Some(d) = &result.denied {
+            self.emit(
+                scope,
+                EventBody::PolicyDenied {
+                    id: id.to_owned(),
+                    tool: d.tool.clone(),
+                    rule: d.rule.clone(),
+                    reason: d.reason.clone(),
+                },
+            );
+        }
+        // Held for the commit of the next call or model request.
+        self.defer(
+            scope,
+            EventBody::ToolResult {
+                id: id.to_owned(),
+                tool: name.to_owned(),
+                content: result.output.content.clone(),
+                is_error: result.output.is_error,
+                duration_ms: started.elapsed().as_millis() as u64,
+            },
+        );
+        if self.cancel.is_cancelled() {
+            return Err(self.stop_for_cancel());
+        }
+        Ok((result.output, result.denied))
+    }
+}
+
+fn submit_output_def(fields: &[String]) -> ToolDef {
+    let props: serde_json::Map<String, Value> = fields
+        .iter()
+        .map(|f| {
+            (
+                f.clone(),
+                json!({"type": "string", "description": format!("The `{f}` output.")}),
+            )
+        })
+        .collect();
+    ToolDef {
+        name: SUBMIT_OUTPUT.into(),
+        description: format!(
+            "Submit this goal's final result. Call it once, when you are done, with every field: {}.",
+            fields.join(", ")
+        ),
+        parameters: json!({
+            "type": "object",
+            "properties": props,
+            "required": fields,
+        }),
+    }
+}
+
+fn signal_done_def() -> ToolDef {
+    ToolDef {
+        name: SIGNAL_DONE.into(),
+        description: "Call this when the work of the loop you are in is complete (for example, every test passes), so it stops repeating. Do not call it while work remains.".into(),
+        parameters: json!({
+            "type": "object",
+            "properties": {"reason": {"type": "string", "description": "Why the work is complete."}},
+        }),
+    }
+}
+
+/// The fields as the goal's text output: a JSON object.
+fn fields_text(fields: &BTreeMap<String, Value>) -> String {
+    serde_json::to_string_pretty(fields).unwrap_or_default()
+}
+
+fn fields_from_value(v: &Value, wanted: &[String]) -> Result<BTreeMap<String, Value>, String> {
+    let Some(obj) = v.as_object() else {
+        return Err(format!(
+            "expected a JSON object with the fields {}",
+            wanted.join(", ")
+        ));
+    };
+    let missing: Vec<&str> = wanted
+        .iter()
+        .filter(|w| !obj.contains_key(w.as_str()))
+        .map(String::as_str)
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!("missing field(s): {}", missing.join(", ")));
+    }
+    Ok(wanted
+        .iter()
+        .map(|w| (w.clone(), obj.get(w).cloned().unwrap_or(Value::Null)))
+        .collect())
+}
+
+/// Find the JSON object in a model's text answer: the whole text, a fenced
+/// block, or the outermost `{…}`.
+pub fn parse_fields(text: &str, wanted: &[String]) -> Result<BTreeMap<String, Value>, String> {
+    let t = text.trim();
+    let mut candidates: Vec<&str> = vec![t];
+    if let Some(start) = t.find("```") {
+        let rest = &t[start + 3..];
+        let rest = rest.strip_prefix("json").unwrap_or(rest);
+        if let Some(end) = rest.find("```") {
+            candidates.push(rest[..end].trim());
+        }
+    }
+    if let (Some(a), Some(b)) = (t.find('{'), t.rfind('}'))
+        && a < b
+    {
+        candidates.push(&t[a..=b]);
+    }
+    let mut last_err = "the answer is not a JSON object".to_owned();
+    for c in candidates {
+        match serde_json::from_str::<Value>(c) {
+            Ok(v) => match fields_from_value(&v, wanted) {
+                Ok(f) => return Ok(f),
+                Err(e) => last_err = e,
+            },
+            Err(e) => last_err = format!("invalid JSON: {e}"),
+        }
+    }
+    Err(last_err)
+}
+
+pub use agentfile_config::text::truncate;
+
+/// The last non-empty assistant text in a conversation.
+fn last_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .filter(|m| m.role == agentfile_llm::Role::Assistant)
+        .flat_map(|m| m.content.iter().rev())
+        .find_map(|b| match b {
+            ContentBlock::Text { text } if !text.trim().is_empty() => Some(text.clone()),
+            _ => None,
+        })
+        .unwrap_or_default()
+}
+
+/// Text blocks of a message list, for tests and transcripts.
+pub fn text_of(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn fields_from_text_forms() {
+        let want = w(&["a", "b"]);
+        assert!(parse_fields(r#"{"a": 1, "b": "x"}"#, &want).is_ok());
+        assert!(parse_fields("Here:\n```json\n{\"a\": 1, \"b\": 2}\n```\n", &want).is_ok());
+        assert!(parse_fields("Result: {\"a\": [1], \"b\": {}} done", &want).is_ok());
+        let e = parse_fields(r#"{"a": 1}"#, &want).unwrap_err();
+        assert!(e.contains("missing field(s): b"), "{e}");
+        assert!(parse_fields("no json here", &want).is_err());
+    }
+}

@@ -1,0 +1,305 @@
+//! The front door for workflow files: read a file, decide its format, run that
+//! format's front end, and return diagnostics and (when valid) a plan.
+//!
+//! Every command that takes a workflow path (`validate`, `inspect`, `run`, the
+//! servers' equivalents) goes through [`analyze`], so they all agree on what a
+//! file means and report problems the same way.
+
+pub mod author;
+pub mod discover;
+pub mod inspect;
+pub mod registry;
+pub mod report;
+
+use std::path::{Path, PathBuf};
+
+use agentfile_config::Config;
+pub mod detect;
+
+/// agentrc's optional profiles (`--extensions`), for every transport's
+/// options.
+pub use agentfile_agentrc::extension_names;
+
+use agentfile_plan::diag::{self, Diagnostic, SourceMap, Span};
+use agentfile_plan::{Plan, ReadOptions};
+use detect::{Detected, Dialect, detect};
+
+pub use agentfile_syntax::MAX_WORKFLOW_BYTES;
+
+/// What reading a file takes besides the file: the config (profiles a
+/// workflow requires), a forced dialect, and the options every format shares.
+#[derive(Debug, Default, Clone)]
+pub struct Options<'a> {
+    pub config: Option<&'a Config>,
+    /// Force a dialect instead of guessing (`--dialect`).
+    pub dialect: Option<Dialect>,
+    pub read: ReadOptions,
+}
+
+/// The result of reading one workflow file.
+#[derive(Debug)]
+pub struct Analysis {
+    /// The path as the user gave it (a folder resolves to its `Agentfile`).
+    pub path: PathBuf,
+    pub sources: SourceMap,
+    /// Sorted by file, then position; at most
+    /// [`diag::MAX_DIAGNOSTICS_PER_FILE`], errors kept before warnings.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Errors found but left out of `diagnostics` by the cap.
+    pub omitted_errors: usize,
+    /// Warnings found but left out of `diagnostics` by the cap.
+    pub omitted_warnings: usize,
+    pub dialect: Option<Dialect>,
+    /// Present only when there are no errors.
+    pub plan: Option<Plan>,
+}
+
+impl Analysis {
+    /// Every error found, listed or omitted.
+    pub fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count() + self.omitted_errors
+    }
+
+    /// Every warning found, listed or omitted.
+    pub fn warnings(&self) -> usize {
+        self.diagnostics.iter().filter(|d| !d.is_error()).count() + self.omitted_warnings
+    }
+
+    /// How many diagnostics the cap left out.
+    pub fn omitted(&self) -> usize {
+        self.omitted_errors + self.omitted_warnings
+    }
+
+    /// The closing "… and N more errors" line, when the cap left some out.
+    /// The plan, or every diagnostic rendered for a person and a closing
+    /// line naming the file and the number of errors (what `run` prints for
+    /// an invalid workflow).
+    pub fn into_plan(self) -> Result<Plan, String> {
+        if let Some(plan) = self.plan {
+            return Ok(plan);
+        }
+        let mut text = String::new();
+        for d in &self.diagnostics {
+            text.push_str(&diag::render(&self.sources, d, diag::Style::default()));
+        }
+        if let Some(note) = self.omitted_note() {
+            text.push_str(&note);
+            text.push('\n');
+        }
+        text.push_str(&format!(
+            "{}: invalid — {} error(s); `agentfile validate` shows the same list",
+            self.path.display(),
+            self.errors()
+        ));
+        Err(text)
+    }
+
+    /// Read a run request's workflow: its text when it carries one, else its
+    /// file ([`agentfile_engine::run::Load`]).
+    pub fn load_for_run(
+        path: &Path,
+        source: Option<&str>,
+        options: Options<'_>,
+    ) -> Result<Plan, String> {
+        match source {
+            Some(text) => analyze_bytes(path.to_path_buf(), text.as_bytes().to_vec(), options),
+            None => analyze(path, options),
+        }
+        .into_plan()
+    }
+
+    pub fn omitted_note(&self) -> Option<String> {
+        diag::omitted_note(self.omitted_errors, self.omitted_warnings)
+    }
+
+    fn failed(path: PathBuf, d: Diagnostic) -> Analysis {
+        Analysis::stopped(path, SourceMap::default(), d, None)
+    }
+
+    /// Analysis that stopped at one diagnostic, before any front end ran.
+    fn stopped(
+        path: PathBuf,
+        sources: SourceMap,
+        d: Diagnostic,
+        dialect: Option<Dialect>,
+    ) -> Analysis {
+        Analysis {
+            path,
+            sources,
+            diagnostics: vec![d],
+            omitted_errors: 0,
+            omitted_warnings: 0,
+            dialect,
+            plan: None,
+        }
+    }
+}
+
+/// Read and analyse a workflow file (or a folder holding an `Agentfile`).
+pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
+    let path = if path.is_dir() {
+        match registry::file_in(path) {
+            Some(p) => p,
+            None => {
+                return Analysis::failed(
+                    path.to_owned(),
+                    Diagnostic::file_error(
+                        "missing-file",
+                        path,
+                        format!(
+                            "the folder holds no workflow file ({})",
+                            registry::FOLDER_FILES.join(", ")
+                        ),
+                    )
+                    .with_hint(
+                        "name the workflow file itself, or use `agentfile list` to find one",
+                    ),
+                );
+            }
+        }
+    } else {
+        path.to_owned()
+    };
+    match std::fs::metadata(&path) {
+        Ok(m) if m.len() > MAX_WORKFLOW_BYTES => {
+            return Analysis::failed(
+                path.clone(),
+                Diagnostic::file_error(
+                    "unreadable-file",
+                    &path,
+                    format!(
+                        "file is {} bytes; workflow files are limited to {MAX_WORKFLOW_BYTES} bytes",
+                        m.len()
+                    ),
+                ),
+            );
+        }
+        Ok(m) if !m.is_file() => {
+            return Analysis::failed(
+                path.clone(),
+                Diagnostic::file_error("unreadable-file", &path, "not a regular file"),
+            );
+        }
+        _ => {}
+    }
+    match std::fs::read(&path) {
+        Ok(bytes) => analyze_bytes(path, bytes, opts),
+        Err(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                "check the path; `agentfile list` shows the workflows under a folder"
+            } else {
+                "check the file's permissions"
+            };
+            Analysis::failed(
+                path.clone(),
+                Diagnostic::file_error(
+                    "missing-file",
+                    &path,
+                    format!("cannot read workflow file: {e}"),
+                )
+                .with_hint(hint),
+            )
+        }
+    }
+}
+
+/// Analyse workflow text that is already in memory. Prompt files named by FROM
+/// are still read relative to `path`.
+pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analysis {
+    let mut sources = SourceMap::default();
+    let (text, bad_utf8) = match String::from_utf8(bytes) {
+        Ok(t) => (t, None),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let byte = e.as_bytes()[at];
+            (
+                String::from_utf8_lossy(e.as_bytes()).into_owned(),
+                Some((at, byte)),
+            )
+        }
+    };
+    let text = match text.strip_prefix('\u{feff}') {
+        Some(t) => t.to_owned(),
+        None => text,
+    };
+    let file = sources.add(path.clone(), text);
+    if let Some((at, byte)) = bad_utf8 {
+        let d = Diagnostic::error(
+            "not-utf8",
+            Span::new(file, at, at + 1),
+            format!("the file is not UTF-8 text: invalid byte 0x{byte:02X}"),
+        )
+        .with_hint("save the file as UTF-8");
+        return Analysis::stopped(path, sources, d, None);
+    }
+    let text = &sources.file(file).text;
+    let dialect = match (opts.dialect, detect(&path, text)) {
+        // `--dialect` chooses between the two formats named `Agentfile`; a file
+        // called workflow.yaml or WORKFLOW.md is that format whatever the flag.
+        (
+            _,
+            Detected::Format(
+                d @ (Dialect::WorkflowYaml | Dialect::WorkflowMd | Dialect::AgentMd),
+                _,
+            ),
+        ) => d,
+        (Some(d), _) => d,
+        (None, Detected::Format(d, _)) => d,
+        (None, Detected::Ambiguous { dsl, agentrc }) => {
+            let d = Diagnostic::error(
+                "ambiguous-dialect",
+                Span::new(file, agentrc.offset, agentrc.offset + agentrc.word.len()),
+                format!(
+                    "cannot tell which Agentfile dialect this is: `{}` (line {}) is agentrc, `{}` (line {}) is the workflow DSL",
+                    agentrc.word, agentrc.line, dsl.word, dsl.line
+                ),
+            )
+            .with_hint("pass --dialect agentfile or --dialect agentrc");
+            return Analysis::stopped(path, sources, d, None);
+        }
+    };
+    let (mut diagnostics, plan) = (registry::format(dialect).analyze)(&mut sources, file, &opts);
+    // With errors present, "unused" warnings are mostly echoes of them (a typo in
+    // a USING makes the real agent look unused), so they wait for a clean file.
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        diagnostics.retain(|d| d.is_error() || !d.code.starts_with("unused-"));
+    }
+    let has_errors = diagnostics.iter().any(Diagnostic::is_error);
+    let (mut diagnostics, omitted_errors, omitted_warnings) = cap(diagnostics);
+    // Only now, for what is shown: the search is linear in the names defined.
+    diag::resolve_suggestions(&mut diagnostics);
+    let plan = if has_errors { None } else { plan };
+    Analysis {
+        path,
+        sources,
+        diagnostics,
+        omitted_errors,
+        omitted_warnings,
+        dialect: Some(dialect),
+        plan,
+    }
+}
+
+/// Keep at most [`diag::MAX_DIAGNOSTICS_PER_FILE`] diagnostics, the earliest
+/// errors first and then the earliest warnings, sorted by file and position;
+/// returns them with the numbers of errors and warnings left out.
+fn cap(all: Vec<Diagnostic>) -> (Vec<Diagnostic>, usize, usize) {
+    let key = |d: &Diagnostic| d.span.map(|s| (s.file.0, s.start, s.end));
+    // The index keeps diagnostics at one place in the order they were found.
+    let mut all: Vec<(usize, Diagnostic)> = all.into_iter().enumerate().collect();
+    let total_errors = all.iter().filter(|(_, d)| d.is_error()).count();
+    let total_warnings = all.len() - total_errors;
+    if all.len() > diag::MAX_DIAGNOSTICS_PER_FILE {
+        all.sort_by_key(|(i, d)| (!d.is_error(), key(d), *i));
+        all.truncate(diag::MAX_DIAGNOSTICS_PER_FILE);
+    }
+    all.sort_by_key(|(i, d)| (key(d), *i));
+    let kept: Vec<Diagnostic> = all.into_iter().map(|(_, d)| d).collect();
+    let kept_errors = kept.iter().filter(|d| d.is_error()).count();
+    let kept_warnings = kept.len() - kept_errors;
+    (
+        kept,
+        total_errors - kept_errors,
+        total_warnings - kept_warnings,
+    )
+}

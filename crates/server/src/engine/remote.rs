@@ -1,0 +1,424 @@
+//! A run executed by an `agentfile worker` (`serve --nats`): queued on NATS,
+//! its events relayed to the [`LiveRun`] and the transport's sinks exactly as
+//! a local run delivers them — stored events only, in `seq` order, none
+//! missing, none twice. Events published by the worker are the fast path; the
+//! session store fills every gap (a lost message, a skipped seq, a worker that
+//! went quiet) and is polled when nothing arrives.
+//!
+//! A `run_cancelled` this server did not ask for may be an interruption (a
+//! worker stopped by SIGTERM leaves the session `interrupted`, and another
+//! worker resumes it): the relay only ends there once the store says the
+//! session is `cancelled`.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+
+use super::{Engine, LiveRun, RunHooks, failed_result, lock};
+use crate::cluster::{Cluster, Control, ControlReply, Work, control_subject, events_subject};
+use agentfile_session::events::EventSink;
+use agentfile_protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
+use agentfile_protocol::rpc::{RpcError, RunStatus, code};
+use agentfile_session::SessionStatus;
+
+/// How long the relay waits for a published event before reading the store;
+/// doubled after each read that found nothing new, up to [`POLL_MAX`], and
+/// back to this after any delivery. A queued run (a long wait for a free
+/// worker) costs the store one read every few seconds, not two a second.
+const POLL: Duration = Duration::from_millis(500);
+const POLL_MAX: Duration = Duration::from_secs(4);
+/// How long after an unrequested `run_cancelled` the session's status decides
+/// whether it was cancelled or interrupted.
+const SETTLE: Duration = Duration::from_secs(1);
+/// The longest wait for a worker's answer to a control request.
+const CONTROL_WAIT: Duration = Duration::from_secs(5);
+
+/// Subscribe to the session's events, queue the run, and spawn its relay.
+pub(super) async fn start(
+    engine: &Arc<Engine>,
+    cluster: &Cluster,
+    live: &Arc<LiveRun>,
+    work: Work,
+    hooks: RunHooks,
+) -> Result<(), String> {
+    let id = work.session_id.clone();
+    let sub = cluster
+        .client
+        .subscribe(events_subject(&id))
+        .await
+        .map_err(|e| format!("cannot subscribe to the events of session `{id}` on NATS: {e}"))?;
+    cluster.submit(&work).await?;
+    let engine = engine.clone();
+    let cluster = cluster.clone();
+    let live = live.clone();
+    engine.clone().tasks.spawn(async move {
+        let result = relay(&cluster, &live, sub, hooks).await;
+        lock(&engine.runs).remove(&live.session_id);
+        let status = result.1;
+        live.update(|s| {
+            s.status = status;
+            s.ended = true;
+            s.result = Some(Arc::new(result.0));
+        });
+    });
+    Ok(())
+}
+
+struct Relay<'a> {
+    live: &'a Arc<LiveRun>,
+    sinks: Vec<Arc<dyn EventSink>>,
+    last: u64,
+    cancel_requested: bool,
+    /// An unrequested `run_cancelled` was delivered at this time.
+    cancelled_at: Option<(Instant, Event)>,
+}
+
+impl Relay<'_> {
+    /// Deliver one event if it is the next; returns the run's end when it is one.
+    fn deliver(&mut self, e: Event) -> Option<(RunResult, SessionStatus)> {
+        if e.seq != self.last + 1 {
+            return None;
+        }
+        self.last = e.seq;
+        self.live.update(|s| s.observe(&e));
+        for sink in &self.sinks {
+            sink.send(&e);
+        }
+        self.cancelled_at = None;
+        if !e.body.is_terminal() {
+            return None;
+        }
+        if matches!(e.body, EventBody::RunCancelled { .. }) && !self.cancel_requested {
+            self.cancelled_at = Some((Instant::now(), e));
+            return None;
+        }
+        Some(result_of(&self.live.session_id, &e))
+    }
+
+    /// Deliver what the store holds after the last delivered event.
+    async fn backfill(&mut self) -> Option<(RunResult, SessionStatus)> {
+        let store = self.live.store.clone();
+        let id = self.live.session_id.clone();
+        let after = self.last;
+        let events = tokio::task::spawn_blocking(move || store.events(&id, after))
+            .await
+            .ok()?
+            .ok()?;
+        for e in events {
+            if let Some(end) = self.deliver(e) {
+                return Some(end);
+            }
+        }
+        None
+    }
+
+    /// After an unrequested `run_cancelled` has settled: the end if the
+    /// session is really cancelled, else go on (it was interrupted and will
+    /// be resumed by another worker).
+    async fn settle(&mut self) -> Option<(RunResult, SessionStatus)> {
+        let (at, event) = self.cancelled_at.as_ref()?;
+        if at.elapsed() < SETTLE {
+            return None;
+        }
+        let store = self.live.store.clone();
+        let id = self.live.session_id.clone();
+        let meta = tokio::task::spawn_blocking(move || store.get(&id))
+            .await
+            .ok()?
+            .ok()?;
+        if meta.last_seq > self.last {
+            return None;
+        }
+        if meta.status == SessionStatus::Cancelled {
+            let end = result_of(&self.live.session_id, event);
+            return Some(end);
+        }
+        self.cancelled_at = None;
+        None
+    }
+}
+
+async fn relay(
+    cluster: &Cluster,
+    live: &Arc<LiveRun>,
+    mut sub: async_nats::Subscriber,
+    hooks: RunHooks,
+) -> (RunResult, SessionStatus) {
+    let mut r = Relay {
+        live,
+        sinks: hooks.sinks,
+        last: live.state.borrow().last_seq,
+        cancel_requested: false,
+        cancelled_at: None,
+    };
+    let id = live.session_id.clone();
+    let mut poll = POLL;
+    loop {
+        let before = r.last;
+        let mut polled = false;
+        let end = tokio::select! {
+            m = sub.next() => match m {
+                Some(m) => match serde_json::from_slice::<Event>(&m.payload) {
+                    // Not this session's (a stray or forged publication): the
+                    // store has the real log.
+                    Ok(e) if e.session_id != id => None,
+                    Ok(e) if e.seq <= r.last => None,
+                    Ok(e) if e.seq == r.last + 1 => r.deliver(e),
+                    // A gap: the store has everything up to this one.
+                    Ok(_) => r.backfill().await,
+                    Err(_) => None,
+                },
+                None => {
+                    tokio::time::sleep(poll).await;
+                    polled = true;
+                    r.backfill().await
+                }
+            },
+            _ = tokio::time::sleep(poll) => {
+                polled = true;
+                match r.backfill().await {
+                    Some(end) => Some(end),
+                    None => r.settle().await,
+                }
+            },
+            _ = live.cancel.cancelled(), if !r.cancel_requested => {
+                r.cancel_requested = true;
+                if live.interrupted.load(Ordering::SeqCst) {
+                    // This server stops; the run goes on on its worker.
+                    let _ = sub.unsubscribe().await;
+                    let mut res = failed_result(&id, "this server stopped relaying the run; it goes on on its worker (follow it with `event`)", SessionStatus::Interrupted);
+                    res.termination_reason = TerminationReason::Cancelled;
+                    return (res, SessionStatus::Running);
+                }
+                if let Some((_, e)) = r.cancelled_at.take() {
+                    Some(result_of(&id, &e))
+                } else {
+                    cancel_remote(cluster, live).await;
+                    r.backfill().await
+                }
+            }
+        };
+        if let Some(end) = end {
+            let _ = sub.unsubscribe().await;
+            return end;
+        }
+        poll = next_poll(poll, r.last > before, polled, r.cancelled_at.is_some());
+    }
+}
+
+/// The next wait before reading the store: the shortest after progress or
+/// while an unrequested `run_cancelled` settles, longer after each idle read.
+fn next_poll(poll: Duration, progressed: bool, polled: bool, settling: bool) -> Duration {
+    if progressed || settling {
+        POLL
+    } else if polled {
+        (poll * 2).min(POLL_MAX)
+    } else {
+        poll
+    }
+}
+
+/// Hand an `approve` to the worker whose run waits at an approval.
+pub(super) async fn approve(
+    cluster: &Cluster,
+    live: &Arc<LiveRun>,
+    p: agentfile_protocol::rpc::ApproveParams,
+) -> Result<RunStatus, RpcError> {
+    let id = p.session_id.clone();
+    let status = live.status();
+    if status != SessionStatus::WaitingApproval {
+        return Err(RpcError::new(
+            code::SESSION_STATE,
+            format!(
+                "session `{id}` is not waiting for an approval (it is {})",
+                status.as_str()
+            ),
+        ));
+    }
+    let request = Control::Approve {
+        approve: p.approve,
+        note: p.note,
+    };
+    let payload = serde_json::to_vec(&request).unwrap_or_default();
+    let reply = tokio::time::timeout(
+        CONTROL_WAIT,
+        cluster.client.request(control_subject(&id), payload.into()),
+    )
+    .await;
+    let unreachable = |why: String| {
+        RpcError::new(
+            code::SESSION_STATE,
+            format!(
+                "the worker holding session `{id}` did not take the decision ({why}); if it stopped, another worker resumes the run and asks again: approve it then"
+            ),
+        )
+    };
+    match reply {
+        Ok(Ok(m)) => match serde_json::from_slice::<ControlReply>(&m.payload) {
+            Ok(ControlReply { error: None, .. }) => Ok(RunStatus {
+                session_id: id,
+                status: SessionStatus::Running,
+            }),
+            Ok(ControlReply {
+                error: Some(message),
+                code,
+            }) => Err(RpcError::new(code.unwrap_or(code::SESSION_STATE), message)),
+            Err(e) => Err(unreachable(format!("its answer is not understood: {e}"))),
+        },
+        Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+            Err(unreachable("no worker holds it now".into()))
+        }
+        Ok(Err(e)) => Err(unreachable(e.to_string())),
+        Err(_) => Err(unreachable(format!("no answer within {CONTROL_WAIT:?}"))),
+    }
+}
+
+/// Ask the worker holding the run to cancel it; when no worker holds it (still
+/// queued, or its worker died), record the cancellation in the store: the
+/// worker that takes the message then skips it.
+async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
+    let id = live.session_id.clone();
+    let subject = control_subject(&id);
+    for _ in 0..20 {
+        match tokio::time::timeout(
+            CONTROL_WAIT,
+            cluster.client.request(subject.clone(), cancel_request()),
+        )
+        .await
+        {
+            Ok(Ok(_)) => return,
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {}
+            Ok(Err(e)) => {
+                tracing::warn!(session = %id, error = %e, "cancel request failed; retrying");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+                continue;
+            }
+            Err(_) => {}
+        }
+        // Nobody holds it: record the end, unless a worker took it meanwhile
+        // (then its lease refuses the append and the request is tried again).
+        let store = live.store.clone();
+        let sid = id.clone();
+        let recorded = tokio::task::spawn_blocking(move || {
+            let meta = store.get(&sid).map_err(|e| e.to_string())?;
+            if meta.status.is_terminal() {
+                return Ok(());
+            }
+            let bus = agentfile_session::events::EventBus::new(&sid, meta.last_seq, Some(store.clone()));
+            bus.emit(
+                &agentfile_session::events::Scope::default(),
+                EventBody::RunCancelled {
+                    usage: Usage::default(),
+                },
+            );
+            match bus.store_error() {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        })
+        .await;
+        if let Ok(Ok(())) = recorded {
+            // A worker may have claimed it just before: tell it too.
+            let _ = tokio::time::timeout(
+                CONTROL_WAIT,
+                cluster.client.request(subject.clone(), cancel_request()),
+            )
+            .await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tracing::warn!(session = %id, "could not cancel the remote run");
+}
+
+fn cancel_request() -> bytes::Bytes {
+    serde_json::to_vec(&Control::Cancel)
+        .unwrap_or_default()
+        .into()
+}
+
+/// The result a local run would have returned, from its terminal event.
+fn result_of(id: &str, e: &Event) -> (RunResult, SessionStatus) {
+    let mut r = RunResult {
+        kind: "result".into(),
+        session_id: id.to_owned(),
+        status: String::new(),
+        outputs: Default::default(),
+        usage: Usage::default(),
+        termination_reason: TerminationReason::Completed,
+        error: None,
+        exit_code: 0,
+        waiting_for: Vec::new(),
+    };
+    let status = match &e.body {
+        EventBody::RunComplete { outputs, usage } => {
+            r.status = "completed".into();
+            r.outputs = outputs.clone();
+            r.usage = usage.clone();
+            SessionStatus::Completed
+        }
+        EventBody::RunFailed {
+            error,
+            termination_reason,
+            usage,
+        } => {
+            r.status = "failed".into();
+            r.termination_reason = *termination_reason;
+            r.error = Some(error.clone());
+            r.usage = usage.clone();
+            if *termination_reason == TerminationReason::ApprovalUnavailable {
+                SessionStatus::WaitingApproval
+            } else {
+                SessionStatus::Failed
+            }
+        }
+        EventBody::RunCancelled { usage } => {
+            r.status = "cancelled".into();
+            r.termination_reason = TerminationReason::Cancelled;
+            r.usage = usage.clone();
+            SessionStatus::Cancelled
+        }
+        EventBody::RunSuspended { events, usage } => {
+            r.status = "suspended".into();
+            r.termination_reason = TerminationReason::Suspended;
+            r.waiting_for = events.clone();
+            r.usage = usage.clone();
+            SessionStatus::Suspended
+        }
+        _ => {
+            r.status = "failed".into();
+            r.termination_reason = TerminationReason::Error;
+            SessionStatus::Failed
+        }
+    };
+    r.exit_code = r.termination_reason.exit_code();
+    (r, status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_reads_back_off_and_progress_resets_them() {
+        let mut p = POLL;
+        for _ in 0..10 {
+            p = next_poll(p, false, true, false);
+        }
+        assert_eq!(p, POLL_MAX);
+        assert_eq!(
+            next_poll(p, false, false, false),
+            POLL_MAX,
+            "no read, no change"
+        );
+        assert_eq!(next_poll(p, true, true, false), POLL);
+        assert_eq!(
+            next_poll(p, false, true, true),
+            POLL,
+            "a settling cancel is read soon"
+        );
+        assert_eq!(next_poll(POLL, false, true, false), POLL * 2);
+    }
+}

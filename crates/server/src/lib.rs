@@ -1,0 +1,26 @@
+//! The servers: `agentfile serve` (JSON-RPC 2.0 on stdio) and `agentfile mcp`
+//! (an MCP server on stdio), two transports over one [`engine::Engine`].
+//!
+//! - [`engine`]: runs in flight on a connection — accept, queue behind a
+//!   concurrency limit, execute through [`agentfile_engine::run`], read events back from
+//!   the session store, cancel, approve, drain or interrupt at shutdown.
+//! - [`jsonrpc`]: `agentfile serve` — line framing, the JSON-RPC 2.0 rules
+//!   (batches, notifications, error objects), one stdout writer with
+//!   backpressure, `event` notifications.
+//! - [`mcp`]: `agentfile mcp` — an rmcp server handler and stdio transport:
+//!   the engine's operations as tools (plus one `run_<name>` tool per workflow
+//!   in the workspace, kept current), run events as progress and log
+//!   notifications, approvals by elicitation, the host's model as a provider
+//!   through sampling, and the `run`/`list`/`create` prompts.
+//!
+//! Nothing here holds workflow logic: a transport decodes a request, calls the
+//! engine, and encodes the answer and the run's events in its own protocol.
+
+pub mod engine;
+pub mod jsonrpc;
+pub mod limits;
+pub mod mcp;
+pub mod worker;
+pub mod cluster;
+pub mod printer;
+pub mod schemas;

@@ -1,0 +1,431 @@
+//! `agentfile mcp`: an MCP server on stdio for IDE agents (Claude Code, Cursor,
+//! Cline, VS Code), over the same [`Engine`] as `agentfile serve`.
+//!
+//! - [`transport`]: stdin/stdout framing; holds back the end of input until
+//!   every request is answered; answers `server/discover` with `-32601`.
+//! - [`tools`]: the tools `run`, `event`, `cancel`, `approve`, `validate`,
+//!   `inspect`, `list`, their schemas (from [`agentfile_protocol::rpc`]) and results.
+//! - [`workflows`]: one `run_<name>` tool per workflow in the workspace, kept
+//!   current by a watcher that sends `notifications/tools/list_changed`.
+//! - [`progress`]: a run's events as progress notifications (with a heartbeat)
+//!   and log messages, through a bounded queue so the engine never waits.
+//! - [`approval`]: supervised goals approved through `elicitation/create`, else
+//!   the `approve` tool.
+//! - [`sampling`]: `--provider mcp-sampling`, the host's model as a provider.
+//! - [`prompts`]: the `run`, `list` and `create` prompts (slash commands).
+//!
+//! Protocol: revisions 2024-11-05 through 2025-11-25 over the `initialize`
+//! handshake; a client asking for another gets 2025-11-25. What rmcp does with
+//! the messages is rmcp's; this module supplies the handler and the transport.
+//!
+//! Lifetime: one connection per process. The end of stdin drains the engine
+//! (accepted runs finish, sessions complete); SIGTERM or SIGINT interrupts it
+//! (runs stop, sessions are left `interrupted` and resumable). Nothing but
+//! protocol messages is written to stdout; diagnostics go to stderr.
+
+pub mod approval;
+pub mod progress;
+pub mod prompts;
+pub mod sampling;
+pub mod tools;
+pub mod transport;
+pub mod workflows;
+
+#[allow(deprecated)] // logging is deprecated for the 2026 protocol only
+use rmcp::model::SetLevelRequestParams;
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use futures::FutureExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ErrorData, GetPromptRequestParams, GetPromptResponse,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{Peer, RequestContext};
+use rmcp::{RoleServer, ServerHandler, ServiceExt};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Engine, EngineOptions};
+
+/// How long runs get to stop after a signal before the process exits anyway.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// How long calls get to answer after their runs stopped at a signal.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(3);
+/// Default interval of progress heartbeats while a run is quiet.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// Default interval of workspace rescans for `run_<name>` tools.
+pub const POLL: Duration = Duration::from_secs(3);
+
+/// Where MCP hosts take environment variables for a server: said when a run
+/// has no provider key.
+pub const KEY_HINT: &str = "MCP hosts start servers with a reduced environment: add \"env\": {\"ANTHROPIC_API_KEY\": \"…\"} (the variable named above) to this server's entry in your MCP host config (Claude Code: claude mcp add agentfile -e ANTHROPIC_API_KEY=… -- agentfile mcp, Cursor: .cursor/mcp.json, VS Code: .vscode/mcp.json, Cline: cline_mcp_settings.json), or run with --provider mcp-sampling to use the host's own model";
+
+/// `agentfile mcp`'s settings.
+#[derive(Clone)]
+pub struct McpOptions {
+    pub engine: EngineOptions,
+    /// Progress heartbeat interval while a run is quiet (hosts time out quiet calls).
+    pub heartbeat: Duration,
+    /// How often the workspace is rescanned for workflow tools.
+    pub poll: Duration,
+}
+
+impl Default for McpOptions {
+    fn default() -> Self {
+        McpOptions {
+            engine: EngineOptions::default(),
+            heartbeat: HEARTBEAT,
+            poll: POLL,
+        }
+    }
+}
+
+/// The connected client, as the pieces that talk back to it see it.
+pub struct Client {
+    peer: OnceLock<Peer<RoleServer>>,
+    pub(crate) io: Arc<transport::Conn>,
+    /// Lowest [`progress::level_rank`] sent as a log message (`logging/setLevel`).
+    log_level: AtomicU8,
+    pub heartbeat: Duration,
+}
+
+impl Client {
+    fn new(io: Arc<transport::Conn>, heartbeat: Duration) -> Client {
+        Client {
+            peer: OnceLock::new(),
+            io,
+            // Info: warnings and errors are sent until the client says otherwise.
+            log_level: AtomicU8::new(1),
+            heartbeat,
+        }
+    }
+
+    /// A client that never connected (unit tests).
+    #[cfg(test)]
+    pub(crate) fn detached() -> Client {
+        Client::new(Arc::default(), HEARTBEAT)
+    }
+
+    /// The peer, once `initialize` has been received.
+    pub fn peer(&self) -> Option<Peer<RoleServer>> {
+        self.peer.get().cloned()
+    }
+
+    /// Stdin has ended: the client can no longer answer requests.
+    pub fn input_closed(&self) -> bool {
+        self.io.input_closed.is_cancelled()
+    }
+
+    pub fn log_level(&self) -> u8 {
+        self.log_level.load(Ordering::Relaxed)
+    }
+
+    /// Whether the client can sample (`sampling` capability).
+    pub fn can_sample(&self) -> bool {
+        self.peer()
+            .and_then(|p| p.peer_info())
+            .is_some_and(|i| i.capabilities.sampling.is_some())
+    }
+}
+
+/// The MCP handler: one per connection.
+#[derive(Clone)]
+pub struct McpServer {
+    engine: Arc<Engine>,
+    client: Arc<Client>,
+    catalog: Arc<workflows::Catalog>,
+    fixed_tools: Arc<Vec<rmcp::model::Tool>>,
+}
+
+const INSTRUCTIONS: &str = "agentfile runs LLM-agent workflows (Agentfiles) in this workspace. \
+Call `list` to see the workflows and their inputs, then `run` (or the workflow's own `run_<name>` tool) to run one; \
+it returns each goal's output. Long runs report progress; with `wait: false` follow them with `event`. \
+`validate` checks a workflow (also text you are writing, via `source`), `inspect` shows its plan, \
+`cancel` stops a run, `approve` records a human's decision for a supervised goal.";
+
+impl ServerHandler for McpServer {
+    #[allow(deprecated)] // `enable_logging`: deprecated for the 2026 protocol only
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_logging()
+            .build();
+        ServerConfig::new(capabilities)
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+            .with_server_info(
+                Implementation::new("agentfile", env!("CARGO_PKG_VERSION"))
+                    .with_title("agentfile")
+                    .with_description(
+                        "A headless runtime for LLM-agent workflows written as plain files",
+                    ),
+            )
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let _ = self.client.peer.set(context.peer.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let mut all: Vec<rmcp::model::Tool> = self.fixed_tools.as_ref().clone();
+        // A slow first scan must not hold the list up: the client hears
+        // `list_changed` when the workflow tools are ready.
+        let workflows = self.catalog.tools_within(workflows::FIRST_SCAN_WAIT).await;
+        all.extend(workflows.iter().map(|w| w.tool.clone()));
+        Ok(ListToolsResult::with_all_items(all))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        // A panic in a tool is an internal error to that call; the
+        // connection and the other calls go on.
+        let name = request.name.clone();
+        match std::panic::AssertUnwindSafe(tools::call(self, request, context))
+            .catch_unwind()
+            .await
+        {
+            Ok(r) => r.map(Into::into),
+            Err(p) => {
+                let why = crate::limits::panic_message(p.as_ref());
+                eprintln!("agentfile mcp: tool `{name}` panicked: {why}");
+                Err(ErrorData::internal_error(
+                    format!("internal error: the `{name}` tool panicked ({why}); please report it"),
+                    None,
+                ))
+            }
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        let root = self.engine.root().to_owned();
+        let agents = tokio::task::spawn_blocking(move || prompts::agent_prompts(&root))
+            .await
+            .unwrap_or_default();
+        let mut all = prompts::list();
+        all.extend(agents.iter().map(prompts::agent_prompt));
+        Ok(ListPromptsResult::with_all_items(all))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        if request.name.contains('.') {
+            let root = self.engine.root().to_owned();
+            let agents = tokio::task::spawn_blocking(move || prompts::agent_prompts(&root))
+                .await
+                .unwrap_or_default();
+            let Some(p) = agents
+                .iter()
+                .find(|p| p.name().eq_ignore_ascii_case(&request.name))
+            else {
+                let names: Vec<String> = agents.iter().map(prompts::AgentPrompt::name).collect();
+                return Err(ErrorData::invalid_params(
+                    format!(
+                        "no prompt `{}`; agent commands here: {}",
+                        request.name,
+                        if names.is_empty() {
+                            "(none)".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                    None,
+                ));
+            };
+            return prompts::agent_get(p, request.arguments.as_ref())
+                .map(Into::into)
+                .map_err(|e| ErrorData::invalid_params(e, None));
+        }
+        prompts::get(&request.name, request.arguments.as_ref())
+            .map(Into::into)
+            .map_err(|e| ErrorData::invalid_params(e, None))
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.client
+            .log_level
+            .store(progress::level_rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// How `serve` ended, as a process exit code: 0 after the end of input (every
+/// run finished), 130 after SIGINT, 143 after SIGTERM, 2 when the server could
+/// not start.
+pub type ExitCode = i32;
+
+/// Serve MCP on this process's stdin and stdout until the input ends or a
+/// signal arrives.
+pub async fn serve_stdio(options: McpOptions) -> ExitCode {
+    let (read, write) = rmcp::transport::stdio_pipes();
+    serve(read, write, options, signal()).await
+}
+
+/// Serve MCP on `read`/`write` until the input ends or `stop` resolves to an
+/// exit code.
+pub async fn serve(
+    read: impl AsyncRead + Send + Unpin + 'static,
+    write: impl AsyncWrite + Send + Unpin + 'static,
+    mut options: McpOptions,
+    stop: impl Future<Output = ExitCode>,
+) -> ExitCode {
+    let io = Arc::new(transport::Conn::new(options.engine.limits));
+    let client = Arc::new(Client::new(io.clone(), options.heartbeat));
+    options.engine.sampling = Some(Arc::new(sampling::SamplingProvider::new(
+        client.clone(),
+        options.engine.model.clone(),
+    )));
+    if options.engine.key_hint.is_none() {
+        options.engine.key_hint = Some(KEY_HINT.to_owned());
+    }
+    let config = options.engine.config.clone();
+    let engine = match Engine::new(options.engine) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("agentfile mcp: {e}");
+            return 2;
+        }
+    };
+    // Sessions a killed process left `running` read `interrupted` from now on.
+    let reaper = engine.clone();
+    let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
+    let scan = workflows::Scan::new(
+        engine.root().to_owned(),
+        config.map(|c| {
+            if c.is_absolute() {
+                c
+            } else {
+                engine.root().join(c)
+            }
+        }),
+        engine.options().limits.max_source() as u64,
+    );
+    let catalog = Arc::new(workflows::Catalog::default());
+    {
+        // The first scan runs beside the handshake, so `initialize` is not kept waiting.
+        let (scan, catalog) = (scan.clone(), catalog.clone());
+        tokio::spawn(async move {
+            let tools = tokio::task::spawn_blocking(move || scan.tools())
+                .await
+                .unwrap_or_default();
+            catalog.set(tools);
+        });
+    }
+    let handler = McpServer {
+        engine: engine.clone(),
+        client,
+        catalog: catalog.clone(),
+        fixed_tools: Arc::new(tools::fixed()),
+    };
+    let transport = transport::StdioTransport::new(read, write, io.clone());
+    let ct = CancellationToken::new();
+    tokio::pin!(stop);
+    let running = tokio::select! {
+        r = handler.serve_with_ct(transport, ct.clone()) => match r {
+            Ok(r) => r,
+            Err(e) => {
+                // Input that ended before `initialize` is a host probing us, not an error.
+                if !matches!(e, rmcp::service::ServerInitializeError::ConnectionClosed(_)) {
+                    eprintln!("agentfile mcp: {e}");
+                }
+                return 0;
+            }
+        },
+        code = &mut stop => return code,
+    };
+    tokio::spawn(scan.watch(
+        catalog,
+        running.peer().clone(),
+        options.poll,
+        ct.child_token(),
+    ));
+    let mut serving = tokio::spawn(running.waiting());
+    let interrupted = tokio::select! {
+        _ = &mut serving => None,
+        code = &mut stop => Some(code),
+    };
+    let code = match interrupted {
+        None => {
+            // The input ended and every request was answered; runs started with
+            // `wait: false` still finish. A signal while they do interrupts them.
+            tokio::select! {
+                _ = engine.drain() => 0,
+                code = &mut stop => {
+                    engine.interrupt(INTERRUPT_GRACE).await;
+                    code
+                }
+            }
+        }
+        Some(code) => {
+            // Runs stop first, and the calls waiting on them answer while the
+            // connection is still up; then the service loop ends.
+            engine.interrupt(INTERRUPT_GRACE).await;
+            let _ = tokio::time::timeout(ANSWER_GRACE, io.idle()).await;
+            io.shutdown.cancel();
+            ct.cancel();
+            let _ = tokio::time::timeout(Duration::from_secs(3), &mut serving).await;
+            code
+        }
+    };
+    ct.cancel();
+    code
+}
+
+/// Resolves with the exit code of the first SIGINT (130) or SIGTERM (143).
+async fn signal() -> ExitCode {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => 130,
+                _ = term.recv() => 143,
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                130
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        130
+    }
+}

@@ -1,0 +1,812 @@
+//! The MCP tools: `run`, `event`, `cancel`, `approve`, `validate`, `inspect`,
+//! `list` (plus the `run_<name>` workflow tools of [`super::workflows`]).
+//!
+//! Input schemas come from the parameter types of [`agentfile_protocol::rpc`] (the
+//! same ones `agentfile serve` decodes), output schemas from the result types.
+//! Every result is readable text for the model plus, where the result is an
+//! object, `structuredContent`. A request the model can fix — bad arguments,
+//! an invalid workflow, a missing key, a failed run — is a tool result with
+//! `isError: true` and a message saying what to do; only an unknown tool or a
+//! malformed request is a protocol error.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::{Value, json};
+
+use super::McpServer;
+use super::approval::{McpApprover, Phase};
+use super::progress;
+use super::sampling;
+use crate::printer::Progress;
+use agentfile_protocol::diagnostics::ValidateReport;
+use agentfile_protocol::events::{EventBody, RunResult};
+use agentfile_protocol::rpc::{
+    ApproveParams, CancelParams, CreateParams, EventPage, EventParams, InspectParams, ListParams,
+    PromoteParams, RpcError, RunParams, RunStatus, SignalParams, ValidateParams, params,
+};
+use agentfile_protocol::workflows::WorkflowList;
+use crate::engine::RunHooks;
+use agentfile_session::SessionStatus;
+
+/// How long the last progress notifications may take to go out before a result.
+const FLUSH: Duration = Duration::from_secs(2);
+
+fn strip(root: schemars::Schema) -> Arc<JsonObject> {
+    let mut o = match serde_json::to_value(root) {
+        Ok(Value::Object(o)) => o,
+        _ => JsonObject::new(),
+    };
+    // The type's name and doc comment are noise to a model; the tool says it.
+    o.remove("title");
+    o.remove("description");
+    Arc::new(o)
+}
+
+/// JSON Schema (2020-12, no `$ref`s: some clients cannot follow them) of what
+/// `T` accepts.
+pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let settings = SchemaSettings::draft2020_12().with(|s| s.inline_subschemas = true);
+    strip(settings.into_generator().into_root_schema_for::<T>())
+}
+
+/// JSON Schema of what `T` serializes to.
+pub fn output_schema<T: JsonSchema>() -> Arc<JsonObject> {
+    let settings = SchemaSettings::draft2020_12()
+        .for_serialize()
+        .with(|s| s.inline_subschemas = true);
+    strip(settings.into_generator().into_root_schema_for::<T>())
+}
+
+/// `run`'s output: a [`RunResult`] when the run ended, or just `session_id`
+/// and `status` when it was started with `wait: false` or waits for approval.
+pub fn run_output_schema() -> Arc<JsonObject> {
+    let mut s = output_schema::<RunResult>().as_ref().clone();
+    s.insert("required".into(), json!(["session_id", "status"]));
+    if let Some(Value::Object(props)) = s.get_mut("properties") {
+        props.insert(
+            "status".into(),
+            json!({"type": "string", "description": "completed, failed or cancelled when the run ended; suspended when it waits for a `signal` (see waiting_for); queued, running or waiting_approval otherwise"}),
+        );
+        props.insert(
+            "last_seq".into(),
+            json!({"type": "integer", "description": "The last event's seq so far: pass it as `after_seq` to `event`"}),
+        );
+    }
+    Arc::new(s)
+}
+
+fn annotations(
+    title: &str,
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
+) -> ToolAnnotations {
+    ToolAnnotations::with_title(title)
+        .read_only(read_only)
+        .destructive(destructive)
+        .idempotent(idempotent)
+        .open_world(open_world)
+}
+
+const RUN: &str = "Run an agentfile workflow and return its outputs. A workflow is an Agentfile or `*.agent` file (also `workflows/<name>/workflow.yaml`, `.workflows/<id>/WORKFLOW.md`); call `list` first to see the workspace's workflows and their inputs (each also has its own `run_<name>` tool). \
+Pass `path` (relative to the workspace) and `inputs` (an object keyed by the workflow's INPUT names; inputs with a default may be left out). \
+By default the call waits for the run to end and returns each goal's output with the session_id, status and usage, reporting progress meanwhile. \
+For a long run pass `wait: false`: you get the session_id at once; then call `event` with it to follow the run until `done`. \
+If a supervised goal needs a human decision the client cannot ask for, the call returns status `waiting_approval`: ask the user, then call `approve`. \
+To continue an interrupted, failed or approved session pass `resume` with its session_id instead of `path`. \
+`provider`/`model` override the configured model; `max_turns`, `max_tokens`, `max_cost_usd` and `timeout` (e.g. `10m`) cap the run.";
+
+const EVENT: &str = "Read the events of a run (started by `run`, or any stored session): steps, goals, model calls, tool calls and results, approvals, and the end. \
+Pass `session_id`, `after_seq` = the `seq` of the last event you have (0 at first) and `wait_ms` (up to 60000; 20000 is a good value) to wait for new ones. \
+Call again with the new `after_seq` until `done` is true; the last event is `run_complete` (with every goal's output), `run_failed` (with the error) or `run_cancelled`.";
+
+const CANCEL: &str = "Stop a running workflow by its session_id (from `run`). The run ends with status `cancelled`; outputs of goals that finished stay in its events, and `run` with `resume` can continue it later. Use it when the user asks to stop or a run is stuck.";
+
+const APPROVE: &str = "Record a human's decision on a supervised goal a run waits at (status `waiting_approval`). Ask the user first: this stands for their decision. \
+`approve: true` lets the goal run, `false` rejects it (the run then fails); `note` is recorded with it. Afterwards follow the run with `event` until `done`.";
+
+const SIGNAL: &str = "Deliver an event to a suspended run (status `suspended`, waiting at a suspend step for named events), which then resumes. \
+`event` must be one the run waits for (the error lists them); `payload` is any JSON the step receives. Afterwards follow the run with `event` until `done`.";
+
+const VALIDATE: &str = "Check workflow files without running them, like a compiler: every problem with file:line:col, a message and a hint. \
+Pass `path` (or `paths`) relative to the workspace, or `source` with the text of an Agentfile you are writing (with `path` set to where it will be saved, so its FROM files resolve). \
+The result says `ok` and lists the diagnostics; fix them and validate again until `ok` is true.";
+
+const INSPECT: &str = "Show a workflow's plan without running it: its inputs, agents, goals and steps in execution order. `format`: `json` (default) for the plan object, `text` for a readable outline, `mermaid` for a flowchart. The workflow must be valid (`validate` explains what is not).";
+
+const LIST: &str = "List the workflows under the workspace (or `dir`): name, path, format, inputs (required, or with a default) and whether each is valid. Start here to find what can be run.";
+
+/// The tools every server has.
+pub fn fixed() -> Vec<Tool> {
+    vec![
+        Tool::new("run", RUN, input_schema::<RunParams>())
+            .with_title("Run a workflow")
+            .with_raw_output_schema(run_output_schema())
+            .with_annotations(annotations("Run a workflow", false, true, false, true)),
+        Tool::new("event", EVENT, input_schema::<EventParams>())
+            .with_title("Read a run's events")
+            .with_raw_output_schema(output_schema::<EventPage>())
+            .with_annotations(annotations("Read a run's events", true, false, true, false)),
+        Tool::new("cancel", CANCEL, input_schema::<CancelParams>())
+            .with_title("Cancel a run")
+            .with_raw_output_schema(output_schema::<RunStatus>())
+            .with_annotations(annotations("Cancel a run", false, false, true, false)),
+        Tool::new("signal", SIGNAL, input_schema::<SignalParams>())
+            .with_title("Resume a suspended run with an event")
+            .with_raw_output_schema(output_schema::<RunStatus>())
+            .with_annotations(annotations(
+                "Signal a suspended run",
+                false,
+                false,
+                false,
+                false,
+            )),
+        Tool::new("approve", APPROVE, input_schema::<ApproveParams>())
+            .with_title("Approve or reject a supervised goal")
+            .with_raw_output_schema(output_schema::<RunStatus>())
+            .with_annotations(annotations(
+                "Approve or reject a goal",
+                false,
+                false,
+                false,
+                false,
+            )),
+        Tool::new("validate", VALIDATE, input_schema::<ValidateParams>())
+            .with_title("Validate workflows")
+            .with_raw_output_schema(output_schema::<ValidateReport>())
+            .with_annotations(annotations("Validate workflows", true, false, true, false)),
+        Tool::new("inspect", INSPECT, input_schema::<InspectParams>())
+            .with_title("Show a workflow's plan")
+            .with_annotations(annotations(
+                "Show a workflow's plan",
+                true,
+                false,
+                true,
+                false,
+            )),
+        Tool::new("list", LIST, input_schema::<ListParams>())
+            .with_title("List workflows")
+            .with_raw_output_schema(output_schema::<WorkflowList>())
+            .with_annotations(annotations("List workflows", true, false, true, false)),
+        Tool::new("create", CREATE, input_schema::<CreateParams>())
+            .with_title("Generate a workflow")
+            .with_annotations(annotations(
+                "Generate a workflow",
+                false,
+                false,
+                false,
+                true,
+            )),
+        Tool::new("promote", PROMOTE, input_schema::<PromoteParams>())
+            .with_title("Promote a generated workflow")
+            .with_annotations(annotations(
+                "Promote a generated workflow",
+                false,
+                false,
+                false,
+                false,
+            )),
+    ]
+}
+
+const CREATE: &str = "Generate a new workflow (Agentfile spec workflow.yaml with its agents, skills and scripts) from a description, with the built-in generator workflow run by this server's model. Everything is written to `artifacts/<name>/<run-id>/` with a manifest.json, and the generated workflow is validated. When it is valid, show the user the review (07-review.md) and offer `promote`.";
+
+const PROMOTE: &str = "Promote a validated generation run (`run`: `artifacts/<name>/<run-id>`, as `create` returned) to `workflows/<name>/`, with workflow_status.json, and archive the run to `outputs/<name>/<run-id>/build/`. Refuses when the run is not validated or the workflow exists.";
+
+async fn create(
+    server: &McpServer,
+    p: CreateParams,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    use agentfile_frontend::author::create as c;
+    let root = server.engine.root().to_path_buf();
+    let begun = match c::begin(&root, &p.description, p.name.as_deref()) {
+        Ok(b) => b,
+        Err(e) => return text_result(e, None, true),
+    };
+    let run = RunParams {
+        path: begun.workflow.display().to_string(),
+        inputs: begun
+            .inputs()
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect(),
+        provider: p.provider,
+        model: p.model,
+        ..RunParams::default()
+    };
+    let sink: Arc<dyn agentfile_session::events::EventSink> = begun.sink.clone();
+    let (answer, result) = run_with(server, run, ctx, vec![sink]).await;
+    let Some(result) = result else {
+        return answer;
+    };
+    let created = c::finish(&begun, &root, &result.status, result.error.as_deref());
+    let rel = &created.artifacts;
+    let text = if result.status != "completed" {
+        format!(
+            "The generator run {} ({}); its files are in {rel}.",
+            result.status,
+            result.error.as_deref().unwrap_or("no reason given")
+        )
+    } else if created.valid {
+        format!(
+            "Generated and validated {rel}. Read {rel}/07-review.md with the user; to install it as workflows/{}/, call `promote` {{\"run\": \"{rel}\"}}.",
+            created.name
+        )
+    } else {
+        format!(
+            "Generated {rel}, but the workflow is invalid:\n{}",
+            created.diagnostics.join("\n")
+        )
+    };
+    let mut v = serde_json::to_value(&created).unwrap_or_default();
+    v["run"] = serde_json::to_value(&result).unwrap_or_default();
+    text_result(
+        text,
+        Some(v),
+        result.status != "completed" || !created.valid,
+    )
+}
+
+fn text_result(text: String, structured: Option<Value>, is_error: bool) -> CallToolResult {
+    let mut r = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    r.structured_content = structured;
+    r
+}
+
+/// A problem the model can fix, as a tool error.
+/// Hooks for a session a call resumes in this server (a decision or signal
+/// for one left waiting by an earlier process): its log lines reach this
+/// client while the returned forwarder lives.
+fn resume_hooks(server: &McpServer) -> (RunHooks, progress::Forwarder) {
+    let (sink, forwarder) = progress::start(&server.client, None);
+    let hooks = RunHooks {
+        sinks: vec![sink],
+        approver: None,
+    };
+    (hooks, forwarder)
+}
+
+/// The answer to `approve` or `signal`: what happened and how to follow.
+fn resumed(outcome: Result<RunStatus, RpcError>, what: &str) -> CallToolResult {
+    match outcome {
+        Ok(s) => text_result(
+            format!(
+                "{what}; session {} is {}. Follow it with `event` (session_id \"{}\", wait_ms 20000) until done.",
+                s.session_id,
+                s.status.as_str(),
+                s.session_id
+            ),
+            structured(&s),
+            false,
+        ),
+        Err(e) => tool_error(&e),
+    }
+}
+
+fn tool_error(e: &RpcError) -> CallToolResult {
+    text_result(e.message.clone(), None, true)
+}
+
+fn structured<T: serde::Serialize>(v: &T) -> Option<Value> {
+    serde_json::to_value(v).ok()
+}
+
+/// Answer one `tools/call`.
+pub async fn call(
+    server: &McpServer,
+    request: CallToolRequestParams,
+    ctx: RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
+    let name = request.name.as_ref();
+    let args = request.arguments.map(Value::Object);
+    let engine = &server.engine;
+    let result = match name {
+        "run" => match params::<RunParams>("run", args) {
+            Ok(p) => run(server, p, &ctx).await,
+            Err(e) => tool_error(&e),
+        },
+        "event" => match params::<EventParams>("event", args) {
+            Ok(p) => {
+                let page = tokio::select! {
+                    r = engine.events(p) => r,
+                    _ = ctx.ct.cancelled() => return Ok(text_result("cancelled".into(), None, true)),
+                };
+                match page {
+                    Ok(page) => text_result(event_text(&page), structured(&page), false),
+                    Err(e) => tool_error(&e),
+                }
+            }
+            Err(e) => tool_error(&e),
+        },
+        "cancel" => match params::<CancelParams>("cancel", args) {
+            Ok(p) => match engine.cancel(p).await {
+                Ok(s) => text_result(
+                    format!("Session {} is {}.", s.session_id, s.status.as_str()),
+                    structured(&s),
+                    false,
+                ),
+                Err(e) => tool_error(&e),
+            },
+            Err(e) => tool_error(&e),
+        },
+        "approve" => match params::<ApproveParams>("approve", args) {
+            Ok(p) => {
+                let verdict = if p.approve { "approved" } else { "rejected" };
+                let (hooks, _forwarder) = resume_hooks(server);
+                resumed(engine.approve(p, hooks).await, &format!("Goal {verdict}"))
+            }
+            Err(e) => tool_error(&e),
+        },
+        "signal" => match params::<SignalParams>("signal", args) {
+            Ok(p) => {
+                let what = format!("Signal `{}` delivered", p.event);
+                let (hooks, _forwarder) = resume_hooks(server);
+                resumed(engine.signal(p, hooks).await, &what)
+            }
+            Err(e) => tool_error(&e),
+        },
+        "validate" => match params::<ValidateParams>("validate", args) {
+            Ok(p) => match engine.validate_bounded(p).await {
+                // A report of thousands of diagnostics takes a while to render:
+                // off the async threads, like the validation.
+                Ok(report) => match tokio::task::spawn_blocking(move || {
+                    text_result(validate_text(&report), structured(&report), false)
+                })
+                .await
+                {
+                    Ok(r) => r,
+                    Err(e) => tool_error(&RpcError::internal(format!(
+                        "internal error: cannot render the report: {e}"
+                    ))),
+                },
+                Err(e) => tool_error(&e),
+            },
+            Err(e) => tool_error(&e),
+        },
+        "inspect" => match params::<InspectParams>("inspect", args) {
+            Ok(p) => match engine.inspect_bounded(p).await {
+                Ok(v) => {
+                    let text = match v.get("text").and_then(Value::as_str) {
+                        Some(t) => t.to_owned(),
+                        None => serde_json::to_string_pretty(&v).unwrap_or_default(),
+                    };
+                    text_result(text, Some(v), false)
+                }
+                Err(e) => tool_error(&e),
+            },
+            Err(e) => tool_error(&e),
+        },
+        "create" => match params::<CreateParams>("create", args) {
+            Ok(p) => create(server, p, &ctx).await,
+            Err(e) => tool_error(&e),
+        },
+        "promote" => match params::<PromoteParams>("promote", args) {
+            Ok(p) => {
+                if let Err(e) = engine.request_path(&p.run) {
+                    return Ok(tool_error(&e));
+                }
+                let root = engine.root().to_path_buf();
+                match agentfile_frontend::author::generate::promote(&root, std::path::Path::new(&p.run)) {
+                    Ok(done) => text_result(
+                        format!(
+                            "Promoted {} to {} (archived in {}).",
+                            p.run, done.target, done.archive
+                        ),
+                        Some(
+                            json!({"name": done.name, "run_id": done.run_id, "target": done.target, "archive": done.archive}),
+                        ),
+                        false,
+                    ),
+                    Err(e) => text_result(e, None, true),
+                }
+            }
+            Err(e) => tool_error(&e),
+        },
+        "list" => match params::<ListParams>("list", args) {
+            Ok(p) => match engine.list_bounded(p).await {
+                Ok(list) => text_result(list_text(&list), structured(&list), false),
+                Err(e) => tool_error(&e),
+            },
+            Err(e) => tool_error(&e),
+        },
+        other => {
+            let tools = server.catalog.tools().await;
+            let Some(w) = tools.iter().find(|w| w.tool.name == other) else {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{other}`; `tools/list` names them"),
+                    None,
+                ));
+            };
+            let inputs = match args {
+                Some(Value::Object(o)) => o.into_iter().collect(),
+                _ => Default::default(),
+            };
+            let p = RunParams {
+                path: w.path.clone(),
+                inputs,
+                ..RunParams::default()
+            };
+            let mut r = run(server, p, &ctx).await;
+            // A result that breaks the tool's own output schema would be
+            // refused by the client: say so as a tool error instead.
+            if r.is_error != Some(true)
+                && let Some(s) = &r.structured_content
+                && let Some(problems) = super::workflows::outputs_problems(&w.tool, s)
+            {
+                r.is_error = Some(true);
+                r.content.push(ContentBlock::text(format!(
+                    "The run completed, but its outputs do not match the workflow's `outputs` schema: {}",
+                    problems.join("; ")
+                )));
+            }
+            r
+        }
+    };
+    Ok(result)
+}
+
+/// `run` and the `run_<name>` tools.
+async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+    // The paths a client names must be readable in the workspace; `create`'s
+    // generator (under `.agentfile/`) is the server's own and is not judged.
+    if let Err(e) = server.engine.check_run_paths(&p) {
+        return tool_error(&e);
+    }
+    run_with(server, p, ctx, Vec::new()).await.0
+}
+
+/// `run`, with more sinks on the run's bus; also the run's result when the
+/// call waited for its end.
+async fn run_with(
+    server: &McpServer,
+    p: RunParams,
+    ctx: &RequestContext<RoleServer>,
+    extra: Vec<Arc<dyn agentfile_session::events::EventSink>>,
+) -> (CallToolResult, Option<RunResult>) {
+    let provider = p
+        .provider
+        .as_deref()
+        .or(server.engine.options().provider.as_deref());
+    if provider == Some(sampling::NAME) && !server.client.can_sample() {
+        return (
+            text_result(
+                format!("{}: {}", sampling::NAME, sampling::NO_SAMPLING),
+                None,
+                true,
+            ),
+            None,
+        );
+    }
+    let wait = p.wait.unwrap_or(true);
+    // Progress belongs to this call: only while it waits.
+    let token = if wait {
+        ctx.meta.get_progress_token()
+    } else {
+        None
+    };
+    let (sink, forwarder) = progress::start(&server.client, token);
+    let phase = sink.phase();
+    let mut sinks: Vec<Arc<dyn agentfile_session::events::EventSink>> = vec![sink.clone()];
+    sinks.extend(extra);
+    let hooks = RunHooks {
+        sinks,
+        approver: Some(Arc::new(McpApprover {
+            client: server.client.clone(),
+            phase: phase.clone(),
+        })),
+    };
+    let live = match server.engine.submit(p, hooks).await {
+        Ok(l) => l,
+        Err(e) => {
+            forwarder.finish(FLUSH).await;
+            return (tool_error(&e), None);
+        }
+    };
+    let id = live.session_id().to_owned();
+    if !wait {
+        let status = live.status();
+        return (
+            text_result(
+                format!(
+                    "Started session {id} (status {}). Follow it with `event` {{\"session_id\": \"{id}\", \"after_seq\": 0, \"wait_ms\": 20000}} until `done`; `cancel` stops it.",
+                    status.as_str()
+                ),
+                Some(
+                    json!({"session_id": id, "status": status.as_str(), "last_seq": sink.last_seq()}),
+                ),
+                false,
+            ),
+            None,
+        );
+    }
+    let mut phase_rx = phase.subscribe();
+    let outcome = loop {
+        // Checked before waiting: the phase may have moved before we subscribed.
+        if *phase_rx.borrow_and_update() == Phase::NeedsApproveTool {
+            break None;
+        }
+        tokio::select! {
+            r = live.finished() => break Some(r),
+            _ = ctx.ct.cancelled() => {
+                // The client cancelled this call (notifications/cancelled): stop the run.
+                let _ = server.engine.cancel(CancelParams { session_id: id.clone() }).await;
+                break None;
+            }
+            changed = phase_rx.changed() => {
+                if changed.is_err() {
+                    break Some(live.finished().await);
+                }
+            }
+        }
+    };
+    forwarder.finish(FLUSH).await;
+    match outcome {
+        Some(r) => (run_result(&r), Some((*r).clone())),
+        None if ctx.ct.is_cancelled() => (
+            text_result(format!("Run {id} was cancelled."), None, true),
+            None,
+        ),
+        None => (
+            {
+                let last_seq = sink.last_seq();
+                text_result(
+                    format!(
+                        "Run {id} is waiting for a human to approve a supervised goal; the client could not ask (no elicitation, or the prompt was dismissed). \
+                     Ask the user whether to go ahead (its `approval_required` event says which goal: `event` {{\"session_id\": \"{id}\", \"after_seq\": 0}}). \
+                     Then call `approve` {{\"session_id\": \"{id}\", \"approve\": true or false, \"note\": \"…\"}}, and follow the run with `event` {{\"session_id\": \"{id}\", \"after_seq\": {last_seq}, \"wait_ms\": 20000}} until `done`."
+                    ),
+                    Some(
+                        json!({"session_id": id, "status": SessionStatus::WaitingApproval.as_str(), "last_seq": last_seq}),
+                    ),
+                    false,
+                )
+            },
+            None,
+        ),
+    }
+}
+
+fn value_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+fn usage_text(r: &RunResult) -> String {
+    let u = &r.usage;
+    let mut s = format!(
+        "{} model turn{}, {} tool call{}, {} tokens",
+        u.turns,
+        if u.turns == 1 { "" } else { "s" },
+        u.tool_calls,
+        if u.tool_calls == 1 { "" } else { "s" },
+        u.input_tokens + u.output_tokens
+    );
+    if let Some(c) = u.cost_usd {
+        let _ = write!(s, ", ${c:.4}");
+    }
+    s
+}
+
+/// A finished run for the model: the outputs as text, the result as structure.
+pub fn run_result(r: &RunResult) -> CallToolResult {
+    let id = &r.session_id;
+    let mut t = String::new();
+    let ok = r.status == "completed";
+    if r.status == "suspended" {
+        // Not a failure: the run waits for an event, stored, until `signal`.
+        let events: Vec<String> = r.waiting_for.iter().map(|e| format!("`{e}`")).collect();
+        let first = r.waiting_for.first().map_or("EVENT", String::as_str);
+        let _ = write!(
+            t,
+            "The run is suspended (session {id}), waiting for {}. It stays stored until a signal resumes it: call `signal` {{\"session_id\": \"{id}\", \"event\": \"{first}\", \"payload\": {{…}}}}, then follow it with `event` until `done`. ({}.)",
+            if events.is_empty() {
+                "an event".to_owned()
+            } else {
+                format!("one of {}", events.join(", "))
+            },
+            usage_text(r)
+        );
+        // No outputs yet: left out, so the workflow's output schema (which
+        // describes a finished run's) is not claimed for them.
+        let mut v = structured(r);
+        if let Some(Value::Object(o)) = &mut v
+            && r.outputs.is_empty()
+        {
+            o.remove("outputs");
+        }
+        return text_result(t, v, false);
+    }
+    if ok {
+        let _ = writeln!(t, "The run completed (session {id}).");
+        for (goal, v) in &r.outputs {
+            let _ = write!(t, "\n## {goal}\n\n{}\n", value_text(v));
+        }
+        let _ = write!(t, "\n{}.", usage_text(r));
+    } else {
+        let reason = r.termination_reason.as_str();
+        let why = r.error.as_deref().unwrap_or(reason);
+        let _ = writeln!(
+            t,
+            "The run {} (session {id}): {}: {why}",
+            r.status, r.termination_reason
+        );
+        if !r.outputs.is_empty() {
+            let _ = writeln!(t, "\nOutputs of the goals that finished:");
+            for (goal, v) in &r.outputs {
+                let _ = write!(t, "\n## {goal}\n\n{}\n", value_text(v));
+            }
+        }
+        let _ = write!(
+            t,
+            "\n`event` {{\"session_id\": \"{id}\"}} shows what happened; after fixing the cause, `run` {{\"resume\": \"{id}\"}} continues from the last finished goal. ({}.)",
+            usage_text(r)
+        );
+    }
+    text_result(t, structured(r), !ok)
+}
+
+fn event_text(page: &EventPage) -> String {
+    let printer = Progress::to_writer(Box::new(std::io::sink()));
+    let mut t = String::new();
+    for e in &page.events {
+        let _ = writeln!(t, "{} {}", e.seq, progress::summary(&printer, e));
+        if let EventBody::RunComplete { outputs, .. } = &e.body {
+            for (goal, v) in outputs {
+                let _ = write!(t, "\n## {goal}\n\n{}\n\n", value_text(v));
+            }
+        }
+    }
+    if page.events.is_empty() {
+        t.push_str("No new events.\n");
+    }
+    let _ = write!(
+        t,
+        "status {}, last_seq {}, done {}",
+        page.status.as_str(),
+        page.last_seq,
+        page.done
+    );
+    if !page.done {
+        let next = page.events.last().map_or(page.last_seq, |e| e.seq);
+        let _ = write!(t, " (ask again with after_seq {next})");
+    }
+    t
+}
+
+fn validate_text(r: &ValidateReport) -> String {
+    let mut t = String::new();
+    for f in &r.files {
+        for d in &f.diagnostics {
+            let at = match (d.line, d.column) {
+                (Some(l), Some(c)) => format!("{}:{l}:{c}", d.path),
+                _ => d.path.clone(),
+            };
+            let severity = serde_json::to_value(d.severity)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let _ = writeln!(t, "{at}: {severity}[{}]: {}", d.code, d.message);
+            if let Some(h) = &d.hint {
+                let _ = writeln!(t, "  = hint: {h}");
+            }
+            for n in &d.notes {
+                let _ = writeln!(
+                    t,
+                    "  = note: {}:{}:{}: {}",
+                    n.path, n.line, n.column, n.message
+                );
+            }
+        }
+        let _ = writeln!(t, "{}: {}", f.path, if f.ok { "ok" } else { "invalid" });
+    }
+    let _ = write!(
+        t,
+        "{}: {} error(s), {} warning(s)",
+        if r.ok { "ok" } else { "not ok" },
+        r.errors,
+        r.warnings
+    );
+    t
+}
+
+fn list_text(l: &WorkflowList) -> String {
+    if l.workflows.is_empty() {
+        return format!("No workflows under {}.", l.root);
+    }
+    let mut t = String::new();
+    for w in &l.workflows {
+        let inputs: Vec<String> = w
+            .inputs
+            .iter()
+            .map(|i| match &i.default {
+                Some(d) => format!("{}={d:?}", i.name),
+                None => format!("{} (required)", i.name),
+            })
+            .collect();
+        let status = if w.valid {
+            "valid".to_owned()
+        } else {
+            format!("invalid, {} error(s)", w.errors)
+        };
+        let _ = writeln!(
+            t,
+            "- {} — {} ({}, {status}){}",
+            w.name,
+            w.path,
+            w.dialect,
+            if inputs.is_empty() {
+                String::new()
+            } else {
+                format!("; inputs: {}", inputs.join(", "))
+            }
+        );
+    }
+    t.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_are_objects_without_refs() {
+        for t in fixed() {
+            let input = Value::Object(t.input_schema.as_ref().clone());
+            assert_eq!(input["type"], "object", "{}", t.name);
+            assert!(
+                !input.to_string().contains("\"$ref\""),
+                "{}: {input}",
+                t.name
+            );
+            if let Some(o) = &t.output_schema {
+                assert_eq!(o.get("type"), Some(&json!("object")), "{}", t.name);
+            }
+        }
+        let run = run_output_schema();
+        assert_eq!(run["required"], json!(["session_id", "status"]));
+        let input = input_schema::<RunParams>();
+        assert_eq!(input["additionalProperties"], json!(false));
+        assert!(input["properties"]["inputs"].is_object());
+    }
+
+    #[test]
+    fn failed_runs_are_tool_errors_with_their_reason() {
+        let r = RunResult {
+            kind: "result".into(),
+            session_id: "s1".into(),
+            status: "failed".into(),
+            outputs: Default::default(),
+            usage: Default::default(),
+            termination_reason: agentfile_protocol::events::TerminationReason::Error,
+            error: Some("model call failed: boom".into()),
+            exit_code: 1,
+            waiting_for: Vec::new(),
+        };
+        let c = run_result(&r);
+        assert_eq!(c.is_error, Some(true));
+        let text = serde_json::to_value(&c.content[0]).unwrap()["text"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(text.contains("boom") && text.contains("resume"), "{text}");
+        assert_eq!(c.structured_content.unwrap()["session_id"], "s1");
+    }
+}

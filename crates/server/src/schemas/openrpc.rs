@@ -1,0 +1,308 @@
+//! The OpenRPC document of `agentfile serve`: every method, its named params
+//! and result as JSON Schemas generated from the wire types, the `event`
+//! notification, and the error codes. Published as `protocol/openrpc.json` and
+//! returned by the `rpc.discover` method.
+
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::{JsonSchema, Schema};
+use serde_json::{Map, Value, json};
+
+use agentfile_protocol::diagnostics::ValidateReport;
+use agentfile_protocol::events::{Event, RunResult};
+use agentfile_protocol::rpc::{
+    ApproveParams, CancelParams, EventPage, EventParams, InspectParams, ListParams, PingParams,
+    Pong, RpcError, RunParams, RunStatus, SessionList, SessionsParams, SignalParams,
+    ValidateParams, code,
+};
+use agentfile_protocol::workflows::WorkflowList;
+
+struct Method {
+    name: &'static str,
+    summary: &'static str,
+    params: Schema,
+    result_name: &'static str,
+    result: Schema,
+    errors: &'static [i64],
+}
+
+fn method<P: JsonSchema>(
+    g: &mut SchemaGenerator,
+    name: &'static str,
+    summary: &'static str,
+    result_name: &'static str,
+    result: Schema,
+    errors: &'static [i64],
+) -> Method {
+    Method {
+        name,
+        summary,
+        params: P::json_schema(g),
+        result_name,
+        result,
+        errors,
+    }
+}
+
+/// Named params from an object schema: one content descriptor per property.
+fn descriptors(params: &Schema) -> Vec<Value> {
+    let required: Vec<&str> = params
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(props) = params.get("properties").and_then(Value::as_object) else {
+        return Vec::new();
+    };
+    props
+        .iter()
+        .map(|(name, schema)| {
+            let mut d = Map::new();
+            d.insert("name".into(), json!(name));
+            if let Some(desc) = schema.get("description") {
+                d.insert("description".into(), desc.clone());
+            }
+            d.insert("required".into(), json!(required.contains(&name.as_str())));
+            d.insert("schema".into(), schema.clone());
+            Value::Object(d)
+        })
+        .collect()
+}
+
+const ERRORS: [(i64, &str); 12] = [
+    (
+        code::PARSE_ERROR,
+        "Parse error: the line is not JSON (id is null)",
+    ),
+    (
+        code::INVALID_REQUEST,
+        "Invalid request: not a JSON-RPC 2.0 request object, or an empty batch",
+    ),
+    (code::METHOD_NOT_FOUND, "Method not found"),
+    (
+        code::INVALID_PARAMS,
+        "Invalid params: the message names the field",
+    ),
+    (code::INTERNAL, "Internal error"),
+    (
+        code::RUN_REJECTED,
+        "The run cannot start: invalid workflow, missing input, config or provider problem; data.exit_code is the CLI's exit code",
+    ),
+    (
+        code::UNKNOWN_SESSION,
+        "No session with that id in this server's session store",
+    ),
+    (
+        code::SESSION_STATE,
+        "The session is not in a state that allows this (nothing to approve, finished, running in another process)",
+    ),
+    (
+        code::SHUTTING_DOWN,
+        "The server is shutting down and accepts no new runs",
+    ),
+    (code::STORE, "The session store failed"),
+    (
+        code::NOT_FOUND,
+        "A workflow file or folder named in the request does not exist",
+    ),
+    (
+        code::LIMIT,
+        "A bound of the server was reached and the request was not run: data.limit names it (requests_in_flight, request_bytes_in_flight, reply_size, source_size) and data.max is its value",
+    ),
+];
+
+/// The whole document.
+pub fn document() -> Value {
+    let settings = SchemaSettings::draft2020_12().with(|s| {
+        s.definitions_path = "/components/schemas".into();
+        s.meta_schema = None;
+    });
+    let mut g = SchemaGenerator::new(settings);
+    let run_result = {
+        let finished = g.subschema_for::<RunResult>();
+        let started = g.subschema_for::<RunStatus>();
+        Schema::from(
+            json!({"oneOf": [finished, started], "description": "The finished run (wait: true), or at once its session id and status (wait: false)"})
+                .as_object()
+                .cloned()
+                .unwrap_or_default(),
+        )
+    };
+    let plan = g.subschema_for::<agentfile_plan::Plan>();
+    let text = g.subschema_for::<agentfile_protocol::rpc::InspectText>();
+    let inspect_result = Schema::from(
+        json!({"oneOf": [plan, text], "description": "The plan (format json), or rendered text"})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    use code::*;
+    let methods = [
+        method::<RunParams>(
+            &mut g,
+            "run",
+            "Run (or resume) a workflow; events arrive as `event` notifications while it runs",
+            "result",
+            run_result,
+            &[
+                INVALID_PARAMS,
+                RUN_REJECTED,
+                UNKNOWN_SESSION,
+                SESSION_STATE,
+                SHUTTING_DOWN,
+                STORE,
+                NOT_FOUND,
+                LIMIT,
+                INTERNAL,
+            ],
+        ),
+        {
+            let r = g.subschema_for::<EventPage>();
+            method::<EventParams>(
+                &mut g,
+                "event",
+                "Read a session's events after a seq, or long-poll for the next ones",
+                "page",
+                r,
+                &[INVALID_PARAMS, UNKNOWN_SESSION, STORE, LIMIT, INTERNAL],
+            )
+        },
+        {
+            let r = g.subschema_for::<RunStatus>();
+            method::<CancelParams>(
+                &mut g,
+                "cancel",
+                "Cancel a run; a finished one keeps its status",
+                "status",
+                r,
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
+            )
+        },
+        {
+            let r = g.subschema_for::<RunStatus>();
+            method::<ApproveParams>(
+                &mut g,
+                "approve",
+                "Approve or reject the supervised goal a run waits at (a session waiting from an earlier process is resumed)",
+                "status",
+                r,
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
+            )
+        },
+        {
+            let r = g.subschema_for::<RunStatus>();
+            method::<SignalParams>(
+                &mut g,
+                "signal",
+                "Deliver an event to a suspended session (status `suspended`); the run resumes at once",
+                "status",
+                r,
+                &[
+                    INVALID_PARAMS,
+                    UNKNOWN_SESSION,
+                    SESSION_STATE,
+                    STORE,
+                    LIMIT,
+                    INTERNAL,
+                ],
+            )
+        },
+        {
+            let r = g.subschema_for::<ValidateReport>();
+            method::<ValidateParams>(
+                &mut g,
+                "validate",
+                "Check workflow files (or source text) and report every problem",
+                "report",
+                r,
+                &[INVALID_PARAMS, LIMIT, INTERNAL],
+            )
+        },
+        method::<InspectParams>(
+            &mut g,
+            "inspect",
+            "A workflow's plan: inputs, agents, goals, steps",
+            "plan",
+            inspect_result,
+            &[INVALID_PARAMS, RUN_REJECTED, LIMIT, INTERNAL],
+        ),
+        {
+            let r = g.subschema_for::<WorkflowList>();
+            method::<ListParams>(
+                &mut g,
+                "list",
+                "Find the workflows under a folder",
+                "workflows",
+                r,
+                &[INVALID_PARAMS, NOT_FOUND, LIMIT, INTERNAL],
+            )
+        },
+        {
+            let r = g.subschema_for::<SessionList>();
+            method::<SessionsParams>(
+                &mut g,
+                "sessions",
+                "Stored sessions, newest first",
+                "sessions",
+                r,
+                &[INVALID_PARAMS, STORE, LIMIT, INTERNAL],
+            )
+        },
+        {
+            let r = g.subschema_for::<Pong>();
+            method::<PingParams>(
+                &mut g,
+                "ping",
+                "Answered `{}` at once, also while the connection is at a limit: is the server there?",
+                "pong",
+                r,
+                &[INVALID_PARAMS],
+            )
+        },
+    ];
+    let event = g.subschema_for::<Event>();
+    // Referenced by the error objects of every method.
+    let _ = g.subschema_for::<RpcError>();
+    let described: Map<String, Value> = ERRORS
+        .iter()
+        .map(|(c, m)| (c.to_string(), json!({"code": c, "message": m})))
+        .collect();
+    let methods: Vec<Value> = methods
+        .iter()
+        .map(|m| {
+            json!({
+                "name": m.name,
+                "summary": m.summary,
+                "paramStructure": "by-name",
+                "params": descriptors(&m.params),
+                "result": {"name": m.result_name, "schema": m.result},
+                "errors": m.errors.iter().map(|c| json!({"$ref": format!("#/components/errors/{c}")})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let schemas = g.take_definitions(true);
+    json!({
+        "openrpc": "1.3.2",
+        "info": {
+            "title": "agentfile serve",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "JSON-RPC 2.0 over stdio, one message per line (batches and notifications per spec). While a run started on the connection executes, the server sends `{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":EVENT}` for each of its events (schema: components.schemas.Event, referenced by x-notifications)."
+        },
+        "methods": methods,
+        "x-notifications": [{"name": "event", "params": [{"name": "event", "schema": event}]}],
+        "components": {"schemas": schemas, "errors": described}
+    })
+}

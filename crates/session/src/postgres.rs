@@ -1,0 +1,1949 @@
+//! Sessions in PostgreSQL: the store for several machines (workers taking runs
+//! from a queue, CONTRACT §13), selected with `session.store = "postgres"`, the
+//! connection URL read from the environment variable `session.url_env` names
+//! (`AGENTFILE_DATABASE_URL` by default).
+//!
+//! What it is for: the same contract and the same tables as [`super::sqlite`]
+//! (`sessions`, `events`, the derived `messages` and `tool_calls`, `approvals`,
+//! `blobs`, `memory`, `schema_migrations`), reachable from every machine that
+//! can reach the server. What it is not: a TLS client. Only unencrypted
+//! connections (loopback, a private network) are supported for now; a URL that
+//! asks for `sslmode=require` or `verify-*` is refused with an error saying so.
+//!
+//! # Invariants
+//!
+//! - `append` returns only after its transaction committed: one transaction
+//!   per call (or per [`SessionStore::append_batch`]) that locks the session's
+//!   row (`SELECT … FOR UPDATE`), checks `seq == last_seq + 1` and writes the
+//!   event, its derived rows and the session's `last_seq` together, or nothing.
+//! - What `events` returns is exactly what was appended (`serde_json` equal and
+//!   byte-for-byte equal when serialised again): the event's `data` object is
+//!   stored as JSON text, beside its columns. Strings are stored inline
+//!   (PostgreSQL compresses large values itself); `blobs` exists so queries
+//!   written for the SQLite schema work, and stays empty.
+//! - Reading a session costs what that session holds: events are keyed by
+//!   `(session_id, seq)`.
+//! - Several processes and machines: row locks order the writers of one
+//!   session; schema migrations run in one transaction under an advisory lock
+//!   (`pg_advisory_lock`, taken before the transaction begins so that it sees
+//!   what the previous holder committed), so many processes opening a fresh
+//!   database at once apply them once; a database with a newer schema version is refused
+//!   untouched ([`StoreError::TooNew`]).
+//! - Nothing read from the database is trusted: an unreadable row is
+//!   [`StoreError::Corrupt`], never a panic.
+//! - The URL and its password never appear in errors or logs: errors name the
+//!   server as `host:port/database` only.
+//!
+//! # The lease
+//!
+//! Concurrent runs of one session from two processes are impossible by
+//! construction. The `sessions` row carries the owner (`owner_pid`,
+//! `owner_host`, `owner_start`, `heartbeat_at`, as in SQLite) and
+//! `lease_until`, a time on the *database server's* clock (so the clocks of
+//! the machines do not matter):
+//!
+//! - Whoever makes a session run takes the lease: creating it `running`,
+//!   setting that status, or appending an event that makes it running
+//!   (`run_started`, `approval_resolved`). The lease lasts [`Options::lease`]
+//!   (default [`owner::STALE_AFTER`](super::owner::STALE_AFTER)). A `queued`
+//!   session is owned (for [`super::owner`]'s liveness rule) but not leased:
+//!   it waits for whichever process picks it up, perhaps on another machine.
+//! - The holder renews it with every append and heartbeat (the event bus beats
+//!   every ten seconds), and releases it by appending a terminal event
+//!   (`run_complete`, `run_failed`, `run_cancelled`, `run_suspended`) or by
+//!   setting a status that is neither live nor `waiting_approval`.
+//!   [`SessionStore::record_owner`] hands it over, as if taken at the given
+//!   heartbeat.
+//! - While another owner holds a valid lease, an append or a `set_status` to
+//!   `queued` or `running` is refused with [`StoreError::LeaseHeld`] and writes nothing. A lease is
+//!   void once it expires, and at once when its owner is on this machine and
+//!   its process is gone (the rule of [`super::owner`]); then anyone may append,
+//!   and the next claim takes it over.
+//!
+//! # Connections
+//!
+//! The trait is synchronous and is called from plain threads and from inside
+//! tokio tasks, so the store never blocks on a runtime of the caller's: one
+//! background thread runs its own current-thread runtime and owns the
+//! connection; every call sends it a job and waits for the answer. Statements
+//! are prepared once per connection. When the connection breaks (the server
+//! restarted, the network dropped), the job is retried on a new connection with
+//! exponential backoff for up to [`Options::retry_for`] (60 s by default). An
+//! append whose first attempt may have committed (the connection broke during
+//! `COMMIT`) is idempotent: events already stored at those seqs with the same
+//! content count as success. TCP keepalives notice a server that vanished
+//! without closing the connection within about half a minute; a row lock is
+//! waited for at most 30 s (`lock_timeout`, as SQLite's busy timeout), and a
+//! transaction left idle by a client that vanished is ended by the server
+//! after 60 s (`idle_in_transaction_session_timeout`).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Map, Value};
+use tokio_postgres::config::Host;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Row, Statement};
+
+use super::owner::{Owner, OwnerRecord, STALE_AFTER};
+use super::row::{RawMeta, event_data};
+use super::{
+    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id, now,
+    status_after,
+};
+use agentfile_protocol::events::{Event, EventBody};
+
+/// The schema version this code writes; a database with a higher version in
+/// `schema_migrations` is refused, untouched.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a call keeps retrying after the connection broke.
+pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// How long `open` waits for the server to answer.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The key of the advisory lock migrations run under ("agentfil").
+const MIGRATION_LOCK: i64 = 0x6167_656e_7466_696c;
+
+/// Migration `n` (1-based) takes a database from version `n - 1` to `n`. Never
+/// edit a released entry; add a new one. Text columns compared or sorted as
+/// times or ids use the `C` collation, so their order is byte order (as in
+/// SQLite) whatever the database's locale.
+const MIGRATIONS: &[&str] = &[MIGRATION_1];
+
+const MIGRATION_1: &str = r#"
+CREATE TABLE schema_migrations(
+    version    BIGINT PRIMARY KEY,
+    applied_at TEXT NOT NULL
+);
+
+CREATE TABLE sessions(
+    id           TEXT COLLATE "C" PRIMARY KEY,
+    workflow     TEXT NOT NULL,
+    path         TEXT NOT NULL,
+    workspace    TEXT NOT NULL,
+    inputs       TEXT NOT NULL,          -- JSON object of strings
+    status       TEXT COLLATE "C" NOT NULL,
+    created_at   TEXT COLLATE "C" NOT NULL,
+    updated_at   TEXT COLLATE "C" NOT NULL,
+    last_seq     BIGINT NOT NULL DEFAULT 0,
+    owner_pid    BIGINT,
+    owner_host   TEXT,
+    owner_start  TEXT,
+    heartbeat_at TEXT COLLATE "C",
+    lease_until  TIMESTAMPTZ            -- the server's clock; NULL: not held
+);
+CREATE INDEX sessions_by_created ON sessions(created_at, id);
+CREATE INDEX sessions_by_status ON sessions(status, created_at, id);
+
+-- Kept for queries written against the SQLite schema; this store keeps
+-- strings inline, so it stays empty.
+CREATE TABLE blobs(
+    hash    TEXT COLLATE "C" PRIMARY KEY,
+    size    BIGINT NOT NULL,
+    content TEXT NOT NULL
+);
+
+-- The source of truth. `data` is the event's `data` object as JSON text.
+CREATE TABLE events(
+    session_id     TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    seq            BIGINT NOT NULL,
+    schema_version BIGINT NOT NULL,
+    ts             TEXT NOT NULL,
+    type           TEXT COLLATE "C" NOT NULL,
+    step           TEXT,
+    goal           TEXT,
+    agent          TEXT,
+    iteration      BIGINT,
+    data           TEXT NOT NULL,
+    node           TEXT,
+    node_kind      TEXT,
+    PRIMARY KEY(session_id, seq)
+);
+
+CREATE TABLE messages(
+    session_id TEXT COLLATE "C" NOT NULL,
+    seq        BIGINT NOT NULL,
+    step       TEXT,
+    goal       TEXT,
+    agent      TEXT,
+    iteration  BIGINT,
+    role       TEXT NOT NULL,
+    content    TEXT,
+    blob       TEXT COLLATE "C" REFERENCES blobs(hash),
+    tool_calls TEXT,                   -- JSON array, assistant only
+    PRIMARY KEY(session_id, seq),
+    FOREIGN KEY(session_id, seq) REFERENCES events(session_id, seq)
+);
+
+CREATE VIEW messages_text AS
+    SELECT m.session_id, m.seq, m.step, m.goal, m.agent, m.iteration, m.role,
+           coalesce(m.content, b.content) AS content, m.tool_calls
+    FROM messages m LEFT JOIN blobs b ON b.hash = m.blob;
+
+CREATE TABLE tool_calls(
+    session_id    TEXT COLLATE "C" NOT NULL,
+    seq           BIGINT NOT NULL,
+    call_id       TEXT COLLATE "C" NOT NULL,
+    tool          TEXT NOT NULL,
+    step          TEXT,
+    goal          TEXT,
+    agent         TEXT,
+    iteration     BIGINT,
+    arguments     TEXT,
+    result        TEXT,
+    result_blob   TEXT COLLATE "C" REFERENCES blobs(hash),
+    result_seq    BIGINT,
+    is_error      BOOLEAN,
+    duration_ms   BIGINT,
+    denied_rule   TEXT,
+    denied_reason TEXT,
+    PRIMARY KEY(session_id, seq),
+    FOREIGN KEY(session_id, seq) REFERENCES events(session_id, seq)
+);
+CREATE INDEX tool_calls_by_call ON tool_calls(session_id, call_id);
+
+CREATE TABLE approvals(
+    session_id    TEXT COLLATE "C" NOT NULL REFERENCES sessions(id),
+    seq_requested BIGINT NOT NULL,
+    approved      BOOLEAN NOT NULL,
+    note          TEXT,
+    decided_at    TEXT NOT NULL,
+    PRIMARY KEY(session_id, seq_requested)
+);
+
+CREATE TABLE IF NOT EXISTS memory(agent_id TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at TEXT NOT NULL, PRIMARY KEY(agent_id, key));
+"#;
+
+/// The columns `RawMeta::from_row` reads, in its order.
+const META_COLUMNS: &str = "SELECT id, workflow, path, workspace, inputs, status, created_at, \
+                            updated_at, last_seq, owner_pid, owner_host, owner_start, \
+                            heartbeat_at FROM sessions";
+
+const EVENT_COLUMNS: &str =
+    "seq, schema_version, ts, type, step, goal, agent, iteration, data, node, node_kind";
+
+/// How to open a store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// How long a call keeps reconnecting and retrying after the connection
+    /// broke before it returns an error.
+    pub retry_for: Duration,
+    /// How long a lease lasts without a renewal (see the module documentation).
+    pub lease: Duration,
+    /// Who this store appends as. This process by default; tests use others to
+    /// play a second machine.
+    pub owner: Owner,
+    /// How long connecting may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            retry_for: DEFAULT_RETRY_FOR,
+            lease: STALE_AFTER,
+            owner: Owner::current().clone(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }
+    }
+}
+
+/// A session store in a PostgreSQL database. See the module documentation.
+pub struct PgStore {
+    jobs: tokio::sync::mpsc::UnboundedSender<Job>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    target: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // Closing the channel ends the worker's loop, which closes the
+        // connection.
+        let (closed, _) = tokio::sync::mpsc::unbounded_channel();
+        drop(std::mem::replace(&mut self.jobs, closed));
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
+    }
+}
+
+impl PgStore {
+    /// Open the database whose URL the environment variable `var` holds.
+    pub fn from_env(var: &str) -> Result<PgStore, StoreError> {
+        let url = std::env::var(var).map_err(|_| StoreError::Io {
+            path: format!("${var}"),
+            message: format!(
+                "`session.store` is `postgres` but the environment variable {var} (named by \
+                 `session.url_env`) is not set; set it to a URL such as \
+                 postgres://USER:PASSWORD@HOST:5432/DATABASE"
+            ),
+        })?;
+        Self::open_with(&url, Options::default()).map_err(|e| match e {
+            StoreError::Io { path, message } => StoreError::Io {
+                path,
+                message: format!("{message} (the URL is read from ${var})"),
+            },
+            other => other,
+        })
+    }
+
+    /// Connect to the database at `url` (a `postgres://` URL or a
+    /// `key=value` string) with default [`Options`], and bring its schema up
+    /// to date.
+    pub fn open(url: &str) -> Result<PgStore, StoreError> {
+        Self::open_with(url, Options::default())
+    }
+
+    /// [`PgStore::open`] with explicit options. Fails at once, naming
+    /// `host:port`, when the server cannot be reached.
+    pub fn open_with(url: &str, options: Options) -> Result<PgStore, StoreError> {
+        let config = parse_url(url)?;
+        let target = describe(&config);
+        let (jobs, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        let worker_target = target.clone();
+        let worker = std::thread::Builder::new()
+            .name("agentfile-postgres".into())
+            .spawn(move || {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(StoreError::Io {
+                            path: worker_target,
+                            message: format!("cannot start the connection's runtime: {e}"),
+                        }));
+                        return;
+                    }
+                };
+                runtime.block_on(async move {
+                    let mut worker = Worker {
+                        config,
+                        target: worker_target,
+                        options,
+                        conn: None,
+                    };
+                    let started = worker.start().await;
+                    let ok = started.is_ok();
+                    let _ = ready_tx.send(started);
+                    if ok {
+                        worker.serve(rx).await;
+                    }
+                });
+            })
+            .map_err(|e| StoreError::Io {
+                path: target.clone(),
+                message: format!("cannot start the connection thread: {e}"),
+            })?;
+        let started = ready_rx.recv().unwrap_or_else(|_| {
+            Err(StoreError::Io {
+                path: target.clone(),
+                message: "the connection thread stopped before connecting".into(),
+            })
+        });
+        match started {
+            Ok(()) => Ok(PgStore {
+                jobs,
+                worker: Some(worker),
+                target,
+            }),
+            Err(e) => {
+                let _ = worker.join();
+                Err(e)
+            }
+        }
+    }
+
+    /// Where this store is, as errors name it: `host:port/database`.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// The schema version of the database.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        match self.call(Op::SchemaVersion)? {
+            Reply::Version(v) => Ok(v),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn call(&self, op: Op) -> Result<Reply, StoreError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let gone = || StoreError::Io {
+            path: self.target.clone(),
+            message: "the connection thread has stopped; open the store again".into(),
+        };
+        self.jobs.send((op, tx)).map_err(|_| gone())?;
+        rx.recv().unwrap_or_else(|_| Err(gone()))
+    }
+
+    fn unexpected(&self, reply: Reply) -> StoreError {
+        StoreError::Io {
+            path: self.target.clone(),
+            message: format!("internal error: unexpected reply {}", reply.name()),
+        }
+    }
+
+    fn unit(&self, op: Op) -> Result<(), StoreError> {
+        match self.call(op)? {
+            Reply::Unit => Ok(()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+}
+
+impl SessionStore for PgStore {
+    fn create(&self, meta: &SessionMeta) -> Result<(), StoreError> {
+        if !is_valid_id(&meta.id) {
+            return Err(StoreError::InvalidId(meta.id.clone()));
+        }
+        self.unit(Op::Create(meta.clone()))
+    }
+
+    fn append(&self, event: &Event) -> Result<(), StoreError> {
+        self.append_batch(std::slice::from_ref(event))
+    }
+
+    fn append_batch(&self, events: &[Event]) -> Result<(), StoreError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.unit(Op::Append(events.to_vec()))
+    }
+
+    fn set_status(&self, id: &str, status: SessionStatus) -> Result<(), StoreError> {
+        self.unit(Op::SetStatus(id.to_owned(), status))
+    }
+
+    fn get(&self, id: &str) -> Result<SessionMeta, StoreError> {
+        match self.call(Op::Get(id.to_owned()))? {
+            Reply::Meta(m) => Ok(m),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn list(
+        &self,
+        status: Option<SessionStatus>,
+        limit: usize,
+    ) -> Result<Vec<SessionMeta>, StoreError> {
+        match self.call(Op::List(status, limit))? {
+            Reply::Metas(m) => Ok(m),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn events(&self, id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
+        match self.call(Op::Events(id.to_owned(), after))? {
+            Reply::Events(e) => Ok(e),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn pending_approval(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        match self.call(Op::Pending(id.to_owned()))? {
+            Reply::Seq(s) => Ok(s),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn record_approval(
+        &self,
+        id: &str,
+        approved: bool,
+        note: Option<&str>,
+    ) -> Result<Approval, StoreError> {
+        let op = Op::RecordApproval {
+            id: id.to_owned(),
+            approved,
+            note: note.map(str::to_owned),
+            decided_at: now(),
+        };
+        match self.call(op)? {
+            Reply::Approval(Some(a)) => Ok(a),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn approval(&self, id: &str, seq_requested: u64) -> Result<Option<Approval>, StoreError> {
+        match self.call(Op::Approval(id.to_owned(), seq_requested))? {
+            Reply::Approval(a) => Ok(a),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn owner(&self, id: &str) -> Result<Option<OwnerRecord>, StoreError> {
+        match self.call(Op::Owner(id.to_owned()))? {
+            Reply::Owner(o) => Ok(o),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn record_owner(&self, id: &str, owner: &OwnerRecord) -> Result<(), StoreError> {
+        self.unit(Op::RecordOwner(id.to_owned(), owner.clone()))
+    }
+
+    fn heartbeat(&self, id: &str) -> Result<(), StoreError> {
+        self.unit(Op::Heartbeat(id.to_owned()))
+    }
+
+    fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
+        match self.call(Op::Reap)? {
+            Reply::Ids(ids) => Ok(ids),
+            other => Err(self.unexpected(other)),
+        }
+    }
+}
+
+/// What a caller asks the connection thread to do.
+enum Op {
+    Create(SessionMeta),
+    Append(Vec<Event>),
+    SetStatus(String, SessionStatus),
+    Get(String),
+    List(Option<SessionStatus>, usize),
+    Events(String, u64),
+    Pending(String),
+    RecordApproval {
+        id: String,
+        approved: bool,
+        note: Option<String>,
+        decided_at: String,
+    },
+    Approval(String, u64),
+    Owner(String),
+    RecordOwner(String, OwnerRecord),
+    Heartbeat(String),
+    Reap,
+    SchemaVersion,
+}
+
+enum Reply {
+    Unit,
+    Meta(SessionMeta),
+    Metas(Vec<SessionMeta>),
+    Events(Vec<Event>),
+    Seq(Option<u64>),
+    Approval(Option<Approval>),
+    Owner(Option<OwnerRecord>),
+    Ids(Vec<String>),
+    Version(i64),
+}
+
+impl Reply {
+    fn name(&self) -> &'static str {
+        match self {
+            Reply::Unit => "unit",
+            Reply::Meta(_) => "meta",
+            Reply::Metas(_) => "metas",
+            Reply::Events(_) => "events",
+            Reply::Seq(_) => "seq",
+            Reply::Approval(_) => "approval",
+            Reply::Owner(_) => "owner",
+            Reply::Ids(_) => "ids",
+            Reply::Version(_) => "version",
+        }
+    }
+}
+
+type Job = (Op, std::sync::mpsc::SyncSender<Result<Reply, StoreError>>);
+
+/// Why an attempt failed: for good (reported to the caller), or because the
+/// connection or the server's state made it fail this time (retried).
+enum Failure {
+    Store(StoreError),
+    Retry { reconnect: bool, message: String },
+}
+
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::Store(e)
+    }
+}
+
+/// One connection and its prepared statements.
+struct Conn {
+    client: Client,
+    statements: RefCell<HashMap<String, Statement>>,
+}
+
+/// The connection thread's state.
+struct Worker {
+    config: tokio_postgres::Config,
+    target: String,
+    options: Options,
+    conn: Option<Conn>,
+}
+
+impl Worker {
+    /// Connect once (no retry: a store that cannot connect fails fast) and
+    /// migrate.
+    async fn start(&mut self) -> Result<(), StoreError> {
+        if let Err(f) = self.connect().await {
+            let why = match f {
+                Failure::Store(e) => return Err(e),
+                Failure::Retry { message, .. } => message,
+            };
+            return Err(StoreError::Io {
+                path: self.target.clone(),
+                message: format!(
+                    "cannot connect to PostgreSQL at {}: {why}; check that the server is \
+                     running and reachable from here, and that the database URL is right",
+                    host_port(&self.config)
+                ),
+            });
+        }
+        match self.execute(&Op::SchemaVersion, true).await? {
+            Reply::Version(v) if v == SCHEMA_VERSION => Ok(()),
+            _ => self.migrate().await,
+        }
+    }
+
+    async fn serve(&mut self, mut rx: tokio::sync::mpsc::UnboundedReceiver<Job>) {
+        while let Some((op, reply)) = rx.recv().await {
+            let result = self.execute(&op, false).await;
+            let _ = reply.send(result);
+        }
+    }
+
+    async fn connect(&mut self) -> Result<(), Failure> {
+        let mut config = self.config.clone();
+        config.connect_timeout(self.options.connect_timeout);
+        // A server that vanished without closing the connection (a machine
+        // gone, a partition) is noticed in about half a minute rather than
+        // the kernel's two hours, so the retry can begin.
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(15))
+            .keepalives_interval(Duration::from_secs(5))
+            .keepalives_retries(3);
+        #[cfg(target_os = "linux")]
+        config.tcp_user_timeout(Duration::from_secs(30));
+        let (client, connection) =
+            config
+                .connect(NoTls)
+                .await
+                .map_err(|e| match self.classify(e, "connect") {
+                    Failure::Retry { message, .. } => Failure::Retry {
+                        reconnect: true,
+                        message,
+                    },
+                    // Authentication or a missing database: no retry helps.
+                    Failure::Store(e) => Failure::Store(e),
+                })?;
+        // The connection's I/O runs beside the jobs on this thread's runtime;
+        // it ends when the client is dropped or the server goes away.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        // No wait for a row lock is endless (SQLite's busy timeout), and a
+        // client that vanished mid-transaction cannot hold its locks for long.
+        client
+            .batch_execute(
+                "SET lock_timeout = '30s'; SET idle_in_transaction_session_timeout = '60s'",
+            )
+            .await
+            .map_err(|e| self.classify(e, "configure the connection"))?;
+        self.conn = Some(Conn {
+            client,
+            statements: RefCell::new(HashMap::new()),
+        });
+        Ok(())
+    }
+
+    /// Run `op`, reconnecting and retrying while the failure is the
+    /// connection's, for up to `retry_for` (none when `once`).
+    async fn execute(&mut self, op: &Op, once: bool) -> Result<Reply, StoreError> {
+        let deadline = Instant::now() + self.options.retry_for;
+        let mut delay = Duration::from_millis(50);
+        let mut retried = false;
+        loop {
+            let attempt = match &self.conn {
+                Some(c) if !c.client.is_closed() => {
+                    let r = self.run(c, op, retried).await;
+                    if r.is_err() && !c.client.is_closed() {
+                        // Leave no transaction open for the next job.
+                        let _ = c.client.batch_execute("ROLLBACK").await;
+                    }
+                    r
+                }
+                _ => match self.connect().await {
+                    Ok(()) => continue,
+                    Err(f) => Err(f),
+                },
+            };
+            let message = match attempt {
+                Ok(reply) => return Ok(reply),
+                Err(Failure::Store(e)) => return Err(e),
+                Err(Failure::Retry { reconnect, message }) => {
+                    if reconnect {
+                        self.conn = None;
+                    }
+                    message
+                }
+            };
+            if once || Instant::now() + delay > deadline {
+                return Err(StoreError::Io {
+                    path: self.target.clone(),
+                    message: format!(
+                        "{message}; gave up after retrying for {} s — check that the \
+                         PostgreSQL server at {} is running",
+                        self.options.retry_for.as_secs(),
+                        host_port(&self.config)
+                    ),
+                });
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+            retried = true;
+        }
+    }
+
+    async fn migrate(&mut self) -> Result<(), StoreError> {
+        let deadline = Instant::now() + self.options.retry_for;
+        loop {
+            let Some(c) = &self.conn else {
+                return Err(self.io("migrate: not connected".into()));
+            };
+            let r = self.migrate_in(c).await;
+            if r.is_err() && !c.client.is_closed() {
+                let _ = c.client.batch_execute("ROLLBACK").await;
+            }
+            match r {
+                Ok(()) => return Ok(()),
+                Err(Failure::Store(e)) => return Err(e),
+                Err(Failure::Retry { message, .. }) => {
+                    if Instant::now() > deadline {
+                        return Err(self.io(message));
+                    }
+                    if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
+                        self.connect().await.map_err(|f| match f {
+                            Failure::Store(e) => e,
+                            Failure::Retry { message, .. } => self.io(message),
+                        })?;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// Apply the missing migrations in one transaction, under an advisory
+    /// lock taken *before* it begins: a transaction that waited for the lock
+    /// inside itself could still look the tables up in the catalog as they
+    /// were before the other process committed them.
+    async fn migrate_in(&self, c: &Conn) -> Result<(), Failure> {
+        let e = |doing: &'static str| move |err| self.classify(err, doing);
+        c.client
+            .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+            .await
+            .map_err(e("wait for the migration lock"))?;
+        let result = self.migrate_locked(c).await;
+        if result.is_err() && !c.client.is_closed() {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+        }
+        // Closing the connection would release it too.
+        let _ = c
+            .client
+            .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK])
+            .await;
+        result
+    }
+
+    async fn migrate_locked(&self, c: &Conn) -> Result<(), Failure> {
+        let e = |doing: &'static str| move |err| self.classify(err, doing);
+        c.client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(e("begin the migration"))?;
+        // Read again under the lock: another process may have migrated
+        // between our first look and now.
+        let found = read_version(c)
+            .await
+            .map_err(e("read the schema version"))?;
+        self.check_version(found)?;
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+            let version = i as i64 + 1;
+            c.client
+                .batch_execute(sql)
+                .await
+                .map_err(e("apply a migration"))?;
+            c.client
+                .execute(
+                    "INSERT INTO schema_migrations(version, applied_at) VALUES ($1, $2)",
+                    &[&version, &now()],
+                )
+                .await
+                .map_err(e("record a migration"))?;
+        }
+        c.client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(e("commit the migration"))
+    }
+
+    fn check_version(&self, found: i64) -> Result<(), StoreError> {
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.target.clone(),
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < 0 {
+            return Err(self.corrupt(format!("negative schema version {found}")));
+        }
+        Ok(())
+    }
+
+    fn io(&self, message: String) -> StoreError {
+        StoreError::Io {
+            path: self.target.clone(),
+            message,
+        }
+    }
+
+    fn corrupt(&self, message: String) -> StoreError {
+        StoreError::Corrupt {
+            path: self.target.clone(),
+            message,
+        }
+    }
+
+    /// Sort a driver error into "retry" (the connection broke, the server is
+    /// restarting, a serialisation conflict) and "report".
+    fn classify(&self, e: tokio_postgres::Error, doing: &str) -> Failure {
+        if let Some(db) = e.as_db_error() {
+            let code = db.code();
+            let retry = code.code().starts_with("08")
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || *code == SqlState::CANNOT_CONNECT_NOW
+                || *code == SqlState::T_R_SERIALIZATION_FAILURE
+                || *code == SqlState::T_R_DEADLOCK_DETECTED
+                || *code == SqlState::TOO_MANY_CONNECTIONS;
+            let message = format!("cannot {doing}: {} ({})", db.message(), code.code());
+            if retry {
+                let reconnect = !matches!(
+                    *code,
+                    SqlState::T_R_SERIALIZATION_FAILURE | SqlState::T_R_DEADLOCK_DETECTED
+                );
+                return Failure::Retry { reconnect, message };
+            }
+            if *code == SqlState::LOCK_NOT_AVAILABLE {
+                return Failure::Store(self.io(format!(
+                    "{message}: another connection held the session for over 30 s; try again"
+                )));
+            }
+            if *code == SqlState::DISK_FULL {
+                return Failure::Store(StoreError::DiskFull {
+                    path: self.target.clone(),
+                    message: message.clone(),
+                });
+            }
+            return Failure::Store(self.io(message));
+        }
+        let io = std::error::Error::source(&e)
+            .is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some());
+        if e.is_closed() || io || doing == "connect" {
+            return Failure::Retry {
+                reconnect: true,
+                message: format!("cannot {doing}: {}", error_chain(&e)),
+            };
+        }
+        Failure::Store(self.io(format!("cannot {doing}: {}", error_chain(&e))))
+    }
+
+    fn err<'a>(&'a self, doing: &'a str) -> impl Fn(tokio_postgres::Error) -> Failure + 'a {
+        move |e| self.classify(e, doing)
+    }
+
+    /// One attempt at `op` on `c`. `retry` is set when an earlier attempt
+    /// failed with the connection, and may have committed.
+    async fn run(&self, c: &Conn, op: &Op, retry: bool) -> Result<Reply, Failure> {
+        match op {
+            Op::SchemaVersion => Ok(Reply::Version(
+                read_version(c)
+                    .await
+                    .map_err(self.err("read the schema version"))?,
+            )),
+            Op::Create(meta) => self.create(c, meta, retry).await.map(|()| Reply::Unit),
+            Op::Append(events) => self.append(c, events, retry).await.map(|()| Reply::Unit),
+            Op::SetStatus(id, status) => self.set_status(c, id, *status).await,
+            Op::Get(id) => match self.read_meta(c, id).await? {
+                Some(raw) => Ok(Reply::Meta(
+                    raw.into_meta(SystemTime::now(), |m| self.corrupt(m))?,
+                )),
+                None => Err(StoreError::NotFound(id.clone()).into()),
+            },
+            Op::List(status, limit) => self.list(c, *status, *limit).await.map(Reply::Metas),
+            Op::Events(id, after) => self.events(c, id, *after).await.map(Reply::Events),
+            Op::Pending(id) => {
+                if self.read_meta(c, id).await?.is_none() {
+                    return Err(StoreError::NotFound(id.clone()).into());
+                }
+                self.pending_in(c, id).await.map(Reply::Seq)
+            }
+            Op::RecordApproval {
+                id,
+                approved,
+                note,
+                decided_at,
+            } => {
+                let a = self
+                    .record_approval(c, id, *approved, note.as_deref(), decided_at, retry)
+                    .await?;
+                Ok(Reply::Approval(Some(a)))
+            }
+            Op::Approval(id, seq) => {
+                if self.read_meta(c, id).await?.is_none() {
+                    return Err(StoreError::NotFound(id.clone()).into());
+                }
+                self.read_approval(c, id, *seq).await.map(Reply::Approval)
+            }
+            Op::Owner(id) => match self.read_meta(c, id).await? {
+                Some(raw) => Ok(Reply::Owner(raw.owner())),
+                None => Err(StoreError::NotFound(id.clone()).into()),
+            },
+            Op::RecordOwner(id, owner) => {
+                let n = self
+                    .exec(
+                        c,
+                        "UPDATE sessions SET owner_pid = $2, owner_host = $3, owner_start = $4, \
+                         heartbeat_at = $5, lease_until = nullif($5, '')::timestamptz \
+                         + make_interval(secs => $6) WHERE id = $1",
+                        &[
+                            id,
+                            &i64::from(owner.owner.pid),
+                            &owner.owner.host,
+                            &owner.owner.start,
+                            &owner.heartbeat_at,
+                            &self.lease_secs(),
+                        ],
+                        "record the owner",
+                    )
+                    .await?;
+                if n == 0 {
+                    return Err(StoreError::NotFound(id.clone()).into());
+                }
+                Ok(Reply::Unit)
+            }
+            Op::Heartbeat(id) => {
+                let me = &self.options.owner;
+                // A released lease stays released: the run has ended.
+                self.exec(
+                    c,
+                    "UPDATE sessions SET heartbeat_at = $2, lease_until = CASE WHEN lease_until \
+                     IS NULL THEN NULL ELSE clock_timestamp() + make_interval(secs => $6) END \
+                     WHERE id = $1 AND owner_pid = $3 AND owner_start = $4 AND owner_host = $5",
+                    &[
+                        id,
+                        &now(),
+                        &i64::from(me.pid),
+                        &me.start,
+                        &me.host,
+                        &self.lease_secs(),
+                    ],
+                    "record the heartbeat",
+                )
+                .await?;
+                Ok(Reply::Unit)
+            }
+            Op::Reap => self.reap(c).await.map(Reply::Ids),
+        }
+    }
+
+    fn lease_secs(&self) -> f64 {
+        self.options.lease.as_secs_f64()
+    }
+
+    async fn statement(&self, c: &Conn, sql: &str) -> Result<Statement, Failure> {
+        if let Some(s) = c.statements.borrow().get(sql) {
+            return Ok(s.clone());
+        }
+        let s = c
+            .client
+            .prepare(sql)
+            .await
+            .map_err(self.err("prepare a statement"))?;
+        c.statements.borrow_mut().insert(sql.to_owned(), s.clone());
+        Ok(s)
+    }
+
+    async fn exec(
+        &self,
+        c: &Conn,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        doing: &str,
+    ) -> Result<u64, Failure> {
+        let s = self.statement(c, sql).await?;
+        c.client.execute(&s, params).await.map_err(self.err(doing))
+    }
+
+    async fn query(
+        &self,
+        c: &Conn,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        doing: &str,
+    ) -> Result<Vec<Row>, Failure> {
+        let s = self.statement(c, sql).await?;
+        c.client.query(&s, params).await.map_err(self.err(doing))
+    }
+
+    async fn query_opt(
+        &self,
+        c: &Conn,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        doing: &str,
+    ) -> Result<Option<Row>, Failure> {
+        let s = self.statement(c, sql).await?;
+        c.client
+            .query_opt(&s, params)
+            .await
+            .map_err(self.err(doing))
+    }
+
+    async fn begin(&self, c: &Conn, doing: &str) -> Result<(), Failure> {
+        c.client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(self.err(doing))
+    }
+
+    async fn commit(&self, c: &Conn, doing: &str) -> Result<(), Failure> {
+        c.client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(self.err(doing))
+    }
+
+    fn to_sql_int(&self, n: u64, what: &str) -> Result<i64, Failure> {
+        i64::try_from(n)
+            .map_err(|_| Failure::Store(self.io(format!("{what} {n} is too large to store"))))
+    }
+
+    fn get<'r, T: tokio_postgres::types::FromSql<'r>>(
+        &self,
+        row: &'r Row,
+        i: usize,
+    ) -> Result<T, Failure> {
+        row.try_get(i)
+            .map_err(|e| Failure::Store(self.corrupt(format!("unreadable column {i}: {e}"))))
+    }
+
+    async fn read_meta(&self, c: &Conn, id: &str) -> Result<Option<RawMeta>, Failure> {
+        let sql = format!("{META_COLUMNS} WHERE id = $1");
+        match self.query_opt(c, &sql, &[&id], "read the session").await? {
+            Some(row) => Ok(Some(raw_meta(self, &row)?)),
+            None => Ok(None),
+        }
+    }
+
+    async fn create(&self, c: &Conn, meta: &SessionMeta, retry: bool) -> Result<(), Failure> {
+        let inputs = serde_json::to_string(&meta.inputs).map_err(|e| {
+            Failure::Store(self.io(format!("cannot serialise the inputs of `{}`: {e}", meta.id)))
+        })?;
+        let last_seq = self.to_sql_int(meta.last_seq, "last_seq")?;
+        // A session created queued or running is owned by its creator; one
+        // created running is also leased to it.
+        let me = &self.options.owner;
+        let live = is_live(meta.status);
+        let leased = meta.status == SessionStatus::Running;
+        let pid = live.then(|| i64::from(me.pid));
+        let host = live.then_some(&me.host);
+        let start = live.then_some(&me.start);
+        let beat = live.then(now);
+        let inserted = self
+            .exec(
+                c,
+                "INSERT INTO sessions(id, workflow, path, workspace, inputs, status, created_at, \
+                 updated_at, last_seq, owner_pid, owner_host, owner_start, heartbeat_at, \
+                 lease_until) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+                 CASE WHEN $14 THEN clock_timestamp() + make_interval(secs => $15) END) \
+                 ON CONFLICT(id) DO NOTHING",
+                &[
+                    &meta.id,
+                    &meta.workflow,
+                    &meta.path,
+                    &meta.workspace,
+                    &inputs,
+                    &meta.status.as_str(),
+                    &meta.created_at,
+                    &meta.updated_at,
+                    &last_seq,
+                    &pid,
+                    &host,
+                    &start,
+                    &beat,
+                    &leased,
+                    &self.lease_secs(),
+                ],
+                "create the session",
+            )
+            .await?;
+        if inserted == 0 {
+            // A retried create whose first attempt committed finds its own row.
+            if retry
+                && let Some(raw) = self.read_meta(c, &meta.id).await?
+                && raw.workflow == meta.workflow
+                && raw.path == meta.path
+                && raw.created_at == meta.created_at
+                && raw.inputs == inputs
+            {
+                return Ok(());
+            }
+            return Err(StoreError::AlreadyExists(meta.id.clone()).into());
+        }
+        Ok(())
+    }
+
+    /// Whether the lease read from a locked `sessions` row stops `me`: held by
+    /// another owner, not expired, and that owner not known dead here.
+    fn lease_blocks(&self, lease: &Lease) -> Option<StoreError> {
+        if !lease.live {
+            return None;
+        }
+        let owner = lease.owner.as_ref()?;
+        if owner == &self.options.owner || owner.is_alive_here() == Some(false) {
+            return None;
+        }
+        Some(StoreError::LeaseHeld {
+            session: lease.id.clone(),
+            owner: format!("process {} on {}", owner.pid, owner.host),
+            until: lease.until.clone().unwrap_or_default(),
+        })
+    }
+
+    async fn lock_session(&self, c: &Conn, id: &str) -> Result<Option<Lease>, Failure> {
+        let row = self
+            .query_opt(
+                c,
+                "SELECT last_seq, owner_pid, owner_host, owner_start, \
+                 coalesce(lease_until > clock_timestamp(), false), lease_until IS NOT NULL, \
+                 to_char(lease_until AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') \
+                 FROM sessions WHERE id = $1 FOR UPDATE",
+                &[&id],
+                "lock the session",
+            )
+            .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let last_seq: i64 = self.get(&row, 0)?;
+        let pid: Option<i64> = self.get(&row, 1)?;
+        let host: Option<String> = self.get(&row, 2)?;
+        let start: Option<String> = self.get(&row, 3)?;
+        Ok(Some(Lease {
+            id: id.to_owned(),
+            last_seq: u64::try_from(last_seq).map_err(|_| {
+                Failure::Store(self.corrupt(format!("negative last_seq {last_seq}")))
+            })?,
+            owner: pid.map(|pid| Owner {
+                pid: u32::try_from(pid).unwrap_or(0),
+                host: host.unwrap_or_default(),
+                start: start.unwrap_or_default(),
+            }),
+            live: self.get(&row, 4)?,
+            held: self.get(&row, 5)?,
+            until: self.get(&row, 6)?,
+        }))
+    }
+
+    async fn append(&self, c: &Conn, events: &[Event], retry: bool) -> Result<(), Failure> {
+        let Some(first) = events.first() else {
+            return Ok(());
+        };
+        // `BEGIN` and the first row lock in one round trip: the driver
+        // pipelines them, in this order.
+        let (_, first_lease) = futures::try_join!(
+            self.begin(c, "begin the append"),
+            self.lock_session(c, &first.session_id)
+        )?;
+        // Each session's row is locked once per batch; what later events of
+        // the batch change in it is followed here.
+        let mut locked: HashMap<&str, Lease> = HashMap::new();
+        if let Some(lease) = first_lease {
+            locked.insert(&first.session_id, lease);
+        }
+        for event in events {
+            let id = event.session_id.as_str();
+            if !locked.contains_key(id) {
+                let Some(lease) = self.lock_session(c, id).await? else {
+                    return Err(StoreError::NotFound(id.to_owned()).into());
+                };
+                locked.insert(id, lease);
+            }
+            let Some(lease) = locked.get_mut(id) else {
+                return Err(StoreError::NotFound(id.to_owned()).into());
+            };
+            self.append_in(c, event, retry, lease).await?;
+        }
+        self.commit(c, "commit the append").await
+    }
+
+    /// Write one event and its derived rows, `lease` being its session's
+    /// locked row as it stands in this transaction.
+    async fn append_in(
+        &self,
+        c: &Conn,
+        event: &Event,
+        retry: bool,
+        lease: &mut Lease,
+    ) -> Result<(), Failure> {
+        let id = &event.session_id;
+        let seq = self.to_sql_int(event.seq, "seq")?;
+        if event.seq != lease.last_seq.saturating_add(1) {
+            // The first attempt committed before the connection broke: the
+            // same event is already there.
+            if retry
+                && event.seq <= lease.last_seq
+                && self.stored_event(c, id, event.seq).await?.as_ref() == Some(event)
+            {
+                return Ok(());
+            }
+            return Err(StoreError::OutOfOrder {
+                session: id.clone(),
+                expected: lease.last_seq.saturating_add(1),
+                got: event.seq,
+            }
+            .into());
+        }
+        if let Some(e) = self.lease_blocks(lease) {
+            return Err(e.into());
+        }
+        let me = &self.options.owner;
+        let mine = lease.owner.as_ref() == Some(me);
+        let status = status_after(&event.body);
+        // Whoever makes a session run owns it and takes the lease; a run that
+        // ends releases it (waiting keeps it); the holder's appends renew it.
+        let claim = status.is_some_and(is_live);
+        let release = !claim && mine && status.is_some_and(|s| s != SessionStatus::WaitingApproval);
+        let renew = !claim && !release && mine && lease.held;
+
+        let data = event_data(&event.body).map_err(Failure::Store)?;
+        let data_text = serde_json::to_string(&data).map_err(|e| {
+            Failure::Store(self.io(format!("cannot serialise event {seq} of `{id}`: {e}")))
+        })?;
+        let iteration = event.iteration.map(i64::from);
+        let schema_version = i64::from(event.schema_version);
+        let status_text = status.map(|s| s.as_str());
+        let pid = i64::from(me.pid);
+        let beat = now();
+        let lease_secs = self.lease_secs();
+        let kind = event.kind();
+        let update_params: [&(dyn ToSql + Sync); 12] = [
+            id,
+            &seq,
+            &event.ts,
+            &status_text,
+            &claim,
+            &pid,
+            &me.host,
+            &me.start,
+            &beat,
+            &lease_secs,
+            &release,
+            &renew,
+        ];
+        let insert_params: [&(dyn ToSql + Sync); 12] = [
+            id,
+            &seq,
+            &schema_version,
+            &event.ts,
+            &kind,
+            &event.step,
+            &event.goal,
+            &event.agent,
+            &iteration,
+            &data_text,
+            &event.node,
+            &event.node_kind,
+        ];
+        let update = self.exec(
+            c,
+            "UPDATE sessions SET last_seq = $2, updated_at = greatest(updated_at, $3), \
+             status = coalesce($4, status), \
+             owner_pid = CASE WHEN $5 THEN $6 ELSE owner_pid END, \
+             owner_host = CASE WHEN $5 THEN $7 ELSE owner_host END, \
+             owner_start = CASE WHEN $5 THEN $8 ELSE owner_start END, \
+             heartbeat_at = CASE WHEN $5 THEN $9 ELSE heartbeat_at END, \
+             lease_until = CASE WHEN $5 OR $12 THEN clock_timestamp() + \
+             make_interval(secs => $10) WHEN $11 THEN NULL ELSE lease_until END \
+             WHERE id = $1",
+            &update_params,
+            "update the session",
+        );
+        let insert = self.exec(
+            c,
+            "INSERT INTO events(session_id, seq, schema_version, ts, type, step, goal, agent, \
+             iteration, data, node, node_kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
+             $11, $12)",
+            &insert_params,
+            "store the event",
+        );
+        // Both statements in one round trip: the driver pipelines them.
+        futures::try_join!(update, insert)?;
+
+        lease.last_seq = event.seq;
+        if claim {
+            lease.owner = Some(me.clone());
+            lease.live = true;
+            lease.held = true;
+        } else if release {
+            lease.live = false;
+            lease.held = false;
+        } else if renew {
+            lease.live = true;
+        }
+        self.derive(c, event, seq, &data).await
+    }
+
+    /// The event stored at `seq`, if any.
+    async fn stored_event(&self, c: &Conn, id: &str, seq: u64) -> Result<Option<Event>, Failure> {
+        let seq = self.to_sql_int(seq, "seq")?;
+        let sql = format!("SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND seq = $2");
+        match self
+            .query_opt(c, &sql, &[&id, &seq], "read an event")
+            .await?
+        {
+            Some(row) => Ok(Some(self.event_from_row(id, &row)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Keep `messages` and `tool_calls` in step with the event just stored.
+    async fn derive(&self, c: &Conn, event: &Event, seq: i64, data: &Value) -> Result<(), Failure> {
+        let id = &event.session_id;
+        let iteration = event.iteration.map(i64::from);
+        let message = |role: &'static str, text: &Value, tool_calls: Option<String>| {
+            let content = text.as_str().map(str::to_owned);
+            async move {
+                self.exec(
+                    c,
+                    "INSERT INTO messages(session_id, seq, step, goal, agent, iteration, role, \
+                     content, tool_calls) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                    &[
+                        id,
+                        &seq,
+                        &event.step,
+                        &event.goal,
+                        &event.agent,
+                        &iteration,
+                        &role,
+                        &content,
+                        &tool_calls,
+                    ],
+                    "store the message",
+                )
+                .await
+                .map(|_| ())
+            }
+        };
+        match &event.body {
+            EventBody::GoalStarted { .. } => message("user", &data["outcome"], None).await,
+            EventBody::LlmResponse { tool_calls, .. } => {
+                let calls = (!tool_calls.is_empty()).then(|| data["tool_calls"].to_string());
+                message("assistant", &data["text"], calls).await
+            }
+            EventBody::ToolCall {
+                id: call_id, tool, ..
+            } => {
+                self.new_call(
+                    c,
+                    event,
+                    seq,
+                    call_id,
+                    tool,
+                    Some(data["arguments"].to_string()),
+                )
+                .await
+            }
+            EventBody::ToolResult {
+                id: call_id,
+                tool,
+                is_error,
+                duration_ms,
+                ..
+            } => {
+                message("tool", &data["content"], None).await?;
+                let row = match self
+                    .open_call(
+                        c,
+                        id,
+                        call_id,
+                        "SELECT max(seq) FROM tool_calls WHERE session_id = $1 AND call_id = $2 \
+                         AND result_seq IS NULL",
+                    )
+                    .await?
+                {
+                    Some(row) => row,
+                    None => {
+                        self.new_call(c, event, seq, call_id, tool, None).await?;
+                        seq
+                    }
+                };
+                let result = data["content"].as_str();
+                let duration = i64::try_from(*duration_ms).unwrap_or(i64::MAX);
+                self.exec(
+                    c,
+                    "UPDATE tool_calls SET result = $3, result_seq = $4, is_error = $5, \
+                     duration_ms = $6 WHERE session_id = $1 AND seq = $2",
+                    &[id, &row, &result, &seq, is_error, &duration],
+                    "store the tool result",
+                )
+                .await
+                .map(|_| ())
+            }
+            EventBody::PolicyDenied {
+                id: call_id,
+                tool,
+                rule,
+                reason,
+            } => {
+                let row = match self
+                    .open_call(
+                        c,
+                        id,
+                        call_id,
+                        "SELECT max(seq) FROM tool_calls WHERE session_id = $1 AND call_id = $2 \
+                         AND denied_rule IS NULL",
+                    )
+                    .await?
+                {
+                    Some(row) => row,
+                    None => {
+                        self.new_call(c, event, seq, call_id, tool, None).await?;
+                        seq
+                    }
+                };
+                self.exec(
+                    c,
+                    "UPDATE tool_calls SET denied_rule = $3, denied_reason = $4 \
+                     WHERE session_id = $1 AND seq = $2",
+                    &[id, &row, rule, reason],
+                    "store the denial",
+                )
+                .await
+                .map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The call this event answers: the latest one with this id that is
+    /// still open, since models may reuse call ids across turns.
+    async fn open_call(
+        &self,
+        c: &Conn,
+        id: &str,
+        call_id: &str,
+        sql: &str,
+    ) -> Result<Option<i64>, Failure> {
+        let rows = self
+            .query(c, sql, &[&id, &call_id], "find the tool call")
+            .await?;
+        match rows.first() {
+            Some(row) => self.get(row, 0),
+            None => Ok(None),
+        }
+    }
+
+    async fn new_call(
+        &self,
+        c: &Conn,
+        event: &Event,
+        seq: i64,
+        call_id: &str,
+        tool: &str,
+        arguments: Option<String>,
+    ) -> Result<(), Failure> {
+        let iteration = event.iteration.map(i64::from);
+        self.exec(
+            c,
+            "INSERT INTO tool_calls(session_id, seq, call_id, tool, step, goal, agent, \
+             iteration, arguments) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            &[
+                &event.session_id,
+                &seq,
+                &call_id,
+                &tool,
+                &event.step,
+                &event.goal,
+                &event.agent,
+                &iteration,
+                &arguments,
+            ],
+            "store the tool call",
+        )
+        .await
+        .map(|_| ())
+    }
+
+    async fn set_status(
+        &self,
+        c: &Conn,
+        id: &str,
+        status: SessionStatus,
+    ) -> Result<Reply, Failure> {
+        let t = now();
+        if is_live(status) {
+            // Making it live claims it, which another's valid lease forbids.
+            // Running takes the lease; queued gives ours up (it waits for
+            // whichever process picks it up).
+            self.begin(c, "begin setting the status").await?;
+            let Some(lease) = self.lock_session(c, id).await? else {
+                return Err(StoreError::NotFound(id.to_owned()).into());
+            };
+            if let Some(e) = self.lease_blocks(&lease) {
+                return Err(e.into());
+            }
+            let me = &self.options.owner;
+            self.exec(
+                c,
+                "UPDATE sessions SET status = $2, updated_at = greatest(updated_at, $3), \
+                 owner_pid = $4, owner_host = $5, owner_start = $6, heartbeat_at = $3, \
+                 lease_until = CASE WHEN $8 THEN clock_timestamp() + make_interval(secs => $7) \
+                 END WHERE id = $1",
+                &[
+                    &id,
+                    &status.as_str(),
+                    &t,
+                    &i64::from(me.pid),
+                    &me.host,
+                    &me.start,
+                    &self.lease_secs(),
+                    &(status == SessionStatus::Running),
+                ],
+                "set the status",
+            )
+            .await?;
+            self.commit(c, "commit the status").await?;
+        } else {
+            // The holder setting an end (not a wait) releases its lease.
+            let me = &self.options.owner;
+            let release = status != SessionStatus::WaitingApproval;
+            let n = self
+                .exec(
+                    c,
+                    "UPDATE sessions SET status = $2, updated_at = greatest(updated_at, $3), \
+                     lease_until = CASE WHEN $4 AND owner_pid = $5 AND owner_host = $6 AND \
+                     owner_start = $7 THEN NULL ELSE lease_until END WHERE id = $1",
+                    &[
+                        &id,
+                        &status.as_str(),
+                        &t,
+                        &release,
+                        &i64::from(me.pid),
+                        &me.host,
+                        &me.start,
+                    ],
+                    "set the status",
+                )
+                .await?;
+            if n == 0 {
+                return Err(StoreError::NotFound(id.to_owned()).into());
+            }
+        }
+        Ok(Reply::Unit)
+    }
+
+    async fn list(
+        &self,
+        c: &Conn,
+        status: Option<SessionStatus>,
+        limit: usize,
+    ) -> Result<Vec<SessionMeta>, Failure> {
+        let now_t = SystemTime::now();
+        let lim = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Stored `queued` or `running` may read as `interrupted` (an owner that
+        // is gone), so a filter on any of the three looks at all three rows
+        // and decides after reading.
+        let rows = match status {
+            Some(s) if is_live(s) || s == SessionStatus::Interrupted => {
+                let sql = format!(
+                    "{META_COLUMNS} WHERE status IN ('queued', 'running', 'interrupted') \
+                     ORDER BY created_at DESC, id DESC"
+                );
+                self.query(c, &sql, &[], "list sessions").await?
+            }
+            Some(s) => {
+                let sql = format!(
+                    "{META_COLUMNS} WHERE status = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+                );
+                self.query(c, &sql, &[&s.as_str(), &lim], "list sessions")
+                    .await?
+            }
+            None => {
+                let sql = format!("{META_COLUMNS} ORDER BY created_at DESC, id DESC LIMIT $1");
+                self.query(c, &sql, &[&lim], "list sessions").await?
+            }
+        };
+        let mut out = Vec::new();
+        for row in &rows {
+            if out.len() >= limit {
+                break;
+            }
+            let meta = raw_meta(self, row)?.into_meta(now_t, |m| self.corrupt(m))?;
+            if status.is_none_or(|s| s == meta.status) {
+                out.push(meta);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn events(&self, c: &Conn, id: &str, after: u64) -> Result<Vec<Event>, Failure> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let exists = self
+            .query_opt(
+                c,
+                "SELECT 1 FROM sessions WHERE id = $1",
+                &[&id],
+                "read the session",
+            )
+            .await?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        }
+        let sql = format!(
+            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq"
+        );
+        let rows = self.query(c, &sql, &[&id, &after], "read events").await?;
+        rows.iter().map(|r| self.event_from_row(id, r)).collect()
+    }
+
+    fn event_from_row(&self, id: &str, r: &Row) -> Result<Event, Failure> {
+        let seq: i64 = self.get(r, 0)?;
+        let bad = |what: String| {
+            Failure::Store(self.corrupt(format!("event {seq} of session `{id}`: {what}")))
+        };
+        let schema_version: i64 = self.get(r, 1)?;
+        let kind: String = self.get(r, 3)?;
+        let data_text: String = self.get(r, 8)?;
+        let iteration: Option<i64> = self.get(r, 7)?;
+        let data: Value =
+            serde_json::from_str(&data_text).map_err(|e| bad(format!("unreadable data: {e}")))?;
+        let mut body = Map::new();
+        body.insert("type".into(), Value::String(kind));
+        body.insert("data".into(), data);
+        let body: EventBody = serde_json::from_value(Value::Object(body))
+            .map_err(|e| bad(format!("does not match its type: {e}")))?;
+        Ok(Event {
+            schema_version: u32::try_from(schema_version)
+                .map_err(|_| bad(format!("schema_version {schema_version}")))?,
+            session_id: id.to_owned(),
+            seq: u64::try_from(seq).map_err(|_| bad("negative seq".into()))?,
+            ts: self.get(r, 2)?,
+            step: self.get(r, 4)?,
+            goal: self.get(r, 5)?,
+            agent: self.get(r, 6)?,
+            iteration: iteration
+                .map(|i| u32::try_from(i).map_err(|_| bad(format!("iteration {i}"))))
+                .transpose()?,
+            node: self.get(r, 9)?,
+            node_kind: self.get(r, 10)?,
+            body,
+        })
+    }
+
+    async fn pending_in(&self, c: &Conn, id: &str) -> Result<Option<u64>, Failure> {
+        let row = self
+            .query_opt(
+                c,
+                "SELECT max(seq) FILTER (WHERE type = 'approval_required'), \
+                 max(seq) FILTER (WHERE type = 'approval_resolved') \
+                 FROM events WHERE session_id = $1",
+                &[&id],
+                "find the pending approval",
+            )
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let requested: Option<i64> = self.get(&row, 0)?;
+        let resolved: Option<i64> = self.get(&row, 1)?;
+        Ok(match (requested, resolved) {
+            (Some(r), Some(d)) if d > r => None,
+            (Some(r), _) => Some(
+                u64::try_from(r)
+                    .map_err(|_| Failure::Store(self.corrupt(format!("negative seq {r}"))))?,
+            ),
+            (None, _) => None,
+        })
+    }
+
+    async fn read_approval(
+        &self,
+        c: &Conn,
+        id: &str,
+        seq: u64,
+    ) -> Result<Option<Approval>, Failure> {
+        let Ok(seq_sql) = i64::try_from(seq) else {
+            return Ok(None);
+        };
+        let row = self
+            .query_opt(
+                c,
+                "SELECT approved, note, decided_at FROM approvals \
+                 WHERE session_id = $1 AND seq_requested = $2",
+                &[&id, &seq_sql],
+                "read the approval",
+            )
+            .await?;
+        row.map(|r| {
+            Ok(Approval {
+                session_id: id.to_owned(),
+                seq_requested: seq,
+                approved: self.get(&r, 0)?,
+                note: self.get(&r, 1)?,
+                decided_at: self.get(&r, 2)?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn record_approval(
+        &self,
+        c: &Conn,
+        id: &str,
+        approved: bool,
+        note: Option<&str>,
+        decided_at: &str,
+        retry: bool,
+    ) -> Result<Approval, Failure> {
+        self.begin(c, "begin recording the approval").await?;
+        // The row lock orders two deciders of one session.
+        if self.lock_session(c, id).await?.is_none() {
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        }
+        let Some(seq) = self.pending_in(c, id).await? else {
+            return Err(StoreError::NoPendingApproval(id.to_owned()).into());
+        };
+        let approval = Approval {
+            session_id: id.to_owned(),
+            seq_requested: seq,
+            approved,
+            note: note.map(str::to_owned),
+            decided_at: decided_at.to_owned(),
+        };
+        let seq_sql = self.to_sql_int(seq, "seq")?;
+        let inserted = self
+            .exec(
+                c,
+                "INSERT INTO approvals(session_id, seq_requested, approved, note, decided_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                &[&id, &seq_sql, &approved, &note, &decided_at],
+                "record the approval",
+            )
+            .await?;
+        if inserted == 0 {
+            let earlier = self.read_approval(c, id, seq).await?;
+            // Our own first attempt, committed before the connection broke.
+            if retry && earlier.as_ref() == Some(&approval) {
+                return Ok(approval);
+            }
+            return Err(StoreError::AlreadyDecided {
+                session: id.to_owned(),
+                seq,
+                approved: earlier.is_some_and(|a| a.approved),
+            }
+            .into());
+        }
+        self.commit(c, "commit the approval").await?;
+        Ok(approval)
+    }
+
+    async fn reap(&self, c: &Conn) -> Result<Vec<String>, Failure> {
+        self.begin(c, "begin marking orphaned sessions").await?;
+        let sql = format!(
+            "{META_COLUMNS} WHERE status IN ('queued', 'running') ORDER BY created_at, id \
+             FOR UPDATE"
+        );
+        let rows = self.query(c, &sql, &[], "find orphaned sessions").await?;
+        let now_t = SystemTime::now();
+        let mut orphans = Vec::new();
+        for row in &rows {
+            let raw = raw_meta(self, row)?;
+            let id = raw.id.clone();
+            if raw.into_meta(now_t, |m| self.corrupt(m))?.status == SessionStatus::Interrupted {
+                orphans.push(id);
+            }
+        }
+        // The rows are locked: no one claims a session between the look and
+        // the write.
+        let t = now();
+        for id in &orphans {
+            self.exec(
+                c,
+                "UPDATE sessions SET status = 'interrupted', updated_at = greatest(updated_at, $2), \
+                 lease_until = NULL WHERE id = $1",
+                &[id, &t],
+                "mark a session interrupted",
+            )
+            .await?;
+        }
+        self.commit(c, "commit marking orphaned sessions").await?;
+        Ok(orphans)
+    }
+}
+
+/// What `lock_session` read from a locked `sessions` row.
+struct Lease {
+    id: String,
+    last_seq: u64,
+    owner: Option<Owner>,
+    /// `lease_until` is in the future.
+    live: bool,
+    /// `lease_until` is set (not released).
+    held: bool,
+    until: Option<String>,
+}
+
+/// The last migration applied: 0 for an empty database.
+async fn read_version(c: &Conn) -> Result<i64, tokio_postgres::Error> {
+    let exists: bool = c
+        .client
+        .query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])
+        .await?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let row = c
+        .client
+        .query_one(
+            "SELECT coalesce(max(version), 0)::bigint FROM schema_migrations",
+            &[],
+        )
+        .await?;
+    row.try_get(0)
+}
+
+/// A `sessions` row as PostgreSQL returns it (see [`META_COLUMNS`]).
+fn raw_meta(w: &Worker, r: &Row) -> Result<RawMeta, Failure> {
+    Ok(RawMeta {
+        id: w.get(r, 0)?,
+        workflow: w.get(r, 1)?,
+        path: w.get(r, 2)?,
+        workspace: w.get(r, 3)?,
+        inputs: w.get(r, 4)?,
+        status: w.get(r, 5)?,
+        created_at: w.get(r, 6)?,
+        updated_at: w.get(r, 7)?,
+        last_seq: w.get(r, 8)?,
+        owner_pid: w.get(r, 9)?,
+        owner_host: w.get(r, 10)?,
+        owner_start: w.get(r, 11)?,
+        heartbeat_at: w.get(r, 12)?,
+    })
+}
+
+/// Parse a connection URL, refusing TLS modes this build cannot honour.
+/// Errors never repeat the URL (it may hold a password).
+fn parse_url(url: &str) -> Result<tokio_postgres::Config, StoreError> {
+    let bad = |message: String| StoreError::Io {
+        path: "PostgreSQL".into(),
+        message,
+    };
+    if let Some(mode) = ssl_mode(url)
+        && !matches!(mode.as_str(), "disable" | "allow" | "prefer")
+    {
+        return Err(bad(format!(
+            "the database URL asks for sslmode={mode}, but TLS to PostgreSQL is not supported \
+             yet; connect over loopback or a private network with sslmode=disable"
+        )));
+    }
+    let mut config: tokio_postgres::Config = url.parse().map_err(|e| {
+        bad(format!(
+            "the database URL is not a valid PostgreSQL connection string ({e}); \
+             expected postgres://USER:PASSWORD@HOST:PORT/DATABASE"
+        ))
+    })?;
+    config.ssl_mode(tokio_postgres::config::SslMode::Disable);
+    config.application_name("agentfile");
+    Ok(config)
+}
+
+/// The `sslmode` a URL or `key=value` string asks for, if any.
+fn ssl_mode(url: &str) -> Option<String> {
+    let at = url.find("sslmode")?;
+    let rest = url[at + "sslmode".len()..].trim_start();
+    let rest = rest.strip_prefix('=')?.trim_start();
+    let value: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+        .collect();
+    Some(value.to_ascii_lowercase())
+}
+
+/// `host:port` of the first host, for errors.
+fn host_port(config: &tokio_postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".into(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}")
+}
+
+/// `PostgreSQL host:port/database`: how errors name the store.
+fn describe(config: &tokio_postgres::Config) -> String {
+    let db = config
+        .get_dbname()
+        .or(config.get_user())
+        .unwrap_or("postgres");
+    format!("PostgreSQL {}/{db}", host_port(config))
+}
+
+/// An error and its causes, one after the other.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_modes_are_refused_without_the_url() {
+        for url in [
+            "postgres://u:secret@db:5432/x?sslmode=require",
+            "host=db password=secret sslmode = verify-full",
+        ] {
+            let e = parse_url(url).unwrap_err().to_string();
+            assert!(e.contains("TLS") && !e.contains("secret"), "{e}");
+        }
+        let c = parse_url("postgres://u:secret@db:6543/x?sslmode=disable").unwrap();
+        assert_eq!(describe(&c), "PostgreSQL db:6543/x");
+        let e = parse_url("postgres://u:secret@db:notaport/x")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("secret"), "{e}");
+    }
+}

@@ -1,0 +1,354 @@
+//! The run-time side of an agentrc declaration: a [`Guard`] on the gate that
+//! allows only what the file declares (its tools, MOUNT paths and hosts) and
+//! what its Cedar policies permit.
+//!
+//! Cedar requests, per call:
+//!
+//! | call | action | resource | context |
+//! |---|---|---|---|
+//! | every call | `tool.invoke` | `AgentRC::Tool::"<name>"` | `tool`, and `path` / `host`, `url` / `command` when it has one |
+//! | file reads (read, glob, grep, ls) | `filesystem.read` | the same tool | `path` |
+//! | each file grep or glob reads or lists, each entry ls shows | `filesystem.read` | the same tool | `path` of that file |
+//! | writes (write, edit) | `filesystem.write` | the same tool | `path` |
+//! | each path a bash line reads / writes (arguments, redirections) | `filesystem.read` / `filesystem.write` | bash | `path` |
+//! | web_fetch (and each redirect) | `network.connect` | the same tool | `host`, `port`, `url` |
+//!
+//! The principal is `AgentRC::Agent::"<agent>"`. `tool.invoke` must be
+//! permitted (deny by default). The finer action is decided by Cedar when a
+//! permit of the file names it; when none does, the runtime adds
+//! `permit(principal, action == <that action>, resource);` for it, so MOUNT
+//! and URL bound it and the file's `forbid`s still win. `path` is what the
+//! agent sees: inside the workspace, `/workspace/…`.
+
+use std::path::{Path, PathBuf};
+
+use super::cedar;
+use agentfile_plan::declared::Declaration;
+use crate::Denial;
+use crate::policy::paths::{self, PathPattern};
+use crate::policy::web::DomainPattern;
+use crate::policy::{Guard, Permit, Request, Tool};
+
+/// The grants of one declaration, bound to a workspace.
+#[derive(Debug)]
+pub struct DeclarationGuard {
+    agent: String,
+    /// `(built-in or mcp:server:tool, Cedar name)`.
+    tools: Vec<(String, String)>,
+    mounts: Vec<(PathPattern, bool, String)>,
+    hosts: Vec<DomainPattern>,
+    cedar: Option<cedar::Policies>,
+    workspace: PathBuf,
+}
+
+fn refuse(tool: &str, rule: impl Into<String>, reason: impl Into<String>) -> Denial {
+    Denial {
+        tool: tool.to_owned(),
+        rule: rule.into(),
+        reason: reason.into(),
+    }
+}
+
+impl DeclarationGuard {
+    /// Compile a declaration's grants for a workspace.
+    pub fn new(
+        decl: &Declaration,
+        workspace: &Path,
+        home: Option<&Path>,
+    ) -> Result<DeclarationGuard, String> {
+        let workspace = paths::realpath(&paths::normalize(workspace))
+            .map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
+        let home = home.and_then(|h| paths::realpath(&paths::normalize(h)).ok());
+        let g = &decl.grants;
+        let mut mounts = Vec::new();
+        for m in &g.mounts {
+            let p = PathPattern::compile(&m.pattern, &workspace, home.as_deref())
+                .map_err(|e| format!("MOUNT {}: {e}", m.path))?;
+            mounts.push((
+                p,
+                m.write,
+                format!("MOUNT {} {}", m.path, if m.write { "rw" } else { "ro" }),
+            ));
+        }
+        let mut hosts = Vec::new();
+        for h in &g.hosts {
+            hosts.push(DomainPattern::parse(h).map_err(|e| format!("host {h}: {e}"))?);
+        }
+        let tools = g
+            .tools
+            .iter()
+            .filter_map(|t| Some((t.tool.clone()?, t.name.clone())))
+            .collect();
+        let cedar = match &g.cedar {
+            None => None,
+            Some(blocks) => {
+                let blocks: Vec<cedar::Block<'_>> = blocks.iter().map(cedar::Block::from).collect();
+                Some(cedar::Policies::parse(&blocks).map_err(|p| {
+                    p.into_iter()
+                        .map(|p| p.message)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                })?)
+            }
+        };
+        Ok(DeclarationGuard {
+            agent: decl.agent.clone(),
+            tools,
+            mounts,
+            hosts,
+            cedar,
+            workspace,
+        })
+    }
+
+    /// The Cedar name of the declared tool a call is, if declared.
+    fn declared(&self, tool: &str) -> Option<&str> {
+        self.tools
+            .iter()
+            .find(|(t, _)| t == tool || (t.ends_with(":*") && tool.starts_with(&t[..t.len() - 1])))
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// A path as the agent sees it: `/workspace/…` inside the workspace.
+    fn agent_path(&self, real: &Path) -> String {
+        match real.strip_prefix(&self.workspace) {
+            Ok(rel) if rel.as_os_str().is_empty() => "/workspace".to_owned(),
+            Ok(rel) => format!("/workspace/{}", rel.display()),
+            Err(_) => real.display().to_string(),
+        }
+    }
+
+    fn cedar(
+        &self,
+        tool: &str,
+        name: &str,
+        fine: Option<&str>,
+        context: &[(&str, &str)],
+    ) -> Result<(), Denial> {
+        let Some(c) = &self.cedar else { return Ok(()) };
+        let d = c.authorize(&self.agent, "tool.invoke", "Tool", name, context);
+        if !d.allowed {
+            return Err(refuse(
+                tool,
+                d.rule(),
+                format!(
+                    "Cedar does not permit `tool.invoke` of `{name}`{}",
+                    errors(&d)
+                ),
+            ));
+        }
+        if let Some(action) = fine {
+            let d = if c.permits_name(action) {
+                c.authorize(&self.agent, action, "Tool", name, context)
+            } else {
+                c.authorize_with_default_permit(&self.agent, action, "Tool", name, context)
+            };
+            if !d.allowed {
+                let what = context
+                    .iter()
+                    .find(|(k, _)| matches!(*k, "path" | "host"))
+                    .map_or(String::new(), |(k, v)| format!(" ({k} {v})"));
+                return Err(refuse(
+                    tool,
+                    d.rule(),
+                    format!("Cedar does not permit `{action}`{what}{}", errors(&d)),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DeclarationGuard {
+    /// One file a declared tool reads or writes, at its resolved path: under
+    /// a MOUNT (one mounted `rw` for a write; bash's paths are bound by the
+    /// policy, not MOUNT), and permitted by Cedar's `filesystem.read` or
+    /// `filesystem.write` with that path in the context.
+    fn file(&self, tool: Tool, name: &str, real: &Path, writes: bool) -> Result<(), Denial> {
+        let tool_name = tool.name();
+        let seen = self.agent_path(real);
+        if tool != Tool::Bash {
+            let covering: Vec<&(PathPattern, bool, String)> = self
+                .mounts
+                .iter()
+                .filter(|(p, _, _)| p.is_match(real))
+                .collect();
+            if covering.is_empty() {
+                return Err(refuse(
+                    tool_name,
+                    "agentrc: MOUNT",
+                    format!("`{seen}` is under no MOUNT of the Agentfile"),
+                ));
+            }
+            if writes && !covering.iter().any(|(_, w, _)| *w) {
+                return Err(refuse(
+                    tool_name,
+                    format!("agentrc: {}", covering[0].2),
+                    format!("`{seen}` is mounted read-only"),
+                ));
+            }
+        }
+        let action = if writes {
+            "filesystem.write"
+        } else {
+            "filesystem.read"
+        };
+        self.cedar(
+            tool_name,
+            name,
+            Some(action),
+            &[("tool", name), ("path", &seen)],
+        )
+    }
+}
+
+fn errors(d: &cedar::Decision) -> String {
+    if d.errors.is_empty() {
+        String::new()
+    } else {
+        format!("; errors: {}", d.errors.join("; "))
+    }
+}
+
+impl Guard for DeclarationGuard {
+    fn judge(&self, req: &Request<'_>, permit: &Permit) -> Result<(), Denial> {
+        let (tool_name, called) = match *req {
+            Request::Path { tool, .. } | Request::Plain(tool) => {
+                (tool.name().to_owned(), tool.name().to_owned())
+            }
+            Request::Bash { .. } => ("bash".to_owned(), "bash".to_owned()),
+            Request::Fetch { .. } => ("web_fetch".to_owned(), "web_fetch".to_owned()),
+            Request::Mcp { server, tool } => ("mcp".to_owned(), format!("mcp:{server}:{tool}")),
+        };
+        let Some(name) = self.declared(&called).map(str::to_owned) else {
+            return Err(refuse(
+                &tool_name,
+                "agentrc: no TOOL declares it",
+                format!(
+                    "the Agentfile does not declare `{called}`; an agentrc agent may use only the tools it declares"
+                ),
+            ));
+        };
+        match *req {
+            Request::Path { tool, .. } => {
+                let real = permit
+                    .path
+                    .as_ref()
+                    .map(|r| r.real.clone())
+                    .unwrap_or_else(|| self.workspace.clone());
+                self.file(tool, &name, &real, matches!(tool, Tool::Write | Tool::Edit))
+            }
+            Request::Fetch { url } => {
+                let host = permit.url.as_ref().map_or_else(
+                    || url.host_str().unwrap_or("").to_ascii_lowercase(),
+                    |v| v.host.clone(),
+                );
+                let port = url.port_or_known_default().unwrap_or(0);
+                if !self.hosts.iter().any(|h| h.covers(&host, port)) {
+                    return Err(refuse(
+                        &tool_name,
+                        "agentrc: URL",
+                        format!(
+                            "`{host}` is not a host the Agentfile declares (URL, POLICY network)"
+                        ),
+                    ));
+                }
+                let port = port.to_string();
+                self.cedar(
+                    &tool_name,
+                    &name,
+                    Some("network.connect"),
+                    &[
+                        ("tool", &name),
+                        ("host", &host),
+                        ("port", &port),
+                        ("url", url.as_str()),
+                    ],
+                )
+            }
+            Request::Bash { command } => self.cedar(
+                &tool_name,
+                &name,
+                None,
+                &[("tool", &name), ("command", command)],
+            ),
+            _ => self.cedar(&tool_name, &name, None, &[("tool", &name)]),
+        }
+    }
+
+    fn judge_file(&self, tool: Tool, real: &Path, writes: bool) -> Result<(), Denial> {
+        let Some(name) = self.declared(tool.name()).map(str::to_owned) else {
+            return Err(refuse(
+                tool.name(),
+                "agentrc: no TOOL declares it",
+                format!(
+                    "the Agentfile does not declare `{tool}`; an agentrc agent may use only the tools it declares"
+                ),
+            ));
+        };
+        self.file(tool, &name, real, writes)
+    }
+
+    fn offers(&self, tool: Tool) -> bool {
+        self.declared(tool.name()).is_some()
+    }
+
+    fn offers_mcp(&self, server: &str, tool: &str) -> bool {
+        self.declared(&format!("mcp:{server}:{tool}")).is_some()
+    }
+}
+
+/// What must hold before a run of this declaration starts: every declared
+/// tool exists, every `env:` credential is set. Values are never read.
+pub fn check_runnable(decl: &Declaration) -> Result<(), String> {
+    let mut problems = Vec::new();
+    let unknown: Vec<&str> = decl
+        .grants
+        .tools
+        .iter()
+        .filter(|t| t.tool.is_none())
+        .map(|t| t.declared.as_str())
+        .collect();
+    if !unknown.is_empty() {
+        problems.push(format!(
+            "it declares tools agentfile does not have: {} (see `agentfile inspect --support-matrix`)",
+            unknown.join(", ")
+        ));
+    }
+    let missing: Vec<String> = decl
+        .grants
+        .credentials
+        .iter()
+        .filter_map(|c| c.source.strip_prefix("env:").map(|v| (c, v)))
+        .filter(|(_, v)| std::env::var_os(v).is_none_or(|x| x.is_empty()))
+        .map(|(c, v)| format!("{v} (CRED {})", c.name))
+        .collect();
+    if !missing.is_empty() {
+        problems.push(format!(
+            "its credentials are not set in the environment: {}",
+            missing.join(", ")
+        ));
+    }
+    let unresolvable: Vec<&str> = decl
+        .grants
+        .credentials
+        .iter()
+        .filter(|c| !c.source.starts_with("env:"))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !unresolvable.is_empty() {
+        problems.push(format!(
+            "agentfile resolves env: credentials only, not: {}",
+            unresolvable.join(", ")
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "agent `{}` cannot start: {}",
+            decl.agent,
+            problems.join("; ")
+        ))
+    }
+}
