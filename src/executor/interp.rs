@@ -1379,21 +1379,19 @@ impl<'a> RunCx<'a> {
         }
         // A deterministic step's command that exits non-zero failed, even
         // though a model would just read the exit code.
-        let first = output.content.lines().next().unwrap_or("");
-        let bash_failed =
-            tool == "bash" && first.starts_with("exit code: ") && first != "exit code: 0";
-        if output.is_error || bash_failed {
+        let command_failed = output.command.as_ref().is_some_and(|c| !c.succeeded());
+        if output.is_error || command_failed {
             return Err(Stop::Failed(format!(
                 "step `{path}`: `{tool}` failed: {}",
                 crate::text::truncate(&output.content, 2000)
             )));
         }
-        let content = match tool {
-            "bash" => command_stdout(&output.content),
-            _ => output.content.clone(),
+        let value = match &output.command {
+            Some(c) => command_value(c),
+            None => parse_output(&output.content),
         };
         Ok(Outcome {
-            value: Arc::new(parse_output(&content)),
+            value: Arc::new(value),
             tool_calls: 1,
             ..Outcome::default()
         })
@@ -1455,14 +1453,19 @@ impl<'a> RunCx<'a> {
                 d.reason
             )));
         }
-        if r.output.is_error || r.output.content.lines().next() != Some("exit code: 0") {
+        let Some(command) = r
+            .output
+            .command
+            .as_ref()
+            .filter(|c| c.succeeded() && !r.output.is_error)
+        else {
             return Err(Stop::Failed(format!(
                 "step `{path}`: `{tool}` failed: {}",
                 crate::text::truncate(&r.output.content, 2000)
             )));
-        }
+        };
         Ok(Outcome {
-            value: Arc::new(parse_output(&command_stdout(&r.output.content))),
+            value: Arc::new(command_value(command)),
             tool_calls: 1,
             ..Outcome::default()
         })
@@ -1541,16 +1544,20 @@ impl<'a> RunCx<'a> {
         if self.cancel.is_cancelled() {
             return Err(self.stop_for_cancel());
         }
-        if r.output.is_error || r.output.content.lines().next() != Some("exit code: 0") {
+        let Some(command) = r
+            .output
+            .command
+            .as_ref()
+            .filter(|c| c.succeeded() && !r.output.is_error)
+        else {
             return Err(Stop::Failed(format!(
                 "step `{path}`: script `{script}` failed: {}",
                 crate::text::truncate(&r.output.content, 2000)
             )));
-        }
-        let body = command_stdout(&r.output.content);
+        };
         // Like a tool's: JSON when the script printed JSON, else its text.
         Ok(Outcome {
-            value: Arc::new(parse_output(&body)),
+            value: Arc::new(command_value(command)),
             ..Outcome::default()
         })
     }
@@ -1909,16 +1916,10 @@ fn kind_of(v: &Value) -> &'static str {
     }
 }
 
-/// What a command printed on stdout, from the bash tool's report (`exit
-/// code: N`, then `--- stdout ---` and `--- stderr ---` sections), without
-/// its final newline.
-fn command_stdout(report: &str) -> String {
-    let Some(start) = report.find("--- stdout ---\n") else {
-        return String::new();
-    };
-    let body = &report[start + "--- stdout ---\n".len()..];
-    let end = body.find("\n--- stderr ---\n").unwrap_or(body.len());
-    body[..end].trim_end_matches('\n').to_owned()
+/// What a command printed on stdout, as a value: JSON when it is JSON, else
+/// the text without its final newlines.
+fn command_value(c: &crate::tools::CommandOutcome) -> Value {
+    parse_output(c.stdout.trim_end_matches('\n'))
 }
 
 /// A tool's text as a value: JSON when it is JSON, else the text.
