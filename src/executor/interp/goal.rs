@@ -20,6 +20,7 @@ impl<'a> RunCx<'a> {
         &self,
         f: Frame<'_>,
         g: &crate::plan::GoalNode,
+        output_schema: Option<&Value>,
         scope: &Scope,
         env: &mut Env,
     ) -> Result<Outcome, Stop> {
@@ -62,13 +63,30 @@ impl<'a> RunCx<'a> {
         let answer = match goal.kind {
             GoalKind::Goal => {
                 crate::executor::work::work_goal(
-                    self, f.plan, work_env, scope, &g.context, goal, &outcome, None, f.in_loop,
+                    self,
+                    f.plan,
+                    work_env,
+                    scope,
+                    &g.context,
+                    goal,
+                    output_schema,
+                    &outcome,
+                    None,
+                    f.in_loop,
                 )
                 .await
             }
             GoalKind::Converge => {
                 crate::executor::work::converge(
-                    self, f.plan, work_env, scope, &g.context, goal, &outcome, f.in_loop,
+                    self,
+                    f.plan,
+                    work_env,
+                    scope,
+                    &g.context,
+                    goal,
+                    output_schema,
+                    &outcome,
+                    f.in_loop,
                 )
                 .await
             }

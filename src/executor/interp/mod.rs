@@ -682,7 +682,10 @@ impl<'a> RunCx<'a> {
                     self.run_sequence(f, nodes, start.as_deref(), path, env)
                         .await
                 }
-                NodeKind::Goal(g) => self.run_goal(f, g, scope, env).await,
+                NodeKind::Goal(g) => {
+                    self.run_goal(f, g, node.output_schema.as_ref(), scope, env)
+                        .await
+                }
                 NodeKind::Tool { tool, args } => {
                     let args = args.eval(&*env);
                     check_args(node, path, &args)?;
