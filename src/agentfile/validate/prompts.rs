@@ -87,10 +87,10 @@ impl Validator<'_, '_> {
         let resolved = self.dir.join(expand_home(written));
         self.check_escape(written, &resolved, span);
         if usage == PromptUse::Agent
-            && crate::agent_md::is_agent_file(&resolved)
+            && crate::syntax::cards::is_agent_file(&resolved)
             && resolved.is_file()
         {
-            let card = crate::agent_md::load_path(
+            let card = crate::syntax::cards::load_path(
                 self.map,
                 &resolved,
                 written,
@@ -98,7 +98,7 @@ impl Validator<'_, '_> {
                 &mut self.diags,
             )?;
             return Some(Prompt {
-                text: crate::agent_md::literal(&card.persona()),
+                text: crate::syntax::cards::literal(&card.persona()),
                 source: plan::PromptSource::File {
                     path: written.to_owned(),
                 },

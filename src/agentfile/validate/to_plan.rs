@@ -110,6 +110,9 @@ impl Validator<'_, '_> {
             files: Default::default(),
             execution: None,
             protected: Vec::new(),
+            root: Default::default(),
+            output_names: Vec::new(),
+            unmapped: Default::default(),
             agentrc: None,
         }
         .sealed()
