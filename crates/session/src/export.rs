@@ -64,6 +64,25 @@ pub fn json(meta: &SessionMeta, events: &[Event]) -> Value {
 }
 
 fn transcript_entry(e: &Event) -> Option<Value> {
+    let (kind, fields) = transcript_fields(e)?;
+    let mut entry = json!({ "seq": e.seq, "ts": e.ts, "kind": kind });
+    for (key, value) in [("step", &e.step), ("goal", &e.goal), ("agent", &e.agent)] {
+        if let Some(v) = value {
+            entry[key] = Value::String(v.clone());
+        }
+    }
+    if let Some(i) = e.iteration {
+        entry["iteration"] = json!(i);
+    }
+    if let (Value::Object(entry), Value::Object(fields)) = (&mut entry, fields) {
+        entry.extend(fields);
+    }
+    Some(entry)
+}
+
+/// An event's transcript kind and its own fields; `None` for events the
+/// transcript leaves out.
+fn transcript_fields(e: &Event) -> Option<(&'static str, Value)> {
     let (kind, fields) = match &e.body {
         EventBody::RunStarted {
             resumed_from_seq, ..
@@ -203,19 +222,7 @@ fn transcript_entry(e: &Event) -> Option<Value> {
         | EventBody::AgentStarted { .. }
         | EventBody::LlmRequest { .. } => return None,
     };
-    let mut entry = json!({ "seq": e.seq, "ts": e.ts, "kind": kind });
-    for (key, value) in [("step", &e.step), ("goal", &e.goal), ("agent", &e.agent)] {
-        if let Some(v) = value {
-            entry[key] = Value::String(v.clone());
-        }
-    }
-    if let Some(i) = e.iteration {
-        entry["iteration"] = json!(i);
-    }
-    if let (Value::Object(entry), Value::Object(fields)) = (&mut entry, fields) {
-        entry.extend(fields);
-    }
-    Some(entry)
+    Some((kind, fields))
 }
 
 /// A readable transcript: the session's facts, then per step, goal and agent
@@ -372,20 +379,7 @@ fn render(out: &mut String, e: &Event) {
             let _ = writeln!(out, "---\n\n**Resumed** after event {seq}.\n");
         }
         EventBody::RunStarted { .. } => {}
-        EventBody::StepStarted { kind, goals, limit } => {
-            let name = e.step.as_deref().unwrap_or("?");
-            let limit = limit
-                .map(|l| format!(", at most {l} iterations"))
-                .unwrap_or_default();
-            let goals = code_list(goals);
-            let what = match kind.as_str() {
-                "run" => format!("Runs {goals}"),
-                "loop" => format!("Loops over {goals}"),
-                "converge" => format!("Converges {goals}"),
-                other => format!("{other}: {goals}"),
-            };
-            let _ = writeln!(out, "## Step `{name}`\n\n{what}{limit}.\n");
-        }
+        EventBody::StepStarted { .. } => step_started(out, e),
         EventBody::GoalStarted { outcome, agents } => {
             let name = e.goal.as_deref().unwrap_or("?");
             let _ = writeln!(out, "### Goal `{name}`{}\n", iteration(e.iteration));
@@ -405,34 +399,7 @@ fn render(out: &mut String, e: &Event) {
             }
         }
         EventBody::LlmRequest { .. } | EventBody::LlmDelta { .. } => {}
-        EventBody::LlmResponse {
-            model,
-            turn,
-            input_tokens,
-            output_tokens,
-            latency_ms,
-            cost_usd,
-            stop_reason,
-            text,
-            tool_calls,
-        } => {
-            let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "**Model** (`{model}`, turn {turn}, {input_tokens} in / {output_tokens} out, \
-                 {}{cost}, {stop_reason}):\n",
-                millis(*latency_ms)
-            );
-            if text.trim().is_empty() {
-                out.push_str("*(no text)*\n\n");
-            } else {
-                quote(out, text);
-            }
-            if !tool_calls.is_empty() {
-                let names: Vec<String> = tool_calls.iter().map(|c| c.name.clone()).collect();
-                let _ = writeln!(out, "Requested tools: {}.\n", code_list(&names));
-            }
-        }
+        EventBody::LlmResponse { .. } => llm_response(out, e),
         EventBody::ToolCall {
             id,
             tool,
@@ -443,25 +410,7 @@ fn render(out: &mut String, e: &Event) {
                 serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
             fenced(out, "json", &pretty);
         }
-        EventBody::ToolResult {
-            id,
-            tool,
-            content,
-            is_error,
-            duration_ms,
-        } => {
-            let what = if *is_error {
-                "Tool error"
-            } else {
-                "Tool result"
-            };
-            let _ = writeln!(
-                out,
-                "**{what}** `{tool}` (`{id}`, {}):\n",
-                millis(*duration_ms)
-            );
-            fenced(out, "text", content);
-        }
+        EventBody::ToolResult { .. } => tool_result(out, e),
         EventBody::PolicyDenied {
             id,
             tool,
@@ -492,60 +441,15 @@ fn render(out: &mut String, e: &Event) {
                 .unwrap_or_else(|| "?".into());
             let _ = writeln!(out, "**Iteration {i} of {limit}**\n");
         }
-        EventBody::GoalComplete {
-            output,
-            fields,
-            converged,
-            ..
-        } => {
-            let name = e.goal.as_deref().unwrap_or("?");
-            let _ = writeln!(out, "**Output of `{name}`:**\n");
-            quote(out, output);
-            if !fields.is_empty() {
-                let pretty = serde_json::to_string_pretty(fields).unwrap_or_default();
-                fenced_full(out, "json", &pretty);
-            }
-            if let Some(stop) = converged {
-                let _ = writeln!(out, "Loop: {}.\n", stop.as_str());
-            }
-        }
-        EventBody::StepComplete {
-            iterations, stop, ..
-        } => {
-            let name = e.step.as_deref().unwrap_or("?");
-            match (iterations, stop) {
-                (None, None) => {}
-                (n, stop) => {
-                    let n = n
-                        .map(|n| format!(" after {n} iteration{}", plural(n)))
-                        .unwrap_or_default();
-                    let why = stop
-                        .map(|s| format!(": {}", s.as_str()))
-                        .unwrap_or_default();
-                    let _ = writeln!(out, "Step `{name}` stopped{n}{why}.\n");
-                }
-            }
-        }
+        EventBody::GoalComplete { .. } => goal_complete(out, e),
+        EventBody::StepComplete { .. } => step_complete(out, e),
         EventBody::Warning { message } => {
             let _ = writeln!(out, "**Warning:** {}\n", one_line(message));
         }
         EventBody::Error { message } => {
             let _ = writeln!(out, "**Error:** {}\n", one_line(message));
         }
-        EventBody::RunComplete { outputs, usage } => {
-            out.push_str("## Result: completed\n\n");
-            for (goal, value) in outputs {
-                let _ = writeln!(out, "### Output `{goal}`\n");
-                match value {
-                    Value::String(s) => quote(out, s),
-                    other => {
-                        let pretty = serde_json::to_string_pretty(other).unwrap_or_default();
-                        fenced_full(out, "json", &pretty);
-                    }
-                }
-            }
-            usage_line(out, usage);
-        }
+        EventBody::RunComplete { .. } => run_complete(out, e),
         EventBody::RunFailed {
             error,
             termination_reason,
@@ -574,32 +478,8 @@ fn render(out: &mut String, e: &Event) {
         EventBody::Artifact { path, bytes, .. } => {
             let _ = writeln!(out, "**Artifact** `{path}` ({bytes} bytes)\n");
         }
-        EventBody::NodeComplete { output, .. } => {
-            let name = e.node.as_deref().unwrap_or("?");
-            let _ = writeln!(out, "**Output of step `{name}`:**\n");
-            match output {
-                Value::String(s) => quote(out, s),
-                other => {
-                    let pretty = serde_json::to_string_pretty(other).unwrap_or_default();
-                    fenced_full(out, "json", &pretty);
-                }
-            }
-        }
-        EventBody::NodeFailed {
-            error,
-            attempt,
-            retry_in_ms,
-        } => {
-            let name = e.node.as_deref().unwrap_or("?");
-            let retry = retry_in_ms
-                .map(|ms| format!("; retrying in {ms} ms"))
-                .unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "**Step `{name}` failed (attempt {attempt}){retry}:** {}\n",
-                one_line(error)
-            );
-        }
+        EventBody::NodeComplete { .. } => node_complete(out, e),
+        EventBody::NodeFailed { .. } => node_failed(out, e),
         EventBody::Suspended { events, .. } => {
             let name = e.node.as_deref().unwrap_or("?");
             let _ = writeln!(
@@ -620,6 +500,186 @@ fn render(out: &mut String, e: &Event) {
             );
         }
     }
+}
+
+/// A step's heading and what it runs.
+fn step_started(out: &mut String, e: &Event) {
+    let EventBody::StepStarted { kind, goals, limit } = &e.body else {
+        return;
+    };
+    let name = e.step.as_deref().unwrap_or("?");
+    let limit = limit
+        .map(|l| format!(", at most {l} iterations"))
+        .unwrap_or_default();
+    let goals = code_list(goals);
+    let what = match kind.as_str() {
+        "run" => format!("Runs {goals}"),
+        "loop" => format!("Loops over {goals}"),
+        "converge" => format!("Converges {goals}"),
+        other => format!("{other}: {goals}"),
+    };
+    let _ = writeln!(out, "## Step `{name}`\n\n{what}{limit}.\n");
+}
+
+/// A model's reply: its usage, its text, the tools it asked for.
+fn llm_response(out: &mut String, e: &Event) {
+    let EventBody::LlmResponse {
+        model,
+        turn,
+        input_tokens,
+        output_tokens,
+        latency_ms,
+        cost_usd,
+        stop_reason,
+        text,
+        tool_calls,
+    } = &e.body
+    else {
+        return;
+    };
+    let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "**Model** (`{model}`, turn {turn}, {input_tokens} in / {output_tokens} out, \
+             {}{cost}, {stop_reason}):\n",
+        millis(*latency_ms)
+    );
+    if text.trim().is_empty() {
+        out.push_str("*(no text)*\n\n");
+    } else {
+        quote(out, text);
+    }
+    if !tool_calls.is_empty() {
+        let names: Vec<String> = tool_calls.iter().map(|c| c.name.clone()).collect();
+        let _ = writeln!(out, "Requested tools: {}.\n", code_list(&names));
+    }
+}
+
+/// A tool's result (or error), fenced.
+fn tool_result(out: &mut String, e: &Event) {
+    let EventBody::ToolResult {
+        id,
+        tool,
+        content,
+        is_error,
+        duration_ms,
+    } = &e.body
+    else {
+        return;
+    };
+    let what = if *is_error {
+        "Tool error"
+    } else {
+        "Tool result"
+    };
+    let _ = writeln!(
+        out,
+        "**{what}** `{tool}` (`{id}`, {}):\n",
+        millis(*duration_ms)
+    );
+    fenced(out, "text", content);
+}
+
+/// A goal's output, with its fields and why a loop stopped.
+fn goal_complete(out: &mut String, e: &Event) {
+    let EventBody::GoalComplete {
+        output,
+        fields,
+        converged,
+        ..
+    } = &e.body
+    else {
+        return;
+    };
+    let name = e.goal.as_deref().unwrap_or("?");
+    let _ = writeln!(out, "**Output of `{name}`:**\n");
+    quote(out, output);
+    if !fields.is_empty() {
+        let pretty = serde_json::to_string_pretty(fields).unwrap_or_default();
+        fenced_full(out, "json", &pretty);
+    }
+    if let Some(stop) = converged {
+        let _ = writeln!(out, "Loop: {}.\n", stop.as_str());
+    }
+}
+
+/// Why a looping step stopped, if it did.
+fn step_complete(out: &mut String, e: &Event) {
+    let EventBody::StepComplete {
+        iterations, stop, ..
+    } = &e.body
+    else {
+        return;
+    };
+    let name = e.step.as_deref().unwrap_or("?");
+    match (iterations, stop) {
+        (None, None) => {}
+        (n, stop) => {
+            let n = n
+                .map(|n| format!(" after {n} iteration{}", plural(n)))
+                .unwrap_or_default();
+            let why = stop
+                .map(|s| format!(": {}", s.as_str()))
+                .unwrap_or_default();
+            let _ = writeln!(out, "Step `{name}` stopped{n}{why}.\n");
+        }
+    }
+}
+
+/// The run's result: each output.
+fn run_complete(out: &mut String, e: &Event) {
+    let EventBody::RunComplete { outputs, usage } = &e.body else {
+        return;
+    };
+    out.push_str("## Result: completed\n\n");
+    for (goal, value) in outputs {
+        let _ = writeln!(out, "### Output `{goal}`\n");
+        match value {
+            Value::String(s) => quote(out, s),
+            other => {
+                let pretty = serde_json::to_string_pretty(other).unwrap_or_default();
+                fenced_full(out, "json", &pretty);
+            }
+        }
+    }
+    usage_line(out, usage);
+}
+
+/// A node's output.
+fn node_complete(out: &mut String, e: &Event) {
+    let EventBody::NodeComplete { output, .. } = &e.body else {
+        return;
+    };
+    let name = e.node.as_deref().unwrap_or("?");
+    let _ = writeln!(out, "**Output of step `{name}`:**\n");
+    match output {
+        Value::String(s) => quote(out, s),
+        other => {
+            let pretty = serde_json::to_string_pretty(other).unwrap_or_default();
+            fenced_full(out, "json", &pretty);
+        }
+    }
+}
+
+/// A node's failed attempt.
+fn node_failed(out: &mut String, e: &Event) {
+    let EventBody::NodeFailed {
+        error,
+        attempt,
+        retry_in_ms,
+    } = &e.body
+    else {
+        return;
+    };
+    let name = e.node.as_deref().unwrap_or("?");
+    let retry = retry_in_ms
+        .map(|ms| format!("; retrying in {ms} ms"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "**Step `{name}` failed (attempt {attempt}){retry}:** {}\n",
+        one_line(error)
+    );
 }
 
 fn usage_line(out: &mut String, u: &Usage) {

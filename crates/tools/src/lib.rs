@@ -68,7 +68,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
 }
 
-/// What a tool returns to the model.
+/// What a tool returns: the text the model reads and, for a command, how it
+/// ended as fields the executor reads (it never parses `content` back).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolOutput {
     /// Text the model reads (truncated with a note past the size cap).
@@ -76,6 +77,11 @@ pub struct ToolOutput {
     /// True when the tool failed (bad arguments, missing file, non-zero exit is
     /// *not* an error for bash — its exit code is part of the content).
     pub is_error: bool,
+    /// Set when a command ran (the bash tool, a bound command, a shell step's
+    /// script): its exit code and streams. `content` is the report of it the
+    /// model reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandOutcome>,
 }
 
 impl ToolOutput {
@@ -83,6 +89,7 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             is_error: false,
+            command: None,
         }
     }
 
@@ -90,7 +97,34 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             is_error: true,
+            command: None,
         }
+    }
+}
+
+/// How a command ended and what it printed: the typed result behind the
+/// bash tool's text report (`exit code: N`, `--- stdout ---`, `--- stderr ---`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct CommandOutcome {
+    /// The exit status, when the command exited by itself; `None` when a
+    /// signal killed it, it timed out or was cancelled, or it could not be
+    /// waited for.
+    pub exit_code: Option<i32>,
+    /// The signal that killed it, when one did and is known.
+    pub signal: Option<i32>,
+    /// What it printed on stdout (invalid UTF-8 replaced), up to the result
+    /// cap.
+    pub stdout: String,
+    /// What it printed on stderr, likewise.
+    pub stderr: String,
+    /// True when a stream printed more than the cap and is cut here.
+    pub truncated: bool,
+}
+
+impl CommandOutcome {
+    /// It exited by itself with status 0.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0)
     }
 }
 
@@ -156,7 +190,8 @@ pub trait ToolSet: Send + Sync {
 
     /// Run a program a workflow's config binds as a tool (`[tools.<id>]
     /// command = [...]`): `input` on its stdin; the command line passes the
-    /// bash policy first. The output starts with `exit code: N`.
+    /// bash policy first. The output's [`ToolOutput::command`] says how it
+    /// ended; its content is the bash tool's report (`exit code: N`, ...).
     fn run_command<'a>(
         &'a self,
         argv: &'a [String],
@@ -186,8 +221,8 @@ pub trait ToolSet: Send + Sync {
     /// Run a script a workflow declares (a shell step) the way the bash tool
     /// runs a command: own process group, scrubbed environment, timeout. The
     /// declaration is the permission, so the bash allowlist does not apply;
-    /// the script must lie inside the workspace. Its output starts with
-    /// `exit code: N`.
+    /// the script must lie inside the workspace. Its output's
+    /// [`ToolOutput::command`] says how it ended, as for [`ToolSet::run_command`].
     fn run_script<'a>(
         &'a self,
         script: Script<'a>,

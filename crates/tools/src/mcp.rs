@@ -351,6 +351,7 @@ impl McpHub {
                 ToolOutput {
                     content,
                     is_error: r.is_error.unwrap_or(false),
+                    command: None,
                 }
             }
             Ok(Ok(_)) => ToolOutput::error(format!(

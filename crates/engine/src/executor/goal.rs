@@ -43,6 +43,9 @@ pub struct Conversation<'a> {
     pub use_tools: bool,
     /// Structured output fields to ask for.
     pub outputs: &'a [String],
+    /// The node's `outputs` JSON Schema, when it declares one: a field it
+    /// describes is declared to `submit_output` as it says (else a string).
+    pub output_schema: Option<&'a Value>,
     /// Offer `signal_done` (goals inside a LOOP).
     pub can_signal_done: bool,
     /// A CONVERGE round after the first: the exact reply `CONVERGED` ends the
@@ -99,7 +102,7 @@ impl RunCx<'_> {
             }
         }
         if !conv.outputs.is_empty() {
-            tools.push(submit_output_def(conv.outputs));
+            tools.push(submit_output_def(conv.outputs, conv.output_schema));
         }
         if conv.can_signal_done {
             tools.push(signal_done_def());
@@ -464,14 +467,25 @@ impl RunCx<'_> {
     }
 }
 
-fn submit_output_def(fields: &[String]) -> ToolDef {
+/// `submit_output` with one parameter per field: as the node's `outputs`
+/// schema declares it, else a string.
+fn submit_output_def(fields: &[String], schema: Option<&Value>) -> ToolDef {
+    let declared = schema
+        .and_then(|s| s.get("properties"))
+        .and_then(Value::as_object);
     let props: serde_json::Map<String, Value> = fields
         .iter()
         .map(|f| {
-            (
-                f.clone(),
-                json!({"type": "string", "description": format!("The `{f}` output.")}),
-            )
+            let description = Value::String(format!("The `{f}` output."));
+            let prop = match declared.and_then(|d| d.get(f)).and_then(Value::as_object) {
+                Some(p) => {
+                    let mut p = p.clone();
+                    p.entry("description").or_insert(description);
+                    Value::Object(p)
+                }
+                None => json!({"type": "string", "description": description}),
+            };
+            (f.clone(), prop)
         })
         .collect();
     ToolDef {
@@ -601,5 +615,31 @@ mod tests {
         let e = parse_fields(r#"{"a": 1}"#, &want).unwrap_err();
         assert!(e.contains("missing field(s): b"), "{e}");
         assert!(parse_fields("no json here", &want).is_err());
+    }
+
+    #[test]
+    fn submit_output_declares_the_schemas_types() {
+        let want = w(&["files", "summary"]);
+        // No schema: every field a string, byte for byte as before (the demo
+        // cassette replays these requests).
+        let plain = serde_json::to_string(&submit_output_def(&want, None).parameters).unwrap();
+        assert_eq!(
+            plain,
+            r#"{"type":"object","properties":{"files":{"type":"string","description":"The `files` output."},"summary":{"type":"string","description":"The `summary` output."}},"required":["files","summary"]}"#
+        );
+        let schema = json!({"type": "object", "properties": {
+            "files": {"type": "array", "items": {"type": "string"}},
+            "summary": {"type": "string", "description": "One line."},
+        }});
+        let typed = submit_output_def(&want, Some(&schema)).parameters;
+        assert_eq!(
+            typed["properties"]["files"],
+            json!({"type": "array", "items": {"type": "string"}, "description": "The `files` output."})
+        );
+        assert_eq!(
+            typed["properties"]["summary"],
+            json!({"type": "string", "description": "One line."})
+        );
+        assert_eq!(typed["required"], json!(["files", "summary"]));
     }
 }

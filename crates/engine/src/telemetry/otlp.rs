@@ -494,282 +494,18 @@ impl SpanTree {
         let at = super::event_time(e);
         self.node = e.node.clone();
         match &e.body {
-            EventBody::RunStarted {
-                workflow,
-                provider,
-                model,
-                inputs,
-                resumed_from_seq,
-                ..
-            } => {
-                let mut attrs = vec![
-                    KeyValue::new("session.id", e.session_id.clone()),
-                    KeyValue::new("agentfile.workflow", workflow.clone()),
-                    KeyValue::new("agentfile.agent_id", self.info.agent_id.clone()),
-                    KeyValue::new("agentfile.provider", provider.clone()),
-                    KeyValue::new("agentfile.model", model.clone()),
-                ];
-                if let Some(s) = resumed_from_seq {
-                    attrs.push(KeyValue::new("agentfile.resumed_from_seq", *s as i64));
-                }
-                if self.capture {
-                    attrs.push(KeyValue::new(
-                        "agentfile.inputs",
-                        serde_json::to_string(inputs).unwrap_or_default(),
-                    ));
-                }
-                self.start(
-                    Place::at(Nest::Run, e),
-                    format!("run {workflow}"),
-                    SpanKind::Internal,
-                    at,
-                    attrs,
-                )
-            }
-            EventBody::StepStarted { kind, goals, limit } => {
-                let mut attrs = vec![
-                    KeyValue::new("agentfile.step", e.step.clone().unwrap_or_default()),
-                    KeyValue::new("agentfile.step.kind", kind.clone()),
-                    strings("agentfile.step.goals", goals),
-                ];
-                if let Some(l) = limit {
-                    attrs.push(KeyValue::new("agentfile.loop.limit", i64::from(*l)));
-                }
-                self.start(
-                    Place::at(Nest::Step, e),
-                    format!("step {}", e.step.as_deref().unwrap_or("")),
-                    SpanKind::Internal,
-                    at,
-                    attrs,
-                )
-            }
-            EventBody::GoalStarted { outcome, agents } => {
-                let mut attrs = vec![
-                    KeyValue::new("agentfile.goal", e.goal.clone().unwrap_or_default()),
-                    strings("agentfile.goal.agents", agents),
-                ];
-                if let Some(i) = e.iteration {
-                    attrs.push(KeyValue::new("agentfile.iteration", i64::from(i)));
-                }
-                if self.capture {
-                    attrs.push(KeyValue::new(
-                        "agentfile.goal.outcome",
-                        truncate(outcome, MAX_CONTENT),
-                    ));
-                }
-                self.start(
-                    Place::at(Nest::Goal, e),
-                    format!("goal {}", e.goal.as_deref().unwrap_or("")),
-                    SpanKind::Internal,
-                    at,
-                    attrs,
-                )
-            }
-            EventBody::AgentStarted { role } => {
-                let mut attrs = vec![
-                    KeyValue::new("gen_ai.operation.name", "invoke_agent"),
-                    KeyValue::new("gen_ai.agent.name", role.clone()),
-                    KeyValue::new(
-                        "gen_ai.provider.name",
-                        provider_name(self.info.provider_for(e.agent.as_deref())),
-                    ),
-                ];
-                if let Some(i) = e.iteration {
-                    attrs.push(KeyValue::new("agentfile.iteration", i64::from(i)));
-                }
-                self.start(
-                    Place::at(Nest::Agent, e),
-                    format!("invoke_agent {role}"),
-                    SpanKind::Internal,
-                    at,
-                    attrs,
-                )
-            }
-            EventBody::LlmRequest {
-                model,
-                turn,
-                messages,
-                tools,
-            } => {
-                let provider = provider_name(self.info.provider_for(e.agent.as_deref()));
-                let mut attrs = vec![
-                    KeyValue::new("gen_ai.operation.name", "chat"),
-                    KeyValue::new("gen_ai.provider.name", provider.clone()),
-                    KeyValue::new("gen_ai.system", provider),
-                    KeyValue::new("gen_ai.request.model", model.clone()),
-                    KeyValue::new("agentfile.turn", i64::from(*turn)),
-                    KeyValue::new("agentfile.request.messages", *messages as i64),
-                    KeyValue::new("agentfile.request.tools", *tools as i64),
-                ];
-                if let Some(a) = &e.agent {
-                    attrs.push(KeyValue::new("gen_ai.agent.name", a.clone()));
-                }
-                self.start(
-                    Place::at(Nest::Call, e),
-                    format!("chat {model}"),
-                    SpanKind::Client,
-                    at,
-                    attrs,
-                )
-            }
+            EventBody::RunStarted { .. } => self.run_started(e, at),
+            EventBody::StepStarted { .. } => self.step_started(e, at),
+            EventBody::GoalStarted { .. } => self.goal_started(e, at),
+            EventBody::AgentStarted { .. } => self.agent_started(e, at),
+            EventBody::LlmRequest { .. } => self.llm_request(e, at),
             // Never stored, never sent here (telemetry sinks take stored events).
             EventBody::LlmDelta { .. } => None,
-            EventBody::LlmResponse {
-                model,
-                input_tokens,
-                output_tokens,
-                latency_ms,
-                cost_usd,
-                stop_reason,
-                text,
-                tool_calls,
-                ..
-            } => {
-                let place = Place::at(Nest::Call, e);
-                let mut attrs = vec![
-                    KeyValue::new("gen_ai.response.model", model.clone()),
-                    KeyValue::new("gen_ai.usage.input_tokens", *input_tokens as i64),
-                    KeyValue::new("gen_ai.usage.output_tokens", *output_tokens as i64),
-                    strings(
-                        "gen_ai.response.finish_reasons",
-                        std::slice::from_ref(stop_reason),
-                    ),
-                    KeyValue::new("agentfile.latency_ms", *latency_ms as i64),
-                ];
-                if let Some(c) = cost_usd {
-                    attrs.push(KeyValue::new("agentfile.cost_usd", *c));
-                }
-                if self.capture {
-                    let mut parts = Vec::new();
-                    if !text.is_empty() {
-                        parts.push(serde_json::json!({"type": "text", "content": text}));
-                    }
-                    for c in tool_calls {
-                        parts.push(serde_json::json!({
-                            "type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments
-                        }));
-                    }
-                    let messages = serde_json::json!([{
-                        "role": "assistant", "parts": parts, "finish_reason": stop_reason
-                    }]);
-                    attrs.push(KeyValue::new(
-                        "gen_ai.output.messages",
-                        truncate(&messages.to_string(), MAX_CONTENT),
-                    ));
-                }
-                if !self.open.contains_key(&place) {
-                    // The request was lost (a dropped event): start where it must have.
-                    let start = at
-                        .checked_sub(Duration::from_millis(*latency_ms))
-                        .unwrap_or(at);
-                    self.start(
-                        place.clone(),
-                        format!("chat {model}"),
-                        SpanKind::Client,
-                        start,
-                        vec![KeyValue::new("gen_ai.operation.name", "chat")],
-                    );
-                }
-                self.end(&place, at, attrs, None)
-            }
-            EventBody::ToolCall {
-                id,
-                tool,
-                arguments,
-            } => {
-                let mut attrs = vec![
-                    KeyValue::new("gen_ai.operation.name", "execute_tool"),
-                    KeyValue::new("gen_ai.tool.name", tool.clone()),
-                    KeyValue::new("gen_ai.tool.call.id", id.clone()),
-                    KeyValue::new("gen_ai.tool.type", "function"),
-                ];
-                if self.capture {
-                    attrs.push(KeyValue::new(
-                        "gen_ai.tool.call.arguments",
-                        truncate(&arguments.to_string(), MAX_CONTENT),
-                    ));
-                }
-                self.start(
-                    Place::tool(e, id),
-                    format!("execute_tool {tool}"),
-                    SpanKind::Internal,
-                    at,
-                    attrs,
-                )
-            }
-            EventBody::PolicyDenied {
-                id, rule, reason, ..
-            } => {
-                let place = Place::tool(e, id);
-                let open = self.open.get_mut(&place)?;
-                open.denied = true;
-                open.span
-                    .set_attribute(KeyValue::new("error.type", "policy_denied"));
-                open.span
-                    .set_attribute(KeyValue::new("agentfile.policy.rule", rule.clone()));
-                open.span.add_event_with_timestamp(
-                    "policy_denied",
-                    at,
-                    vec![
-                        KeyValue::new("agentfile.policy.rule", rule.clone()),
-                        KeyValue::new("agentfile.policy.reason", reason.clone()),
-                    ],
-                );
-                Some(open.span.span_context().clone())
-            }
-            EventBody::ToolResult {
-                id,
-                content,
-                is_error,
-                duration_ms,
-                ..
-            } => {
-                let place = Place::tool(e, id);
-                let mut attrs = vec![KeyValue::new("agentfile.duration_ms", *duration_ms as i64)];
-                if self.capture {
-                    attrs.push(KeyValue::new(
-                        "gen_ai.tool.call.result",
-                        truncate(content, MAX_CONTENT),
-                    ));
-                }
-                if !self.open.contains_key(&place) {
-                    return self.innermost(&place);
-                }
-                let denied = self.open.get(&place).is_some_and(|o| o.denied);
-                if *is_error && !denied {
-                    attrs.push(KeyValue::new("error.type", "tool_error"));
-                }
-                let status = is_error.then(|| {
-                    if denied {
-                        "denied by policy".to_owned()
-                    } else {
-                        "the tool reported an error".to_owned()
-                    }
-                });
-                self.end(&place, at, attrs, status.as_deref())
-            }
-            EventBody::GoalComplete {
-                tool_calls,
-                converged,
-                done,
-                ..
-            } => {
-                let mut attrs = vec![KeyValue::new("agentfile.tool_calls", *tool_calls as i64)];
-                if let Some(c) = converged {
-                    attrs.push(KeyValue::new("agentfile.converged", c.as_str()));
-                }
-                if *done {
-                    attrs.push(KeyValue::new("agentfile.signal_done", true));
-                }
-                if e.agent.is_some() {
-                    // One agent of several is done: its span ends with its last call.
-                    let place = Place::at(Nest::Agent, e);
-                    let last = self.open.get(&place).map(|o| o.last).unwrap_or(at);
-                    self.end(&place, last, attrs, None)
-                } else {
-                    self.end(&Place::at(Nest::Goal, e), at, attrs, None)
-                }
-            }
+            EventBody::LlmResponse { .. } => self.llm_response(e, at),
+            EventBody::ToolCall { .. } => self.tool_call(e, at),
+            EventBody::PolicyDenied { .. } => self.policy_denied(e, at),
+            EventBody::ToolResult { .. } => self.tool_result(e, at),
+            EventBody::GoalComplete { .. } => self.goal_complete(e, at),
             EventBody::StepComplete {
                 iterations, stop, ..
             } => {
@@ -830,50 +566,12 @@ impl SpanTree {
             }
             EventBody::RunSuspended { usage, .. } => self.end_run(at, usage, None),
             // Nodes below the top level: one span each.
-            EventBody::NodeStarted { kind } => {
-                let path = e.node.clone().unwrap_or_default();
-                // Its parent is the enclosing node, not itself.
-                self.node = path.rsplit_once('/').map(|(p, _)| p.to_owned());
-                let place = Self::node_place(e, &path);
-                self.start(
-                    place,
-                    format!("{kind} {path}"),
-                    SpanKind::Internal,
-                    at,
-                    vec![
-                        KeyValue::new("agentfile.node", path.clone()),
-                        KeyValue::new("agentfile.node.kind", kind.clone()),
-                    ],
-                )
-            }
+            EventBody::NodeStarted { .. } => self.node_started(e, at),
             EventBody::NodeComplete { .. } => {
                 let path = e.node.clone().unwrap_or_default();
                 self.end(&Self::node_place(e, &path), at, Vec::new(), None)
             }
-            EventBody::NodeFailed {
-                error,
-                attempt,
-                retry_in_ms,
-            } => {
-                let path = e.node.clone().unwrap_or_default();
-                let place = Self::node_place(e, &path);
-                match retry_in_ms {
-                    // The last attempt failed: the node's span ends in error.
-                    None if self.open.contains_key(&place) => {
-                        self.end(&place, at, Vec::new(), Some(error.as_str()))
-                    }
-                    _ => self.mark(
-                        e,
-                        "node_failed",
-                        at,
-                        vec![
-                            KeyValue::new("agentfile.node", path),
-                            KeyValue::new("agentfile.attempt", i64::from(*attempt)),
-                            KeyValue::new("message", error.clone()),
-                        ],
-                    ),
-                }
-            }
+            EventBody::NodeFailed { .. } => self.node_failed(e, at),
             EventBody::Suspended { events, .. } => self.mark(
                 e,
                 "suspended",
@@ -905,6 +603,388 @@ impl SpanTree {
                 "compensating",
                 at,
                 vec![KeyValue::new("agentfile.nodes", nodes.join(","))],
+            ),
+        }
+    }
+
+    /// [`EventBody::RunStarted`]: The run's root span opens.
+    fn run_started(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::RunStarted {
+            workflow,
+            provider,
+            model,
+            inputs,
+            resumed_from_seq,
+            ..
+        } = &e.body
+        else {
+            return None;
+        };
+        let mut attrs = vec![
+            KeyValue::new("session.id", e.session_id.clone()),
+            KeyValue::new("agentfile.workflow", workflow.clone()),
+            KeyValue::new("agentfile.agent_id", self.info.agent_id.clone()),
+            KeyValue::new("agentfile.provider", provider.clone()),
+            KeyValue::new("agentfile.model", model.clone()),
+        ];
+        if let Some(s) = resumed_from_seq {
+            attrs.push(KeyValue::new("agentfile.resumed_from_seq", *s as i64));
+        }
+        if self.capture {
+            attrs.push(KeyValue::new(
+                "agentfile.inputs",
+                serde_json::to_string(inputs).unwrap_or_default(),
+            ));
+        }
+        self.start(
+            Place::at(Nest::Run, e),
+            format!("run {workflow}"),
+            SpanKind::Internal,
+            at,
+            attrs,
+        )
+    }
+
+    /// [`EventBody::StepStarted`]: A step's span opens.
+    fn step_started(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::StepStarted { kind, goals, limit } = &e.body else {
+            return None;
+        };
+        let mut attrs = vec![
+            KeyValue::new("agentfile.step", e.step.clone().unwrap_or_default()),
+            KeyValue::new("agentfile.step.kind", kind.clone()),
+            strings("agentfile.step.goals", goals),
+        ];
+        if let Some(l) = limit {
+            attrs.push(KeyValue::new("agentfile.loop.limit", i64::from(*l)));
+        }
+        self.start(
+            Place::at(Nest::Step, e),
+            format!("step {}", e.step.as_deref().unwrap_or("")),
+            SpanKind::Internal,
+            at,
+            attrs,
+        )
+    }
+
+    /// [`EventBody::GoalStarted`]: A goal's span opens (one per iteration in a loop).
+    fn goal_started(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::GoalStarted { outcome, agents } = &e.body else {
+            return None;
+        };
+        let mut attrs = vec![
+            KeyValue::new("agentfile.goal", e.goal.clone().unwrap_or_default()),
+            strings("agentfile.goal.agents", agents),
+        ];
+        if let Some(i) = e.iteration {
+            attrs.push(KeyValue::new("agentfile.iteration", i64::from(i)));
+        }
+        if self.capture {
+            attrs.push(KeyValue::new(
+                "agentfile.goal.outcome",
+                truncate(outcome, MAX_CONTENT),
+            ));
+        }
+        self.start(
+            Place::at(Nest::Goal, e),
+            format!("goal {}", e.goal.as_deref().unwrap_or("")),
+            SpanKind::Internal,
+            at,
+            attrs,
+        )
+    }
+
+    /// [`EventBody::AgentStarted`]: An agent's `invoke_agent` span opens.
+    fn agent_started(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::AgentStarted { role } = &e.body else {
+            return None;
+        };
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.operation.name", "invoke_agent"),
+            KeyValue::new("gen_ai.agent.name", role.clone()),
+            KeyValue::new(
+                "gen_ai.provider.name",
+                provider_name(self.info.provider_for(e.agent.as_deref())),
+            ),
+        ];
+        if let Some(i) = e.iteration {
+            attrs.push(KeyValue::new("agentfile.iteration", i64::from(i)));
+        }
+        self.start(
+            Place::at(Nest::Agent, e),
+            format!("invoke_agent {role}"),
+            SpanKind::Internal,
+            at,
+            attrs,
+        )
+    }
+
+    /// [`EventBody::LlmRequest`]: A model call's `chat` span opens.
+    fn llm_request(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::LlmRequest {
+            model,
+            turn,
+            messages,
+            tools,
+        } = &e.body
+        else {
+            return None;
+        };
+        let provider = provider_name(self.info.provider_for(e.agent.as_deref()));
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.operation.name", "chat"),
+            KeyValue::new("gen_ai.provider.name", provider.clone()),
+            KeyValue::new("gen_ai.system", provider),
+            KeyValue::new("gen_ai.request.model", model.clone()),
+            KeyValue::new("agentfile.turn", i64::from(*turn)),
+            KeyValue::new("agentfile.request.messages", *messages as i64),
+            KeyValue::new("agentfile.request.tools", *tools as i64),
+        ];
+        if let Some(a) = &e.agent {
+            attrs.push(KeyValue::new("gen_ai.agent.name", a.clone()));
+        }
+        self.start(
+            Place::at(Nest::Call, e),
+            format!("chat {model}"),
+            SpanKind::Client,
+            at,
+            attrs,
+        )
+    }
+
+    /// [`EventBody::LlmResponse`]: A model call's `chat` span ends with its usage (and opens first if its request was lost).
+    fn llm_response(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::LlmResponse {
+            model,
+            input_tokens,
+            output_tokens,
+            latency_ms,
+            cost_usd,
+            stop_reason,
+            text,
+            tool_calls,
+            ..
+        } = &e.body
+        else {
+            return None;
+        };
+        let place = Place::at(Nest::Call, e);
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.response.model", model.clone()),
+            KeyValue::new("gen_ai.usage.input_tokens", *input_tokens as i64),
+            KeyValue::new("gen_ai.usage.output_tokens", *output_tokens as i64),
+            strings(
+                "gen_ai.response.finish_reasons",
+                std::slice::from_ref(stop_reason),
+            ),
+            KeyValue::new("agentfile.latency_ms", *latency_ms as i64),
+        ];
+        if let Some(c) = cost_usd {
+            attrs.push(KeyValue::new("agentfile.cost_usd", *c));
+        }
+        if self.capture {
+            let mut parts = Vec::new();
+            if !text.is_empty() {
+                parts.push(serde_json::json!({"type": "text", "content": text}));
+            }
+            for c in tool_calls {
+                parts.push(serde_json::json!({
+                    "type": "tool_call", "id": c.id, "name": c.name, "arguments": c.arguments
+                }));
+            }
+            let messages = serde_json::json!([{
+                "role": "assistant", "parts": parts, "finish_reason": stop_reason
+            }]);
+            attrs.push(KeyValue::new(
+                "gen_ai.output.messages",
+                truncate(&messages.to_string(), MAX_CONTENT),
+            ));
+        }
+        if !self.open.contains_key(&place) {
+            // The request was lost (a dropped event): start where it must have.
+            let start = at
+                .checked_sub(Duration::from_millis(*latency_ms))
+                .unwrap_or(at);
+            self.start(
+                place.clone(),
+                format!("chat {model}"),
+                SpanKind::Client,
+                start,
+                vec![KeyValue::new("gen_ai.operation.name", "chat")],
+            );
+        }
+        self.end(&place, at, attrs, None)
+    }
+
+    /// [`EventBody::ToolCall`]: A tool call's `execute_tool` span opens.
+    fn tool_call(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::ToolCall {
+            id,
+            tool,
+            arguments,
+        } = &e.body
+        else {
+            return None;
+        };
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.operation.name", "execute_tool"),
+            KeyValue::new("gen_ai.tool.name", tool.clone()),
+            KeyValue::new("gen_ai.tool.call.id", id.clone()),
+            KeyValue::new("gen_ai.tool.type", "function"),
+        ];
+        if self.capture {
+            attrs.push(KeyValue::new(
+                "gen_ai.tool.call.arguments",
+                truncate(&arguments.to_string(), MAX_CONTENT),
+            ));
+        }
+        self.start(
+            Place::tool(e, id),
+            format!("execute_tool {tool}"),
+            SpanKind::Internal,
+            at,
+            attrs,
+        )
+    }
+
+    /// [`EventBody::PolicyDenied`]: The open tool span is marked as refused by the policy.
+    fn policy_denied(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::PolicyDenied {
+            id, rule, reason, ..
+        } = &e.body
+        else {
+            return None;
+        };
+        let place = Place::tool(e, id);
+        let open = self.open.get_mut(&place)?;
+        open.denied = true;
+        open.span
+            .set_attribute(KeyValue::new("error.type", "policy_denied"));
+        open.span
+            .set_attribute(KeyValue::new("agentfile.policy.rule", rule.clone()));
+        open.span.add_event_with_timestamp(
+            "policy_denied",
+            at,
+            vec![
+                KeyValue::new("agentfile.policy.rule", rule.clone()),
+                KeyValue::new("agentfile.policy.reason", reason.clone()),
+            ],
+        );
+        Some(open.span.span_context().clone())
+    }
+
+    /// [`EventBody::ToolResult`]: A tool call's span ends, in error if the tool failed.
+    fn tool_result(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::ToolResult {
+            id,
+            content,
+            is_error,
+            duration_ms,
+            ..
+        } = &e.body
+        else {
+            return None;
+        };
+        let place = Place::tool(e, id);
+        let mut attrs = vec![KeyValue::new("agentfile.duration_ms", *duration_ms as i64)];
+        if self.capture {
+            attrs.push(KeyValue::new(
+                "gen_ai.tool.call.result",
+                truncate(content, MAX_CONTENT),
+            ));
+        }
+        if !self.open.contains_key(&place) {
+            return self.innermost(&place);
+        }
+        let denied = self.open.get(&place).is_some_and(|o| o.denied);
+        if *is_error && !denied {
+            attrs.push(KeyValue::new("error.type", "tool_error"));
+        }
+        let status = is_error.then(|| {
+            if denied {
+                "denied by policy".to_owned()
+            } else {
+                "the tool reported an error".to_owned()
+            }
+        });
+        self.end(&place, at, attrs, status.as_deref())
+    }
+
+    /// [`EventBody::GoalComplete`]: A goal's span ends, or one agent's (at its last call).
+    fn goal_complete(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::GoalComplete {
+            tool_calls,
+            converged,
+            done,
+            ..
+        } = &e.body
+        else {
+            return None;
+        };
+        let mut attrs = vec![KeyValue::new("agentfile.tool_calls", *tool_calls as i64)];
+        if let Some(c) = converged {
+            attrs.push(KeyValue::new("agentfile.converged", c.as_str()));
+        }
+        if *done {
+            attrs.push(KeyValue::new("agentfile.signal_done", true));
+        }
+        if e.agent.is_some() {
+            // One agent of several is done: its span ends with its last call.
+            let place = Place::at(Nest::Agent, e);
+            let last = self.open.get(&place).map(|o| o.last).unwrap_or(at);
+            self.end(&place, last, attrs, None)
+        } else {
+            self.end(&Place::at(Nest::Goal, e), at, attrs, None)
+        }
+    }
+
+    /// [`EventBody::NodeStarted`]: A node below the top level opens its span, under its enclosing node.
+    fn node_started(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::NodeStarted { kind } = &e.body else {
+            return None;
+        };
+        let path = e.node.clone().unwrap_or_default();
+        // Its parent is the enclosing node, not itself.
+        self.node = path.rsplit_once('/').map(|(p, _)| p.to_owned());
+        let place = Self::node_place(e, &path);
+        self.start(
+            place,
+            format!("{kind} {path}"),
+            SpanKind::Internal,
+            at,
+            vec![
+                KeyValue::new("agentfile.node", path.clone()),
+                KeyValue::new("agentfile.node.kind", kind.clone()),
+            ],
+        )
+    }
+
+    /// [`EventBody::NodeFailed`]: A node's failed attempt: an event, or the end of its span on the last one.
+    fn node_failed(&mut self, e: &Event, at: SystemTime) -> Option<SpanContext> {
+        let EventBody::NodeFailed {
+            error,
+            attempt,
+            retry_in_ms,
+        } = &e.body
+        else {
+            return None;
+        };
+        let path = e.node.clone().unwrap_or_default();
+        let place = Self::node_place(e, &path);
+        match retry_in_ms {
+            // The last attempt failed: the node's span ends in error.
+            None if self.open.contains_key(&place) => {
+                self.end(&place, at, Vec::new(), Some(error.as_str()))
+            }
+            _ => self.mark(
+                e,
+                "node_failed",
+                at,
+                vec![
+                    KeyValue::new("agentfile.node", path),
+                    KeyValue::new("agentfile.attempt", i64::from(*attempt)),
+                    KeyValue::new("message", error.clone()),
+                ],
             ),
         }
     }

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::human_bytes;
 use agentfile_config::BashSection;
-use crate::ToolOutput;
+use crate::{CommandOutcome, ToolOutput};
 
 /// How long to wait for the output pipes after the group was killed (a process
 /// that escaped the group could hold them open forever).
@@ -273,9 +273,20 @@ pub async fn run(
     let mut notes = limit_notes(signal, &stdout.seen, &stderr.seen, limits);
     let hit_limit = !notes.is_empty();
     notes.insert(0, head);
+    let exit_code = match &end {
+        End::Exited(Ok(status)) => status.code(),
+        _ => None,
+    };
     ToolOutput {
         content: format_output(&notes, &stdout, &stderr, cap),
         is_error: is_error || hit_limit,
+        command: Some(CommandOutcome {
+            exit_code,
+            signal,
+            truncated: stdout.is_cut() || stderr.is_cut(),
+            stdout: String::from_utf8_lossy(&stdout.kept).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr.kept).into_owned(),
+        }),
     }
 }
 
@@ -424,6 +435,13 @@ struct Stream {
     seen: Seen,
 }
 
+impl Stream {
+    /// It produced more than it kept.
+    fn is_cut(&self) -> bool {
+        self.total > self.kept.len() as u64
+    }
+}
+
 /// The longest message [`Seen::scan`] looks for, less one: how many bytes of
 /// one read are kept to find a message split across two reads.
 const SCAN_OVERLAP: usize = 40;
@@ -501,6 +519,51 @@ mod tests {
             ..BashSection::default()
         };
         assert!(limit_notes(Some(libc::SIGXFSZ), &none, &none, &off).is_empty());
+    }
+
+    async fn sh(command: &str, cap: usize) -> ToolOutput {
+        let env = [("PATH".to_owned(), "/usr/bin:/bin".to_owned())];
+        run(
+            command,
+            None,
+            &std::env::temp_dir(),
+            &env,
+            Duration::from_secs(10),
+            cap,
+            &BashSection::default(),
+            &CancellationToken::new(),
+        )
+        .await
+    }
+
+    #[tokio::test]
+    async fn the_outcome_holds_what_the_report_shows() {
+        let out = sh(
+            "echo 'exit code: 0'; echo '--- stderr ---' >&2; exit 3",
+            4096,
+        )
+        .await;
+        assert_eq!(
+            out.content,
+            "exit code: 3\n--- stdout ---\nexit code: 0\n--- stderr ---\n--- stderr ---"
+        );
+        assert!(!out.is_error);
+        let c = out.command.unwrap();
+        assert_eq!(c.exit_code, Some(3));
+        assert!(!c.succeeded());
+        assert_eq!(c.signal, None);
+        assert_eq!(c.stdout, "exit code: 0\n");
+        assert_eq!(c.stderr, "--- stderr ---\n");
+        assert!(!c.truncated);
+
+        let c = sh("kill -9 $$", 4096).await.command.unwrap();
+        assert_eq!((c.exit_code, c.signal), (None, Some(libc::SIGKILL)));
+
+        // Past the cap, the stream is cut and says so.
+        let c = sh("printf '%0100d' 0", 10).await.command.unwrap();
+        assert!(c.succeeded());
+        assert_eq!(c.stdout, "0000000000");
+        assert!(c.truncated);
     }
 
     #[tokio::test]

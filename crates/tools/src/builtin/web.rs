@@ -343,6 +343,7 @@ impl WebClient {
         ToolOutput {
             content,
             is_error: !status.is_success(),
+            command: None,
         }
     }
 }

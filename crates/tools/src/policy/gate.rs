@@ -201,6 +201,49 @@ fn denial(tool: &str, rule: impl Into<String>, reason: impl Into<String>) -> Den
     }
 }
 
+/// The gate of MCP tools: off in the safe default unless `--allow mcp:…`
+/// added an [mcp] section; otherwise as the section says.
+fn mcp_gate(policy: &Policy, safe_default: bool) -> McpGate {
+    match &policy.mcp {
+        // The safe default has no [mcp]; one added by `--allow mcp:…` counts.
+        None if safe_default => McpGate {
+            label: "mcp".to_owned(),
+            enabled: Enabled::Off {
+                rule: "no policy file: MCP tools are off by default".to_owned(),
+                reason: "allow them in policy.toml under [mcp] allow = [\"server:tool\"]"
+                    .to_owned(),
+            },
+            default_deny: true,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            rate_limit: None,
+        },
+        Some(m) => McpGate {
+            label: m.label.clone(),
+            enabled: if m.enabled == Some(false) {
+                Enabled::Off {
+                    rule: format!("[{}] enabled = false", m.label),
+                    reason: "MCP tools are disabled by the policy".to_owned(),
+                }
+            } else {
+                Enabled::On
+            },
+            default_deny: m.default_deny.unwrap_or(policy.default_deny),
+            allow: m.allow.iter().map(|p| p.text.clone()).collect(),
+            deny: m.deny.iter().map(|p| p.text.clone()).collect(),
+            rate_limit: m.rate_limit,
+        },
+        None => McpGate {
+            label: "mcp".to_owned(),
+            enabled: Enabled::On,
+            default_deny: policy.default_deny,
+            allow: Vec::new(),
+            deny: Vec::new(),
+            rate_limit: None,
+        },
+    }
+}
+
 impl Gate {
     pub(super) fn new(
         policy: &Policy,
@@ -312,44 +355,7 @@ impl Gate {
                 rate_limit: section.and_then(|s| s.rate_limit),
             });
         }
-        let mcp = match &policy.mcp {
-            // The safe default has no [mcp]; one added by `--allow mcp:…` counts.
-            None if safe_default => McpGate {
-                label: "mcp".to_owned(),
-                enabled: Enabled::Off {
-                    rule: "no policy file: MCP tools are off by default".to_owned(),
-                    reason: "allow them in policy.toml under [mcp] allow = [\"server:tool\"]"
-                        .to_owned(),
-                },
-                default_deny: true,
-                allow: Vec::new(),
-                deny: Vec::new(),
-                rate_limit: None,
-            },
-            Some(m) => McpGate {
-                label: m.label.clone(),
-                enabled: if m.enabled == Some(false) {
-                    Enabled::Off {
-                        rule: format!("[{}] enabled = false", m.label),
-                        reason: "MCP tools are disabled by the policy".to_owned(),
-                    }
-                } else {
-                    Enabled::On
-                },
-                default_deny: m.default_deny.unwrap_or(policy.default_deny),
-                allow: m.allow.iter().map(|p| p.text.clone()).collect(),
-                deny: m.deny.iter().map(|p| p.text.clone()).collect(),
-                rate_limit: m.rate_limit,
-            },
-            None => McpGate {
-                label: "mcp".to_owned(),
-                enabled: Enabled::On,
-                default_deny: policy.default_deny,
-                allow: Vec::new(),
-                deny: Vec::new(),
-                rate_limit: None,
-            },
-        };
+        let mcp = mcp_gate(policy, safe_default);
         if !problems.is_empty() {
             return Err(PolicyError::Invalid {
                 path: policy_path(policy),

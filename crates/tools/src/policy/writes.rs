@@ -348,105 +348,13 @@ pub fn classify(c: &CommandUse) -> Writes {
 
 fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
     match name {
-        "sort" => {
-            const S: Spec = Spec {
-                short: "kotST",
-                short_optional: "",
-                long: &[
-                    "--key",
-                    "--output",
-                    "--field-separator",
-                    "--buffer-size",
-                    "--temporary-directory",
-                    "--files0-from",
-                    "--compress-program",
-                    "--parallel",
-                    "--batch-size",
-                    "--random-source",
-                    "--sort",
-                ],
-            };
-            let p = parse(words, &S);
-            w.known = true;
-            for v in p.values(&["-o", "--output"]) {
-                w.write(&v);
-            }
-            if p.has(&["--compress-program"]) {
-                w.anywhere("`sort --compress-program` runs the program it names");
-            }
-        }
-        "uniq" => {
-            const S: Spec = Spec {
-                short: "fsw",
-                short_optional: "",
-                long: &["--skip-fields", "--skip-chars", "--check-chars"],
-            };
-            let p = parse(words, &S);
-            w.known = true;
-            if let Some(out) = p.operands.get(1) {
-                w.write(out);
-            }
-        }
-        "xxd" => {
-            const S: Spec = Spec {
-                short: "cglnosR",
-                short_optional: "",
-                long: &[],
-            };
-            let p = parse(words, &S);
-            w.known = true;
-            if let Some(out) = p.operands.get(1) {
-                w.write(out);
-            }
-        }
-        "tree" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "LPIoH",
-                    ..Spec::default()
-                },
-            );
-            w.known = true;
-            for v in p.values(&["-o"]) {
-                w.write(&v);
-            }
-        }
-        "yq" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "pIo",
-                    ..Spec::default()
-                },
-            );
-            w.known = true;
-            if p.has(&["-i", "--inplace"]) {
-                w.all(&p.operands);
-            }
-        }
-        "less" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "oObhjkpPTxyz#",
-                    ..Spec::default()
-                },
-            );
-            w.known = true;
-            for v in p.values(&["-o", "-O", "--log-file", "--LOG-FILE"]) {
-                w.write(&v);
-            }
-        }
-        "rg" => {
-            w.known = true;
-            if words
-                .iter()
-                .any(|x| x.text == "--pre" || x.text.starts_with("--pre="))
-            {
-                w.anywhere("`rg --pre` runs the command it names on every file");
-            }
-        }
+        "sort" => sort(words, w),
+        "uniq" => uniq(words, w),
+        "xxd" => xxd(words, w),
+        "tree" => tree(words, w),
+        "yq" => yq(words, w),
+        "less" => less(words, w),
+        "rg" => rg(words, w),
         "find" => find(words, w),
         _ if READERS.contains(&name) => {}
         _ if INTERPRETERS.contains(&name) => interpreter(name, words, w),
@@ -466,208 +374,345 @@ fn classify_words(name: &str, words: &[Val], w: &mut Writes) {
         }
         "rm" | "chmod" | "chown" | "chgrp" | "setfacl" | "chcon" | "chattr" | "shred"
         | "truncate" | "touch" | "rmdir" | "unlink" | "mkdir" | "mkfifo" | "mknod" | "link"
-        | "mktemp" => {
-            let spec = match name {
-                "touch" => Spec {
-                    short: "rdt",
-                    ..Spec::default()
-                },
-                "truncate" => Spec {
-                    short: "sr",
-                    ..Spec::default()
-                },
-                "mkdir" | "mkfifo" | "mknod" => Spec {
-                    short: "mZ",
-                    ..Spec::default()
-                },
-                "shred" => Spec {
-                    short: "nsu",
-                    ..Spec::default()
-                },
-                "mktemp" => Spec {
-                    short: "p",
-                    ..Spec::default()
-                },
-                _ => Spec::default(),
-            };
-            let p = parse(words, &spec);
-            let deep = matches!(
-                name,
-                "rm" | "chmod" | "chown" | "chgrp" | "setfacl" | "chcon"
-            ) && p.has(&["-r", "-R", "--recursive"]);
-            for o in &p.operands {
-                if deep {
-                    w.deep(o);
-                } else {
-                    w.write(o);
-                }
-            }
-            // `--reference=FILE`, `-r FILE` are read, but a value naming a
-            // protected file is rare enough to be refused with the rest.
-            w.all(&p.all_values());
-        }
-        "split" | "csplit" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "abCdlnftk",
-                    ..Spec::default()
-                },
-            );
-            // split IN PREFIX; csplit -f PREFIX.
-            if name == "split"
-                && let Some(prefix) = p.operands.get(1)
-            {
-                w.write(prefix);
-            }
-            w.all(&p.all_values());
-        }
+        | "mktemp" => file_ops(name, words, w),
+        "split" | "csplit" => split(name, words, w),
         "patch" => patch(words, w),
         "git" => git(words, w),
         "tar" | "bsdtar" => tar(words, w),
-        "unzip" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "dxP",
-                    ..Spec::default()
-                },
-            );
-            if p.has(&["-l", "-t", "-v", "-p", "-c", "-z", "-Z"]) {
-                return;
-            }
-            let dirs = p.values(&["-d"]);
-            if dirs.is_empty() {
-                w.below_cwd("`unzip` writes the files the archive holds".to_owned());
-            }
-            for d in &dirs {
-                w.deep(d);
-            }
-        }
-        "zip" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "bntxiO",
-                    ..Spec::default()
-                },
-            );
-            if p.has(&["-T", "--test", "--unzip-command"])
-                || p.opts
-                    .iter()
-                    .any(|(o, _)| o == "-T" || o.starts_with("--tt"))
-            {
-                w.anywhere("`zip -T` runs a command to test the archive");
-            }
-            if let Some(archive) = p.operands.first() {
-                w.write(archive);
-            }
-            w.all(&p.values(&["-O", "--output-file", "-b", "--temp-path"]));
-        }
+        "unzip" => unzip(words, w),
+        "zip" => zip(words, w),
         "gzip" | "gunzip" | "zcat" | "bzip2" | "bunzip2" | "bzcat" | "xz" | "unxz" | "xzcat"
         | "lzma" | "unlzma" | "zstd" | "unzstd" | "zstdcat" | "lz4" | "unlz4" | "lz4cat"
-        | "compress" | "uncompress" | "pigz" | "unpigz" | "brotli" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "oSTDBM",
-                    ..Spec::default()
-                },
-            );
-            w.all(&p.values(&["-o", "--output"]));
-            let to_stdout = name.ends_with("cat")
-                || p.has(&[
-                    "-c",
-                    "--stdout",
-                    "--to-stdout",
-                    "-t",
-                    "--test",
-                    "-l",
-                    "--list",
-                ]);
-            if to_stdout {
-                return;
-            }
-            let deep = p.has(&["-r", "--recursive"]);
-            for o in &p.operands {
-                if deep {
-                    w.deep(o);
-                } else {
-                    w.write(o);
-                }
-            }
-        }
-        "cpio" => {
-            let p = parse(
-                words,
-                &Spec {
-                    short: "FOIDEHCMR",
-                    long: &[
-                        "--file",
-                        "--directory",
-                        "--pattern-file",
-                        "--format",
-                        "--io-size",
-                        "--message",
-                        "--owner",
-                    ],
-                    ..Spec::default()
-                },
-            );
-            w.all(&p.values(&["-F", "--file", "-O"]));
-            if p.has(&["--rsh-command"]) {
-                w.anywhere("`cpio --rsh-command` runs the command it names");
-            }
-            if p.has(&["-p", "--pass-through"]) {
-                for o in &p.operands {
-                    w.deep(o);
-                }
-            } else if p.has(&["-i", "--extract"]) {
-                let dirs = p.values(&["-D", "--directory"]);
-                if dirs.is_empty() {
-                    w.below_cwd("`cpio -i` writes the files the archive holds".to_owned());
-                }
-                for d in &dirs {
-                    w.deep(d);
-                }
-            }
-        }
-        "7z" | "7za" | "7zr" | "unrar" | "ar" | "jar" => {
-            let first = words.iter().find(|x| !x.text.starts_with('-'));
-            let extracts = first.is_some_and(|x| {
-                matches!(x.text.as_str(), "x" | "e")
-                    || (name == "ar" || name == "jar") && x.text.contains('x')
-            });
-            if extracts {
-                w.below_cwd(format!(
-                    "`{name}` extracting writes the files the archive holds"
-                ));
-            }
-            w.all(words);
-        }
-        "wget" => {
-            w.all(words);
-            let recursive = words.iter().any(|x| {
-                matches!(
-                    x.text.as_str(),
-                    "-r" | "--recursive"
-                        | "-m"
-                        | "--mirror"
-                        | "-x"
-                        | "--force-directories"
-                        | "-p"
-                        | "--page-requisites"
-                )
-            });
-            if recursive {
-                w.below_cwd("`wget` writes folders named after the site".to_owned());
-            }
-        }
+        | "compress" | "uncompress" | "pigz" | "unpigz" | "brotli" => compressor(name, words, w),
+        "cpio" => cpio(words, w),
+        "7z" | "7za" | "7zr" | "unrar" | "ar" | "jar" => archiver(name, words, w),
+        "wget" => wget(words, w),
         _ => {
             // Unknown: it may write whatever it names.
             w.known = false;
             w.all(words);
         }
+    }
+}
+
+/// `sort -o FILE`; `--compress-program` runs a program.
+fn sort(words: &[Val], w: &mut Writes) {
+    const S: Spec = Spec {
+        short: "kotST",
+        short_optional: "",
+        long: &[
+            "--key",
+            "--output",
+            "--field-separator",
+            "--buffer-size",
+            "--temporary-directory",
+            "--files0-from",
+            "--compress-program",
+            "--parallel",
+            "--batch-size",
+            "--random-source",
+            "--sort",
+        ],
+    };
+    let p = parse(words, &S);
+    w.known = true;
+    for v in p.values(&["-o", "--output"]) {
+        w.write(&v);
+    }
+    if p.has(&["--compress-program"]) {
+        w.anywhere("`sort --compress-program` runs the program it names");
+    }
+}
+
+/// `uniq IN OUT`.
+fn uniq(words: &[Val], w: &mut Writes) {
+    const S: Spec = Spec {
+        short: "fsw",
+        short_optional: "",
+        long: &["--skip-fields", "--skip-chars", "--check-chars"],
+    };
+    let p = parse(words, &S);
+    w.known = true;
+    if let Some(out) = p.operands.get(1) {
+        w.write(out);
+    }
+}
+
+/// `xxd IN OUT`.
+fn xxd(words: &[Val], w: &mut Writes) {
+    const S: Spec = Spec {
+        short: "cglnosR",
+        short_optional: "",
+        long: &[],
+    };
+    let p = parse(words, &S);
+    w.known = true;
+    if let Some(out) = p.operands.get(1) {
+        w.write(out);
+    }
+}
+
+/// `tree -o FILE`.
+fn tree(words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "LPIoH",
+            ..Spec::default()
+        },
+    );
+    w.known = true;
+    for v in p.values(&["-o"]) {
+        w.write(&v);
+    }
+}
+
+/// `yq -i` edits its files in place.
+fn yq(words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "pIo",
+            ..Spec::default()
+        },
+    );
+    w.known = true;
+    if p.has(&["-i", "--inplace"]) {
+        w.all(&p.operands);
+    }
+}
+
+/// `less -o FILE` logs to a file.
+fn less(words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "oObhjkpPTxyz#",
+            ..Spec::default()
+        },
+    );
+    w.known = true;
+    for v in p.values(&["-o", "-O", "--log-file", "--LOG-FILE"]) {
+        w.write(&v);
+    }
+}
+
+/// `rg --pre CMD` runs a command.
+fn rg(words: &[Val], w: &mut Writes) {
+    w.known = true;
+    if words
+        .iter()
+        .any(|x| x.text == "--pre" || x.text.starts_with("--pre="))
+    {
+        w.anywhere("`rg --pre` runs the command it names on every file");
+    }
+}
+
+/// Commands that change the files they name (`rm`, `chmod`, `touch`, `mkdir`, …); `-r` reaches below a folder.
+fn file_ops(name: &str, words: &[Val], w: &mut Writes) {
+    let spec = match name {
+        "touch" => Spec {
+            short: "rdt",
+            ..Spec::default()
+        },
+        "truncate" => Spec {
+            short: "sr",
+            ..Spec::default()
+        },
+        "mkdir" | "mkfifo" | "mknod" => Spec {
+            short: "mZ",
+            ..Spec::default()
+        },
+        "shred" => Spec {
+            short: "nsu",
+            ..Spec::default()
+        },
+        "mktemp" => Spec {
+            short: "p",
+            ..Spec::default()
+        },
+        _ => Spec::default(),
+    };
+    let p = parse(words, &spec);
+    let deep = matches!(
+        name,
+        "rm" | "chmod" | "chown" | "chgrp" | "setfacl" | "chcon"
+    ) && p.has(&["-r", "-R", "--recursive"]);
+    for o in &p.operands {
+        if deep {
+            w.deep(o);
+        } else {
+            w.write(o);
+        }
+    }
+    // `--reference=FILE`, `-r FILE` are read, but a value naming a
+    // protected file is rare enough to be refused with the rest.
+    w.all(&p.all_values());
+}
+
+/// `split IN PREFIX`, `csplit -f PREFIX`.
+fn split(name: &str, words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "abCdlnftk",
+            ..Spec::default()
+        },
+    );
+    // split IN PREFIX; csplit -f PREFIX.
+    if name == "split"
+        && let Some(prefix) = p.operands.get(1)
+    {
+        w.write(prefix);
+    }
+    w.all(&p.all_values());
+}
+
+/// `unzip` writes below `-d DIR` or here.
+fn unzip(words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "dxP",
+            ..Spec::default()
+        },
+    );
+    if p.has(&["-l", "-t", "-v", "-p", "-c", "-z", "-Z"]) {
+        return;
+    }
+    let dirs = p.values(&["-d"]);
+    if dirs.is_empty() {
+        w.below_cwd("`unzip` writes the files the archive holds".to_owned());
+    }
+    for d in &dirs {
+        w.deep(d);
+    }
+}
+
+/// `zip ARCHIVE …`; `-T` runs a test command.
+fn zip(words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "bntxiO",
+            ..Spec::default()
+        },
+    );
+    if p.has(&["-T", "--test", "--unzip-command"])
+        || p.opts
+            .iter()
+            .any(|(o, _)| o == "-T" || o.starts_with("--tt"))
+    {
+        w.anywhere("`zip -T` runs a command to test the archive");
+    }
+    if let Some(archive) = p.operands.first() {
+        w.write(archive);
+    }
+    w.all(&p.values(&["-O", "--output-file", "-b", "--temp-path"]));
+}
+
+/// Compressors replace their files unless they write to stdout.
+fn compressor(name: &str, words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "oSTDBM",
+            ..Spec::default()
+        },
+    );
+    w.all(&p.values(&["-o", "--output"]));
+    let to_stdout = name.ends_with("cat")
+        || p.has(&[
+            "-c",
+            "--stdout",
+            "--to-stdout",
+            "-t",
+            "--test",
+            "-l",
+            "--list",
+        ]);
+    if to_stdout {
+        return;
+    }
+    let deep = p.has(&["-r", "--recursive"]);
+    for o in &p.operands {
+        if deep {
+            w.deep(o);
+        } else {
+            w.write(o);
+        }
+    }
+}
+
+/// `cpio -o/-i/-p`.
+fn cpio(words: &[Val], w: &mut Writes) {
+    let p = parse(
+        words,
+        &Spec {
+            short: "FOIDEHCMR",
+            long: &[
+                "--file",
+                "--directory",
+                "--pattern-file",
+                "--format",
+                "--io-size",
+                "--message",
+                "--owner",
+            ],
+            ..Spec::default()
+        },
+    );
+    w.all(&p.values(&["-F", "--file", "-O"]));
+    if p.has(&["--rsh-command"]) {
+        w.anywhere("`cpio --rsh-command` runs the command it names");
+    }
+    if p.has(&["-p", "--pass-through"]) {
+        for o in &p.operands {
+            w.deep(o);
+        }
+    } else if p.has(&["-i", "--extract"]) {
+        let dirs = p.values(&["-D", "--directory"]);
+        if dirs.is_empty() {
+            w.below_cwd("`cpio -i` writes the files the archive holds".to_owned());
+        }
+        for d in &dirs {
+            w.deep(d);
+        }
+    }
+}
+
+/// `7z`, `unrar`, `ar`, `jar`: extracting writes below here.
+fn archiver(name: &str, words: &[Val], w: &mut Writes) {
+    let first = words.iter().find(|x| !x.text.starts_with('-'));
+    let extracts = first.is_some_and(|x| {
+        matches!(x.text.as_str(), "x" | "e")
+            || (name == "ar" || name == "jar") && x.text.contains('x')
+    });
+    if extracts {
+        w.below_cwd(format!(
+            "`{name}` extracting writes the files the archive holds"
+        ));
+    }
+    w.all(words);
+}
+
+/// `wget` writes what it fetches; recursively, whole folders.
+fn wget(words: &[Val], w: &mut Writes) {
+    w.all(words);
+    let recursive = words.iter().any(|x| {
+        matches!(
+            x.text.as_str(),
+            "-r" | "--recursive"
+                | "-m"
+                | "--mirror"
+                | "-x"
+                | "--force-directories"
+                | "-p"
+                | "--page-requisites"
+        )
+    });
+    if recursive {
+        w.below_cwd("`wget` writes folders named after the site".to_owned());
     }
 }
 
@@ -1122,80 +1167,7 @@ pub fn awk_program(p: &str) -> AwkUse {
 
 /// `cp`, `mv`, `ln`, `install`, `rsync`: sources land in the destination.
 fn copy_like(name: &str, words: &[Val], w: &mut Writes) {
-    let spec = match name {
-        "install" => Spec {
-            short: "gmoSt",
-            long: &[
-                "--group",
-                "--mode",
-                "--owner",
-                "--suffix",
-                "--target-directory",
-                "--strip-program",
-            ],
-            ..Spec::default()
-        },
-        "rsync" => Spec {
-            short: "efTBM",
-            long: &[
-                "--rsh",
-                "--rsync-path",
-                "--filter",
-                "--exclude",
-                "--include",
-                "--exclude-from",
-                "--include-from",
-                "--files-from",
-                "--temp-dir",
-                "--log-file",
-                "--log-file-format",
-                "--backup-dir",
-                "--partial-dir",
-                "--compare-dest",
-                "--copy-dest",
-                "--link-dest",
-                "--suffix",
-                "--chmod",
-                "--chown",
-                "--usermap",
-                "--groupmap",
-                "--timeout",
-                "--contimeout",
-                "--bwlimit",
-                "--max-size",
-                "--min-size",
-                "--max-delete",
-                "--modify-window",
-                "--block-size",
-                "--port",
-                "--password-file",
-                "--out-format",
-                "--info",
-                "--debug",
-                "--protocol",
-                "--iconv",
-                "--checksum-choice",
-                "--compress-choice",
-                "--compress-level",
-                "--skip-compress",
-                "--sockopts",
-                "--outbuf",
-                "--address",
-                "--write-batch",
-                "--only-write-batch",
-                "--read-batch",
-                "--stop-after",
-                "--stop-at",
-                "--remote-option",
-            ],
-            ..Spec::default()
-        },
-        _ => Spec {
-            short: "St",
-            long: &["--target-directory", "--suffix"],
-            ..Spec::default()
-        },
-    };
+    let spec = copy_spec(name);
     let p = parse(words, &spec);
     if name == "rsync" {
         if p.has(&["-e", "--rsh", "--rsync-path", "-M", "--remote-option"]) {
@@ -1288,6 +1260,84 @@ fn copy_like(name: &str, words: &[Val], w: &mut Writes) {
         contents,
         parents,
     });
+}
+
+/// Option grammar of `cp`, `mv`, `ln`, `install` and `rsync`.
+fn copy_spec(name: &str) -> Spec {
+    match name {
+        "install" => Spec {
+            short: "gmoSt",
+            long: &[
+                "--group",
+                "--mode",
+                "--owner",
+                "--suffix",
+                "--target-directory",
+                "--strip-program",
+            ],
+            ..Spec::default()
+        },
+        "rsync" => Spec {
+            short: "efTBM",
+            long: &[
+                "--rsh",
+                "--rsync-path",
+                "--filter",
+                "--exclude",
+                "--include",
+                "--exclude-from",
+                "--include-from",
+                "--files-from",
+                "--temp-dir",
+                "--log-file",
+                "--log-file-format",
+                "--backup-dir",
+                "--partial-dir",
+                "--compare-dest",
+                "--copy-dest",
+                "--link-dest",
+                "--suffix",
+                "--chmod",
+                "--chown",
+                "--usermap",
+                "--groupmap",
+                "--timeout",
+                "--contimeout",
+                "--bwlimit",
+                "--max-size",
+                "--min-size",
+                "--max-delete",
+                "--modify-window",
+                "--block-size",
+                "--port",
+                "--password-file",
+                "--out-format",
+                "--info",
+                "--debug",
+                "--protocol",
+                "--iconv",
+                "--checksum-choice",
+                "--compress-choice",
+                "--compress-level",
+                "--skip-compress",
+                "--sockopts",
+                "--outbuf",
+                "--address",
+                "--write-batch",
+                "--only-write-batch",
+                "--read-batch",
+                "--stop-after",
+                "--stop-at",
+                "--remote-option",
+            ],
+            ..Spec::default()
+        },
+        _ => Spec {
+            short: "St",
+            long: &["--target-directory", "--suffix"],
+            ..Spec::default()
+        },
+    }
 }
 
 /// `patch`: the file it names, or the files its patch names below where it
