@@ -36,7 +36,13 @@ fn root() -> PathBuf {
 /// Every workspace member and the members it depends on (any kind).
 fn graph() -> BTreeMap<String, (PathBuf, BTreeSet<String>)> {
     let out = std::process::Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .current_dir(root())
         .output()
         .expect("cargo metadata runs");
@@ -159,7 +165,13 @@ fn code(line: &str) -> &str {
 #[test]
 fn no_format_name_is_compared_outside_the_front_ends() {
     let g = graph();
-    let names = ["agentfile", "agentrc", "workflow-yaml", "workflow-md", "agent-md"];
+    let names = [
+        "agentfile",
+        "agentrc",
+        "workflow-yaml",
+        "workflow-md",
+        "agent-md",
+    ];
     let mut problems = Vec::new();
     for (crate_name, (dir, _)) in &g {
         if FRONT_ENDS.contains(&crate_name.as_str()) || crate_name == REGISTRY {
@@ -276,10 +288,10 @@ fn no_two_modules_of_a_crate_import_each_other_in_a_loop() {
                     ));
                     break;
                 }
-                if seen.insert(n.clone()) {
-                    if let Some(e) = edges.get(&n) {
-                        todo.extend(e.keys().cloned());
-                    }
+                if seen.insert(n.clone())
+                    && let Some(e) = edges.get(&n)
+                {
+                    todo.extend(e.keys().cloned());
                 }
             }
         }

@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use agentfile_plan::diag::{Diagnostic, FileId, SourceMap};
 use agentfile_plan::agent::AgentCard;
+use agentfile_plan::diag::{Diagnostic, FileId, SourceMap};
 use agentfile_syntax::cards::{agent_name, load};
 
 pub use agentfile_plan::build::TASK_INPUT;
@@ -33,7 +33,6 @@ pub fn analyze(
     (diags, plan)
 }
 
-
 fn standalone_plan(path: &Path, card: AgentCard) -> Result<agentfile_plan::Plan, Vec<Diagnostic>> {
     let name = agent_name(path);
     let mut plan =
@@ -45,4 +44,3 @@ fn standalone_plan(path: &Path, card: AgentCard) -> Result<agentfile_plan::Plan,
     plan.fingerprint = plan.compute_fingerprint();
     Ok(plan)
 }
-

@@ -17,12 +17,12 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
 use agentfile_plan::Plan;
-use agentfile_tools::policy::cedar;
 use agentfile_plan::declared::{
     Block, Credential, Declaration, DeclaredTool, Directive, Grants, Mount,
 };
+use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
+use agentfile_tools::policy::cedar;
 use syntax::{BlockKind, LayoutProblem, RawDirective, Syntax, Token};
 use table::{Entry, Profile, Support};
 
@@ -1910,7 +1910,11 @@ pub fn summary(d: &Declaration) -> String {
     }
     if let Some(s) = &g.sop {
         let first = s.lines().next().unwrap_or("");
-        let _ = writeln!(o, "  sop:       {}", agentfile_config::text::shorten(first, 72));
+        let _ = writeln!(
+            o,
+            "  sop:       {}",
+            agentfile_config::text::shorten(first, 72)
+        );
     }
     for i in &g.ignored {
         let _ = writeln!(o, "  ignored:   {i}");

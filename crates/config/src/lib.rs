@@ -625,7 +625,6 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         .map_err(|e| format!("`{t}` is not a duration ({e}); write it like 90s, 10m or 1h"))
 }
 
-
 /// The project a workflow folder belongs to when it lies at
 /// `<project>/.workflows/<id>/` (where its config and policy live).
 pub fn project_of(workflow_dir: &Path) -> Option<PathBuf> {

@@ -10,7 +10,7 @@ pub mod lower;
 pub mod parser;
 pub mod validate;
 
-pub use parser::parse;
-pub use validate::{Options, validate};
 /// The DSL's `$variable` templates live with the plan, which renders them.
 pub use agentfile_plan::template;
+pub use parser::parse;
+pub use validate::{Options, validate};

@@ -18,16 +18,16 @@ use std::time::SystemTime;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use agentfile_config::Config;
-use agentfile_session::events::{EventBus, EventSink};
 use crate::executor::{
     self, Approval, ApprovalRequest, Approver, Limits, Models, RunSpec, Services, exit,
 };
+use crate::telemetry;
+use agentfile_config::Config;
 use agentfile_llm::{self as llm, Cassette, Provider, ProviderOptions};
 use agentfile_plan::Plan;
 use agentfile_protocol::events::{RunResult, rfc3339};
+use agentfile_session::events::{EventBus, EventSink};
 use agentfile_session::{self as session, SessionMeta, SessionStatus, SessionStore};
-use crate::telemetry;
 use agentfile_tools::{MemoryStore, Policy, Toolbox};
 
 /// What the caller asks for. Every field but `path` is optional.
@@ -710,7 +710,9 @@ pub fn record_decision(
 }
 
 /// The suspends of a stored session still waiting: (node path, events).
-pub fn pending_suspends(events: &[agentfile_protocol::events::Event]) -> Vec<(String, Vec<String>)> {
+pub fn pending_suspends(
+    events: &[agentfile_protocol::events::Event],
+) -> Vec<(String, Vec<String>)> {
     use agentfile_protocol::events::EventBody;
     let mut waiting: Vec<(String, Vec<String>)> = Vec::new();
     for e in events {
@@ -944,7 +946,8 @@ pub async fn start_in(
     if let Some(t) = shipping {
         t.finish(telemetry::FINISH_WAIT).await;
     }
-    if result.termination_reason == agentfile_protocol::events::TerminationReason::ApprovalUnavailable
+    if result.termination_reason
+        == agentfile_protocol::events::TerminationReason::ApprovalUnavailable
     {
         // Not a failure: the run waits for `sessions approve`, then resumes.
         let _ = store.set_status(&id, SessionStatus::WaitingApproval);

@@ -22,9 +22,7 @@ use crate::http::{
 };
 use crate::schema::{Dialect, clean_cached};
 use crate::sse::SseEvent;
-use crate::types::{
-    ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage,
-};
+use crate::types::{ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage};
 
 /// The `anthropic-version` header this code is written against.
 pub const API_VERSION: &str = "2023-06-01";

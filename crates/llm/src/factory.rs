@@ -11,12 +11,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentfile_config::{Config, LlmConfig, PROVIDERS, Price};
 use crate::error::LlmError;
 use crate::http::{HttpOptions, HttpProvider, ProviderSettings};
 use crate::pricing::Pricing;
 use crate::replay::{Recorder, ReplayProvider};
 use crate::{Provider, anthropic, gemini, openai};
+use agentfile_config::{Config, LlmConfig, PROVIDERS, Price};
 
 /// Choices that come from the command line rather than the config file.
 #[derive(Clone, Default)]

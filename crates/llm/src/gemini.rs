@@ -30,9 +30,7 @@ use crate::http::{
 };
 use crate::schema::{Dialect, clean_cached};
 use crate::sse::SseEvent;
-use crate::types::{
-    ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage,
-};
+use crate::types::{ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage};
 
 /// The Generative Language API root.
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";

@@ -14,8 +14,8 @@
 
 use std::collections::BTreeMap;
 
-use agentfile_config::Price;
 use crate::types::Usage;
+use agentfile_config::Price;
 
 /// (model family, input USD/Mtok, output USD/Mtok).
 const BUILTIN: &[(&str, f64, f64)] = &[

@@ -13,12 +13,12 @@ pub mod agent;
 pub mod build;
 pub mod canonical;
 pub mod declared;
+pub mod diag;
 pub mod expr;
 pub mod graph;
 pub mod scope;
 pub mod template;
 pub mod values;
-pub mod diag;
 
 use std::collections::BTreeMap;
 

@@ -110,4 +110,3 @@ pub fn human(pointer: &str) -> String {
     }
     out
 }
-

@@ -30,24 +30,24 @@ use tokio::sync::{Semaphore, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::limits::{self, Limits};
 use agentfile_config::Config;
-use agentfile_session::events::EventSink;
 use agentfile_engine::executor::{Approval, ApprovalRequest, Approver, exit};
+use agentfile_engine::run::{self, RunError, RunRequest, SessionChoice, Stores};
 use agentfile_frontend as frontend;
+use agentfile_frontend::{discover, inspect};
 use agentfile_llm::{HttpOptions, Provider};
+use agentfile_plan::ReadOptions;
 use agentfile_protocol::diagnostics::ValidateReport;
 use agentfile_protocol::events::{Event, EventBody, RunResult, Usage};
-use agentfile_plan::ReadOptions;
 use agentfile_protocol::rpc::{
     AgentrcProfile, ApproveParams, CancelParams, EventPage, EventParams, InspectFormat,
     InspectParams, InspectText, ListParams, RpcError, RunParams, RunStatus, SessionList,
     SessionsParams, SignalParams, ValidateParams, code,
 };
 use agentfile_protocol::workflows::WorkflowList;
-use agentfile_engine::run::{self, RunError, RunRequest, SessionChoice, Stores};
-use crate::limits::{self, Limits};
+use agentfile_session::events::EventSink;
 use agentfile_session::{self as session, SessionMeta, SessionStatus, SessionStore, StoreError};
-use agentfile_frontend::{discover, inspect};
 
 mod remote;
 
@@ -888,8 +888,11 @@ impl Engine {
             // Waiting for an approval, interrupted or queued by a process that
             // is gone: record the end so it is not resumed by mistake.
             _ => {
-                let bus =
-                    agentfile_session::events::EventBus::new(&p.session_id, meta.last_seq, Some(store.clone()));
+                let bus = agentfile_session::events::EventBus::new(
+                    &p.session_id,
+                    meta.last_seq,
+                    Some(store.clone()),
+                );
                 bus.emit(
                     &agentfile_session::events::Scope::default(),
                     EventBody::RunCancelled {
@@ -1217,7 +1220,8 @@ impl Engine {
                     read: read.clone(),
                 },
             );
-            let mut report = agentfile_frontend::report::validate_report(std::slice::from_ref(&analysis));
+            let mut report =
+                agentfile_frontend::report::validate_report(std::slice::from_ref(&analysis));
             if let Some(label) = label {
                 relabel(&mut report, &at.display().to_string(), label);
             }

@@ -38,11 +38,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
-use agentfile_session::events::EventSink;
-use agentfile_protocol::events::Event;
-use agentfile_protocol::rpc::{self, RpcError, code};
 use crate::engine::{Engine, RunHooks};
 use crate::limits::{self, Limits};
+use agentfile_protocol::events::Event;
+use agentfile_protocol::rpc::{self, RpcError, code};
+use agentfile_session::events::EventSink;
 
 /// The longest line read; longer ones are answered with a parse error.
 pub const MAX_LINE: usize = limits::MAX_LINE;
@@ -503,13 +503,14 @@ impl Connection {
         let outbox = self.outbox.clone();
         // Streamed text deltas too (`llm_delta`, not stored): a client shows
         // the answer as it comes.
-        let sink: Arc<dyn EventSink> = Arc::new(agentfile_session::events::AllEvents(move |e: &Event| {
-            outbox.send(&Notification {
-                jsonrpc: "2.0",
-                method: "event",
-                params: e,
-            })
-        }));
+        let sink: Arc<dyn EventSink> =
+            Arc::new(agentfile_session::events::AllEvents(move |e: &Event| {
+                outbox.send(&Notification {
+                    jsonrpc: "2.0",
+                    method: "event",
+                    params: e,
+                })
+            }));
         RunHooks {
             sinks: vec![sink],
             approver: None,

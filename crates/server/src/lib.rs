@@ -16,11 +16,11 @@
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
 //! engine, and encodes the answer and the run's events in its own protocol.
 
+pub mod cluster;
 pub mod engine;
 pub mod jsonrpc;
 pub mod limits;
 pub mod mcp;
-pub mod worker;
-pub mod cluster;
 pub mod printer;
 pub mod schemas;
+pub mod worker;

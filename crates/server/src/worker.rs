@@ -21,10 +21,10 @@ use tokio_util::task::TaskTracker;
 use crate::cluster::{
     Cluster, ClusterError, Control, ControlReply, Work, control_subject, events_subject,
 };
-use agentfile_session::events::EventSink;
+use crate::engine::{Engine, LiveRun, RunHooks};
 use agentfile_protocol::events::Event;
 use agentfile_protocol::rpc::RunParams;
-use crate::engine::{Engine, LiveRun, RunHooks};
+use agentfile_session::events::EventSink;
 use agentfile_session::{SessionStatus, StoreError};
 
 /// The longest wait for NATS on the way out (a flush, an ack): the connection

@@ -24,9 +24,9 @@
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::SystemTime;
 
-use agentfile_protocol::events::{EVENT_SCHEMA_VERSION, Event, EventBody, rfc3339};
 use crate::SessionStore;
 use crate::owner::HEARTBEAT_INTERVAL;
+use agentfile_protocol::events::{EVENT_SCHEMA_VERSION, Event, EventBody, rfc3339};
 
 /// Receives every event after it has been stored.
 pub trait EventSink: Send + Sync {

@@ -35,13 +35,13 @@ use serde::{Deserialize, Serialize};
 use agentfile_config::Config;
 use agentfile_protocol::events::{Event, EventBody, rfc3339};
 
+pub mod events;
 pub mod export;
 pub mod file;
 pub mod owner;
 pub mod postgres;
 mod row;
 pub mod sqlite;
-pub mod events;
 
 pub use agentfile_protocol::sessions::{SessionMeta, SessionStatus};
 pub use file::FileStore;

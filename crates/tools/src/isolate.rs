@@ -82,7 +82,6 @@ macro_rules! worker_hook {
     };
 }
 
-
 /// How long a new worker may take to greet.
 const START_LIMIT: Duration = Duration::from_secs(10);
 

@@ -46,12 +46,12 @@ use tokio_util::sync::CancellationToken;
 use agentfile_llm::ToolDef;
 
 pub mod builtin;
+pub mod isolate;
 pub mod mcp;
 pub mod policy;
+pub mod script;
 pub mod secrets;
 pub mod toolbox;
-pub mod script;
-pub mod isolate;
 
 pub use policy::{Gate, Policy, PolicyError};
 pub use toolbox::{MemoryError, MemoryStore, ToolError, Toolbox, ToolboxOptions};

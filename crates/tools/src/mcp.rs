@@ -45,11 +45,11 @@ use tokio::io::AsyncBufReadExt;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use agentfile_config::McpServer;
-use agentfile_llm::ToolDef;
 use crate::ToolOutput;
 use crate::policy::Gate;
 use crate::secrets::Secrets;
+use agentfile_config::McpServer;
+use agentfile_llm::ToolDef;
 
 /// Bytes of a server's stderr kept to explain a failure.
 const STDERR_TAIL: usize = 2048;

@@ -17,13 +17,13 @@ use serde_json::{Value, json};
 use agentfile_config::Config;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
 use agentfile_plan::expr::{self, Expr, Template, ValueExpr};
+pub use agentfile_plan::values::{coerce, typed_inputs};
 use agentfile_plan::{
     ApprovalClass, ApprovalNode, Arm, Backoff, FileContract, FileEntry, GoalDef, GoalKind,
     GoalNode, InputDef, Limit, LoopUntil, Next, Node, NodeKind, OnTimeout, PLAN_SCHEMA_VERSION,
     Plan, PromptSource, Retry,
 };
 use agentfile_syntax::yaml::{self, Doc, segment};
-pub use agentfile_plan::values::{coerce, typed_inputs};
 
 /// Sub-workflows nested deeper than this are refused.
 pub const MAX_NESTING: usize = 16;
@@ -1023,7 +1023,13 @@ impl Front<'_> {
             return Some(a.name.clone());
         }
         let path = cx.dir.join(rel);
-        let card = agentfile_syntax::cards::load_path(self.sources, &path, rel, Some(sp), &mut self.diags)?;
+        let card = agentfile_syntax::cards::load_path(
+            self.sources,
+            &path,
+            rel,
+            Some(sp),
+            &mut self.diags,
+        )?;
         cx.agents.push(agentfile_plan::AgentDef {
             name: rel.to_owned(),
             source: PromptSource::File {
@@ -1049,12 +1055,16 @@ impl Front<'_> {
         if let Some((server, tool)) = id.split_once('.')
             && config.is_some_and(|c| c.mcp.servers.contains_key(server))
         {
-            return Some(Resolved::Mcp(agentfile_tools::mcp::exposed_name(server, tool)));
+            return Some(Resolved::Mcp(agentfile_tools::mcp::exposed_name(
+                server, tool,
+            )));
         }
         let b = config?.tools.get(id)?;
         if let Some(m) = &b.mcp {
             let (server, tool) = m.split_once(':').unwrap_or((m, id));
-            return Some(Resolved::Mcp(agentfile_tools::mcp::exposed_name(server, tool)));
+            return Some(Resolved::Mcp(agentfile_tools::mcp::exposed_name(
+                server, tool,
+            )));
         }
         if let Some(argv) = &b.command {
             return Some(Resolved::Command(argv.clone()));

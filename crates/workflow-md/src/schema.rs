@@ -146,10 +146,12 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Violation
                         Some(Value::String(s)) => format!("unknown step kind `{s}`"),
                         _ => "a step's `kind` must be a string".to_owned(),
                     },
-                    hint: Some(match agentfile_plan::diag::suggest(got, names.iter().copied()) {
-                        Some(s) => format!("did you mean `{s}`?"),
-                        None => format!("the kinds are: {}", names.join(", ")),
-                    }),
+                    hint: Some(
+                        match agentfile_plan::diag::suggest(got, names.iter().copied()) {
+                            Some(s) => format!("did you mean `{s}`?"),
+                            None => format!("the kinds are: {}", names.join(", ")),
+                        },
+                    ),
                 });
             }
             kind => out.push(describe(kind, &pointer, instance, &e.to_string())),
@@ -184,7 +186,6 @@ fn step(instance: &Value, pointer: &str, out: &mut Vec<Violation>) {
 fn pointee<'v>(root: &'v Value, pointer: &str) -> Option<&'v Value> {
     root.pointer(pointer)
 }
-
 
 #[cfg(test)]
 mod tests {

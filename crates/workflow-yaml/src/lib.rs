@@ -56,7 +56,6 @@ pub struct Options<'a> {
     pub lenient: bool,
 }
 
-
 /// The project a workflow folder belongs to: the folder holding its
 /// `workflows/` parent (`proj/workflows/x` → `proj`), else the workflow's
 /// own folder.
@@ -584,7 +583,9 @@ impl Front {
                 protected: vec!["scripts/".to_owned()],
                 output_names: Vec::new(),
                 unmapped: Default::default(),
-                root: agentfile_plan::RunRoot::WorkflowFolder { input: ROOT_FIELD.to_owned() },
+                root: agentfile_plan::RunRoot::WorkflowFolder {
+                    input: ROOT_FIELD.to_owned(),
+                },
                 agentrc: None,
             }
             .sealed(),
@@ -621,7 +622,8 @@ impl Front {
             return c.clone();
         }
         let file = self.sources.add(self.dir.join(rel), text);
-        let card = agentfile_syntax::cards::load(&mut self.sources, file, rel, &mut self.agent_diags);
+        let card =
+            agentfile_syntax::cards::load(&mut self.sources, file, rel, &mut self.agent_diags);
         self.cards.insert(rel.to_owned(), card.clone());
         card
     }

@@ -17,8 +17,8 @@
 use serde_json::Value;
 
 use agentfile_plan::agent::Abilities;
-use agentfile_tools::script::HostFn;
 use agentfile_tools::policy::bash::{self, CommandUse};
+use agentfile_tools::script::HostFn;
 
 /// What one host call needs.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -48,10 +48,10 @@ pub use budget::{BudgetKind, Limits, parse_duration};
 pub use files::root as scratch_root;
 pub use interp::check_resume;
 
-use agentfile_session::events::{EventBus, Scope};
 use agentfile_llm::{Provider, ToolDef};
 use agentfile_plan::{Limit, Node, NodeKind, Plan};
 use agentfile_protocol::events::{EventBody, RunResult};
+use agentfile_session::events::{EventBus, Scope};
 use agentfile_tools::{ToolContext, ToolSet};
 
 /// Exit codes (CONTRACT §3), defined with the wire types.

@@ -14,11 +14,11 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{RunCx, Stop};
-use agentfile_session::events::Scope;
 use agentfile_plan::agent::AgentCard;
 use agentfile_protocol::events::EventBody;
-use agentfile_tools::script::{self, HostFn, ScriptError};
+use agentfile_session::events::Scope;
 use agentfile_tools::ToolOutput;
+use agentfile_tools::script::{self, HostFn, ScriptError};
 
 /// One host function call, sent from the script's thread.
 struct HostRequest {

@@ -4,9 +4,9 @@
 use super::goal::{self, Answer, Conversation};
 use super::interp::{Env, resolve_limit};
 use super::{RunCx, Stop, prompt};
-use agentfile_session::events::Scope;
 use agentfile_plan::{GoalDef, GoalKind, Plan};
 use agentfile_protocol::events::{EventBody, LoopStop};
+use agentfile_session::events::Scope;
 
 /// The goal's conversation(s): one with no agents or one agent, else one per
 /// agent concurrently and a synthesis.

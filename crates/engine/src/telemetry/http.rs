@@ -150,7 +150,8 @@ impl HttpExporter {
                         let status = r.status().as_u16();
                         // The same reading of `Retry-After` (seconds, an
                         // HTTP-date, `retry-after-ms`) as the model calls'.
-                        let retry_after = agentfile_llm::retry::retry_after_from_headers(r.headers());
+                        let retry_after =
+                            agentfile_llm::retry::retry_after_from_headers(r.headers());
                         let retry = matches!(status, 408 | 429) || (500..600).contains(&status);
                         (retry, retry_after, format!("HTTP {status}"))
                     }

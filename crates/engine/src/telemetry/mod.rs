@@ -39,9 +39,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agentfile_config::{Config, TelemetryProtocol};
-use agentfile_session::events::EventSink;
 use agentfile_plan::Plan;
 use agentfile_protocol::events::Event;
+use agentfile_session::events::EventSink;
 
 /// Events waiting for the exporter; beyond this, events are dropped and counted.
 pub const QUEUE_CAPACITY: usize = 4096;

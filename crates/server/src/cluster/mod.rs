@@ -23,7 +23,6 @@
 //! Assumed: every server and worker sees the same files at the same paths
 //! (workflows, configs, the workspace) and the same PostgreSQL database.
 
-
 use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};

@@ -18,10 +18,10 @@ use futures::StreamExt;
 
 use super::{Engine, LiveRun, RunHooks, failed_result, lock};
 use crate::cluster::{Cluster, Control, ControlReply, Work, control_subject, events_subject};
-use agentfile_session::events::EventSink;
 use agentfile_protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
 use agentfile_protocol::rpc::{RpcError, RunStatus, code};
 use agentfile_session::SessionStatus;
+use agentfile_session::events::EventSink;
 
 /// How long the relay waits for a published event before reading the store;
 /// doubled after each read that found nothing new, up to [`POLL_MAX`], and
@@ -306,7 +306,8 @@ async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
             if meta.status.is_terminal() {
                 return Ok(());
             }
-            let bus = agentfile_session::events::EventBus::new(&sid, meta.last_seq, Some(store.clone()));
+            let bus =
+                agentfile_session::events::EventBus::new(&sid, meta.last_seq, Some(store.clone()));
             bus.emit(
                 &agentfile_session::events::Scope::default(),
                 EventBody::RunCancelled {

@@ -31,9 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::Client;
 use super::approval::Phase;
-use agentfile_session::events::EventSink;
 use crate::printer::Progress;
 use agentfile_protocol::events::{Event, EventBody};
+use agentfile_session::events::EventSink;
 
 /// Events queued for the forwarder before progress is dropped.
 const QUEUE: usize = 256;

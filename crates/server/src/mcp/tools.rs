@@ -27,6 +27,7 @@ use super::McpServer;
 use super::approval::{McpApprover, Phase};
 use super::progress;
 use super::sampling;
+use crate::engine::RunHooks;
 use crate::printer::Progress;
 use agentfile_protocol::diagnostics::ValidateReport;
 use agentfile_protocol::events::{EventBody, RunResult};
@@ -35,7 +36,6 @@ use agentfile_protocol::rpc::{
     PromoteParams, RpcError, RunParams, RunStatus, SignalParams, ValidateParams, params,
 };
 use agentfile_protocol::workflows::WorkflowList;
-use crate::engine::RunHooks;
 use agentfile_session::SessionStatus;
 
 /// How long the last progress notifications may take to go out before a result.
@@ -402,7 +402,10 @@ pub async fn call(
                     return Ok(tool_error(&e));
                 }
                 let root = engine.root().to_path_buf();
-                match agentfile_frontend::author::generate::promote(&root, std::path::Path::new(&p.run)) {
+                match agentfile_frontend::author::generate::promote(
+                    &root,
+                    std::path::Path::new(&p.run),
+                ) {
                     Ok(done) => text_result(
                         format!(
                             "Promoted {} to {} (archived in {}).",

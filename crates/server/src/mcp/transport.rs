@@ -53,8 +53,8 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use agentfile_protocol::rpc::RpcError;
 use crate::limits::{self, Limits};
+use agentfile_protocol::rpc::RpcError;
 
 /// The longest message accepted (one line).
 pub const MAX_LINE: usize = limits::MAX_LINE;

@@ -29,10 +29,10 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use agentfile_frontend::{self as frontend, Options};
-use agentfile_plan::Plan;
 use agentfile_engine::run;
 use agentfile_frontend::discover;
+use agentfile_frontend::{self as frontend, Options};
+use agentfile_plan::Plan;
 
 /// Longest tool name MCP clients accept.
 pub const MAX_NAME: usize = 64;

@@ -13,7 +13,10 @@ pub fn published() -> Vec<(&'static str, schemars::Schema)> {
             "validate-report.schema.json",
             schemars::schema_for!(protocol::diagnostics::ValidateReport),
         ),
-        ("plan.schema.json", schemars::schema_for!(agentfile_plan::Plan)),
+        (
+            "plan.schema.json",
+            schemars::schema_for!(agentfile_plan::Plan),
+        ),
         (
             "workflow-list.schema.json",
             schemars::schema_for!(protocol::workflows::WorkflowList),

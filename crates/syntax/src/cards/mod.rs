@@ -25,11 +25,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
+use crate::yaml;
 use agentfile_plan::agent::{
     ABILITIES, Abilities, AgentCard, AgentCommand, AgentScript, AgentStatus, ScriptTool,
 };
-use crate::yaml;
+use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
 
 /// The file name suffix of agent files.
 pub const SUFFIX: &str = ".agent.md";
@@ -383,7 +383,9 @@ impl Loader<'_> {
                 } else {
                     format!("the tools are: {}", known.join(", "))
                 });
-                if let Some(s) = agentfile_plan::diag::suggest(name, known.iter().map(String::as_str)) {
+                if let Some(s) =
+                    agentfile_plan::diag::suggest(name, known.iter().map(String::as_str))
+                {
                     d.hint = Some(format!("did you mean `{s}`?"));
                 }
             }
@@ -559,7 +561,9 @@ impl Loader<'_> {
                     span,
                     format!("`status: {other}` is not a status; it is one of active, deprecated, disabled"),
                 );
-                if let Some(s) = agentfile_plan::diag::suggest(other, ["active", "deprecated", "disabled"]) {
+                if let Some(s) =
+                    agentfile_plan::diag::suggest(other, ["active", "deprecated", "disabled"])
+                {
                     d.hint = Some(format!("did you mean `{s}`?"));
                 }
                 return AgentStatus::Active;
@@ -1259,7 +1263,8 @@ impl Loader<'_> {
                 Some("write a function body that returns `{ name: { fn, scheme } }`".into());
             return None;
         }
-        match agentfile_tools::script::describe(&code, &agentfile_tools::script::Limits::default()) {
+        match agentfile_tools::script::describe(&code, &agentfile_tools::script::Limits::default())
+        {
             Ok(tools) => Some(AgentScript {
                 code,
                 line: line0,

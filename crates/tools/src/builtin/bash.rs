@@ -28,8 +28,8 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::human_bytes;
-use agentfile_config::BashSection;
 use crate::{CommandOutcome, ToolOutput};
+use agentfile_config::BashSection;
 
 /// How long to wait for the output pipes after the group was killed (a process
 /// that escaped the group could hold them open forever).

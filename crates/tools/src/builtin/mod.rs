@@ -24,8 +24,8 @@ pub mod web;
 
 use serde_json::{Value, json};
 
-use agentfile_llm::ToolDef;
 use crate::policy::Tool;
+use agentfile_llm::ToolDef;
 
 /// The JSON Schema and description of a built-in tool.
 pub fn definition(tool: Tool) -> ToolDef {

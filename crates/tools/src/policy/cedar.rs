@@ -34,8 +34,8 @@ use cedar_policy::{
     ResourceConstraint, RestrictedExpression, Template,
 };
 
-use agentfile_plan::diag;
 use agentfile_config::text;
+use agentfile_plan::diag;
 
 /// The namespace every entity type of an Agentfile policy lives in.
 pub const NAMESPACE: &str = "AgentRC";

@@ -23,11 +23,11 @@
 use std::path::{Path, PathBuf};
 
 use super::cedar;
-use agentfile_plan::declared::Declaration;
 use crate::Denial;
 use crate::policy::paths::{self, PathPattern};
 use crate::policy::web::DomainPattern;
 use crate::policy::{Guard, Permit, Request, Tool};
+use agentfile_plan::declared::Declaration;
 
 /// The grants of one declaration, bound to a workspace.
 #[derive(Debug)]

@@ -777,12 +777,15 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
                         }
                     }
                     _ => {
-                        let hint =
-                            match agentfile_plan::diag::suggest(name, ["default_deny", "allowed_dirs"]) {
-                                Some(s) => format!("; did you mean `{s}`?"),
-                                None => "; top-level keys are `default_deny` and `allowed_dirs`"
-                                    .to_owned(),
-                            };
+                        let hint = match agentfile_plan::diag::suggest(
+                            name,
+                            ["default_deny", "allowed_dirs"],
+                        ) {
+                            Some(s) => format!("; did you mean `{s}`?"),
+                            None => {
+                                "; top-level keys are `default_deny` and `allowed_dirs`".to_owned()
+                            }
+                        };
                         cx.problem(&kspan, format!("unknown key `{name}`{hint}"));
                     }
                 },
@@ -885,7 +888,8 @@ fn section(
                     "deny" => s.deny = want_patterns(cx, &what, v),
                     "rate_limit" => s.rate_limit = want_rate(cx, &what, v),
                     _ => {
-                        let hint = match agentfile_plan::diag::suggest(kname, KEYS.iter().copied()) {
+                        let hint = match agentfile_plan::diag::suggest(kname, KEYS.iter().copied())
+                        {
                             Some(h) => format!("; did you mean `{h}`?"),
                             None => format!("; keys are {}", KEYS.join(", ")),
                         };

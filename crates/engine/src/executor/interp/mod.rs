@@ -29,13 +29,13 @@ use serde_json::{Value, json};
 
 use super::journal::{Completed, Record};
 use super::{Approval, ApprovalRequest, RunCx, Stop};
-use agentfile_plan::template;
-use agentfile_session::events::Scope;
 use agentfile_plan::expr::{Expr, Lookup, Root, truthy};
+use agentfile_plan::template;
 use agentfile_plan::{
     ApprovalClass, GoalKind, Limit, LoopUntil, Next, Node, NodeKind, OnTimeout, Plan, Supervision,
 };
 use agentfile_protocol::events::{Event, EventBody, LoopStop};
+use agentfile_session::events::Scope;
 
 mod approval;
 mod branch;
@@ -622,15 +622,13 @@ impl<'a> RunCx<'a> {
             // An output that breaks the step's schema fails the attempt, so a
             // retry policy applies to it.
             let r = r.and_then(|out| match &node.output_schema {
-                Some(schema) => {
-                    match agentfile_plan::values::validate_value(schema, &out.value) {
-                        Ok(()) => Ok(out),
-                        Err(problems) => Err(Stop::Failed(format!(
-                            "step `{path}`: its output does not match its `outputs` schema: {}",
-                            problems.join("; ")
-                        ))),
-                    }
-                }
+                Some(schema) => match agentfile_plan::values::validate_value(schema, &out.value) {
+                    Ok(()) => Ok(out),
+                    Err(problems) => Err(Stop::Failed(format!(
+                        "step `{path}`: its output does not match its `outputs` schema: {}",
+                        problems.join("; ")
+                    ))),
+                },
                 None => Ok(out),
             });
             match r {
