@@ -6,9 +6,36 @@
 use std::path::{Path, PathBuf};
 
 use crate::Options;
-use crate::detect::Dialect;
 use agentfile_plan::Plan;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap};
+
+/// A workflow format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Dialect {
+    /// The Agentfile workflow DSL (the primary format).
+    Agentfile,
+    /// agentrc's Agentfile (CONTRACT §12), run as one agent.
+    Agentrc,
+    /// An Agentfile-spec workflow (`workflows/<name>/workflow.yaml`).
+    WorkflowYaml,
+    /// An AIP-15 `WORKFLOW.md` workflow.
+    WorkflowMd,
+    /// An agent definition file (`*.agent.md`), run as one agent.
+    AgentMd,
+}
+
+impl Dialect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Dialect::Agentfile => "agentfile",
+            Dialect::Agentrc => "agentrc",
+            Dialect::WorkflowYaml => "workflow-yaml",
+            Dialect::WorkflowMd => "workflow-md",
+            Dialect::AgentMd => "agent-md",
+        }
+    }
+}
 
 /// What a front end returns for a file: its diagnostics, and the plan when
 /// there are no errors.

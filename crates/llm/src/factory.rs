@@ -203,9 +203,14 @@ fn http_provider(
         options: http,
     };
     match name {
-        "anthropic" => HttpProvider::anthropic(settings),
-        "gemini" => HttpProvider::gemini(settings),
-        _ => HttpProvider::openai(settings),
+        "anthropic" => HttpProvider::new(settings, Box::new(crate::anthropic::Anthropic)),
+        "gemini" => HttpProvider::new(settings, Box::new(crate::gemini::Gemini)),
+        // OpenAI Chat Completions, or a compatible server (OpenRouter,
+        // Ollama, …).
+        _ => {
+            let wire = crate::openai::OpenAi::for_provider(&settings.name);
+            HttpProvider::new(settings, Box::new(wire))
+        }
     }
 }
 

@@ -24,12 +24,12 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::Provider;
 use crate::error::{LlmError, TimeoutPhase, redact, truncate};
 use crate::pricing::Pricing;
 use crate::retry::{RetryPolicy, retry_after_from_headers};
 use crate::sse::{SseEvent, SseParser};
 use crate::types::{ChatRequest, ChatResponse, ContentBlock, StopReason, StreamEvent, Usage};
-use crate::{Provider, anthropic, gemini, openai};
 
 /// Timeouts and retries for HTTP providers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -285,22 +285,6 @@ impl std::fmt::Debug for HttpProvider {
 }
 
 impl HttpProvider {
-    /// Anthropic's Messages API.
-    pub fn anthropic(settings: ProviderSettings) -> Result<Self, LlmError> {
-        Self::new(settings, Box::new(anthropic::Anthropic))
-    }
-
-    /// OpenAI Chat Completions, or a compatible server (OpenRouter, Ollama, …).
-    pub fn openai(settings: ProviderSettings) -> Result<Self, LlmError> {
-        let wire = openai::OpenAi::for_provider(&settings.name);
-        Self::new(settings, Box::new(wire))
-    }
-
-    /// Google's Gemini API.
-    pub fn gemini(settings: ProviderSettings) -> Result<Self, LlmError> {
-        Self::new(settings, Box::new(gemini::Gemini))
-    }
-
     /// A provider speaking `wire`.
     pub fn new(settings: ProviderSettings, wire: Box<dyn WireFormat>) -> Result<Self, LlmError> {
         let config_error = |message: String| LlmError::Config {
