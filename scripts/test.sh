@@ -84,14 +84,14 @@ fi
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
-echo "== cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --locked -- -D warnings
+echo "== cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --locked --all-targets 2>&1 | tee "$log"
-cargo test --locked --doc 2>&1 | tee -a "$log"
+cargo test --locked --workspace --all-targets 2>&1 | tee "$log"
+cargo test --locked --workspace --doc 2>&1 | tee -a "$log"
 
 # One closing line with the totals of every test binary above.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
