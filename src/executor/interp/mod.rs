@@ -274,7 +274,7 @@ pub(crate) async fn run_plan(
     inputs: &BTreeMap<String, String>,
 ) -> (Result<Shared, Stop>, Env) {
     let input_obj: serde_json::Map<String, Value> = match &cx.plan.input_schema {
-        Some(schema) => crate::workflow_md::typed_inputs(Some(schema), inputs),
+        Some(schema) => crate::plan::values::typed_inputs(Some(schema), inputs),
         None => inputs
             .iter()
             .map(|(k, v)| (k.clone(), Value::String(v.clone())))
@@ -328,7 +328,7 @@ fn check_args(node: &Node, path: &str, args: &Value) -> Result<(), Stop> {
         return Ok(());
     };
     let args = if args.is_null() { &json!({}) } else { args };
-    crate::workflow_md::schema::validate_value(schema, args).map_err(|problems| {
+    crate::plan::values::validate_value(schema, args).map_err(|problems| {
         Stop::Failed(format!(
             "step `{path}`: its inputs do not match the tool's `inputs` schema: {}",
             problems.join("; ")
@@ -623,7 +623,7 @@ impl<'a> RunCx<'a> {
             // retry policy applies to it.
             let r = r.and_then(|out| match &node.output_schema {
                 Some(schema) => {
-                    match crate::workflow_md::schema::validate_value(schema, &out.value) {
+                    match crate::plan::values::validate_value(schema, &out.value) {
                         Ok(()) => Ok(out),
                         Err(problems) => Err(Stop::Failed(format!(
                             "step `{path}`: its output does not match its `outputs` schema: {}",
