@@ -1,6 +1,8 @@
 //! `*.agent.md` files run on their own (`validate`, `inspect`, `run` of an
 //! agent file): the card read by [`agentfile_syntax::cards`], and a plan that
-//! runs it as one agent on the input `task`.
+//! runs it as one agent on the input `task`. The loader itself is not here: the
+//! DSL, WORKFLOW.md and workflow.yaml read agent files too, so it lives in the
+//! support layer below all front ends.
 
 use std::path::Path;
 

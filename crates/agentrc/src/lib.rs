@@ -6,7 +6,7 @@
 //! - [`table`]: every directive, its profile and what a run does with it.
 //! - [`cedar`] (in the policy layer, which also enforces them at run time):
 //!   `POLICY … END` blocks through the `cedar-policy` crate.
-//! - this module: names and arguments checked, the seven lints, the digest,
+//! - this crate's root: names and arguments checked, the seven lints, the digest,
 //!   the plan.
 
 pub mod syntax;

@@ -1,6 +1,8 @@
-//! Runtime configuration: `agent.json` / `agent.toml`, overridden by the environment.
+//! Runtime configuration: `agent.json` / `agent.toml`, overridden by the environment,
+//! and small text helpers for people ([`text`]). It sits just above the wire
+//! types, so every other crate can read the config; it runs nothing.
 //!
-//! What this module is for: turning the files and variables a user wrote into one
+//! What this crate is for: turning the files and variables a user wrote into one
 //! [`Config`] value, with errors that name the file, the line and the key. What it is
 //! deliberately not: a secrets store. A key is only ever the *name* of an environment
 //! variable (`api_key_env`); the value is read from that variable at the moment a

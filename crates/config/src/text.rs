@@ -1,4 +1,4 @@
-//! Small text helpers shared across the crate: cutting text to a size with an
+//! Small text helpers shared across the workspace: cutting text to a size with an
 //! honest note, durations for people, and making untrusted text safe to print
 //! on a terminal.
 //!

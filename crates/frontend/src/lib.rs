@@ -3,7 +3,10 @@
 //!
 //! Every command that takes a workflow path (`validate`, `inspect`, `run`, the
 //! servers' equivalents) goes through [`analyze`], so they all agree on what a
-//! file means and report problems the same way.
+//! file means and report problems the same way. [`registry`] holds one row per
+//! format (its names and its `analyze`); above the front ends sit [`detect`],
+//! [`discover`], [`inspect`] and [`author`] (`create`, `promote`). It is not
+//! the engine: it runs no workflow.
 
 pub mod author;
 pub mod discover;

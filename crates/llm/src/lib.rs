@@ -1,6 +1,6 @@
 //! LLM providers: one small trait, implemented on the real wire formats.
 //!
-//! What this module is for: turning a provider-neutral [`ChatRequest`] into a call
+//! What this crate is for: turning a provider-neutral [`ChatRequest`] into a call
 //! to Anthropic's Messages API, OpenAI's Chat Completions (which also serves
 //! OpenRouter, Ollama's `/v1` and any compatible server) or Google's Gemini
 //! `generateContent`, and the answer back into a [`ChatResponse`] — streaming or

@@ -7,7 +7,8 @@
 //! used on a large file. Here only objects are held, as their members'
 //! bytes, until their keys can be sorted; arrays and scalars go straight
 //! out. The bytes are the same as before, so fingerprints stored in
-//! sessions stay valid (a test compares the two on every fixture plan).
+//! sessions stay valid (a unit test compares the two on a value of every
+//! serde shape).
 //!
 //! What it is not: a general JSON writer. Leaves are written as
 //! `serde_json` writes the `Value` they become, which is all a digest needs.

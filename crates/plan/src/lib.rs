@@ -1,7 +1,15 @@
-//! The plan: one workflow, lowered, resolved and ready to run.
+//! The plan: one workflow, lowered, resolved and ready to run — with what
+//! builds and checks it: the step graph ([`graph`]), expressions ([`expr`]),
+//! `$name` templates ([`template`]), scope checks ([`scope`]), the builder
+//! ([`build`]), diagnostics ([`diag`]) and schema checks of values ([`values`]).
+//! Not a reader of any file format and not an executor: it depends only on
+//! the wire types and the config.
 //!
-//! Every front end (the Agentfile DSL today; workflow.yaml and WORKFLOW.md later)
-//! produces this one type, and the executor runs only this type. A plan is only
+//! Every front end (the Agentfile DSL, WORKFLOW.md, workflow.yaml, agent files
+//! and agentrc Agentfiles) produces this one type, and the engine runs only this
+//! type; what differs between formats is a typed fact on the plan ([`RunRoot`],
+//! `protected`, `files`, [`Unmapped`], `output_names`), never a format name to
+//! branch on. A plan is only
 //! ever built from a workflow that validated without errors, so it holds no
 //! dangling names: every agent a goal uses, every goal a step runs exists, and
 //! every prompt file has already been read.

@@ -1,6 +1,6 @@
 //! `$variable` templates: the one place that decides what `$name` means in text.
 //!
-//! The validator uses it to check references and the executor (later) to
+//! The DSL's validator uses it to check references and the executor to
 //! interpolate, so the two can never disagree. Rules (CONTRACT §2):
 //!
 //! - `$$` is a literal `$`; a `$` not followed by a name is a literal `$` (`$5`).

@@ -6,9 +6,11 @@
 //! schemas, and a test fails when they drift from the code (regenerate with
 //! `UPDATE_SNAPSHOTS=1 cargo test --test protocol`).
 //!
-//! This module depends on nothing else in the crate (`tests/protocol.rs`
-//! checks), so every part can use the wire types without a cycle; the
-//! published documents built from them live in [`agentfile_server::schemas`].
+//! This crate depends on no other crate of the workspace (its `Cargo.toml`
+//! names none, so the compiler keeps it a leaf): every crate can use the wire
+//! types without a cycle. It is not where they are filled or published: the
+//! builders live with their data, and the published documents built from them
+//! in `agentfile_server::schemas`.
 
 pub mod diagnostics;
 pub mod events;

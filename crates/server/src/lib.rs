@@ -1,5 +1,7 @@
 //! The servers: `agentfile serve` (JSON-RPC 2.0 on stdio) and `agentfile mcp`
-//! (an MCP server on stdio), two transports over one [`engine::Engine`].
+//! (an MCP server on stdio), two transports over one [`engine::Engine`]; runs
+//! across machines ([`cluster`], [`worker`]); connection bounds ([`limits`]);
+//! the CLI's event printers ([`printer`]); the published schemas ([`schemas`]).
 //!
 //! - [`engine`]: runs in flight on a connection — accept, queue behind a
 //!   concurrency limit, execute through [`agentfile_engine::run`], read events back from

@@ -23,8 +23,11 @@
 //!   with `kill -9` reads as `interrupted` instead of `running` forever.
 //! - [`export`]: a session's full transcript as JSON or Markdown, rendered from
 //!   its events alone.
+//! - [`events`]: the event bus, which stamps each event, writes it to the store
+//!   and only then hands it to the sinks; and `Notices`, where other crates
+//!   leave errors a run survives.
 //!
-//! What this module is not: the resume logic. Deciding which goals are complete
+//! What this crate is not: the resume logic. Deciding which goals are complete
 //! and what to run next is the executor's, from [`SessionStore::events`]; a store
 //! never interprets a run beyond the status rules of [`status_after`].
 

@@ -24,6 +24,12 @@
 //! - [`secrets`]: which environment variables reach bash, bound commands,
 //!   shell steps, MCP servers and a JavaScript tool's `env()`: one predicate
 //!   and one allowlist for all of them.
+//! - [`script`]: the QuickJS sandbox for agent files' JavaScript tools.
+//! - [`isolate`]: work in a child process under limits (the shell analysis,
+//!   the sandbox), each worker kind declaring its own hook.
+//!
+//! What this crate is not: the executor (it never decides what runs next) and
+//! no reader of any workflow format.
 //!
 //! # Invariants
 //!

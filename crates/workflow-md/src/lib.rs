@@ -1,6 +1,8 @@
 //! WORKFLOW.md (AIP-15, `agentworkflow/v1`): front matter read as YAML 1.2,
 //! checked against the published JSON Schema and the semantic rules of
-//! CONTRACT §9, and lowered into the step graph.
+//! CONTRACT §9, and lowered into the step graph. A front end beside the others:
+//! it uses none of them (YAML with spans, schema wording and agent cards come
+//! from `agentfile_syntax`) and runs nothing.
 //!
 //! Every problem is reported at once, each at the YAML node at fault: schema
 //! errors at the pointer the validator names, graph and scope errors at the

@@ -1,5 +1,5 @@
 //! Handlebars, bounded: the one way agentfile renders a template (an agent
-//! file's `## System` and `## Rules`; nothing else in the crate uses
+//! file's `## System` and `## Rules`; nothing else in the workspace uses
 //! handlebars).
 //!
 //! handlebars 6 has no limits of its own. An inline partial that includes

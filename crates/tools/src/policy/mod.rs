@@ -73,8 +73,8 @@
 //!   not only the path it names: each file grep and glob read or list, each
 //!   entry ls shows, each path of a bash line ([`Guard::judge_file`]).
 //!
-//! What this module is not: the place tools run. It decides; [`crate::tools`]
-//! acts. Apart from the gate, only glob/grep/ls consult it, and only to filter
+//! What this module is not: the place tools run. It decides; [`crate::toolbox`]
+//! and [`crate::builtin`] act. Apart from the gate, only glob/grep/ls consult it, and only to filter
 //! what they list: glob and grep through `read`'s rules (what they list is then
 //! read), ls through its own section's rules ([`Gate::listable`]), a name that
 //! any file tool's `deny` matches staying hidden from all three; and the
