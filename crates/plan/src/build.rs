@@ -3,7 +3,7 @@
 //! builds and runs a workflow without one.
 //!
 //! ```
-//! use agentfile::plan::{define_step, define_workflow};
+//! use agentfile_plan::{define_step, define_workflow};
 //! let plan = define_workflow("hello")
 //!     .input("name", Some("world"))
 //!     .step(define_step("look").tool("ls", serde_json::json!({"path": "."})))
