@@ -4,14 +4,13 @@
 
 FROM rust:1.95-slim-bookworm AS builder
 WORKDIR /src
-# Build dependencies first so source edits do not rebuild them.
-COPY Cargo.toml Cargo.lock ./
-RUN mkdir -p src/bin benches && echo 'fn main() {}' > src/main.rs \
-    && echo 'fn main() {}' > src/bin/fake-provider.rs && touch src/lib.rs \
-    && echo 'fn main() {}' > benches/parse.rs \
-    && cargo build --release --locked --bin agentfile || true
 COPY . .
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin agentfile
+# The crate registry and the build folder are cache mounts: a source edit
+# rebuilds only the workspace crates it touches, not the dependencies.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --bin agentfile \
+    && cp target/release/agentfile /usr/local/bin/agentfile
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -19,7 +18,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 1000 agent \
     && mkdir -p /workspace /data && chown agent:agent /workspace /data
-COPY --from=builder /src/target/release/agentfile /usr/local/bin/agentfile
+COPY --from=builder /usr/local/bin/agentfile /usr/local/bin/agentfile
 # Sessions (and the memory tools' table, which shares their database) live in
 # the /data volume, not in the workspace: they outlive a workspace that is
 # mounted fresh for each job, and a tool that fills the workspace's disk cannot
