@@ -68,7 +68,7 @@ pub fn begin(ws: &Path, description: &str, name: Option<&str>) -> Result<Begun, 
     }
     let name = match name {
         Some(n) => {
-            g::check_name(n)?;
+            g::check_name(n).map_err(|e| e.to_string())?;
             n.to_owned()
         }
         None => g::slug(description),
