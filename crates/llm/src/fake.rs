@@ -523,7 +523,7 @@ async fn handle(
     };
     let wire = match checked_wire(&path, query.as_deref(), &body) {
         Ok(wire) => wire,
-        Err(refusal) => return Ok(refusal),
+        Err(refusal) => return Ok(*refusal),
     };
 
     let Some(reply) = shared.next_reply(&body.to_string()) else {
@@ -583,7 +583,11 @@ fn joined_headers(req: &Request<Incoming>) -> BTreeMap<String, String> {
 
 /// The provider format the request's path names, or the error answer for a
 /// request no provider would accept.
-fn checked_wire(path: &str, query: Option<&str>, body: &Value) -> Result<Wire, Response<Body>> {
+fn checked_wire(
+    path: &str,
+    query: Option<&str>,
+    body: &Value,
+) -> Result<Wire, Box<Response<Body>>> {
     let wire = if path.ends_with("/messages") {
         Wire::Anthropic
     } else if path.ends_with("/chat/completions") {
@@ -593,28 +597,28 @@ fn checked_wire(path: &str, query: Option<&str>, body: &Value) -> Result<Wire, R
     } else if path.ends_with(":streamGenerateContent") {
         Wire::Gemini { stream: true }
     } else {
-        return Err(plain(
+        return Err(Box::new(plain(
             404,
             "application/json",
             json!({"error": {"message": format!("fake provider: no endpoint at {path}")}})
                 .to_string(),
-        ));
+        )));
     };
     if !body.is_object() {
-        return Err(render_error(
+        return Err(Box::new(render_error(
             wire,
             400,
             "fake provider: the request body is not a JSON object",
             None,
-        ));
+        )));
     }
     if wire == (Wire::Gemini { stream: true }) && query != Some("alt=sse") {
-        return Err(render_error(
+        return Err(Box::new(render_error(
             wire,
             400,
             "fake provider: only ?alt=sse streaming is supported",
             None,
-        ));
+        )));
     }
     Ok(wire)
 }

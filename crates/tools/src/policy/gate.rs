@@ -1411,11 +1411,11 @@ impl WriteJudge<'_> {
                 for d in self.gate.write_paths(dest, self.bases)? {
                     self.check(&d, false, "")?;
                     if *parents {
-                        self.into_parents(sources, &d, *deep)?;
+                        self.copied_with_parents(sources, &d, *deep)?;
                     } else if *contents || !d.real.is_dir() {
                         self.check(&d, *deep, "")?;
                     } else {
-                        self.into_dir(sources, &d, *deep)?;
+                        self.copied_into_dir(sources, &d, *deep)?;
                     }
                 }
             }
@@ -1424,7 +1424,7 @@ impl WriteJudge<'_> {
     }
 
     /// `cp --parents a/b d` writes d/a/b.
-    fn into_parents(&self, sources: &[Val], d: &Resolved, deep: bool) -> Result<(), Denial> {
+    fn copied_with_parents(&self, sources: &[Val], d: &Resolved, deep: bool) -> Result<(), Denial> {
         for s in sources {
             let t = s.text.as_str();
             let rel = t.split_once("/./").map_or(t, |(_, r)| r);
@@ -1438,7 +1438,7 @@ impl WriteJudge<'_> {
     }
 
     /// Each source lands in the folder `d` under its own name.
-    fn into_dir(&self, sources: &[Val], d: &Resolved, deep: bool) -> Result<(), Denial> {
+    fn copied_into_dir(&self, sources: &[Val], d: &Resolved, deep: bool) -> Result<(), Denial> {
         for s in sources {
             for name in self.gate.source_names(s, self.bases)? {
                 let Some(name) = name else {
