@@ -1248,20 +1248,39 @@ const GENERATOR_WORKFLOW: &str = include_str!("generator/workflow.yaml");
 /// Write the generator package into `dir`, touching only files whose content
 /// differs (so a second call changes nothing); the path of its
 /// workflow.yaml.
-pub fn materialize(dir: &Path) -> Result<PathBuf, String> {
+pub fn materialize(dir: &Path) -> Result<PathBuf, FileError> {
     for (rel, content) in GENERATOR_FILES {
         let path = dir.join(rel);
         if std::fs::read(&path).is_ok_and(|old| old == content.as_bytes()) {
             continue;
         }
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|source| FileError::Create {
+                path: parent.to_path_buf(),
+                source,
+            })?;
         }
-        write_atomic(&path, content.as_bytes(), false)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_atomic(&path, content.as_bytes(), false).map_err(|source| FileError::Write {
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(dir.join("workflow.yaml"))
+}
+
+/// A file or folder that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// (id, name) of the generator's steps, in order, read from its embedded
