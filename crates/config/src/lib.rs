@@ -612,19 +612,35 @@ enum ParseFailure {
 /// A duration as users write them in configs and flags: `90s`, `10m`, `1h30m`,
 /// `250ms`, or a bare number of seconds. Never panics: a value too large to be
 /// a duration is an error that says so.
-pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, DurationError> {
     let t = text.trim();
     if t.is_empty() {
-        return Err("empty duration; write it like 90s, 10m or 1h".into());
+        return Err(DurationError::Empty);
     }
     if t.bytes().all(|b| b.is_ascii_digit()) {
         return t
             .parse::<u64>()
             .map(std::time::Duration::from_secs)
-            .map_err(|_| format!("`{t}` seconds is too large for a duration"));
+            .map_err(|_| DurationError::TooLarge(t.to_owned()));
     }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("`{t}` is not a duration ({e}); write it like 90s, 10m or 1h"))
+    humantime::parse_duration(t).map_err(|source| DurationError::Invalid {
+        text: t.to_owned(),
+        source,
+    })
+}
+
+/// A duration that [`parse_duration`] cannot read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration; write it like 90s, 10m or 1h")]
+    Empty,
+    #[error("`{0}` seconds is too large for a duration")]
+    TooLarge(String),
+    #[error("`{text}` is not a duration ({source}); write it like 90s, 10m or 1h")]
+    Invalid {
+        text: String,
+        source: humantime::DurationError,
+    },
 }
 
 /// The project a workflow folder belongs to when it lies at

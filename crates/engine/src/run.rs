@@ -237,7 +237,8 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
     let inputs = executor::bind_inputs_with(&plan, &given, &secrets).map_err(usage)?;
     check_required_env(&plan)?;
     if let Some(decl) = &plan.agentrc {
-        agentfile_tools::policy::declared::check_runnable(decl).map_err(usage)?;
+        agentfile_tools::policy::declared::check_runnable(decl)
+            .map_err(|e| usage(e.to_string()))?;
     }
     let limits = limits(req, &config)?;
     let options = ProviderOptions {

@@ -17,8 +17,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::http::{
-    CallParams, DEFAULT_MAX_TOKENS, DecodeContext, DecodeError, Parsed, StreamDecoder, WireFormat,
-    parse_arguments, temperature_json,
+    CallParams, DEFAULT_MAX_TOKENS, DecodeContext, DecodeError, HeaderError, Parsed, StreamDecoder,
+    WireFormat, parse_arguments, temperature_json,
 };
 use crate::schema::{Dialect, clean_cached};
 use crate::sse::SseEvent;
@@ -42,13 +42,11 @@ impl WireFormat for Anthropic {
         }
     }
 
-    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, String> {
+    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, HeaderError> {
         let mut h = HeaderMap::new();
         h.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
         if let Some(key) = api_key {
-            let mut v = HeaderValue::from_str(key).map_err(|_| {
-                "the API key contains characters not allowed in a header".to_owned()
-            })?;
+            let mut v = HeaderValue::from_str(key).map_err(|_| HeaderError::ApiKey)?;
             v.set_sensitive(true);
             h.insert("x-api-key", v);
         }
@@ -274,19 +272,167 @@ struct Decoder {
     done: bool,
 }
 
+/// The JSON data of one stream event.
+fn event_data(event: &SseEvent) -> Result<Value, DecodeError> {
+    serde_json::from_str(&event.data).map_err(|e| {
+        let named = if event.event.is_empty() {
+            String::new()
+        } else {
+            format!(" `{}`", event.event)
+        };
+        DecodeError::Protocol(format!(
+            "the data of stream event{named} is not JSON ({e}): {}",
+            crate::error::truncate(&event.data, 200)
+        ))
+    })
+}
+
+/// The error an `error` event reports.
+fn stream_error(data: &Value) -> DecodeError {
+    let err = data.get("error").unwrap_or(&Value::Null);
+    let kind = err
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("error")
+        .to_owned();
+    let message = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("the stream reported an error without a message")
+        .to_owned();
+    let retryable = matches!(
+        kind.as_str(),
+        "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error"
+    );
+    DecodeError::Api {
+        kind,
+        message,
+        retryable,
+    }
+}
+
+impl Decoder {
+    /// `content_block_start`: a text or tool_use block opens at `index`.
+    fn block_start(
+        &mut self,
+        index: u64,
+        block: &Value,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), DecodeError> {
+        let b = match block.get("type").and_then(Value::as_str) {
+            Some("text") => {
+                let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                if !text.is_empty() {
+                    out.push(StreamEvent::TextDelta(text.to_owned()));
+                }
+                Block::Text(text.to_owned())
+            }
+            Some("tool_use") => self.tool_start(block, out)?,
+            _ => Block::Other,
+        };
+        self.blocks.insert(index, b);
+        Ok(())
+    }
+
+    fn tool_start(
+        &mut self,
+        block: &Value,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<Block, DecodeError> {
+        let field = |f: &str| {
+            block
+                .get(f)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .ok_or_else(|| DecodeError::Protocol(format!("a tool_use block has no `{f}`")))
+        };
+        let (id, name) = (field("id")?, field("name")?);
+        // The start event carries `input: {}`; the real input follows as
+        // deltas. A proxy that sends it whole here is understood too.
+        let json = match block.get("input") {
+            Some(Value::Object(m)) if !m.is_empty() => Value::Object(m.clone()).to_string(),
+            _ => String::new(),
+        };
+        let call_index = self.tools;
+        self.tools += 1;
+        out.push(StreamEvent::ToolCallStart {
+            index: call_index,
+            id: id.clone(),
+            name: name.clone(),
+        });
+        if !json.is_empty() {
+            out.push(StreamEvent::ToolCallDelta {
+                index: call_index,
+                fragment: json.clone(),
+            });
+        }
+        Ok(Block::Tool {
+            call_index,
+            id,
+            name,
+            json,
+        })
+    }
+
+    /// `content_block_delta`: more text or tool input for the block at `index`.
+    fn block_delta(
+        &mut self,
+        index: u64,
+        delta: &Value,
+        out: &mut Vec<StreamEvent>,
+    ) -> Result<(), DecodeError> {
+        let piece = |f: &str| delta.get(f).and_then(Value::as_str).unwrap_or("");
+        match (
+            delta.get("type").and_then(Value::as_str),
+            self.blocks.get_mut(&index),
+        ) {
+            (Some("text_delta"), Some(Block::Text(text))) => {
+                let p = piece("text");
+                text.push_str(p);
+                out.push(StreamEvent::TextDelta(p.to_owned()));
+            }
+            (
+                Some("input_json_delta"),
+                Some(Block::Tool {
+                    call_index, json, ..
+                }),
+            ) => {
+                let p = piece("partial_json");
+                json.push_str(p);
+                out.push(StreamEvent::ToolCallDelta {
+                    index: *call_index,
+                    fragment: p.to_owned(),
+                });
+            }
+            (Some("text_delta" | "input_json_delta"), None) => {
+                return Err(DecodeError::Protocol(format!(
+                    "a delta for content block {index}, which was never started"
+                )));
+            }
+            // Deltas of blocks we do not use (thinking, server tools, citations).
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `message_delta`: the stop reason and the usage so far.
+    fn message_delta(&mut self, data: &Value) {
+        if let Some(r) = data
+            .get("delta")
+            .and_then(|d| d.get("stop_reason"))
+            .and_then(Value::as_str)
+        {
+            self.stop_reason = Some(r.to_owned());
+        }
+        if let Some(u) = data.get("usage") {
+            self.merge_usage(u);
+        }
+    }
+}
+
 impl StreamDecoder for Decoder {
     fn event(&mut self, event: &SseEvent, out: &mut Vec<StreamEvent>) -> Result<(), DecodeError> {
-        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
-            let named = if event.event.is_empty() {
-                String::new()
-            } else {
-                format!(" `{}`", event.event)
-            };
-            DecodeError::Protocol(format!(
-                "the data of stream event{named} is not JSON ({e}): {}",
-                crate::error::truncate(&event.data, 200)
-            ))
-        })?;
+        let data = event_data(event)?;
         let kind = data
             .get("type")
             .and_then(Value::as_str)
@@ -308,129 +454,16 @@ impl StreamDecoder for Decoder {
                 }
             }
             "content_block_start" => {
-                let index = index()?;
                 let block = data.get("content_block").unwrap_or(&Value::Null);
-                let b = match block.get("type").and_then(Value::as_str) {
-                    Some("text") => {
-                        let text = block.get("text").and_then(Value::as_str).unwrap_or("");
-                        if !text.is_empty() {
-                            out.push(StreamEvent::TextDelta(text.to_owned()));
-                        }
-                        Block::Text(text.to_owned())
-                    }
-                    Some("tool_use") => {
-                        let field = |f: &str| {
-                            block
-                                .get(f)
-                                .and_then(Value::as_str)
-                                .map(str::to_owned)
-                                .ok_or_else(|| {
-                                    DecodeError::Protocol(format!("a tool_use block has no `{f}`"))
-                                })
-                        };
-                        let (id, name) = (field("id")?, field("name")?);
-                        // The start event carries `input: {}`; the real input follows as
-                        // deltas. A proxy that sends it whole here is understood too.
-                        let json = match block.get("input") {
-                            Some(Value::Object(m)) if !m.is_empty() => {
-                                Value::Object(m.clone()).to_string()
-                            }
-                            _ => String::new(),
-                        };
-                        let call_index = self.tools;
-                        self.tools += 1;
-                        out.push(StreamEvent::ToolCallStart {
-                            index: call_index,
-                            id: id.clone(),
-                            name: name.clone(),
-                        });
-                        if !json.is_empty() {
-                            out.push(StreamEvent::ToolCallDelta {
-                                index: call_index,
-                                fragment: json.clone(),
-                            });
-                        }
-                        Block::Tool {
-                            call_index,
-                            id,
-                            name,
-                            json,
-                        }
-                    }
-                    _ => Block::Other,
-                };
-                self.blocks.insert(index, b);
+                self.block_start(index()?, block, out)?;
             }
             "content_block_delta" => {
-                let index = index()?;
                 let delta = data.get("delta").unwrap_or(&Value::Null);
-                let piece = |f: &str| delta.get(f).and_then(Value::as_str).unwrap_or("");
-                match (
-                    delta.get("type").and_then(Value::as_str),
-                    self.blocks.get_mut(&index),
-                ) {
-                    (Some("text_delta"), Some(Block::Text(text))) => {
-                        let p = piece("text");
-                        text.push_str(p);
-                        out.push(StreamEvent::TextDelta(p.to_owned()));
-                    }
-                    (
-                        Some("input_json_delta"),
-                        Some(Block::Tool {
-                            call_index, json, ..
-                        }),
-                    ) => {
-                        let p = piece("partial_json");
-                        json.push_str(p);
-                        out.push(StreamEvent::ToolCallDelta {
-                            index: *call_index,
-                            fragment: p.to_owned(),
-                        });
-                    }
-                    (Some("text_delta" | "input_json_delta"), None) => {
-                        return Err(DecodeError::Protocol(format!(
-                            "a delta for content block {index}, which was never started"
-                        )));
-                    }
-                    // Deltas of blocks we do not use (thinking, server tools, citations).
-                    _ => {}
-                }
+                self.block_delta(index()?, delta, out)?;
             }
-            "message_delta" => {
-                if let Some(r) = data
-                    .get("delta")
-                    .and_then(|d| d.get("stop_reason"))
-                    .and_then(Value::as_str)
-                {
-                    self.stop_reason = Some(r.to_owned());
-                }
-                if let Some(u) = data.get("usage") {
-                    self.merge_usage(u);
-                }
-            }
+            "message_delta" => self.message_delta(&data),
             "message_stop" => self.done = true,
-            "error" => {
-                let err = data.get("error").unwrap_or(&Value::Null);
-                let kind = err
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error")
-                    .to_owned();
-                let message = err
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("the stream reported an error without a message")
-                    .to_owned();
-                let retryable = matches!(
-                    kind.as_str(),
-                    "overloaded_error" | "api_error" | "rate_limit_error" | "timeout_error"
-                );
-                return Err(DecodeError::Api {
-                    kind,
-                    message,
-                    retryable,
-                });
-            }
+            "error" => return Err(stream_error(&data)),
             // `ping`, `content_block_stop` and event types newer than this code.
             _ => {}
         }

@@ -497,17 +497,7 @@ async fn handle(
     let method = req.method().to_string();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().map(str::to_owned);
-    let mut headers: BTreeMap<String, String> = BTreeMap::new();
-    for (name, value) in req.headers() {
-        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-        headers
-            .entry(name.as_str().to_owned())
-            .and_modify(|v| {
-                v.push_str(", ");
-                v.push_str(&value);
-            })
-            .or_insert(value);
-    }
+    let headers = joined_headers(&req);
     let bytes = match req.into_body().collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
@@ -531,39 +521,10 @@ async fn handle(
         });
         r.len()
     };
-
-    let wire = if path.ends_with("/messages") {
-        Wire::Anthropic
-    } else if path.ends_with("/chat/completions") {
-        Wire::OpenAi
-    } else if path.ends_with(":generateContent") {
-        Wire::Gemini { stream: false }
-    } else if path.ends_with(":streamGenerateContent") {
-        Wire::Gemini { stream: true }
-    } else {
-        return Ok(plain(
-            404,
-            "application/json",
-            json!({"error": {"message": format!("fake provider: no endpoint at {path}")}})
-                .to_string(),
-        ));
+    let wire = match checked_wire(&path, query.as_deref(), &body) {
+        Ok(wire) => wire,
+        Err(refusal) => return Ok(*refusal),
     };
-    if !body.is_object() {
-        return Ok(render_error(
-            wire,
-            400,
-            "fake provider: the request body is not a JSON object",
-            None,
-        ));
-    }
-    if wire == (Wire::Gemini { stream: true }) && query.as_deref() != Some("alt=sse") {
-        return Ok(render_error(
-            wire,
-            400,
-            "fake provider: only ?alt=sse streaming is supported",
-            None,
-        ));
-    }
 
     let Some(reply) = shared.next_reply(&body.to_string()) else {
         let total = shared
@@ -599,7 +560,80 @@ async fn handle(
             e.retry_after.as_deref(),
         ));
     }
+    Ok(respond(
+        wire, &path, &body, &bytes, number, &reply, shutdown,
+    ))
+}
 
+/// The request's headers, repeated ones joined with `, `.
+fn joined_headers(req: &Request<Incoming>) -> BTreeMap<String, String> {
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in req.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
+        headers
+            .entry(name.as_str().to_owned())
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    headers
+}
+
+/// The provider format the request's path names, or the error answer for a
+/// request no provider would accept.
+fn checked_wire(
+    path: &str,
+    query: Option<&str>,
+    body: &Value,
+) -> Result<Wire, Box<Response<Body>>> {
+    let wire = if path.ends_with("/messages") {
+        Wire::Anthropic
+    } else if path.ends_with("/chat/completions") {
+        Wire::OpenAi
+    } else if path.ends_with(":generateContent") {
+        Wire::Gemini { stream: false }
+    } else if path.ends_with(":streamGenerateContent") {
+        Wire::Gemini { stream: true }
+    } else {
+        return Err(Box::new(plain(
+            404,
+            "application/json",
+            json!({"error": {"message": format!("fake provider: no endpoint at {path}")}})
+                .to_string(),
+        )));
+    };
+    if !body.is_object() {
+        return Err(Box::new(render_error(
+            wire,
+            400,
+            "fake provider: the request body is not a JSON object",
+            None,
+        )));
+    }
+    if wire == (Wire::Gemini { stream: true }) && query != Some("alt=sse") {
+        return Err(Box::new(render_error(
+            wire,
+            400,
+            "fake provider: only ?alt=sse streaming is supported",
+            None,
+        )));
+    }
+    Ok(wire)
+}
+
+/// A scripted reply in the request's format, streamed when it asked for a
+/// stream.
+fn respond(
+    wire: Wire,
+    path: &str,
+    body: &Value,
+    bytes: &[u8],
+    number: usize,
+    reply: &FakeReply,
+    shutdown: CancellationToken,
+) -> Response<Body> {
     let model = match wire {
         Wire::Gemini { .. } => path
             .rsplit_once("/models/")
@@ -614,10 +648,8 @@ async fn handle(
     let answer = Answer {
         number,
         model: reply.model.clone().unwrap_or(model),
-        usage: reply
-            .usage
-            .unwrap_or_else(|| estimate_usage(&bytes, &reply)),
-        reply: &reply,
+        usage: reply.usage.unwrap_or_else(|| estimate_usage(bytes, reply)),
+        reply,
     };
     let stream = match wire {
         Wire::Gemini { stream } => stream,
@@ -633,14 +665,14 @@ async fn handle(
             Wire::OpenAi => openai_events(&answer, include_usage),
             Wire::Gemini { .. } => gemini_events(&answer),
         };
-        Ok(streamed(events, &reply, shutdown))
+        streamed(events, reply, shutdown)
     } else {
         let body = match wire {
             Wire::Anthropic => anthropic_body(&answer),
             Wire::OpenAi => openai_body(&answer),
             Wire::Gemini { .. } => gemini_body(&answer),
         };
-        Ok(whole(body.to_string(), &reply))
+        whole(body.to_string(), reply)
     }
 }
 

@@ -26,7 +26,8 @@ use serde_json::{Map, Value, json};
 
 use crate::error::truncate;
 use crate::http::{
-    CallParams, DecodeContext, DecodeError, Parsed, StreamDecoder, WireFormat, temperature_json,
+    CallParams, DecodeContext, DecodeError, HeaderError, Parsed, StreamDecoder, WireFormat,
+    temperature_json,
 };
 use crate::schema::{Dialect, clean_cached};
 use crate::sse::SseEvent;
@@ -56,12 +57,10 @@ impl WireFormat for Gemini {
         }
     }
 
-    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, String> {
+    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, HeaderError> {
         let mut h = HeaderMap::new();
         if let Some(key) = api_key {
-            let mut v = HeaderValue::from_str(key).map_err(|_| {
-                "the API key contains characters not allowed in a header".to_owned()
-            })?;
+            let mut v = HeaderValue::from_str(key).map_err(|_| HeaderError::ApiKey)?;
             v.set_sensitive(true);
             h.insert("x-goog-api-key", v);
         }

@@ -105,12 +105,19 @@ pub struct Parsed {
     pub model: Option<String>,
 }
 
+/// Why a provider's headers cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    #[error("the API key contains characters not allowed in a header")]
+    ApiKey,
+}
+
 /// One provider's request and response formats. Pure translation: no I/O.
 pub trait WireFormat: Send + Sync {
     /// The endpoint for `model`, below `base` (already without a trailing `/`).
     fn url(&self, base: &str, model: &str, stream: bool) -> String;
     /// Authentication (and version) headers. Marked sensitive by the implementation.
-    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, String>;
+    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, HeaderError>;
     /// The JSON body for `request`.
     fn body(&self, request: &ChatRequest, call: &CallParams<'_>) -> Value;
     /// A complete (non-streaming) response body.
@@ -301,7 +308,7 @@ impl HttpProvider {
         }
         let headers = wire
             .headers(settings.api_key.as_deref())
-            .map_err(config_error)?;
+            .map_err(|e| config_error(e.to_string()))?;
         let client = shared_client(
             settings.options.connect_timeout,
             is_loopback(&parsed),

@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 
 use crate::error::truncate;
 use crate::http::{
-    CallParams, DecodeContext, DecodeError, Parsed, StreamDecoder, WireFormat, parse_arguments,
-    temperature_json,
+    CallParams, DecodeContext, DecodeError, HeaderError, Parsed, StreamDecoder, WireFormat,
+    parse_arguments, temperature_json,
 };
 use crate::schema::{Dialect, clean_cached};
 use crate::sse::SseEvent;
@@ -68,12 +68,11 @@ impl WireFormat for OpenAi {
         }
     }
 
-    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, String> {
+    fn headers(&self, api_key: Option<&str>) -> Result<HeaderMap, HeaderError> {
         let mut h = HeaderMap::new();
         if let Some(key) = api_key {
-            let mut v = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
-                "the API key contains characters not allowed in a header".to_owned()
-            })?;
+            let mut v =
+                HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| HeaderError::ApiKey)?;
             v.set_sensitive(true);
             h.insert(AUTHORIZATION, v);
         }

@@ -275,8 +275,26 @@ mod imp {
 
     static IDLE: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
 
+    /// Why a worker could not be started.
+    #[derive(Debug, thiserror::Error)]
+    pub enum StartError {
+        #[error("cannot start it from /proc/self/exe: {0}")]
+        Exec(std::io::Error),
+        #[error("its pipes were not set up")]
+        Pipes,
+        #[error("it greeted with {got:?}, not {want:?}")]
+        Greeting { got: String, want: String },
+        #[error("it did not greet within {} s", START_LIMIT.as_secs())]
+        Silent,
+        #[error(
+            "it exited at start (this program does not carry the worker hook, \
+             or the process limits are too low to start it)"
+        )]
+        Exited,
+    }
+
     /// A worker of `kind`: an idle one that is still alive, or a new one.
-    pub fn take(kind: &'static Kind) -> Result<Worker, String> {
+    pub fn take(kind: &'static Kind) -> Result<Worker, StartError> {
         if let Ok(mut idle) = IDLE.lock() {
             while let Some(i) = idle.iter().rposition(|w| std::ptr::eq(w.kind, kind)) {
                 let mut w = idle.swap_remove(i);
@@ -290,7 +308,7 @@ mod imp {
         spawn(kind)
     }
 
-    fn spawn(kind: &'static Kind) -> Result<Worker, String> {
+    fn spawn(kind: &'static Kind) -> Result<Worker, StartError> {
         // Reading the hook keeps the object file that holds it in the link, so
         // the program we start again has it too.
         let _ = std::hint::black_box(kind.hook as *const _ as usize);
@@ -302,11 +320,11 @@ mod imp {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot start it from /proc/self/exe: {e}"))?;
+            .map_err(StartError::Exec)?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             let _ = child.kill();
             let _ = child.wait();
-            return Err("its pipes were not set up".to_owned());
+            return Err(StartError::Pipes);
         };
         let mut w = Worker {
             kind,
@@ -318,16 +336,9 @@ mod imp {
         let want = hello(kind);
         match w.recv(Instant::now() + START_LIMIT, want.len() + 1, &mut || false) {
             Recv::Line(l) if l == want => Ok(w),
-            Recv::Line(l) => Err(format!("it greeted with {l:?}, not {want:?}")),
-            Recv::Deadline => Err(format!(
-                "it did not greet within {} s",
-                START_LIMIT.as_secs()
-            )),
-            _ => Err(
-                "it exited at start (this program does not carry the worker hook, \
-                 or the process limits are too low to start it)"
-                    .to_owned(),
-            ),
+            Recv::Line(got) => Err(StartError::Greeting { got, want }),
+            Recv::Deadline => Err(StartError::Silent),
+            _ => Err(StartError::Exited),
         }
     }
 

@@ -110,6 +110,17 @@ pub enum ToolError {
     NoRuntime,
 }
 
+/// The value of a tool argument, or (from the calling function) the tool's
+/// error answer `<tool>: <message>` when the argument is wrong.
+macro_rules! arg {
+    ($tool:expr, $e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(msg) => return Ok(ToolOutput::error(format!("{}: {msg}", $tool.name()))),
+        }
+    };
+}
+
 /// Built-in and MCP tools behind one policy gate.
 pub struct Toolbox {
     gate: Arc<Gate>,
@@ -367,167 +378,198 @@ impl Toolbox {
         args: &Value,
         ctx: &ToolContext,
     ) -> Result<ToolOutput, Denial> {
-        macro_rules! arg {
-            ($e:expr) => {
-                match $e {
-                    Ok(v) => v,
-                    Err(msg) => return Ok(ToolOutput::error(format!("{}: {msg}", tool.name()))),
-                }
-            };
-        }
-        let ws = self.gate.workspace().to_path_buf();
         match tool {
-            Tool::Read => {
-                let path = arg!(builtin::str_arg(args, "path"));
-                let offset = arg!(builtin::opt_u64(args, "offset"));
-                let limit = arg!(builtin::opt_u64(args, "limit"));
-                let r = self.path_permit(tool, path)?;
-                let cap = self.options.max_result_bytes;
-                Ok(blocking(move || fs::read(&r, &fs::shown(&r, &ws), offset, limit, cap)).await)
-            }
-            Tool::Write => {
-                let path = arg!(builtin::str_arg(args, "path"));
-                let content = arg!(builtin::str_arg(args, "content")).to_owned();
-                let r = self.path_permit(tool, path)?;
-                Ok(blocking(move || fs::write(&r, &fs::shown(&r, &ws), &content)).await)
-            }
-            Tool::Edit => {
-                let path = arg!(builtin::str_arg(args, "path"));
-                let old = arg!(builtin::str_arg(args, "old")).to_owned();
-                let new = arg!(builtin::str_arg(args, "new")).to_owned();
-                let all = arg!(builtin::opt_bool(args, "replace_all")).unwrap_or(false);
-                let r = self.path_permit(tool, path)?;
-                Ok(blocking(move || fs::edit(&r, &fs::shown(&r, &ws), &old, &new, all)).await)
-            }
-            Tool::Ls => {
-                let path = arg!(builtin::opt_str(args, "path")).unwrap_or(".");
-                let r = self.path_permit(tool, path)?;
-                let gate = self.gate.clone();
-                let max = self.options.max_entries;
-                Ok(blocking(move || fs::ls(&gate, &r, &fs::shown(&r, &ws), max)).await)
-            }
-            Tool::Glob => {
-                let pattern = arg!(builtin::str_arg(args, "pattern"));
-                let path = arg!(builtin::opt_str(args, "path"));
-                let gitignore = arg!(builtin::opt_bool(args, "respect_gitignore")).unwrap_or(true);
-                let (base, rest) = arg!(search::split_glob(pattern, path));
-                let r = self.path_permit(tool, &base)?;
-                let gate = self.gate.clone();
-                let max = self.options.max_entries;
-                Ok(blocking(move || search::glob(&gate, &r, &rest, gitignore, max)).await)
-            }
-            Tool::Grep => {
-                let pattern = arg!(builtin::str_arg(args, "pattern"));
-                let path = arg!(builtin::opt_str(args, "path")).unwrap_or(".");
-                let mut opts = search::GrepOptions::new(pattern);
-                opts.glob = arg!(builtin::opt_str(args, "glob")).map(str::to_owned);
-                opts.case_insensitive =
-                    arg!(builtin::opt_bool(args, "case_insensitive")).unwrap_or(false);
-                opts.fixed_strings =
-                    arg!(builtin::opt_bool(args, "fixed_strings")).unwrap_or(false);
-                opts.context =
-                    arg!(builtin::opt_u64(args, "context")).unwrap_or(0).min(10) as usize;
-                opts.respect_gitignore =
-                    arg!(builtin::opt_bool(args, "respect_gitignore")).unwrap_or(true);
-                opts.max_output = self.options.max_result_bytes;
-                opts.max_line_chars = 500;
-                opts.max_line_bytes = self.options.grep_max_line_bytes;
-                opts.max_file_bytes = self.options.grep_max_file_bytes;
-                let r = self.path_permit(tool, path)?;
-                let gate = self.gate.clone();
-                Ok(blocking(move || search::grep_tool(&gate, &r, &opts)).await)
-            }
-            Tool::Bash => {
-                let command = arg!(builtin::str_arg(args, "command")).to_owned();
-                if command.trim().is_empty() {
-                    return Ok(ToolOutput::error("bash: `command` is empty"));
-                }
-                let timeout = match arg!(builtin::opt_u64(args, "timeout")) {
-                    Some(s) => Duration::from_secs(s.max(1)).min(self.options.bash_max_timeout),
-                    None => self.options.bash_timeout,
+            Tool::Read => self.read(args).await,
+            Tool::Write => self.write(args).await,
+            Tool::Edit => self.edit(args).await,
+            Tool::Ls => self.ls(args).await,
+            Tool::Glob => self.glob(args).await,
+            Tool::Grep => self.grep(args).await,
+            Tool::Bash => self.bash(args, ctx).await,
+            Tool::WebFetch => self.web_fetch(args, ctx).await,
+            Tool::WebSearch => self.web_search(args, ctx).await,
+            Tool::MemoryRead => self.memory_read(args, ctx).await,
+            Tool::MemoryWrite => self.memory_write(args, ctx).await,
+        }
+    }
+
+    async fn read(&self, args: &Value) -> Result<ToolOutput, Denial> {
+        let tool = Tool::Read;
+        let ws = self.gate.workspace().to_path_buf();
+        let path = arg!(tool, builtin::str_arg(args, "path"));
+        let offset = arg!(tool, builtin::opt_u64(args, "offset"));
+        let limit = arg!(tool, builtin::opt_u64(args, "limit"));
+        let r = self.path_permit(tool, path)?;
+        let cap = self.options.max_result_bytes;
+        Ok(blocking(move || fs::read(&r, &fs::shown(&r, &ws), offset, limit, cap)).await)
+    }
+
+    async fn write(&self, args: &Value) -> Result<ToolOutput, Denial> {
+        let tool = Tool::Write;
+        let ws = self.gate.workspace().to_path_buf();
+        let path = arg!(tool, builtin::str_arg(args, "path"));
+        let content = arg!(tool, builtin::str_arg(args, "content")).to_owned();
+        let r = self.path_permit(tool, path)?;
+        Ok(blocking(move || fs::write(&r, &fs::shown(&r, &ws), &content)).await)
+    }
+
+    async fn edit(&self, args: &Value) -> Result<ToolOutput, Denial> {
+        let tool = Tool::Edit;
+        let ws = self.gate.workspace().to_path_buf();
+        let path = arg!(tool, builtin::str_arg(args, "path"));
+        let old = arg!(tool, builtin::str_arg(args, "old")).to_owned();
+        let new = arg!(tool, builtin::str_arg(args, "new")).to_owned();
+        let all = arg!(tool, builtin::opt_bool(args, "replace_all")).unwrap_or(false);
+        let r = self.path_permit(tool, path)?;
+        Ok(blocking(move || fs::edit(&r, &fs::shown(&r, &ws), &old, &new, all)).await)
+    }
+
+    async fn ls(&self, args: &Value) -> Result<ToolOutput, Denial> {
+        let tool = Tool::Ls;
+        let ws = self.gate.workspace().to_path_buf();
+        let path = arg!(tool, builtin::opt_str(args, "path")).unwrap_or(".");
+        let r = self.path_permit(tool, path)?;
+        let gate = self.gate.clone();
+        let max = self.options.max_entries;
+        Ok(blocking(move || fs::ls(&gate, &r, &fs::shown(&r, &ws), max)).await)
+    }
+
+    async fn glob(&self, args: &Value) -> Result<ToolOutput, Denial> {
+        let tool = Tool::Glob;
+        let pattern = arg!(tool, builtin::str_arg(args, "pattern"));
+        let path = arg!(tool, builtin::opt_str(args, "path"));
+        let gitignore = arg!(tool, builtin::opt_bool(args, "respect_gitignore")).unwrap_or(true);
+        let (base, rest) = arg!(tool, search::split_glob(pattern, path));
+        let r = self.path_permit(tool, &base)?;
+        let gate = self.gate.clone();
+        let max = self.options.max_entries;
+        Ok(blocking(move || search::glob(&gate, &r, &rest, gitignore, max)).await)
+    }
+
+    async fn grep(&self, args: &Value) -> Result<ToolOutput, Denial> {
+        let tool = Tool::Grep;
+        let pattern = arg!(tool, builtin::str_arg(args, "pattern"));
+        let path = arg!(tool, builtin::opt_str(args, "path")).unwrap_or(".");
+        let mut opts = search::GrepOptions::new(pattern);
+        opts.glob = arg!(tool, builtin::opt_str(args, "glob")).map(str::to_owned);
+        opts.case_insensitive =
+            arg!(tool, builtin::opt_bool(args, "case_insensitive")).unwrap_or(false);
+        opts.fixed_strings = arg!(tool, builtin::opt_bool(args, "fixed_strings")).unwrap_or(false);
+        opts.context = arg!(tool, builtin::opt_u64(args, "context"))
+            .unwrap_or(0)
+            .min(10) as usize;
+        opts.respect_gitignore =
+            arg!(tool, builtin::opt_bool(args, "respect_gitignore")).unwrap_or(true);
+        opts.max_output = self.options.max_result_bytes;
+        opts.max_line_chars = 500;
+        opts.max_line_bytes = self.options.grep_max_line_bytes;
+        opts.max_file_bytes = self.options.grep_max_file_bytes;
+        let r = self.path_permit(tool, path)?;
+        let gate = self.gate.clone();
+        Ok(blocking(move || search::grep_tool(&gate, &r, &opts)).await)
+    }
+
+    async fn bash(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, Denial> {
+        let tool = Tool::Bash;
+        let ws = self.gate.workspace().to_path_buf();
+        let command = arg!(tool, builtin::str_arg(args, "command")).to_owned();
+        if command.trim().is_empty() {
+            return Ok(ToolOutput::error("bash: `command` is empty"));
+        }
+        let timeout = match arg!(tool, builtin::opt_u64(args, "timeout")) {
+            Some(s) => Duration::from_secs(s.max(1)).min(self.options.bash_max_timeout),
+            None => self.options.bash_timeout,
+        };
+        self.check_bash(command.clone()).await?;
+        Ok(bash_tool::run(
+            &command,
+            None,
+            &ws,
+            &self.bash_env,
+            timeout,
+            self.options.max_result_bytes,
+            &self.bash_limits,
+            &ctx.cancel,
+        )
+        .await)
+    }
+
+    async fn web_fetch(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, Denial> {
+        let tool = Tool::WebFetch;
+        let raw = arg!(tool, builtin::str_arg(args, "url"));
+        let url = arg!(
+            tool,
+            Url::parse(raw.trim()).map_err(|e| format!("`{raw}` is not a URL: {e}"))
+        );
+        let permit = self.gate.check(&Request::Fetch { url: &url })?;
+        let Some(verdict) = permit.url else {
+            return Ok(ToolOutput::error("web_fetch: the URL was not judged"));
+        };
+        self.web.fetch(&self.gate, url, verdict, &ctx.cancel).await
+    }
+
+    async fn web_search(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, Denial> {
+        let tool = Tool::WebSearch;
+        let query = arg!(tool, builtin::str_arg(args, "query"));
+        if query.trim().is_empty() {
+            return Ok(ToolOutput::error("web_search: `query` is empty"));
+        }
+        let max = arg!(tool, builtin::opt_u64(args, "max_results"))
+            .unwrap_or(5)
+            .clamp(1, 20);
+        self.gate.check(&Request::Plain(tool))?;
+        Ok(self.web.search(query, max, &ctx.cancel).await)
+    }
+
+    async fn memory_read(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, Denial> {
+        let tool = Tool::MemoryRead;
+        let key = arg!(tool, builtin::str_arg(args, "key")).to_owned();
+        arg!(tool, memory::check_key(&key));
+        self.gate.check(&Request::Plain(tool))?;
+        let agent = ctx.agent_id.clone();
+        match self.memory.get_async(agent.clone(), key.clone()).await {
+            Ok(Some(v)) => Ok(ToolOutput::ok(v)),
+            Ok(None) => {
+                let keys = self.memory.keys_async(agent).await.unwrap_or_default();
+                let listing = if keys.is_empty() {
+                    "nothing is stored yet".to_owned()
+                } else {
+                    format!("stored keys: {}", keys.join(", "))
                 };
-                self.check_bash(command.clone()).await?;
-                Ok(bash_tool::run(
-                    &command,
-                    None,
-                    &ws,
-                    &self.bash_env,
-                    timeout,
-                    self.options.max_result_bytes,
-                    &self.bash_limits,
-                    &ctx.cancel,
-                )
-                .await)
+                Ok(ToolOutput::error(format!(
+                    "no value stored under `{key}` ({listing})"
+                )))
             }
-            Tool::WebFetch => {
-                let raw = arg!(builtin::str_arg(args, "url"));
-                let url =
-                    arg!(Url::parse(raw.trim()).map_err(|e| format!("`{raw}` is not a URL: {e}")));
-                let permit = self.gate.check(&Request::Fetch { url: &url })?;
-                let Some(verdict) = permit.url else {
-                    return Ok(ToolOutput::error("web_fetch: the URL was not judged"));
-                };
-                self.web.fetch(&self.gate, url, verdict, &ctx.cancel).await
+            Err(e) => Ok(ToolOutput::error(e.to_string())),
+        }
+    }
+
+    async fn memory_write(&self, args: &Value, ctx: &ToolContext) -> Result<ToolOutput, Denial> {
+        let tool = Tool::MemoryWrite;
+        let key = arg!(tool, builtin::str_arg(args, "key")).to_owned();
+        arg!(tool, memory::check_key(&key));
+        let value = match args.get("value") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => {
+                return Ok(ToolOutput::error("memory_write: missing argument `value`"));
             }
-            Tool::WebSearch => {
-                let query = arg!(builtin::str_arg(args, "query"));
-                if query.trim().is_empty() {
-                    return Ok(ToolOutput::error("web_search: `query` is empty"));
-                }
-                let max = arg!(builtin::opt_u64(args, "max_results"))
-                    .unwrap_or(5)
-                    .clamp(1, 20);
-                self.gate.check(&Request::Plain(tool))?;
-                Ok(self.web.search(query, max, &ctx.cancel).await)
-            }
-            Tool::MemoryRead => {
-                let key = arg!(builtin::str_arg(args, "key")).to_owned();
-                arg!(memory::check_key(&key));
-                self.gate.check(&Request::Plain(tool))?;
-                let agent = ctx.agent_id.clone();
-                match self.memory.get_async(agent.clone(), key.clone()).await {
-                    Ok(Some(v)) => Ok(ToolOutput::ok(v)),
-                    Ok(None) => {
-                        let keys = self.memory.keys_async(agent).await.unwrap_or_default();
-                        let listing = if keys.is_empty() {
-                            "nothing is stored yet".to_owned()
-                        } else {
-                            format!("stored keys: {}", keys.join(", "))
-                        };
-                        Ok(ToolOutput::error(format!(
-                            "no value stored under `{key}` ({listing})"
-                        )))
-                    }
-                    Err(e) => Ok(ToolOutput::error(e.to_string())),
-                }
-            }
-            Tool::MemoryWrite => {
-                let key = arg!(builtin::str_arg(args, "key")).to_owned();
-                arg!(memory::check_key(&key));
-                let value = match args.get("value") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Null) | None => {
-                        return Ok(ToolOutput::error("memory_write: missing argument `value`"));
-                    }
-                    Some(other) => other.to_string(),
-                };
-                if value.len() > memory::MAX_VALUE_BYTES {
-                    return Ok(ToolOutput::error(format!(
-                        "memory_write: the value is larger than {} bytes",
-                        memory::MAX_VALUE_BYTES
-                    )));
-                }
-                self.gate.check(&Request::Plain(tool))?;
-                let len = value.len();
-                match self
-                    .memory
-                    .put_async(ctx.agent_id.clone(), key.clone(), value)
-                    .await
-                {
-                    Ok(()) => Ok(ToolOutput::ok(format!("stored {len} bytes under `{key}`"))),
-                    Err(e) => Ok(ToolOutput::error(e.to_string())),
-                }
-            }
+            Some(other) => other.to_string(),
+        };
+        if value.len() > memory::MAX_VALUE_BYTES {
+            return Ok(ToolOutput::error(format!(
+                "memory_write: the value is larger than {} bytes",
+                memory::MAX_VALUE_BYTES
+            )));
+        }
+        self.gate.check(&Request::Plain(tool))?;
+        let len = value.len();
+        match self
+            .memory
+            .put_async(ctx.agent_id.clone(), key.clone(), value)
+            .await
+        {
+            Ok(()) => Ok(ToolOutput::ok(format!("stored {len} bytes under `{key}`"))),
+            Err(e) => Ok(ToolOutput::error(e.to_string())),
         }
     }
 

@@ -68,7 +68,7 @@ pub fn begin(ws: &Path, description: &str, name: Option<&str>) -> Result<Begun, 
     }
     let name = match name {
         Some(n) => {
-            g::check_name(n)?;
+            g::check_name(n).map_err(|e| e.to_string())?;
             n.to_owned()
         }
         None => g::slug(description),
@@ -93,7 +93,8 @@ pub fn begin(ws: &Path, description: &str, name: Option<&str>) -> Result<Begun, 
         std::thread::sleep(std::time::Duration::from_millis(1000));
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let workflow = g::materialize(&ws.join(".agentfile").join("generator"))?;
+    let workflow =
+        g::materialize(&ws.join(".agentfile").join("generator")).map_err(|e| e.to_string())?;
     let mut manifest = Manifest::new(&name, &run_id, &g::generator_steps());
     manifest.save(&dir)?;
     Ok(Begun {

@@ -171,24 +171,39 @@ fn is_name(name: &str) -> bool {
 
 /// Check a workflow name given with `--name`: it becomes
 /// `workflows/<name>/`, so it must match the schema's `^[a-z][a-z0-9-]*$`.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), NameError> {
     if name.is_empty() {
-        return Err("the workflow name is empty: give one such as `pr-summarizer`".into());
+        return Err(NameError::Empty);
     }
     if !is_name(name) {
-        return Err(format!(
-            "`{name}` is not a valid workflow name: use lowercase letters, digits and hyphens, \
-             starting with a letter (for example `{}`)",
-            slug(name)
-        ));
+        return Err(NameError::Invalid {
+            name: name.to_owned(),
+        });
     }
     if name.len() > MAX_NAME_LEN {
-        return Err(format!(
-            "the workflow name `{name}` is {} characters long: keep it to {MAX_NAME_LEN} or fewer",
-            name.len()
-        ));
+        return Err(NameError::TooLong {
+            name: name.to_owned(),
+        });
     }
     Ok(())
+}
+
+/// A workflow name that [`check_name`] refuses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("the workflow name is empty: give one such as `pr-summarizer`")]
+    Empty,
+    #[error(
+        "`{name}` is not a valid workflow name: use lowercase letters, digits and hyphens, \
+         starting with a letter (for example `{}`)",
+        slug(name)
+    )]
+    Invalid { name: String },
+    #[error(
+        "the workflow name `{name}` is {} characters long: keep it to {MAX_NAME_LEN} or fewer",
+        name.len()
+    )]
+    TooLong { name: String },
 }
 
 // ---------------------------------------------------------------------------
@@ -1233,20 +1248,39 @@ const GENERATOR_WORKFLOW: &str = include_str!("generator/workflow.yaml");
 /// Write the generator package into `dir`, touching only files whose content
 /// differs (so a second call changes nothing); the path of its
 /// workflow.yaml.
-pub fn materialize(dir: &Path) -> Result<PathBuf, String> {
+pub fn materialize(dir: &Path) -> Result<PathBuf, FileError> {
     for (rel, content) in GENERATOR_FILES {
         let path = dir.join(rel);
         if std::fs::read(&path).is_ok_and(|old| old == content.as_bytes()) {
             continue;
         }
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            std::fs::create_dir_all(parent).map_err(|source| FileError::Create {
+                path: parent.to_path_buf(),
+                source,
+            })?;
         }
-        write_atomic(&path, content.as_bytes(), false)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        write_atomic(&path, content.as_bytes(), false).map_err(|source| FileError::Write {
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(dir.join("workflow.yaml"))
+}
+
+/// A file or folder that could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("cannot create {}: {source}", path.display())]
+    Create {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// (id, name) of the generator's steps, in order, read from its embedded
@@ -1385,12 +1419,17 @@ mod tests {
     fn names() {
         assert!(check_name("pr-summarizer").is_ok());
         assert!(check_name("a1").is_ok());
-        let e = check_name("PR Summarizer").unwrap_err();
+        let e = check_name("PR Summarizer").unwrap_err().to_string();
         assert!(e.contains("`pr-summarizer`"), "{e}");
-        assert!(check_name("").unwrap_err().contains("empty"));
+        assert!(check_name("").unwrap_err().to_string().contains("empty"));
         assert!(check_name("1abc").is_err());
         assert!(check_name("../etc").is_err());
-        assert!(check_name(&"a".repeat(65)).unwrap_err().contains("64"));
+        assert!(
+            check_name(&"a".repeat(65))
+                .unwrap_err()
+                .to_string()
+                .contains("64")
+        );
     }
 
     #[test]

@@ -18,13 +18,16 @@ pub enum Target {
 impl Target {
     /// The names a caller may give (`workflow-yaml`, `workflow.yaml`,
     /// `yaml`; `agentfile`, `dsl`).
-    pub fn from_name(name: &str) -> Result<Target, String> {
+    pub fn from_name(name: &str) -> Result<Target, UnknownFormat> {
         match name {
             "workflow-yaml" | "workflow.yaml" | "yaml" => Ok(Target::WorkflowYaml),
             "agentfile" | "dsl" => Ok(Target::Agentfile),
-            other => Err(format!(
-                "format `{other}` is not one of workflow-yaml, agentfile"
-            )),
+            other => Err(UnknownFormat(other.to_owned())),
         }
     }
 }
+
+/// A `create` format that is not one of [`Target`]'s names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("format `{0}` is not one of workflow-yaml, agentfile")]
+pub struct UnknownFormat(pub String);

@@ -214,16 +214,27 @@ impl MemoryStore {
     }
 }
 
+/// A memory key that cannot be stored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error("`key` is empty")]
+    Empty,
+    #[error("`key` is longer than {MAX_KEY_CHARS} characters")]
+    TooLong,
+    #[error("`key` contains control characters")]
+    Control,
+}
+
 /// Check a key: non-empty, not too long, no control characters.
-pub fn check_key(key: &str) -> Result<(), String> {
+pub fn check_key(key: &str) -> Result<(), KeyError> {
     if key.trim().is_empty() {
-        return Err("`key` is empty".to_owned());
+        return Err(KeyError::Empty);
     }
     if key.chars().count() > MAX_KEY_CHARS {
-        return Err(format!("`key` is longer than {MAX_KEY_CHARS} characters"));
+        return Err(KeyError::TooLong);
     }
     if key.chars().any(char::is_control) {
-        return Err("`key` contains control characters".to_owned());
+        return Err(KeyError::Control);
     }
     Ok(())
 }

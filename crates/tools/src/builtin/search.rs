@@ -35,13 +35,26 @@ use crate::ToolOutput;
 use crate::policy::paths::{self, Resolved};
 use crate::policy::{Gate, Tool};
 
+/// A glob or grep request that cannot be searched.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("`pattern` is empty")]
+    EmptyPattern,
+    #[error("`..` after a wildcard is not supported; put it before the wildcards")]
+    DotDotAfterWildcard,
+    #[error("invalid regular expression: {0}")]
+    Regex(grep_regex::Error),
+    #[error("invalid glob `{glob}`: {source}")]
+    Glob { glob: String, source: ignore::Error },
+}
+
 /// Split a glob tool pattern into the directory to search (as the model would
 /// write a path) and the pattern relative to it: `/etc/**/x` searches `/etc`,
 /// `src/**/*.rs` with `path = "."` searches `.`.
-pub fn split_glob(pattern: &str, path: Option<&str>) -> Result<(String, String), String> {
+pub fn split_glob(pattern: &str, path: Option<&str>) -> Result<(String, String), SearchError> {
     let pattern = pattern.trim();
     if pattern.is_empty() {
-        return Err("`pattern` is empty".to_owned());
+        return Err(SearchError::EmptyPattern);
     }
     let absolute = pattern.starts_with('/') || pattern.starts_with('~');
     let segs: Vec<&str> = pattern.split('/').collect();
@@ -50,9 +63,7 @@ pub fn split_glob(pattern: &str, path: Option<&str>) -> Result<(String, String),
         .position(|s| s.contains(['*', '?', '[', '{']))
         .unwrap_or(segs.len());
     if segs[first_glob..].contains(&"..") {
-        return Err(
-            "`..` after a wildcard is not supported; put it before the wildcards".to_owned(),
-        );
+        return Err(SearchError::DotDotAfterWildcard);
     }
     // A pattern without wildcards names one path: search its directory for it.
     let split_at = if first_glob == segs.len() {
@@ -227,13 +238,13 @@ impl GrepResult {
 }
 
 /// Search `root` (a file or a directory, resolved and allowed) for the pattern.
-pub fn grep(gate: &Gate, root: &Path, opts: &GrepOptions) -> Result<GrepResult, String> {
+pub fn grep(gate: &Gate, root: &Path, opts: &GrepOptions) -> Result<GrepResult, SearchError> {
     let matcher = RegexMatcherBuilder::new()
         .case_insensitive(opts.case_insensitive)
         .fixed_strings(opts.fixed_strings)
         .line_terminator(Some(b'\n'))
         .build(&opts.pattern)
-        .map_err(|e| format!("invalid regular expression: {e}"))?;
+        .map_err(SearchError::Regex)?;
     let searcher = SearcherBuilder::new()
         .line_number(true)
         .before_context(opts.context)
@@ -268,8 +279,12 @@ pub fn grep(gate: &Gate, root: &Path, opts: &GrepOptions) -> Result<GrepResult, 
             .threads(opts.threads);
         if let Some(g) = &opts.glob {
             let mut ob = OverrideBuilder::new(root);
-            ob.add(g).map_err(|e| format!("invalid glob `{g}`: {e}"))?;
-            let ov = ob.build().map_err(|e| format!("invalid glob `{g}`: {e}"))?;
+            let bad = |source| SearchError::Glob {
+                glob: g.clone(),
+                source,
+            };
+            ob.add(g).map_err(bad)?;
+            let ov = ob.build().map_err(bad)?;
             walker.overrides(ov);
         }
         let shared_ref = &shared;
@@ -331,7 +346,7 @@ pub fn grep_tool(gate: &Gate, root: &Resolved, opts: &GrepOptions) -> ToolOutput
     search.max_output = opts.max_output.saturating_sub(note_room(opts.max_output));
     let result = match grep(gate, &root.real, &search) {
         Ok(r) => r,
-        Err(e) => return ToolOutput::error(e),
+        Err(e) => return ToolOutput::error(e.to_string()),
     };
     let mut body = result.text();
     if result.files.is_empty() {

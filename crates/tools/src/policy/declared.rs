@@ -298,9 +298,17 @@ impl Guard for DeclarationGuard {
     }
 }
 
+/// A declaration that cannot run here: every problem found, in order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("agent `{agent}` cannot start: {}", problems.join("; "))]
+pub struct NotRunnable {
+    pub agent: String,
+    pub problems: Vec<String>,
+}
+
 /// What must hold before a run of this declaration starts: every declared
 /// tool exists, every `env:` credential is set. Values are never read.
-pub fn check_runnable(decl: &Declaration) -> Result<(), String> {
+pub fn check_runnable(decl: &Declaration) -> Result<(), NotRunnable> {
     let mut problems = Vec::new();
     let unknown: Vec<&str> = decl
         .grants
@@ -345,10 +353,9 @@ pub fn check_runnable(decl: &Declaration) -> Result<(), String> {
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "agent `{}` cannot start: {}",
-            decl.agent,
-            problems.join("; ")
-        ))
+        Err(NotRunnable {
+            agent: decl.agent.to_string(),
+            problems,
+        })
     }
 }

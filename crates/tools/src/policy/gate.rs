@@ -330,10 +330,10 @@ impl Gate {
                 for p in &s.allow_domains {
                     match DomainPattern::parse(&p.text) {
                         Ok(d) => list.push(d),
-                        Err(message) => problems.push(Problem {
+                        Err(e) => problems.push(Problem {
                             line: p.line,
                             col: p.col,
-                            message,
+                            message: e.to_string(),
                         }),
                     }
                 }
@@ -1089,149 +1089,16 @@ impl Gate {
         if zones.is_empty() && self.guards.is_empty() {
             return Ok(());
         }
-        let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
-        let refuse = |rule: &str, reason: String| Err(denial("bash", rule.to_owned(), reason));
-        if let Some(Beyond::Anywhere(why)) = &w.beyond
-            && let Some((dir, rule)) = zones.iter().find(|(d, _)| exists(d))
-        {
-            return refuse(
-                rule,
-                format!(
-                    "`{}` may write files it does not name: {why}; `{}` is a protected folder",
-                    c.text,
-                    paths::display_relative(dir, &self.workspace)
-                ),
-            );
-        }
-        if !w.known {
-            for b in bases {
-                if let Some((dir, rule)) = zones.iter().find(|(d, _)| b.starts_with(d)) {
-                    return refuse(
-                        rule,
-                        format!(
-                            "`{}` runs in `{}`, inside the protected folder `{}`, where it may write files it does not name; run it from outside the folder",
-                            c.text,
-                            paths::display_relative(b, &self.workspace),
-                            paths::display_relative(dir, &self.workspace)
-                        ),
-                    );
-                }
-            }
-        }
-        // A place written, with everything below it when `deep`.
-        let hit = |p: &Path, deep: bool| -> Option<(&PathBuf, &String, bool)> {
-            zones.iter().find_map(|(d, rule)| {
-                if p.starts_with(d) {
-                    Some((d, rule, false))
-                } else if deep && d.starts_with(p) && exists(d) {
-                    Some((d, rule, true))
-                } else {
-                    None
-                }
-            })
+        let judge = WriteJudge {
+            gate: self,
+            command: &c.text,
+            zones: &zones,
+            bases,
         };
-        let check = |r: &Resolved, deep: bool, how: &str| -> Result<(), Denial> {
-            for p in [&r.real, &r.lexical] {
-                if let Some((dir, rule, below)) = hit(p, deep) {
-                    let shown = paths::display_relative(p, &self.workspace);
-                    let zone = paths::display_relative(dir, &self.workspace);
-                    let reason = if below {
-                        format!(
-                            "`{}` may write anything under `{shown}`{how}, which holds the protected folder `{zone}`",
-                            c.text
-                        )
-                    } else {
-                        format!(
-                            "`{}` may write `{shown}`{how}, in the protected folder `{zone}`",
-                            c.text
-                        )
-                    };
-                    return refuse(rule, reason);
-                }
-            }
-            // What bash writes is the guards' to judge too (Cedar's
-            // `filesystem.write`).
-            self.guards_file(Tool::Bash, &r.real, true)
-        };
-        match &w.beyond {
-            Some(Beyond::Cwd(why)) => {
-                for b in bases {
-                    check(
-                        &Resolved {
-                            lexical: b.clone(),
-                            real: b.clone(),
-                        },
-                        true,
-                        &format!(
-                            " ({why}; give it a folder to write in, such as `-C DIR` or `-d DIR`, or name the file)"
-                        ),
-                    )?;
-                }
-            }
-            Some(Beyond::Repo(why)) => {
-                for b in bases {
-                    let top = repo_top(b);
-                    check(
-                        &Resolved {
-                            lexical: top.clone(),
-                            real: top,
-                        },
-                        true,
-                        &format!(" ({why})"),
-                    )?;
-                }
-            }
-            _ => {}
-        }
+        judge.unnamed(&w)?;
+        judge.beyond(w.beyond.as_ref())?;
         for t in &w.targets {
-            match t {
-                Target::Path { word, deep } => {
-                    for r in self.write_paths(word, bases)? {
-                        check(&r, *deep, "")?;
-                    }
-                }
-                Target::Into {
-                    sources,
-                    dest,
-                    deep,
-                    contents,
-                    parents,
-                } => {
-                    for d in self.write_paths(dest, bases)? {
-                        check(&d, false, "")?;
-                        if *parents {
-                            // `cp --parents a/b d` writes d/a/b.
-                            for s in sources {
-                                let t = s.text.as_str();
-                                let rel = t.split_once("/./").map_or(t, |(_, r)| r);
-                                let rel = rel.trim_start_matches('/');
-                                let lexical = paths::normalize(&d.lexical.join(rel));
-                                let real = paths::realpath(&d.real.join(rel))
-                                    .unwrap_or_else(|_| paths::normalize(&d.real.join(rel)));
-                                check(&Resolved { lexical, real }, *deep, "")?;
-                            }
-                            continue;
-                        }
-                        if *contents || !d.real.is_dir() {
-                            check(&d, *deep, "")?;
-                            continue;
-                        }
-                        for s in sources {
-                            for name in self.source_names(s, bases)? {
-                                let Some(name) = name else {
-                                    // `src/.`: what is in src lands in d.
-                                    check(&d, *deep, "")?;
-                                    continue;
-                                };
-                                let lexical = d.lexical.join(&name);
-                                let real = paths::realpath(&d.real.join(&name))
-                                    .unwrap_or_else(|_| d.real.join(&name));
-                                check(&Resolved { lexical, real }, *deep, "")?;
-                            }
-                        }
-                    }
-                }
-            }
+            judge.target(t)?;
         }
         Ok(())
     }
@@ -1398,6 +1265,199 @@ impl Gate {
             .map(|p| p.display().to_string())
             .collect())
     }
+}
+
+/// One bash command's writes judged against the protected folders
+/// (`zones`: each folder with the rule that protects it) and the guards.
+struct WriteJudge<'a> {
+    gate: &'a Gate,
+    /// The command as written.
+    command: &'a str,
+    zones: &'a [(PathBuf, String)],
+    /// The folders it may run in.
+    bases: &'a [PathBuf],
+}
+
+impl WriteJudge<'_> {
+    fn refuse(&self, rule: &str, reason: String) -> Result<(), Denial> {
+        Err(denial("bash", rule.to_owned(), reason))
+    }
+
+    fn shown(&self, p: &Path) -> String {
+        paths::display_relative(p, &self.gate.workspace)
+    }
+
+    /// Files it may write without naming them: anywhere, or (a command not
+    /// in the table) where it runs.
+    fn unnamed(&self, w: &writes::Writes) -> Result<(), Denial> {
+        if let Some(Beyond::Anywhere(why)) = &w.beyond
+            && let Some((dir, rule)) = self.zones.iter().find(|(d, _)| exists(d))
+        {
+            return self.refuse(
+                rule,
+                format!(
+                    "`{}` may write files it does not name: {why}; `{}` is a protected folder",
+                    self.command,
+                    self.shown(dir)
+                ),
+            );
+        }
+        if !w.known {
+            for b in self.bases {
+                if let Some((dir, rule)) = self.zones.iter().find(|(d, _)| b.starts_with(d)) {
+                    return self.refuse(
+                        rule,
+                        format!(
+                            "`{}` runs in `{}`, inside the protected folder `{}`, where it may write files it does not name; run it from outside the folder",
+                            self.command,
+                            self.shown(b),
+                            self.shown(dir)
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A place written, with everything below it when `deep`: the zone it
+    /// meets, its rule, and whether the zone is below the place.
+    fn hit(&self, p: &Path, deep: bool) -> Option<(&PathBuf, &String, bool)> {
+        self.zones.iter().find_map(|(d, rule)| {
+            if p.starts_with(d) {
+                Some((d, rule, false))
+            } else if deep && d.starts_with(p) && exists(d) {
+                Some((d, rule, true))
+            } else {
+                None
+            }
+        })
+    }
+
+    /// One place written (`how` says why, for the message).
+    fn check(&self, r: &Resolved, deep: bool, how: &str) -> Result<(), Denial> {
+        for p in [&r.real, &r.lexical] {
+            if let Some((dir, rule, below)) = self.hit(p, deep) {
+                let shown = self.shown(p);
+                let zone = self.shown(dir);
+                let reason = if below {
+                    format!(
+                        "`{}` may write anything under `{shown}`{how}, which holds the protected folder `{zone}`",
+                        self.command
+                    )
+                } else {
+                    format!(
+                        "`{}` may write `{shown}`{how}, in the protected folder `{zone}`",
+                        self.command
+                    )
+                };
+                return self.refuse(rule, reason);
+            }
+        }
+        // What bash writes is the guards' to judge too (Cedar's
+        // `filesystem.write`).
+        self.gate.guards_file(Tool::Bash, &r.real, true)
+    }
+
+    /// What it writes under the folder it runs in, or its whole repository.
+    fn beyond(&self, beyond: Option<&Beyond>) -> Result<(), Denial> {
+        match beyond {
+            Some(Beyond::Cwd(why)) => {
+                for b in self.bases {
+                    self.check(
+                        &Resolved {
+                            lexical: b.clone(),
+                            real: b.clone(),
+                        },
+                        true,
+                        &format!(
+                            " ({why}; give it a folder to write in, such as `-C DIR` or `-d DIR`, or name the file)"
+                        ),
+                    )?;
+                }
+            }
+            Some(Beyond::Repo(why)) => {
+                for b in self.bases {
+                    let top = repo_top(b);
+                    self.check(
+                        &Resolved {
+                            lexical: top.clone(),
+                            real: top,
+                        },
+                        true,
+                        &format!(" ({why})"),
+                    )?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn target(&self, t: &Target) -> Result<(), Denial> {
+        match t {
+            Target::Path { word, deep } => {
+                for r in self.gate.write_paths(word, self.bases)? {
+                    self.check(&r, *deep, "")?;
+                }
+            }
+            Target::Into {
+                sources,
+                dest,
+                deep,
+                contents,
+                parents,
+            } => {
+                for d in self.gate.write_paths(dest, self.bases)? {
+                    self.check(&d, false, "")?;
+                    if *parents {
+                        self.copied_with_parents(sources, &d, *deep)?;
+                    } else if *contents || !d.real.is_dir() {
+                        self.check(&d, *deep, "")?;
+                    } else {
+                        self.copied_into_dir(sources, &d, *deep)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `cp --parents a/b d` writes d/a/b.
+    fn copied_with_parents(&self, sources: &[Val], d: &Resolved, deep: bool) -> Result<(), Denial> {
+        for s in sources {
+            let t = s.text.as_str();
+            let rel = t.split_once("/./").map_or(t, |(_, r)| r);
+            let rel = rel.trim_start_matches('/');
+            let lexical = paths::normalize(&d.lexical.join(rel));
+            let real = paths::realpath(&d.real.join(rel))
+                .unwrap_or_else(|_| paths::normalize(&d.real.join(rel)));
+            self.check(&Resolved { lexical, real }, deep, "")?;
+        }
+        Ok(())
+    }
+
+    /// Each source lands in the folder `d` under its own name.
+    fn copied_into_dir(&self, sources: &[Val], d: &Resolved, deep: bool) -> Result<(), Denial> {
+        for s in sources {
+            for name in self.gate.source_names(s, self.bases)? {
+                let Some(name) = name else {
+                    // `src/.`: what is in src lands in d.
+                    self.check(d, deep, "")?;
+                    continue;
+                };
+                let lexical = d.lexical.join(&name);
+                let real =
+                    paths::realpath(&d.real.join(&name)).unwrap_or_else(|_| d.real.join(&name));
+                self.check(&Resolved { lexical, real }, deep, "")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn exists(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok()
 }
 
 /// The top of the git work tree holding `dir` (the nearest folder at or

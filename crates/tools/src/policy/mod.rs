@@ -204,8 +204,61 @@ pub enum PolicyError {
         problems: Vec<Problem>,
     },
     /// A `--allow TOOL[:PATTERN]` that cannot be granted.
-    #[error("--allow {spec}: {message}")]
-    Grant { spec: String, message: String },
+    #[error("--allow {spec}: {source}")]
+    Grant { spec: String, source: GrantError },
+}
+
+/// Why one `--allow TOOL[:PATTERN]` cannot be granted. `file` is the policy
+/// file as shown to the user; `label` the section as written in it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrantError {
+    #[error(
+        "the pattern after `{name}:` is empty; write `--allow {name}` to enable the tool, \
+         or give a pattern"
+    )]
+    EmptyPattern { name: String },
+    /// `near` is `did you mean `x`? ` or empty.
+    #[error("unknown tool `{name}`; {near}known tools: {}", section_names().join(", "))]
+    UnknownTool { name: String, near: String },
+    #[error(
+        "{file} turns {tool} off ([{label}] enabled = false); change the policy file to allow it"
+    )]
+    TurnedOff {
+        file: String,
+        tool: Tool,
+        label: String,
+    },
+    #[error(
+        "{file} turns MCP tools off ([{label}] enabled = false); change the policy file to allow them"
+    )]
+    McpTurnedOff { file: String, label: String },
+    /// `key` is the deny list's key: `deny` or `denylist`.
+    #[error(
+        "{file} denies it ([{label}] {key} {rule:?}); a deny rule always wins, \
+         so change the policy file or ask for less"
+    )]
+    Denied {
+        file: String,
+        label: String,
+        key: &'static str,
+        rule: String,
+    },
+    #[error("{0} takes no pattern; write `--allow {0}` to enable it")]
+    TakesNoPattern(Tool),
+    #[error("web_fetch fetches http and https only, not `{0}://`")]
+    Scheme(String),
+    #[error(
+        "web_fetch rules name hosts, not paths: `{path}` cannot be enforced; \
+         write `--allow web_fetch:{host}` to allow the whole host"
+    )]
+    HostPath { host: String, path: String },
+    #[error("`{0}` names no host")]
+    NoHost(String),
+    /// A path pattern that does not expand or compile.
+    #[error("{0}")]
+    Pattern(String),
+    #[error(transparent)]
+    Domain(#[from] web::DomainError),
 }
 
 /// One problem in a policy file, at a 1-based line and column.
@@ -430,9 +483,9 @@ impl Policy {
     pub fn allow_for_run(&mut self, specs: &[String]) -> Result<(), PolicyError> {
         let mut next = self.clone();
         for spec in specs {
-            next.grant(spec).map_err(|message| PolicyError::Grant {
+            next.grant(spec).map_err(|source| PolicyError::Grant {
                 spec: spec.clone(),
-                message,
+                source,
             })?;
         }
         *self = next;
@@ -464,16 +517,15 @@ impl Policy {
         self.guards.push(GuardRef(guard));
     }
 
-    fn grant(&mut self, spec: &str) -> Result<(), String> {
+    fn grant(&mut self, spec: &str) -> Result<(), GrantError> {
         let (name, pattern) = match spec.split_once(':') {
             Some((n, p)) => (n.trim(), Some(p.trim())),
             None => (spec.trim(), None),
         };
         if pattern.is_some_and(str::is_empty) {
-            return Err(format!(
-                "the pattern after `{name}:` is empty; write `--allow {name}` to enable the tool, \
-                 or give a pattern"
-            ));
+            return Err(GrantError::EmptyPattern {
+                name: name.to_owned(),
+            });
         }
         let file = match self.source() {
             Some(p) => p.display().to_string(),
@@ -486,18 +538,19 @@ impl Policy {
             let near = agentfile_plan::diag::suggest(name, section_names())
                 .map(|s| format!("did you mean `{s}`? "))
                 .unwrap_or_default();
-            return Err(format!(
-                "unknown tool `{name}`; {near}known tools: {}",
-                section_names().join(", ")
-            ));
+            return Err(GrantError::UnknownTool {
+                name: name.to_owned(),
+                near,
+            });
         };
         if let Some(s) = self.section(tool)
             && s.enabled == Some(false)
         {
-            return Err(format!(
-                "{file} turns {tool} off ([{}] enabled = false); change the policy file to allow it",
-                s.label
-            ));
+            return Err(GrantError::TurnedOff {
+                file,
+                tool,
+                label: s.label.clone(),
+            });
         }
         let section = self.sections[tool.index()].get_or_insert_with(|| Section {
             label: tool.name().to_owned(),
@@ -517,17 +570,18 @@ impl Policy {
         match tool {
             t if t.is_path_tool() => {
                 let text = pattern.unwrap_or("$WORKSPACE/**");
-                let expanded = stand_in_expansions(text)?;
+                let expanded = stand_in_expansions(text).map_err(GrantError::Pattern)?;
                 for d in &section.deny {
                     for (ws, home, allow) in &expanded {
                         let covered = paths::PathPattern::compile(&d.text, ws, Some(home))
                             .is_ok_and(|dp| dp.is_match(Path::new(allow)));
                         if covered {
-                            return Err(format!(
-                                "{file} denies it ([{}] deny {:?}); a deny rule always wins, \
-                                 so change the policy file or ask for less",
-                                section.label, d.text
-                            ));
+                            return Err(GrantError::Denied {
+                                file,
+                                label: section.label.clone(),
+                                key: "deny",
+                                rule: d.text.clone(),
+                            });
                         }
                     }
                 }
@@ -540,11 +594,12 @@ impl Policy {
                     .iter()
                     .find(|d| paths::wildcard_match(&d.text, text))
                 {
-                    return Err(format!(
-                        "{file} denies it ([{}] denylist {:?}); a deny rule always wins, \
-                         so change the policy file or ask for less",
-                        section.label, d.text
-                    ));
+                    return Err(GrantError::Denied {
+                        file,
+                        label: section.label.clone(),
+                        key: "denylist",
+                        rule: d.text.clone(),
+                    });
                 }
                 add(&mut section.allowlist, text);
             }
@@ -558,16 +613,14 @@ impl Policy {
             }
             _ => {
                 if pattern.is_some() {
-                    return Err(format!(
-                        "{tool} takes no pattern; write `--allow {tool}` to enable it"
-                    ));
+                    return Err(GrantError::TakesNoPattern(tool));
                 }
             }
         }
         Ok(())
     }
 
-    fn grant_mcp(&mut self, pattern: Option<&str>, file: &str) -> Result<(), String> {
+    fn grant_mcp(&mut self, pattern: Option<&str>, file: &str) -> Result<(), GrantError> {
         let text = match pattern {
             None => "*".to_owned(),
             Some(p) if p.contains(':') || p == "*" => p.to_owned(),
@@ -576,10 +629,10 @@ impl Policy {
         if let Some(m) = &self.mcp
             && m.enabled == Some(false)
         {
-            return Err(format!(
-                "{file} turns MCP tools off ([{}] enabled = false); change the policy file to allow them",
-                m.label
-            ));
+            return Err(GrantError::McpTurnedOff {
+                file: file.to_owned(),
+                label: m.label.clone(),
+            });
         }
         let m = self.mcp.get_or_insert_with(|| McpSection {
             label: "mcp".to_owned(),
@@ -590,11 +643,12 @@ impl Policy {
             .iter()
             .find(|d| paths::wildcard_match(&d.text, &text))
         {
-            return Err(format!(
-                "{file} denies it ([{}] deny {:?}); a deny rule always wins, \
-                 so change the policy file or ask for less",
-                m.label, d.text
-            ));
+            return Err(GrantError::Denied {
+                file: file.to_owned(),
+                label: m.label.clone(),
+                key: "deny",
+                rule: d.text.clone(),
+            });
         }
         m.enabled = Some(true);
         if !m.allow.iter().any(|p| p.text == text) {
@@ -629,13 +683,11 @@ fn stand_in_expansions(text: &str) -> Result<Vec<(PathBuf, PathBuf, String)>, St
 /// The host of a web_fetch grant: `docs.rs`, `*.github.com`,
 /// `https://docs.rs/*`, `https://docs.rs`. Rules are per host, so a narrower
 /// path is refused rather than silently widened.
-fn url_pattern_host(p: &str) -> Result<String, String> {
+fn url_pattern_host(p: &str) -> Result<String, GrantError> {
     let rest = match p.split_once("://") {
         Some(("http" | "https" | "*", rest)) => rest,
         Some((scheme, _)) => {
-            return Err(format!(
-                "web_fetch fetches http and https only, not `{scheme}://`"
-            ));
+            return Err(GrantError::Scheme(scheme.to_owned()));
         }
         None => p,
     };
@@ -644,13 +696,13 @@ fn url_pattern_host(p: &str) -> Result<String, String> {
         None => (rest, ""),
     };
     if !matches!(path, "" | "/" | "/*" | "/**") {
-        return Err(format!(
-            "web_fetch rules name hosts, not paths: `{path}` cannot be enforced; \
-             write `--allow web_fetch:{host}` to allow the whole host"
-        ));
+        return Err(GrantError::HostPath {
+            host: host.to_owned(),
+            path: path.to_owned(),
+        });
     }
     if host.is_empty() {
-        return Err(format!("`{p}` names no host"));
+        return Err(GrantError::NoHost(p.to_owned()));
     }
     Ok(host.to_owned())
 }
@@ -1011,7 +1063,7 @@ fn check_patterns(cx: &mut Ctx<'_>, policy: &Policy) {
     if let Some(s) = policy.section(Tool::WebFetch) {
         for pat in &s.allow_domains {
             if let Err(m) = web::DomainPattern::parse(&pat.text) {
-                bad.push((pat.line, pat.col, m));
+                bad.push((pat.line, pat.col, m.to_string()));
             }
         }
     }

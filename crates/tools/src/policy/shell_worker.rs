@@ -190,7 +190,7 @@ mod imp {
         }
     }
 
-    fn unavailable(m: String) -> Unanalysable {
+    fn unavailable(m: impl std::fmt::Display) -> Unanalysable {
         Unanalysable(format!("the shell analyser is unavailable: {m}"))
     }
 }

@@ -28,6 +28,22 @@ pub struct DomainPattern {
     kind: DomainKind,
 }
 
+/// An `allow_domains` entry (or a `--allow web_fetch:` host) that is not a
+/// host pattern; each holds the entry as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DomainError {
+    #[error(
+        "allow_domains entry {0:?} must be a host name (like \"docs.rs\" or \"*.github.com\"), not a URL"
+    )]
+    Url(String),
+    #[error("allow_domains entry {0:?} is not a valid pattern")]
+    Pattern(String),
+    #[error("allow_domains entry {0:?}: `*` may only be the whole entry or a leading `*.`")]
+    Wildcard(String),
+    #[error("allow_domains entry {0:?} is not a host[:port]")]
+    HostPort(String),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum DomainKind {
     /// `*`: every public host.
@@ -39,29 +55,23 @@ enum DomainKind {
 }
 
 impl DomainPattern {
-    pub fn parse(raw: &str) -> Result<DomainPattern, String> {
+    pub fn parse(raw: &str) -> Result<DomainPattern, DomainError> {
         let t = raw.trim().to_ascii_lowercase();
+        let bad = |why: fn(String) -> DomainError| why(raw.to_owned());
         if t.contains("://") || t.contains('/') {
-            return Err(format!(
-                "allow_domains entry {raw:?} must be a host name (like \"docs.rs\" or \"*.github.com\"), not a URL"
-            ));
+            return Err(bad(DomainError::Url));
         }
         let kind = if t == "*" {
             DomainKind::Any
         } else if let Some(rest) = t.strip_prefix("*.") {
             if rest.is_empty() || rest.contains('*') {
-                return Err(format!(
-                    "allow_domains entry {raw:?} is not a valid pattern"
-                ));
+                return Err(bad(DomainError::Pattern));
             }
             DomainKind::Suffix(rest.trim_end_matches('.').to_owned())
         } else if t.contains('*') {
-            return Err(format!(
-                "allow_domains entry {raw:?}: `*` may only be the whole entry or a leading `*.`"
-            ));
+            return Err(bad(DomainError::Wildcard));
         } else {
-            let (host, port) = split_host_port(&t)
-                .ok_or_else(|| format!("allow_domains entry {raw:?} is not a host[:port]"))?;
+            let (host, port) = split_host_port(&t).ok_or_else(|| bad(DomainError::HostPort))?;
             DomainKind::Exact { host, port }
         };
         Ok(DomainPattern {

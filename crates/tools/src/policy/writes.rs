@@ -839,9 +839,28 @@ pub struct SedUse {
     pub exec: bool,
 }
 
+/// Why a sed program could not be read; `char` is the command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SedError {
+    #[error("an address ends early")]
+    AddressEndsEarly,
+    #[error("an address is not closed")]
+    AddressNotClosed,
+    #[error("an address without a command")]
+    NoCommand,
+    #[error("`{0}` ends early")]
+    EndsEarly(char),
+    #[error("`{0}` has no delimiter")]
+    NoDelimiter(char),
+    #[error("`{0}` is not closed")]
+    NotClosed(char),
+    #[error("unknown command `{0}`")]
+    UnknownCommand(char),
+}
+
 /// Read a GNU sed program far enough to find its `w`/`W` files, `s///w`
 /// files, and `e` commands and flags.
-pub fn sed_program(p: &str) -> Result<SedUse, String> {
+pub fn sed_program(p: &str) -> Result<SedUse, SedError> {
     let b = p.as_bytes();
     let mut i = 0;
     let mut u = SedUse::default();
@@ -872,7 +891,7 @@ pub fn sed_program(p: &str) -> Result<SedUse, String> {
             *i += 1;
         }
     };
-    let address = |i: &mut usize| -> Result<(), String> {
+    let address = |i: &mut usize| -> Result<(), SedError> {
         if *i >= b.len() {
             return Ok(());
         }
@@ -887,13 +906,13 @@ pub fn sed_program(p: &str) -> Result<SedUse, String> {
             b'/' | b'\\' => {
                 let delim = if b[*i] == b'\\' {
                     *i += 1;
-                    *b.get(*i).ok_or("an address ends early")?
+                    *b.get(*i).ok_or(SedError::AddressEndsEarly)?
                 } else {
                     b'/'
                 };
                 *i += 1;
                 if !delimited(i, delim) {
-                    return Err("an address is not closed".to_owned());
+                    return Err(SedError::AddressNotClosed);
                 }
                 while *i < b.len() && matches!(b[*i], b'I' | b'M') {
                     *i += 1;
@@ -922,7 +941,7 @@ pub fn sed_program(p: &str) -> Result<SedUse, String> {
             i += 1;
         }
         let Some(&cmd) = b.get(i) else {
-            return Err("an address without a command".to_owned());
+            return Err(SedError::NoCommand);
         };
         i += 1;
         match cmd {
@@ -955,14 +974,14 @@ pub fn sed_program(p: &str) -> Result<SedUse, String> {
             }
             b's' | b'y' => {
                 let Some(&delim) = b.get(i) else {
-                    return Err(format!("`{}` ends early", cmd as char));
+                    return Err(SedError::EndsEarly(cmd as char));
                 };
                 if delim == b'\n' || delim == b'\\' {
-                    return Err(format!("`{}` has no delimiter", cmd as char));
+                    return Err(SedError::NoDelimiter(cmd as char));
                 }
                 i += 1;
                 if !delimited(&mut i, delim) || !delimited(&mut i, delim) {
-                    return Err(format!("`{}` is not closed", cmd as char));
+                    return Err(SedError::NotClosed(cmd as char));
                 }
                 if cmd == b's' {
                     while i < b.len() {
@@ -983,7 +1002,7 @@ pub fn sed_program(p: &str) -> Result<SedUse, String> {
                 }
             }
             other => {
-                return Err(format!("unknown command `{}`", other as char));
+                return Err(SedError::UnknownCommand(other as char));
             }
         }
     }
