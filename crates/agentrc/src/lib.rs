@@ -678,17 +678,7 @@ impl<'a> Checker<'a> {
                 }
             }
             (Syntax::Core, "POLICY") => self.core_policy(d, args),
-            (Syntax::Dockerfile, "POLICY") => {
-                // What a run does with a request depends on its key.
-                rec.support = match args.first().map(|t| t.text.as_str()) {
-                    Some("network") => Support::Enforced,
-                    Some("agent.timeout") => Support::Used,
-                    _ => Support::Validated,
-                }
-                .as_str()
-                .to_owned();
-                self.request(d, args);
-            }
+            (Syntax::Dockerfile, "POLICY") => self.dockerfile_policy(d, args, rec),
             (Syntax::Core, "AUDIT") => {
                 if self.count(d, args, 1, 1, "AUDIT basic")
                     && self.one_of(
@@ -723,24 +713,7 @@ impl<'a> Checker<'a> {
                     self.rate(args[1]);
                 }
             }
-            (Syntax::Core, "TIMEOUT") => {
-                if self.count(d, args, 1, 1, "TIMEOUT 30") {
-                    match args[0].text.parse::<u64>() {
-                        Ok(n) if n > 0 => self.timeout_s = Some(n),
-                        _ => {
-                            let s = self.tspan(args[0]);
-                            self.error(
-                                "agentrc-value",
-                                s,
-                                format!(
-                                    "TIMEOUT is a whole number of seconds above 0, not `{}`",
-                                    args[0].text
-                                ),
-                            );
-                        }
-                    }
-                }
-            }
+            (Syntax::Core, "TIMEOUT") => self.timeout(d, args),
             (Syntax::Core, "LIMIT") => {
                 self.count(d, args, 2, 2, "LIMIT tool_calls 100");
             }
@@ -759,21 +732,7 @@ impl<'a> Checker<'a> {
                 }
                 self.key_values(d, args, rec);
             }
-            (Syntax::Core, "BIND") => {
-                if self.count(d, args, 2, 3, "BIND ./repo /workspace copy") {
-                    if let Some(m) = args.get(2) {
-                        self.one_of(m, &["copy", "direct", "ro", "rw"], "bind mode");
-                    } else {
-                        let s = self.tspan(&d.name);
-                        self.warn(
-                            "agentrc-bind-mode",
-                            s,
-                            "BIND has no mode: whether the agent may change the files is left to the runner",
-                        );
-                        self.hint("add the mode: `copy`, `direct`, `ro` or `rw`");
-                    }
-                }
-            }
+            (Syntax::Core, "BIND") => self.bind(d, args),
             (Syntax::Core, "TRACE") => {
                 if self.count(d, args, 1, 1, "TRACE on")
                     && !matches!(args[0].text.as_str(), "on" | "off")
@@ -781,64 +740,10 @@ impl<'a> Checker<'a> {
                     self.url(args[0]);
                 }
             }
-            (_, "HEALTHCHECK") => {
-                let ok = args
-                    .first()
-                    .is_some_and(|t| t.text == "NONE" && args.len() == 1)
-                    || (args.first().is_some_and(|t| t.text == "CMD") && args.len() > 1);
-                if !ok {
-                    let s = self.tspan(&d.name);
-                    self.error(
-                        "agentrc-arguments",
-                        s,
-                        "HEALTHCHECK needs `CMD` and a command after its flags, or `NONE`",
-                    );
-                    self.hint("write it as `HEALTHCHECK --interval=30s CMD /mnt/tools/ping`");
-                }
-            }
-            (Syntax::Dockerfile, "CAPABILITY") => {
-                if self.count(d, args, 1, 1, "CAPABILITY text") {
-                    let v = &args[0].text;
-                    if !v
-                        .chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                    {
-                        let s = self.tspan(args[0]);
-                        self.error(
-                            "agentrc-value",
-                            s,
-                            format!("a capability is one word such as `text`, `streaming` or `function-calling`, not `{v}`"),
-                        );
-                    }
-                }
-            }
-            (Syntax::Dockerfile, "COPY" | "ADD") => {
-                let dest = args.last().map(|t| t.text.as_str()).unwrap_or("");
-                let cleaned = clean_mnt(dest).unwrap_or_default();
-                rec.support = if cleaned.starts_with("/mnt/tools/") {
-                    Support::Enforced
-                } else if cleaned == "/mnt/SOP" {
-                    Support::Used
-                } else {
-                    Support::Validated
-                }
-                .as_str()
-                .to_owned();
-                self.copy(d, name, args);
-            }
-            (Syntax::Dockerfile, "ENV") => {
-                if args.len() == 2 && !args[0].text.contains('=') {
-                    rec.fields
-                        .insert(args[0].text.clone(), unquote(&args[1].text));
-                    self.secret_in_env(
-                        &args[0].text.clone(),
-                        &args[1].text.clone(),
-                        self.tspan(args[1]),
-                    );
-                } else {
-                    self.key_values(d, args, rec);
-                }
-            }
+            (_, "HEALTHCHECK") => self.healthcheck(d, args),
+            (Syntax::Dockerfile, "CAPABILITY") => self.capability(d, args),
+            (Syntax::Dockerfile, "COPY" | "ADD") => self.copy_directive(d, name, args, rec),
+            (Syntax::Dockerfile, "ENV") => self.env(d, args, rec),
             (Syntax::Dockerfile, "ARG" | "EXPOSE" | "VOLUME") => {
                 self.count(d, args, 1, usize::MAX, &format!("{name} VALUE"));
             }
@@ -847,6 +752,128 @@ impl<'a> Checker<'a> {
             }
             _ => {}
         }
+    }
+
+    /// TIMEOUT: a whole number of seconds above 0.
+    fn timeout(&mut self, d: &RawDirective, args: &[&Token]) {
+        if self.count(d, args, 1, 1, "TIMEOUT 30") {
+            match args[0].text.parse::<u64>() {
+                Ok(n) if n > 0 => self.timeout_s = Some(n),
+                _ => {
+                    let s = self.tspan(args[0]);
+                    self.error(
+                        "agentrc-value",
+                        s,
+                        format!(
+                            "TIMEOUT is a whole number of seconds above 0, not `{}`",
+                            args[0].text
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// BIND: a source, a target and (else a warning) a mode.
+    fn bind(&mut self, d: &RawDirective, args: &[&Token]) {
+        if self.count(d, args, 2, 3, "BIND ./repo /workspace copy") {
+            if let Some(m) = args.get(2) {
+                self.one_of(m, &["copy", "direct", "ro", "rw"], "bind mode");
+            } else {
+                let s = self.tspan(&d.name);
+                self.warn(
+                    "agentrc-bind-mode",
+                    s,
+                    "BIND has no mode: whether the agent may change the files is left to the runner",
+                );
+                self.hint("add the mode: `copy`, `direct`, `ro` or `rw`");
+            }
+        }
+    }
+
+    /// HEALTHCHECK: `CMD` and a command, or `NONE`.
+    fn healthcheck(&mut self, d: &RawDirective, args: &[&Token]) {
+        let ok = args
+            .first()
+            .is_some_and(|t| t.text == "NONE" && args.len() == 1)
+            || (args.first().is_some_and(|t| t.text == "CMD") && args.len() > 1);
+        if !ok {
+            let s = self.tspan(&d.name);
+            self.error(
+                "agentrc-arguments",
+                s,
+                "HEALTHCHECK needs `CMD` and a command after its flags, or `NONE`",
+            );
+            self.hint("write it as `HEALTHCHECK --interval=30s CMD /mnt/tools/ping`");
+        }
+    }
+
+    /// CAPABILITY: one word.
+    fn capability(&mut self, d: &RawDirective, args: &[&Token]) {
+        if self.count(d, args, 1, 1, "CAPABILITY text") {
+            let v = &args[0].text;
+            if !v
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                let s = self.tspan(args[0]);
+                self.error(
+                    "agentrc-value",
+                    s,
+                    format!("a capability is one word such as `text`, `streaming` or `function-calling`, not `{v}`"),
+                );
+            }
+        }
+    }
+
+    /// COPY and ADD: how far a run uses the copy depends on where it lands.
+    fn copy_directive(
+        &mut self,
+        d: &RawDirective,
+        name: &str,
+        args: &[&Token],
+        rec: &mut Directive,
+    ) {
+        let dest = args.last().map(|t| t.text.as_str()).unwrap_or("");
+        let cleaned = clean_mnt(dest).unwrap_or_default();
+        rec.support = if cleaned.starts_with("/mnt/tools/") {
+            Support::Enforced
+        } else if cleaned == "/mnt/SOP" {
+            Support::Used
+        } else {
+            Support::Validated
+        }
+        .as_str()
+        .to_owned();
+        self.copy(d, name, args);
+    }
+
+    /// ENV: `KEY VALUE` (checked for secrets), or `KEY=VALUE` pairs.
+    fn env(&mut self, d: &RawDirective, args: &[&Token], rec: &mut Directive) {
+        if args.len() == 2 && !args[0].text.contains('=') {
+            rec.fields
+                .insert(args[0].text.clone(), unquote(&args[1].text));
+            self.secret_in_env(
+                &args[0].text.clone(),
+                &args[1].text.clone(),
+                self.tspan(args[1]),
+            );
+        } else {
+            self.key_values(d, args, rec);
+        }
+    }
+
+    /// A Dockerfile-syntax POLICY request: what a run does with it depends on its key.
+    fn dockerfile_policy(&mut self, d: &RawDirective, args: &[&Token], rec: &mut Directive) {
+        // What a run does with a request depends on its key.
+        rec.support = match args.first().map(|t| t.text.as_str()) {
+            Some("network") => Support::Enforced,
+            Some("agent.timeout") => Support::Used,
+            _ => Support::Validated,
+        }
+        .as_str()
+        .to_owned();
+        self.request(d, args);
     }
 
     fn from(&mut self, t: &Token) {

@@ -534,6 +534,37 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
     for n in nodes {
         check_node(n, path, errors);
     }
+    let index = index_ids(nodes, path, errors);
+    let edges = sequence_edges(nodes, &index, path, errors);
+    if nodes.is_empty() {
+        return;
+    }
+    let first = match start {
+        Some(s) => match index.get(s) {
+            Some(i) => *i,
+            None => {
+                errors.push(GraphError {
+                    path: path.to_owned(),
+                    code: "dangling-next",
+                    message: format!("the start step `{s}` does not exist here"),
+                    subject: Some(s.to_owned()),
+                });
+                0
+            }
+        },
+        None => 0,
+    };
+    check_reachable(nodes, &edges, first, path, errors);
+    check_cycles(nodes, &edges, path, errors);
+}
+
+/// The sequence's nodes by id; a node without an id, an id used twice and
+/// one with a reserved character are errors.
+fn index_ids<'a>(
+    nodes: &'a [Node],
+    path: &str,
+    errors: &mut Vec<GraphError>,
+) -> BTreeMap<&'a str, usize> {
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if n.id.is_empty() {
@@ -560,29 +591,50 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
             });
         }
     }
-    let target = |t: &Next, from: &str, errors: &mut Vec<GraphError>| -> Option<usize> {
-        match t {
-            Next::End => None,
-            Next::Node(id) => match index.get(id.as_str()) {
-                Some(i) => Some(*i),
-                None => {
-                    let known: Vec<&str> = index.keys().copied().collect();
-                    let hint = match crate::diag::suggest(id, known.iter().copied()) {
-                        Some(s) => format!("; did you mean `{s}`?"),
-                        None => String::new(),
-                    };
-                    errors.push(GraphError {
-                        path: join(path, from),
-                        code: "dangling-next",
-                        message: format!("`{id}` is not a step here{hint}"),
-                        subject: Some(id.clone()),
-                    });
-                    None
-                }
-            },
-        }
-    };
-    // Edges of the sequence, for reachability and cycles.
+    index
+}
+
+/// Where a route from node `from` goes: its index, or `None` for the end of
+/// the sequence and for an id that is not here (an error).
+fn route_target(
+    t: &Next,
+    from: &str,
+    index: &BTreeMap<&str, usize>,
+    path: &str,
+    errors: &mut Vec<GraphError>,
+) -> Option<usize> {
+    match t {
+        Next::End => None,
+        Next::Node(id) => match index.get(id.as_str()) {
+            Some(i) => Some(*i),
+            None => {
+                let known: Vec<&str> = index.keys().copied().collect();
+                let hint = match crate::diag::suggest(id, known.iter().copied()) {
+                    Some(s) => format!("; did you mean `{s}`?"),
+                    None => String::new(),
+                };
+                errors.push(GraphError {
+                    path: join(path, from),
+                    code: "dangling-next",
+                    message: format!("`{id}` is not a step here{hint}"),
+                    subject: Some(id.clone()),
+                });
+                None
+            }
+        },
+    }
+}
+
+/// Edges of the sequence, for reachability and cycles: a node's routes (a
+/// branch's arms, an approval's outcomes, a timeout's goto), else its
+/// `next`, else the node after it.
+fn sequence_edges(
+    nodes: &[Node],
+    index: &BTreeMap<&str, usize>,
+    path: &str,
+    errors: &mut Vec<GraphError>,
+) -> Vec<Vec<usize>> {
+    let mut target = |t: &Next, from: &str| route_target(t, from, index, path, errors);
     let mut edges: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
     for (i, n) in nodes.iter().enumerate() {
         let mut out = Vec::new();
@@ -591,60 +643,52 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
             NodeKind::Branch { arms, default } => {
                 routed = true;
                 for a in arms {
-                    out.extend(target(&a.next, &n.id, errors));
+                    out.extend(target(&a.next, &n.id));
                 }
                 if let Some(d) = default {
-                    out.extend(target(d, &n.id, errors));
+                    out.extend(target(d, &n.id));
                 }
             }
             NodeKind::Approval(a) => {
                 if let Some(t) = &a.on_approve {
                     routed = true;
-                    out.extend(target(t, &n.id, errors));
+                    out.extend(target(t, &n.id));
                 }
                 if let Some(t) = &a.on_reject {
-                    out.extend(target(t, &n.id, errors));
+                    out.extend(target(t, &n.id));
                 }
                 if let OnTimeout::Goto(t) = &a.on_timeout {
-                    out.extend(target(&Next::Node(t.clone()), &n.id, errors));
+                    out.extend(target(&Next::Node(t.clone()), &n.id));
                 }
             }
             NodeKind::Suspend {
                 on_timeout: OnTimeout::Goto(t),
                 ..
             } => {
-                out.extend(target(&Next::Node(t.clone()), &n.id, errors));
+                out.extend(target(&Next::Node(t.clone()), &n.id));
             }
             _ => {}
         }
         if !routed {
             match &n.next {
-                Some(t) => out.extend(target(t, &n.id, errors)),
+                Some(t) => out.extend(target(t, &n.id)),
                 None if i + 1 < nodes.len() => out.push(i + 1),
                 None => {}
             }
         }
         edges[i] = out;
     }
-    if nodes.is_empty() {
-        return;
-    }
-    let first = match start {
-        Some(s) => match index.get(s) {
-            Some(i) => *i,
-            None => {
-                errors.push(GraphError {
-                    path: path.to_owned(),
-                    code: "dangling-next",
-                    message: format!("the start step `{s}` does not exist here"),
-                    subject: Some(s.to_owned()),
-                });
-                0
-            }
-        },
-        None => 0,
-    };
-    // Reachability from the start.
+    edges
+}
+
+/// Every node must be reachable from the start.
+fn check_reachable(
+    nodes: &[Node],
+    edges: &[Vec<usize>],
+    first: usize,
+    path: &str,
+    errors: &mut Vec<GraphError>,
+) {
     let mut seen = vec![false; nodes.len()];
     let mut stack = vec![first];
     while let Some(i) = stack.pop() {
@@ -663,9 +707,12 @@ fn check_sequence(nodes: &[Node], start: Option<&str>, path: &str, errors: &mut 
             });
         }
     }
-    // Cycles (repetition belongs in a loop node): colour-marking DFS. A cycle
-    // through an approval step is allowed (AIP-15's revise → review loop):
-    // every pass waits for a human, and `max_steps` bounds it.
+}
+
+/// Cycles (repetition belongs in a loop node): colour-marking DFS. A cycle
+/// through an approval step is allowed (AIP-15's revise → review loop):
+/// every pass waits for a human, and `max_steps` bounds it.
+fn check_cycles(nodes: &[Node], edges: &[Vec<usize>], path: &str, errors: &mut Vec<GraphError>) {
     let mut colour = vec![0u8; nodes.len()];
     for s in 0..nodes.len() {
         if colour[s] != 0 {

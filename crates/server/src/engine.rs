@@ -451,45 +451,10 @@ impl Engine {
             ));
         }
         let (req, resume) = self.request(&params)?;
-        // Parsing, config and provider set-up read a few small files: done
-        // inline, because a burst of runs on the blocking pool meant hundreds of
-        // threads (and their malloc arenas) for work of a millisecond each.
-        let load = |req: &run::RunRequest, config: &agentfile_config::Config| {
-            let options = agentfile_frontend::Options {
-                config: Some(config),
-                dialect: None,
-                read: req.read.clone(),
-            };
-            agentfile_frontend::Analysis::load_for_run(&req.path, req.source.as_deref(), options)
-        };
-        let prepared = run::prepare(&req, &load).map_err(|e| self.rejected(e))?;
+        let prepared = run::prepare(&req, &load_plan).map_err(|e| self.rejected(e))?;
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
-        let (id, choice) = match resume {
-            Some(id) => {
-                if self.live(&id).is_some() {
-                    return Err(RpcError::new(
-                        code::SESSION_STATE,
-                        format!("session `{id}` is already running in this server"),
-                    ));
-                }
-                let meta = self.meta(&store, &id)?;
-                if meta.status == SessionStatus::Completed {
-                    return Err(RpcError::new(
-                        code::SESSION_STATE,
-                        format!("session `{id}` already completed; nothing to resume"),
-                    ));
-                }
-                (id.clone(), SessionChoice::Resume(id))
-            }
-            None => {
-                let id = run::create_session(store.as_ref(), &prepared, SessionStatus::Queued)
-                    .map_err(|e| {
-                        RpcError::new(code::STORE, format!("cannot record the session: {e}"))
-                    })?;
-                (id.clone(), SessionChoice::Created(id))
-            }
-        };
+        let (id, choice) = self.choose_session(&store, &prepared, resume)?;
         let last_seq = store.get(&id).map(|m| m.last_seq).unwrap_or(0);
         let (state, _) = watch::channel(LiveState {
             status: SessionStatus::Queued,
@@ -507,61 +472,132 @@ impl Engine {
             interrupted: AtomicBool::new(false),
             orphaned: AtomicBool::new(false),
         });
-        {
-            // Checked again under the lock `interrupt` and `drain` collect runs
-            // under: a run prepared while they began must not escape them.
-            let mut runs = lock(&self.runs);
-            if self.closing.load(Ordering::SeqCst) {
-                drop(runs);
-                if matches!(choice, SessionChoice::Created(_)) {
-                    let _ = store.set_status(&id, SessionStatus::Interrupted);
-                }
-                return Err(RpcError::new(
-                    code::SHUTTING_DOWN,
-                    format!(
-                        "the server is shutting down; session `{id}` did not start (continue it later with `run` and `resume`)"
-                    ),
-                ));
-            }
-            runs.insert(id.clone(), live.clone());
-        }
-
+        self.admit(&live, &choice)?;
         if let Some(cluster) = self.options.cluster.clone() {
-            // A resumed session (after an approval, a signal, an interruption)
-            // is queued again: a worker runs only queued or interrupted ones.
-            if matches!(choice, SessionChoice::Resume(_))
-                && let Err(e) = store.set_status(&id, SessionStatus::Queued)
-            {
-                lock(&self.runs).remove(&id);
-                return Err(RpcError::new(
-                    code::STORE,
-                    format!("cannot queue session `{id}` again: {e}"),
-                ));
-            }
-            let work = crate::cluster::Work {
-                session_id: id.clone(),
-                from_seq: last_seq,
-                params: RunParams {
-                    path: String::new(),
-                    inputs: Default::default(),
-                    resume: None,
-                    wait: None,
-                    config: self
-                        .config_path(params.config.as_deref())
-                        .map(|p| p.display().to_string()),
-                    ..params
-                },
-            };
-            if let Err(e) = remote::start(self, &cluster, &live, work, hooks).await {
-                lock(&self.runs).remove(&id);
-                if matches!(choice, SessionChoice::Created(_)) {
-                    let _ = store.set_status(&id, SessionStatus::Failed);
-                }
-                return Err(RpcError::new(code::RUN_REJECTED, e));
-            }
-            return Ok(live);
+            self.queue(&cluster, &live, &choice, last_seq, params, hooks)
+                .await?;
+        } else {
+            self.spawn_run(&live, prepared, stores, choice, hooks);
         }
+        Ok(live)
+    }
 
+    /// The session a run records into: the one it resumes (not running
+    /// here, not completed), else a new one.
+    fn choose_session(
+        &self,
+        store: &Arc<dyn SessionStore>,
+        prepared: &run::Prepared,
+        resume: Option<String>,
+    ) -> Result<(String, SessionChoice), RpcError> {
+        match resume {
+            Some(id) => {
+                if self.live(&id).is_some() {
+                    return Err(RpcError::new(
+                        code::SESSION_STATE,
+                        format!("session `{id}` is already running in this server"),
+                    ));
+                }
+                let meta = self.meta(store, &id)?;
+                if meta.status == SessionStatus::Completed {
+                    return Err(RpcError::new(
+                        code::SESSION_STATE,
+                        format!("session `{id}` already completed; nothing to resume"),
+                    ));
+                }
+                Ok((id.clone(), SessionChoice::Resume(id)))
+            }
+            None => {
+                let id = run::create_session(store.as_ref(), prepared, SessionStatus::Queued)
+                    .map_err(|e| {
+                        RpcError::new(code::STORE, format!("cannot record the session: {e}"))
+                    })?;
+                Ok((id.clone(), SessionChoice::Created(id)))
+            }
+        }
+    }
+
+    /// Count the run among the live ones, unless the server began to close
+    /// meanwhile.
+    fn admit(&self, live: &Arc<LiveRun>, choice: &SessionChoice) -> Result<(), RpcError> {
+        let id = &live.session_id;
+        // Checked again under the lock `interrupt` and `drain` collect runs
+        // under: a run prepared while they began must not escape them.
+        let mut runs = lock(&self.runs);
+        if self.closing.load(Ordering::SeqCst) {
+            drop(runs);
+            if matches!(choice, SessionChoice::Created(_)) {
+                let _ = live.store.set_status(id, SessionStatus::Interrupted);
+            }
+            return Err(RpcError::new(
+                code::SHUTTING_DOWN,
+                format!(
+                    "the server is shutting down; session `{id}` did not start (continue it later with `run` and `resume`)"
+                ),
+            ));
+        }
+        runs.insert(id.clone(), live.clone());
+        Ok(())
+    }
+
+    /// With a cluster: queue the run for a worker, which resumes the session
+    /// from the shared store.
+    async fn queue(
+        self: &Arc<Self>,
+        cluster: &crate::cluster::Cluster,
+        live: &Arc<LiveRun>,
+        choice: &SessionChoice,
+        last_seq: u64,
+        params: RunParams,
+        hooks: RunHooks,
+    ) -> Result<(), RpcError> {
+        let id = &live.session_id;
+        let store = &live.store;
+        // A resumed session (after an approval, a signal, an interruption)
+        // is queued again: a worker runs only queued or interrupted ones.
+        if matches!(choice, SessionChoice::Resume(_))
+            && let Err(e) = store.set_status(id, SessionStatus::Queued)
+        {
+            lock(&self.runs).remove(id);
+            return Err(RpcError::new(
+                code::STORE,
+                format!("cannot queue session `{id}` again: {e}"),
+            ));
+        }
+        let work = crate::cluster::Work {
+            session_id: id.clone(),
+            from_seq: last_seq,
+            params: RunParams {
+                path: String::new(),
+                inputs: Default::default(),
+                resume: None,
+                wait: None,
+                config: self
+                    .config_path(params.config.as_deref())
+                    .map(|p| p.display().to_string()),
+                ..params
+            },
+        };
+        if let Err(e) = remote::start(self, cluster, live, work, hooks).await {
+            lock(&self.runs).remove(id);
+            if matches!(choice, SessionChoice::Created(_)) {
+                let _ = store.set_status(id, SessionStatus::Failed);
+            }
+            return Err(RpcError::new(code::RUN_REJECTED, e));
+        }
+        Ok(())
+    }
+
+    /// Without a cluster: run it in this process, as a task the server
+    /// drains, that ends the live run however the run ends.
+    fn spawn_run(
+        self: &Arc<Self>,
+        live: &Arc<LiveRun>,
+        prepared: run::Prepared,
+        stores: Stores,
+        choice: SessionChoice,
+        hooks: RunHooks,
+    ) {
         let engine = self.clone();
         let task_live = live.clone();
         self.tasks.spawn(async move {
@@ -605,7 +641,6 @@ impl Engine {
                 s.result = Some(Arc::new(result));
             });
         });
-        Ok(live)
     }
 
     async fn execute(
@@ -1475,4 +1510,17 @@ fn failed_result(id: &str, message: &str, status: SessionStatus) -> RunResult {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Parse the run's workflow. Parsing, config and provider set-up read a few
+/// small files: done inline, because a burst of runs on the blocking pool
+/// meant hundreds of threads (and their malloc arenas) for work of a
+/// millisecond each.
+fn load_plan(req: &RunRequest, config: &Config) -> Result<agentfile_plan::Plan, String> {
+    let options = agentfile_frontend::Options {
+        config: Some(config),
+        dialect: None,
+        read: req.read.clone(),
+    };
+    agentfile_frontend::Analysis::load_for_run(&req.path, req.source.as_deref(), options)
 }

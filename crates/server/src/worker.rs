@@ -111,12 +111,92 @@ pub async fn serve(
 }
 
 async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) {
+    let (work, control, store) = match claim(&cluster, &engine, &msg).await {
+        Ok(claimed) => claimed,
+        Err(how) => {
+            settle(&msg, how).await;
+            return;
+        }
+    };
+    let id = work.session_id.clone();
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let publisher = tokio::spawn(publish_events(
+        cluster.client.clone(),
+        events_subject(&id),
+        rx,
+    ));
+    let sink: Arc<dyn EventSink> = Arc::new(move |e: &Event| {
+        if let Ok(bytes) = serde_json::to_vec(e) {
+            let _ = tx.send(bytes);
+        }
+    });
+    let Some(live) = start(
+        &engine,
+        &msg,
+        &store,
+        &id,
+        work.params,
+        sink,
+        cluster.options.ack_wait,
+    )
+    .await
+    else {
+        publisher.abort();
+        return;
+    };
+    watch(&cluster, &engine, &msg, &live, &id, control).await;
+    // Events are all handed to the publisher; let it finish sending them.
+    let _ = tokio::time::timeout(Duration::from_secs(5), publisher).await;
+    if live.status() == SessionStatus::Interrupted {
+        let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
+    } else {
+        match tokio::time::timeout(NATS_WAIT, msg.double_ack()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(session = %id, error = %e, "ack failed; the run may be redelivered, and is then skipped")
+            }
+            Err(_) => {
+                tracing::warn!(session = %id, "no ack confirmation from NATS; the run may be redelivered, and is then skipped")
+            }
+        }
+    }
+}
+
+/// How a message that is not run here is answered.
+enum Settle {
+    Ack,
+    With(AckKind),
+}
+
+async fn settle(msg: &jetstream::Message, how: Settle) {
+    let _ = match how {
+        Settle::Ack => msg.ack().await,
+        Settle::With(kind) => msg.ack_with(kind).await,
+    };
+}
+
+/// Read the message and claim its session for this worker: its work, the
+/// run's control subscription and the store — or how to answer a message
+/// that is not run here (not a run, a session that ended or is leased
+/// elsewhere, a store that cannot be reached).
+async fn claim(
+    cluster: &Cluster,
+    engine: &Engine,
+    msg: &jetstream::Message,
+) -> Result<
+    (
+        Work,
+        async_nats::Subscriber,
+        Arc<dyn agentfile_session::SessionStore>,
+    ),
+    Settle,
+> {
+    let retry_soon = || Settle::With(AckKind::Nak(Some(Duration::from_secs(1))));
     let work: Work = match serde_json::from_slice(&msg.payload) {
         Ok(w) => w,
         Err(e) => {
             tracing::error!(error = %e, "not a run message; dropped");
-            let _ = msg.ack_with(AckKind::Term).await;
-            return;
+            return Err(Settle::With(AckKind::Term));
         }
     };
     let id = work.session_id.clone();
@@ -127,10 +207,7 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(session = %id, error = %e, "cannot subscribe for control; retrying later");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
-            return;
+            return Err(retry_soon());
         }
     };
     let _ = tokio::time::timeout(NATS_WAIT, cluster.client.flush()).await;
@@ -138,8 +215,7 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         Ok(s) => s,
         Err(e) => {
             tracing::error!(session = %id, error = %e.message, "cannot open the session store");
-            let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
-            return;
+            return Err(Settle::With(AckKind::Nak(Some(ack_wait))));
         }
     };
     let claim = {
@@ -158,104 +234,99 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         .await
     };
     match claim {
-        Ok(Ok(None)) => {}
+        Ok(Ok(None)) => Ok((work, control, store)),
         Ok(Ok(Some(status))) => {
             tracing::info!(session = %id, status = status.as_str(), "session not runnable; skipped");
-            let _ = msg.ack().await;
-            return;
+            Err(Settle::Ack)
         }
         Ok(Err(StoreError::LeaseHeld { .. })) => {
             tracing::info!(session = %id, "session still leased by another process; retrying later");
-            let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
-            return;
+            Err(Settle::With(AckKind::Nak(Some(ack_wait))))
         }
         Ok(Err(StoreError::NotFound(_))) => {
             tracing::error!(session = %id, "no such session in the store; dropped");
-            let _ = msg.ack_with(AckKind::Term).await;
-            return;
+            Err(Settle::With(AckKind::Term))
         }
         Ok(Err(e)) => {
             tracing::warn!(session = %id, error = %e, "cannot claim the session; retrying later");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
-            return;
+            Err(retry_soon())
         }
         Err(e) => {
             tracing::error!(session = %id, error = %e, "claim task failed");
-            let _ = msg
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
-            return;
+            Err(retry_soon())
         }
     }
+}
 
-    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let publisher = tokio::spawn(publish_events(
-        cluster.client.clone(),
-        events_subject(&id),
-        rx,
-    ));
-    let sink: Arc<dyn EventSink> = Arc::new(move |e: &Event| {
-        if let Ok(bytes) = serde_json::to_vec(e) {
-            let _ = tx.send(bytes);
-        }
-    });
+/// Resume the claimed session here. `None`: it did not start, and the
+/// message is answered already.
+async fn start(
+    engine: &Arc<Engine>,
+    msg: &jetstream::Message,
+    store: &Arc<dyn agentfile_session::SessionStore>,
+    id: &str,
+    params: RunParams,
+    sink: Arc<dyn EventSink>,
+    ack_wait: Duration,
+) -> Option<Arc<LiveRun>> {
     let params = RunParams {
-        resume: Some(id.clone()),
+        resume: Some(id.to_owned()),
         path: String::new(),
         inputs: Default::default(),
         wait: None,
-        ..work.params
+        ..params
     };
-    let live = match engine
-        .submit(
-            params,
-            RunHooks {
-                sinks: vec![sink],
-                approver: None,
-            },
-        )
-        .await
-    {
-        Ok(l) => l,
+    let hooks = RunHooks {
+        sinks: vec![sink],
+        approver: None,
+    };
+    match engine.submit(params, hooks).await {
+        Ok(l) => Some(l),
         Err(e) if e.code == agentfile_protocol::rpc::code::SHUTTING_DOWN => {
             // This worker is stopping: another one takes it.
             let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
-            publisher.abort();
-            return;
+            None
         }
         Err(e) if e.code == agentfile_protocol::rpc::code::SESSION_STATE => {
             // Already running here (a redelivery that overtook its own run).
             tracing::info!(session = %id, error = %e.message, "not started; retrying later");
             let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
-            publisher.abort();
-            return;
+            None
         }
         Err(e) => {
             // The run cannot even start here (its workflow or config is gone,
             // the provider is not set up): record why, so the submitter sees it.
             tracing::error!(session = %id, error = %e.message, "cannot start the run");
             let store = store.clone();
-            let sid = id.clone();
+            let sid = id.to_owned();
             let message = e.message.clone();
             let _ =
                 tokio::task::spawn_blocking(move || record_failure(&store, &sid, &message)).await;
             let _ = msg.ack().await;
-            publisher.abort();
-            return;
+            None
         }
-    };
+    }
+}
 
+/// While the run goes on: keep the message in progress, answer the control
+/// requests for it, and release it after the approval hold.
+async fn watch(
+    cluster: &Cluster,
+    engine: &Arc<Engine>,
+    msg: &jetstream::Message,
+    live: &LiveRun,
+    id: &str,
+    mut control: async_nats::Subscriber,
+) {
     // An approval the run reaches is decided by the submitting server's
     // client: its `approve` arrives on the control subject. Past
     // `approval_hold` without one, the run is released as `waiting_approval`
     // (its slot is not held for a human who left); `approve` then queues it.
     let hold = cluster.options.approval_hold;
     let mut waiting_since: Option<tokio::time::Instant> = None;
-    let mut beat = tokio::time::interval((ack_wait / 3).max(Duration::from_millis(100)));
+    let mut beat =
+        tokio::time::interval((cluster.options.ack_wait / 3).max(Duration::from_millis(100)));
     beat.tick().await;
-    let mut control = control;
     let finished = live.finished();
     tokio::pin!(finished);
     loop {
@@ -273,11 +344,11 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
                     "no decision came within the worker's approval hold ({}); `approve` it and it is queued again",
                     humantime::format_duration(hold)
                 );
-                engine.release_approval(&id, reason);
+                engine.release_approval(id, reason);
             }
             req = control.next() => {
                 let Some(req) = req else { continue };
-                let answer = obey(&engine, &live, &id, &req.payload).await;
+                let answer = obey(engine, live, id, &req.payload).await;
                 if let Some(reply) = req.reply {
                     let bytes = serde_json::to_vec(&answer).unwrap_or_default();
                     let _ = cluster.client.publish(reply, bytes.into()).await;
@@ -295,21 +366,6 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         }
     }
     let _ = control.unsubscribe().await;
-    // Events are all handed to the publisher; let it finish sending them.
-    let _ = tokio::time::timeout(Duration::from_secs(5), publisher).await;
-    if live.status() == SessionStatus::Interrupted {
-        let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
-    } else {
-        match tokio::time::timeout(NATS_WAIT, msg.double_ack()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                tracing::warn!(session = %id, error = %e, "ack failed; the run may be redelivered, and is then skipped")
-            }
-            Err(_) => {
-                tracing::warn!(session = %id, "no ack confirmation from NATS; the run may be redelivered, and is then skipped")
-            }
-        }
-    }
 }
 
 /// Sleep until `at`; never, without one.

@@ -222,97 +222,10 @@ impl Front<'_> {
             .unwrap_or_else(|| PathBuf::from("."));
         let mut cx = FileCx::new(file, doc, dir);
         let root = cx.doc.value.clone();
-        if !root.is_object() {
-            let sp = self.span(&cx, "", false);
-            self.error(
-                "schema",
-                sp,
-                "the front matter must be a mapping of fields (name: …, id: …)".into(),
-                Some("write `key: value` lines between the `---` lines".into()),
-            );
+        if !self.check_shape(&cx, &root) {
             return None;
         }
-        let steps = count_steps(&root);
-        if steps > MAX_STEPS {
-            let sp = self.span(&cx, "/steps", true);
-            self.error(
-                "schema",
-                sp,
-                format!(
-                    "the workflow has {steps} steps, nested ones included: more than {MAX_STEPS}"
-                ),
-                Some("split it into sub-workflows (`kind: subworkflow`)".into()),
-            );
-            return None;
-        }
-        // The published schema knows only `tool:`; an `action:` step is
-        // checked as a tool step (its ref is resolved below).
-        let mut view = std::borrow::Cow::Borrowed(&*root);
-        if root.get("steps").is_some_and(has_action)
-            && let Some(steps) = view.to_mut().get_mut("steps")
-        {
-            actions_as_tools(steps);
-        }
-        // EXAMPLES.md writes `when: true` for a default branch, though the
-        // schema types `when` (and a loop's `while`) as an expression string:
-        // a boolean is read as that literal, with a warning. Other types
-        // stay schema errors.
-        let mut booleans = Vec::new();
-        if let Some(steps) = root.get("steps") {
-            boolean_conditions(steps, "/steps", &mut booleans);
-        }
-        for (ptr, b) in &booleans {
-            if let Some(slot) = view.to_mut().pointer_mut(ptr) {
-                *slot = Value::String(b.to_string());
-            }
-            let field = ptr.rsplit('/').next().unwrap_or("when");
-            let sp = self.span(&cx, ptr, false);
-            self.diags.push(
-                Diagnostic::warning(
-                    "boolean-condition",
-                    sp,
-                    format!("`{field}: {b}` is a YAML boolean; it is read as the expression `{b}`"),
-                )
-                .with_hint(format!(
-                    "AIP-15 types `{field}` as an expression string: write `{field}: \"{b}\"`"
-                )),
-            );
-        }
-        for v in schema::check_workflow(&view) {
-            let sp = self.span(&cx, &v.pointer, v.at_key);
-            self.error(v.code, sp, v.message, v.hint);
-        }
-        for name in schema::FORBIDDEN {
-            if root.get(*name).is_some() {
-                let sp = self.span(&cx, &format!("/{name}"), true);
-                self.error(
-                    "forbidden-field",
-                    sp,
-                    format!("`{name}` is not allowed in a WORKFLOW.md: a workflow orchestrates tools and holds no code, runner, secrets or network settings"),
-                    Some(match *name {
-                        "secrets" | "network" => "declare what the workflow needs under `runtime:` (env, network.egress); secrets stay in the host's environment".to_owned(),
-                        _ => "move the code into a tool (bind it under [tools.<id>] in agent.toml) and call it from a `kind: tool` step".to_owned(),
-                    }),
-                );
-            }
-        }
-        if let Some(Value::Array(ts)) = root.get("triggers") {
-            for (i, t) in ts.iter().enumerate() {
-                if let Some(kind) = str_at(t, "kind")
-                    && kind != "manual"
-                {
-                    let sp = self.span(&cx, &format!("/triggers/{i}/kind"), false);
-                    self.diags.push(
-                        Diagnostic::warning(
-                            "unsupported-trigger",
-                            sp,
-                            format!("`{kind}` triggers are not started by agentfile; the workflow runs when asked (`agentfile run`, `run_<id>` over MCP)"),
-                        )
-                        .with_hint("start it from your scheduler or webhook receiver with `agentfile run`"),
-                    );
-                }
-            }
-        }
+        self.check_fields(&cx, &root);
         let files = self.file_contract(&cx, &root);
         cx.default_approval = root
             .get("approval")
@@ -337,42 +250,117 @@ impl Front<'_> {
             }
             None => None,
         };
-        let id = str_at(&root, "id").unwrap_or("workflow").to_owned();
-        let input_schema = root.get("inputs").filter(|v| v.is_object()).cloned();
-        let mut plan = Plan {
-            schema_version: PLAN_SCHEMA_VERSION,
-            name: str_at(&root, "name").unwrap_or(&id).to_owned(),
-            id: Some(id.clone()),
-            description: str_at(&root, "description").map(|d| d.trim().to_owned()),
-            format: "workflow-md".into(),
-            path: path.display().to_string(),
-            inputs: inputs_of(input_schema.as_ref()),
-            agents: std::mem::take(&mut cx.agents),
-            goals: std::mem::take(&mut cx.goals),
-            steps: Vec::new(),
-            security: None,
-            graph,
-            timeout_ms: root.get("timeout_ms").and_then(Value::as_u64),
-            max_steps: root
-                .get("max_steps")
-                .and_then(Value::as_u64)
-                .map(|n| n.min(u64::from(u32::MAX)) as u32),
-            input_schema,
-            output_schema: root.get("outputs").filter(|v| v.is_object()).cloned(),
-            result,
-            fingerprint: String::new(),
-            files,
-            execution: None,
-            protected: Vec::new(),
-            root: Default::default(),
-            output_names: root
-                .get("result")
-                .and_then(Value::as_object)
-                .map(|o| o.keys().cloned().collect())
-                .unwrap_or_default(),
-            unmapped: agentfile_plan::Unmapped::LastStep,
-            agentrc: None,
-        };
+        let mut plan = plan_of(&root, &path, &mut cx, graph, result, files);
+        self.check_plan(&cx, &plan);
+        plan.fingerprint = plan.compute_fingerprint();
+        Some(plan)
+    }
+
+    /// The front matter is a mapping, and not too large to lower: else
+    /// nothing more is checked.
+    fn check_shape(&mut self, cx: &FileCx, root: &Value) -> bool {
+        if !root.is_object() {
+            let sp = self.span(cx, "", false);
+            self.error(
+                "schema",
+                sp,
+                "the front matter must be a mapping of fields (name: …, id: …)".into(),
+                Some("write `key: value` lines between the `---` lines".into()),
+            );
+            return false;
+        }
+        let steps = count_steps(root);
+        if steps > MAX_STEPS {
+            let sp = self.span(cx, "/steps", true);
+            self.error(
+                "schema",
+                sp,
+                format!(
+                    "the workflow has {steps} steps, nested ones included: more than {MAX_STEPS}"
+                ),
+                Some("split it into sub-workflows (`kind: subworkflow`)".into()),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// The fields against the published schema (with `action:` steps as tool
+    /// steps and boolean conditions read as expressions), the forbidden
+    /// fields, and triggers agentfile does not start.
+    fn check_fields(&mut self, cx: &FileCx, root: &Value) {
+        // The published schema knows only `tool:`; an `action:` step is
+        // checked as a tool step (its ref is resolved below).
+        let mut view = std::borrow::Cow::Borrowed(root);
+        if root.get("steps").is_some_and(has_action)
+            && let Some(steps) = view.to_mut().get_mut("steps")
+        {
+            actions_as_tools(steps);
+        }
+        // EXAMPLES.md writes `when: true` for a default branch, though the
+        // schema types `when` (and a loop's `while`) as an expression string:
+        // a boolean is read as that literal, with a warning. Other types
+        // stay schema errors.
+        let mut booleans = Vec::new();
+        if let Some(steps) = root.get("steps") {
+            boolean_conditions(steps, "/steps", &mut booleans);
+        }
+        for (ptr, b) in &booleans {
+            if let Some(slot) = view.to_mut().pointer_mut(ptr) {
+                *slot = Value::String(b.to_string());
+            }
+            let field = ptr.rsplit('/').next().unwrap_or("when");
+            let sp = self.span(cx, ptr, false);
+            self.diags.push(
+                Diagnostic::warning(
+                    "boolean-condition",
+                    sp,
+                    format!("`{field}: {b}` is a YAML boolean; it is read as the expression `{b}`"),
+                )
+                .with_hint(format!(
+                    "AIP-15 types `{field}` as an expression string: write `{field}: \"{b}\"`"
+                )),
+            );
+        }
+        for v in schema::check_workflow(&view) {
+            let sp = self.span(cx, &v.pointer, v.at_key);
+            self.error(v.code, sp, v.message, v.hint);
+        }
+        for name in schema::FORBIDDEN {
+            if root.get(*name).is_some() {
+                let sp = self.span(cx, &format!("/{name}"), true);
+                self.error(
+                    "forbidden-field",
+                    sp,
+                    format!("`{name}` is not allowed in a WORKFLOW.md: a workflow orchestrates tools and holds no code, runner, secrets or network settings"),
+                    Some(match *name {
+                        "secrets" | "network" => "declare what the workflow needs under `runtime:` (env, network.egress); secrets stay in the host's environment".to_owned(),
+                        _ => "move the code into a tool (bind it under [tools.<id>] in agent.toml) and call it from a `kind: tool` step".to_owned(),
+                    }),
+                );
+            }
+        }
+        if let Some(Value::Array(ts)) = root.get("triggers") {
+            for (i, t) in ts.iter().enumerate() {
+                if let Some(kind) = str_at(t, "kind")
+                    && kind != "manual"
+                {
+                    let sp = self.span(cx, &format!("/triggers/{i}/kind"), false);
+                    self.diags.push(
+                        Diagnostic::warning(
+                            "unsupported-trigger",
+                            sp,
+                            format!("`{kind}` triggers are not started by agentfile; the workflow runs when asked (`agentfile run`, `run_<id>` over MCP)"),
+                        )
+                        .with_hint("start it from your scheduler or webhook receiver with `agentfile run`"),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The plan's own checks: its schemas, its graph and its scopes.
+    fn check_plan(&mut self, cx: &FileCx, plan: &Plan) {
         for (field, schema) in [
             ("inputs", &plan.input_schema),
             ("outputs", &plan.output_schema),
@@ -380,7 +368,7 @@ impl Front<'_> {
             if let Some(s) = schema
                 && let Some(problem) = schema::schema_problem(s)
             {
-                let sp = self.span(&cx, &format!("/{field}"), true);
+                let sp = self.span(cx, &format!("/{field}"), true);
                 self.error(
                     "schema",
                     sp,
@@ -390,12 +378,12 @@ impl Front<'_> {
             }
         }
         for e in agentfile_plan::graph::check(&plan.graph) {
-            let sp = self.locate(&cx, &e.path, e.subject.as_deref(), true);
+            let sp = self.locate(cx, &e.path, e.subject.as_deref(), true);
             let hint = graph_hint(e.code);
             self.error(e.code, sp, e.message, Some(hint.into()));
         }
-        for e in agentfile_plan::scope::check(&plan) {
-            let sp = self.locate(&cx, &e.path, e.subject.as_deref(), false);
+        for e in agentfile_plan::scope::check(plan) {
+            let sp = self.locate(cx, &e.path, e.subject.as_deref(), false);
             let hint = match e.code {
                 "unknown-input" => "declare it under `inputs.properties`, or fix the name",
                 "item-outside-map" => {
@@ -407,8 +395,6 @@ impl Front<'_> {
             };
             self.error(e.code, sp, e.message, Some(hint.into()));
         }
-        plan.fingerprint = plan.compute_fingerprint();
-        Some(plan)
     }
 
     /// The span for a graph or scope error: the scalar in the step at `path`
@@ -1460,5 +1446,52 @@ fn actions_as_tools(v: &mut Value) {
             o.values_mut().for_each(actions_as_tools);
         }
         _ => {}
+    }
+}
+
+/// The plan of a WORKFLOW.md, from its front matter and what was lowered.
+fn plan_of(
+    root: &Value,
+    path: &Path,
+    cx: &mut FileCx,
+    graph: Node,
+    result: Option<ValueExpr>,
+    files: FileContract,
+) -> Plan {
+    let id = str_at(root, "id").unwrap_or("workflow").to_owned();
+    let input_schema = root.get("inputs").filter(|v| v.is_object()).cloned();
+    Plan {
+        schema_version: PLAN_SCHEMA_VERSION,
+        name: str_at(root, "name").unwrap_or(&id).to_owned(),
+        id: Some(id.clone()),
+        description: str_at(root, "description").map(|d| d.trim().to_owned()),
+        format: "workflow-md".into(),
+        path: path.display().to_string(),
+        inputs: inputs_of(input_schema.as_ref()),
+        agents: std::mem::take(&mut cx.agents),
+        goals: std::mem::take(&mut cx.goals),
+        steps: Vec::new(),
+        security: None,
+        graph,
+        timeout_ms: root.get("timeout_ms").and_then(Value::as_u64),
+        max_steps: root
+            .get("max_steps")
+            .and_then(Value::as_u64)
+            .map(|n| n.min(u64::from(u32::MAX)) as u32),
+        input_schema,
+        output_schema: root.get("outputs").filter(|v| v.is_object()).cloned(),
+        result,
+        fingerprint: String::new(),
+        files,
+        execution: None,
+        protected: Vec::new(),
+        root: Default::default(),
+        output_names: root
+            .get("result")
+            .and_then(Value::as_object)
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default(),
+        unmapped: agentfile_plan::Unmapped::LastStep,
+        agentrc: None,
     }
 }

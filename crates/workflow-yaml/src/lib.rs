@@ -405,19 +405,7 @@ impl Front {
 
     fn lower(&mut self) -> Option<Plan> {
         let root = self.doc.value.clone();
-        if root.is_null() {
-            self.push(
-                Finding::error("", "schema", "the workflow.yaml is empty").hint(
-                    "write the workflow's fields: specVersion, name, version, description, trigger, steps",
-                ),
-            );
-            return None;
-        }
-        if !root.is_object() {
-            self.push(
-                Finding::error("", "schema", "a workflow.yaml must be a mapping of fields (name: …, steps: …)")
-                    .hint("write `key: value` lines: specVersion, name, version, description, trigger, steps"),
-            );
+        if !self.check_root(&root) {
             return None;
         }
         for v in schema::check(&root) {
@@ -431,6 +419,81 @@ impl Front {
                     .map(|n| n.to_string_lossy().into_owned())
             })
             .unwrap_or_else(|| "workflow".to_owned());
+        let input_var = self.input_var(&root);
+        let (agents, goals, nodes) = self.lower_steps(&root, input_var.as_deref());
+        let description = str_at(&root, "description").map(|d| d.trim().to_owned());
+        let inputs: Vec<InputDef> = input_var
+            .iter()
+            .map(|v| InputDef {
+                name: v.clone(),
+                default: None,
+                required: true,
+                env: Some(v.clone()),
+            })
+            .collect();
+        let input_schema = input_schema(&root, input_var.as_deref());
+        let execution = root
+            .get("execution")
+            .and_then(|e| e.get("preferred"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        Some(
+            Plan {
+                schema_version: PLAN_SCHEMA_VERSION,
+                name: name.clone(),
+                id: Some(name),
+                description,
+                format: "workflow-yaml".into(),
+                path: self.path.display().to_string(),
+                inputs,
+                agents,
+                goals,
+                steps: Vec::new(),
+                security: None,
+                graph: Node::new("", NodeKind::Sequence { nodes, start: None }),
+                timeout_ms: None,
+                max_steps: None,
+                input_schema,
+                output_schema: None,
+                result: None,
+                fingerprint: String::new(),
+                files: Default::default(),
+                execution,
+                protected: vec!["scripts/".to_owned()],
+                output_names: Vec::new(),
+                unmapped: Default::default(),
+                root: agentfile_plan::RunRoot::WorkflowFolder {
+                    input: ROOT_FIELD.to_owned(),
+                },
+                agentrc: None,
+            }
+            .sealed(),
+        )
+    }
+
+    /// The file holds a mapping of fields: else nothing more is checked.
+    fn check_root(&mut self, root: &Value) -> bool {
+        if root.is_null() {
+            self.push(
+                Finding::error("", "schema", "the workflow.yaml is empty").hint(
+                    "write the workflow's fields: specVersion, name, version, description, trigger, steps",
+                ),
+            );
+            return false;
+        }
+        if !root.is_object() {
+            self.push(
+                Finding::error("", "schema", "a workflow.yaml must be a mapping of fields (name: …, steps: …)")
+                    .hint("write `key: value` lines: specVersion, name, version, description, trigger, steps"),
+            );
+            return false;
+        }
+        true
+    }
+
+    /// The trigger's `input_var`: the environment variable the input is
+    /// also read from, checked to be a variable's name and not a secret's.
+    fn input_var(&mut self, root: &Value) -> Option<String> {
         let input_var = root
             .get("trigger")
             .and_then(|t| t.get("input_var"))
@@ -460,6 +523,17 @@ impl Front {
                 self.push(f);
             }
         }
+        input_var
+    }
+
+    /// Each step lowered to its node (a shell step, else an agent step with
+    /// its agent and goal), in order; a duplicate id or artifact path is an
+    /// error.
+    fn lower_steps(
+        &mut self,
+        root: &Value,
+        input_var: Option<&str>,
+    ) -> (Vec<AgentDef>, Vec<GoalDef>, Vec<Node>) {
         let shared = self.shared();
         let mut agents: Vec<AgentDef> = Vec::new();
         let mut goals: Vec<GoalDef> = Vec::new();
@@ -500,13 +574,13 @@ impl Front {
                 }
                 ids.insert(id.to_owned(), i);
                 let node = if is_shell(step) {
-                    self.shell_step(step, &ptr, id, input_var.as_deref())
+                    self.shell_step(step, &ptr, id, input_var)
                 } else {
                     self.agent_step(
                         step,
                         &ptr,
                         id,
-                        input_var.as_deref(),
+                        input_var,
                         &shared,
                         &produced,
                         &all_produces,
@@ -532,66 +606,7 @@ impl Front {
                 }
             }
         }
-        let description = str_at(&root, "description").map(|d| d.trim().to_owned());
-        let inputs: Vec<InputDef> = input_var
-            .iter()
-            .map(|v| InputDef {
-                name: v.clone(),
-                default: None,
-                required: true,
-                env: Some(v.clone()),
-            })
-            .collect();
-        let input_schema = input_var.as_ref().map(|v| {
-            let kind = str_at(root.get("trigger").unwrap_or(&Value::Null), "type").unwrap_or("");
-            json!({
-                "type": "object",
-                "properties": {
-                    v: {
-                        "type": "string",
-                        "description": format!("The workflow's input ({kind} trigger; also read from the environment variable {v})"),
-                    }
-                },
-                "required": [v],
-            })
-        });
-        let execution = root
-            .get("execution")
-            .and_then(|e| e.get("preferred"))
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        Some(
-            Plan {
-                schema_version: PLAN_SCHEMA_VERSION,
-                name: name.clone(),
-                id: Some(name),
-                description,
-                format: "workflow-yaml".into(),
-                path: self.path.display().to_string(),
-                inputs,
-                agents,
-                goals,
-                steps: Vec::new(),
-                security: None,
-                graph: Node::new("", NodeKind::Sequence { nodes, start: None }),
-                timeout_ms: None,
-                max_steps: None,
-                input_schema,
-                output_schema: None,
-                result: None,
-                fingerprint: String::new(),
-                files: Default::default(),
-                execution,
-                protected: vec!["scripts/".to_owned()],
-                output_names: Vec::new(),
-                unmapped: Default::default(),
-                root: agentfile_plan::RunRoot::WorkflowFolder {
-                    input: ROOT_FIELD.to_owned(),
-                },
-                agentrc: None,
-            }
-            .sealed(),
-        )
+        (agents, goals, nodes)
     }
 
     /// `shared/project.md` and `shared/AGENTS.md`, found upward from the
@@ -1198,6 +1213,23 @@ fn read_prompt(p: &Path) -> Option<String> {
         return None;
     }
     String::from_utf8(std::fs::read(p).ok()?).ok()
+}
+
+/// The plan's `inputs` schema: the trigger's one string input, if any.
+fn input_schema(root: &Value, input_var: Option<&str>) -> Option<Value> {
+    input_var.map(|v| {
+            let kind = str_at(root.get("trigger").unwrap_or(&Value::Null), "type").unwrap_or("");
+            json!({
+                "type": "object",
+                "properties": {
+                    v: {
+                        "type": "string",
+                        "description": format!("The workflow's input ({kind} trigger; also read from the environment variable {v})"),
+                    }
+                },
+                "required": [v],
+            })
+        })
 }
 
 #[cfg(test)]

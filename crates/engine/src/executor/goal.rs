@@ -10,6 +10,7 @@
 //! completion).
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -79,9 +80,77 @@ pub fn says_converged(text: &str) -> bool {
         .eq_ignore_ascii_case("CONVERGED")
 }
 
+/// The running state of one conversation, carried from turn to turn.
+struct Talk {
+    request: ChatRequest,
+    answer: Answer,
+    /// The structured answer's one retry after unparseable text is spent.
+    json_retry_used: bool,
+    /// Calls to `signal_done` where it is not offered: answered once, then
+    /// the goal ends on the model's text instead of burning every turn.
+    stray_done: u32,
+    /// Replies whose tool arguments were not valid JSON.
+    bad_arguments: u32,
+}
+
 impl RunCx<'_> {
     /// Run one conversation to its end.
-    pub(super) async fn converse(&self, conv: Conversation<'_>) -> Result<Answer, Stop> {
+    pub(super) async fn converse(&self, mut conv: Conversation<'_>) -> Result<Answer, Stop> {
+        let tools = self.conversation_tools(&conv).await?;
+        let mut talk = Talk {
+            request: ChatRequest {
+                system: Some(std::mem::take(&mut conv.system)),
+                messages: vec![Message::user(std::mem::take(&mut conv.user))],
+                tools,
+                ..ChatRequest::default()
+            },
+            answer: Answer::default(),
+            json_retry_used: false,
+            stray_done: 0,
+            bad_arguments: 0,
+        };
+        let goal_turns = self
+            .budget
+            .limits()
+            .goal_turns
+            .unwrap_or(super::budget::DEFAULT_GOAL_TURNS);
+        for turn in 1..=goal_turns {
+            self.check_store()?;
+            self.budget.check_turn().map_err(Stop::Budget)?;
+            let Some(response) = self.model_turn(&conv, &mut talk, turn).await? else {
+                continue;
+            };
+            self.budget.record_turn(
+                response.usage.input_tokens,
+                response.usage.output_tokens,
+                response.cost_usd,
+            );
+            let calls: Vec<ToolCall> = response.tool_calls().into_iter().cloned().collect();
+            let text = response.text();
+            // Held for the commit of what follows at once: the first tool
+            // call, or the goal's completion.
+            self.defer(&conv.scope, response_event(&response, turn, &text, &calls));
+            if let Some(reason) = self.budget.exhausted() {
+                return Err(Stop::Budget(reason));
+            }
+            talk.request.messages.push(response.to_message());
+            let next = if calls.is_empty() {
+                talk.text_reply(&conv, text)?
+            } else {
+                self.tool_reply(&conv, &mut talk, &calls, text).await?
+            };
+            if next.is_break() {
+                return Ok(talk.answer);
+            }
+        }
+        Err(Stop::Failed(format!(
+            "the goal used all {goal_turns} model turns without finishing"
+        )))
+    }
+
+    /// The tools a conversation offers: the tool set (with the agent's own
+    /// script tools), then the runtime's. Runs the agent's startup tool.
+    async fn conversation_tools(&self, conv: &Conversation<'_>) -> Result<Vec<ToolDef>, Stop> {
         let mut tools: Vec<ToolDef> = if conv.use_tools {
             self.tool_defs.clone()
         } else {
@@ -107,245 +176,143 @@ impl RunCx<'_> {
         if conv.can_signal_done {
             tools.push(signal_done_def());
         }
-        let mut request = ChatRequest {
-            system: Some(conv.system),
-            messages: vec![Message::user(conv.user)],
-            tools,
-            ..ChatRequest::default()
-        };
-        let goal_turns = self
-            .budget
-            .limits()
-            .goal_turns
-            .unwrap_or(super::budget::DEFAULT_GOAL_TURNS);
-        let mut answer = Answer::default();
-        let mut json_retry_used = false;
-        // Calls to `signal_done` where it is not offered: answered once, then
-        // the goal ends on the model's text instead of burning every turn.
-        let mut stray_done = 0u32;
-        let mut bad_arguments = 0u32;
-        let model = conv.provider.model().to_owned();
-        for turn in 1..=goal_turns {
-            self.check_store()?;
-            self.budget.check_turn().map_err(Stop::Budget)?;
-            self.emit(
+        Ok(tools)
+    }
+
+    /// Ask the model for its next reply. `None`: the reply's tool arguments
+    /// were not valid JSON, the model has been told, and the turn is spent.
+    async fn model_turn(
+        &self,
+        conv: &Conversation<'_>,
+        talk: &mut Talk,
+        turn: u32,
+    ) -> Result<Option<ChatResponse>, Stop> {
+        self.emit(
+            &conv.scope,
+            EventBody::LlmRequest {
+                model: conv.provider.model().to_owned(),
+                turn,
+                messages: talk.request.messages.len(),
+                tools: talk.request.tools.len(),
+            },
+        );
+        match self
+            .stream_turn(
                 &conv.scope,
-                EventBody::LlmRequest {
-                    model: model.clone(),
-                    turn,
-                    messages: request.messages.len(),
-                    tools: request.tools.len(),
-                },
-            );
-            let response = match self
-                .stream_turn(&conv.scope, conv.provider.as_ref(), request.clone(), turn)
-                .await
+                conv.provider.as_ref(),
+                talk.request.clone(),
+                turn,
+            )
+            .await
+        {
+            Ok(r) => Ok(Some(r)),
+            Err(LlmError::Cancelled) => Err(self.stop_for_cancel()),
+            Err(LlmError::InvalidToolArguments { tool, message, .. })
+                if talk.bad_arguments < MAX_BAD_ARGUMENTS =>
             {
-                Ok(r) => r,
-                Err(LlmError::Cancelled) => return Err(self.stop_for_cancel()),
-                Err(LlmError::InvalidToolArguments { tool, message, .. })
-                    if bad_arguments < MAX_BAD_ARGUMENTS =>
-                {
-                    // The model's own mistake: tell it and let it try again,
-                    // as for any other tool error, instead of ending the run.
-                    bad_arguments += 1;
-                    let message = truncate(&message, 300);
-                    self.emit(
-                        &conv.scope,
-                        EventBody::Warning {
-                            message: format!(
-                                "the model's arguments for `{tool}` were not valid JSON ({message}); asked it to try again"
-                            ),
-                        },
-                    );
-                    request.messages.push(Message::user(format!(
-                        "Your last reply could not be used: the arguments of your call to `{tool}` are not valid JSON ({message}). Call the tool again with a flat, valid JSON object as its arguments."
-                    )));
-                    continue;
-                }
-                Err(e) => return Err(Stop::Failed(format!("model call failed: {e}"))),
-            };
-            self.budget.record_turn(
-                response.usage.input_tokens,
-                response.usage.output_tokens,
-                response.cost_usd,
-            );
-            let calls: Vec<ToolCall> = response.tool_calls().into_iter().cloned().collect();
-            let text = response.text();
-            // Held for the commit of what follows at once: the first tool
-            // call, or the goal's completion.
-            self.defer(
-                &conv.scope,
-                EventBody::LlmResponse {
-                    model: response.model.clone(),
-                    turn,
-                    input_tokens: response.usage.input_tokens,
-                    output_tokens: response.usage.output_tokens,
-                    latency_ms: response.latency.as_millis() as u64,
-                    cost_usd: response.cost_usd,
-                    stop_reason: response
-                        .raw_stop_reason
-                        .clone()
-                        .unwrap_or_else(|| format!("{:?}", response.stop_reason)),
-                    text: text.clone(),
-                    tool_calls: calls
-                        .iter()
-                        .map(|c| ToolCallInfo {
-                            id: c.id.clone(),
-                            name: c.name.clone(),
-                            arguments: c.arguments.clone(),
-                        })
-                        .collect(),
-                },
-            );
-            if let Some(reason) = self.budget.exhausted() {
-                return Err(Stop::Budget(reason));
-            }
-            request.messages.push(response.to_message());
-
-            if calls.is_empty() {
-                // The convergence signal is recognised before the answer is
-                // read as structured output: `CONVERGED` is not a JSON object.
-                if conv.accept_converged && says_converged(&text) {
-                    answer.converged = true;
-                    return Ok(answer);
-                }
-                if conv.outputs.is_empty() {
-                    answer.text = text;
-                    return Ok(answer);
-                }
-                // Structured goal answered in text: accept a JSON object, else
-                // ask once more with the parse error, then give up.
-                match parse_fields(&text, conv.outputs) {
-                    Ok(fields) => {
-                        answer.text = fields_text(&fields);
-                        answer.fields = fields;
-                        return Ok(answer);
-                    }
-                    Err(why) if !json_retry_used => {
-                        json_retry_used = true;
-                        request.messages.push(Message::user(format!(
-                            "Your answer could not be used: {why}. Call `{SUBMIT_OUTPUT}` with the fields {}, or reply with only a JSON object with those keys.",
-                            conv.outputs.join(", ")
-                        )));
-                        continue;
-                    }
-                    Err(why) => {
-                        return Err(Stop::Failed(format!(
-                            "the model did not produce the structured output ({}): {why}; its answer was: {}",
-                            conv.outputs.join(", "),
-                            truncate(&text, 2000)
-                        )));
-                    }
-                }
-            }
-
-            let mut results = Vec::with_capacity(calls.len());
-            let mut submitted = false;
-            for call in &calls {
-                let result = match call.name.as_str() {
-                    SUBMIT_OUTPUT if !conv.outputs.is_empty() => {
-                        match fields_from_value(&call.arguments, conv.outputs) {
-                            Ok(fields) => {
-                                answer.text = fields_text(&fields);
-                                answer.fields = fields;
-                                submitted = true;
-                                ToolResult {
-                                    call_id: call.id.clone(),
-                                    name: call.name.clone(),
-                                    content: "Output recorded.".into(),
-                                    is_error: false,
-                                }
-                            }
-                            Err(why) => ToolResult {
-                                call_id: call.id.clone(),
-                                name: call.name.clone(),
-                                content: why,
-                                is_error: true,
-                            },
-                        }
-                    }
-                    SIGNAL_DONE if conv.can_signal_done => {
-                        answer.done = true;
-                        ToolResult {
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                            content: "Noted: the loop stops after this goal.".into(),
-                            is_error: false,
-                        }
-                    }
-                    SIGNAL_DONE => {
-                        stray_done += 1;
-                        let finish = if conv.outputs.is_empty() {
-                            "reply with your final answer and no tool calls".to_owned()
-                        } else {
-                            format!("call `{SUBMIT_OUTPUT}` with your result")
-                        };
-                        ToolResult {
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                            content: format!(
-                                "`{SIGNAL_DONE}` is only for goals inside a loop, and this goal is not in one; there is nothing to signal. To finish, {finish}."
-                            ),
-                            is_error: true,
-                        }
-                    }
-                    _ if conv.use_tools
-                        && conv
-                            .card
-                            .is_some_and(|c| c.script_tool(&call.name).is_some()) =>
-                    {
-                        answer.tool_calls += 1;
-                        let card = conv.card.expect("checked above");
-                        let out = self
-                            .script_call(
-                                &conv.scope,
-                                card,
-                                &call.id,
-                                &call.name,
-                                call.arguments.clone(),
-                            )
-                            .await?;
-                        ToolResult {
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                            content: out.content,
-                            is_error: out.is_error,
-                        }
-                    }
-                    _ => {
-                        answer.tool_calls += 1;
-                        self.call_tool(&conv.scope, call).await?
-                    }
-                };
-                results.push(result);
-            }
-            if stray_done > 1 && conv.outputs.is_empty() {
-                // Told once already: take what it said as the answer.
+                // The model's own mistake: tell it and let it try again,
+                // as for any other tool error, instead of ending the run.
+                talk.bad_arguments += 1;
+                let message = truncate(&message, 300);
                 self.emit(
                     &conv.scope,
                     EventBody::Warning {
                         message: format!(
-                            "the model kept calling `{SIGNAL_DONE}` outside a loop; the goal ends on its last text"
+                            "the model's arguments for `{tool}` were not valid JSON ({message}); asked it to try again"
                         ),
                     },
                 );
-                answer.text = if text.trim().is_empty() {
-                    last_text(&request.messages)
-                } else {
-                    text
-                };
-                return Ok(answer);
+                talk.request.messages.push(Message::user(format!(
+                    "Your last reply could not be used: the arguments of your call to `{tool}` are not valid JSON ({message}). Call the tool again with a flat, valid JSON object as its arguments."
+                )));
+                Ok(None)
             }
-            if submitted {
-                // The fields are in; no need for another turn.
-                return Ok(answer);
-            }
-            request.messages.push(Message::tool_results(results));
+            Err(e) => Err(Stop::Failed(format!("model call failed: {e}"))),
         }
-        Err(Stop::Failed(format!(
-            "the goal used all {goal_turns} model turns without finishing"
-        )))
+    }
+
+    /// A reply with tool calls: answer each, then end the goal if its fields
+    /// are in (or the model keeps signalling outside a loop), else hand the
+    /// results back for another turn.
+    async fn tool_reply(
+        &self,
+        conv: &Conversation<'_>,
+        talk: &mut Talk,
+        calls: &[ToolCall],
+        text: String,
+    ) -> Result<ControlFlow<()>, Stop> {
+        let mut results = Vec::with_capacity(calls.len());
+        let mut submitted = false;
+        for call in calls {
+            let result = match call.name.as_str() {
+                SUBMIT_OUTPUT if !conv.outputs.is_empty() => {
+                    let result = submit_output(call, conv.outputs, &mut talk.answer);
+                    submitted |= !result.is_error;
+                    result
+                }
+                SIGNAL_DONE if conv.can_signal_done => {
+                    talk.answer.done = true;
+                    reply(call, "Noted: the loop stops after this goal.".into(), false)
+                }
+                SIGNAL_DONE => {
+                    talk.stray_done += 1;
+                    stray_signal_done(call, conv.outputs)
+                }
+                _ => {
+                    talk.answer.tool_calls += 1;
+                    self.answer_tool_call(conv, call).await?
+                }
+            };
+            results.push(result);
+        }
+        if talk.stray_done > 1 && conv.outputs.is_empty() {
+            // Told once already: take what it said as the answer.
+            self.emit(
+                &conv.scope,
+                EventBody::Warning {
+                    message: format!(
+                        "the model kept calling `{SIGNAL_DONE}` outside a loop; the goal ends on its last text"
+                    ),
+                },
+            );
+            talk.answer.text = if text.trim().is_empty() {
+                last_text(&talk.request.messages)
+            } else {
+                text
+            };
+            return Ok(ControlFlow::Break(()));
+        }
+        if submitted {
+            // The fields are in; no need for another turn.
+            return Ok(ControlFlow::Break(()));
+        }
+        talk.request.messages.push(Message::tool_results(results));
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// A call to the tool set: the agent's own script tool of that name, else
+    /// the policy-gated tools.
+    async fn answer_tool_call(
+        &self,
+        conv: &Conversation<'_>,
+        call: &ToolCall,
+    ) -> Result<ToolResult, Stop> {
+        let script_card = conv
+            .card
+            .filter(|c| conv.use_tools && c.script_tool(&call.name).is_some());
+        let Some(card) = script_card else {
+            return self.call_tool(&conv.scope, call).await;
+        };
+        let out = self
+            .script_call(
+                &conv.scope,
+                card,
+                &call.id,
+                &call.name,
+                call.arguments.clone(),
+            )
+            .await?;
+        Ok(reply(call, out.content, out.is_error))
     }
 
     /// One model call, streamed: text deltas go out as transient `llm_delta`
@@ -465,6 +432,114 @@ impl RunCx<'_> {
         }
         Ok((result.output, result.denied))
     }
+}
+
+impl Talk {
+    /// A reply without tool calls: the convergence signal, the plain answer,
+    /// or a structured answer given as text (asked for once more when it
+    /// does not parse).
+    fn text_reply(
+        &mut self,
+        conv: &Conversation<'_>,
+        text: String,
+    ) -> Result<ControlFlow<()>, Stop> {
+        // The convergence signal is recognised before the answer is
+        // read as structured output: `CONVERGED` is not a JSON object.
+        if conv.accept_converged && says_converged(&text) {
+            self.answer.converged = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        if conv.outputs.is_empty() {
+            self.answer.text = text;
+            return Ok(ControlFlow::Break(()));
+        }
+        // Structured goal answered in text: accept a JSON object, else
+        // ask once more with the parse error, then give up.
+        match parse_fields(&text, conv.outputs) {
+            Ok(fields) => {
+                self.answer.text = fields_text(&fields);
+                self.answer.fields = fields;
+                Ok(ControlFlow::Break(()))
+            }
+            Err(why) if !self.json_retry_used => {
+                self.json_retry_used = true;
+                self.request.messages.push(Message::user(format!(
+                    "Your answer could not be used: {why}. Call `{SUBMIT_OUTPUT}` with the fields {}, or reply with only a JSON object with those keys.",
+                    conv.outputs.join(", ")
+                )));
+                Ok(ControlFlow::Continue(()))
+            }
+            Err(why) => Err(Stop::Failed(format!(
+                "the model did not produce the structured output ({}): {why}; its answer was: {}",
+                conv.outputs.join(", "),
+                truncate(&text, 2000)
+            ))),
+        }
+    }
+}
+
+/// The `llm_response` event for one reply.
+fn response_event(response: &ChatResponse, turn: u32, text: &str, calls: &[ToolCall]) -> EventBody {
+    EventBody::LlmResponse {
+        model: response.model.clone(),
+        turn,
+        input_tokens: response.usage.input_tokens,
+        output_tokens: response.usage.output_tokens,
+        latency_ms: response.latency.as_millis() as u64,
+        cost_usd: response.cost_usd,
+        stop_reason: response
+            .raw_stop_reason
+            .clone()
+            .unwrap_or_else(|| format!("{:?}", response.stop_reason)),
+        text: text.to_owned(),
+        tool_calls: calls
+            .iter()
+            .map(|c| ToolCallInfo {
+                id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: c.arguments.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The result handed back for one call.
+fn reply(call: &ToolCall, content: String, is_error: bool) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error,
+    }
+}
+
+/// A call to `submit_output`: its fields become the answer, or the model is
+/// told why they cannot.
+fn submit_output(call: &ToolCall, outputs: &[String], answer: &mut Answer) -> ToolResult {
+    match fields_from_value(&call.arguments, outputs) {
+        Ok(fields) => {
+            answer.text = fields_text(&fields);
+            answer.fields = fields;
+            reply(call, "Output recorded.".into(), false)
+        }
+        Err(why) => reply(call, why, true),
+    }
+}
+
+/// A call to `signal_done` outside a loop: tell the model how to finish.
+fn stray_signal_done(call: &ToolCall, outputs: &[String]) -> ToolResult {
+    let finish = if outputs.is_empty() {
+        "reply with your final answer and no tool calls".to_owned()
+    } else {
+        format!("call `{SUBMIT_OUTPUT}` with your result")
+    };
+    reply(
+        call,
+        format!(
+            "`{SIGNAL_DONE}` is only for goals inside a loop, and this goal is not in one; there is nothing to signal. To finish, {finish}."
+        ),
+        true,
+    )
 }
 
 /// `submit_output` with one parameter per field: as the node's `outputs`

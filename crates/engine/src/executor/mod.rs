@@ -373,52 +373,15 @@ pub async fn execute(
     let journal = journal::Journal::from_events(&prior);
     let resumed_from = (!prior.is_empty()).then_some(journal.last_seq);
     drop(prior);
-    let live_rank = AtomicU64::new(journal.last_seq + 1);
-    let mut limits = spec.limits.clone();
-    if let Some(ms) = spec.plan.timeout_ms {
-        let t = std::time::Duration::from_millis(ms);
-        limits.timeout = Some(limits.timeout.map_or(t, |l| l.min(t)));
-    }
-    let budget = Arc::new(budget::Budget::new(
-        limits.clone(),
-        cancel.clone(),
-        journal.usage.clone(),
-    ));
-    let timer = budget.deadline().map(|deadline| {
-        let b = budget.clone();
+    let limits = run_limits(&spec);
+    let cx = run_cx(&spec, svc, &cancel, &limits, journal);
+    let timer = cx.budget.deadline().map(|deadline| {
+        let b = cx.budget.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(deadline.into()).await;
             b.time_out();
         })
     });
-    let root = spec
-        .plan
-        .root
-        .input()
-        .and_then(|k| spec.inputs.get(k))
-        .map(PathBuf::from)
-        .unwrap_or_else(|| spec.workspace.clone());
-    let cx = RunCx {
-        root,
-        plan: &spec.plan,
-        svc,
-        tools: svc.tools,
-        tool_defs: svc.tools.definitions(),
-        tool_cx: ToolContext {
-            workspace: spec.workspace.clone(),
-            agent_id: spec.agent_id.clone(),
-            cancel: cancel.clone(),
-        },
-        budget: budget.clone(),
-        cancel: cancel.clone(),
-        journal: Mutex::new(journal),
-        outputs: Mutex::new(BTreeMap::new()),
-        completed: Mutex::new(Vec::new()),
-        live_rank,
-        replay_only: AtomicBool::new(false),
-        started: AtomicU32::new(0),
-        deferred: Mutex::new(Vec::new()),
-    };
     // The file contract's scratch folder is the session's, given to steps
     // as `_workflowFsRoot` (whatever the caller passed for it).
     let session = svc.bus.session_id().to_owned();
@@ -430,6 +393,103 @@ pub async fn execute(
             fs_root.display().to_string(),
         );
     }
+    announce(&cx, &spec, &inputs, resumed_from);
+    let (outcome, env) = run_with_files(&cx, &inputs, &fs_root, &session).await;
+    // Without a `result`, a WORKFLOW.md run's output is its last step's.
+    let (outcome, last) = match outcome {
+        Ok(v) => (Ok(()), Some(v)),
+        Err(e) => (Err(e), None),
+    };
+    if let Some(t) = timer {
+        t.abort();
+    }
+    let outcome = match (outcome, svc.bus.store_error()) {
+        (Ok(()), Some(e)) => Err(Stop::Failed(format!("the session store failed: {e}"))),
+        (o, _) => o,
+    };
+    let usage = cx.budget.usage();
+    let session_id = svc.bus.session_id().to_owned();
+    let outputs = run_outputs(&cx, last, env);
+    let (status, reason, error) = ending(&outcome, &limits);
+    let outputs = close(&cx, &outcome, outputs, &usage, reason, &error);
+    RunResult {
+        kind: "result".into(),
+        session_id,
+        status: status.into(),
+        outputs,
+        usage,
+        termination_reason: reason,
+        error,
+        exit_code: reason.exit_code(),
+        waiting_for: match outcome {
+            Err(Stop::Suspended(events)) => events,
+            _ => Vec::new(),
+        },
+    }
+}
+
+/// The run's limits: the caller's, with the plan's own timeout when shorter.
+fn run_limits(spec: &RunSpec) -> Limits {
+    let mut limits = spec.limits.clone();
+    if let Some(ms) = spec.plan.timeout_ms {
+        let t = std::time::Duration::from_millis(ms);
+        limits.timeout = Some(limits.timeout.map_or(t, |l| l.min(t)));
+    }
+    limits
+}
+
+/// The state the run's nodes share, its journal rebuilt from earlier events.
+fn run_cx<'a>(
+    spec: &'a RunSpec,
+    svc: &'a Services<'a>,
+    cancel: &CancellationToken,
+    limits: &Limits,
+    journal: journal::Journal,
+) -> RunCx<'a> {
+    let live_rank = AtomicU64::new(journal.last_seq + 1);
+    let budget = Arc::new(budget::Budget::new(
+        limits.clone(),
+        cancel.clone(),
+        journal.usage.clone(),
+    ));
+    let root = spec
+        .plan
+        .root
+        .input()
+        .and_then(|k| spec.inputs.get(k))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| spec.workspace.clone());
+    RunCx {
+        root,
+        plan: &spec.plan,
+        svc,
+        tools: svc.tools,
+        tool_defs: svc.tools.definitions(),
+        tool_cx: ToolContext {
+            workspace: spec.workspace.clone(),
+            agent_id: spec.agent_id.clone(),
+            cancel: cancel.clone(),
+        },
+        budget,
+        cancel: cancel.clone(),
+        journal: Mutex::new(journal),
+        outputs: Mutex::new(BTreeMap::new()),
+        completed: Mutex::new(Vec::new()),
+        live_rank,
+        replay_only: AtomicBool::new(false),
+        started: AtomicU32::new(0),
+        deferred: Mutex::new(Vec::new()),
+    }
+}
+
+/// The run's first events: `run_started`, then the warnings found while
+/// setting up.
+fn announce(
+    cx: &RunCx<'_>,
+    spec: &RunSpec,
+    inputs: &BTreeMap<String, String>,
+    resumed_from: Option<u64>,
+) {
     cx.emit(
         &Scope::default(),
         EventBody::RunStarted {
@@ -448,50 +508,60 @@ pub async fn execute(
     for w in &spec.warnings {
         cx.emit(&Scope::default(), EventBody::Warning { message: w.clone() });
     }
-    let staged = if spec.plan.files.is_empty() {
+}
+
+/// Run the graph inside the file contract: its files staged into the scratch
+/// folder first, and synced back out (then the folder cleaned) once it
+/// succeeds.
+async fn run_with_files(
+    cx: &RunCx<'_>,
+    inputs: &BTreeMap<String, String>,
+    fs_root: &std::path::Path,
+    session: &str,
+) -> (Result<interp::Shared, Stop>, interp::Env) {
+    let plan = cx.plan;
+    let staged = if plan.files.is_empty() {
         Ok(())
     } else {
-        files::stage(&spec.plan, svc.tools, &fs_root)
+        files::stage(plan, cx.svc.tools, fs_root)
     };
     let (mut outcome, env) = match staged {
-        Ok(()) => interp::run_plan(&cx, &inputs).await,
+        Ok(()) => interp::run_plan(cx, inputs).await,
         Err(stop) => (Err(stop), interp::Env::default()),
     };
-    if outcome.is_ok() && !spec.plan.files.is_empty() {
+    if outcome.is_ok() && !plan.files.is_empty() {
         let now = agentfile_protocol::events::rfc3339(std::time::SystemTime::now());
         let tokens = files::Tokens {
-            run_id: &session,
-            workflow_id: spec.plan.id.as_deref().unwrap_or(&spec.plan.name),
+            run_id: session,
+            workflow_id: plan.id.as_deref().unwrap_or(&plan.name),
             iso_date: now.get(..10).unwrap_or(&now),
         };
-        match files::sync(&spec.plan, svc.tools, &fs_root, &tokens) {
+        match files::sync(plan, cx.svc.tools, fs_root, &tokens) {
             Ok(warnings) => {
                 for message in warnings {
                     cx.emit(&Scope::default(), EventBody::Warning { message });
                 }
-                files::clean(&fs_root);
+                files::clean(fs_root);
             }
             Err(stop) => outcome = Err(stop),
         }
     }
-    // Without a `result`, a WORKFLOW.md run's output is its last step's.
-    let (outcome, last) = match outcome {
-        Ok(v) => (Ok(()), Some(v)),
-        Err(e) => (Err(e), None),
-    };
-    if let Some(t) = timer {
-        t.abort();
-    }
-    let outcome = match (outcome, svc.bus.store_error()) {
-        (Ok(()), Some(e)) => Err(Stop::Failed(format!("the session store failed: {e}"))),
-        (o, _) => o,
-    };
-    let usage = budget.usage();
-    let session_id = svc.bus.session_id().to_owned();
+    (outcome, env)
+}
+
+/// The run's outputs: the nodes' published outputs, unless the plan shapes
+/// one (its `result`, or its last step's) — checked against the `outputs`
+/// schema, with a warning when it does not match.
+fn run_outputs(
+    cx: &RunCx<'_>,
+    last: Option<interp::Shared>,
+    env: interp::Env,
+) -> BTreeMap<String, Value> {
+    let plan = cx.plan;
     let published = std::mem::take(&mut *cx.outputs.lock().unwrap_or_else(|p| p.into_inner()));
-    let shaped = match (&spec.plan.result, last) {
+    let shaped = match (&plan.result, last) {
         (Some(result), Some(_)) => Some(result.eval(&env)),
-        (None, Some(v)) if spec.plan.unmapped == agentfile_plan::Unmapped::LastStep => {
+        (None, Some(v)) if plan.unmapped == agentfile_plan::Unmapped::LastStep => {
             // The last step's value, taken rather than copied once the
             // scope that also holds it is gone (a map's list can be large).
             drop(env);
@@ -499,55 +569,75 @@ pub async fn execute(
         }
         _ => None,
     };
-    let mut outputs: BTreeMap<String, Value> = published
-        .into_iter()
-        .map(|(k, v)| (k, Arc::unwrap_or_clone(v)))
-        .collect();
-    if let Some(v) = shaped {
-        if let Some(schema) = &spec.plan.output_schema
-            && let Err(problems) = agentfile_plan::values::validate_value(schema, &v)
-        {
-            cx.emit(
-                &Scope::default(),
-                EventBody::Warning {
-                    message: format!(
-                        "the run's output does not match the workflow's `outputs` schema: {}",
-                        problems.join("; ")
-                    ),
-                },
-            );
-        }
-        match v {
-            Value::Object(o) => outputs = o.into_iter().collect(),
-            other => {
-                outputs = BTreeMap::from([("result".to_owned(), other)]);
-            }
-        }
+    let Some(v) = shaped else {
+        return published
+            .into_iter()
+            .map(|(k, v)| (k, Arc::unwrap_or_clone(v)))
+            .collect();
+    };
+    if let Some(schema) = &plan.output_schema
+        && let Err(problems) = agentfile_plan::values::validate_value(schema, &v)
+    {
+        cx.emit(
+            &Scope::default(),
+            EventBody::Warning {
+                message: format!(
+                    "the run's output does not match the workflow's `outputs` schema: {}",
+                    problems.join("; ")
+                ),
+            },
+        );
     }
+    match v {
+        Value::Object(o) => o.into_iter().collect(),
+        other => BTreeMap::from([("result".to_owned(), other)]),
+    }
+}
+
+/// How the run ended: its status word, termination reason and error text.
+fn ending(
+    outcome: &Result<(), Stop>,
+    limits: &Limits,
+) -> (
+    &'static str,
+    agentfile_protocol::events::TerminationReason,
+    Option<String>,
+) {
     use agentfile_protocol::events::TerminationReason as R;
-    let (status, reason, error) = match &outcome {
+    match outcome {
         Ok(()) => ("completed", R::Completed, None),
         Err(Stop::Cancelled) => ("cancelled", R::Cancelled, None),
         Err(Stop::Failed(e)) => ("failed", R::Error, Some(e.clone())),
         Err(Stop::Budget(b)) => (
             "failed",
             b.reason(),
-            Some(format!("budget exhausted: {}", b.describe(&limits))),
+            Some(format!("budget exhausted: {}", b.describe(limits))),
         ),
         Err(Stop::ApprovalDenied(e)) => ("failed", R::ApprovalDenied, Some(e.clone())),
         Err(Stop::ApprovalUnavailable(e)) => ("failed", R::ApprovalUnavailable, Some(e.clone())),
         Err(Stop::Denied(e)) => ("failed", R::PolicyDenied, Some(e.clone())),
         Err(Stop::LoopLimit(e)) => ("failed", R::LoopLimit, Some(e.clone())),
         Err(Stop::Suspended(_)) => ("suspended", R::Suspended, None),
-    };
-    let code = reason.exit_code();
+    }
+}
+
+/// Emit the run's last event and wait until the log holds it; gives back the
+/// outputs for the run's result.
+fn close(
+    cx: &RunCx<'_>,
+    outcome: &Result<(), Stop>,
+    mut outputs: BTreeMap<String, Value>,
+    usage: &agentfile_protocol::events::Usage,
+    reason: agentfile_protocol::events::TerminationReason,
+    error: &Option<String>,
+) -> BTreeMap<String, Value> {
     // The outputs go into the run's last event and into its result, but are
     // held once: the event takes them, and the result reads them back from
     // their text once the event is stored (a map's million results are not
     // held twice; as text they are a tenth of their size as values). Values
     // nested deeper than a parser reads back are copied instead.
     let mut as_text: Option<String> = None;
-    let body = match &outcome {
+    let body = match outcome {
         Ok(()) => EventBody::RunComplete {
             outputs: if outputs.values().any(|v| nested_deeper(v, 100)) {
                 outputs.clone()
@@ -575,24 +665,11 @@ pub async fn execute(
     };
     cx.emit(&Scope::default(), body);
     // The result is reported once the log holds the whole run.
-    svc.bus.flush();
+    cx.svc.bus.flush();
     if let Some(text) = as_text {
         outputs = serde_json::from_str(&text).unwrap_or_default();
     }
-    RunResult {
-        kind: "result".into(),
-        session_id,
-        status: status.into(),
-        outputs,
-        usage,
-        termination_reason: reason,
-        error,
-        exit_code: code,
-        waiting_for: match outcome {
-            Err(Stop::Suspended(events)) => events,
-            _ => Vec::new(),
-        },
-    }
+    outputs
 }
 
 /// Whether `v` nests more than `limit` arrays and objects deep.

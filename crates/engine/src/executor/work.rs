@@ -7,6 +7,9 @@ use super::{RunCx, Stop, prompt};
 use agentfile_plan::{GoalDef, GoalKind, Plan};
 use agentfile_protocol::events::{EventBody, LoopStop};
 use agentfile_session::events::Scope;
+use std::sync::Arc;
+
+use agentfile_llm::Provider;
 
 /// The goal's conversation(s): one with no agents or one agent, else one per
 /// agent concurrently and a synthesis.
@@ -24,152 +27,201 @@ pub(super) async fn work_goal(
     in_loop: bool,
 ) -> Result<(Answer, Option<LoopStop>), Stop> {
     let context = prompt::context(env, context_names, goal);
-    let user = prompt::user(outcome, &context, history, goal.kind == GoalKind::Converge);
-    // Only rounds that were told about `CONVERGED` may answer with it.
-    let accept_converged =
-        goal.kind == GoalKind::Converge && history.is_some_and(|h| !h.is_empty());
-    let provider_for =
-        |profile: Option<&str>| cx.svc.models.provider(profile).map_err(Stop::Failed);
-    if goal.agents.len() <= 1 {
-        let (persona, profile, agent_scope, card) =
-            match goal.agents.first().and_then(|a| plan.agent(a)) {
-                Some(a) => (
-                    Some(env.render(&a.prompt)),
-                    a.profile.as_deref(),
-                    scope.with_agent(&a.name),
-                    a.card.as_deref(),
-                ),
-                None => (None, None, scope.clone(), None),
-            };
-        if let Some(a) = &agent_scope.agent {
-            cx.emit(&agent_scope, EventBody::AgentStarted { role: a.clone() });
-        }
-        let answer = cx
-            .converse(Conversation {
-                scope: agent_scope,
-                provider: provider_for(profile)?,
-                system: prompt::system(cx, persona.as_deref(), goal, in_loop),
-                user,
-                use_tools: true,
-                outputs: &goal.outputs,
-                output_schema,
-                can_signal_done: in_loop,
-                accept_converged,
-                card,
-            })
-            .await?;
-        return Ok((answer, None));
+    let work = Work {
+        cx,
+        plan,
+        env,
+        scope,
+        goal,
+        output_schema,
+        outcome,
+        user: prompt::user(outcome, &context, history, goal.kind == GoalKind::Converge),
+        // Only rounds that were told about `CONVERGED` may answer with it.
+        accept_converged: goal.kind == GoalKind::Converge && history.is_some_and(|h| !h.is_empty()),
+        in_loop,
+    };
+    let answer = if goal.agents.len() <= 1 {
+        work.alone().await?
+    } else {
+        work.together().await?
+    };
+    Ok((answer, None))
+}
+
+/// What every conversation of one goal's round shares.
+struct Work<'a, 'r> {
+    cx: &'a RunCx<'r>,
+    plan: &'a Plan,
+    env: &'a Env,
+    scope: &'a Scope,
+    goal: &'a GoalDef,
+    output_schema: Option<&'a serde_json::Value>,
+    outcome: &'a str,
+    /// The user prompt, the same for every agent.
+    user: String,
+    accept_converged: bool,
+    in_loop: bool,
+}
+
+impl Work<'_, '_> {
+    fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, Stop> {
+        self.cx.svc.models.provider(profile).map_err(Stop::Failed)
     }
 
-    // Several agents: each works the goal with its own persona, concurrently.
-    let mut convs = Vec::with_capacity(goal.agents.len());
-    for name in &goal.agents {
-        let Some(agent) = plan.agent(name) else {
-            return Err(Stop::Failed(format!(
-                "plan names an unknown agent `{name}`"
-            )));
-        };
-        let agent_scope = scope.with_agent(name);
-        cx.emit(&agent_scope, EventBody::AgentStarted { role: name.clone() });
-        let persona = env.render(&agent.prompt);
-        let conv = Conversation {
-            scope: agent_scope,
-            provider: provider_for(agent.profile.as_deref())?,
-            system: prompt::system(cx, Some(&persona), goal, in_loop),
-            user: user.clone(),
-            use_tools: true,
-            outputs: &agent.outputs,
-            output_schema,
-            can_signal_done: in_loop,
-            accept_converged,
-            card: agent.card.as_deref(),
-        };
-        convs.push(cx.converse(conv));
-    }
-    // One agent failing (its provider down, its turns used up) does not sink
-    // the others: its failure is an `error` event and the synthesis works
-    // from the rest. A budget or a cancellation stops everything.
-    let mut answers = Vec::with_capacity(convs.len());
-    let mut names = Vec::with_capacity(convs.len());
-    let mut first_failure = None;
-    for (name, outcome) in goal
-        .agents
-        .iter()
-        .zip(futures::future::join_all(convs).await)
-    {
-        match outcome {
-            Ok(a) => {
-                answers.push(a);
-                names.push(name.clone());
-            }
-            Err(Stop::Failed(why)) => {
-                cx.emit(
-                    &scope.with_agent(name),
-                    EventBody::Error {
-                        message: format!(
-                            "agent `{name}` failed; the goal goes on with the other agents: {why}"
-                        ),
-                    },
-                );
-                first_failure.get_or_insert(Stop::Failed(format!("agent `{name}`: {why}")));
-            }
-            Err(other) => return Err(other),
+    /// One conversation: the goal's one agent (if it names one) works it.
+    async fn alone(&self) -> Result<Answer, Stop> {
+        let (persona, profile, agent_scope, card) =
+            match self.goal.agents.first().and_then(|a| self.plan.agent(a)) {
+                Some(a) => (
+                    Some(self.env.render(&a.prompt)),
+                    a.profile.as_deref(),
+                    self.scope.with_agent(&a.name),
+                    a.card.as_deref(),
+                ),
+                None => (None, None, self.scope.clone(), None),
+            };
+        if let Some(a) = &agent_scope.agent {
+            self.cx
+                .emit(&agent_scope, EventBody::AgentStarted { role: a.clone() });
         }
+        self.cx
+            .converse(Conversation {
+                scope: agent_scope,
+                provider: self.provider(profile)?,
+                system: prompt::system(self.cx, persona.as_deref(), self.goal, self.in_loop),
+                user: self.user.clone(),
+                use_tools: true,
+                outputs: &self.goal.outputs,
+                output_schema: self.output_schema,
+                can_signal_done: self.in_loop,
+                accept_converged: self.accept_converged,
+                card,
+            })
+            .await
     }
-    if answers.is_empty() {
-        return Err(first_failure
-            .unwrap_or_else(|| Stop::Failed(format!("goal `{}` has no agents", goal.name))));
-    }
-    if accept_converged && answers.iter().all(|a| a.converged) {
-        // Every agent is satisfied with the last round: nothing to reconcile.
-        return Ok((
-            Answer {
+
+    /// Several agents: each works the goal, then a synthesis reconciles
+    /// their answers (unless all of them said `CONVERGED`).
+    async fn together(&self) -> Result<Answer, Stop> {
+        let (names, answers) = self.each_agent().await?;
+        if self.accept_converged && answers.iter().all(|a| a.converged) {
+            // Every agent is satisfied with the last round: nothing to reconcile.
+            return Ok(Answer {
                 converged: true,
                 tool_calls: answers.iter().map(|a| a.tool_calls).sum(),
                 done: answers.iter().any(|a| a.done),
                 ..Answer::default()
-            },
-            None,
-        ));
-    }
-    for (name, a) in names.iter().zip(&answers) {
-        cx.emit(
-            &scope.with_agent(name),
-            EventBody::GoalComplete {
-                output: a.text.clone(),
-                fields: a.fields.clone(),
-                converged: None,
-                tool_calls: a.tool_calls,
-                done: a.done,
-            },
-        );
+            });
+        }
+        for (name, a) in names.iter().zip(&answers) {
+            self.cx.emit(
+                &self.scope.with_agent(name),
+                EventBody::GoalComplete {
+                    output: a.text.clone(),
+                    fields: a.fields.clone(),
+                    converged: None,
+                    tool_calls: a.tool_calls,
+                    done: a.done,
+                },
+            );
+        }
+        let mut synthesis = self.synthesize(&names, &answers).await?;
+        synthesis.tool_calls = answers.iter().map(|a| a.tool_calls).sum();
+        synthesis.done = answers.iter().any(|a| a.done);
+        Ok(synthesis)
     }
 
-    // The synthesis reconciles them; it is the goal's output.
-    let synth_scope = scope.with_agent("synthesis");
-    cx.emit(
-        &synth_scope,
-        EventBody::AgentStarted {
-            role: "synthesis".into(),
-        },
-    );
-    let mut synthesis = cx
-        .converse(Conversation {
-            scope: synth_scope,
-            provider: provider_for(None)?,
-            system: prompt::synthesis_system(plan, goal),
-            user: prompt::synthesis_user(outcome, &names, &answers),
-            use_tools: false,
-            outputs: &goal.outputs,
-            output_schema,
-            can_signal_done: false,
-            accept_converged,
-            card: None,
-        })
-        .await?;
-    synthesis.tool_calls = answers.iter().map(|a| a.tool_calls).sum();
-    synthesis.done = answers.iter().any(|a| a.done);
-    Ok((synthesis, None))
+    /// Each agent works the goal with its own persona, concurrently. The
+    /// names and answers of those that finished, in the goal's order.
+    async fn each_agent(&self) -> Result<(Vec<String>, Vec<Answer>), Stop> {
+        let cx = self.cx;
+        let mut convs = Vec::with_capacity(self.goal.agents.len());
+        for name in &self.goal.agents {
+            let Some(agent) = self.plan.agent(name) else {
+                return Err(Stop::Failed(format!(
+                    "plan names an unknown agent `{name}`"
+                )));
+            };
+            let agent_scope = self.scope.with_agent(name);
+            cx.emit(&agent_scope, EventBody::AgentStarted { role: name.clone() });
+            let persona = self.env.render(&agent.prompt);
+            let conv = Conversation {
+                scope: agent_scope,
+                provider: self.provider(agent.profile.as_deref())?,
+                system: prompt::system(cx, Some(&persona), self.goal, self.in_loop),
+                user: self.user.clone(),
+                use_tools: true,
+                outputs: &agent.outputs,
+                output_schema: self.output_schema,
+                can_signal_done: self.in_loop,
+                accept_converged: self.accept_converged,
+                card: agent.card.as_deref(),
+            };
+            convs.push(cx.converse(conv));
+        }
+        // One agent failing (its provider down, its turns used up) does not sink
+        // the others: its failure is an `error` event and the synthesis works
+        // from the rest. A budget or a cancellation stops everything.
+        let mut answers = Vec::with_capacity(convs.len());
+        let mut names = Vec::with_capacity(convs.len());
+        let mut first_failure = None;
+        for (name, outcome) in self
+            .goal
+            .agents
+            .iter()
+            .zip(futures::future::join_all(convs).await)
+        {
+            match outcome {
+                Ok(a) => {
+                    answers.push(a);
+                    names.push(name.clone());
+                }
+                Err(Stop::Failed(why)) => {
+                    cx.emit(
+                        &self.scope.with_agent(name),
+                        EventBody::Error {
+                            message: format!(
+                                "agent `{name}` failed; the goal goes on with the other agents: {why}"
+                            ),
+                        },
+                    );
+                    first_failure.get_or_insert(Stop::Failed(format!("agent `{name}`: {why}")));
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        if answers.is_empty() {
+            return Err(first_failure.unwrap_or_else(|| {
+                Stop::Failed(format!("goal `{}` has no agents", self.goal.name))
+            }));
+        }
+        Ok((names, answers))
+    }
+
+    /// The synthesis reconciles the agents' answers; it is the goal's output.
+    async fn synthesize(&self, names: &[String], answers: &[Answer]) -> Result<Answer, Stop> {
+        let synth_scope = self.scope.with_agent("synthesis");
+        self.cx.emit(
+            &synth_scope,
+            EventBody::AgentStarted {
+                role: "synthesis".into(),
+            },
+        );
+        self.cx
+            .converse(Conversation {
+                scope: synth_scope,
+                provider: self.provider(None)?,
+                system: prompt::synthesis_system(self.plan, self.goal),
+                user: prompt::synthesis_user(self.outcome, names, answers),
+                use_tools: false,
+                outputs: &self.goal.outputs,
+                output_schema: self.output_schema,
+                can_signal_done: false,
+                accept_converged: self.accept_converged,
+                card: None,
+            })
+            .await
+    }
 }
 
 /// CONVERGE: refine until `CONVERGED`, unchanged output, or (after tools were

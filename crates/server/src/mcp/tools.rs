@@ -315,41 +315,27 @@ pub async fn call(
 ) -> Result<CallToolResult, ErrorData> {
     let name = request.name.as_ref();
     let args = request.arguments.map(Value::Object);
-    let engine = &server.engine;
     let result = match name {
         "run" => match params::<RunParams>("run", args) {
             Ok(p) => run(server, p, &ctx).await,
             Err(e) => tool_error(&e),
         },
         "event" => match params::<EventParams>("event", args) {
-            Ok(p) => {
-                let page = tokio::select! {
-                    r = engine.events(p) => r,
-                    _ = ctx.ct.cancelled() => return Ok(text_result("cancelled".into(), None, true)),
-                };
-                match page {
-                    Ok(page) => text_result(event_text(&page), structured(&page), false),
-                    Err(e) => tool_error(&e),
-                }
-            }
+            Ok(p) => event(server, p, &ctx).await,
             Err(e) => tool_error(&e),
         },
         "cancel" => match params::<CancelParams>("cancel", args) {
-            Ok(p) => match engine.cancel(p).await {
-                Ok(s) => text_result(
-                    format!("Session {} is {}.", s.session_id, s.status.as_str()),
-                    structured(&s),
-                    false,
-                ),
-                Err(e) => tool_error(&e),
-            },
+            Ok(p) => cancel(server, p).await,
             Err(e) => tool_error(&e),
         },
         "approve" => match params::<ApproveParams>("approve", args) {
             Ok(p) => {
                 let verdict = if p.approve { "approved" } else { "rejected" };
                 let (hooks, _forwarder) = resume_hooks(server);
-                resumed(engine.approve(p, hooks).await, &format!("Goal {verdict}"))
+                resumed(
+                    server.engine.approve(p, hooks).await,
+                    &format!("Goal {verdict}"),
+                )
             }
             Err(e) => tool_error(&e),
         },
@@ -357,39 +343,16 @@ pub async fn call(
             Ok(p) => {
                 let what = format!("Signal `{}` delivered", p.event);
                 let (hooks, _forwarder) = resume_hooks(server);
-                resumed(engine.signal(p, hooks).await, &what)
+                resumed(server.engine.signal(p, hooks).await, &what)
             }
             Err(e) => tool_error(&e),
         },
         "validate" => match params::<ValidateParams>("validate", args) {
-            Ok(p) => match engine.validate_bounded(p).await {
-                // A report of thousands of diagnostics takes a while to render:
-                // off the async threads, like the validation.
-                Ok(report) => match tokio::task::spawn_blocking(move || {
-                    text_result(validate_text(&report), structured(&report), false)
-                })
-                .await
-                {
-                    Ok(r) => r,
-                    Err(e) => tool_error(&RpcError::internal(format!(
-                        "internal error: cannot render the report: {e}"
-                    ))),
-                },
-                Err(e) => tool_error(&e),
-            },
+            Ok(p) => validate(server, p).await,
             Err(e) => tool_error(&e),
         },
         "inspect" => match params::<InspectParams>("inspect", args) {
-            Ok(p) => match engine.inspect_bounded(p).await {
-                Ok(v) => {
-                    let text = match v.get("text").and_then(Value::as_str) {
-                        Some(t) => t.to_owned(),
-                        None => serde_json::to_string_pretty(&v).unwrap_or_default(),
-                    };
-                    text_result(text, Some(v), false)
-                }
-                Err(e) => tool_error(&e),
-            },
+            Ok(p) => inspect(server, p).await,
             Err(e) => tool_error(&e),
         },
         "create" => match params::<CreateParams>("create", args) {
@@ -397,71 +360,142 @@ pub async fn call(
             Err(e) => tool_error(&e),
         },
         "promote" => match params::<PromoteParams>("promote", args) {
-            Ok(p) => {
-                if let Err(e) = engine.request_path(&p.run) {
-                    return Ok(tool_error(&e));
-                }
-                let root = engine.root().to_path_buf();
-                match agentfile_frontend::author::generate::promote(
-                    &root,
-                    std::path::Path::new(&p.run),
-                ) {
-                    Ok(done) => text_result(
-                        format!(
-                            "Promoted {} to {} (archived in {}).",
-                            p.run, done.target, done.archive
-                        ),
-                        Some(
-                            json!({"name": done.name, "run_id": done.run_id, "target": done.target, "archive": done.archive}),
-                        ),
-                        false,
-                    ),
-                    Err(e) => text_result(e, None, true),
-                }
-            }
+            Ok(p) => promote(server, p),
             Err(e) => tool_error(&e),
         },
         "list" => match params::<ListParams>("list", args) {
-            Ok(p) => match engine.list_bounded(p).await {
+            Ok(p) => match server.engine.list_bounded(p).await {
                 Ok(list) => text_result(list_text(&list), structured(&list), false),
                 Err(e) => tool_error(&e),
             },
             Err(e) => tool_error(&e),
         },
-        other => {
-            let tools = server.catalog.tools().await;
-            let Some(w) = tools.iter().find(|w| w.tool.name == other) else {
-                return Err(ErrorData::invalid_params(
-                    format!("unknown tool `{other}`; `tools/list` names them"),
-                    None,
-                ));
-            };
-            let inputs = match args {
-                Some(Value::Object(o)) => o.into_iter().collect(),
-                _ => Default::default(),
-            };
-            let p = RunParams {
-                path: w.path.clone(),
-                inputs,
-                ..RunParams::default()
-            };
-            let mut r = run(server, p, &ctx).await;
-            // A result that breaks the tool's own output schema would be
-            // refused by the client: say so as a tool error instead.
-            if r.is_error != Some(true)
-                && let Some(s) = &r.structured_content
-                && let Some(problems) = super::workflows::outputs_problems(&w.tool, s)
-            {
-                r.is_error = Some(true);
-                r.content.push(ContentBlock::text(format!(
-                    "The run completed, but its outputs do not match the workflow's `outputs` schema: {}",
-                    problems.join("; ")
-                )));
-            }
-            r
-        }
+        other => workflow(server, other, args, &ctx).await?,
     };
     Ok(result)
+}
+
+/// `event`: a page of the session's events, waiting for new ones up to the
+/// call's `wait_ms` (or until the client cancels the call).
+async fn event(
+    server: &McpServer,
+    p: EventParams,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let page = tokio::select! {
+        r = server.engine.events(p) => r,
+        _ = ctx.ct.cancelled() => return text_result("cancelled".into(), None, true),
+    };
+    match page {
+        Ok(page) => text_result(event_text(&page), structured(&page), false),
+        Err(e) => tool_error(&e),
+    }
+}
+
+/// `cancel`.
+async fn cancel(server: &McpServer, p: CancelParams) -> CallToolResult {
+    match server.engine.cancel(p).await {
+        Ok(s) => text_result(
+            format!("Session {} is {}.", s.session_id, s.status.as_str()),
+            structured(&s),
+            false,
+        ),
+        Err(e) => tool_error(&e),
+    }
+}
+
+/// `validate`.
+async fn validate(server: &McpServer, p: ValidateParams) -> CallToolResult {
+    match server.engine.validate_bounded(p).await {
+        // A report of thousands of diagnostics takes a while to render:
+        // off the async threads, like the validation.
+        Ok(report) => match tokio::task::spawn_blocking(move || {
+            text_result(validate_text(&report), structured(&report), false)
+        })
+        .await
+        {
+            Ok(r) => r,
+            Err(e) => tool_error(&RpcError::internal(format!(
+                "internal error: cannot render the report: {e}"
+            ))),
+        },
+        Err(e) => tool_error(&e),
+    }
+}
+
+/// `inspect`: the rendering as text when there is one, else the JSON.
+async fn inspect(server: &McpServer, p: InspectParams) -> CallToolResult {
+    match server.engine.inspect_bounded(p).await {
+        Ok(v) => {
+            let text = match v.get("text").and_then(Value::as_str) {
+                Some(t) => t.to_owned(),
+                None => serde_json::to_string_pretty(&v).unwrap_or_default(),
+            };
+            text_result(text, Some(v), false)
+        }
+        Err(e) => tool_error(&e),
+    }
+}
+
+/// `promote`: a generated run becomes a workflow of the project.
+fn promote(server: &McpServer, p: PromoteParams) -> CallToolResult {
+    let engine = &server.engine;
+    if let Err(e) = engine.request_path(&p.run) {
+        return tool_error(&e);
+    }
+    let root = engine.root().to_path_buf();
+    match agentfile_frontend::author::generate::promote(&root, std::path::Path::new(&p.run)) {
+        Ok(done) => text_result(
+            format!(
+                "Promoted {} to {} (archived in {}).",
+                p.run, done.target, done.archive
+            ),
+            Some(
+                json!({"name": done.name, "run_id": done.run_id, "target": done.target, "archive": done.archive}),
+            ),
+            false,
+        ),
+        Err(e) => text_result(e, None, true),
+    }
+}
+
+/// A `run_<name>` tool: run that workflow with the arguments as its inputs.
+async fn workflow(
+    server: &McpServer,
+    name: &str,
+    args: Option<Value>,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResult, ErrorData> {
+    let tools = server.catalog.tools().await;
+    let Some(w) = tools.iter().find(|w| w.tool.name == name) else {
+        return Err(ErrorData::invalid_params(
+            format!("unknown tool `{name}`; `tools/list` names them"),
+            None,
+        ));
+    };
+    let inputs = match args {
+        Some(Value::Object(o)) => o.into_iter().collect(),
+        _ => Default::default(),
+    };
+    let p = RunParams {
+        path: w.path.clone(),
+        inputs,
+        ..RunParams::default()
+    };
+    let mut r = run(server, p, ctx).await;
+    // A result that breaks the tool's own output schema would be
+    // refused by the client: say so as a tool error instead.
+    if r.is_error != Some(true)
+        && let Some(s) = &r.structured_content
+        && let Some(problems) = super::workflows::outputs_problems(&w.tool, s)
+    {
+        r.is_error = Some(true);
+        r.content.push(ContentBlock::text(format!(
+            "The run completed, but its outputs do not match the workflow's `outputs` schema: {}",
+            problems.join("; ")
+        )));
+    }
+    Ok(r)
 }
 
 /// `run` and the `run_<name>` tools.

@@ -58,12 +58,14 @@ impl Progress {
 
     /// The line for an event, or `None` for events not worth a line.
     pub fn line(&self, e: &Event) -> Option<String> {
-        let who = e
-            .agent
-            .as_deref()
-            .map(|a| format!("[{a}] "))
-            .unwrap_or_default();
-        let goal = e.goal.as_deref().unwrap_or("");
+        self.run_line(e)
+            .or_else(|| self.step_line(e))
+            .or_else(|| self.goal_line(e))
+            .or_else(|| self.tool_line(e))
+    }
+
+    /// The lines of the run as a whole: its start, warnings and errors, its end.
+    fn run_line(&self, e: &Event) -> Option<String> {
         Some(match &e.body {
             EventBody::RunStarted {
                 workflow,
@@ -86,6 +88,40 @@ impl Progress {
                     e.session_id
                 )
             }
+            EventBody::Warning { message } => {
+                format!(
+                    "{} {}",
+                    self.paint("1;33", "warning:"),
+                    for_terminal(message)
+                )
+            }
+            EventBody::Error { message } => {
+                format!("{} {}", self.paint("1;31", "error:"), for_terminal(message))
+            }
+            EventBody::RunComplete { usage, .. } => format!(
+                "{} in {} turn{}, {} tool call{}, {} tokens{}",
+                self.paint("1;32", "done"),
+                usage.turns,
+                if usage.turns == 1 { "" } else { "s" },
+                usage.tool_calls,
+                if usage.tool_calls == 1 { "" } else { "s" },
+                usage.input_tokens + usage.output_tokens,
+                usage
+                    .cost_usd
+                    .map(|c| format!(", ${c:.4}"))
+                    .unwrap_or_default()
+            ),
+            EventBody::RunFailed { error, .. } => {
+                format!("{} {}", self.paint("1;31", "failed:"), for_terminal(error))
+            }
+            EventBody::RunCancelled { .. } => self.paint("1;33", "cancelled"),
+            _ => return None,
+        })
+    }
+
+    /// The lines of steps and loop iterations.
+    fn step_line(&self, e: &Event) -> Option<String> {
+        Some(match &e.body {
             EventBody::StepStarted { kind, goals, limit } => {
                 let lim = limit
                     .map(|l| format!(", at most {l} iterations"))
@@ -103,6 +139,29 @@ impl Progress {
                 self.paint("34", "↻"),
                 e.iteration.unwrap_or(0)
             ),
+            EventBody::StepComplete {
+                iterations: Some(n),
+                stop: Some(stop),
+                ..
+            } => {
+                let how = match stop {
+                    LoopStop::Limit => self.paint("33", "stopped at the limit"),
+                    other => other.as_str().to_owned(),
+                };
+                format!(
+                    "  {} after {n} iteration{} ({how})",
+                    self.paint("34", "■"),
+                    if *n == 1 { "" } else { "s" }
+                )
+            }
+            _ => return None,
+        })
+    }
+
+    /// The lines of goals and their approvals.
+    fn goal_line(&self, e: &Event) -> Option<String> {
+        let goal = e.goal.as_deref().unwrap_or("");
+        Some(match &e.body {
             EventBody::GoalStarted { outcome, agents } => {
                 let first = outcome
                     .lines()
@@ -117,6 +176,41 @@ impl Progress {
                 };
                 format!("  {} {goal}: {first}{agents}", self.paint("1", "•"))
             }
+            EventBody::ApprovalRequired { reason, .. } => {
+                format!("  {} {reason}", self.paint("1;33", "approval"))
+            }
+            // Notes say how (`at the terminal`, `with --approve-all`).
+            EventBody::ApprovalResolved { approved, note } => format!(
+                "  {} {}",
+                if *approved { "approved" } else { "rejected" },
+                for_terminal(note.as_deref().unwrap_or(""))
+            ),
+            EventBody::GoalComplete {
+                tool_calls,
+                converged,
+                ..
+            } if e.agent.is_none() => {
+                let conv = converged
+                    .map(|c| format!(", {}", c.as_str()))
+                    .unwrap_or_default();
+                format!(
+                    "  {} {goal} ({tool_calls} tool call{}{conv})",
+                    self.paint("32", "✓"),
+                    if *tool_calls == 1 { "" } else { "s" }
+                )
+            }
+            _ => return None,
+        })
+    }
+
+    /// The lines of tool calls: the call, a denial, an error, a file written.
+    fn tool_line(&self, e: &Event) -> Option<String> {
+        let who = e
+            .agent
+            .as_deref()
+            .map(|a| format!("[{a}] "))
+            .unwrap_or_default();
+        Some(match &e.body {
             EventBody::ToolCall {
                 tool, arguments, ..
             } => {
@@ -149,71 +243,6 @@ impl Progress {
                 self.paint("32", "wrote"),
                 for_terminal(path)
             ),
-            EventBody::ApprovalRequired { reason, .. } => {
-                format!("  {} {reason}", self.paint("1;33", "approval"))
-            }
-            // Notes say how (`at the terminal`, `with --approve-all`).
-            EventBody::ApprovalResolved { approved, note } => format!(
-                "  {} {}",
-                if *approved { "approved" } else { "rejected" },
-                for_terminal(note.as_deref().unwrap_or(""))
-            ),
-            EventBody::GoalComplete {
-                tool_calls,
-                converged,
-                ..
-            } if e.agent.is_none() => {
-                let conv = converged
-                    .map(|c| format!(", {}", c.as_str()))
-                    .unwrap_or_default();
-                format!(
-                    "  {} {goal} ({tool_calls} tool call{}{conv})",
-                    self.paint("32", "✓"),
-                    if *tool_calls == 1 { "" } else { "s" }
-                )
-            }
-            EventBody::StepComplete {
-                iterations: Some(n),
-                stop: Some(stop),
-                ..
-            } => {
-                let how = match stop {
-                    LoopStop::Limit => self.paint("33", "stopped at the limit"),
-                    other => other.as_str().to_owned(),
-                };
-                format!(
-                    "  {} after {n} iteration{} ({how})",
-                    self.paint("34", "■"),
-                    if *n == 1 { "" } else { "s" }
-                )
-            }
-            EventBody::Warning { message } => {
-                format!(
-                    "{} {}",
-                    self.paint("1;33", "warning:"),
-                    for_terminal(message)
-                )
-            }
-            EventBody::Error { message } => {
-                format!("{} {}", self.paint("1;31", "error:"), for_terminal(message))
-            }
-            EventBody::RunComplete { usage, .. } => format!(
-                "{} in {} turn{}, {} tool call{}, {} tokens{}",
-                self.paint("1;32", "done"),
-                usage.turns,
-                if usage.turns == 1 { "" } else { "s" },
-                usage.tool_calls,
-                if usage.tool_calls == 1 { "" } else { "s" },
-                usage.input_tokens + usage.output_tokens,
-                usage
-                    .cost_usd
-                    .map(|c| format!(", ${c:.4}"))
-                    .unwrap_or_default()
-            ),
-            EventBody::RunFailed { error, .. } => {
-                format!("{} {}", self.paint("1;31", "failed:"), for_terminal(error))
-            }
-            EventBody::RunCancelled { .. } => self.paint("1;33", "cancelled"),
             _ => return None,
         })
     }

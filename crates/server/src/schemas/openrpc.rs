@@ -25,7 +25,20 @@ struct Method {
     errors: &'static [i64],
 }
 
-fn method<P: JsonSchema>(
+/// A method whose result is the schema of `R`.
+fn method<P: JsonSchema, R: JsonSchema>(
+    g: &mut SchemaGenerator,
+    name: &'static str,
+    summary: &'static str,
+    result_name: &'static str,
+    errors: &'static [i64],
+) -> Method {
+    let result = g.subschema_for::<R>();
+    method_with::<P>(g, name, summary, result_name, result, errors)
+}
+
+/// A method with the given result schema.
+fn method_with<P: JsonSchema>(
     g: &mut SchemaGenerator,
     name: &'static str,
     summary: &'static str,
@@ -110,6 +123,16 @@ const ERRORS: [(i64, &str); 12] = [
     ),
 ];
 
+/// The errors of a method that acts on a stored session.
+const SESSION_ERRORS: &[i64] = &[
+    code::INVALID_PARAMS,
+    code::UNKNOWN_SESSION,
+    code::SESSION_STATE,
+    code::STORE,
+    code::LIMIT,
+    code::INTERNAL,
+];
+
 /// The whole document.
 pub fn document() -> Value {
     let settings = SchemaSettings::draft2020_12().with(|s| {
@@ -117,28 +140,70 @@ pub fn document() -> Value {
         s.meta_schema = None;
     });
     let mut g = SchemaGenerator::new(settings);
-    let run_result = {
-        let finished = g.subschema_for::<RunResult>();
-        let started = g.subschema_for::<RunStatus>();
-        Schema::from(
-            json!({"oneOf": [finished, started], "description": "The finished run (wait: true), or at once its session id and status (wait: false)"})
-                .as_object()
-                .cloned()
-                .unwrap_or_default(),
-        )
-    };
-    let plan = g.subschema_for::<agentfile_plan::Plan>();
-    let text = g.subschema_for::<agentfile_protocol::rpc::InspectText>();
-    let inspect_result = Schema::from(
-        json!({"oneOf": [plan, text], "description": "The plan (format json), or rendered text"})
+    let methods = methods(&mut g);
+    let event = g.subschema_for::<Event>();
+    // Referenced by the error objects of every method.
+    let _ = g.subschema_for::<RpcError>();
+    let described: Map<String, Value> = ERRORS
+        .iter()
+        .map(|(c, m)| (c.to_string(), json!({"code": c, "message": m})))
+        .collect();
+    let methods: Vec<Value> = methods.iter().map(method_object).collect();
+    let schemas = g.take_definitions(true);
+    json!({
+        "openrpc": "1.3.2",
+        "info": {
+            "title": "agentfile serve",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "JSON-RPC 2.0 over stdio, one message per line (batches and notifications per spec). While a run started on the connection executes, the server sends `{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":EVENT}` for each of its events (schema: components.schemas.Event, referenced by x-notifications)."
+        },
+        "methods": methods,
+        "x-notifications": [{"name": "event", "params": [{"name": "event", "schema": event}]}],
+        "components": {"schemas": schemas, "errors": described}
+    })
+}
+
+/// One method's entry in the document.
+fn method_object(m: &Method) -> Value {
+    json!({
+        "name": m.name,
+        "summary": m.summary,
+        "paramStructure": "by-name",
+        "params": descriptors(&m.params),
+        "result": {"name": m.result_name, "schema": m.result},
+        "errors": m.errors.iter().map(|c| json!({"$ref": format!("#/components/errors/{c}")})).collect::<Vec<_>>(),
+    })
+}
+
+/// `oneOf` the given schemas, described.
+fn one_of(schemas: [Schema; 2], description: &str) -> Schema {
+    Schema::from(
+        json!({"oneOf": schemas, "description": description})
             .as_object()
             .cloned()
             .unwrap_or_default(),
-    );
+    )
+}
+
+/// Every method, in the document's order.
+fn methods(g: &mut SchemaGenerator) -> [Method; 10] {
     use code::*;
-    let methods = [
-        method::<RunParams>(
-            &mut g,
+    let run_result = {
+        let finished = g.subschema_for::<RunResult>();
+        let started = g.subschema_for::<RunStatus>();
+        one_of(
+            [finished, started],
+            "The finished run (wait: true), or at once its session id and status (wait: false)",
+        )
+    };
+    let inspect_result = {
+        let plan = g.subschema_for::<agentfile_plan::Plan>();
+        let text = g.subschema_for::<agentfile_protocol::rpc::InspectText>();
+        one_of([plan, text], "The plan (format json), or rendered text")
+    };
+    [
+        method_with::<RunParams>(
+            g,
             "run",
             "Run (or resume) a workflow; events arrive as `event` notifications while it runs",
             "result",
@@ -155,154 +220,69 @@ pub fn document() -> Value {
                 INTERNAL,
             ],
         ),
-        {
-            let r = g.subschema_for::<EventPage>();
-            method::<EventParams>(
-                &mut g,
-                "event",
-                "Read a session's events after a seq, or long-poll for the next ones",
-                "page",
-                r,
-                &[INVALID_PARAMS, UNKNOWN_SESSION, STORE, LIMIT, INTERNAL],
-            )
-        },
-        {
-            let r = g.subschema_for::<RunStatus>();
-            method::<CancelParams>(
-                &mut g,
-                "cancel",
-                "Cancel a run; a finished one keeps its status",
-                "status",
-                r,
-                &[
-                    INVALID_PARAMS,
-                    UNKNOWN_SESSION,
-                    SESSION_STATE,
-                    STORE,
-                    LIMIT,
-                    INTERNAL,
-                ],
-            )
-        },
-        {
-            let r = g.subschema_for::<RunStatus>();
-            method::<ApproveParams>(
-                &mut g,
-                "approve",
-                "Approve or reject the supervised goal a run waits at (a session waiting from an earlier process is resumed)",
-                "status",
-                r,
-                &[
-                    INVALID_PARAMS,
-                    UNKNOWN_SESSION,
-                    SESSION_STATE,
-                    STORE,
-                    LIMIT,
-                    INTERNAL,
-                ],
-            )
-        },
-        {
-            let r = g.subschema_for::<RunStatus>();
-            method::<SignalParams>(
-                &mut g,
-                "signal",
-                "Deliver an event to a suspended session (status `suspended`); the run resumes at once",
-                "status",
-                r,
-                &[
-                    INVALID_PARAMS,
-                    UNKNOWN_SESSION,
-                    SESSION_STATE,
-                    STORE,
-                    LIMIT,
-                    INTERNAL,
-                ],
-            )
-        },
-        {
-            let r = g.subschema_for::<ValidateReport>();
-            method::<ValidateParams>(
-                &mut g,
-                "validate",
-                "Check workflow files (or source text) and report every problem",
-                "report",
-                r,
-                &[INVALID_PARAMS, LIMIT, INTERNAL],
-            )
-        },
-        method::<InspectParams>(
-            &mut g,
+        method::<EventParams, EventPage>(
+            g,
+            "event",
+            "Read a session's events after a seq, or long-poll for the next ones",
+            "page",
+            &[INVALID_PARAMS, UNKNOWN_SESSION, STORE, LIMIT, INTERNAL],
+        ),
+        method::<CancelParams, RunStatus>(
+            g,
+            "cancel",
+            "Cancel a run; a finished one keeps its status",
+            "status",
+            SESSION_ERRORS,
+        ),
+        method::<ApproveParams, RunStatus>(
+            g,
+            "approve",
+            "Approve or reject the supervised goal a run waits at (a session waiting from an earlier process is resumed)",
+            "status",
+            SESSION_ERRORS,
+        ),
+        method::<SignalParams, RunStatus>(
+            g,
+            "signal",
+            "Deliver an event to a suspended session (status `suspended`); the run resumes at once",
+            "status",
+            SESSION_ERRORS,
+        ),
+        method::<ValidateParams, ValidateReport>(
+            g,
+            "validate",
+            "Check workflow files (or source text) and report every problem",
+            "report",
+            &[INVALID_PARAMS, LIMIT, INTERNAL],
+        ),
+        method_with::<InspectParams>(
+            g,
             "inspect",
             "A workflow's plan: inputs, agents, goals, steps",
             "plan",
             inspect_result,
             &[INVALID_PARAMS, RUN_REJECTED, LIMIT, INTERNAL],
         ),
-        {
-            let r = g.subschema_for::<WorkflowList>();
-            method::<ListParams>(
-                &mut g,
-                "list",
-                "Find the workflows under a folder",
-                "workflows",
-                r,
-                &[INVALID_PARAMS, NOT_FOUND, LIMIT, INTERNAL],
-            )
-        },
-        {
-            let r = g.subschema_for::<SessionList>();
-            method::<SessionsParams>(
-                &mut g,
-                "sessions",
-                "Stored sessions, newest first",
-                "sessions",
-                r,
-                &[INVALID_PARAMS, STORE, LIMIT, INTERNAL],
-            )
-        },
-        {
-            let r = g.subschema_for::<Pong>();
-            method::<PingParams>(
-                &mut g,
-                "ping",
-                "Answered `{}` at once, also while the connection is at a limit: is the server there?",
-                "pong",
-                r,
-                &[INVALID_PARAMS],
-            )
-        },
-    ];
-    let event = g.subschema_for::<Event>();
-    // Referenced by the error objects of every method.
-    let _ = g.subschema_for::<RpcError>();
-    let described: Map<String, Value> = ERRORS
-        .iter()
-        .map(|(c, m)| (c.to_string(), json!({"code": c, "message": m})))
-        .collect();
-    let methods: Vec<Value> = methods
-        .iter()
-        .map(|m| {
-            json!({
-                "name": m.name,
-                "summary": m.summary,
-                "paramStructure": "by-name",
-                "params": descriptors(&m.params),
-                "result": {"name": m.result_name, "schema": m.result},
-                "errors": m.errors.iter().map(|c| json!({"$ref": format!("#/components/errors/{c}")})).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let schemas = g.take_definitions(true);
-    json!({
-        "openrpc": "1.3.2",
-        "info": {
-            "title": "agentfile serve",
-            "version": env!("CARGO_PKG_VERSION"),
-            "description": "JSON-RPC 2.0 over stdio, one message per line (batches and notifications per spec). While a run started on the connection executes, the server sends `{\"jsonrpc\":\"2.0\",\"method\":\"event\",\"params\":EVENT}` for each of its events (schema: components.schemas.Event, referenced by x-notifications)."
-        },
-        "methods": methods,
-        "x-notifications": [{"name": "event", "params": [{"name": "event", "schema": event}]}],
-        "components": {"schemas": schemas, "errors": described}
-    })
+        method::<ListParams, WorkflowList>(
+            g,
+            "list",
+            "Find the workflows under a folder",
+            "workflows",
+            &[INVALID_PARAMS, NOT_FOUND, LIMIT, INTERNAL],
+        ),
+        method::<SessionsParams, SessionList>(
+            g,
+            "sessions",
+            "Stored sessions, newest first",
+            "sessions",
+            &[INVALID_PARAMS, STORE, LIMIT, INTERNAL],
+        ),
+        method::<PingParams, Pong>(
+            g,
+            "ping",
+            "Answered `{}` at once, also while the connection is at a limit: is the server there?",
+            "pong",
+            &[INVALID_PARAMS],
+        ),
+    ]
 }
