@@ -365,16 +365,20 @@ pub fn url_env(config: &Config) -> &str {
         .unwrap_or(DEFAULT_URL_ENV)
 }
 
-/// A new session id: `YYYYMMDD-HHMMSS-` and 12 random hex digits, e.g.
-/// `20261122-100000-3fa94c0e1b27`. Ids sort by creation time (to the second),
-/// and the 48 random bits make two processes starting runs in the same second
-/// collide with negligible probability (`create` refuses a duplicate anyway).
+/// A new session id: `YYYYMMDD-HHMMSS-` and 24 random hex digits, e.g.
+/// `20261122-100000-3fa94c0e1b27a0c4d9e1f207`. Ids sort by creation time (to
+/// the second). The 96 random bits make an id unguessable (an MCP task id is
+/// the session id, and knowing one is enough to poll it on a shared store) and
+/// make two processes starting runs in the same second collide with negligible
+/// probability (`create` refuses a duplicate anyway).
 pub fn new_session_id() -> String {
     let ts = now();
     // `rfc3339` is fixed-width: 2026-11-22T10:00:00.123Z
     let digits: String = ts.chars().take(19).filter(char::is_ascii_digit).collect();
     let (date, time) = digits.split_at(digits.len().min(8));
-    format!("{date}-{time}-{:012x}", random_u64() & 0xffff_ffff_ffff)
+    let high = random_u64();
+    let low = random_u64() & 0xffff_ffff;
+    format!("{date}-{time}-{high:016x}{low:08x}")
 }
 
 /// 64 random bits without a dependency: the kernel's generator when it can be
@@ -452,7 +456,8 @@ mod tests {
             assert!(is_valid_id(id), "{id}");
             let parts: Vec<&str> = id.split('-').collect();
             assert_eq!(parts.len(), 3, "{id}");
-            assert_eq!((parts[0].len(), parts[1].len(), parts[2].len()), (8, 6, 12));
+            assert_eq!((parts[0].len(), parts[1].len(), parts[2].len()), (8, 6, 24));
+            assert!(parts[2].bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
         }
     }
 

@@ -24,6 +24,7 @@
 //! protocol messages is written to stdout; diagnostics go to stderr.
 
 pub mod approval;
+pub mod principal;
 pub mod progress;
 pub mod prompts;
 pub mod sampling;
