@@ -334,6 +334,66 @@ mod tests {
         assert_eq!(untyped["n"], json!("5"));
     }
 
+    fn plan() -> Plan {
+        serde_json::from_value(json!({
+            "schema_version": 1,
+            "name": "typed",
+            "format": "test",
+            "path": "typed",
+            "inputs": [
+                {"name": "n", "default": null, "required": true},
+                {"name": "tags", "default": "[\"x\"]", "required": false},
+                {"name": "opts", "default": null, "required": true},
+                {"name": "name", "default": null, "required": false}
+            ],
+            "agents": [],
+            "goals": [],
+            "graph": {"id": "main", "kind": "sequence", "nodes": []},
+            "input_schema": schema()
+        }))
+        .expect("a plan")
+    }
+
+    #[test]
+    fn binding_keeps_json_values() {
+        let plan = plan();
+        let opts = json!({"deep": {"list": [1, "two", null]}});
+        let bound = bind_inputs(&plan, &given(&[("n", json!(3)), ("opts", opts.clone())])).unwrap();
+        assert_eq!(bound["n"], json!(3));
+        assert_eq!(
+            bound["opts"], opts,
+            "an object binds as it is, not as its text"
+        );
+        // A default is text, read as the declared type when the run starts.
+        assert_eq!(bound["tags"], json!(r#"["x"]"#));
+        assert_eq!(
+            typed_inputs(plan.input_schema.as_ref(), &bound)["tags"],
+            json!(["x"])
+        );
+        // `--input n=5`: a string read as the declared number.
+        let bound =
+            bind_inputs(&plan, &given(&[("n", json!("5")), ("opts", json!("{}"))])).unwrap();
+        assert_eq!(
+            typed_inputs(plan.input_schema.as_ref(), &bound)["n"],
+            json!(5)
+        );
+        // The schema judges the typed values.
+        let e = bind_inputs(&plan, &given(&[("n", json!(1.5)), ("opts", json!({}))])).unwrap_err();
+        assert!(
+            matches!(&e, BindError::Schema { .. })
+                && e.to_string()
+                    .starts_with("the inputs do not match the workflow's `inputs` schema: "),
+            "{e}"
+        );
+        let e = bind_inputs(&plan, &given(&[("n", json!(1))])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "missing required input `opts`; pass --input opts=…"
+        );
+        let e = bind_inputs(&plan, &given(&[("nn", json!(1))])).unwrap_err();
+        assert_eq!(e.to_string(), "unknown input `nn`; did you mean `n`?");
+    }
+
     #[test]
     fn a_value_read_back_from_its_text_is_the_same() {
         let inputs = given(&[
