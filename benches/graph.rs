@@ -92,7 +92,7 @@ fn run(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> usize {
         };
         let spec = RunSpec {
             plan: plan.clone(),
-            inputs: BTreeMap::from([("unused".to_owned(), "x".to_owned())]),
+            inputs: BTreeMap::from([("unused".to_owned(), "x".into())]),
             workspace: PathBuf::from("."),
             agent_id: "bench".into(),
             limits: Limits::default(),

@@ -1030,7 +1030,7 @@ async fn run_async(
                         .into(),
                 ));
             }
-            req.inputs = meta.inputs.clone();
+            req.inputs = agentfile::executor::inputs::inputs_from_text(&meta.inputs);
             req.workspace = Some(PathBuf::from(&meta.workspace));
             SessionChoice::Resume(id)
         }

@@ -138,9 +138,9 @@ async fn run_with(
     approver: &dyn Approver,
     cancel: CancellationToken,
 ) -> Run {
-    let given: BTreeMap<String, String> = inputs
+    let given: agentfile::executor::Inputs = inputs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
         .collect();
     let inputs = bind_inputs(&plan, &given).unwrap();
     let last_seq = prior.last().map(|e| e.seq).unwrap_or(0);
@@ -827,21 +827,31 @@ fn inputs_are_checked_before_any_model_call() {
         &ws,
         "NAME i\nINPUT topic\nINPUT n DEFAULT 3\nGOAL g \"$topic\"\nLOOP l USING g WITHIN $n\n",
     );
-    let e = bind_inputs(&p, &BTreeMap::new()).unwrap_err();
+    let e = bind_inputs(&p, &BTreeMap::new()).unwrap_err().to_string();
     assert!(e.contains("missing required input `topic`"), "{e}");
-    let given = BTreeMap::from([("topik".to_owned(), "x".to_owned())]);
+    let given = BTreeMap::from([("topik".to_owned(), "x".into())]);
     assert!(
         bind_inputs(&p, &given)
             .unwrap_err()
+            .to_string()
             .contains("did you mean `topic`?")
     );
     let given = BTreeMap::from([
-        ("topic".to_owned(), "x".to_owned()),
-        ("n".to_owned(), "lots".to_owned()),
+        ("topic".to_owned(), "x".into()),
+        ("n".to_owned(), "lots".into()),
     ]);
     assert!(
         bind_inputs(&p, &given)
             .unwrap_err()
+            .to_string()
             .contains("positive whole number")
+    );
+    // A JSON number binds as it is, and limits the loop like its text would.
+    let given = BTreeMap::from([("topic".to_owned(), "x".into()), ("n".to_owned(), 2.into())]);
+    assert_eq!(bind_inputs(&p, &given).unwrap()["n"], serde_json::json!(2));
+    let given = BTreeMap::from([("topic".to_owned(), "x".into()), ("n".to_owned(), 0.into())]);
+    assert_eq!(
+        bind_inputs(&p, &given).unwrap_err().to_string(),
+        "input `n` is a loop limit and must be a positive whole number, not `0`"
     );
 }

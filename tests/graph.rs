@@ -99,9 +99,9 @@ async fn run_stored(
     store: Option<(Arc<dyn SessionStore>, &str)>,
 ) -> Run {
     let plan = Arc::new(plan);
-    let given: BTreeMap<String, String> = inputs
+    let given: agentfile::executor::Inputs = inputs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
         .collect();
     let inputs = bind_inputs(&plan, &given).unwrap();
     let policy = Policy::parse(POLICY, Path::new("policy.toml")).unwrap();

@@ -794,3 +794,75 @@ fn a_workflow_md_is_approved_and_signalled_over_json_rpc() {
     );
     assert_eq!(server.request_count(), 1, "the model is asked once");
 }
+
+/// JSON values given over JSON-RPC reach the step as the JSON the workflow's
+/// `inputs` schema declares — a number, a list, an object — not as their text
+/// read back; an input the workflow reads as text still takes only a string,
+/// number or boolean.
+#[test]
+fn json_inputs_reach_the_step_as_json() {
+    let rt = rt();
+    let server = rt.block_on(fake("unused", Duration::ZERO));
+    let dir = tmp("json-inputs");
+    write_config(&dir.join("agent.toml"), &server);
+    let mut config = std::fs::read_to_string(dir.join("agent.toml")).unwrap();
+    config.push_str("\n[tools.echo]\ncommand = [\"python3\", \"echo.py\"]\n");
+    std::fs::write(dir.join("agent.toml"), config).unwrap();
+    std::fs::write(
+        dir.join("echo.py"),
+        "import json, sys\nargs = json.load(sys.stdin)\nopen('args.json', 'w').write(json.dumps(args))\nprint(json.dumps(args))\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[bash]\nallowlist = [\"python3 echo.py\"]\n",
+    )
+    .unwrap();
+    let wf = dir.join(".workflows/typed");
+    std::fs::create_dir_all(&wf).unwrap();
+    std::fs::write(
+        wf.join("WORKFLOW.md"),
+        "---\nname: Typed\nid: typed\ndescription: Echo typed inputs.\nversion: 1.0.0\n\
+inputs:\n  type: object\n  properties:\n    n: { type: integer }\n    tags: { type: array, items: { type: string } }\n    opts: { type: object }\n    name: { type: string }\n  required: [n, tags, opts, name]\n\
+outputs: { type: object }\n\
+steps:\n  - id: echo\n    kind: tool\n    tool: echo\n    inputs:\n      n: $input.n\n      tags: $input.tags\n      opts: $input.opts\n      name: $input.name\n    next: $end\n\
+---\n# Typed\n",
+    )
+    .unwrap();
+    let mut s = Serve::start(&dir, &[]);
+    let given = json!({
+        "n": 5,
+        "tags": ["a", "b c"],
+        "opts": {"depth": 2, "nested": {"on": true, "list": [1.5, null]}},
+        "name": 7
+    });
+    let r = s.result(
+        "run",
+        json!({"path": ".workflows/typed", "inputs": given.clone()}),
+    );
+    assert_eq!(r["status"], "completed", "{r}");
+    let seen: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("args.json")).unwrap()).unwrap();
+    assert_eq!(seen["n"], json!(5), "{seen}");
+    assert_eq!(seen["tags"], given["tags"], "{seen}");
+    assert_eq!(seen["opts"], given["opts"], "{seen}");
+    assert_eq!(
+        seen["name"],
+        json!("7"),
+        "a string input takes the number's text"
+    );
+
+    // A list for an input read as text is refused, as before.
+    std::fs::write(dir.join("Agentfile"), ONE_GOAL).unwrap();
+    let e = s.error(
+        "run",
+        json!({"path": "Agentfile", "inputs": {"who": {"a": 1}}}),
+    );
+    assert_eq!(e["code"], -32602, "{e}");
+    assert_eq!(
+        e["message"],
+        "run: invalid params: `inputs.who`: expected a string, number or boolean, not an object"
+    );
+    s.close_stdin();
+    assert_eq!(s.wait_exit(), 0);
+}

@@ -7,7 +7,7 @@
 //! policy loads — so a run that starts has what it needs. Transports differ only
 //! in where events go and who answers approvals.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -40,7 +40,8 @@ pub struct RunRequest {
     pub source: Option<String>,
     /// `--allow TOOL[:PATTERN]`: additions to the policy for this run.
     pub allow: Vec<String>,
-    pub inputs: BTreeMap<String, String>,
+    /// The workflow's inputs as the caller gave them (see [`executor::inputs`]).
+    pub inputs: executor::Inputs,
     pub config: Option<PathBuf>,
     pub policy: Option<PathBuf>,
     pub workspace: Option<PathBuf>,
@@ -139,7 +140,8 @@ pub struct Prepared {
     pub workspace: PathBuf,
     /// The folder of the workflow file (policy.toml is looked for here).
     pub workflow_dir: PathBuf,
-    pub inputs: BTreeMap<String, String>,
+    /// Bound to the plan (see [`executor::bind_inputs`]).
+    pub inputs: executor::Inputs,
     pub limits: Limits,
     pub models: Arc<ConfigModels>,
     /// (provider, model) of the default profile, for `run_started`.
@@ -219,12 +221,15 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         // another root, as `create` does), and its project is the folder
         // holding `workflows/`.
         let root = match given.get(root_input) {
-            Some(r) => PathBuf::from(r),
+            Some(r) => PathBuf::from(executor::inputs::input_text(r)),
             None => workflow_dir
                 .canonicalize()
                 .map_err(|e| usage(format!("workflow folder {}: {e}", workflow_dir.display())))?,
         };
-        given.insert(root_input.to_owned(), root.display().to_string());
+        given.insert(
+            root_input.to_owned(),
+            serde_json::Value::String(root.display().to_string()),
+        );
         let project = agentfile_plan::project_of_folder(&root);
         match (req.workspace.as_deref(), &config.agent.workspace) {
             (None, None) => resolve_workspace(Some(&project), &config)?,
@@ -234,7 +239,8 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         resolve_workspace(req.workspace.as_deref(), &config)?
     };
     let secrets = agentfile_tools::secrets::Secrets::from_config(&config);
-    let inputs = executor::bind_inputs_with(&plan, &given, &secrets).map_err(usage)?;
+    let inputs =
+        executor::bind_inputs_with(&plan, &given, &secrets).map_err(|e| usage(e.to_string()))?;
     check_required_env(&plan)?;
     if let Some(decl) = &plan.agentrc {
         agentfile_tools::policy::declared::check_runnable(decl)
@@ -469,13 +475,13 @@ fn limits(req: &RunRequest, config: &Config) -> Result<Limits, RunError> {
     })
 }
 
-/// Inputs from `--inputs-json` (a JSON object; `-` reads stdin) and
-/// `--input k=v` flags, the flags winning.
+/// Inputs from `--inputs-json` (a JSON object; `-` reads stdin), its values as
+/// they are, and `--input k=v` flags (each a string), the flags winning.
 pub fn parse_inputs(
     pairs: &[String],
     json_source: Option<&str>,
-) -> Result<BTreeMap<String, String>, RunError> {
-    let mut out = BTreeMap::new();
+) -> Result<executor::Inputs, RunError> {
+    let mut out = executor::Inputs::new();
     if let Some(src) = json_source {
         let text = if src == "-" {
             let mut s = String::new();
@@ -499,13 +505,7 @@ pub fn parse_inputs(
                 "--inputs-json {src}: expected a JSON object of input names to values"
             )));
         };
-        for (k, v) in map {
-            let s = match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            out.insert(k.clone(), s);
-        }
+        out.extend(map.iter().map(|(k, v)| (k.clone(), v.clone())));
     }
     for p in pairs {
         let Some((k, v)) = p.split_once('=') else {
@@ -514,7 +514,7 @@ pub fn parse_inputs(
         if k.trim().is_empty() {
             return Err(usage(format!("--input {p}: the name before `=` is empty")));
         }
-        out.insert(k.trim().to_owned(), v.to_owned());
+        out.insert(k.trim().to_owned(), serde_json::Value::String(v.to_owned()));
     }
     Ok(out)
 }
@@ -660,7 +660,7 @@ pub fn create_session(
         workflow: prepared.plan.name.clone(),
         path: path.display().to_string(),
         workspace: prepared.workspace.display().to_string(),
-        inputs: prepared.inputs.clone(),
+        inputs: executor::inputs::inputs_text(&prepared.inputs),
         status,
         created_at: now.clone(),
         updated_at: now,
@@ -869,10 +869,11 @@ pub async fn start_in(
         .root
         .input()
         .and_then(|k| prepared.inputs.get(k))
+        .map(executor::inputs::input_text)
     {
         for dir in &prepared.plan.protected {
             policy.protect_for_run(
-                Path::new(root).join(dir.trim_end_matches('/')),
+                Path::new(&root).join(dir.trim_end_matches('/')),
                 format!(
                     "built-in: the workflow's {dir} is not writable during a run (its scripts run without the bash allowlist)"
                 ),
@@ -968,7 +969,12 @@ mod tests {
         std::fs::write(&f, r#"{"inputs": {"content": "text", "max_words": 50}}"#).unwrap();
         let got = parse_inputs(&["max_words=20".into()], Some(f.to_str().unwrap())).unwrap();
         assert_eq!(got["content"], "text");
-        assert_eq!(got["max_words"], "20");
+        assert_eq!(got["max_words"], "20", "a flag is a string, and wins");
+        std::fs::write(&f, r#"{"n": 5, "tags": ["a"], "opts": {"k": true}}"#).unwrap();
+        let got = parse_inputs(&[], Some(f.to_str().unwrap())).unwrap();
+        assert_eq!(got["n"], serde_json::json!(5), "JSON values stay JSON");
+        assert_eq!(got["tags"], serde_json::json!(["a"]));
+        assert_eq!(got["opts"], serde_json::json!({"k": true}));
         assert!(
             parse_inputs(&["novalue".into()], None)
                 .unwrap_err()

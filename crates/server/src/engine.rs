@@ -452,6 +452,7 @@ impl Engine {
         }
         let (req, resume) = self.request(&params)?;
         let prepared = run::prepare(&req, &load_plan).map_err(|e| self.rejected(e))?;
+        structured_inputs(&params, &prepared.plan)?;
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
         let (id, choice) = self.choose_session(&store, &prepared, resume)?;
@@ -719,20 +720,11 @@ impl Engine {
             })?),
             None => None,
         };
-        let mut inputs = std::collections::BTreeMap::new();
-        for (k, v) in &p.inputs {
-            let text = match v {
-                serde_json::Value::String(s) => s.clone(),
-                serde_json::Value::Number(_) | serde_json::Value::Bool(_) => v.to_string(),
-                other => {
-                    return Err(RpcError::invalid_params(format!(
-                        "run: invalid params: `inputs.{k}`: expected a string, number or boolean, not {}",
-                        agentfile_protocol::rpc::json_kind(other)
-                    )));
-                }
-            };
-            inputs.insert(k.clone(), text);
-        }
+        // JSON values bind as they are: the plan's declared types read them
+        // (`agentfile_engine::executor::inputs`), not a string made here.
+        // A list, object or null is checked once the plan is read
+        // ([`structured_inputs`]).
+        let mut inputs = p.inputs.clone();
         let mut resume = None;
         let path = match &p.resume {
             Some(id) => {
@@ -748,7 +740,7 @@ impl Engine {
                 }
                 let store = self.default_store()?;
                 let meta = self.meta(&store, id)?;
-                inputs = meta.inputs.clone();
+                inputs = agentfile_engine::executor::inputs::inputs_from_text(&meta.inputs);
                 resume = Some(id.clone());
                 if p.path.is_empty() {
                     PathBuf::from(&meta.path)
@@ -1516,6 +1508,24 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// small files: done inline, because a burst of runs on the blocking pool
 /// meant hundreds of threads (and their malloc arenas) for work of a
 /// millisecond each.
+/// A list, object or `null` given over the wire binds only to an input the
+/// plan declares a JSON type for (its `inputs` schema); an input read as text
+/// takes a string, number or boolean, as it always has.
+fn structured_inputs(p: &RunParams, plan: &agentfile_plan::Plan) -> Result<(), RpcError> {
+    let scalar = |v: &serde_json::Value| v.is_string() || v.is_number() || v.is_boolean();
+    match p
+        .inputs
+        .iter()
+        .find(|(k, v)| !scalar(v) && agentfile_engine::executor::inputs::reads_as_text(plan, k))
+    {
+        Some((k, v)) => Err(RpcError::invalid_params(format!(
+            "run: invalid params: `inputs.{k}`: expected a string, number or boolean, not {}",
+            agentfile_protocol::rpc::json_kind(v)
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn load_plan(req: &RunRequest, config: &Config) -> Result<agentfile_plan::Plan, String> {
     let options = agentfile_frontend::Options {
         config: Some(config),

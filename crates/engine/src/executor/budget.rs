@@ -236,17 +236,39 @@ impl Budget {
     }
 }
 
+/// A duration [`parse_duration`] cannot read; each names the text given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    #[error("empty duration")]
+    Empty,
+    /// A plain number that is negative or not finite.
+    #[error("`{0}` is not a duration")]
+    NotADuration(String),
+    /// A part whose number does not parse.
+    #[error("`{0}` is not a duration (like 90s, 10m, 1h30m)")]
+    BadNumber(String),
+    #[error("`{text}`: unknown unit `{unit}` (use ms, s, m or h)")]
+    UnknownUnit { text: String, unit: String },
+    /// A number at the end without a unit (`1h30`).
+    #[error("`{0}`: a number needs a unit (ms, s, m or h)")]
+    NoUnit(String),
+    /// More than a [`Duration`] holds.
+    #[error("`{0}` is too long a duration to represent; give at most a few years (like 8760h)")]
+    TooLong(String),
+}
+
 /// Parse a duration such as `90s`, `10m`, `1h30m`, `500ms` or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     let s = s.trim();
     if s.is_empty() {
-        return Err("empty duration".into());
+        return Err(DurationError::Empty);
     }
+    let too_long = || DurationError::TooLong(s.to_owned());
     if let Ok(secs) = s.parse::<f64>() {
         return if secs.is_finite() && secs >= 0.0 {
-            Duration::try_from_secs_f64(secs).map_err(|_| too_long(s))
+            Duration::try_from_secs_f64(secs).map_err(|_| too_long())
         } else {
-            Err(format!("`{s}` is not a duration"))
+            Err(DurationError::NotADuration(s.to_owned()))
         };
     }
     let mut total = Duration::ZERO;
@@ -268,28 +290,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         }
         let v: f64 = num
             .parse()
-            .map_err(|_| format!("`{s}` is not a duration (like 90s, 10m, 1h30m)"))?;
+            .map_err(|_| DurationError::BadNumber(s.to_owned()))?;
         num.clear();
         let secs = match unit.as_str() {
             "ms" => v / 1000.0,
             "s" => v,
             "m" => v * 60.0,
             "h" => v * 3600.0,
-            _ => return Err(format!("`{s}`: unknown unit `{unit}` (use ms, s, m or h)")),
+            _ => {
+                return Err(DurationError::UnknownUnit {
+                    text: s.to_owned(),
+                    unit,
+                });
+            }
         };
         // Checked: a number from the user can exceed what a Duration holds,
         // and the unchecked conversion and `+=` panic there.
-        let part = Duration::try_from_secs_f64(secs).map_err(|_| too_long(s))?;
-        total = total.checked_add(part).ok_or_else(|| too_long(s))?;
+        let part = Duration::try_from_secs_f64(secs).map_err(|_| too_long())?;
+        total = total.checked_add(part).ok_or_else(too_long)?;
     }
     if !num.is_empty() {
-        return Err(format!("`{s}`: a number needs a unit (ms, s, m or h)"));
+        return Err(DurationError::NoUnit(s.to_owned()));
     }
     Ok(total)
-}
-
-fn too_long(s: &str) -> String {
-    format!("`{s}` is too long a duration to represent; give at most a few years (like 8760h)")
 }
 
 #[cfg(test)]
@@ -313,9 +336,29 @@ mod tests {
             "99999999999999999999999999h",
             "18446744073709551615s18446744073709551615s",
         ] {
-            let e = parse_duration(huge).unwrap_err();
+            let e = parse_duration(huge).unwrap_err().to_string();
             assert!(e.contains("too long"), "{huge}: {e}");
         }
+    }
+
+    #[test]
+    fn duration_error_text() {
+        let text = |s: &str| parse_duration(s).unwrap_err().to_string();
+        assert_eq!(text(" "), "empty duration");
+        assert_eq!(text("-3"), "`-3` is not a duration");
+        assert_eq!(
+            text("1..2s"),
+            "`1..2s` is not a duration (like 90s, 10m, 1h30m)"
+        );
+        assert_eq!(text("3x"), "`3x`: unknown unit `x` (use ms, s, m or h)");
+        assert_eq!(
+            text("1h30"),
+            "`1h30`: a number needs a unit (ms, s, m or h)"
+        );
+        assert_eq!(
+            text("1e300"),
+            "`1e300` is too long a duration to represent; give at most a few years (like 8760h)"
+        );
     }
 
     #[test]

@@ -29,6 +29,7 @@ mod artifacts;
 pub mod budget;
 mod files;
 pub mod goal;
+pub mod inputs;
 mod interp;
 mod journal;
 mod prompt;
@@ -44,12 +45,13 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-pub use budget::{BudgetKind, Limits, parse_duration};
+pub use budget::{BudgetKind, DurationError, Limits, parse_duration};
 pub use files::root as scratch_root;
-pub use interp::check_resume;
+pub use inputs::{BindError, Inputs, bind_inputs, bind_inputs_with};
+pub use interp::{ResumeError, check_resume};
 
 use agentfile_llm::{Provider, ToolDef};
-use agentfile_plan::{Limit, Node, NodeKind, Plan};
+use agentfile_plan::{Node, Plan};
 use agentfile_protocol::events::{EventBody, RunResult};
 use agentfile_session::events::{EventBus, Scope};
 use agentfile_tools::{ToolContext, ToolSet};
@@ -100,7 +102,7 @@ impl Approver for ApproveAll {
 pub struct RunSpec {
     pub plan: Arc<Plan>,
     /// Bound inputs (see [`bind_inputs`]).
-    pub inputs: BTreeMap<String, String>,
+    pub inputs: Inputs,
     pub workspace: PathBuf,
     pub agent_id: String,
     pub limits: Limits,
@@ -241,126 +243,6 @@ impl RunCx<'_> {
     }
 }
 
-/// Check inputs against the plan: unknown names and missing required inputs are
-/// errors (before any model call); defaults fill the rest; loop-limit inputs must
-/// be positive whole numbers.
-pub fn bind_inputs(
-    plan: &Plan,
-    given: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, String> {
-    bind_inputs_with(plan, given, &agentfile_tools::secrets::Secrets::default())
-}
-
-/// [`bind_inputs`], with the config's `secrets`: a trigger variable the config
-/// names as holding a key is never read from the environment either.
-pub fn bind_inputs_with(
-    plan: &Plan,
-    given: &BTreeMap<String, String>,
-    secrets: &agentfile_tools::secrets::Secrets,
-) -> Result<BTreeMap<String, String>, String> {
-    let known: Vec<&str> = plan.inputs.iter().map(|i| i.name.as_str()).collect();
-    let root_input = plan.root.input();
-    for k in given.keys() {
-        let reserved = root_input == Some(k.as_str());
-        if !(known.contains(&k.as_str()) || reserved) {
-            let hint = match agentfile_plan::diag::suggest(k, known.iter().copied()) {
-                Some(s) => format!("did you mean `{s}`?"),
-                None if known.is_empty() => "the workflow takes no inputs".to_owned(),
-                None => format!("the workflow's inputs are: {}", known.join(", ")),
-            };
-            return Err(format!("unknown input `{k}`; {hint}"));
-        }
-    }
-    let mut out = BTreeMap::new();
-    let mut missing = Vec::new();
-    if let Some((name, root)) = root_input.and_then(|k| given.get_key_value(k)) {
-        out.insert(name.clone(), root.clone());
-    }
-    for i in &plan.inputs {
-        // workflow.yaml's trigger variable: given, else from the environment
-        // (never a variable named like a secret).
-        let from_env = || {
-            i.env
-                .as_deref()
-                .filter(|v| !secrets.is_secret(v))
-                .and_then(|v| std::env::var(v).ok())
-                .filter(|v| !v.is_empty())
-        };
-        match given
-            .get(&i.name)
-            .cloned()
-            .or_else(from_env)
-            .or_else(|| i.default.clone())
-        {
-            Some(v) => {
-                out.insert(i.name.clone(), v);
-            }
-            None if i.required => missing.push(i.name.as_str()),
-            // Optional, without a default (a WORKFLOW.md input outside
-            // `required`): absent.
-            None => {}
-        }
-    }
-    if !missing.is_empty() {
-        let flags: Vec<String> = missing
-            .iter()
-            .map(|m| {
-                match plan
-                    .inputs
-                    .iter()
-                    .find(|i| i.name == *m)
-                    .and_then(|i| i.env.as_deref())
-                {
-                    Some(v) if !secrets.is_secret(v) => {
-                        format!("--input {m}=… (or set {v} in the environment)")
-                    }
-                    _ => format!("--input {m}=…"),
-                }
-            })
-            .collect();
-        return Err(format!(
-            "missing required input{} {}; pass {}",
-            if missing.len() == 1 { "" } else { "s" },
-            missing
-                .iter()
-                .map(|m| format!("`{m}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            flags.join(" ")
-        ));
-    }
-    let mut limits: Vec<&Limit> = plan
-        .goals
-        .iter()
-        .filter_map(|g| g.within.as_ref())
-        .collect();
-    plan.graph.walk(&mut |n| {
-        if let NodeKind::Loop { max, .. } = &n.kind {
-            limits.push(max);
-        }
-    });
-    for l in limits {
-        if let Limit::Input { input, .. } = l
-            && let Some(v) = out.get(input)
-            && !v.trim().parse::<u32>().is_ok_and(|n| n > 0)
-        {
-            return Err(format!(
-                "input `{input}` is a loop limit and must be a positive whole number, not `{v}`"
-            ));
-        }
-    }
-    if let Some(schema) = &plan.input_schema {
-        let typed = Value::Object(agentfile_plan::values::typed_inputs(Some(schema), &out));
-        if let Err(problems) = agentfile_plan::values::validate_value(schema, &typed) {
-            return Err(format!(
-                "the inputs do not match the workflow's `inputs` schema: {}",
-                problems.join("; ")
-            ));
-        }
-    }
-    Ok(out)
-}
-
 /// Run a plan to its end and say how it ended. Never panics on anything a model
 /// or tool does; every ending is a [`RunResult`] with its exit code.
 pub async fn execute(
@@ -390,7 +272,7 @@ pub async fn execute(
     if !spec.plan.files.is_empty() {
         inputs.insert(
             agentfile_plan::FS_ROOT_INPUT.to_owned(),
-            fs_root.display().to_string(),
+            Value::String(fs_root.display().to_string()),
         );
     }
     announce(&cx, &spec, &inputs, resumed_from);
@@ -457,7 +339,7 @@ fn run_cx<'a>(
         .root
         .input()
         .and_then(|k| spec.inputs.get(k))
-        .map(PathBuf::from)
+        .map(|root| PathBuf::from(inputs::input_text(root)))
         .unwrap_or_else(|| spec.workspace.clone());
     RunCx {
         root,
@@ -484,18 +366,13 @@ fn run_cx<'a>(
 
 /// The run's first events: `run_started`, then the warnings found while
 /// setting up.
-fn announce(
-    cx: &RunCx<'_>,
-    spec: &RunSpec,
-    inputs: &BTreeMap<String, String>,
-    resumed_from: Option<u64>,
-) {
+fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Option<u64>) {
     cx.emit(
         &Scope::default(),
         EventBody::RunStarted {
             workflow: spec.plan.name.clone(),
             path: spec.plan.path.clone(),
-            inputs: inputs.clone(),
+            inputs: inputs::inputs_text(inputs),
             provider: spec.provider_label.0.clone(),
             model: spec.provider_label.1.clone(),
             endpoint: spec.endpoint.clone(),
@@ -515,7 +392,7 @@ fn announce(
 /// succeeds.
 async fn run_with_files(
     cx: &RunCx<'_>,
-    inputs: &BTreeMap<String, String>,
+    inputs: &Inputs,
     fs_root: &std::path::Path,
     session: &str,
 ) -> (Result<interp::Shared, Stop>, interp::Env) {

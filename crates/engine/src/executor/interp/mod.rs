@@ -18,7 +18,7 @@
 //! [`subworkflow`]; [`compensate`] walks back completed work on failure.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -240,9 +240,21 @@ fn join(parent: &str, id: &str) -> String {
     }
 }
 
+/// A session that cannot resume against the plan it is given.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeError {
+    /// The plan's fingerprint differs from the one the session started with;
+    /// `changes` says how (never empty).
+    #[error(
+        "the workflow changed since this session started ({}); resuming could mix two versions of it. Restore the file, start a new run, or pass --force-changed to resume anyway",
+        .changes.join("; ")
+    )]
+    Changed { changes: Vec<String> },
+}
+
 /// Refuse to resume a session whose plan changed since it started, unless
 /// forced: say what changed and how to go on anyway.
-pub fn check_resume(plan: &Plan, prior: &[Event]) -> Result<(), String> {
+pub fn check_resume(plan: &Plan, prior: &[Event]) -> Result<(), ResumeError> {
     let Some((old, digests)) = prior.iter().find_map(|e| match &e.body {
         EventBody::RunStarted {
             fingerprint: Some(f),
@@ -261,25 +273,17 @@ pub fn check_resume(plan: &Plan, prior: &[Event]) -> Result<(), String> {
     if changes.is_empty() {
         changes.push("the workflow's settings changed".into());
     }
-    Err(format!(
-        "the workflow changed since this session started ({}); resuming could mix two versions of it. Restore the file, start a new run, or pass --force-changed to resume anyway",
-        changes.join("; ")
-    ))
+    Err(ResumeError::Changed { changes })
 }
 
 /// Run the plan's graph (or finish a compensation walk a crash interrupted);
 /// returns how it ended and the root scope (for the run's `result`).
 pub(crate) async fn run_plan(
     cx: &RunCx<'_>,
-    inputs: &BTreeMap<String, String>,
+    inputs: &super::Inputs,
 ) -> (Result<Shared, Stop>, Env) {
-    let input_obj: serde_json::Map<String, Value> = match &cx.plan.input_schema {
-        Some(schema) => agentfile_plan::values::typed_inputs(Some(schema), inputs),
-        None => inputs
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect(),
-    };
+    // Without a schema every input is its text.
+    let input_obj = super::inputs::typed_inputs(cx.plan.input_schema.as_ref(), inputs);
     let mut inputs = Value::Object(input_obj);
     // Parsed lists hold spare room from growing; the inputs live all run.
     shrink(&mut inputs);
