@@ -21,8 +21,10 @@ pub struct RunParams {
     /// taken from the server's workspace.
     #[serde(default)]
     pub path: String,
-    /// The workflow's INPUTs by name. Strings, numbers and booleans are accepted;
-    /// inputs with a default may be left out.
+    /// The workflow's INPUTs by name. Each binds as the workflow's inputs
+    /// schema declares it (a list or object where it declares one); an input
+    /// read as text takes a string, number or boolean. Inputs with a default
+    /// may be left out.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub inputs: BTreeMap<String, serde_json::Value>,
     /// A config file (agent.json / agent.toml) instead of the server's.
