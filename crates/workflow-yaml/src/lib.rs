@@ -785,7 +785,14 @@ impl Front {
             agents.push(agent_def(&agent_path, &agent_text, card, shared));
         }
         let name = str_at(step, "name").unwrap_or(id).trim().to_owned();
-        goals.push(goal_def(step, id, &name, skill.as_deref(), agent_path, &produces));
+        goals.push(goal_def(
+            step,
+            id,
+            &name,
+            skill.as_deref(),
+            agent_path,
+            &produces,
+        ));
         let (mut children, input) = step_input(lines)?;
         let mut goal_node = Node::new(
             "answer",

@@ -209,9 +209,7 @@ fn unknown_fields(
                 .contains(&(pointer.to_owned(), want.to_owned()))
         {
             // Not tolerable: the field it stands for is missing.
-            known
-                .misspelt
-                .insert((pointer.to_owned(), want.to_owned()));
+            known.misspelt.insert((pointer.to_owned(), want.to_owned()));
             out.push(
                 Finding::error(
                     format!("{pointer}/{}", segment(name)),
