@@ -223,85 +223,29 @@ pub fn read(text: &str, inline_comments: bool) -> Layout {
             });
             return out;
         }
-        // The logical line: this physical line and its continuations.
-        let mut segments: Vec<(usize, &str)> = Vec::new();
-        let mut seg_start = start + indent;
-        let mut seg = trimmed;
-        let mut end = start + line.len();
-        loop {
-            let (body, continues) = split_continuation(seg);
-            let body = if inline_comments {
-                cut_inline_comment(body)
-            } else {
-                body
-            };
-            segments.push((seg_start, body));
-            if !continues {
-                break;
-            }
-            // Skip comment lines inside a continuation, as Dockerfile does.
-            let mut next = None;
-            for (s, r) in lines.by_ref() {
-                let l = strip_newline(r);
-                let t = l.trim_start();
-                if t.starts_with('#') {
-                    continue;
-                }
-                if t.is_empty() {
-                    counted += 1;
-                    if counted > MAX_DIRECTIVES {
-                        out.problems.push(LayoutProblem::TooLarge {
-                            at: s,
-                            bound: Bound::Directives,
-                        });
-                        return out;
-                    }
-                    out.problems
-                        .push(LayoutProblem::EmptyContinuation { at: s });
-                    continue;
-                }
-                next = Some((s + (l.len() - t.len()), t, s + l.len()));
-                break;
-            }
-            match next {
-                Some((s, t, e)) => {
-                    seg_start = s;
-                    seg = t;
-                    end = e;
-                }
-                None => {
-                    let at = seg_start + seg.trim_end().len() - 1;
-                    out.problems.push(LayoutProblem::ContinuationAtEnd { at });
-                    break;
-                }
-            }
-        }
-        let mut tokens: Vec<Token> = Vec::new();
-        for (s, body) in &segments {
-            let room = (MAX_WORDS - words).saturating_sub(tokens.len());
-            if !tokenize_into(body, *s, room, &mut tokens) {
-                out.problems.push(LayoutProblem::TooLarge {
-                    at: start + indent,
-                    bound: Bound::Words,
-                });
-                return out;
-            }
-        }
+        let first = (start + indent, trimmed, start + line.len());
+        let Some((segments, end)) = logical_line(
+            &mut lines,
+            first,
+            inline_comments,
+            &mut counted,
+            &mut out.problems,
+        ) else {
+            return out;
+        };
+        let Some(mut tokens) = tokenize_segments(&segments, MAX_WORDS - words) else {
+            out.problems.push(LayoutProblem::TooLarge {
+                at: start + indent,
+                bound: Bound::Words,
+            });
+            return out;
+        };
         words += tokens.len();
         if tokens.is_empty() {
             continue;
         }
         let name = tokens.remove(0);
-        if !name
-            .text
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic())
-            || !name
-                .text
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
+        if !is_directive_name(&name.text) {
             out.problems.push(LayoutProblem::NotADirective {
                 start: name.start,
                 end: name.end,
@@ -314,38 +258,140 @@ pub fn read(text: &str, inline_comments: bool) -> Layout {
             end,
             block: None,
         };
-        let opener = directive.name.text.to_ascii_uppercase();
-        if directive.args.is_empty() && (opener == "POLICY" || opener == "SOP") {
-            let block = capture_until(&mut lines, |t| t.trim() == "END", None);
-            if let Some(c) = block.close {
-                directive.end = c.1;
-            }
-            directive.block = Some(block);
-        } else if let Some((pos, delim, strip_tabs)) = heredoc_start(&directive.args) {
-            let d = delim.clone();
-            let mut block = capture_until(
-                &mut lines,
-                move |t| {
-                    let t = if strip_tabs {
-                        t.trim_start_matches('\t')
-                    } else {
-                        t
-                    };
-                    t == d
-                },
-                Some(strip_tabs),
-            );
-            block.kind = BlockKind::Heredoc;
-            block.delimiter = Some(delim);
-            if let Some(c) = block.close {
-                directive.end = c.1;
-            }
-            directive.args.remove(pos);
-            directive.block = Some(block);
-        }
+        attach_block(&mut directive, &mut lines);
         out.directives.push(directive);
     }
     out
+}
+
+/// One physical line, indentation trimmed: where its text starts, the text
+/// (newline cut), and where the line ends.
+type Physical<'a> = (usize, &'a str, usize);
+
+/// The logical line that starts with the physical line `first`: that line and its `\`
+/// continuations, as `(start, body)` segments, and the byte offset where its
+/// last physical line ends. `None`: the file passed [`MAX_DIRECTIVES`]
+/// (the problem is pushed; reading stops).
+fn logical_line<'a>(
+    lines: &mut Lines<'a>,
+    first: Physical<'a>,
+    inline_comments: bool,
+    counted: &mut usize,
+    problems: &mut Vec<LayoutProblem>,
+) -> Option<(Vec<(usize, &'a str)>, usize)> {
+    let (mut seg_start, mut seg, mut end) = first;
+    let mut segments: Vec<(usize, &str)> = Vec::new();
+    loop {
+        let (body, continues) = split_continuation(seg);
+        let body = if inline_comments {
+            cut_inline_comment(body)
+        } else {
+            body
+        };
+        segments.push((seg_start, body));
+        if !continues {
+            break;
+        }
+        match next_continuation(lines, counted, problems)? {
+            Some((s, t, e)) => {
+                seg_start = s;
+                seg = t;
+                end = e;
+            }
+            None => {
+                let at = seg_start + seg.trim_end().len() - 1;
+                problems.push(LayoutProblem::ContinuationAtEnd { at });
+                break;
+            }
+        }
+    }
+    Some((segments, end))
+}
+
+/// The next physical line a `\` continues onto:
+/// comment lines are skipped, as Dockerfile does; a blank line is counted
+/// against [`MAX_DIRECTIVES`] and reported. `Some(None)`: the file ended;
+/// `None`: the bound was passed (the problem is pushed).
+fn next_continuation<'a>(
+    lines: &mut Lines<'a>,
+    counted: &mut usize,
+    problems: &mut Vec<LayoutProblem>,
+) -> Option<Option<Physical<'a>>> {
+    for (s, r) in lines.by_ref() {
+        let l = strip_newline(r);
+        let t = l.trim_start();
+        if t.starts_with('#') {
+            continue;
+        }
+        if t.is_empty() {
+            *counted += 1;
+            if *counted > MAX_DIRECTIVES {
+                problems.push(LayoutProblem::TooLarge {
+                    at: s,
+                    bound: Bound::Directives,
+                });
+                return None;
+            }
+            problems.push(LayoutProblem::EmptyContinuation { at: s });
+            continue;
+        }
+        return Some(Some((s + (l.len() - t.len()), t, s + l.len())));
+    }
+    Some(None)
+}
+
+/// The words of a logical line's segments; `None` when they pass `room`.
+fn tokenize_segments(segments: &[(usize, &str)], room: usize) -> Option<Vec<Token>> {
+    let mut tokens: Vec<Token> = Vec::new();
+    for (s, body) in segments {
+        let left = room.saturating_sub(tokens.len());
+        if !tokenize_into(body, *s, left, &mut tokens) {
+            return None;
+        }
+    }
+    Some(tokens)
+}
+
+/// A directive's name: a letter, then letters, digits, `_` and `-`.
+fn is_directive_name(name: &str) -> bool {
+    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Read the block a directive opens, if any: a bare `POLICY` or `SOP` runs to
+/// `END`; a `<<DELIM` argument (`<<-` strips leading tabs) runs to `DELIM`.
+fn attach_block(directive: &mut RawDirective, lines: &mut Lines<'_>) {
+    let opener = directive.name.text.to_ascii_uppercase();
+    if directive.args.is_empty() && (opener == "POLICY" || opener == "SOP") {
+        let block = capture_until(lines, |t| t.trim() == "END", None);
+        if let Some(c) = block.close {
+            directive.end = c.1;
+        }
+        directive.block = Some(block);
+    } else if let Some((pos, delim, strip_tabs)) = heredoc_start(&directive.args) {
+        let d = delim.clone();
+        let mut block = capture_until(
+            lines,
+            move |t| {
+                let t = if strip_tabs {
+                    t.trim_start_matches('\t')
+                } else {
+                    t
+                };
+                t == d
+            },
+            Some(strip_tabs),
+        );
+        block.kind = BlockKind::Heredoc;
+        block.delimiter = Some(delim);
+        if let Some(c) = block.close {
+            directive.end = c.1;
+        }
+        directive.args.remove(pos);
+        directive.block = Some(block);
+    }
 }
 
 fn strip_newline(line: &str) -> &str {

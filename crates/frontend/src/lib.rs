@@ -57,6 +57,21 @@ pub struct Analysis {
     pub plan: Option<Plan>,
 }
 
+/// A workflow that did not lower into a plan. Shown as every diagnostic
+/// rendered for a person, then `PATH: invalid — N error(s); …`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "{rendered}{}: invalid — {errors} error(s); `agentfile validate` shows the same list",
+    path.display()
+)]
+pub struct Invalid {
+    pub path: PathBuf,
+    /// Errors found, listed or omitted.
+    pub errors: usize,
+    /// The diagnostics rendered, and the note on any the cap left out.
+    pub rendered: String,
+}
+
 impl Analysis {
     /// Every error found, listed or omitted.
     pub fn errors(&self) -> usize {
@@ -73,37 +88,35 @@ impl Analysis {
         self.omitted_errors + self.omitted_warnings
     }
 
-    /// The closing "… and N more errors" line, when the cap left some out.
     /// The plan, or every diagnostic rendered for a person and a closing
     /// line naming the file and the number of errors (what `run` prints for
     /// an invalid workflow).
-    pub fn into_plan(self) -> Result<Plan, String> {
+    pub fn into_plan(self) -> Result<Plan, Invalid> {
         if let Some(plan) = self.plan {
             return Ok(plan);
         }
-        let mut text = String::new();
+        let mut rendered = String::new();
         for d in &self.diagnostics {
-            text.push_str(&diag::render(&self.sources, d, diag::Style::default()));
+            rendered.push_str(&diag::render(&self.sources, d, diag::Style::default()));
         }
         if let Some(note) = self.omitted_note() {
-            text.push_str(&note);
-            text.push('\n');
+            rendered.push_str(&note);
+            rendered.push('\n');
         }
-        text.push_str(&format!(
-            "{}: invalid — {} error(s); `agentfile validate` shows the same list",
-            self.path.display(),
-            self.errors()
-        ));
-        Err(text)
+        Err(Invalid {
+            errors: self.errors(),
+            path: self.path,
+            rendered,
+        })
     }
 
     /// Read a run request's workflow: its text when it carries one, else its
-    /// file ([`agentfile_engine::run::Load`]).
+    /// file (what [`agentfile_engine::run::Load`] asks of a caller).
     pub fn load_for_run(
         path: &Path,
         source: Option<&str>,
         options: Options<'_>,
-    ) -> Result<Plan, String> {
+    ) -> Result<Plan, Invalid> {
         match source {
             Some(text) => analyze_bytes(path.to_path_buf(), text.as_bytes().to_vec(), options),
             None => analyze(path, options),
@@ -111,6 +124,7 @@ impl Analysis {
         .into_plan()
     }
 
+    /// The closing "… and N more errors" line, when the cap left some out.
     pub fn omitted_note(&self) -> Option<String> {
         diag::omitted_note(self.omitted_errors, self.omitted_warnings)
     }

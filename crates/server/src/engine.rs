@@ -1533,4 +1533,5 @@ fn load_plan(req: &RunRequest, config: &Config) -> Result<agentfile_plan::Plan, 
         read: req.read.clone(),
     };
     agentfile_frontend::Analysis::load_for_run(&req.path, req.source.as_deref(), options)
+        .map_err(|e| e.to_string())
 }

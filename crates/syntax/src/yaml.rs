@@ -599,19 +599,7 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
             Ok(e) => e,
             Err(e) => {
                 let at = base + offsets.byte(e.marker().index());
-                if e.info().contains("recursion limit") {
-                    return Err(too_deep(at, limits.depth));
-                }
-                return Err(YamlError {
-                    code: "yaml-syntax",
-                    message: format!("the front matter is not valid YAML: {}", e.info()),
-                    start: at,
-                    end: at + 1,
-                    hint: Some(
-                        "check the indentation (spaces, not tabs) and that every quote and bracket closes"
-                            .into(),
-                    ),
-                });
+                return Err(scan_error(e.info(), at, limits.depth));
             }
         };
         let (start, end) = span(&mut offsets, &ys);
@@ -629,106 +617,16 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
                     });
                 }
             }
-            Event::SequenceStart(anchor, _) | Event::MappingStart(anchor, _) => {
-                if ld.stack.len() >= limits.depth {
-                    return Err(too_deep(start, limits.depth));
-                }
-                let node = ld.node(start, start)?;
-                let body = if matches!(event, Event::MappingStart(..)) {
-                    Body::Map {
-                        map: Map::new(),
-                        pending: None,
-                    }
-                } else {
-                    Body::Seq(Vec::new())
+            Event::SequenceStart(anchor, _) => ld.open(anchor, Body::Seq(Vec::new()), start)?,
+            Event::MappingStart(anchor, _) => {
+                let body = Body::Map {
+                    map: Map::new(),
+                    pending: None,
                 };
-                ld.stack.push(Open {
-                    node,
-                    anchor,
-                    size: VALUE_BYTES,
-                    height: 1,
-                    values: 1,
-                    body,
-                });
+                ld.open(anchor, body, start)?;
             }
-            Event::SequenceEnd | Event::MappingEnd => {
-                let Some(open) = ld.stack.pop() else {
-                    continue;
-                };
-                let n = &mut ld.nodes[open.node as usize];
-                n.end = n.end.max(end as u32);
-                if open.anchor > 0 {
-                    let a = Anchor {
-                        node: open.node,
-                        size: open.size,
-                        height: open.height,
-                        values: open.values,
-                    };
-                    ld.anchors.insert(open.anchor, a);
-                }
-                let value = match open.body {
-                    Body::Seq(items) => Value::Array(items),
-                    Body::Map { map, .. } => Value::Object(map),
-                };
-                ld.attach(value, open.size, open.height, open.values)?;
-            }
-            Event::Alias(id) => {
-                let Some(&Anchor {
-                    node,
-                    size,
-                    height,
-                    values,
-                }) = ld.anchors.get(&id)
-                else {
-                    return Err(YamlError {
-                        code: "yaml-syntax",
-                        message: "an alias names an anchor that is not defined before it".into(),
-                        start,
-                        end,
-                        hint: None,
-                    });
-                };
-                if ld.stack.len() + height > limits.depth {
-                    let mut e = too_deep(start, limits.depth);
-                    e.message = format!(
-                        "this alias copies {height} levels of lists and mappings {} levels deep: the front matter would nest more than {} levels deep",
-                        ld.stack.len(),
-                        limits.depth
-                    );
-                    e.end = end;
-                    return Err(e);
-                }
-                ld.copy(size, start, end)?;
-                let Some(v) = ld.find(node).cloned() else {
-                    return Err(YamlError {
-                        code: "yaml-syntax",
-                        message: "an alias names an anchor that is not defined before it".into(),
-                        start,
-                        end,
-                        hint: None,
-                    });
-                };
-                if let Some(open) = ld.key_slot() {
-                    // An alias used as a key: its text, when it is a scalar.
-                    let Value::String(s) = v else {
-                        return Err(YamlError {
-                            code: "yaml-syntax",
-                            message: "a mapping key must be a plain value".into(),
-                            start,
-                            end,
-                            hint: None,
-                        });
-                    };
-                    open.size = open.size.saturating_add(KEY_BYTES + s.len());
-                    if let Body::Map { pending, .. } = &mut open.body {
-                        *pending = Some((s, (start, end)));
-                    }
-                    continue;
-                }
-                ld.node(start, end)?;
-                ld.count(values - 1, start)?;
-                ld.attach(v, size, height, values)?;
-            }
+            Event::SequenceEnd | Event::MappingEnd => ld.close(end)?,
+            Event::Alias(id) => ld.alias(id, start, end)?,
             Event::Scalar(text, style, anchor, tag) => {
                 let value = resolve(&text, style, tag.as_deref().map(|t| t.suffix.as_str()))
                     .map_err(|message| YamlError {
@@ -738,45 +636,182 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
                         end,
                         hint: None,
                     })?;
-                if let Some(open) = ld.key_slot() {
-                    let key = match value {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    };
-                    open.size = open.size.saturating_add(KEY_BYTES + key.len());
-                    if let Body::Map { pending, .. } = &mut open.body {
-                        *pending = Some((key, (start, end)));
-                    }
-                    continue;
-                }
-                let node = ld.node(start, end)?;
-                let size = VALUE_BYTES + value.as_str().map_or(0, str::len);
-                if anchor > 0 {
-                    let a = Anchor {
-                        node,
-                        size,
-                        height: 0,
-                        values: 1,
-                    };
-                    ld.anchors.insert(anchor, a);
-                }
-                ld.attach(value, size, 0, 1)?;
+                ld.scalar(value, anchor, start, end)?;
             }
         }
     }
-    let Loader { nodes, root, .. } = ld;
-    let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
-    order.sort_unstable_by(|&a, &b| {
-        let (x, y) = (&nodes[a as usize], &nodes[b as usize]);
-        x.parent
-            .cmp(&y.parent)
-            .then_with(|| cmp_seg(x.seg.as_ref(), y.seg.as_ref()))
-    });
-    Ok(Doc {
-        value: Arc::new(root.unwrap_or(Value::Null)),
-        nodes,
-        order,
-    })
+    Ok(ld.finish())
+}
+
+/// The parser's own error at byte `at`: too deep for its recursion limit, or
+/// not YAML.
+fn scan_error(info: &str, at: usize, depth: usize) -> YamlError {
+    if info.contains("recursion limit") {
+        return too_deep(at, depth);
+    }
+    YamlError {
+        code: "yaml-syntax",
+        message: format!("the front matter is not valid YAML: {info}"),
+        start: at,
+        end: at + 1,
+        hint: Some(
+            "check the indentation (spaces, not tabs) and that every quote and bracket closes"
+                .into(),
+        ),
+    }
+}
+
+/// An alias of an anchor not (yet) defined.
+fn undefined_alias(start: usize, end: usize) -> YamlError {
+    YamlError {
+        code: "yaml-syntax",
+        message: "an alias names an anchor that is not defined before it".into(),
+        start,
+        end,
+        hint: None,
+    }
+}
+
+/// The events of the stream, one method each.
+impl Loader {
+    /// A sequence or mapping opens at `start`.
+    fn open(&mut self, anchor: usize, body: Body, start: usize) -> Result<(), YamlError> {
+        if self.stack.len() >= self.limits.depth {
+            return Err(too_deep(start, self.limits.depth));
+        }
+        let node = self.node(start, start)?;
+        self.stack.push(Open {
+            node,
+            anchor,
+            size: VALUE_BYTES,
+            height: 1,
+            values: 1,
+            body,
+        });
+        Ok(())
+    }
+
+    /// The innermost sequence or mapping closes at `end`.
+    fn close(&mut self, end: usize) -> Result<(), YamlError> {
+        let Some(open) = self.stack.pop() else {
+            return Ok(());
+        };
+        let n = &mut self.nodes[open.node as usize];
+        n.end = n.end.max(end as u32);
+        if open.anchor > 0 {
+            let a = Anchor {
+                node: open.node,
+                size: open.size,
+                height: open.height,
+                values: open.values,
+            };
+            self.anchors.insert(open.anchor, a);
+        }
+        let value = match open.body {
+            Body::Seq(items) => Value::Array(items),
+            Body::Map { map, .. } => Value::Object(map),
+        };
+        self.attach(value, open.size, open.height, open.values)
+    }
+
+    /// An alias at `start..end`: a copy of its anchor's value, bounded in
+    /// depth and bytes before it is made.
+    fn alias(&mut self, id: usize, start: usize, end: usize) -> Result<(), YamlError> {
+        let Some(&Anchor {
+            node,
+            size,
+            height,
+            values,
+        }) = self.anchors.get(&id)
+        else {
+            return Err(undefined_alias(start, end));
+        };
+        let depth = self.limits.depth;
+        if self.stack.len() + height > depth {
+            let mut e = too_deep(start, depth);
+            e.message = format!(
+                "this alias copies {height} levels of lists and mappings {} levels deep: the front matter would nest more than {} levels deep",
+                self.stack.len(),
+                depth
+            );
+            e.end = end;
+            return Err(e);
+        }
+        self.copy(size, start, end)?;
+        let Some(v) = self.find(node).cloned() else {
+            return Err(undefined_alias(start, end));
+        };
+        if let Some(open) = self.key_slot() {
+            // An alias used as a key: its text, when it is a scalar.
+            let Value::String(s) = v else {
+                return Err(YamlError {
+                    code: "yaml-syntax",
+                    message: "a mapping key must be a plain value".into(),
+                    start,
+                    end,
+                    hint: None,
+                });
+            };
+            open.size = open.size.saturating_add(KEY_BYTES + s.len());
+            if let Body::Map { pending, .. } = &mut open.body {
+                *pending = Some((s, (start, end)));
+            }
+            return Ok(());
+        }
+        self.node(start, end)?;
+        self.count(values - 1, start)?;
+        self.attach(v, size, height, values)
+    }
+
+    /// A scalar, already resolved, at `start..end`: a key or a value.
+    fn scalar(
+        &mut self,
+        value: Value,
+        anchor: usize,
+        start: usize,
+        end: usize,
+    ) -> Result<(), YamlError> {
+        if let Some(open) = self.key_slot() {
+            let key = match value {
+                Value::String(s) => s,
+                other => other.to_string(),
+            };
+            open.size = open.size.saturating_add(KEY_BYTES + key.len());
+            if let Body::Map { pending, .. } = &mut open.body {
+                *pending = Some((key, (start, end)));
+            }
+            return Ok(());
+        }
+        let node = self.node(start, end)?;
+        let size = VALUE_BYTES + value.as_str().map_or(0, str::len);
+        if anchor > 0 {
+            let a = Anchor {
+                node,
+                size,
+                height: 0,
+                values: 1,
+            };
+            self.anchors.insert(anchor, a);
+        }
+        self.attach(value, size, 0, 1)
+    }
+
+    /// The document: its value, and its nodes in the order lookups search.
+    fn finish(self) -> Doc {
+        let Loader { nodes, root, .. } = self;
+        let mut order: Vec<u32> = (0..nodes.len() as u32).collect();
+        order.sort_unstable_by(|&a, &b| {
+            let (x, y) = (&nodes[a as usize], &nodes[b as usize]);
+            x.parent
+                .cmp(&y.parent)
+                .then_with(|| cmp_seg(x.seg.as_ref(), y.seg.as_ref()))
+        });
+        Doc {
+            value: Arc::new(root.unwrap_or(Value::Null)),
+            nodes,
+            order,
+        }
+    }
 }
 
 /// A scalar by YAML 1.2's core schema.

@@ -647,117 +647,125 @@ impl Front<'_> {
         let id = str_at(s, "id")?.to_owned();
         let path = join(parent, &id);
         cx.paths.insert(path.clone(), ptr.to_owned());
-        let kind = match str_at(s, "kind") {
-            Some("tool") => self.tool_step(cx, s, ptr, &path),
-            Some("branch") => {
-                let mut arms = Vec::new();
-                if let Some(Value::Array(bs)) = s.get("branches") {
-                    for (i, b) in bs.iter().enumerate() {
-                        let when =
-                            self.expr(cx, b.get("when"), &format!("{ptr}/branches/{i}/when"));
-                        let next = Next::parse(str_at(b, "next").unwrap_or("$end"));
-                        arms.push(Arm { when, next });
-                    }
-                }
-                NodeKind::Branch {
-                    arms,
-                    default: str_at(s, "default").map(Next::parse),
-                }
-            }
-            Some("parallel") => {
-                let mut branches = Vec::new();
-                if let Some(Value::Array(bs)) = s.get("branches") {
-                    for (i, b) in bs.iter().enumerate() {
-                        let Some(bid) = str_at(b, "id") else { continue };
-                        let bptr = format!("{ptr}/branches/{i}");
-                        let bpath = join(&path, bid);
-                        cx.paths.insert(bpath.clone(), bptr.clone());
-                        let nodes =
-                            self.steps(cx, b.get("steps"), &format!("{bptr}/steps"), &bpath);
-                        branches.push(Node::new(bid, NodeKind::Sequence { nodes, start: None }));
-                    }
-                }
-                NodeKind::Parallel { branches }
-            }
-            Some("map") => {
-                let over = self.expr(cx, s.get("over"), &format!("{ptr}/over"));
-                let nodes = self.steps(cx, s.get("steps"), &format!("{ptr}/steps"), &path);
-                NodeKind::Map {
-                    over,
-                    concurrency: s
-                        .get("parallelism")
-                        .and_then(Value::as_u64)
-                        .map_or(0, |n| n.min(u64::from(u32::MAX)) as u32),
-                    body: Box::new(Node::new("body", NodeKind::Sequence { nodes, start: None })),
-                }
-            }
-            Some("loop") => {
-                let expr = self.expr(cx, s.get("while"), &format!("{ptr}/while"));
-                let nodes = self.steps(cx, s.get("steps"), &format!("{ptr}/steps"), &path);
-                let max = s
-                    .get("max_iterations")
-                    .and_then(Value::as_u64)
-                    .map_or(1, |n| n.clamp(1, 1000) as u32);
-                NodeKind::Loop {
-                    until: LoopUntil::While { expr },
-                    max: Limit::Count { count: max },
-                    body: Box::new(Node::new("body", NodeKind::Sequence { nodes, start: None })),
-                }
-            }
-            Some("approval") => {
-                let prompt = self.template(cx, s.get("prompt"), &format!("{ptr}/prompt"));
-                let route = |k: &str| {
-                    s.get(k)
-                        .and_then(|o| o.get("next"))
-                        .and_then(Value::as_str)
-                        .map(Next::parse)
-                };
-                NodeKind::Approval(ApprovalNode {
-                    prompt,
-                    on_approve: route("on_approve"),
-                    on_reject: route("on_reject"),
-                    timeout_ms: s.get("timeout_ms").and_then(Value::as_u64),
-                    on_timeout: str_at(s, "on_timeout").map_or(OnTimeout::Fail, OnTimeout::parse),
-                })
-            }
-            Some("suspend") => {
-                let resume = s.get("resume").cloned().unwrap_or(Value::Null);
-                NodeKind::Suspend {
-                    events: match resume.get("on") {
-                        Some(Value::Array(a)) => a
-                            .iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_owned)
-                            .collect(),
-                        _ => Vec::new(),
-                    },
-                    timeout_ms: resume.get("timeout_ms").and_then(Value::as_u64),
-                    on_timeout: str_at(&resume, "on_timeout")
-                        .map_or(OnTimeout::Fail, OnTimeout::parse),
-                }
-            }
-            Some("subworkflow") => {
-                let wid = str_at(s, "workflow").unwrap_or("");
-                let inputs = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"));
-                match self.subworkflow(cx, wid, &format!("{ptr}/workflow")) {
-                    Some(plan) => NodeKind::Subworkflow {
-                        plan: Box::new(plan),
-                        inputs,
-                    },
-                    None => NodeKind::Sequence {
-                        nodes: Vec::new(),
-                        start: None,
-                    },
-                }
-            }
+        let kind = self.step_kind(cx, s, ptr, &path);
+        let mut node = Node::new(id, kind);
+        self.step_settings(cx, s, ptr, &mut node);
+        Some(node)
+    }
+
+    /// What a step does, by its `kind`.
+    fn step_kind(&mut self, cx: &mut FileCx, s: &Value, ptr: &str, path: &str) -> NodeKind {
+        match str_at(s, "kind") {
+            Some("tool") => self.tool_step(cx, s, ptr, path),
+            Some("branch") => self.branch_step(cx, s, ptr),
+            Some("parallel") => self.parallel_step(cx, s, ptr, path),
+            Some("map") => self.map_step(cx, s, ptr, path),
+            Some("loop") => self.loop_step(cx, s, ptr, path),
+            Some("approval") => self.approval_step(cx, s, ptr),
+            Some("suspend") => suspend_step(s),
+            Some("subworkflow") => self.subworkflow_step(cx, s, ptr),
             // Unknown or missing: a schema error already; keep the id so
             // routes to it resolve.
             _ => NodeKind::Sequence {
                 nodes: Vec::new(),
                 start: None,
             },
+        }
+    }
+
+    fn branch_step(&mut self, cx: &FileCx, s: &Value, ptr: &str) -> NodeKind {
+        let mut arms = Vec::new();
+        if let Some(Value::Array(bs)) = s.get("branches") {
+            for (i, b) in bs.iter().enumerate() {
+                let when = self.expr(cx, b.get("when"), &format!("{ptr}/branches/{i}/when"));
+                let next = Next::parse(str_at(b, "next").unwrap_or("$end"));
+                arms.push(Arm { when, next });
+            }
+        }
+        NodeKind::Branch {
+            arms,
+            default: str_at(s, "default").map(Next::parse),
+        }
+    }
+
+    fn parallel_step(&mut self, cx: &mut FileCx, s: &Value, ptr: &str, path: &str) -> NodeKind {
+        let mut branches = Vec::new();
+        if let Some(Value::Array(bs)) = s.get("branches") {
+            for (i, b) in bs.iter().enumerate() {
+                let Some(bid) = str_at(b, "id") else { continue };
+                let bptr = format!("{ptr}/branches/{i}");
+                let bpath = join(path, bid);
+                cx.paths.insert(bpath.clone(), bptr.clone());
+                let nodes = self.steps(cx, b.get("steps"), &format!("{bptr}/steps"), &bpath);
+                branches.push(Node::new(bid, NodeKind::Sequence { nodes, start: None }));
+            }
+        }
+        NodeKind::Parallel { branches }
+    }
+
+    fn map_step(&mut self, cx: &mut FileCx, s: &Value, ptr: &str, path: &str) -> NodeKind {
+        let over = self.expr(cx, s.get("over"), &format!("{ptr}/over"));
+        let nodes = self.steps(cx, s.get("steps"), &format!("{ptr}/steps"), path);
+        NodeKind::Map {
+            over,
+            concurrency: s
+                .get("parallelism")
+                .and_then(Value::as_u64)
+                .map_or(0, |n| n.min(u64::from(u32::MAX)) as u32),
+            body: Box::new(Node::new("body", NodeKind::Sequence { nodes, start: None })),
+        }
+    }
+
+    fn loop_step(&mut self, cx: &mut FileCx, s: &Value, ptr: &str, path: &str) -> NodeKind {
+        let expr = self.expr(cx, s.get("while"), &format!("{ptr}/while"));
+        let nodes = self.steps(cx, s.get("steps"), &format!("{ptr}/steps"), path);
+        let max = s
+            .get("max_iterations")
+            .and_then(Value::as_u64)
+            .map_or(1, |n| n.clamp(1, 1000) as u32);
+        NodeKind::Loop {
+            until: LoopUntil::While { expr },
+            max: Limit::Count { count: max },
+            body: Box::new(Node::new("body", NodeKind::Sequence { nodes, start: None })),
+        }
+    }
+
+    fn approval_step(&mut self, cx: &FileCx, s: &Value, ptr: &str) -> NodeKind {
+        let prompt = self.template(cx, s.get("prompt"), &format!("{ptr}/prompt"));
+        let route = |k: &str| {
+            s.get(k)
+                .and_then(|o| o.get("next"))
+                .and_then(Value::as_str)
+                .map(Next::parse)
         };
-        let mut node = Node::new(id, kind);
+        NodeKind::Approval(ApprovalNode {
+            prompt,
+            on_approve: route("on_approve"),
+            on_reject: route("on_reject"),
+            timeout_ms: s.get("timeout_ms").and_then(Value::as_u64),
+            on_timeout: str_at(s, "on_timeout").map_or(OnTimeout::Fail, OnTimeout::parse),
+        })
+    }
+
+    fn subworkflow_step(&mut self, cx: &mut FileCx, s: &Value, ptr: &str) -> NodeKind {
+        let wid = str_at(s, "workflow").unwrap_or("");
+        let inputs = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"));
+        match self.subworkflow(cx, wid, &format!("{ptr}/workflow")) {
+            Some(plan) => NodeKind::Subworkflow {
+                plan: Box::new(plan),
+                inputs,
+            },
+            None => NodeKind::Sequence {
+                nodes: Vec::new(),
+                start: None,
+            },
+        }
+    }
+
+    /// The settings every step kind shares: name, route, time limit, retry,
+    /// approval (defaulted for the kinds that act), and the output schema
+    /// (declared, else a TOOL.md contract's).
+    fn step_settings(&mut self, cx: &mut FileCx, s: &Value, ptr: &str, node: &mut Node) {
         node.name = str_at(s, "name").map(str::to_owned);
         node.next = str_at(s, "next").map(Next::parse);
         node.timeout_ms = s.get("timeout_ms").and_then(Value::as_u64).filter(|_| {
@@ -799,7 +807,6 @@ impl Front<'_> {
             }
             node.input_schema = c.inputs.clone();
         }
-        Some(node)
     }
 
     /// The TOOL.md contract of a tool step's id, when one exists.
@@ -1264,6 +1271,23 @@ fn approval_class(s: &str) -> Option<ApprovalClass> {
         // A named policy is not ours to evaluate: ask.
         s if s.starts_with("policy:") => Some(ApprovalClass::Always),
         _ => None,
+    }
+}
+
+/// A suspend step: the events that resume it and how long it waits.
+fn suspend_step(s: &Value) -> NodeKind {
+    let resume = s.get("resume").cloned().unwrap_or(Value::Null);
+    NodeKind::Suspend {
+        events: match resume.get("on") {
+            Some(Value::Array(a)) => a
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        },
+        timeout_ms: resume.get("timeout_ms").and_then(Value::as_u64),
+        on_timeout: str_at(&resume, "on_timeout").map_or(OnTimeout::Fail, OnTimeout::parse),
     }
 }
 

@@ -782,86 +782,18 @@ impl Front {
             None
         };
         if !agents.iter().any(|a| a.name == agent_path) {
-            let agent_text = match &card {
-                Some(c) => c.persona(),
-                None => agent_text.trim().to_owned(),
-            };
-            let persona = if shared.is_empty() {
-                agent_text
-            } else {
-                format!("{shared}\n\n{agent_text}")
-            };
-            agents.push(AgentDef {
-                name: agent_path.clone(),
-                source: PromptSource::File {
-                    path: agent_path.clone(),
-                },
-                prompt: literal(&persona),
-                profile: None,
-                outputs: Vec::new(),
-                reads: Vec::new(),
-                card: card.map(Box::new),
-            });
+            agents.push(agent_def(&agent_path, &agent_text, card, shared));
         }
         let name = str_at(step, "name").unwrap_or(id).trim().to_owned();
-        let outcome = match &skill {
-            Some(s) => format!("{}\n\n---\n\n${STEP_INPUT}", literal(s.trim())),
-            None => format!("${STEP_INPUT}"),
-        };
-        goals.push(GoalDef {
-            name: id.to_owned(),
-            kind: GoalKind::Goal,
-            outcome,
-            summary: name.clone(),
-            source: match str_at(step, "skill") {
-                Some(s) => PromptSource::File { path: tidy(s) },
-                None => PromptSource::Inline,
-            },
-            agents: vec![agent_path],
-            outputs: Vec::new(),
-            reads: vec![STEP_INPUT.to_owned()],
-            within: None,
-            supervision: None,
-            brief: str_at(step, "goal").map(|g| g.trim().to_owned()),
-            produces: Some(produces.clone()),
-        });
-        // The input: each `$VAR` from the inputs, each run of file lines
-        // from a read node, in the order written.
-        let mut children = Vec::new();
-        let mut parts: Vec<Template> = Vec::new();
-        let mut reads = 0;
-        for line in lines {
-            match line {
-                Line::Var(v) => parts.push(path_template(&format!("$input.{v}"))?),
-                Line::Text(t) => parts.push(Template {
-                    parts: vec![Part::Text(t)],
-                }),
-                Line::Files(paths) => {
-                    reads += 1;
-                    let rid = if reads == 1 {
-                        "read".to_owned()
-                    } else {
-                        format!("read-{reads}")
-                    };
-                    parts.push(path_template(&format!("$steps.{rid}"))?);
-                    children.push(Node::new(rid, NodeKind::ReadFiles { paths }));
-                }
-            }
-        }
-        let input = match parts.len() {
-            1 => parts.pop().unwrap_or(Template { parts: Vec::new() }),
-            _ => {
-                // Several: joined by blank lines.
-                let mut all = Vec::new();
-                for (i, t) in parts.into_iter().enumerate() {
-                    if i > 0 {
-                        all.push(Part::Text("\n\n".to_owned()));
-                    }
-                    all.extend(t.parts);
-                }
-                Template { parts: all }
-            }
-        };
+        goals.push(goal_def(
+            step,
+            id,
+            &name,
+            skill.as_deref(),
+            agent_path,
+            &produces,
+        ));
+        let (mut children, input) = step_input(lines)?;
         let mut goal_node = Node::new(
             "answer",
             NodeKind::Goal(GoalNode {
@@ -887,20 +819,7 @@ impl Front {
         write.publish = Some(id.to_owned());
         children.push(write);
         if gate {
-            children.push(Node::new(
-                "gate",
-                NodeKind::Approval(ApprovalNode {
-                    prompt: Template {
-                        parts: vec![Part::Text(format!(
-                            "Step `{name}` wrote `{produces}`. Approve to go on, reject to stop the run."
-                        ))],
-                    },
-                    on_approve: None,
-                    on_reject: None,
-                    timeout_ms: None,
-                    on_timeout: Default::default(),
-                }),
-            ));
+            children.push(gate_node(&name, &produces));
         }
         let mut n = Node::new(
             id,
@@ -1182,6 +1101,127 @@ impl Front {
         n.name = str_at(step, "name").map(|s| s.trim().to_owned());
         Some(n)
     }
+}
+
+/// The persona of an agent step's agent file (its card's persona, else its
+/// text), after the workflow's shared context.
+fn agent_def(
+    agent_path: &str,
+    agent_text: &str,
+    card: Option<agentfile_plan::agent::AgentCard>,
+    shared: &str,
+) -> AgentDef {
+    let agent_text = match &card {
+        Some(c) => c.persona(),
+        None => agent_text.trim().to_owned(),
+    };
+    let persona = if shared.is_empty() {
+        agent_text
+    } else {
+        format!("{shared}\n\n{agent_text}")
+    };
+    AgentDef {
+        name: agent_path.to_owned(),
+        source: PromptSource::File {
+            path: agent_path.to_owned(),
+        },
+        prompt: literal(&persona),
+        profile: None,
+        outputs: Vec::new(),
+        reads: Vec::new(),
+        card: card.map(Box::new),
+    }
+}
+
+/// An agent step's goal: its skill's text (if any) above the step's input.
+fn goal_def(
+    step: &Value,
+    id: &str,
+    name: &str,
+    skill: Option<&str>,
+    agent_path: String,
+    produces: &str,
+) -> GoalDef {
+    let outcome = match skill {
+        Some(s) => format!("{}\n\n---\n\n${STEP_INPUT}", literal(s.trim())),
+        None => format!("${STEP_INPUT}"),
+    };
+    GoalDef {
+        name: id.to_owned(),
+        kind: GoalKind::Goal,
+        outcome,
+        summary: name.to_owned(),
+        source: match str_at(step, "skill") {
+            Some(s) => PromptSource::File { path: tidy(s) },
+            None => PromptSource::Inline,
+        },
+        agents: vec![agent_path],
+        outputs: Vec::new(),
+        reads: vec![STEP_INPUT.to_owned()],
+        within: None,
+        supervision: None,
+        brief: str_at(step, "goal").map(|g| g.trim().to_owned()),
+        produces: Some(produces.to_owned()),
+    }
+}
+
+/// An agent step's input: each `$VAR` from the inputs, each run of file
+/// lines from a read node (returned, in order), in the order written; several
+/// parts are joined by blank lines.
+fn step_input(lines: Vec<Line>) -> Option<(Vec<Node>, Template)> {
+    let mut children = Vec::new();
+    let mut parts: Vec<Template> = Vec::new();
+    let mut reads = 0;
+    for line in lines {
+        match line {
+            Line::Var(v) => parts.push(path_template(&format!("$input.{v}"))?),
+            Line::Text(t) => parts.push(Template {
+                parts: vec![Part::Text(t)],
+            }),
+            Line::Files(paths) => {
+                reads += 1;
+                let rid = if reads == 1 {
+                    "read".to_owned()
+                } else {
+                    format!("read-{reads}")
+                };
+                parts.push(path_template(&format!("$steps.{rid}"))?);
+                children.push(Node::new(rid, NodeKind::ReadFiles { paths }));
+            }
+        }
+    }
+    let input = match parts.len() {
+        1 => parts.pop().unwrap_or(Template { parts: Vec::new() }),
+        _ => {
+            let mut all = Vec::new();
+            for (i, t) in parts.into_iter().enumerate() {
+                if i > 0 {
+                    all.push(Part::Text("\n\n".to_owned()));
+                }
+                all.extend(t.parts);
+            }
+            Template { parts: all }
+        }
+    };
+    Some((children, input))
+}
+
+/// The approval after a `gate: human-approval` step.
+fn gate_node(name: &str, produces: &str) -> Node {
+    Node::new(
+        "gate",
+        NodeKind::Approval(ApprovalNode {
+            prompt: Template {
+                parts: vec![Part::Text(format!(
+                    "Step `{name}` wrote `{produces}`. Approve to go on, reject to stop the run."
+                ))],
+            },
+            on_approve: None,
+            on_reject: None,
+            timeout_ms: None,
+            on_timeout: Default::default(),
+        }),
+    )
 }
 
 /// `$steps.x` as a template of one expression.

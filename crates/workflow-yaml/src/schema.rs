@@ -106,49 +106,11 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
         let instance = v.pointer(&rel);
         match e.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
-                let fields = match pointer.as_str() {
-                    "" => TOP_FIELDS,
-                    "/trigger" => "type, input_var",
-                    "/execution" => "preferred",
-                    "/output" => "directory",
-                    p if p.ends_with("/script") => "bash, pwsh",
-                    p if super::is_shell(v) && p.starts_with("/steps/") => SHELL_FIELDS,
-                    _ => AGENT_FIELDS,
+                let known = Known {
+                    missing: &missing,
+                    misspelt: &mut misspelt,
                 };
-                for name in unexpected {
-                    let near = agentfile_plan::diag::suggest(name, fields.split(", "));
-                    if let Some(want) = near
-                        && missing.contains(&(pointer.clone(), want.to_owned()))
-                    {
-                        // Not tolerable: the field it stands for is missing.
-                        misspelt.insert((pointer.clone(), want.to_owned()));
-                        out.push(
-                            Finding::error(
-                                format!("{pointer}/{}", segment(name)),
-                                "unknown-field",
-                                format!("unknown field `{name}` in {}", place(&pointer, v)),
-                            )
-                            .hint(format!(
-                                "did you mean `{want}`? Rename it: `{want}` is required here"
-                            ))
-                            .at_key(),
-                        );
-                        continue;
-                    }
-                    out.push(
-                        Finding::error(
-                            format!("{pointer}/{}", segment(name)),
-                            "unknown-field",
-                            format!("unknown field `{name}` in {}", place(&pointer, v)),
-                        )
-                        .hint(match near {
-                            Some(s) => format!("did you mean `{s}`?"),
-                            None => format!("the fields here are: {fields}"),
-                        })
-                        .tolerable()
-                        .at_key(),
-                    );
-                }
+                unknown_fields(unexpected, &pointer, v, known, out);
             }
             ValidationErrorKind::Type { .. }
                 if pointer.ends_with("/input")
@@ -194,25 +156,7 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
                 );
             }
             ValidationErrorKind::Enum { .. } if mistyped.contains(&pointer) => {}
-            kind => {
-                let d = describe(kind, &pointer, instance, &e.to_string());
-                let hint = match kind {
-                    ValidationErrorKind::Pattern { .. } if pointer == "/name" => {
-                        Some(name_hint(instance.and_then(Value::as_str).unwrap_or("")))
-                    }
-                    _ => d.hint.or_else(|| hint_for(&pointer)),
-                };
-                out.push(Finding {
-                    pointer: d.pointer,
-                    at_key: d.at_key,
-                    line: None,
-                    code: d.code,
-                    message: d.message,
-                    hint,
-                    tolerable: false,
-                    warning: false,
-                });
-            }
+            kind => out.push(other_error(kind, &pointer, instance, &e.to_string())),
         }
     }
     // Only this call's findings, so that a call per step stays linear.
@@ -228,6 +172,96 @@ fn collect(validator: &Validator, v: &Value, base: &str, out: &mut Vec<Finding>)
                 || f.code != "schema"
                 || !want.is_some_and(|w| misspelt.contains(&(f.pointer.clone(), w.to_owned())))
         });
+    }
+}
+
+/// The required fields missing, and those found misspelt, by the object's
+/// pointer and the field's name.
+struct Known<'a> {
+    missing: &'a HashSet<(String, String)>,
+    misspelt: &'a mut HashSet<(String, String)>,
+}
+
+/// Fields the schema does not know at `pointer`: a misspelling of a missing
+/// required field is an error (and recorded in `misspelt`, so the missing
+/// field is not reported again); any other is tolerable, with a suggestion.
+fn unknown_fields(
+    unexpected: &[String],
+    pointer: &str,
+    v: &Value,
+    known: Known<'_>,
+    out: &mut Vec<Finding>,
+) {
+    let fields = match pointer {
+        "" => TOP_FIELDS,
+        "/trigger" => "type, input_var",
+        "/execution" => "preferred",
+        "/output" => "directory",
+        p if p.ends_with("/script") => "bash, pwsh",
+        p if super::is_shell(v) && p.starts_with("/steps/") => SHELL_FIELDS,
+        _ => AGENT_FIELDS,
+    };
+    for name in unexpected {
+        let near = agentfile_plan::diag::suggest(name, fields.split(", "));
+        if let Some(want) = near
+            && known
+                .missing
+                .contains(&(pointer.to_owned(), want.to_owned()))
+        {
+            // Not tolerable: the field it stands for is missing.
+            known.misspelt.insert((pointer.to_owned(), want.to_owned()));
+            out.push(
+                Finding::error(
+                    format!("{pointer}/{}", segment(name)),
+                    "unknown-field",
+                    format!("unknown field `{name}` in {}", place(pointer, v)),
+                )
+                .hint(format!(
+                    "did you mean `{want}`? Rename it: `{want}` is required here"
+                ))
+                .at_key(),
+            );
+            continue;
+        }
+        out.push(
+            Finding::error(
+                format!("{pointer}/{}", segment(name)),
+                "unknown-field",
+                format!("unknown field `{name}` in {}", place(pointer, v)),
+            )
+            .hint(match near {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("the fields here are: {fields}"),
+            })
+            .tolerable()
+            .at_key(),
+        );
+    }
+}
+
+/// Any other schema error, described for a reader.
+fn other_error(
+    kind: &ValidationErrorKind,
+    pointer: &str,
+    instance: Option<&Value>,
+    text: &str,
+) -> Finding {
+    let d = describe(kind, pointer, instance, text);
+    let hint = match kind {
+        ValidationErrorKind::Pattern { .. } if pointer == "/name" => {
+            Some(name_hint(instance.and_then(Value::as_str).unwrap_or("")))
+        }
+        _ => d.hint.or_else(|| hint_for(pointer)),
+    };
+    Finding {
+        pointer: d.pointer,
+        at_key: d.at_key,
+        line: None,
+        code: d.code,
+        message: d.message,
+        hint,
+        tolerable: false,
+        warning: false,
     }
 }
 

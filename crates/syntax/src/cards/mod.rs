@@ -183,6 +183,20 @@ struct Loader<'a> {
 /// Values with their JSON pointers.
 type Located = Vec<(Value, String)>;
 
+/// The headings of an agent file that act as metadata, and the spans they
+/// take out of the free text.
+#[derive(Default)]
+struct Headings {
+    title: Option<FromHeading>,
+    description: Option<FromHeading>,
+    avatar: Option<FromHeading>,
+    system: Option<FromHeading>,
+    rules: Option<FromHeading>,
+    /// The `## Tools` section's content.
+    tools: Option<(usize, usize)>,
+    skip: Vec<(usize, usize)>,
+}
+
 /// A value given by a heading, and where.
 struct FromHeading {
     value: String,
@@ -252,76 +266,15 @@ impl Loader<'_> {
         let body_start = self.front_matter()?;
         let sections = body::sections(self.text, body_start);
 
-        // Headings that act as metadata.
-        let mut title_h = None;
-        let mut desc_h = None;
-        let mut avatar_h = None;
-        let mut system_h: Option<FromHeading> = None;
-        let mut rules_h: Option<FromHeading> = None;
-        let mut tools_h: Option<(usize, usize)> = None;
-        let mut skip: Vec<(usize, usize)> = Vec::new();
-        let mut seen: HashMap<String, Span> = HashMap::new();
-        for s in &sections {
-            let name = s.title.to_ascii_lowercase();
-            let hspan = self.span(s.heading.0, s.heading.1);
-            match (s.level, name.as_str()) {
-                (1, "avatar") => {
-                    skip.push((s.heading.0, s.content.1));
-                    if avatar_h.is_none()
-                        && let Some(url) = body::first_image(&self.text[s.content.0..s.content.1])
-                    {
-                        avatar_h = Some(FromHeading {
-                            value: url,
-                            span: hspan,
-                            what: "the first image under `# Avatar`".into(),
-                        });
-                    }
-                }
-                (1, _) if title_h.is_none() => {
-                    skip.push(s.heading);
-                    title_h = Some(FromHeading {
-                        value: s.title.clone(),
-                        span: hspan,
-                        what: format!("the heading `# {}`", s.title),
-                    });
-                    if let Some((a, b)) = body::first_paragraph(self.text, s.content.0, s.content.1)
-                    {
-                        skip.push((a, b));
-                        desc_h = Some(FromHeading {
-                            value: self.text[a..b].to_owned(),
-                            span: self.span(a, b),
-                            what: format!("the first paragraph after `# {}`", s.title),
-                        });
-                    }
-                }
-                (2, "system" | "rules" | "tools") => {
-                    skip.push((s.heading.0, s.content.1));
-                    if let Some(first) = seen.get(&name).copied() {
-                        self.error(
-                            "duplicate-section",
-                            hspan,
-                            format!("a second `## {}` section", s.title),
-                        )
-                        .note(first, "the first one is here")
-                        .hint = Some("merge the two sections into one".into());
-                        continue;
-                    }
-                    seen.insert(name.clone(), hspan);
-                    let content = self.text[s.content.0..s.content.1].trim().to_owned();
-                    let h = FromHeading {
-                        value: content,
-                        span: hspan,
-                        what: format!("the `## {}` section", s.title),
-                    };
-                    match name.as_str() {
-                        "system" => system_h = Some(h),
-                        "rules" => rules_h = Some(h),
-                        _ => tools_h = Some(s.content),
-                    }
-                }
-                _ => {}
-            }
-        }
+        let Headings {
+            title: title_h,
+            description: desc_h,
+            avatar: avatar_h,
+            system: system_h,
+            rules: rules_h,
+            tools: tools_h,
+            skip,
+        } = self.headings(&sections);
 
         let title = self.resolve("title", title_h);
         let description = self.resolve("description", desc_h);
@@ -364,31 +317,7 @@ impl Loader<'_> {
 
         let script = tools_h.and_then(|(a, b)| self.script(a, b));
         if let Some((name, span)) = &startup {
-            let known: Vec<String> = script
-                .as_ref()
-                .map(|s| s.tools.iter().map(|t| t.name.clone()).collect())
-                .unwrap_or_default();
-            let found = known.iter().find(|k| k.eq_ignore_ascii_case(name)).cloned();
-            if found.is_none() && (script.is_some() || tools_h.is_none()) {
-                let msg = if tools_h.is_none() {
-                    format!(
-                        "`required.startup` names `{name}`, but the file has no `## Tools` section"
-                    )
-                } else {
-                    format!("`required.startup` names `{name}`, which `## Tools` does not define")
-                };
-                let d = self.error("unknown-startup", *span, msg);
-                d.hint = Some(if known.is_empty() {
-                    "define it under `## Tools` as `{ name: { fn, scheme } }`".into()
-                } else {
-                    format!("the tools are: {}", known.join(", "))
-                });
-                if let Some(s) =
-                    agentfile_plan::diag::suggest(name, known.iter().map(String::as_str))
-                {
-                    d.hint = Some(format!("did you mean `{s}`?"));
-                }
-            }
+            self.check_startup(name, *span, script.as_ref(), tools_h.is_some());
         }
         let startup = startup.map(|(name, _)| {
             script
@@ -415,6 +344,107 @@ impl Loader<'_> {
             commands,
             script,
         })
+    }
+
+    /// The headings that act as metadata: `# Title` and its first paragraph,
+    /// `# Avatar`, `## System`, `## Rules` and `## Tools` (a second of these
+    /// is reported).
+    fn headings(&mut self, sections: &[body::Section]) -> Headings {
+        let mut h = Headings::default();
+        let mut seen: HashMap<String, Span> = HashMap::new();
+        for s in sections {
+            let name = s.title.to_ascii_lowercase();
+            let hspan = self.span(s.heading.0, s.heading.1);
+            match (s.level, name.as_str()) {
+                (1, "avatar") => {
+                    h.skip.push((s.heading.0, s.content.1));
+                    if h.avatar.is_none()
+                        && let Some(url) = body::first_image(&self.text[s.content.0..s.content.1])
+                    {
+                        h.avatar = Some(FromHeading {
+                            value: url,
+                            span: hspan,
+                            what: "the first image under `# Avatar`".into(),
+                        });
+                    }
+                }
+                (1, _) if h.title.is_none() => {
+                    h.skip.push(s.heading);
+                    h.title = Some(FromHeading {
+                        value: s.title.clone(),
+                        span: hspan,
+                        what: format!("the heading `# {}`", s.title),
+                    });
+                    if let Some((a, b)) = body::first_paragraph(self.text, s.content.0, s.content.1)
+                    {
+                        h.skip.push((a, b));
+                        h.description = Some(FromHeading {
+                            value: self.text[a..b].to_owned(),
+                            span: self.span(a, b),
+                            what: format!("the first paragraph after `# {}`", s.title),
+                        });
+                    }
+                }
+                (2, "system" | "rules" | "tools") => {
+                    h.skip.push((s.heading.0, s.content.1));
+                    if let Some(first) = seen.get(&name).copied() {
+                        self.error(
+                            "duplicate-section",
+                            hspan,
+                            format!("a second `## {}` section", s.title),
+                        )
+                        .note(first, "the first one is here")
+                        .hint = Some("merge the two sections into one".into());
+                        continue;
+                    }
+                    seen.insert(name.clone(), hspan);
+                    let content = self.text[s.content.0..s.content.1].trim().to_owned();
+                    let from = FromHeading {
+                        value: content,
+                        span: hspan,
+                        what: format!("the `## {}` section", s.title),
+                    };
+                    match name.as_str() {
+                        "system" => h.system = Some(from),
+                        "rules" => h.rules = Some(from),
+                        _ => h.tools = Some(s.content),
+                    }
+                }
+                _ => {}
+            }
+        }
+        h
+    }
+
+    /// `required.startup` must name a tool of `## Tools` (when the section
+    /// was read, or is missing).
+    fn check_startup(
+        &mut self,
+        name: &str,
+        span: Span,
+        script: Option<&agentfile_plan::agent::AgentScript>,
+        has_tools: bool,
+    ) {
+        let known: Vec<String> = script
+            .map(|s| s.tools.iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default();
+        let found = known.iter().find(|k| k.eq_ignore_ascii_case(name)).cloned();
+        if found.is_none() && (script.is_some() || !has_tools) {
+            let msg = if !has_tools {
+                format!("`required.startup` names `{name}`, but the file has no `## Tools` section")
+            } else {
+                format!("`required.startup` names `{name}`, which `## Tools` does not define")
+            };
+            let d = self.error("unknown-startup", span, msg);
+            d.hint = Some(if known.is_empty() {
+                "define it under `## Tools` as `{ name: { fn, scheme } }`".into()
+            } else {
+                format!("the tools are: {}", known.join(", "))
+            });
+            if let Some(s) = agentfile_plan::diag::suggest(name, known.iter().map(String::as_str)) {
+                d.hint = Some(format!("did you mean `{s}`?"));
+            }
+        }
     }
 
     /// Parse the front matter, if the file has one; returns where the body

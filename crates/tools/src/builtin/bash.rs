@@ -142,41 +142,7 @@ pub async fn run(
     limits: &BashSection,
     cancel: &CancellationToken,
 ) -> ToolOutput {
-    let mut cmd = tokio::process::Command::new(bash_program());
-    cmd.arg("--noprofile")
-        .arg("--norc")
-        .arg("-c")
-        .arg(command)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let rl = rlimits(limits);
-    // SAFETY: the closure only calls setrlimit, which is async-signal-safe (a
-    // plain system call), on data computed before the fork; it allocates
-    // nothing and takes no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            for r in &rl {
-                let lim = libc::rlimit {
-                    rlim_cur: r.soft,
-                    rlim_max: r.hard,
-                };
-                if libc::setrlimit(r.resource, &lim) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    let mut cmd = command_for(command, stdin.is_some(), cwd, env, limits);
     let started = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -203,11 +169,6 @@ pub async fn run(
         .take()
         .map(|s| tokio::spawn(read_capped(s, cap)));
 
-    enum End {
-        Exited(std::io::Result<std::process::ExitStatus>),
-        TimedOut,
-        Cancelled,
-    }
     let end = tokio::select! {
         status = child.wait() => End::Exited(status),
         _ = tokio::time::sleep(timeout) => End::TimedOut,
@@ -219,21 +180,102 @@ pub async fn run(
     if !matches!(end, End::Exited(_)) {
         let _ = child.wait().await;
     }
-    let collect = |task: Option<tokio::task::JoinHandle<Stream>>| async move {
-        match task {
-            Some(t) => match tokio::time::timeout(PIPE_GRACE, t).await {
-                Ok(Ok(r)) => r,
-                _ => Stream::default(),
-            },
-            None => Stream::default(),
-        }
-    };
     let stdout = collect(out_task).await;
     let stderr = collect(err_task).await;
 
+    let (head, signal, is_error) = end_line(&end, timeout, started);
+    let mut notes = limit_notes(signal, &stdout.seen, &stderr.seen, limits);
+    let hit_limit = !notes.is_empty();
+    notes.insert(0, head);
+    let exit_code = match &end {
+        End::Exited(Ok(status)) => status.code(),
+        _ => None,
+    };
+    ToolOutput {
+        content: format_output(&notes, &stdout, &stderr, cap),
+        is_error: is_error || hit_limit,
+        command: Some(CommandOutcome {
+            exit_code,
+            signal,
+            truncated: stdout.is_cut() || stderr.is_cut(),
+            stdout: String::from_utf8_lossy(&stdout.kept).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr.kept).into_owned(),
+        }),
+    }
+}
+
+/// The `bash -c` command: a clean environment of `env`, its own process
+/// group, and `limits` set in the child before it runs.
+fn command_for(
+    command: &str,
+    piped_stdin: bool,
+    cwd: &Path,
+    env: &[(String, String)],
+    limits: &BashSection,
+) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(bash_program());
+    cmd.arg("--noprofile")
+        .arg("--norc")
+        .arg("-c")
+        .arg(command)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(if piped_stdin {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let rl = rlimits(limits);
+    // SAFETY: the closure only calls setrlimit, which is async-signal-safe (a
+    // plain system call), on data computed before the fork; it allocates
+    // nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            for r in &rl {
+                let lim = libc::rlimit {
+                    rlim_cur: r.soft,
+                    rlim_max: r.hard,
+                };
+                if libc::setrlimit(r.resource, &lim) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// How the command ended.
+enum End {
+    Exited(std::io::Result<std::process::ExitStatus>),
+    TimedOut,
+    Cancelled,
+}
+
+/// What a reader task kept of a stream, waiting at most [`PIPE_GRACE`] for
+/// it (a background job may hold the pipe open).
+async fn collect(task: Option<tokio::task::JoinHandle<Stream>>) -> Stream {
+    match task {
+        Some(t) => match tokio::time::timeout(PIPE_GRACE, t).await {
+            Ok(Ok(r)) => r,
+            _ => Stream::default(),
+        },
+        None => Stream::default(),
+    }
+}
+
+/// The report's first line for how the command ended, the signal that
+/// killed it, and whether the ending is an error of itself.
+fn end_line(end: &End, timeout: Duration, started: Instant) -> (String, Option<i32>, bool) {
     let mut head = String::new();
     let mut signal = None;
-    let is_error = match &end {
+    let is_error = match end {
         End::Exited(Ok(status)) => {
             match status.code() {
                 Some(code) => head.push_str(&format!("exit code: {code}")),
@@ -270,24 +312,7 @@ pub async fn run(
             true
         }
     };
-    let mut notes = limit_notes(signal, &stdout.seen, &stderr.seen, limits);
-    let hit_limit = !notes.is_empty();
-    notes.insert(0, head);
-    let exit_code = match &end {
-        End::Exited(Ok(status)) => status.code(),
-        _ => None,
-    };
-    ToolOutput {
-        content: format_output(&notes, &stdout, &stderr, cap),
-        is_error: is_error || hit_limit,
-        command: Some(CommandOutcome {
-            exit_code,
-            signal,
-            truncated: stdout.is_cut() || stderr.is_cut(),
-            stdout: String::from_utf8_lossy(&stdout.kept).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr.kept).into_owned(),
-        }),
-    }
+    (head, signal, is_error)
 }
 
 /// Lay out the head lines and both streams in at most `cap` bytes: each

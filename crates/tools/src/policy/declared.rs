@@ -49,21 +49,53 @@ fn refuse(tool: &str, rule: impl Into<String>, reason: impl Into<String>) -> Den
     }
 }
 
+/// Why a declaration's grants cannot be compiled for a workspace.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GuardError {
+    #[error("workspace {}: {source}", path.display())]
+    Workspace {
+        path: PathBuf,
+        source: paths::PathError,
+    },
+    /// A `MOUNT`'s pattern, by the mount's path as written.
+    #[error("MOUNT {path}: {source}")]
+    Mount {
+        path: String,
+        source: paths::PatternError,
+    },
+    #[error("host {host}: {source}")]
+    Host {
+        host: String,
+        source: super::web::DomainError,
+    },
+    /// The Cedar policy's problems, in order.
+    #[error("{}", .0.join("; "))]
+    Cedar(Vec<String>),
+}
+
 impl DeclarationGuard {
     /// Compile a declaration's grants for a workspace.
     pub fn new(
         decl: &Declaration,
         workspace: &Path,
         home: Option<&Path>,
-    ) -> Result<DeclarationGuard, String> {
-        let workspace = paths::realpath(&paths::normalize(workspace))
-            .map_err(|e| format!("workspace {}: {e}", workspace.display()))?;
+    ) -> Result<DeclarationGuard, GuardError> {
+        let workspace = paths::realpath(&paths::normalize(workspace)).map_err(|source| {
+            GuardError::Workspace {
+                path: workspace.to_owned(),
+                source,
+            }
+        })?;
         let home = home.and_then(|h| paths::realpath(&paths::normalize(h)).ok());
         let g = &decl.grants;
         let mut mounts = Vec::new();
         for m in &g.mounts {
-            let p = PathPattern::compile(&m.pattern, &workspace, home.as_deref())
-                .map_err(|e| format!("MOUNT {}: {e}", m.path))?;
+            let p = PathPattern::compile(&m.pattern, &workspace, home.as_deref()).map_err(
+                |source| GuardError::Mount {
+                    path: m.path.clone(),
+                    source,
+                },
+            )?;
             mounts.push((
                 p,
                 m.write,
@@ -72,7 +104,10 @@ impl DeclarationGuard {
         }
         let mut hosts = Vec::new();
         for h in &g.hosts {
-            hosts.push(DomainPattern::parse(h).map_err(|e| format!("host {h}: {e}"))?);
+            hosts.push(DomainPattern::parse(h).map_err(|source| GuardError::Host {
+                host: h.clone(),
+                source,
+            })?);
         }
         let tools = g
             .tools
@@ -83,12 +118,11 @@ impl DeclarationGuard {
             None => None,
             Some(blocks) => {
                 let blocks: Vec<cedar::Block<'_>> = blocks.iter().map(cedar::Block::from).collect();
-                Some(cedar::Policies::parse(&blocks).map_err(|p| {
-                    p.into_iter()
-                        .map(|p| p.message)
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                })?)
+                Some(
+                    cedar::Policies::parse(&blocks).map_err(|p| {
+                        GuardError::Cedar(p.into_iter().map(|p| p.message).collect())
+                    })?,
+                )
             }
         };
         Ok(DeclarationGuard {

@@ -268,10 +268,10 @@ impl Gate {
             for p in pats {
                 match PathPattern::compile(&p.text, &workspace, home.as_deref()) {
                     Ok(c) => out.push(c),
-                    Err(message) => problems.push(Problem {
+                    Err(e) => problems.push(Problem {
                         line: p.line,
                         col: p.col,
-                        message,
+                        message: e.to_string(),
                     }),
                 }
             }

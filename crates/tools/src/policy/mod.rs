@@ -255,8 +255,8 @@ pub enum GrantError {
     #[error("`{0}` names no host")]
     NoHost(String),
     /// A path pattern that does not expand or compile.
-    #[error("{0}")]
-    Pattern(String),
+    #[error(transparent)]
+    Pattern(#[from] paths::PatternError),
     #[error(transparent)]
     Domain(#[from] web::DomainError),
 }
@@ -570,7 +570,7 @@ impl Policy {
         match tool {
             t if t.is_path_tool() => {
                 let text = pattern.unwrap_or("$WORKSPACE/**");
-                let expanded = stand_in_expansions(text).map_err(GrantError::Pattern)?;
+                let expanded = stand_in_expansions(text)?;
                 for d in &section.deny {
                     for (ws, home, allow) in &expanded {
                         let covered = paths::PathPattern::compile(&d.text, ws, Some(home))
@@ -665,7 +665,7 @@ impl Policy {
 /// A path pattern expanded against the stand-in workspace and home used for
 /// checks, and against this user's real home when known (so
 /// `/home/me/.ssh/id_rsa` meets a `~/.ssh/*` deny): `(workspace, home, text)`.
-fn stand_in_expansions(text: &str) -> Result<Vec<(PathBuf, PathBuf, String)>, String> {
+fn stand_in_expansions(text: &str) -> Result<Vec<(PathBuf, PathBuf, String)>, paths::PatternError> {
     let ws = PathBuf::from("/nonexistent/agentfile-policy-check/workspace");
     let mut homes = vec![PathBuf::from("/nonexistent/agentfile-policy-check/home")];
     if let Some(h) = std::env::home_dir() {
@@ -1057,7 +1057,7 @@ fn check_patterns(cx: &mut Ctx<'_>, policy: &Policy) {
         .chain(&policy.allowed_dirs);
     for pat in path_lists {
         if let Err(m) = paths::PathPattern::compile(&pat.text, ws, Some(home)) {
-            bad.push((pat.line, pat.col, m));
+            bad.push((pat.line, pat.col, m.to_string()));
         }
     }
     if let Some(s) = policy.section(Tool::WebFetch) {

@@ -37,6 +37,26 @@ pub enum PathError {
     SymlinkLoop(String),
 }
 
+/// Why a policy path pattern could not be expanded or compiled; each holds
+/// the pattern as written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PatternError {
+    #[error("empty pattern")]
+    Empty,
+    #[error("pattern {0:?}: `~user` is not supported; write the path out")]
+    OtherUser(String),
+    #[error("pattern {0:?} uses `~` but HOME is not set")]
+    NoHome(String),
+    /// Its literal directory part does not resolve.
+    #[error("pattern {raw:?}: {source}")]
+    Resolve { raw: String, source: PathError },
+    #[error("invalid pattern {raw:?}: {kind}")]
+    Glob {
+        raw: String,
+        kind: globset::ErrorKind,
+    },
+}
+
 /// A path after resolution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
@@ -258,7 +278,7 @@ impl PathPattern {
         raw: &str,
         workspace: &Path,
         home: Option<&Path>,
-    ) -> Result<PathPattern, String> {
+    ) -> Result<PathPattern, PatternError> {
         let (real, rest) = expand_parts(raw, workspace, home)?;
         let literal = real.as_os_str().as_encoded_bytes().to_vec();
         let matchers = match rest.as_str() {
@@ -274,10 +294,11 @@ impl PathPattern {
                 }
                 let mut matchers = Vec::new();
                 for t in texts {
-                    matchers
-                        .push(Matcher::Glob(shared_matcher(&t).map_err(|e| {
-                            format!("invalid pattern {raw:?}: {}", e.kind())
-                        })?));
+                    let m = shared_matcher(&t).map_err(|e| PatternError::Glob {
+                        raw: raw.to_owned(),
+                        kind: e.kind().clone(),
+                    })?;
+                    matchers.push(Matcher::Glob(m));
                 }
                 matchers
             }
@@ -303,7 +324,7 @@ pub(crate) fn expand_pattern(
     raw: &str,
     workspace: &Path,
     home: Option<&Path>,
-) -> Result<String, String> {
+) -> Result<String, PatternError> {
     let (real, rest) = expand_parts(raw, workspace, home)?;
     Ok(glob_text(&real, &rest))
 }
@@ -327,10 +348,10 @@ fn expand_parts(
     raw: &str,
     workspace: &Path,
     home: Option<&Path>,
-) -> Result<(PathBuf, String), String> {
+) -> Result<(PathBuf, String), PatternError> {
     let raw_trim = raw.trim();
     if raw_trim.is_empty() {
-        return Err("empty pattern".to_owned());
+        return Err(PatternError::Empty);
     }
     let ws = workspace.display().to_string();
     let mut text = raw_trim
@@ -338,11 +359,9 @@ fn expand_parts(
         .replace("$WORKSPACE", &ws);
     if let Some(rest) = text.strip_prefix('~') {
         if !(rest.is_empty() || rest.starts_with('/')) {
-            return Err(format!(
-                "pattern {raw:?}: `~user` is not supported; write the path out"
-            ));
+            return Err(PatternError::OtherUser(raw.to_owned()));
         }
-        let home = home.ok_or_else(|| format!("pattern {raw:?} uses `~` but HOME is not set"))?;
+        let home = home.ok_or_else(|| PatternError::NoHome(raw.to_owned()))?;
         text = format!("{}{rest}", home.display());
     }
     if !text.starts_with('/') {
@@ -362,7 +381,10 @@ fn expand_parts(
     } else {
         prefix
     };
-    let real = realpath(Path::new(&prefix)).map_err(|e| format!("pattern {raw:?}: {e}"))?;
+    let real = realpath(Path::new(&prefix)).map_err(|source| PatternError::Resolve {
+        raw: raw.to_owned(),
+        source,
+    })?;
     Ok((real, rest))
 }
 
