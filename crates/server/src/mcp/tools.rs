@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, JsonObject,
+    Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use schemars::JsonSchema;
@@ -274,7 +274,7 @@ fn text_result(text: String, structured: Option<Value>, is_error: bool) -> CallT
 /// for one left waiting by an earlier process): its log lines reach this
 /// client while the returned forwarder lives.
 fn resume_hooks(server: &McpServer) -> (RunHooks, progress::Forwarder) {
-    let (sink, forwarder) = progress::start(&server.client, None);
+    let (sink, forwarder) = progress::start(&server.client, server.client.peer(), None);
     let hooks = RunHooks {
         sinks: vec![sink],
         approver: None,
@@ -312,11 +312,19 @@ pub async fn call(
     server: &McpServer,
     request: CallToolRequestParams,
     ctx: RequestContext<RoleServer>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let name = request.name.as_ref();
     let args = request.arguments.map(Value::Object);
     let result = match name {
         "run" => match params::<RunParams>("run", args) {
+            Ok(p) if super::tasks::wanted(&ctx) => {
+                if let Err(e) = server.engine.check_run_paths(&p) {
+                    return Ok(tool_error(&e).into());
+                }
+                return Ok(super::tasks::start(server, p, &ctx)
+                    .await
+                    .unwrap_or_else(|e| tool_error(&e).into()));
+            }
             Ok(p) => run(server, p, &ctx).await,
             Err(e) => tool_error(&e),
         },
@@ -370,9 +378,9 @@ pub async fn call(
             },
             Err(e) => tool_error(&e),
         },
-        other => workflow(server, other, args, &ctx).await?,
+        other => return workflow(server, other, args, &ctx).await,
     };
-    Ok(result)
+    Ok(result.into())
 }
 
 /// `event`: a page of the session's events, waiting for new ones up to the
@@ -465,7 +473,7 @@ async fn workflow(
     name: &str,
     args: Option<Value>,
     ctx: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let tools = server.catalog.tools().await;
     let Some(w) = tools.iter().find(|w| w.tool.name == name) else {
         return Err(ErrorData::invalid_params(
@@ -482,6 +490,11 @@ async fn workflow(
         inputs,
         ..RunParams::default()
     };
+    if super::tasks::wanted(ctx) {
+        return Ok(super::tasks::start(server, p, ctx)
+            .await
+            .unwrap_or_else(|e| tool_error(&e).into()));
+    }
     let mut r = run(server, p, ctx).await;
     // A result that breaks the tool's own output schema would be
     // refused by the client: say so as a tool error instead.
@@ -495,7 +508,7 @@ async fn workflow(
             problems.join("; ")
         )));
     }
-    Ok(r)
+    Ok(r.into())
 }
 
 /// `run` and the `run_<name>` tools.
@@ -537,7 +550,7 @@ async fn run_with(
     } else {
         None
     };
-    let (sink, forwarder) = progress::start(&server.client, token);
+    let (sink, forwarder) = progress::start(&server.client, Some(ctx.peer.clone()), token);
     let phase = sink.phase();
     let mut sinks: Vec<Arc<dyn agentfile_session::events::EventSink>> = vec![sink.clone()];
     sinks.extend(extra);
@@ -545,6 +558,8 @@ async fn run_with(
         sinks,
         approver: Some(Arc::new(McpApprover {
             client: server.client.clone(),
+            peer: Some(ctx.peer.clone()),
+            can_elicit: super::approval::can_elicit(ctx),
             phase: phase.clone(),
         })),
     };

@@ -1,0 +1,372 @@
+//! `agentfile mcp` for 2026-07-28 clients and the tasks extension
+//! (`io.modelcontextprotocol/tasks`), by raw JSON lines on stdio: discover,
+//! stateless requests, runs as tasks read from the session store (approval,
+//! cancel, a server killed and started again). Models are the loopback fake
+//! provider.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use agentfile::llm::fake::{FakeReply, FakeServer};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+const KEY_VAR: &str = "AGENTFILE_MCP_TASKS_TEST_KEY";
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn temp_dir(label: &str) -> Dir {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let p = std::env::temp_dir().join(format!(
+        "agentfile-mcp-tasks-{label}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    Dir(p.canonicalize().unwrap())
+}
+
+const HELLO: &str = "NAME hello\nGOAL greet \"Say hello\"\nRUN main USING greet\n";
+const GATED: &str =
+    "NAME gated\nGOAL act \"Do the gated thing\" SUPERVISED HUMAN\nRUN main USING act\n";
+const TWO: &str = "NAME two\nGOAL first \"Write the first part\"\nGOAL second \"Take your time over the second part\"\nRUN main USING first, second\n";
+
+async fn fake(slow: Duration) -> FakeServer {
+    FakeServer::start(vec![
+        FakeReply::text("Hello!").when(["Say hello"]),
+        FakeReply::text("gated thing done").when(["Do the gated thing"]),
+        FakeReply::text("first part").when(["Write the first part"]),
+        FakeReply::text("second part")
+            .with_latency(slow)
+            .when(["Take your time"]),
+    ])
+    .await
+    .unwrap()
+}
+
+fn workspace(label: &str, fake: &FakeServer) -> Dir {
+    let d = temp_dir(label);
+    std::fs::write(
+        d.0.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n",
+            fake.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.0.join("hello.agent"), HELLO).unwrap();
+    std::fs::write(d.0.join("gated.agent"), GATED).unwrap();
+    std::fs::write(d.0.join("two.agent"), TWO).unwrap();
+    d
+}
+
+fn command(ws: &Path) -> tokio::process::Command {
+    let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"));
+    c.arg("mcp")
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--heartbeat-ms", "300", "--poll-ms", "200"])
+        .current_dir(ws)
+        .env(KEY_VAR, "test-key-0123456789")
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("AGENTFILE_PROVIDER")
+        .env_remove("AGENTFILE_MODEL")
+        .kill_on_drop(true);
+    c
+}
+
+struct Raw {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    next_id: u64,
+}
+
+/// The `_meta` of a 2026-07-28 request; `tasks`: the client declares the
+/// tasks extension.
+fn meta(tasks: bool) -> Value {
+    let caps = if tasks {
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+    } else {
+        json!({})
+    };
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw26", "version": "1"}
+    })
+}
+
+impl Raw {
+    fn start(mut cmd: tokio::process::Command) -> Raw {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Raw {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+        }
+    }
+
+    async fn send_json(&mut self, v: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(v.to_string().as_bytes()).await.unwrap();
+        stdin.write_all(b"\n").await.unwrap();
+        stdin.flush().await.unwrap();
+    }
+
+    async fn reply(&mut self, id: &Value) -> Value {
+        loop {
+            let line = tokio::time::timeout(WAIT, self.lines.next_line())
+                .await
+                .expect("no message in time")
+                .unwrap()
+                .expect("stdout ended before the reply");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id") == Some(id) && v.get("method").is_none() {
+                return v;
+            }
+        }
+    }
+
+    /// Send a 2026-07-28 request (its `_meta` added to `params`) and return
+    /// the reply.
+    async fn request(&mut self, method: &str, mut params: Value, tasks: bool) -> Value {
+        self.next_id += 1;
+        let id = json!(self.next_id);
+        params["_meta"] = meta(tasks);
+        self.send_json(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        self.reply(&id).await
+    }
+
+    async fn get(&mut self, task: &str) -> Value {
+        self.request("tasks/get", json!({"taskId": task}), true)
+            .await
+    }
+
+    /// Poll `tasks/get` until the task's status is not `working`.
+    async fn settle(&mut self, task: &str) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let r = self.get(task).await;
+            assert!(r["result"].is_object(), "{r}");
+            if r["result"]["status"] != "working" {
+                return r["result"].clone();
+            }
+            assert!(tokio::time::Instant::now() < deadline, "still working: {r}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn exit_code(&mut self) -> Option<i32> {
+        self.stdin = None;
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("the server did not exit")
+            .unwrap()
+            .code()
+    }
+}
+
+fn session_status(ws: &Path, id: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["sessions", "show", id, "--format", "json"])
+        .current_dir(ws)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "sessions show: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    v["status"]
+        .as_str()
+        .or_else(|| v["session"]["status"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn discover_and_a_stateless_request_are_answered() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("stateless", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    let d = raw.request("server/discover", json!({}), false).await;
+    assert!(d["result"].to_string().contains("2026-07-28"), "{d}");
+    assert!(
+        d["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{d}"
+    );
+    // No initialize: each request carries its version and capabilities.
+    let list = raw.request("tools/list", json!({}), false).await;
+    let tools = list["result"]["tools"].as_array().expect("tools");
+    assert!(tools.iter().any(|t| t["name"] == "run"), "{list}");
+    // A blocking call from a client without the tasks extension.
+    let r = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "hello.agent"}}),
+            false,
+        )
+        .await;
+    assert_eq!(
+        r["result"]["structuredContent"]["status"], "completed",
+        "{r}"
+    );
+    // tasks/* from a client that did not declare the extension.
+    let g = raw
+        .request("tasks/get", json!({"taskId": "nope"}), false)
+        .await;
+    assert!(g["error"].is_object(), "{g}");
+    assert_eq!(raw.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_run_as_a_task_asks_for_approval_and_completes_like_a_blocking_call() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("approve", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    let r = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "gated.agent"}}),
+            true,
+        )
+        .await;
+    let task = &r["result"];
+    assert_eq!(task["resultType"], "task", "{r}");
+    let id = task["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned();
+    assert_eq!(task["status"], "working", "{r}");
+    assert!(task["pollIntervalMs"].is_u64(), "{r}");
+    let waiting = raw.settle(&id).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let reqs = waiting["inputRequests"].as_object().expect("inputRequests");
+    let (key, form) = reqs.iter().next().unwrap();
+    assert!(key.starts_with("approval-"), "{waiting}");
+    assert_eq!(form["method"], "elicitation/create", "{waiting}");
+    // Another id, or a made-up one: the same error.
+    let unknown = raw.get("20260101-000000-000000000000000000000000").await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let u = raw
+        .request(
+            "tasks/update",
+            json!({"taskId": id, "inputResponses": {key.clone(): {"action": "accept", "content": {"approve": true}}}}),
+            true,
+        )
+        .await;
+    assert!(u["result"].is_object(), "{u}");
+    let done = raw.settle(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let structured = &done["result"]["structuredContent"];
+    assert_eq!(structured["status"], "completed", "{done}");
+    assert_eq!(structured["session_id"], id.as_str(), "{done}");
+    // The same workflow, blocking (approved through `approve`... here: hello,
+    // ungated, compared field by field with its own task).
+    let blocking = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "hello.agent"}}),
+            false,
+        )
+        .await;
+    let t = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "hello.agent"}}),
+            true,
+        )
+        .await;
+    let tid = t["result"]["taskId"].as_str().unwrap().to_owned();
+    let tdone = raw.settle(&tid).await;
+    let mut a = blocking["result"]["structuredContent"].clone();
+    let mut b = tdone["result"]["structuredContent"].clone();
+    a["session_id"] = json!(null);
+    b["session_id"] = json!(null);
+    assert_eq!(a, b, "blocking {blocking}\ntask {tdone}");
+    assert_eq!(raw.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_cancelled_task_ends_cancelled() {
+    let f = fake(Duration::from_secs(30)).await;
+    let ws = workspace("cancel", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    let r = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "two.agent"}}),
+            true,
+        )
+        .await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    let c = raw
+        .request("tasks/cancel", json!({"taskId": id}), true)
+        .await;
+    assert!(c["result"].is_object(), "{c}");
+    let end = raw.settle(&id).await;
+    assert_eq!(end["status"], "cancelled", "{end}");
+    assert_eq!(session_status(&ws.0, &id), "cancelled");
+    assert_eq!(raw.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_task_survives_a_killed_server() {
+    let f = fake(Duration::from_secs(3)).await;
+    let ws = workspace("kill", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    let r = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "two.agent"}}),
+            true,
+        )
+        .await;
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    // Wait until the first goal is done and the second is being asked.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !f
+        .requests()
+        .iter()
+        .any(|q| q.body.to_string().contains("Take your time"))
+    {
+        assert!(tokio::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    raw.child.start_kill().unwrap();
+    let _ = raw.child.wait().await;
+    let mut again = Raw::start(command(&ws.0));
+    let g = again.get(&id).await;
+    assert_eq!(g["result"]["status"], "working", "{g}");
+    let done = again.settle(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let firsts = f
+        .requests()
+        .iter()
+        .filter(|q| q.body.to_string().contains("Write the first part"))
+        .count();
+    assert_eq!(firsts, 1, "the finished goal was asked again");
+    assert_eq!(again.exit_code().await, Some(0));
+}
