@@ -370,3 +370,50 @@ async fn a_task_survives_a_killed_server() {
     assert_eq!(firsts, 1, "the finished goal was asked again");
     assert_eq!(again.exit_code().await, Some(0));
 }
+
+#[tokio::test]
+async fn a_client_that_cannot_be_asked_gets_the_waiting_result_and_approve_completes() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("noask", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    // 2026-07-28, no tasks extension, no elicitation: the call returns at
+    // once, naming the tool that resumes the run.
+    let r = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "gated.agent"}}),
+            false,
+        )
+        .await;
+    let s = &r["result"]["structuredContent"];
+    assert_eq!(s["status"], "waiting_approval", "{r}");
+    assert_eq!(s["resume_with"], "approve", "{r}");
+    let id = s["session_id"].as_str().unwrap().to_owned();
+    let a = raw
+        .request(
+            "tools/call",
+            json!({"name": "approve", "arguments": {"session_id": id, "approve": true}}),
+            false,
+        )
+        .await;
+    assert_eq!(a["result"]["isError"], false, "{a}");
+    let mut after = 0;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let page = raw
+            .request(
+                "tools/call",
+                json!({"name": "event", "arguments": {"session_id": id, "after_seq": after, "wait_ms": 2000}}),
+                false,
+            )
+            .await;
+        let p = &page["result"]["structuredContent"];
+        after = p["last_seq"].as_u64().unwrap_or(after);
+        if p["done"] == true {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{page}");
+    }
+    assert_eq!(session_status(&ws.0, &id), "completed");
+    assert_eq!(raw.exit_code().await, Some(0));
+}

@@ -81,6 +81,10 @@ pub fn run_output_schema() -> Arc<JsonObject> {
             "last_seq".into(),
             json!({"type": "integer", "description": "The last event's seq so far: pass it as `after_seq` to `event`"}),
         );
+        props.insert(
+            "resume_with".into(),
+            json!({"type": "string", "enum": ["approve", "signal"], "description": "When the run waits (waiting_approval, suspended) and the client could not be asked: the tool that resumes it"}),
+        );
     }
     Arc::new(s)
 }
@@ -624,7 +628,7 @@ async fn run_with(
                      Then call `approve` {{\"session_id\": \"{id}\", \"approve\": true or false, \"note\": \"…\"}}, and follow the run with `event` {{\"session_id\": \"{id}\", \"after_seq\": {last_seq}, \"wait_ms\": 20000}} until `done`."
                     ),
                     Some(
-                        json!({"session_id": id, "status": SessionStatus::WaitingApproval.as_str(), "last_seq": last_seq}),
+                        json!({"session_id": id, "status": SessionStatus::WaitingApproval.as_str(), "last_seq": last_seq, "resume_with": "approve"}),
                     ),
                     false,
                 )
@@ -679,10 +683,11 @@ pub fn run_result(r: &RunResult) -> CallToolResult {
         // No outputs yet: left out, so the workflow's output schema (which
         // describes a finished run's) is not claimed for them.
         let mut v = structured(r);
-        if let Some(Value::Object(o)) = &mut v
-            && r.outputs.is_empty()
-        {
-            o.remove("outputs");
+        if let Some(Value::Object(o)) = &mut v {
+            if r.outputs.is_empty() {
+                o.remove("outputs");
+            }
+            o.insert("resume_with".into(), json!("signal"));
         }
         return text_result(t, v, false);
     }
