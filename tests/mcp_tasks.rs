@@ -100,6 +100,10 @@ fn meta(tasks: bool) -> Value {
     } else {
         json!({})
     };
+    meta_with(caps)
+}
+
+fn meta_with(caps: Value) -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": caps,
@@ -148,10 +152,14 @@ impl Raw {
 
     /// Send a 2026-07-28 request (its `_meta` added to `params`) and return
     /// the reply.
-    async fn request(&mut self, method: &str, mut params: Value, tasks: bool) -> Value {
+    async fn request(&mut self, method: &str, params: Value, tasks: bool) -> Value {
+        self.request_as(method, params, meta(tasks)).await
+    }
+
+    async fn request_as(&mut self, method: &str, mut params: Value, meta: Value) -> Value {
         self.next_id += 1;
         let id = json!(self.next_id);
-        params["_meta"] = meta(tasks);
+        params["_meta"] = meta;
         self.send_json(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .await;
         self.reply(&id).await
@@ -415,5 +423,38 @@ async fn a_client_that_cannot_be_asked_gets_the_waiting_result_and_approve_compl
         assert!(tokio::time::Instant::now() < deadline, "{page}");
     }
     assert_eq!(session_status(&ws.0, &id), "completed");
+    assert_eq!(raw.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn a_blocking_call_from_an_eliciting_client_gets_input_required_and_the_retry_completes() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("mrtr", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    let caps = meta_with(json!({"elicitation": {"form": {}}}));
+    let call = json!({"name": "run", "arguments": {"path": "gated.agent"}});
+    let r = raw
+        .request_as("tools/call", call.clone(), caps.clone())
+        .await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let state = r["result"]["requestState"].as_str().unwrap().to_owned();
+    let reqs = r["result"]["inputRequests"].as_object().unwrap();
+    let (key, form) = reqs.iter().next().unwrap();
+    assert!(key.starts_with("approval-"), "{r}");
+    assert_eq!(form["method"], "elicitation/create", "{r}");
+    let answer = json!({key.clone(): {"action": "accept", "content": {"approve": true}}});
+    // A state that was changed is refused.
+    let mut bad = call.clone();
+    bad["requestState"] = json!(state.replacen('.', ".9", 1));
+    bad["inputResponses"] = answer.clone();
+    let t = raw.request_as("tools/call", bad, caps.clone()).await;
+    assert_eq!(t["error"]["code"], -32602, "{t}");
+    let mut retry = call.clone();
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = answer;
+    let done = raw.request_as("tools/call", retry, caps).await;
+    let s = &done["result"]["structuredContent"];
+    assert_eq!(s["status"], "completed", "{done}");
+    assert_eq!(s["outputs"]["act"], "gated thing done", "{done}");
     assert_eq!(raw.exit_code().await, Some(0));
 }

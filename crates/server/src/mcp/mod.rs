@@ -28,6 +28,7 @@
 //! protocol messages is written to stdout; diagnostics go to stderr.
 
 pub mod approval;
+pub mod mrtr;
 pub mod principal;
 pub mod progress;
 pub mod prompts;

@@ -151,7 +151,7 @@ fn form(message: String, schema: Value) -> Result<InputRequest, ErrorData> {
 }
 
 /// The approval form a waiting task asks for.
-fn approval_form(id: &str) -> Result<InputRequest, ErrorData> {
+pub(crate) fn approval_form(id: &str) -> Result<InputRequest, ErrorData> {
     form(
         format!("agentfile: approve the supervised goal of session {id}?"),
         json!({

@@ -318,6 +318,12 @@ pub async fn call(
     ctx: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let name = request.name.as_ref();
+    if let Some(state) = &request.request_state
+        && super::mrtr::wanted(&ctx)
+    {
+        // The retry of a call that returned an input-required result.
+        return super::mrtr::retry(server, state, request.input_responses.as_ref(), &ctx).await;
+    }
     let args = request.arguments.map(Value::Object);
     let result = match name {
         "run" => match params::<RunParams>("run", args) {
@@ -329,7 +335,7 @@ pub async fn call(
                     .await
                     .unwrap_or_else(|e| tool_error(&e).into()));
             }
-            Ok(p) => run(server, p, &ctx).await,
+            Ok(p) => return Ok(input_required(server, run(server, p, &ctx).await, &ctx).await),
             Err(e) => tool_error(&e),
         },
         "event" => match params::<EventParams>("event", args) {
@@ -382,9 +388,38 @@ pub async fn call(
             },
             Err(e) => tool_error(&e),
         },
-        other => return workflow(server, other, args, &ctx).await,
+        other => {
+            return match workflow(server, other, args, &ctx).await? {
+                CallToolResponse::Complete(r) => Ok(input_required(server, r, &ctx).await),
+                task => Ok(task),
+            };
+        }
     };
     Ok(result.into())
+}
+
+/// A blocking run call's result for a client that takes input-required
+/// results (MRTR): a run waiting for approval asks for it instead of naming
+/// the `approve` tool.
+async fn input_required(
+    server: &McpServer,
+    r: CallToolResult,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResponse {
+    let waiting = r.structured_content.as_ref().and_then(|s| {
+        (s.get("status").and_then(Value::as_str) == Some(SessionStatus::WaitingApproval.as_str()))
+            .then(|| s.get("session_id").and_then(Value::as_str))
+            .flatten()
+            .map(str::to_owned)
+    });
+    if let Some(id) = waiting
+        && super::mrtr::wanted(ctx)
+        && let Some(seq) = super::mrtr::pending(server, &id).await
+        && let Ok(ask) = super::mrtr::ask(&super::principal::Principal::of(ctx), &id, seq)
+    {
+        return ask;
+    }
+    r.into()
 }
 
 /// `event`: a page of the session's events, waiting for new ones up to the
