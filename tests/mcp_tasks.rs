@@ -458,3 +458,51 @@ async fn a_blocking_call_from_an_eliciting_client_gets_input_required_and_the_re
     assert_eq!(s["outputs"]["act"], "gated thing done", "{done}");
     assert_eq!(raw.exit_code().await, Some(0));
 }
+
+#[tokio::test]
+async fn a_client_declaring_tasks_at_initialize_gets_tasks_too() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("legacy", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "clientInfo": {"name": "legacy", "version": "1"}}}),
+    )
+    .await;
+    let init = raw.reply(&json!("init")).await;
+    assert!(
+        init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{init}"
+    );
+    raw.send_json(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    raw.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "run_hello", "arguments": {}}}))
+        .await;
+    let r = raw.reply(&json!(1)).await;
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    let id = r["result"]["taskId"].as_str().unwrap().to_owned();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let mut n = 1;
+    loop {
+        n += 1;
+        raw.send_json(
+            json!({"jsonrpc": "2.0", "id": n, "method": "tasks/get", "params": {"taskId": id}}),
+        )
+        .await;
+        let g = raw.reply(&json!(n)).await;
+        if g["result"]["status"] == "completed" {
+            assert_eq!(
+                g["result"]["result"]["structuredContent"]["outputs"]["greet"], "Hello!",
+                "{g}"
+            );
+            break;
+        }
+        assert_eq!(g["result"]["status"], "working", "{g}");
+        assert!(tokio::time::Instant::now() < deadline, "{g}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(raw.exit_code().await, Some(0));
+}
