@@ -1,7 +1,8 @@
 //! `agentfile mcp` driven by the official MCP Python SDK (`tests/mcp_python/client.py`):
 //! a host other than our own rmcp lists the tools, runs a workflow with a
 //! progress callback, and connects in the SDK's default `auto` mode (a
-//! `server/discover` probe, then the fallback to `initialize`).
+//! `server/discover` probe, answered: 2026-07-28) and in `legacy` mode
+//! (`initialize`).
 //!
 //! Needs `AGENTFILE_PY`, the python of a virtual environment with `mcp`
 //! installed (`scripts/test.sh` makes one at `target/py-mcp`). Without it the
@@ -75,7 +76,7 @@ async fn client(python: &std::ffi::OsStr, dir: &std::path::Path, scenario: &str)
 }
 
 #[tokio::test]
-async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() {
+async fn the_python_sdk_lists_runs_with_progress_and_speaks_2026_after_discover() {
     let Some(python) = python() else {
         return;
     };
@@ -142,9 +143,14 @@ async fn the_python_sdk_lists_runs_with_progress_and_falls_back_from_discover() 
         "no heartbeat during the 1 s model call: {progress:?}"
     );
 
+    // `auto` probes `server/discover`; it is answered, so the SDK speaks
+    // 2026-07-28. `legacy` connects with `initialize`.
     let auto = &summary["auto"];
-    assert_eq!(auto["protocol_version"], "2025-11-25", "{summary:#}");
+    assert_eq!(auto["protocol_version"], "2026-07-28", "{summary:#}");
     assert_eq!(auto["validate_ok"], true);
+    let legacy = &summary["legacy"];
+    assert_eq!(legacy["protocol_version"], "2025-11-25", "{summary:#}");
+    assert_eq!(legacy["validate_ok"], true);
 }
 
 /// A WORKFLOW.md through `agentfile mcp` by the Python SDK: its typed tool

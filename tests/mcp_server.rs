@@ -400,7 +400,7 @@ async fn initialize_answers_both_protocol_versions_and_negotiates_down() {
 }
 
 #[tokio::test]
-async fn server_discover_first_gets_method_not_found_and_initialize_follows() {
+async fn server_discover_is_answered_and_initialize_follows() {
     let dir = temp_dir("discover");
     let mut raw = Raw::start(command(&dir.0, &[]));
     // As clients of the 2026-07-28 revision probe: with _meta, and without.
@@ -411,12 +411,17 @@ async fn server_discover_first_gets_method_not_found_and_initialize_follows() {
         "io.modelcontextprotocol/clientInfo": {"name": "probe", "version": "1"}}}}),
     )
     .await;
+    // Since 2026-07-28 is served, discover is answered (and starts no
+    // lifecycle: `initialize` may still follow).
     let r = raw.reply(json!(1)).await;
-    assert_eq!(r["error"]["code"], -32601, "{r}");
+    assert!(r["result"].is_object(), "{r}");
+    assert!(r["result"].to_string().contains("2026-07-28"), "{r}");
+    assert!(r["result"].to_string().contains("2025-11-25"), "{r}");
+    // Without the required `_meta`: invalid params, the connection stays.
     raw.send(r#"{"jsonrpc":"2.0","id":"d2","method":"server/discover"}"#)
         .await;
     let r = raw.reply(json!("d2")).await;
-    assert_eq!(r["error"]["code"], -32601, "{r}");
+    assert_eq!(r["error"]["code"], -32602, "{r}");
     // A notification and a stray request before initialize neither hang nor close.
     raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}"#)
         .await;

@@ -56,6 +56,7 @@ conformance!(
     owners_elsewhere_are_judged_by_their_heartbeat,
     reap_orphans_writes_interrupted_down,
     heartbeat_refreshes_only_our_own_sessions,
+    task_owners_are_durable,
 );
 
 fn running(id: &str) -> session::SessionMeta {
@@ -512,6 +513,39 @@ fn reopen_sees_everything(kind: Kind) {
     let store = kind.open(dir.path());
     assert_eq!(wire(&store.events("run", 0).unwrap()), wire(&events));
     assert_eq!(store.get("run").unwrap().status, SessionStatus::Completed);
+}
+
+/// The principal an MCP task belongs to survives the store and leaves the
+/// session otherwise alone; sessions not started as tasks have none.
+fn task_owners_are_durable(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let events = full_run("task");
+    {
+        let store = kind.open(dir.path());
+        store.create(&meta("task")).unwrap();
+        store.create(&meta("plain")).unwrap();
+        assert_eq!(store.task_owner("task").unwrap(), None);
+        store.set_task_owner("task", "token:abc").unwrap();
+        for e in &events {
+            store.append(e).unwrap();
+        }
+        assert!(matches!(
+            store.set_task_owner("nobody", "local:1"),
+            Err(session::StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.task_owner("nobody"),
+            Err(session::StoreError::NotFound(_))
+        ));
+    }
+    let store = kind.open(dir.path());
+    assert_eq!(
+        store.task_owner("task").unwrap().as_deref(),
+        Some("token:abc")
+    );
+    assert_eq!(store.task_owner("plain").unwrap(), None);
+    assert_eq!(store.get("task").unwrap().status, SessionStatus::Completed);
+    assert_eq!(wire(&store.events("task", 0).unwrap()), wire(&events));
 }
 
 /// Two writers race to append the next event of one session: every seq is
@@ -1474,7 +1508,8 @@ fn postgres_a_newer_schema_is_refused_untouched() {
         cluster
             .psql(db, "SELECT count(*) FROM schema_migrations")
             .unwrap(),
-        "2"
+        // Every migration of this version, and the future one.
+        (agentfile::session::postgres::SCHEMA_VERSION + 1).to_string()
     );
     assert_eq!(cluster.psql(db, "SELECT id FROM sessions").unwrap(), "kept");
 }

@@ -6,8 +6,10 @@ Run by tests/mcp_python.rs, which starts a fake model and a workspace first:
 
 1. `ClientSession` over `stdio_client` (the `initialize` handshake): list the
    tools, call `run` on `hello.agent` with a progress callback.
-2. `mcp.Client` in its default `auto` mode: it probes `server/discover` first
-   and must fall back to `initialize`; then `validate` some source text.
+2. `mcp.Client` in its default `auto` mode: it probes `server/discover`,
+   which is answered, and speaks 2026-07-28 (stateless, `_meta` per request);
+   then `validate` some source text. The same in `legacy` mode (the
+   `initialize` handshake, as clients before 2026 connect).
 
 With `--scenario workflow-md` instead: the workspace holds
 `.workflows/ship-notes/WORKFLOW.md`; call its typed tool `run_ship-notes`
@@ -55,8 +57,8 @@ async def session_run(params: StdioServerParameters) -> dict:
             }
 
 
-async def auto_mode(params: StdioServerParameters) -> dict:
-    async with mcp.Client(params) as client:
+async def auto_mode(params: StdioServerParameters, mode: str = "auto") -> dict:
+    async with mcp.Client(params, mode=mode) as client:
         version = client.session.protocol_version
         result = await client.call_tool("validate", {"source": 'NAME x\nGOAL g "do it"\nRUN m USING g\n'})
         return {
@@ -221,6 +223,7 @@ async def main() -> None:
             "sdk_version": getattr(mcp, "__version__", None) or _version(),
             "session": await session_run(params),
             "auto": await auto_mode(params),
+            "legacy": await auto_mode(params, "legacy"),
         }
     json.dump(summary, sys.stdout)
     sys.stdout.write("\n")

@@ -435,6 +435,25 @@ impl Engine {
         lock(&self.runs).get(id).cloned()
     }
 
+    /// Whether this process runs the session now.
+    pub fn is_live_here(&self, id: &str) -> bool {
+        self.live(id).is_some()
+    }
+
+    /// The result a run of the session returned (or would have), from its
+    /// stored terminal event; `None` while it has none.
+    pub fn stored_result(&self, id: &str) -> Result<Option<RunResult>, RpcError> {
+        let store = self.default_store()?;
+        let meta = self.meta(&store, id)?;
+        let events = store
+            .events(id, meta.last_seq.saturating_sub(1))
+            .map_err(|e| RpcError::new(code::STORE, format!("cannot read the session: {e}")))?;
+        Ok(events
+            .last()
+            .filter(|e| e.body.is_terminal())
+            .map(|e| remote::result_of(id, e).0))
+    }
+
     // ---- run ----
 
     /// Accept a run: prepare it, record its session as `queued`, and start it

@@ -70,6 +70,10 @@ struct MetaFile {
     /// written before owners were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<OwnerRecord>,
+    /// The principal the session belongs to as an MCP task (absent for
+    /// sessions not started as one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task_owner: Option<String>,
 }
 
 impl MetaFile {
@@ -357,6 +361,7 @@ impl SessionStore for FileStore {
             meta: meta.clone(),
             status_seq: meta.last_seq,
             owner: None,
+            task_owner: None,
         };
         if is_live(meta.status) {
             file.claim();
@@ -601,6 +606,19 @@ impl SessionStore for FileStore {
         let _log = self.lock_log(id)?;
         let mut file = self.read_meta(id)?;
         file.owner = Some(owner.clone());
+        self.write_meta(&file)
+    }
+
+    fn task_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.read_meta(id)?.task_owner)
+    }
+
+    fn set_task_owner(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        let _guard = self.guard();
+        self.read_meta(id)?;
+        let _log = self.lock_log(id)?;
+        let mut file = self.read_meta(id)?;
+        file.task_owner = Some(principal.to_owned());
         self.write_meta(&file)
     }
 

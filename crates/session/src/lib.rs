@@ -235,6 +235,21 @@ pub trait SessionStore: Send + Sync {
         Ok(())
     }
 
+    /// Who a session belongs to as an MCP task (an opaque principal string
+    /// such as `local:1000` or `token:…`), or `None` for a session that was
+    /// not started as a task. Durable: a server started again on the same
+    /// store serves the task to the same principal only.
+    fn task_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.get(id)?;
+        Ok(None)
+    }
+
+    /// Record the principal a session belongs to as an MCP task.
+    fn set_task_owner(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        let _ = (id, principal);
+        Err(StoreError::Unsupported("task owners"))
+    }
+
     /// Mark `interrupted` every `queued` or `running` session whose owner is
     /// gone (see [`owner::effective_status`]), and return their ids. Servers
     /// call it when they start, so what a crash left behind is written down

@@ -97,7 +97,7 @@ use agentfile_protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher version in
 /// `schema_migrations` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a call keeps retrying after the connection broke.
 pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(60);
@@ -112,7 +112,13 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7466_696c;
 /// edit a released entry; add a new one. Text columns compared or sorted as
 /// times or ids use the `C` collation, so their order is byte order (as in
 /// SQLite) whatever the database's locale.
-const MIGRATIONS: &[&str] = &[MIGRATION_1];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+
+/// The principal a session belongs to as an MCP task; NULL for sessions not
+/// started as one.
+const MIGRATION_2: &str = r#"
+ALTER TABLE sessions ADD COLUMN task_owner TEXT;
+"#;
 
 const MIGRATION_1: &str = r#"
 CREATE TABLE schema_migrations(
@@ -501,6 +507,17 @@ impl SessionStore for PgStore {
         self.unit(Op::Heartbeat(id.to_owned()))
     }
 
+    fn task_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
+        match self.call(Op::TaskOwner(id.to_owned()))? {
+            Reply::Principal(p) => Ok(p),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn set_task_owner(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        self.unit(Op::SetTaskOwner(id.to_owned(), principal.to_owned()))
+    }
+
     fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
         match self.call(Op::Reap)? {
             Reply::Ids(ids) => Ok(ids),
@@ -527,6 +544,8 @@ enum Op {
     Approval(String, u64),
     Owner(String),
     RecordOwner(String, OwnerRecord),
+    TaskOwner(String),
+    SetTaskOwner(String, String),
     Heartbeat(String),
     Reap,
     SchemaVersion,
@@ -540,6 +559,7 @@ enum Reply {
     Seq(Option<u64>),
     Approval(Option<Approval>),
     Owner(Option<OwnerRecord>),
+    Principal(Option<String>),
     Ids(Vec<String>),
     Version(i64),
 }
@@ -554,6 +574,7 @@ impl Reply {
             Reply::Seq(_) => "seq",
             Reply::Approval(_) => "approval",
             Reply::Owner(_) => "owner",
+            Reply::Principal(_) => "principal",
             Reply::Ids(_) => "ids",
             Reply::Version(_) => "version",
         }
@@ -935,6 +956,34 @@ impl Worker {
                             &self.lease_secs(),
                         ],
                         "record the owner",
+                    )
+                    .await?;
+                if n == 0 {
+                    return Err(StoreError::NotFound(id.clone()).into());
+                }
+                Ok(Reply::Unit)
+            }
+            Op::TaskOwner(id) => {
+                let row = self
+                    .query_opt(
+                        c,
+                        "SELECT task_owner FROM sessions WHERE id = $1",
+                        &[id],
+                        "read the task owner",
+                    )
+                    .await?;
+                match row {
+                    Some(r) => Ok(Reply::Principal(r.get(0))),
+                    None => Err(StoreError::NotFound(id.clone()).into()),
+                }
+            }
+            Op::SetTaskOwner(id, principal) => {
+                let n = self
+                    .exec(
+                        c,
+                        "UPDATE sessions SET task_owner = $2 WHERE id = $1",
+                        &[id, principal],
+                        "record the task owner",
                     )
                     .await?;
                 if n == 0 {

@@ -82,7 +82,7 @@ use agentfile_protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -107,7 +107,13 @@ pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Migration `n` (1-based) takes a database from version `n - 1` to `n`. Never
 /// edit a released entry; add a new one.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: &[&str] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+];
 
 const MIGRATION_1: &str = r#"
 CREATE TABLE schema_migrations(
@@ -240,6 +246,12 @@ ALTER TABLE events ADD COLUMN node_kind TEXT;
 const MIGRATION_4: &str = r#"
 UPDATE sessions SET last_seq = max(last_seq,
     coalesce((SELECT max(seq) FROM events WHERE session_id = sessions.id), 0));
+"#;
+
+/// The principal a session belongs to as an MCP task (`agentfile mcp`); NULL
+/// for sessions not started as one.
+const MIGRATION_5: &str = r#"
+ALTER TABLE sessions ADD COLUMN task_owner TEXT;
 "#;
 
 /// The columns `raw_meta` reads, in its order. Appends leave the
@@ -1108,6 +1120,29 @@ impl SessionStore for SqliteStore {
             .map_err(self.err("read the session"))?
             .map(|raw| raw.owner())
             .ok_or_else(|| StoreError::NotFound(id.to_owned()))
+    }
+
+    fn task_owner(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        conn.prepare_cached("SELECT task_owner FROM sessions WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row([id], |r| r.get::<_, Option<String>>(0))
+                    .optional()
+            })
+            .map_err(self.err("read the task owner"))?
+            .ok_or_else(|| StoreError::NotFound(id.to_owned()))
+    }
+
+    fn set_task_owner(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        let changed = self
+            .lock()
+            .prepare_cached("UPDATE sessions SET task_owner = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![id, principal]))
+            .map_err(self.err("record the task owner"))?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(id.to_owned()));
+        }
+        Ok(())
     }
 
     fn record_owner(&self, id: &str, owner: &OwnerRecord) -> Result<(), StoreError> {

@@ -341,7 +341,7 @@ fn cancel_request() -> bytes::Bytes {
 }
 
 /// The result a local run would have returned, from its terminal event.
-fn result_of(id: &str, e: &Event) -> (RunResult, SessionStatus) {
+pub(crate) fn result_of(id: &str, e: &Event) -> (RunResult, SessionStatus) {
     let mut r = RunResult {
         kind: "result".into(),
         session_id: id.to_owned(),

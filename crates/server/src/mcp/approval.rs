@@ -13,8 +13,9 @@
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema};
-use rmcp::service::ElicitationMode;
+use rmcp::RoleServer;
+use rmcp::model::{ElicitRequestParams, ElicitationAction, ElicitationSchema, ProtocolVersion};
+use rmcp::service::{Peer, RequestContext};
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -36,7 +37,28 @@ pub enum Phase {
 /// must come through the `approve` tool.
 pub struct McpApprover {
     pub client: Arc<Client>,
+    /// The peer of the call that started the run (per request: a 2026-07-28
+    /// client has no connection-wide peer info).
+    pub peer: Option<Peer<RoleServer>>,
+    /// Whether that call's client declared form elicitation and speaks a
+    /// revision where the server may send `elicitation/create`.
+    pub can_elicit: bool,
     pub phase: Arc<watch::Sender<Phase>>,
+}
+
+/// Whether the client of `ctx` can be sent an `elicitation/create` form: it
+/// declared form elicitation, on a revision before 2026-07-28 (which has no
+/// server-to-client requests).
+pub fn can_elicit(ctx: &RequestContext<RoleServer>) -> bool {
+    let before_2026 = ctx
+        .protocol_version()
+        .is_none_or(|v| v < ProtocolVersion::V_2026_07_28);
+    before_2026
+        && ctx.client_capabilities().is_some_and(|c| {
+            c.elicitation
+                .as_ref()
+                .is_some_and(|e| e.form.is_some() || e.url.is_none())
+        })
 }
 
 impl McpApprover {
@@ -49,14 +71,11 @@ impl McpApprover {
 impl Approver for McpApprover {
     fn decide<'a>(&'a self, req: &'a ApprovalRequest) -> BoxFuture<'a, Approval> {
         Box::pin(async move {
-            let peer = match self.client.peer() {
+            let peer = match &self.peer {
                 Some(p) if !self.client.input_closed() => p,
                 _ => return self.unavailable("the MCP client is not connected"),
             };
-            if !peer
-                .supported_elicitation_modes()
-                .contains(&ElicitationMode::Form)
-            {
+            if !self.can_elicit {
                 return self.unavailable(
                     "the MCP client cannot show an approval form (no elicitation); call the `approve` tool",
                 );

@@ -2,7 +2,7 @@
 //! Cline, VS Code), over the same [`Engine`] as `agentfile serve`.
 //!
 //! - [`transport`]: stdin/stdout framing; holds back the end of input until
-//!   every request is answered; answers `server/discover` with `-32601`.
+//!   every request is answered.
 //! - [`tools`]: the tools `run`, `event`, `cancel`, `approve`, `validate`,
 //!   `inspect`, `list`, their schemas (from [`agentfile_protocol::rpc`]) and results.
 //! - [`workflows`]: one `run_<name>` tool per workflow in the workspace, kept
@@ -14,8 +14,12 @@
 //! - [`sampling`]: `--provider mcp-sampling`, the host's model as a provider.
 //! - [`prompts`]: the `run`, `list` and `create` prompts (slash commands).
 //!
+//! - [`tasks`]: runs as tasks (the `io.modelcontextprotocol/tasks` extension),
+//!   read from the session store.
+//!
 //! Protocol: revisions 2024-11-05 through 2025-11-25 over the `initialize`
-//! handshake; a client asking for another gets 2025-11-25. What rmcp does with
+//! handshake (a client asking for another gets 2025-11-25), and 2026-07-28
+//! stateless (`server/discover`, per-request `_meta`). What rmcp does with
 //! the messages is rmcp's; this module supplies the handler and the transport.
 //!
 //! Lifetime: one connection per process. The end of stdin drains the engine
@@ -24,10 +28,12 @@
 //! protocol messages is written to stdout; diagnostics go to stderr.
 
 pub mod approval;
+pub mod mrtr;
 pub mod principal;
 pub mod progress;
 pub mod prompts;
 pub mod sampling;
+pub mod tasks;
 pub mod tools;
 pub mod transport;
 pub mod workflows;
@@ -41,9 +47,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ErrorData, GetPromptRequestParams, GetPromptResponse,
-    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
-    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorData, GetPromptRequestParams,
+    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
@@ -156,6 +163,7 @@ impl ServerHandler for McpServer {
             .enable_tool_list_changed()
             .enable_prompts()
             .enable_logging()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
@@ -170,9 +178,7 @@ impl ServerHandler for McpServer {
     }
 
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2026_07_28))
     }
 
     async fn initialize(
@@ -210,7 +216,7 @@ impl ServerHandler for McpServer {
             .catch_unwind()
             .await
         {
-            Ok(r) => r.map(Into::into),
+            Ok(r) => r,
             Err(p) => {
                 let why = crate::limits::panic_message(p.as_ref());
                 eprintln!("agentfile mcp: tool `{name}` panicked: {why}");
@@ -271,6 +277,30 @@ impl ServerHandler for McpServer {
         prompts::get(&request.name, request.arguments.as_ref())
             .map(Into::into)
             .map_err(|e| ErrorData::invalid_params(e, None))
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        tasks::get(self, request, &context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::update(self, request, &context).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        tasks::cancel(self, request, &context).await
     }
 
     #[allow(deprecated)]

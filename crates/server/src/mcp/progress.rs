@@ -150,7 +150,11 @@ impl Forwarder {
 /// A sink for one run and the task that forwards its events. `token`: the
 /// caller's progressToken, if any (log lines are sent either way). Without a
 /// token the forwarder needs no stopping: it ends with the run.
-pub fn start(client: &Arc<Client>, token: Option<ProgressToken>) -> (Arc<RunSink>, Forwarder) {
+pub fn start(
+    client: &Arc<Client>,
+    peer: Option<Peer<RoleServer>>,
+    token: Option<ProgressToken>,
+) -> (Arc<RunSink>, Forwarder) {
     let (tx, rx) = mpsc::channel(QUEUE);
     let shared = Arc::new(Shared {
         urgent: Mutex::new(VecDeque::new()),
@@ -166,7 +170,7 @@ pub fn start(client: &Arc<Client>, token: Option<ProgressToken>) -> (Arc<RunSink
     let stop = CancellationToken::new();
     let (flushed_tx, flushed) = oneshot::channel();
     let f = Forward {
-        peer: client.peer(),
+        peer,
         client: client.clone(),
         token,
         shared,

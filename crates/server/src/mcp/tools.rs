@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use rmcp::RoleServer;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonObject, Tool,
-    ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, JsonObject,
+    Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use schemars::JsonSchema;
@@ -80,6 +80,10 @@ pub fn run_output_schema() -> Arc<JsonObject> {
         props.insert(
             "last_seq".into(),
             json!({"type": "integer", "description": "The last event's seq so far: pass it as `after_seq` to `event`"}),
+        );
+        props.insert(
+            "resume_with".into(),
+            json!({"type": "string", "enum": ["approve", "signal"], "description": "When the run waits (waiting_approval, suspended) and the client could not be asked: the tool that resumes it"}),
         );
     }
     Arc::new(s)
@@ -274,7 +278,7 @@ fn text_result(text: String, structured: Option<Value>, is_error: bool) -> CallT
 /// for one left waiting by an earlier process): its log lines reach this
 /// client while the returned forwarder lives.
 fn resume_hooks(server: &McpServer) -> (RunHooks, progress::Forwarder) {
-    let (sink, forwarder) = progress::start(&server.client, None);
+    let (sink, forwarder) = progress::start(&server.client, server.client.peer(), None);
     let hooks = RunHooks {
         sinks: vec![sink],
         approver: None,
@@ -312,12 +316,26 @@ pub async fn call(
     server: &McpServer,
     request: CallToolRequestParams,
     ctx: RequestContext<RoleServer>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let name = request.name.as_ref();
+    if let Some(state) = &request.request_state
+        && super::mrtr::wanted(&ctx)
+    {
+        // The retry of a call that returned an input-required result.
+        return super::mrtr::retry(server, state, request.input_responses.as_ref(), &ctx).await;
+    }
     let args = request.arguments.map(Value::Object);
     let result = match name {
         "run" => match params::<RunParams>("run", args) {
-            Ok(p) => run(server, p, &ctx).await,
+            Ok(p) if super::tasks::wanted(&ctx) => {
+                if let Err(e) = server.engine.check_run_paths(&p) {
+                    return Ok(tool_error(&e).into());
+                }
+                return Ok(super::tasks::start(server, p, &ctx)
+                    .await
+                    .unwrap_or_else(|e| tool_error(&e).into()));
+            }
+            Ok(p) => return Ok(input_required(server, run(server, p, &ctx).await, &ctx).await),
             Err(e) => tool_error(&e),
         },
         "event" => match params::<EventParams>("event", args) {
@@ -370,9 +388,38 @@ pub async fn call(
             },
             Err(e) => tool_error(&e),
         },
-        other => workflow(server, other, args, &ctx).await?,
+        other => {
+            return match workflow(server, other, args, &ctx).await? {
+                CallToolResponse::Complete(r) => Ok(input_required(server, r, &ctx).await),
+                task => Ok(task),
+            };
+        }
     };
-    Ok(result)
+    Ok(result.into())
+}
+
+/// A blocking run call's result for a client that takes input-required
+/// results (MRTR): a run waiting for approval asks for it instead of naming
+/// the `approve` tool.
+async fn input_required(
+    server: &McpServer,
+    r: CallToolResult,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResponse {
+    let waiting = r.structured_content.as_ref().and_then(|s| {
+        (s.get("status").and_then(Value::as_str) == Some(SessionStatus::WaitingApproval.as_str()))
+            .then(|| s.get("session_id").and_then(Value::as_str))
+            .flatten()
+            .map(str::to_owned)
+    });
+    if let Some(id) = waiting
+        && super::mrtr::wanted(ctx)
+        && let Some(seq) = super::mrtr::pending(server, &id).await
+        && let Ok(ask) = super::mrtr::ask(&super::principal::Principal::of(ctx), &id, seq)
+    {
+        return ask;
+    }
+    r.into()
 }
 
 /// `event`: a page of the session's events, waiting for new ones up to the
@@ -465,7 +512,7 @@ async fn workflow(
     name: &str,
     args: Option<Value>,
     ctx: &RequestContext<RoleServer>,
-) -> Result<CallToolResult, ErrorData> {
+) -> Result<CallToolResponse, ErrorData> {
     let tools = server.catalog.tools().await;
     let Some(w) = tools.iter().find(|w| w.tool.name == name) else {
         return Err(ErrorData::invalid_params(
@@ -482,6 +529,11 @@ async fn workflow(
         inputs,
         ..RunParams::default()
     };
+    if super::tasks::wanted(ctx) {
+        return Ok(super::tasks::start(server, p, ctx)
+            .await
+            .unwrap_or_else(|e| tool_error(&e).into()));
+    }
     let mut r = run(server, p, ctx).await;
     // A result that breaks the tool's own output schema would be
     // refused by the client: say so as a tool error instead.
@@ -495,7 +547,7 @@ async fn workflow(
             problems.join("; ")
         )));
     }
-    Ok(r)
+    Ok(r.into())
 }
 
 /// `run` and the `run_<name>` tools.
@@ -537,7 +589,7 @@ async fn run_with(
     } else {
         None
     };
-    let (sink, forwarder) = progress::start(&server.client, token);
+    let (sink, forwarder) = progress::start(&server.client, Some(ctx.peer.clone()), token);
     let phase = sink.phase();
     let mut sinks: Vec<Arc<dyn agentfile_session::events::EventSink>> = vec![sink.clone()];
     sinks.extend(extra);
@@ -545,6 +597,8 @@ async fn run_with(
         sinks,
         approver: Some(Arc::new(McpApprover {
             client: server.client.clone(),
+            peer: Some(ctx.peer.clone()),
+            can_elicit: super::approval::can_elicit(ctx),
             phase: phase.clone(),
         })),
     };
@@ -609,7 +663,7 @@ async fn run_with(
                      Then call `approve` {{\"session_id\": \"{id}\", \"approve\": true or false, \"note\": \"…\"}}, and follow the run with `event` {{\"session_id\": \"{id}\", \"after_seq\": {last_seq}, \"wait_ms\": 20000}} until `done`."
                     ),
                     Some(
-                        json!({"session_id": id, "status": SessionStatus::WaitingApproval.as_str(), "last_seq": last_seq}),
+                        json!({"session_id": id, "status": SessionStatus::WaitingApproval.as_str(), "last_seq": last_seq, "resume_with": "approve"}),
                     ),
                     false,
                 )
@@ -664,10 +718,11 @@ pub fn run_result(r: &RunResult) -> CallToolResult {
         // No outputs yet: left out, so the workflow's output schema (which
         // describes a finished run's) is not claimed for them.
         let mut v = structured(r);
-        if let Some(Value::Object(o)) = &mut v
-            && r.outputs.is_empty()
-        {
-            o.remove("outputs");
+        if let Some(Value::Object(o)) = &mut v {
+            if r.outputs.is_empty() {
+                o.remove("outputs");
+            }
+            o.insert("resume_with".into(), json!("signal"));
         }
         return text_result(t, v, false);
     }

@@ -16,13 +16,11 @@
 //!   [`Conn::input_closed`] fires at the real end of input, so work that needs
 //!   the client to answer (sampling, elicitation) fails at once instead of
 //!   waiting for a reply that cannot come.
-//! - **`server/discover` is answered `-32601`.** Clients of the 2026-07-28
-//!   revision probe with it before `initialize`; this server speaks the
-//!   `initialize` handshake (2025-11-25 and earlier), and "method not found" is
-//!   the answer every client treats as "fall back to `initialize`".
-//! - **Nothing before `initialize` closes the connection.** rmcp ends the
-//!   session on a notification or response that arrives before `initialize`;
-//!   those are dropped here (and logged on stderr).
+//! - **Nothing before the lifecycle starts closes the connection.** rmcp ends
+//!   the session on a notification or response that arrives before
+//!   `initialize` (or, for a 2026-07-28 client, before its first request with
+//!   complete `_meta`); those are dropped here (and logged on stderr).
+//!   `server/discover` is rmcp's to answer and starts no lifecycle.
 //!
 //! Malformed input is answered the JSON-RPC way: invalid JSON with `-32700`
 //! and `id: null`, a well-formed message that is not a valid MCP message with
@@ -43,8 +41,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rmcp::RoleServer;
+use rmcp::model::GetMeta as _;
 use rmcp::model::{
-    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, JsonRpcMessage, RequestId,
+    ClientJsonRpcMessage, ClientNotification, ClientRequest, ErrorCode, JsonRpcMessage,
+    ProtocolVersion, RequestId,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -279,7 +279,19 @@ async fn read_loop<R: AsyncRead + Unpin>(
                     let _ = write_line(&writer, &rpc_error(Some(r.id.clone()), e)).await;
                     continue;
                 }
-                if r.request.method() == "initialize" {
+                if r.request.method() == "initialize"
+                    || (r.request.method() != "server/discover"
+                        && r.request
+                            .get_meta()
+                            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+                            .is_empty()
+                        && r.request
+                            .get_meta()
+                            .protocol_version()
+                            .is_some_and(|v| ProtocolVersion::KNOWN_VERSIONS.contains(&v)))
+                {
+                    // `initialize`, or a 2026-07-28 request that carries its
+                    // version and capabilities: either starts the lifecycle.
                     initialized = true;
                 }
             }
@@ -340,20 +352,6 @@ async fn decode(text: &[u8], writer: &Writer) -> Option<ClientJsonRpcMessage> {
             return None;
         }
     };
-    if probe.method.as_deref() == Some("server/discover") {
-        if let Some(id) = probe.id {
-            let _ = write_line(
-                writer,
-                &error_reply(
-                    Some(id),
-                    ErrorCode::METHOD_NOT_FOUND,
-                    "method not found: server/discover; this server uses the `initialize` handshake (protocol 2025-11-25 and earlier)".into(),
-                ),
-            )
-            .await;
-        }
-        return None;
-    }
     match serde_json::from_slice::<ClientJsonRpcMessage>(text) {
         // A standard method whose params do not fit lands in rmcp's catch-all
         // for custom methods, which answers "method not found": say what is

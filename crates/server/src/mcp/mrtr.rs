@@ -1,0 +1,249 @@
+//! Input-required results (MRTR, 2026-07-28) for blocking run calls: a
+//! client that declared elicitation but not the tasks extension gets, when
+//! its run reaches an approval, an `input_required` result with the approval
+//! form and a `requestState` naming the session and the approval; it retries
+//! the call with `inputResponses` and the same state, which approves and
+//! waits on (again from the store, so any server on the store can answer).
+//!
+//! The state is `SESSION.SEQ.MAC`, the MAC an HMAC-SHA256 over the caller's
+//! principal, the session and the seq with a key made when the process
+//! starts: a tampered state, one made for another principal, or one from an
+//! earlier process is `-32602`.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResponse, ClientCapabilities, ErrorData, InputRequests, InputRequiredResult,
+    InputResponses, ProtocolVersion,
+};
+use rmcp::service::RequestContext;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::McpServer;
+use super::principal::Principal;
+use agentfile_protocol::rpc::{ApproveParams, CancelParams};
+use agentfile_session::SessionStatus;
+
+/// How often a waiting call reads the store.
+const POLL: Duration = Duration::from_millis(200);
+
+/// Whether a blocking call from `ctx` gets input-required results: a
+/// 2026-07-28 client that declared elicitation (and not tasks: those get a
+/// task instead).
+pub fn wanted(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28)
+        && ctx
+            .client_capabilities()
+            .is_some_and(|c: ClientCapabilities| c.elicitation.is_some())
+}
+
+fn key() -> &'static [u8; 32] {
+    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
+    KEY.get_or_init(|| {
+        // Four session ids: 384 bits from the kernel's generator (mixed).
+        let mut h = Sha256::new();
+        for _ in 0..4 {
+            h.update(agentfile_session::new_session_id().as_bytes());
+        }
+        h.update(std::process::id().to_le_bytes());
+        h.finalize().into()
+    })
+}
+
+fn hmac(message: &[u8]) -> [u8; 32] {
+    let mut k = [0u8; 64];
+    k[..32].copy_from_slice(key());
+    let (mut ipad, mut opad) = ([0x36u8; 64], [0x5cu8; 64]);
+    for i in 0..64 {
+        ipad[i] ^= k[i];
+        opad[i] ^= k[i];
+    }
+    let inner = Sha256::new()
+        .chain_update(ipad)
+        .chain_update(message)
+        .finalize();
+    Sha256::new()
+        .chain_update(opad)
+        .chain_update(inner)
+        .finalize()
+        .into()
+}
+
+fn mac(principal: &Principal, id: &str, seq: u64) -> String {
+    hmac(format!("{principal}\n{id}\n{seq}").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The state naming approval `seq` of session `id`, for `principal`.
+pub fn seal(principal: &Principal, id: &str, seq: u64) -> String {
+    format!("{id}.{seq}.{}", mac(principal, id, seq))
+}
+
+/// The session and seq a state names, if it is ours and for `principal`.
+pub fn open(principal: &Principal, state: &str) -> Result<(String, u64), ErrorData> {
+    let bad = || ErrorData::invalid_params("invalid requestState", None);
+    let mut parts = state.split('.');
+    let (Some(id), Some(seq), Some(m), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    let seq: u64 = seq.parse().map_err(|_| bad())?;
+    let want = mac(principal, id, seq);
+    // Constant time: fold the differences.
+    let same = want.len() == m.len()
+        && want
+            .bytes()
+            .zip(m.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if !same {
+        return Err(bad());
+    }
+    Ok((id.to_owned(), seq))
+}
+
+/// The input-required result for approval `seq` of session `id`.
+pub fn ask(principal: &Principal, id: &str, seq: u64) -> Result<CallToolResponse, ErrorData> {
+    let mut reqs = InputRequests::new();
+    reqs.insert(format!("approval-{seq}"), super::tasks::approval_form(id)?);
+    Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+        Some(reqs),
+        Some(seal(principal, id, seq)),
+    )))
+}
+
+/// The seq of the session's pending approval, read from the store (the run
+/// may record it a moment after it said so).
+pub async fn pending(server: &McpServer, id: &str) -> Option<u64> {
+    let store = server.engine.store().ok()?;
+    for _ in 0..50 {
+        let (s, i) = (store.clone(), id.to_owned());
+        if let Ok(Ok(Some(seq))) = tokio::task::spawn_blocking(move || s.pending_approval(&i)).await
+        {
+            return Some(seq);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// A retried call: answer the approval its state names, then wait for the
+/// run as a blocking call does.
+pub async fn retry(
+    server: &McpServer,
+    state: &str,
+    responses: Option<&InputResponses>,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let principal = Principal::of(ctx);
+    let (id, seq) = open(&principal, state)?;
+    let key = format!("approval-{seq}");
+    let answer = responses.and_then(|r| r.get(&key));
+    let accepted = answer.and_then(|a| a.get("action")).and_then(Value::as_str) == Some("accept");
+    let decision = answer
+        .and_then(|a| a.get("content"))
+        .and_then(|c| c.get("approve"))
+        .and_then(Value::as_bool);
+    let (true, Some(approve)) = (accepted, decision) else {
+        // No usable answer: ask again.
+        return ask(&principal, &id, seq);
+    };
+    let note = answer
+        .and_then(|a| a.get("content"))
+        .and_then(|c| c.get("note"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .or_else(|| Some("answered in the MCP client".to_owned()));
+    if server.engine.store().ok().is_some() && pending(server, &id).await == Some(seq) {
+        let hooks = crate::engine::RunHooks {
+            sinks: Vec::new(),
+            approver: None,
+        };
+        server
+            .engine
+            .approve(
+                ApproveParams {
+                    session_id: id.clone(),
+                    approve,
+                    note,
+                },
+                hooks,
+            )
+            .await
+            .map_err(|e| ErrorData::invalid_params(e.message, None))?;
+    }
+    wait(server, &principal, &id, seq, ctx).await
+}
+
+/// Wait for the run in the store: its result when it ends, another
+/// input-required result at its next approval.
+async fn wait(
+    server: &McpServer,
+    principal: &Principal,
+    id: &str,
+    answered: u64,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let engine = &server.engine;
+    let store = engine
+        .store()
+        .map_err(|e| ErrorData::internal_error(e.message, None))?;
+    loop {
+        let (s, i) = (store.clone(), id.to_owned());
+        let read = tokio::task::spawn_blocking(move || {
+            let meta = s.get(&i)?;
+            let pending = s.pending_approval(&i)?;
+            Ok::<_, agentfile_session::StoreError>((meta.status, pending))
+        })
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        match read {
+            (SessionStatus::WaitingApproval, Some(seq)) if seq > answered => {
+                return ask(principal, id, seq);
+            }
+            (s, _) if s.is_terminal() || s == SessionStatus::Suspended => {
+                if let Some(r) = engine
+                    .stored_result(id)
+                    .map_err(|e| ErrorData::internal_error(e.message, None))?
+                {
+                    return Ok(super::tools::run_result(&r).into());
+                }
+            }
+            _ => {}
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(POLL) => {}
+            _ = ctx.ct.cancelled() => {
+                let _ = engine.cancel(CancelParams { session_id: id.to_owned() }).await;
+                return Err(ErrorData::internal_error("cancelled", None));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_open_only_unchanged_and_for_their_principal() {
+        let me = Principal::local();
+        let s = seal(&me, "20260101-000000-abc", 7);
+        assert_eq!(open(&me, &s).unwrap(), ("20260101-000000-abc".into(), 7));
+        assert!(open(&Principal::loopback(), &s).is_err());
+        let tampered = s.replace(".7.", ".8.");
+        assert!(open(&me, &tampered).is_err());
+        assert!(open(&me, "x").is_err());
+        assert!(open(&me, &format!("{s}.")).is_err());
+    }
+}

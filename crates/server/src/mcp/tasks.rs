@@ -1,0 +1,372 @@
+//! Runs as MCP tasks (the `io.modelcontextprotocol/tasks` extension of the
+//! 2026-07-28 revision), read from the session store.
+//!
+//! A run tool (`run`, `run_<name>`) called by a client that declared the
+//! extension starts the run and answers at once with a task whose id is the
+//! session id. Everything after that is derived from the store, so a task
+//! survives the connection and the server: `tasks/get` maps the session's
+//! status to the task's (and resumes an `interrupted` one nobody holds),
+//! `tasks/update` answers its approval (or delivers its signal), `tasks/cancel`
+//! cancels it. A run started as a task never asks the connection: its
+//! approvals wait in the store (`waiting_approval`) for `tasks/update` or the
+//! `approve` tool, from this server or another on the same store.
+//!
+//! A task belongs to the principal that created it ([`Principal::of`]),
+//! recorded durably with the session; an unknown id and another principal's
+//! id get the same `-32602`, so ids cannot be probed.
+
+use rmcp::RoleServer;
+use rmcp::model::{
+    CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask, ElicitRequest,
+    ElicitRequestParams, ElicitationSchema, ErrorData, GetTaskParams, GetTaskResult, InputRequest,
+    InputRequests, JsonObject, Task, TaskPayload, TaskStatus, UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use serde_json::{Value, json};
+
+use super::McpServer;
+use super::principal::Principal;
+use crate::engine::RunHooks;
+use agentfile_protocol::rpc::{ApproveParams, CancelParams, RunParams, SignalParams};
+use agentfile_session::SessionStatus;
+
+/// How often a client is asked to poll `tasks/get`.
+pub const POLL_INTERVAL_MS: u64 = 1_000;
+/// How long a task is kept: `None`, the session store keeps it (no expiry).
+pub const TTL_MS: Option<u64> = None;
+
+/// Whether the client of `ctx` declared the tasks extension (in its 2026
+/// `_meta` capabilities, or at `initialize`).
+pub fn wanted(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.client_capabilities()
+        .is_some_and(|c| c.supports_tasks())
+}
+
+fn unknown(id: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown task `{id}`"), None)
+}
+
+fn internal(e: impl std::fmt::Display) -> ErrorData {
+    ErrorData::internal_error(e.to_string(), None)
+}
+
+/// Hooks of a run no call waits on: no sinks, no approver (approvals wait in
+/// the store for `tasks/update` or `approve`).
+fn detached() -> RunHooks {
+    RunHooks {
+        sinks: Vec::new(),
+        approver: None,
+    }
+}
+
+fn task(id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
+    let t = Task::new(id, status, created, updated).with_poll_interval_ms(POLL_INTERVAL_MS);
+    match TTL_MS {
+        Some(ttl) => t.with_ttl_ms(ttl),
+        None => t,
+    }
+}
+
+/// Start `p` as a task owned by the caller's principal.
+pub async fn start(
+    server: &McpServer,
+    mut p: RunParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, agentfile_protocol::rpc::RpcError> {
+    p.wait = Some(false);
+    let engine = &server.engine;
+    let store = engine.store()?;
+    let live = engine.submit(p, detached()).await?;
+    let id = live.session_id().to_owned();
+    let principal = Principal::of(ctx);
+    let recorded = {
+        let (store, id) = (store.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            store
+                .set_task_owner(&id, principal.as_str())
+                .and_then(|()| store.get(&id))
+        })
+        .await
+    };
+    let meta = match recorded {
+        Ok(Ok(m)) => m,
+        Ok(Err(e)) => {
+            let _ = engine.cancel(CancelParams { session_id: id }).await;
+            return Err(agentfile_protocol::rpc::RpcError::internal(format!(
+                "cannot record the task: {e}"
+            )));
+        }
+        Err(e) => {
+            return Err(agentfile_protocol::rpc::RpcError::internal(format!(
+                "cannot record the task: {e}"
+            )));
+        }
+    };
+    let t = task(&id, TaskStatus::Working, &meta.created_at, &meta.updated_at);
+    Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
+}
+
+/// The session of task `id` if it belongs to the caller.
+async fn owned(
+    server: &McpServer,
+    id: &str,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<agentfile_session::SessionMeta, ErrorData> {
+    if !agentfile_session::is_valid_id(id) {
+        return Err(unknown(id));
+    }
+    let store = server.engine.store().map_err(|e| internal(e.message))?;
+    let principal = Principal::of(ctx);
+    let id2 = id.to_owned();
+    let found = tokio::task::spawn_blocking(move || {
+        let owner = store.task_owner(&id2)?;
+        Ok::<_, agentfile_session::StoreError>((owner, store.get(&id2)?))
+    })
+    .await
+    .map_err(internal)?;
+    match found {
+        Ok((Some(owner), meta)) if owner == principal.as_str() => Ok(meta),
+        Ok(_) | Err(agentfile_session::StoreError::NotFound(_)) => Err(unknown(id)),
+        Err(agentfile_session::StoreError::InvalidId(_)) => Err(unknown(id)),
+        Err(e) => Err(internal(e)),
+    }
+}
+
+fn object(v: Value) -> JsonObject {
+    match v {
+        Value::Object(o) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+fn form(message: String, schema: Value) -> Result<InputRequest, ErrorData> {
+    let requested_schema = ElicitationSchema::from_json_schema(object(schema)).map_err(internal)?;
+    Ok(InputRequest::Elicitation(ElicitRequest::new(
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema,
+        },
+    )))
+}
+
+/// The approval form a waiting task asks for.
+pub(crate) fn approval_form(id: &str) -> Result<InputRequest, ErrorData> {
+    form(
+        format!("agentfile: approve the supervised goal of session {id}?"),
+        json!({
+            "type": "object",
+            "properties": {
+                "approve": {"type": "boolean", "title": "Approve", "default": true,
+                    "description": "Go ahead (unchecked: reject; the workflow decides what a rejection does)"},
+                "note": {"type": "string", "title": "Note", "description": "Recorded with your decision (optional)"}
+            },
+            "required": ["approve"]
+        }),
+    )
+}
+
+/// The form a suspended task asks for: which event, and its payload as JSON.
+fn signal_form(id: &str, events: &[String]) -> Result<InputRequest, ErrorData> {
+    form(
+        format!(
+            "agentfile: session {id} is suspended, waiting for {}",
+            events.join(", ")
+        ),
+        json!({
+            "type": "object",
+            "properties": {
+                "event": {"type": "string", "title": "Event", "enum": events},
+                "payload": {"type": "string", "title": "Payload", "description": "The event's payload as JSON (optional)"}
+            },
+            "required": ["event"]
+        }),
+    )
+}
+
+/// `tasks/get`.
+pub async fn get(
+    server: &McpServer,
+    p: GetTaskParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<GetTaskResult, ErrorData> {
+    let engine = &server.engine;
+    let meta = owned(server, &p.task_id, ctx).await?;
+    let id = meta.id.as_str();
+    let t = |s| task(id, s, &meta.created_at, &meta.updated_at);
+    let payload = match meta.status {
+        SessionStatus::Queued | SessionStatus::Running => TaskPayload::Working,
+        SessionStatus::Interrupted => {
+            // Its server died or stopped: run it on here, unless someone
+            // (this server, or another with a live lease) holds it already.
+            if !engine.is_live_here(id) {
+                let _ = engine
+                    .submit(
+                        RunParams {
+                            resume: Some(id.to_owned()),
+                            ..RunParams::default()
+                        },
+                        detached(),
+                    )
+                    .await;
+            }
+            TaskPayload::Working
+        }
+        SessionStatus::WaitingApproval => {
+            let store = engine.store().map_err(|e| internal(e.message))?;
+            let id2 = id.to_owned();
+            let seq = tokio::task::spawn_blocking(move || store.pending_approval(&id2))
+                .await
+                .map_err(internal)?
+                .map_err(internal)?;
+            match seq {
+                Some(seq) => {
+                    let mut reqs = InputRequests::new();
+                    reqs.insert(format!("approval-{seq}"), approval_form(id)?);
+                    TaskPayload::InputRequired {
+                        input_requests: reqs,
+                    }
+                }
+                // Decided, the run not yet going again.
+                None => TaskPayload::Working,
+            }
+        }
+        SessionStatus::Suspended => {
+            let result = engine.stored_result(id).map_err(|e| internal(e.message))?;
+            let events = result.map(|r| r.waiting_for).unwrap_or_default();
+            let mut reqs = InputRequests::new();
+            reqs.insert(
+                format!("signal-{}", meta.last_seq),
+                signal_form(id, &events)?,
+            );
+            TaskPayload::InputRequired {
+                input_requests: reqs,
+            }
+        }
+        SessionStatus::Cancelled => TaskPayload::Cancelled,
+        SessionStatus::Completed | SessionStatus::Failed => {
+            // Completed either way: a failed run is a tool result with
+            // `isError: true`, as a blocking call returns it.
+            match engine.stored_result(id).map_err(|e| internal(e.message))? {
+                Some(r) => {
+                    let result = super::tools::run_result(&r);
+                    TaskPayload::Completed {
+                        result: object(serde_json::to_value(result).map_err(internal)?),
+                    }
+                }
+                None => TaskPayload::Working,
+            }
+        }
+    };
+    Ok(GetTaskResult::new(DetailedTask::new(
+        t(TaskStatus::Working),
+        payload,
+    )))
+}
+
+/// `tasks/update`: answers to the task's input requests. Keys that are not
+/// the pending request's are ignored.
+pub async fn update(
+    server: &McpServer,
+    p: UpdateTaskParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(), ErrorData> {
+    let engine = &server.engine;
+    let meta = owned(server, &p.task_id, ctx).await?;
+    let id = meta.id.clone();
+    for (key, answer) in &p.input_responses {
+        let content = answer.get("content").cloned().unwrap_or(Value::Null);
+        let accepted = answer.get("action").and_then(Value::as_str) == Some("accept");
+        if key.starts_with("approval-") {
+            if !accepted {
+                // Dismissed: the task stays input_required.
+                continue;
+            }
+            let approve = match content.get("approve") {
+                Some(Value::Bool(b)) => *b,
+                Some(Value::String(s)) => matches!(s.trim(), "true" | "yes" | "y"),
+                _ => {
+                    return Err(ErrorData::invalid_params(
+                        format!("`{key}`: the answer has no `approve` decision"),
+                        None,
+                    ));
+                }
+            };
+            let note = content
+                .get("note")
+                .and_then(Value::as_str)
+                .map(str::trim)
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .or_else(|| Some("answered in the MCP client".to_owned()));
+            engine
+                .approve(
+                    ApproveParams {
+                        session_id: id.clone(),
+                        approve,
+                        note,
+                    },
+                    detached(),
+                )
+                .await
+                .map_err(|e| ErrorData::invalid_params(e.message, None))?;
+        } else if key.starts_with("signal-") {
+            if !accepted {
+                continue;
+            }
+            let Some(event) = content.get("event").and_then(Value::as_str) else {
+                return Err(ErrorData::invalid_params(
+                    format!("`{key}`: the answer names no `event`"),
+                    None,
+                ));
+            };
+            let payload = match content.get("payload") {
+                Some(Value::String(s)) if !s.trim().is_empty() => {
+                    serde_json::from_str(s).map_err(|e| {
+                        ErrorData::invalid_params(
+                            format!("`{key}`: the payload is not JSON: {e}"),
+                            None,
+                        )
+                    })?
+                }
+                Some(Value::String(_)) | None => Value::Null,
+                Some(other) => other.clone(),
+            };
+            engine
+                .signal(
+                    SignalParams {
+                        session_id: id.clone(),
+                        event: event.to_owned(),
+                        payload,
+                    },
+                    detached(),
+                )
+                .await
+                .map_err(|e| ErrorData::invalid_params(e.message, None))?;
+        }
+    }
+    Ok(())
+}
+
+/// `tasks/cancel`: acknowledged for a task that already ended too.
+pub async fn cancel(
+    server: &McpServer,
+    p: CancelTaskParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<(), ErrorData> {
+    let meta = owned(server, &p.task_id, ctx).await?;
+    let terminal = matches!(
+        meta.status,
+        SessionStatus::Completed | SessionStatus::Failed | SessionStatus::Cancelled
+    );
+    if !terminal {
+        server
+            .engine
+            .cancel(CancelParams {
+                session_id: meta.id,
+            })
+            .await
+            .map_err(|e| ErrorData::invalid_params(e.message, None))?;
+    }
+    Ok(())
+}
