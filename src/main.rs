@@ -1475,7 +1475,7 @@ fn create_cmd(a: CreateArgs) -> ExitCode {
     };
     let begun = match create::begin(&ws, &a.description, a.name.as_deref()) {
         Ok(b) => b,
-        Err(e) => return fail(e, EXIT_INVALID),
+        Err(e) => return fail(e.to_string(), EXIT_INVALID),
     };
     let args = RunArgs {
         path: Some(begun.workflow.clone()),
