@@ -1049,7 +1049,7 @@ async fn run_async(
             dialect: None,
             read: req.read.clone(),
         };
-        Analysis::load_for_run(&req.path, req.source.as_deref(), options).map_err(|e| e.to_string())
+        Analysis::load_for_run(&req.path, req.source.as_deref(), options).map_err(Into::into)
     })?;
     let order = prepared.plan.output_order();
     let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = extra;
