@@ -1049,7 +1049,7 @@ async fn run_async(
             dialect: None,
             read: req.read.clone(),
         };
-        Analysis::load_for_run(&req.path, req.source.as_deref(), options).map_err(|e| e.to_string())
+        Analysis::load_for_run(&req.path, req.source.as_deref(), options).map_err(Into::into)
     })?;
     let order = prepared.plan.output_order();
     let mut sinks: Vec<Arc<dyn agentfile::events::EventSink>> = extra;
@@ -1475,7 +1475,7 @@ fn create_cmd(a: CreateArgs) -> ExitCode {
     };
     let begun = match create::begin(&ws, &a.description, a.name.as_deref()) {
         Ok(b) => b,
-        Err(e) => return fail(e, EXIT_INVALID),
+        Err(e) => return fail(e.to_string(), EXIT_INVALID),
     };
     let args = RunArgs {
         path: Some(begun.workflow.clone()),

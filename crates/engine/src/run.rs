@@ -176,15 +176,19 @@ pub fn one_goal_workflow(text: &str) -> String {
 /// Validate everything a run needs (see the module doc).
 /// Reads the request's workflow into a plan, under the config it runs with:
 /// the front ends' registry, which the caller supplies (the engine knows no
-/// format). The error is the workflow's diagnostics, rendered for a person.
-pub type Load<'a> = &'a dyn Fn(&RunRequest, &Config) -> Result<Plan, String>;
+/// format). The error is the front end's own (its text, the workflow's
+/// diagnostics rendered for a person, becomes the usage error's message).
+pub type Load<'a> = &'a dyn Fn(&RunRequest, &Config) -> Result<Plan, LoadError>;
+
+/// Why a [`Load`] read no plan: any error of the caller's front ends.
+pub type LoadError = Box<dyn std::error::Error + Send + Sync>;
 
 pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
     let config = match &req.loaded_config {
         Some(c) => c.clone(),
         None => load_config(req.config.as_deref(), &req.path)?,
     };
-    let plan = load(req, &config).map_err(usage)?;
+    let plan = load(req, &config).map_err(|e| usage(e.to_string()))?;
     // The file read (a folder given as the workflow resolves to its file).
     let workflow_path = PathBuf::from(&plan.path);
     let mut config = config;

@@ -1545,12 +1545,12 @@ fn structured_inputs(p: &RunParams, plan: &agentfile_plan::Plan) -> Result<(), R
     }
 }
 
-fn load_plan(req: &RunRequest, config: &Config) -> Result<agentfile_plan::Plan, String> {
+fn load_plan(req: &RunRequest, config: &Config) -> Result<agentfile_plan::Plan, run::LoadError> {
     let options = agentfile_frontend::Options {
         config: Some(config),
         dialect: None,
         read: req.read.clone(),
     };
     agentfile_frontend::Analysis::load_for_run(&req.path, req.source.as_deref(), options)
-        .map_err(|e| e.to_string())
+        .map_err(Into::into)
 }

@@ -14,7 +14,7 @@ use std::time::Instant;
 use agentfile_protocol::events::Event;
 
 use super::message::Converter;
-use super::{Exporter, RunInfo, Settings, Shared};
+use super::{Exporter, RunInfo, Settings, Shared, StartError};
 
 /// Where the files go when `telemetry.path` is unset.
 pub fn default_folder(workspace: &Path) -> PathBuf {
@@ -40,19 +40,26 @@ impl FileExporter {
         settings: &Settings,
         info: &RunInfo,
         shared: Arc<Shared>,
-    ) -> Result<FileExporter, String> {
+    ) -> Result<FileExporter, StartError> {
         let folder = settings
             .path
             .clone()
             .unwrap_or_else(|| default_folder(&info.workspace));
-        std::fs::create_dir_all(&folder)
-            .map_err(|e| format!("cannot create {}: {e}", folder.display()))?;
+        std::fs::create_dir_all(&folder).map_err(|source| StartError::Io {
+            what: "create",
+            path: folder.clone(),
+            source,
+        })?;
         let path = session_file(&folder, &info.session_id);
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            .map_err(|source| StartError::Io {
+                what: "open",
+                path: path.clone(),
+                source,
+            })?;
         Ok(FileExporter {
             out: BufWriter::new(file),
             path,

@@ -23,7 +23,7 @@ use agentfile_protocol::events::Event;
 use agentfile_protocol::telemetry::TelemetryMessage;
 
 use super::message::Converter;
-use super::{Exporter, RunInfo, Settings, Shared, redact_url};
+use super::{Exporter, RunInfo, Settings, Shared, StartError, redact_url};
 
 /// When batches go out and how often they are retried.
 #[derive(Debug, Clone, Copy)]
@@ -66,11 +66,8 @@ impl HttpExporter {
         settings: &Settings,
         info: &RunInfo,
         shared: Arc<Shared>,
-    ) -> Result<HttpExporter, String> {
-        let endpoint = settings
-            .endpoint
-            .clone()
-            .ok_or("telemetry.protocol = \"http\" needs telemetry.endpoint")?;
+    ) -> Result<HttpExporter, StartError> {
+        let endpoint = settings.endpoint.clone().ok_or(StartError::NoEndpoint)?;
         Self::with_batching(
             endpoint,
             &settings.headers,
@@ -86,16 +83,15 @@ impl HttpExporter {
         convert: Converter,
         batching: Batching,
         shared: Arc<Shared>,
-    ) -> Result<HttpExporter, String> {
+    ) -> Result<HttpExporter, StartError> {
         let mut map = HeaderMap::new();
         map.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         for (name, value) in headers {
             let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("telemetry.headers_env: `{name}` is not a header name"))?;
+                .map_err(|_| StartError::HeaderName(name.clone()))?;
             // The value is a secret: the error must not show it.
-            let mut value = HeaderValue::from_str(value).map_err(|_| {
-                format!("telemetry.headers_env: the value for `{name}` is not a valid header value")
-            })?;
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| StartError::HeaderValue(name.to_string()))?;
             value.set_sensitive(true);
             map.insert(name, value);
         }
@@ -104,7 +100,7 @@ impl HttpExporter {
             .timeout(batching.timeout)
             .connect_timeout(batching.timeout.min(Duration::from_secs(2)))
             .build()
-            .map_err(|e| format!("cannot build the telemetry HTTP client: {e}"))?;
+            .map_err(StartError::HttpClient)?;
         Ok(HttpExporter {
             client,
             endpoint,
@@ -306,6 +302,37 @@ mod tests {
     fn seqs(body: &[u8]) -> Vec<u64> {
         let v: Vec<TelemetryMessage> = serde_json::from_slice(body).unwrap();
         v.iter().map(|m| m.data.seq).collect()
+    }
+
+    #[test]
+    fn bad_headers_are_refused_without_their_value() {
+        let build = |name: &str, value: &str| {
+            let convert = Converter {
+                agent_id: "a".into(),
+                workflow_name: "w".into(),
+                capture_content: true,
+            };
+            HttpExporter::with_batching(
+                "http://127.0.0.1:9/x".into(),
+                &[(name.into(), value.into())],
+                convert,
+                Batching::default(),
+                Arc::new(Shared::default()),
+            )
+            .err()
+            .expect("refused")
+        };
+        let e = build("bad name", "v");
+        assert!(matches!(&e, StartError::HeaderName(n) if n == "bad name"));
+        assert_eq!(
+            e.to_string(),
+            "telemetry.headers_env: `bad name` is not a header name"
+        );
+        let e = build("X-Token", "s3cret\n");
+        assert_eq!(
+            e.to_string(),
+            "telemetry.headers_env: the value for `x-token` is not a valid header value"
+        );
     }
 
     #[test]

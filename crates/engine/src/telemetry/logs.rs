@@ -23,13 +23,22 @@ pub enum LogFormat {
     Json,
 }
 
+/// A `--log-level` that is not a level or a filter.
+#[derive(Debug, thiserror::Error)]
+#[error("--log-level {level}: {source}")]
+pub struct BadLevel {
+    pub level: String,
+    pub source: tracing_subscriber::filter::ParseError,
+}
+
 /// Install the global subscriber. `level` is `--log-level`; an invalid filter
 /// is an error naming it. Calling it twice keeps the first subscriber.
-pub fn init(format: LogFormat, level: Option<&str>) -> Result<(), String> {
+pub fn init(format: LogFormat, level: Option<&str>) -> Result<(), BadLevel> {
     let filter = match level {
-        Some(l) => EnvFilter::builder()
-            .parse(l)
-            .map_err(|e| format!("--log-level {l}: {e}"))?,
+        Some(l) => EnvFilter::builder().parse(l).map_err(|source| BadLevel {
+            level: l.to_owned(),
+            source,
+        })?,
         // A bad RUST_LOG directive is skipped rather than fatal: the variable
         // may have been set for another program.
         None => EnvFilter::builder()

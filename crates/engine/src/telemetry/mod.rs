@@ -123,6 +123,39 @@ pub enum TelemetryError {
     HeaderName(String),
 }
 
+/// Why an exporter could not start (the run goes on without it).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// `file`: the folder or the session's file (`what`: `create`, `open`).
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("telemetry.protocol = \"http\" needs telemetry.endpoint")]
+    NoEndpoint,
+    #[error("telemetry.headers_env: `{0}` is not a header name")]
+    HeaderName(String),
+    /// The value is a secret: only the header's name is shown.
+    #[error("telemetry.headers_env: the value for `{0}` is not a valid header value")]
+    HeaderValue(String),
+    #[error("cannot build the telemetry HTTP client: {0}")]
+    HttpClient(#[source] reqwest::Error),
+    /// `signal`: `span` or `log`.
+    #[error("cannot build the OTLP {signal} exporter: {source}")]
+    Otlp {
+        signal: &'static str,
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+    #[error("noop has no exporter")]
+    Noop,
+    #[error("cannot start the telemetry thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("the telemetry thread stopped while starting")]
+    Stopped,
+}
+
 /// Check the telemetry section before a run starts: a bad endpoint is a usage
 /// error then, rather than a run that silently ships nothing.
 pub fn check(config: &Config) -> Result<(), TelemetryError> {
@@ -340,10 +373,10 @@ impl Telemetry {
         }
     }
 
-    fn spawn(settings: Settings, info: RunInfo, label: String) -> Result<Telemetry, String> {
+    fn spawn(settings: Settings, info: RunInfo, label: String) -> Result<Telemetry, StartError> {
         let shared = Arc::new(Shared::default());
         let (tx, rx) = sync_channel::<Event>(QUEUE_CAPACITY);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), StartError>>();
         let (done_tx, done_rx) = tokio::sync::oneshot::channel();
         let worker_shared = shared.clone();
         // The exporter is built on its own thread, outside any async runtime:
@@ -363,10 +396,8 @@ impl Telemetry {
                 }
                 let _ = done_tx.send(());
             })
-            .map_err(|e| format!("cannot start the telemetry thread: {e}"))?;
-        ready_rx
-            .recv()
-            .map_err(|_| "the telemetry thread stopped while starting".to_owned())??;
+            .map_err(StartError::Thread)?;
+        ready_rx.recv().map_err(|_| StartError::Stopped)??;
         Ok(Telemetry {
             sink: Arc::new(Sink {
                 tx: Mutex::new(Some(tx)),
@@ -467,12 +498,12 @@ fn build(
     settings: &Settings,
     info: &RunInfo,
     shared: Arc<Shared>,
-) -> Result<Box<dyn Exporter>, String> {
+) -> Result<Box<dyn Exporter>, StartError> {
     Ok(match settings.protocol {
         TelemetryProtocol::Otlp => Box::new(otlp::OtlpExporter::new(settings, info, shared)?),
         TelemetryProtocol::Http => Box::new(http::HttpExporter::new(settings, info, shared)?),
         TelemetryProtocol::File => Box::new(file::FileExporter::new(settings, info, shared)?),
-        TelemetryProtocol::Noop => return Err("noop has no exporter".into()),
+        TelemetryProtocol::Noop => return Err(StartError::Noop),
     })
 }
 

@@ -53,7 +53,7 @@ use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExpor
 use agentfile_protocol::events::{Event, EventBody, Usage};
 
 use super::message::{Converter, Level as LogLevel};
-use super::{Exporter, RunInfo, Settings, Shared, event_time, truncate};
+use super::{Exporter, RunInfo, Settings, Shared, StartError, event_time, truncate};
 
 /// Captured content longer than this is cut (attributes are not for megabytes).
 const MAX_CONTENT: usize = 32 * 1024;
@@ -102,7 +102,7 @@ impl OtlpExporter {
         settings: &Settings,
         info: &RunInfo,
         shared: Arc<Shared>,
-    ) -> Result<OtlpExporter, String> {
+    ) -> Result<OtlpExporter, StartError> {
         let headers: HashMap<String, String> = settings.headers.iter().cloned().collect();
         let mut spans = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
@@ -116,12 +116,14 @@ impl OtlpExporter {
             spans = spans.with_endpoint(signal_url(base, "traces"));
             logs = logs.with_endpoint(signal_url(base, "logs"));
         }
-        let spans = spans
-            .build()
-            .map_err(|e| format!("cannot build the OTLP span exporter: {e}"))?;
-        let logs = logs
-            .build()
-            .map_err(|e| format!("cannot build the OTLP log exporter: {e}"))?;
+        let spans = spans.build().map_err(|source| StartError::Otlp {
+            signal: "span",
+            source,
+        })?;
+        let logs = logs.build().map_err(|source| StartError::Otlp {
+            signal: "log",
+            source,
+        })?;
         let resource = resource();
         let traces = SdkTracerProvider::builder()
             .with_resource(resource.clone())

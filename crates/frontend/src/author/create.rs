@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::generate::{self as g, Manifest, ManifestSink};
+use super::{AuthorError, Exists};
 use crate::{self as frontend, Options};
 
 /// A generation run, set up.
@@ -62,21 +63,19 @@ pub struct Created {
 }
 
 /// Set up a generation run in the workspace `ws`.
-pub fn begin(ws: &Path, description: &str, name: Option<&str>) -> Result<Begun, String> {
+pub fn begin(ws: &Path, description: &str, name: Option<&str>) -> Result<Begun, AuthorError> {
     if description.trim().is_empty() {
-        return Err("create needs a description of what the workflow should do".into());
+        return Err(AuthorError::NoDescription);
     }
     let name = match name {
         Some(n) => {
-            g::check_name(n).map_err(|e| e.to_string())?;
+            g::check_name(n)?;
             n.to_owned()
         }
         None => g::slug(description),
     };
     if ws.join("workflows").join(&name).exists() {
-        return Err(format!(
-            "workflows/{name} already exists; choose another name (--name)"
-        ));
+        return Err(Exists::Name { name }.into());
     }
     // Run ids are seconds: wait for a free one rather than share a folder.
     let mut tries = 0;
@@ -88,13 +87,16 @@ pub fn begin(ws: &Path, description: &str, name: Option<&str>) -> Result<Begun, 
         }
         tries += 1;
         if tries > 3 {
-            return Err(format!("{} already exists", dir.display()));
+            return Err(Exists::RunDir { dir }.into());
         }
         std::thread::sleep(std::time::Duration::from_millis(1000));
     };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let workflow =
-        g::materialize(&ws.join(".agentfile").join("generator")).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir).map_err(|source| AuthorError::Io {
+        what: "create",
+        path: dir.clone(),
+        source,
+    })?;
+    let workflow = g::materialize(&ws.join(".agentfile").join("generator"))?;
     let mut manifest = Manifest::new(&name, &run_id, &g::generator_steps());
     manifest.save(&dir)?;
     Ok(Begun {
@@ -126,6 +128,7 @@ pub fn finish(b: &Begun, ws: &Path, status: &str, error: Option<&str>) -> Create
         let _ = std::fs::remove_dir_all(&tmp);
         match g::stage_workflow(&b.dir, &stage) {
             Err(e) => {
+                let e = e.to_string();
                 diagnostics.push(e.clone());
                 m.fail(g::VALIDATION, Some("generate-config"), &e);
             }

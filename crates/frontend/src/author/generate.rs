@@ -24,6 +24,8 @@ use agentfile_protocol::events::Event;
 use agentfile_session::events::EventSink;
 use agentfile_session::file::write_atomic;
 
+use super::{AuthorError, Exists, NotPromotable};
+
 /// The Agentfile spec version written into manifests.
 pub const SPEC_VERSION: &str = "1.0";
 /// The manifest's `generator` field.
@@ -338,7 +340,7 @@ pub struct ErrorRecord {
 }
 
 /// The bundled manifest schema, compiled once.
-fn manifest_validator() -> Result<&'static jsonschema::Validator, String> {
+fn manifest_validator() -> Result<&'static jsonschema::Validator, AuthorError> {
     static COMPILED: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
     COMPILED
         .get_or_init(|| {
@@ -350,11 +352,11 @@ fn manifest_validator() -> Result<&'static jsonschema::Validator, String> {
                 .map_err(|e| format!("the bundled manifest schema does not compile: {e}"))
         })
         .as_ref()
-        .map_err(Clone::clone)
+        .map_err(|e| AuthorError::BundledSchema(e.clone()))
 }
 
 /// The first way `value` breaks the manifest schema: (JSON pointer, message).
-fn manifest_violation(value: &Value) -> Result<Option<(String, String)>, String> {
+fn manifest_violation(value: &Value) -> Result<Option<(String, String)>, AuthorError> {
     Ok(manifest_validator()?.iter_errors(value).next().map(|e| {
         let pointer = e.instance_path().as_str().to_owned();
         (
@@ -413,51 +415,53 @@ impl Manifest {
     }
 
     /// Read `dir/manifest.json`, refusing one that breaks the schema.
-    pub fn load(dir: &Path) -> Result<Manifest, String> {
+    pub fn load(dir: &Path) -> Result<Manifest, AuthorError> {
         let path = dir.join(MANIFEST_FILE);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not valid JSON: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|source| AuthorError::Io {
+            what: "read",
+            path: path.clone(),
+            source,
+        })?;
+        let value: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(source) => return Err(AuthorError::NotJson { path, source }),
+        };
         if let Some((pointer, message)) = manifest_violation(&value)? {
-            return Err(format!(
-                "{} does not follow manifest.schema.json at `{pointer}`: {message}; \
-                 repair it or re-run `agentfile create`",
-                path.display()
-            ));
+            return Err(AuthorError::BreaksSchema {
+                path,
+                pointer,
+                message,
+            });
         }
-        serde_json::from_value(value).map_err(|e| {
-            format!(
-                "{} cannot be read as a manifest: {e}; repair it or re-run `agentfile create`",
-                path.display()
-            )
-        })
+        serde_json::from_value(value).map_err(|source| AuthorError::NotAManifest { path, source })
     }
 
     /// Stamp `updated_at` and write `dir/manifest.json` atomically.
-    pub fn save(&mut self, dir: &Path) -> Result<(), String> {
+    pub fn save(&mut self, dir: &Path) -> Result<(), AuthorError> {
         self.updated_at = Some(timestamp_now());
         self.write_to(dir)
     }
 
     /// Write as is, after checking the schema: a violation here is a bug in
     /// this module, reported rather than written.
-    fn write_to(&self, dir: &Path) -> Result<(), String> {
-        let value = serde_json::to_value(self)
-            .map_err(|e| format!("cannot serialise the manifest: {e}"))?;
-        if let Some((pointer, message)) = manifest_violation(&value)? {
-            return Err(format!(
-                "internal error: the manifest would break manifest.schema.json at `{pointer}` \
-                 ({message}); {} was left as it was — please report this",
-                dir.join(MANIFEST_FILE).display()
-            ));
-        }
-        let mut bytes = serde_json::to_vec_pretty(&value)
-            .map_err(|e| format!("cannot serialise the manifest: {e}"))?;
-        bytes.push(b'\n');
+    fn write_to(&self, dir: &Path) -> Result<(), AuthorError> {
+        let value = serde_json::to_value(self).map_err(AuthorError::SerialiseManifest)?;
         let path = dir.join(MANIFEST_FILE);
-        write_atomic(&path, &bytes, false)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        if let Some((pointer, message)) = manifest_violation(&value)? {
+            return Err(AuthorError::WouldBreakSchema {
+                path,
+                pointer,
+                message,
+            });
+        }
+        let mut bytes =
+            serde_json::to_vec_pretty(&value).map_err(AuthorError::SerialiseManifest)?;
+        bytes.push(b'\n');
+        write_atomic(&path, &bytes, false).map_err(|source| AuthorError::Io {
+            what: "write",
+            path,
+            source,
+        })
     }
 
     fn phase_mut(&mut self, phase: &str) -> Option<&mut Phase> {
@@ -835,7 +839,7 @@ impl EventSink for ManifestSink {
         if m.apply(event)
             && let Err(e) = m.save(&self.dir)
         {
-            lock(&self.error).get_or_insert(e);
+            lock(&self.error).get_or_insert(e.to_string());
         }
     }
 }
@@ -849,87 +853,75 @@ const LAYOUT: &[(&str, &str)] = &[
     ("05-skills", "skills"),
     ("06-scripts", "scripts"),
 ];
-const GENERATED_CONFIG: &str = "03-workflow.yaml";
+pub(super) const GENERATED_CONFIG: &str = "03-workflow.yaml";
 
 /// Assemble a workflow folder in `into` (created when missing) from a
 /// generation run's artifacts: `03-workflow.yaml` → `workflow.yaml`,
 /// `04-agents/` → `agents/`, `05-skills/` → `skills/`, `06-scripts/` →
 /// `scripts/`. Only regular files and folders are copied; a symbolic link is
 /// refused, as it could point anywhere once promoted.
-pub fn stage_workflow(artifact_dir: &Path, into: &Path) -> Result<(), String> {
+pub fn stage_workflow(artifact_dir: &Path, into: &Path) -> Result<(), AuthorError> {
     let config = artifact_dir.join(GENERATED_CONFIG);
     match std::fs::symlink_metadata(&config) {
         Ok(meta) if meta.is_file() => {}
-        Ok(_) => {
-            return Err(format!(
-                "{} is not a regular file: a generated workflow.yaml must be one",
-                config.display()
-            ));
-        }
+        Ok(_) => return Err(AuthorError::ConfigNotAFile { path: config }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(format!(
-                "{} is missing: the generation run wrote no workflow.yaml; re-run `agentfile create`",
-                config.display()
-            ));
+            return Err(AuthorError::ConfigMissing { path: config });
         }
-        Err(e) => return Err(format!("cannot read {}: {e}", config.display())),
+        Err(source) => return Err(io("read", &config, source)),
     }
-    std::fs::create_dir_all(into).map_err(|e| format!("cannot create {}: {e}", into.display()))?;
+    std::fs::create_dir_all(into).map_err(|e| io("create", into, e))?;
     let target = into.join("workflow.yaml");
-    std::fs::copy(&config, &target).map_err(|e| {
-        format!(
-            "cannot copy {} to {}: {e}",
-            config.display(),
-            target.display()
-        )
+    std::fs::copy(&config, &target).map_err(|source| AuthorError::CopyFile {
+        from: config.clone(),
+        to: target.clone(),
+        source,
     })?;
     for (from, to) in LAYOUT {
         let from = artifact_dir.join(from);
         match std::fs::symlink_metadata(&from) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("cannot read {}: {e}", from.display())),
+            Err(source) => return Err(io("read", &from, source)),
             Ok(meta) if meta.is_dir() => copy_tree(&from, &into.join(to))?,
-            Ok(_) => {
-                return Err(format!(
-                    "{} should be a folder (not a file or a link)",
-                    from.display()
-                ));
-            }
+            Ok(_) => return Err(AuthorError::NotAFolder { path: from }),
         }
     }
     Ok(())
 }
 
+/// An [`AuthorError::Io`]: `cannot {what} {path}: {source}`.
+fn io(what: &'static str, path: &Path, source: std::io::Error) -> AuthorError {
+    AuthorError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// Copy a folder recursively: regular files and folders only.
-fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(to).map_err(|e| format!("cannot create {}: {e}", to.display()))?;
-    let entries = std::fs::read_dir(from)
-        .map_err(|e| format!("cannot read the folder {}: {e}", from.display()))?;
+fn copy_tree(from: &Path, to: &Path) -> Result<(), AuthorError> {
+    std::fs::create_dir_all(to).map_err(|e| io("create", to, e))?;
+    let entries = std::fs::read_dir(from).map_err(|e| io("read the folder", from, e))?;
     let mut entries: Vec<_> = entries
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("cannot read the folder {}: {e}", from.display()))?;
+        .map_err(|e| io("read the folder", from, e))?;
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
         let src = entry.path();
         let dst = to.join(entry.file_name());
-        let kind = entry
-            .file_type()
-            .map_err(|e| format!("cannot read {}: {e}", src.display()))?;
+        let kind = entry.file_type().map_err(|e| io("read", &src, e))?;
         if kind.is_symlink() {
-            return Err(format!(
-                "refusing to copy the symbolic link {}: replace it with the file it points to",
-                src.display()
-            ));
+            return Err(AuthorError::Symlink { path: src });
         } else if kind.is_dir() {
             copy_tree(&src, &dst)?;
         } else if kind.is_file() {
-            std::fs::copy(&src, &dst)
-                .map_err(|e| format!("cannot copy {} to {}: {e}", src.display(), dst.display()))?;
+            std::fs::copy(&src, &dst).map_err(|source| AuthorError::CopyFile {
+                from: src.clone(),
+                to: dst.clone(),
+                source,
+            })?;
         } else {
-            return Err(format!(
-                "{} is neither a regular file nor a folder; remove it",
-                src.display()
-            ));
+            return Err(AuthorError::OddFile { path: src });
         }
     }
     Ok(())
@@ -973,8 +965,9 @@ fn workspace_relative(workspace: &Path, path: &Path) -> String {
 }
 
 /// Why a run with this manifest cannot be promoted, and what to do.
-fn not_promotable(m: &Manifest, shown: &str) -> Option<String> {
+fn not_promotable(m: &Manifest, shown: &str) -> Option<NotPromotable> {
     let status = m.status.as_str();
+    let shown = shown.to_owned();
     Some(match status {
         // `promoting`: an earlier promote stopped before placing the
         // workflow (it is placed atomically), so trying again is safe.
@@ -987,29 +980,33 @@ fn not_promotable(m: &Manifest, shown: &str) -> Option<String> {
         {
             return None;
         }
-        "generating" => format!(
-            "{shown} is still being generated (status `generating`), or its run was \
-             interrupted: wait for `agentfile create` to finish, or run it again"
-        ),
-        "generated" | "validating" => format!(
-            "{shown} has not passed validation (status `{status}`): validate it with \
-             `agentfile validate {shown}`, or run `agentfile create` again"
-        ),
-        "registered" | "archived" => format!(
-            "{shown} was already promoted to {} (status `{status}`)",
-            m.promotion
+        "generating" => NotPromotable::Generating { shown },
+        "generated" | "validating" => NotPromotable::Unvalidated {
+            shown,
+            status: status.to_owned(),
+        },
+        "registered" | "archived" => NotPromotable::AlreadyPromoted {
+            shown,
+            target: m
+                .promotion
                 .as_ref()
                 .and_then(|p| p.target.as_deref())
                 .unwrap_or("workflows/")
-        ),
-        "failed" => format!(
-            "{shown} failed ({}): fix the cause and run `agentfile create` again",
-            m.errors
+                .to_owned(),
+            status: status.to_owned(),
+        },
+        "failed" => NotPromotable::Failed {
+            shown,
+            last: m
+                .errors
                 .last()
                 .map(|e| format!("{}: {}", e.phase, e.message))
-                .unwrap_or_else(|| "see errors in its manifest.json".into())
-        ),
-        other => format!("{shown} has an unknown status `{other}` and cannot be promoted"),
+                .unwrap_or_else(|| "see errors in its manifest.json".into()),
+        },
+        other => NotPromotable::UnknownStatus {
+            shown,
+            status: other.to_owned(),
+        },
     })
 }
 
@@ -1021,14 +1018,11 @@ fn not_promotable(m: &Manifest, shown: &str) -> Option<String> {
 /// Nothing is overwritten: an existing `workflows/<name>/` or archive
 /// refuses the promotion before anything changes. A failure after that is
 /// recorded in the manifest (status `failed`) and returned.
-pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, String> {
+pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, AuthorError> {
     let dir = workspace.join(artifact_dir);
     let shown = workspace_relative(workspace, &dir);
     if !dir.join(MANIFEST_FILE).is_file() {
-        return Err(format!(
-            "{shown} holds no {MANIFEST_FILE}: promote takes a generation run folder, \
-             artifacts/<name>/<run-id>, as `agentfile create` writes it"
-        ));
+        return Err(AuthorError::NoManifest { shown });
     }
     let mut m = Manifest::load(&dir)?;
     let (name, run_id) = (m.workflow.clone(), m.run_id.clone());
@@ -1039,14 +1033,14 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, String
         .and_then(Path::file_name)
         .map(|n| n.to_string_lossy().into_owned());
     if folder.as_deref() != Some(&run_id) || parent.as_deref() != Some(&name) {
-        return Err(format!(
-            "{shown}/{MANIFEST_FILE} is for workflow `{name}`, run `{run_id}`, but sits in \
-             {shown}: a run folder must be artifacts/{name}/{run_id}; move it back, or \
-             promote the folder the manifest belongs to"
-        ));
+        return Err(AuthorError::Misplaced {
+            shown,
+            name,
+            run_id,
+        });
     }
     if let Some(why) = not_promotable(&m, &shown) {
-        return Err(why);
+        return Err(why.into());
     }
     let target_rel = format!("workflows/{name}");
     let archive_rel = format!("outputs/{name}/{run_id}/build");
@@ -1057,22 +1051,16 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, String
         .join(&run_id)
         .join("build");
     if std::fs::symlink_metadata(&target).is_ok() {
-        return Err(format!(
-            "{target_rel} already exists: promote never overwrites a workflow; remove or \
-             rename it, then promote again"
-        ));
+        return Err(Exists::Target { target: target_rel }.into());
     }
     if std::fs::symlink_metadata(&archive).is_ok() {
-        return Err(format!(
-            "{archive_rel} already exists: this run was archived before; remove it, then \
-             promote again"
-        ));
+        return Err(Exists::Archive {
+            archive: archive_rel,
+        }
+        .into());
     }
     if !dir.join(GENERATED_CONFIG).is_file() {
-        return Err(format!(
-            "{shown}/{GENERATED_CONFIG} is missing: the run has no workflow to promote; run \
-             `agentfile create` again"
-        ));
+        return Err(AuthorError::NoWorkflow { shown });
     }
 
     m.start_phase(PROMOTION);
@@ -1083,8 +1071,7 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, String
     let workflows = workspace.join("workflows");
     let staging = workflows.join(partial_name(&name));
     let placed = (|| {
-        std::fs::create_dir_all(&workflows)
-            .map_err(|e| format!("cannot create {}: {e}", workflows.display()))?;
+        std::fs::create_dir_all(&workflows).map_err(|e| io("create", &workflows, e))?;
         stage_workflow(&dir, &staging)?;
         let status = json!({
             "workflow": name,
@@ -1099,13 +1086,16 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, String
         });
         write_json(&staging.join(STATUS_FILE), &status)?;
         if std::fs::symlink_metadata(&target).is_ok() {
-            return Err(format!(
-                "{target_rel} appeared while promoting: left it as it was; remove or rename \
-                 it, then promote again"
-            ));
+            return Err(Exists::Appeared {
+                target: target_rel.clone(),
+            }
+            .into());
         }
-        std::fs::rename(&staging, &target)
-            .map_err(|e| format!("cannot move the staged workflow to {target_rel}: {e}"))
+        std::fs::rename(&staging, &target).map_err(|source| AuthorError::Move {
+            what: "the staged workflow",
+            to: target_rel.clone(),
+            source,
+        })
     })();
     if let Err(e) = placed {
         let _ = std::fs::remove_dir_all(&staging);
@@ -1118,48 +1108,59 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, String
         archive_path: Some(archive_rel.clone()),
     });
     m.complete_phase(PROMOTION);
-    m.save(&dir)
-        .map_err(|e| format!("{name} was promoted to {target_rel}, but {e}"))?;
+    let promoted_but = |e| AuthorError::PromotedBut {
+        name: name.clone(),
+        target: target_rel.clone(),
+        source: Box::new(e),
+    };
+    m.save(&dir).map_err(promoted_but)?;
 
     m.start_phase(ARCHIVAL);
-    m.save(&dir)
-        .map_err(|e| format!("{name} was promoted to {target_rel}, but {e}"))?;
+    m.save(&dir).map_err(promoted_but)?;
     let Some(run_parent) = archive.parent() else {
         return Err(record_failure(
             &mut m,
             &dir,
             ARCHIVAL,
-            format!("{archive_rel} has no parent folder"),
+            AuthorError::NoArchiveParent {
+                archive: archive_rel,
+            },
         ));
     };
     let partial = run_parent.join(partial_name("build"));
     let archived = (|| {
-        std::fs::create_dir_all(run_parent)
-            .map_err(|e| format!("cannot create {}: {e}", run_parent.display()))?;
+        std::fs::create_dir_all(run_parent).map_err(|e| io("create", run_parent, e))?;
         copy_tree(&dir, &partial)?;
         let mut done = m.clone();
         done.complete_phase(ARCHIVAL);
         done.updated_at = Some(timestamp_now());
         done.write_to(&partial)?;
-        std::fs::rename(&partial, &archive)
-            .map_err(|e| format!("cannot move the archive copy to {archive_rel}: {e}"))?;
-        Ok::<_, String>(done)
+        std::fs::rename(&partial, &archive).map_err(|source| AuthorError::Move {
+            what: "the archive copy",
+            to: archive_rel.clone(),
+            source,
+        })?;
+        Ok::<_, AuthorError>(done)
     })();
     match archived {
         Ok(done) => {
             m = done;
-            m.write_to(&dir).map_err(|e| {
-                format!(
-                    "{name} was promoted to {target_rel} and archived to {archive_rel}, but {e}"
-                )
+            m.write_to(&dir).map_err(|e| AuthorError::ArchivedBut {
+                name: name.clone(),
+                target: target_rel.clone(),
+                archive: archive_rel.clone(),
+                source: Box::new(e),
             })?;
         }
         Err(e) => {
             let _ = std::fs::remove_dir_all(&partial);
-            let e = format!(
-                "{name} was promoted to {target_rel}, but archiving the run failed: {e}; \
-                 copy {shown} to {archive_rel} by hand"
-            );
+            let e = AuthorError::ArchiveFailed {
+                name: name.clone(),
+                target: target_rel.clone(),
+                shown: shown.clone(),
+                archive: archive_rel.clone(),
+                source: Box::new(e),
+            };
             return Err(record_failure(&mut m, &dir, ARCHIVAL, e));
         }
     }
@@ -1173,19 +1174,24 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, String
 
 /// Record `message` as the failure of `phase` and save; the message to
 /// return, noting a save that failed too.
-fn record_failure(m: &mut Manifest, dir: &Path, phase: &str, message: String) -> String {
-    m.fail(phase, None, &message);
+fn record_failure(m: &mut Manifest, dir: &Path, phase: &str, error: AuthorError) -> AuthorError {
+    m.fail(phase, None, &error.to_string());
     match m.save(dir) {
-        Ok(()) => message,
-        Err(e) => format!("{message} (and the manifest could not record it: {e})"),
+        Ok(()) => error,
+        Err(save) => AuthorError::Unrecorded {
+            error: Box::new(error),
+            save: Box::new(save),
+        },
     }
 }
 
-fn write_json(path: &Path, value: &Value) -> Result<(), String> {
-    let mut bytes = serde_json::to_vec_pretty(value)
-        .map_err(|e| format!("cannot serialise {}: {e}", path.display()))?;
+fn write_json(path: &Path, value: &Value) -> Result<(), AuthorError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| AuthorError::Serialise {
+        path: path.to_path_buf(),
+        source,
+    })?;
     bytes.push(b'\n');
-    write_atomic(path, &bytes, false).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    write_atomic(path, &bytes, false).map_err(|e| io("write", path, e))
 }
 
 // ---------------------------------------------------------------------------
@@ -1691,17 +1697,19 @@ mod tests {
 
         // A manifest that breaks the schema is refused on save and on load.
         m.status = "bogus".into();
-        let e = m.save(&dir.0).unwrap_err();
+        let e = m.save(&dir.0).unwrap_err().to_string();
         assert!(e.contains("/status"), "{e}");
         assert_eq!(Manifest::load(&dir.0).unwrap().status, "generating");
         m.status = "generating".into();
         m.created_at = "yesterday".into();
-        let e = m.save(&dir.0).unwrap_err();
+        let e = m.save(&dir.0).unwrap_err().to_string();
         assert!(e.contains("/created_at"), "{e}");
         std::fs::write(dir.0.join(MANIFEST_FILE), r#"{"workflow": "Bad Name"}"#).unwrap();
-        let e = Manifest::load(&dir.0).unwrap_err();
+        let e = Manifest::load(&dir.0).unwrap_err().to_string();
         assert!(e.contains("manifest.schema.json"), "{e}");
-        let e = Manifest::load(&dir.0.join("nowhere")).unwrap_err();
+        let e = Manifest::load(&dir.0.join("nowhere"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("cannot read"), "{e}");
     }
 
@@ -1775,7 +1783,9 @@ mod tests {
         std::fs::remove_dir_all(dir.join("05-skills")).unwrap();
         stage_workflow(&dir, &ws.0.join("staged2")).unwrap();
         std::fs::remove_file(dir.join("03-workflow.yaml")).unwrap();
-        let e = stage_workflow(&dir, &ws.0.join("staged3")).unwrap_err();
+        let e = stage_workflow(&dir, &ws.0.join("staged3"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("03-workflow.yaml is missing"), "{e}");
     }
 
@@ -1785,7 +1795,9 @@ mod tests {
         let ws = Scratch::new("links");
         let dir = generated_run(&ws.0, "validated");
         std::os::unix::fs::symlink("/etc/passwd", dir.join("04-agents/evil.md")).unwrap();
-        let e = stage_workflow(&dir, &ws.0.join("staged")).unwrap_err();
+        let e = stage_workflow(&dir, &ws.0.join("staged"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("symbolic link"), "{e}");
     }
 
@@ -1841,7 +1853,7 @@ mod tests {
         assert_eq!(leftovers, ["meeting-notes"]);
 
         // A second promotion is refused and changes nothing.
-        let e = promote(&ws.0, &dir).unwrap_err();
+        let e = promote(&ws.0, &dir).unwrap_err().to_string();
         assert!(e.contains("already promoted"), "{e}");
         assert_eq!(Manifest::load(&dir).unwrap(), m);
     }
@@ -1851,7 +1863,7 @@ mod tests {
         let ws = Scratch::new("unvalidated");
         let dir = generated_run(&ws.0, "generated");
         let before = std::fs::read(dir.join(MANIFEST_FILE)).unwrap();
-        let e = promote(&ws.0, &dir).unwrap_err();
+        let e = promote(&ws.0, &dir).unwrap_err().to_string();
         assert!(
             e.contains("status `generated`") && e.contains("agentfile validate"),
             "{e}"
@@ -1859,7 +1871,9 @@ mod tests {
         assert_eq!(std::fs::read(dir.join(MANIFEST_FILE)).unwrap(), before);
         assert!(!ws.0.join("workflows").exists());
 
-        let e = promote(&ws.0, Path::new("artifacts")).unwrap_err();
+        let e = promote(&ws.0, Path::new("artifacts"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("holds no manifest.json"), "{e}");
     }
 
@@ -1871,6 +1885,11 @@ mod tests {
         std::fs::create_dir_all(&target).unwrap();
         std::fs::write(target.join("workflow.yaml"), "mine").unwrap();
         let e = promote(&ws.0, &dir).unwrap_err();
+        assert!(
+            matches!(&e, AuthorError::Exists(Exists::Target { target }) if target == "workflows/meeting-notes"),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(
             e.contains("already exists") && e.contains("remove or rename"),
             "{e}"
@@ -1889,7 +1908,7 @@ mod tests {
         let moved = ws.0.join("artifacts/other-name").join(RUN);
         std::fs::create_dir_all(moved.parent().unwrap()).unwrap();
         std::fs::rename(&dir, &moved).unwrap();
-        let e = promote(&ws.0, &moved).unwrap_err();
+        let e = promote(&ws.0, &moved).unwrap_err().to_string();
         assert!(
             e.contains("artifacts/meeting-notes/2026-11-25T10-00-00"),
             "{e}"
@@ -1904,7 +1923,7 @@ mod tests {
         let dir = generated_run(&ws.0, "validated");
         let link = dir.join("05-skills/link.md");
         std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
-        let e = promote(&ws.0, &dir).unwrap_err();
+        let e = promote(&ws.0, &dir).unwrap_err().to_string();
         assert!(e.contains("symbolic link"), "{e}");
         let m = Manifest::load(&dir).unwrap();
         assert_eq!(m.status, "failed");

@@ -5,7 +5,10 @@
 //! workflow.yaml front end.
 
 pub mod create;
+mod error;
 pub mod generate;
+
+pub use error::{AuthorError, Exists, NotPromotable};
 
 /// What `create` writes: a workflow.yaml project (through the generator) or
 /// an Agentfile.

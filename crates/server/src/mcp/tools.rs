@@ -217,7 +217,7 @@ async fn create(
     let root = server.engine.root().to_path_buf();
     let begun = match c::begin(&root, &p.description, p.name.as_deref()) {
         Ok(b) => b,
-        Err(e) => return text_result(e, None, true),
+        Err(e) => return text_result(e.to_string(), None, true),
     };
     let run = RunParams {
         path: begun.workflow.display().to_string(),
@@ -502,7 +502,7 @@ fn promote(server: &McpServer, p: PromoteParams) -> CallToolResult {
             ),
             false,
         ),
-        Err(e) => text_result(e, None, true),
+        Err(e) => text_result(e.to_string(), None, true),
     }
 }
 
