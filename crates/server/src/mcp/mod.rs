@@ -13,6 +13,8 @@
 //!   the `approve` tool.
 //! - [`sampling`]: `--provider mcp-sampling`, the host's model as a provider.
 //! - [`prompts`]: the `run`, `list` and `create` prompts (slash commands).
+//! - [`http`]: `agentfile mcp --http ADDR`, the same handler over Streamable
+//!   HTTP for many clients at once (bearer tokens, `Origin` checks).
 //!
 //! Protocol: revisions 2024-11-05 through 2025-11-25 over the `initialize`
 //! handshake; a client asking for another gets 2025-11-25. What rmcp does with
@@ -24,6 +26,7 @@
 //! protocol messages is written to stdout; diagnostics go to stderr.
 
 pub mod approval;
+pub mod http;
 pub mod principal;
 pub mod progress;
 pub mod prompts;
@@ -73,6 +76,11 @@ pub struct McpOptions {
     pub heartbeat: Duration,
     /// How often the workspace is rescanned for workflow tools.
     pub poll: Duration,
+    /// `--http ADDR`: serve Streamable HTTP there instead of stdio ([`http`]).
+    pub http: Option<std::net::SocketAddr>,
+    /// The bearer tokens HTTP clients must present (`AGENTFILE_MCP_TOKEN`,
+    /// comma-separated); none means loopback only.
+    pub tokens: Vec<String>,
 }
 
 impl Default for McpOptions {
@@ -81,6 +89,8 @@ impl Default for McpOptions {
             engine: EngineOptions::default(),
             heartbeat: HEARTBEAT,
             poll: POLL,
+            http: None,
+            tokens: Vec::new(),
         }
     }
 }
