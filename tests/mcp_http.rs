@@ -5,17 +5,19 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use agentfile::llm::fake::{FakeReply, FakeServer};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject};
-use rmcp::service::RunningService;
+use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceExt};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::Notify;
 
 /// The provider key variable the test workspaces name.
 const KEY_VAR: &str = "AGENTFILE_MCP_HTTP_TEST_KEY";
@@ -157,6 +159,19 @@ async fn connect(url: &str, token: Option<&str>) -> RunningService<RoleClient, (
         .await
         .expect("initialize timed out")
         .expect("initialize failed")
+}
+
+/// A host that counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct Listener {
+    changed: Arc<(AtomicUsize, Notify)>,
+}
+
+impl ClientHandler for Listener {
+    async fn on_tool_list_changed(&self, _: NotificationContext<RoleClient>) {
+        self.changed.0.fetch_add(1, Ordering::SeqCst);
+        self.changed.1.notify_waiters();
+    }
 }
 
 fn args(v: Value) -> JsonObject {
@@ -401,6 +416,23 @@ async fn a_non_loopback_bind_needs_a_token() {
 }
 
 #[tokio::test]
+async fn the_hosts_model_is_not_offered_over_http() {
+    let model = fake().await;
+    let ws = workspace("sampling", &model, "");
+    let out = command(&ws.0, "127.0.0.1:0", None)
+        .args(["--provider", "mcp-sampling"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("mcp-sampling") && err.contains("stdio only"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn a_malformed_allowed_origin_stops_the_server_at_start() {
     let model = fake().await;
     let ws = workspace(
@@ -447,6 +479,56 @@ async fn many_clients_at_once_each_run_a_workflow_to_the_end() {
     }
     assert_eq!(ids.len(), CLIENTS);
     assert_eq!(model.request_count(), CLIENTS);
+}
+
+#[tokio::test]
+async fn every_session_hears_that_the_tool_list_changed() {
+    let model = fake().await;
+    let ws = workspace("changed", &model, "");
+    let server = Server::start(&ws.0, None).await;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let host = Listener::default();
+        let transport = StreamableHttpClientTransport::from_uri(server.url.clone());
+        let client = tokio::time::timeout(WAIT, host.clone().serve(transport))
+            .await
+            .unwrap()
+            .unwrap();
+        // The tools as the session starts (the first scan is done).
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let tools = client.list_all_tools().await.unwrap();
+            if tools.iter().any(|t| t.name == "run_hello") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "no run_hello tool");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        clients.push((host, client));
+    }
+    // One client leaves; the others still hear the change.
+    let (_, gone) = clients.pop().unwrap();
+    gone.cancel().await.unwrap();
+    std::fs::write(
+        ws.0.join("bye.agent"),
+        "NAME bye\nGOAL part \"Say goodbye\"\nRUN main USING part\n",
+    )
+    .unwrap();
+    for (host, client) in &clients {
+        tokio::time::timeout(WAIT, async {
+            while host.changed.0.load(Ordering::SeqCst) == 0 {
+                let notified = host.changed.1.notified();
+                if host.changed.0.load(Ordering::SeqCst) > 0 {
+                    break;
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+            }
+        })
+        .await
+        .expect("no list_changed");
+        let tools = client.list_all_tools().await.unwrap();
+        assert!(tools.iter().any(|t| t.name == "run_bye"));
+    }
 }
 
 #[cfg(unix)]

@@ -27,7 +27,7 @@
 //! The [`Principal`] (the token's digest, or "loopback") goes into the HTTP
 //! request's extensions, where [`Principal::of`] finds it for the handlers.
 //!
-//! `--provider mcp-sampling` is not available over HTTP: the engine has one
+//! `--provider mcp-sampling` is refused at start (exit 2): the engine has one
 //! provider for all clients, and which client's model would answer is not
 //! defined. SIGTERM or SIGINT stops accepting, interrupts the runs (sessions
 //! are left `interrupted`, resumable), lets the calls they held answer, closes
@@ -107,6 +107,14 @@ pub async fn serve_http_until(
         return 2;
     }
     // One engine serves every client: there is no one host model to sample.
+    if options.engine.provider.as_deref() == Some(super::sampling::NAME) {
+        eprintln!(
+            "agentfile mcp: --provider {} needs one host, so it works on stdio only; \
+             drop --http, or choose a provider with an API key",
+            super::sampling::NAME
+        );
+        return 2;
+    }
     options.engine.sampling = None;
     if options.engine.key_hint.is_none() {
         options.engine.key_hint = Some(KEY_HINT.to_owned());
