@@ -159,6 +159,13 @@ struct CreateArgs {
 struct McpArgs {
     #[command(flatten)]
     server: ServerArgs,
+    /// Serve MCP over Streamable HTTP at http://ADDR/mcp (e.g. 127.0.0.1:8808;
+    /// port 0 picks one and prints it) instead of stdio, for many clients at
+    /// once. Clients must send `Authorization: Bearer <token>` when
+    /// AGENTFILE_MCP_TOKEN is set (several tokens: comma-separated); without
+    /// it only loopback addresses may be bound.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
     /// Milliseconds between progress heartbeats while a run is quiet.
     #[arg(long, default_value_t = 5000, hide = true)]
     heartbeat_ms: u64,
@@ -940,8 +947,16 @@ fn mcp_cmd(args: McpArgs) -> ExitCode {
         engine,
         heartbeat: std::time::Duration::from_millis(args.heartbeat_ms.max(10)),
         poll: std::time::Duration::from_millis(args.poll_ms.max(10)),
+        http: args.http,
+        tokens: std::env::var(agentfile::server::mcp::http::TOKEN_VAR)
+            .map(|v| agentfile::server::mcp::http::parse_tokens(&v))
+            .unwrap_or_default(),
     };
-    let code = runtime.block_on(agentfile::server::mcp::serve_stdio(options));
+    let code = if options.http.is_some() {
+        runtime.block_on(agentfile::server::mcp::http::serve_http(options))
+    } else {
+        runtime.block_on(agentfile::server::mcp::serve_stdio(options))
+    };
     // A read of stdin may still be parked on a blocking thread; do not wait for it.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(u8::try_from(code).unwrap_or(1))

@@ -331,6 +331,46 @@ impl Durability {
 #[serde(default, deny_unknown_fields)]
 pub struct McpSection {
     pub servers: BTreeMap<String, McpServer>,
+    /// Browser origins `agentfile mcp --http` accepts besides its own
+    /// (`http://localhost:PORT` and the like), each `scheme://host[:port]`
+    /// such as `https://app.example.com`. A request carrying any other
+    /// `Origin` is refused (403) before it runs.
+    #[serde(deserialize_with = "origins", skip_serializing_if = "Vec::is_empty")]
+    pub allowed_origins: Vec<String>,
+}
+
+/// `[mcp] allowed_origins`: each entry a web origin, kept in its canonical
+/// form (lower case, no default port), so it compares equal to what a browser
+/// sends.
+fn origins<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let raw = Vec::<String>::deserialize(d)?;
+    raw.iter()
+        .map(|o| parse_origin(o).map_err(serde::de::Error::custom))
+        .collect()
+}
+
+/// A web origin (`scheme://host[:port]`, http or https, nothing after the
+/// authority) in its canonical form, as browsers send it in `Origin`.
+pub fn parse_origin(text: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        format!(
+            "`[mcp] allowed_origins`: {text:?} is not an origin ({why}); write scheme://host[:port], e.g. \"https://app.example.com\" or \"http://localhost:5173\""
+        )
+    };
+    let url = url::Url::parse(text.trim()).map_err(|e| bad(&e.to_string()))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("the scheme must be http or https"));
+    }
+    if url.host().is_none() {
+        return Err(bad("no host"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("an origin has no user name or password"));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("an origin has no path, query or fragment"));
+    }
+    Ok(url.origin().ascii_serialization())
 }
 
 /// One MCP server: a command started with stdio (`command`, `args`, `env`), or
@@ -682,6 +722,44 @@ mod tests {
             panic!("expected a message")
         };
         assert!(m.contains("max_token"), "{m}");
+    }
+
+    #[test]
+    fn mcp_allowed_origins_are_origins_in_canonical_form() {
+        let c = Config::from_str_ext(
+            "[mcp]\nallowed_origins = [\"HTTPS://App.Example.com:443\", \"http://localhost:5173/\", \"http://[::1]:8080\"]\n",
+            "toml",
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(
+            c.mcp.allowed_origins,
+            [
+                "https://app.example.com",
+                "http://localhost:5173",
+                "http://[::1]:8080"
+            ]
+        );
+        for bad in [
+            "app.example.com",
+            "ftp://example.com",
+            "https://example.com/app",
+            "https://example.com?x=1",
+            "https://user@example.com",
+            "*",
+        ] {
+            let text = format!("[mcp]\nallowed_origins = [{bad:?}]\n");
+            let Err(ParseFailure::Message(m)) = Config::from_str_ext(&text, "toml") else {
+                panic!("{bad} was accepted")
+            };
+            assert!(
+                m.contains("allowed_origins")
+                    && m.contains("scheme://host[:port]")
+                    && m.contains(bad),
+                "{m}"
+            );
+            assert!(m.contains("line 2"), "{m}");
+        }
     }
 
     #[test]

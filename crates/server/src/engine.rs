@@ -274,7 +274,7 @@ impl Engine {
         }
     }
 
-    fn default_config(&self) -> Result<Config, RpcError> {
+    pub(crate) fn default_config(&self) -> Result<Config, RpcError> {
         match self.find_config(None, &self.root)? {
             Some(c) => Ok(c),
             None => run::default_config().map_err(|e| RpcError::new(code::RUN_REJECTED, e.message)),

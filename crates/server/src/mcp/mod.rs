@@ -13,7 +13,10 @@
 //!   the `approve` tool.
 //! - [`sampling`]: `--provider mcp-sampling`, the host's model as a provider.
 //! - [`prompts`]: the `run`, `list` and `create` prompts (slash commands).
-//!
+//! - [`http`]: `agentfile mcp --http ADDR`, the same handler over Streamable
+//!   HTTP for many clients at once (bearer tokens, `Origin` checks).
+//! - [`principal`]: who asks (the local user, a token, loopback): a task's owner.
+//! - [`mrtr`]: input-required results for blocking calls of 2026 clients.
 //! - [`tasks`]: runs as tasks (the `io.modelcontextprotocol/tasks` extension),
 //!   read from the session store.
 //!
@@ -22,12 +25,13 @@
 //! stateless (`server/discover`, per-request `_meta`). What rmcp does with
 //! the messages is rmcp's; this module supplies the handler and the transport.
 //!
-//! Lifetime: one connection per process. The end of stdin drains the engine
+//! Lifetime (stdio): one connection per process. The end of stdin drains the engine
 //! (accepted runs finish, sessions complete); SIGTERM or SIGINT interrupts it
 //! (runs stop, sessions are left `interrupted` and resumable). Nothing but
 //! protocol messages is written to stdout; diagnostics go to stderr.
 
 pub mod approval;
+pub mod http;
 pub mod mrtr;
 pub mod principal;
 pub mod progress;
@@ -80,6 +84,11 @@ pub struct McpOptions {
     pub heartbeat: Duration,
     /// How often the workspace is rescanned for workflow tools.
     pub poll: Duration,
+    /// `--http ADDR`: serve Streamable HTTP there instead of stdio ([`http`]).
+    pub http: Option<std::net::SocketAddr>,
+    /// The bearer tokens HTTP clients must present (`AGENTFILE_MCP_TOKEN`,
+    /// comma-separated); none means loopback only.
+    pub tokens: Vec<String>,
 }
 
 impl Default for McpOptions {
@@ -88,6 +97,8 @@ impl Default for McpOptions {
             engine: EngineOptions::default(),
             heartbeat: HEARTBEAT,
             poll: POLL,
+            http: None,
+            tokens: Vec::new(),
         }
     }
 }

@@ -284,15 +284,32 @@ impl Scan {
         every: Duration,
         stop: CancellationToken,
     ) {
+        self.watch_with(catalog, every, stop, move || {
+            let peer = peer.clone();
+            async move { peer.notify_tool_list_changed().await.is_ok() }
+        })
+        .await;
+    }
+
+    /// [`Scan::watch`] telling whoever `changed` reaches (the sessions of
+    /// `mcp --http`); it stops when `changed` says nobody can hear any more.
+    pub async fn watch_with<F, Fut>(
+        self,
+        catalog: Arc<Catalog>,
+        every: Duration,
+        stop: CancellationToken,
+        mut changed: F,
+    ) where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}
                 _ = stop.cancelled() => return,
             }
             // The first scan ended after a list went out without it.
-            if catalog.tools.borrow().is_some()
-                && catalog.take_answered_early()
-                && peer.notify_tool_list_changed().await.is_err()
+            if catalog.tools.borrow().is_some() && catalog.take_answered_early() && !changed().await
             {
                 return;
             }
@@ -300,7 +317,7 @@ impl Scan {
             let Ok(tools) = tokio::task::spawn_blocking(move || scan.tools()).await else {
                 continue;
             };
-            if catalog.set(tools) && peer.notify_tool_list_changed().await.is_err() {
+            if catalog.set(tools) && !changed().await {
                 return;
             }
         }

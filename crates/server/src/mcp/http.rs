@@ -1,0 +1,596 @@
+//! `agentfile mcp --http ADDR`: the MCP server over the Streamable HTTP
+//! transport, at `/mcp`, for many clients at once.
+//!
+//! The handler is the one stdio uses ([`McpServer`]); rmcp's
+//! [`StreamableHttpService`] does the HTTP framing, SSE streams and sessions
+//! (`Mcp-Session-Id`, one [`McpServer`] per session, made by a factory that
+//! gives each its own [`Client`] and shares the process's one [`Engine`],
+//! workflow catalog and watcher). In front of it, every request passes, in
+//! this order:
+//!
+//! 1. the path: anything but `/mcp` is 404;
+//! 2. `Origin`: a request that carries one must come from this server's own
+//!    origin (`http://127.0.0.1:PORT`, `http://localhost:PORT`,
+//!    `http://[::1]:PORT`, the bound address) or one listed in `[mcp]
+//!    allowed_origins`, else 403. Requests without `Origin` (every non-browser
+//!    client) pass. This, with rmcp's `Host` check on a loopback bind, is the
+//!    defence against DNS rebinding;
+//! 3. the bearer token: with `AGENTFILE_MCP_TOKEN` set (one token, or several
+//!    separated by commas, one per client), `Authorization: Bearer <token>`
+//!    must name one of them, else 401 with `WWW-Authenticate: Bearer` and
+//!    nothing runs. Tokens are compared as SHA-256 digests, in constant time,
+//!    against every configured token. Without a token the server binds
+//!    loopback addresses only (anything else is refused at start, exit 2);
+//! 4. the bound: a principal may have at most `--max-requests` POSTs in
+//!    flight (429 past it); a body is at most [`limits::MAX_LINE`] (413).
+//!
+//! The [`Principal`] (the token's digest, or "loopback") goes into the HTTP
+//! request's extensions, where [`Principal::of`] finds it for the handlers.
+//!
+//! `--provider mcp-sampling` is refused at start (exit 2): the engine has one
+//! provider for all clients, and which client's model would answer is not
+//! defined. SIGTERM or SIGINT stops accepting, interrupts the runs (sessions
+//! are left `interrupted`, resumable), lets the calls they held answer, closes
+//! the sessions and exits 143 or 130, as on stdio.
+
+use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use rmcp::RoleServer;
+use rmcp::service::Peer;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::principal::Principal;
+use super::{
+    ANSWER_GRACE, Client, ExitCode, INTERRUPT_GRACE, KEY_HINT, McpOptions, McpServer, tools,
+    transport, workflows,
+};
+use crate::engine::Engine;
+use crate::limits;
+
+/// The path the MCP endpoint is served at.
+pub const PATH: &str = "/mcp";
+/// The variable holding the bearer token(s), comma-separated.
+pub const TOKEN_VAR: &str = "AGENTFILE_MCP_TOKEN";
+
+type HttpBody = BoxBody<Bytes, Infallible>;
+
+/// The tokens in `AGENTFILE_MCP_TOKEN`'s value: comma-separated, blanks
+/// around them ignored, empty ones dropped.
+pub fn parse_tokens(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Serve MCP over HTTP on `options.http` until SIGINT or SIGTERM.
+pub async fn serve_http(options: McpOptions) -> ExitCode {
+    serve_http_until(options, super::signal(), |_| {}).await
+}
+
+/// Serve MCP over HTTP on `options.http` until `stop` resolves to an exit
+/// code; `bound` hears the address once listening (port 0 picks one).
+pub async fn serve_http_until(
+    mut options: McpOptions,
+    stop: impl Future<Output = ExitCode>,
+    bound: impl FnOnce(SocketAddr),
+) -> ExitCode {
+    let Some(addr) = options.http else {
+        eprintln!("agentfile mcp: no --http address to serve");
+        return 2;
+    };
+    if options.tokens.is_empty() && !addr.ip().is_loopback() {
+        eprintln!(
+            "agentfile mcp: refusing to serve --http {addr} without a token: \
+             set {TOKEN_VAR} (clients then send `Authorization: Bearer <token>`), \
+             or bind a loopback address such as 127.0.0.1:{}",
+            addr.port()
+        );
+        return 2;
+    }
+    // One engine serves every client: there is no one host model to sample.
+    if options.engine.provider.as_deref() == Some(super::sampling::NAME) {
+        eprintln!(
+            "agentfile mcp: --provider {} needs one host, so it works on stdio only; \
+             drop --http, or choose a provider with an API key",
+            super::sampling::NAME
+        );
+        return 2;
+    }
+    options.engine.sampling = None;
+    if options.engine.key_hint.is_none() {
+        options.engine.key_hint = Some(KEY_HINT.to_owned());
+    }
+    let config_path = options.engine.config.clone();
+    let limits = options.engine.limits;
+    let engine = match Engine::new(options.engine) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("agentfile mcp: {e}");
+            return 2;
+        }
+    };
+    let config = match engine.default_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("agentfile mcp: {}", e.message);
+            return 2;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("agentfile mcp: cannot listen on {addr}: {e}");
+            return 2;
+        }
+    };
+    let local = listener.local_addr().unwrap_or(addr);
+    let reaper = engine.clone();
+    let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
+
+    let scan = workflows::Scan::new(
+        engine.root().to_owned(),
+        config_path.map(|c| {
+            if c.is_absolute() {
+                c
+            } else {
+                engine.root().join(c)
+            }
+        }),
+        engine.options().limits.max_source() as u64,
+    );
+    let catalog = Arc::new(workflows::Catalog::default());
+    {
+        let (scan, catalog) = (scan.clone(), catalog.clone());
+        tokio::spawn(async move {
+            let tools = tokio::task::spawn_blocking(move || scan.tools())
+                .await
+                .unwrap_or_default();
+            catalog.set(tools);
+        });
+    }
+
+    let ct = CancellationToken::new();
+    let sessions = Arc::new(Sessions::default());
+    let factory = {
+        let (engine, catalog, sessions) = (engine.clone(), catalog.clone(), sessions.clone());
+        let fixed_tools = Arc::new(tools::fixed());
+        let heartbeat = options.heartbeat;
+        move || {
+            // Each session its own client (its peer, log level), all one engine.
+            let client = Arc::new(Client::new(
+                Arc::new(transport::Conn::new(limits)),
+                heartbeat,
+            ));
+            sessions.add(&client);
+            Ok(McpServer {
+                engine: engine.clone(),
+                client,
+                catalog: catalog.clone(),
+                fixed_tools: fixed_tools.clone(),
+            })
+        }
+    };
+    let mut http_config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(ct.child_token())
+        .with_max_request_body_bytes(limits::MAX_LINE);
+    if !local.ip().is_loopback() {
+        // Reached by names this process cannot know (a proxy, DNS): the token
+        // guards it, and a rebound browser page has no token to send.
+        http_config = http_config.disable_allowed_hosts();
+    }
+    let service = StreamableHttpService::new(
+        factory,
+        Arc::new(LocalSessionManager::default()),
+        http_config,
+    );
+    let front = Arc::new(Front {
+        service,
+        origins: own_origins(local)
+            .into_iter()
+            .chain(config.mcp.allowed_origins.iter().cloned())
+            .collect(),
+        tokens: options
+            .tokens
+            .iter()
+            .map(|t| Sha256::digest(t.as_bytes()).into())
+            .collect(),
+        in_flight: Arc::new(InFlight::default()),
+        max_requests: limits.max_requests(),
+        closing: CancellationToken::new(),
+    });
+
+    {
+        let sessions = sessions.clone();
+        tokio::spawn(
+            scan.watch_with(catalog, options.poll, ct.child_token(), move || {
+                for peer in sessions.peers() {
+                    tokio::spawn(async move {
+                        let _ = peer.notify_tool_list_changed().await;
+                    });
+                }
+                std::future::ready(true)
+            }),
+        );
+    }
+
+    eprintln!("agentfile mcp: listening on http://{local}{PATH}");
+    bound(local);
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new());
+    tokio::pin!(stop);
+    let code = loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((sock, _)) => {
+                    let _ = sock.set_nodelay(true);
+                    let front = front.clone();
+                    let svc = hyper::service::service_fn(move |req| {
+                        let front = front.clone();
+                        async move { Ok::<_, Infallible>(front.handle(req).await) }
+                    });
+                    let conn = graceful.watch(http.serve_connection(TokioIo::new(sock), svc));
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                }
+                Err(e) => {
+                    // Out of descriptors and the like: pass, then try again.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            code = &mut stop => break code,
+        }
+    };
+    drop(listener);
+    // New requests are refused from here; runs stop and are left resumable;
+    // the calls that held them answer; then the sessions and streams close.
+    front.closing.cancel();
+    engine.interrupt(INTERRUPT_GRACE).await;
+    let _ = tokio::time::timeout(ANSWER_GRACE, front.in_flight.idle()).await;
+    ct.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
+    code
+}
+
+/// The origins a page served by this server itself would send.
+fn own_origins(local: SocketAddr) -> Vec<String> {
+    let port = local.port();
+    let mut out = vec![
+        format!("http://127.0.0.1:{port}"),
+        format!("http://localhost:{port}"),
+        format!("http://[::1]:{port}"),
+    ];
+    if !local.ip().is_unspecified() {
+        out.push(format!("http://{local}"));
+    }
+    out
+}
+
+/// The canonical form of an `Origin` header's value (`None`: not an origin).
+fn origin_of(value: &HeaderValue) -> Option<String> {
+    let text = value.to_str().ok()?;
+    let url = url::Url::parse(text).ok()?;
+    let origin = url.origin();
+    origin.is_tuple().then(|| origin.ascii_serialization())
+}
+
+/// Every HTTP session's client, to tell them all the tool list changed.
+#[derive(Default)]
+struct Sessions(Mutex<Vec<Weak<Client>>>);
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Weak<Client>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn add(&self, client: &Arc<Client>) {
+        let mut all = self.lock();
+        all.retain(|c| c.strong_count() > 0);
+        all.push(Arc::downgrade(client));
+    }
+
+    /// The peers of the sessions still open that have initialized.
+    fn peers(&self) -> Vec<Peer<RoleServer>> {
+        let mut all = self.lock();
+        all.retain(|c| c.strong_count() > 0);
+        all.iter()
+            .filter_map(|c| c.upgrade().and_then(|c| c.peer()))
+            .filter(|p| !p.is_transport_closed())
+            .collect()
+    }
+}
+
+/// What every request passes before rmcp sees it (see the module doc).
+struct Front {
+    service: StreamableHttpService<McpServer, LocalSessionManager>,
+    origins: HashSet<String>,
+    /// SHA-256 of each configured token.
+    tokens: Vec<[u8; 32]>,
+    in_flight: Arc<InFlight>,
+    max_requests: usize,
+    closing: CancellationToken,
+}
+
+impl Front {
+    async fn handle(&self, mut req: Request<Incoming>) -> Response<HttpBody> {
+        if req.uri().path() != PATH {
+            return text(StatusCode::NOT_FOUND, "Not Found: the MCP endpoint is /mcp");
+        }
+        if let Some(origin) = req.headers().get(header::ORIGIN)
+            && !origin_of(origin).is_some_and(|o| self.origins.contains(&o))
+        {
+            return text(
+                StatusCode::FORBIDDEN,
+                &format!(
+                    "Forbidden: Origin {} is not allowed here; add it to `[mcp] allowed_origins` in the config",
+                    origin.to_str().unwrap_or("(not text)")
+                ),
+            );
+        }
+        let principal = match self.authenticate(req.headers()) {
+            Ok(p) => p,
+            Err(response) => return response,
+        };
+        if self.closing.is_cancelled() {
+            return text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Service Unavailable: the server is shutting down",
+            );
+        }
+        let guard = if req.method() == Method::POST {
+            match self.in_flight.enter(&principal, self.max_requests) {
+                Some(g) => Some(g),
+                None => return too_many(self.max_requests),
+            }
+        } else {
+            None
+        };
+        req.extensions_mut().insert(principal);
+        let response = self.service.handle(req).await;
+        match guard {
+            // In flight until its body (the SSE stream of its answer) ends.
+            Some(guard) => response.map(|inner| {
+                Tracked {
+                    inner,
+                    _guard: guard,
+                }
+                .boxed()
+            }),
+            None => response,
+        }
+    }
+
+    /// The principal a request's bearer token names, or the 401 to answer.
+    #[allow(clippy::result_large_err)] // the error is the response itself
+    fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Response<HttpBody>> {
+        if self.tokens.is_empty() {
+            return Ok(Principal::loopback());
+        }
+        let presented = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(bearer);
+        let Some(token) = presented else {
+            return Err(unauthorized(
+                "Bearer realm=\"agentfile\"",
+                "Unauthorized: send `Authorization: Bearer <token>` with a token from AGENTFILE_MCP_TOKEN",
+            ));
+        };
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        // Every configured token is compared, each in constant time.
+        let mut hit = 0u8;
+        for t in &self.tokens {
+            hit |= u8::from(same(t, &digest));
+        }
+        if hit == 1 {
+            Ok(Principal::token(token))
+        } else {
+            Err(unauthorized(
+                "Bearer realm=\"agentfile\", error=\"invalid_token\"",
+                "Unauthorized: the bearer token is not one this server accepts",
+            ))
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` value.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Digests equal, in time that does not depend on where they differ.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    let diff = a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y));
+    std::hint::black_box(diff) == 0
+}
+
+fn text(status: StatusCode, body: &str) -> Response<HttpBody> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_owned())).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn unauthorized(challenge: &'static str, body: &str) -> Response<HttpBody> {
+    let mut r = text(StatusCode::UNAUTHORIZED, body);
+    r.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static(challenge),
+    );
+    r
+}
+
+/// 429 with the JSON-RPC error stdio answers past the same bound.
+fn too_many(max: usize) -> Response<HttpBody> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": limits::too_many_requests(max),
+    });
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+/// POSTs in flight, per principal and in all.
+#[derive(Default)]
+struct InFlight {
+    counts: Mutex<HashMap<Principal, usize>>,
+    settled: Notify,
+}
+
+impl InFlight {
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<Principal, usize>> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn enter(self: &Arc<Self>, who: &Principal, max: usize) -> Option<Guard> {
+        let mut counts = self.counts();
+        let n = counts.entry(who.clone()).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Guard {
+            in_flight: self.clone(),
+            who: who.clone(),
+        })
+    }
+
+    /// Wait until no POST is in flight.
+    async fn idle(&self) {
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.counts().is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+struct Guard {
+    in_flight: Arc<InFlight>,
+    who: Principal,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let mut counts = self.in_flight.counts();
+        if let Some(n) = counts.get_mut(&self.who) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.who);
+            }
+        }
+        drop(counts);
+        self.in_flight.settled.notify_waiters();
+    }
+}
+
+/// A response body that holds its request's place in flight until it ends.
+struct Tracked {
+    inner: HttpBody,
+    _guard: Guard,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_comma_separated() {
+        assert_eq!(parse_tokens(" a , b,,c "), ["a", "b", "c"]);
+        assert!(parse_tokens(" , ").is_empty());
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_case_insensitively_and_nothing_else_is() {
+        assert_eq!(bearer("Bearer abc"), Some("abc"));
+        assert_eq!(bearer("bearer  abc "), Some("abc"));
+        assert_eq!(bearer("Basic abc"), None);
+        assert_eq!(bearer("Bearer "), None);
+        assert_eq!(bearer("Bearerabc"), None);
+    }
+
+    #[test]
+    fn digests_compare_equal_only_when_equal() {
+        let a: [u8; 32] = Sha256::digest(b"one").into();
+        let b: [u8; 32] = Sha256::digest(b"two").into();
+        assert!(same(&a, &a));
+        assert!(!same(&a, &b));
+    }
+
+    #[test]
+    fn origins_compare_in_canonical_form() {
+        let o = |s: &'static str| origin_of(&HeaderValue::from_static(s));
+        assert_eq!(
+            o("http://LOCALHOST:8080").as_deref(),
+            Some("http://localhost:8080")
+        );
+        assert_eq!(
+            o("https://a.example:443").as_deref(),
+            Some("https://a.example")
+        );
+        assert_eq!(o("null"), None);
+        let own = own_origins("127.0.0.1:7000".parse().unwrap());
+        assert!(own.contains(&"http://localhost:7000".to_owned()));
+        assert!(own.contains(&"http://[::1]:7000".to_owned()));
+        assert_eq!(own_origins("0.0.0.0:7000".parse().unwrap()).len(), 3);
+    }
+}
