@@ -475,6 +475,7 @@ async fn result(
         .client_capabilities()
         .is_some_and(|c| c.elicitation.is_some());
     let mut delay = Duration::from_millis(200);
+    let mut answered = std::collections::HashSet::new();
     loop {
         let view = get(server, id, ctx).await?;
         let mut out = match &view.task.payload {
@@ -500,14 +501,18 @@ async fn result(
                     Some(Value::Object(error.clone())),
                 ));
             }
-            TaskPayload::InputRequired { input_requests } => {
-                let answered = if can_elicit {
+            // Answered already, the run not yet past it: wait as for working.
+            TaskPayload::InputRequired { input_requests }
+                if !input_requests.keys().all(|k| answered.contains(k)) =>
+            {
+                let asked = if can_elicit {
                     ask(server, id, input_requests, ctx).await?
                 } else {
                     false
                 };
-                if answered {
-                    delay = Duration::from_millis(200);
+                if asked {
+                    answered.extend(input_requests.keys().cloned());
+                    delay = Duration::from_millis(100);
                     continue;
                 }
                 waiting(server, id).await?
