@@ -216,6 +216,7 @@ pub async fn serve_http_until(
         in_flight: Arc::new(InFlight::default()),
         max_requests: limits.max_requests(),
         closing: CancellationToken::new(),
+        v1_sessions: Mutex::default(),
     });
 
     {
@@ -331,6 +332,9 @@ struct Front {
     in_flight: Arc<InFlight>,
     max_requests: usize,
     closing: CancellationToken,
+    /// The sessions (`Mcp-Session-Id`) whose client declared 2025-11-25
+    /// tasks at `initialize` ([`super::tasks_v1`]).
+    v1_sessions: Mutex<HashSet<String>>,
 }
 
 impl Front {
@@ -368,7 +372,19 @@ impl Front {
             None
         };
         req.extensions_mut().insert(principal);
-        let response = self.service.handle(req).await;
+        let response = if req.method() == Method::POST {
+            match self.post(req).await {
+                Ok(r) => r,
+                Err(r) => return r,
+            }
+        } else {
+            if req.method() == Method::DELETE
+                && let Some(id) = session_id(req.headers())
+            {
+                self.v1().remove(&id);
+            }
+            self.service.handle(req).await
+        };
         match guard {
             // In flight until its body (the SSE stream of its answer) ends.
             Some(guard) => response.map(|inner| {
@@ -380,6 +396,66 @@ impl Front {
             }),
             None => response,
         }
+    }
+
+    fn v1(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.v1_sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A POST, its body read (at most [`limits::MAX_LINE`]) and passed through
+    /// the 2025-11-25 tasks shim ([`super::tasks_v1`]) before rmcp parses it.
+    async fn post(&self, req: Request<Incoming>) -> Result<Response<HttpBody>, Response<HttpBody>> {
+        use http_body_util::Limited;
+        let (parts, body) = req.into_parts();
+        let bytes = match Limited::new(body, limits::MAX_LINE).collect().await {
+            Ok(c) => c.to_bytes(),
+            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err(text(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!(
+                        "Payload Too Large: a request is at most {} bytes",
+                        limits::MAX_LINE
+                    ),
+                ));
+            }
+            Err(e) => {
+                return Err(text(
+                    StatusCode::BAD_REQUEST,
+                    &format!("Bad Request: cannot read the body: {e}"),
+                ));
+            }
+        };
+        let v1 = session_id(&parts.headers).is_some_and(|id| self.v1().contains(&id));
+        let (shimmed, found) = super::tasks_v1::inbound_bytes(&bytes, v1);
+        let bytes = shimmed.map_or(bytes, Bytes::from);
+        let response = self
+            .service
+            .handle(Request::from_parts(parts, Full::new(bytes)))
+            .await;
+        if found != super::tasks_v1::Inbound::Initialize || !response.status().is_success() {
+            return Ok(response);
+        }
+        // A v1 client's `initialize`: remember its session, and advertise
+        // tasks in the reply (one message, JSON or a short SSE stream).
+        if let Some(id) = session_id(response.headers()) {
+            let mut all = self.v1();
+            if all.len() >= MAX_V1_SESSIONS {
+                all.clear();
+            }
+            all.insert(id);
+        }
+        let (mut parts, body) = response.into_parts();
+        let Ok(Ok(collected)) = tokio::time::timeout(Duration::from_secs(30), body.collect()).await
+        else {
+            return Ok(text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Internal Server Error: the initialize reply did not end",
+            ));
+        };
+        let body = collected.to_bytes();
+        let body = super::tasks_v1::advertise_body(&body).map_or(body, Bytes::from);
+        parts.headers.remove(header::CONTENT_LENGTH);
+        Ok(Response::from_parts(parts, Full::new(body).boxed()))
     }
 
     /// The principal a request's bearer token names, or the 401 to answer.
@@ -413,6 +489,18 @@ impl Front {
             ))
         }
     }
+}
+
+/// Sessions remembered as 2025-11-25 task clients; past it the memory is
+/// dropped (those clients then see tasks no more until they initialize again).
+const MAX_V1_SESSIONS: usize = 10_000;
+
+/// The `Mcp-Session-Id` of a request or response.
+fn session_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
 }
 
 /// The token of an `Authorization: Bearer <token>` value.

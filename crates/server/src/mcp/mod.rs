@@ -19,6 +19,8 @@
 //! - [`mrtr`]: input-required results for blocking calls of 2026 clients.
 //! - [`tasks`]: runs as tasks (the `io.modelcontextprotocol/tasks` extension),
 //!   read from the session store.
+//! - [`tasks_v1`]: the same tasks for 2025-11-25 clients (core tasks:
+//!   `params.task`, `tasks/get|result|list|cancel`), by a JSON shim before rmcp.
 //!
 //! Protocol: revisions 2024-11-05 through 2025-11-25 over the `initialize`
 //! handshake (a client asking for another gets 2025-11-25), and 2026-07-28
@@ -38,6 +40,7 @@ pub mod progress;
 pub mod prompts;
 pub mod sampling;
 pub mod tasks;
+pub mod tasks_v1;
 pub mod tools;
 pub mod transport;
 pub mod workflows;
@@ -51,10 +54,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CancelTaskParams, ErrorData, GetPromptRequestParams,
-    GetPromptResponse, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    ServerCapabilities, ServerConfig, UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, CustomRequest, CustomResult,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskParams,
 };
 use rmcp::service::{Peer, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
@@ -312,6 +315,14 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         tasks::cancel(self, request, &context).await
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        tasks_v1::handle(self, request, context).await
     }
 
     #[allow(deprecated)]

@@ -71,6 +71,10 @@ pub struct Conn {
     pending: Mutex<Pending>,
     answered: Notify,
     pub limits: Limits,
+    /// The client declared 2025-11-25 tasks at `initialize` ([`super::tasks_v1`]).
+    v1_tasks: std::sync::atomic::AtomicBool,
+    /// The id of that `initialize`, whose reply advertises them.
+    v1_initialize: Mutex<Option<RequestId>>,
 }
 
 #[derive(Default)]
@@ -264,6 +268,10 @@ async fn read_loop<R: AsyncRead + Unpin>(
         if text.is_empty() {
             continue;
         }
+        // 2025-11-25 core tasks, which rmcp does not model: see `tasks_v1`.
+        let v1 = conn.v1_tasks.load(std::sync::atomic::Ordering::Relaxed);
+        let (shimmed, found) = super::tasks_v1::inbound_bytes(text, v1);
+        let text = shimmed.as_deref().unwrap_or(text);
         let Some(message) = decode(text, &writer).await else {
             continue;
         };
@@ -278,6 +286,12 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 if let Err(e) = conn.admit(&r.id, text.len()) {
                     let _ = write_line(&writer, &rpc_error(Some(r.id.clone()), e)).await;
                     continue;
+                }
+                if found == super::tasks_v1::Inbound::Initialize {
+                    conn.v1_tasks
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    *conn.v1_initialize.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some(r.id.clone());
                 }
                 if r.request.method() == "initialize"
                     || (r.request.method() != "server/discover"
@@ -452,7 +466,26 @@ impl Transport<RoleServer> for StdioTransport {
                 _ => None,
             };
             let max = conn.limits.max_reply();
-            let written = match limits::encode_capped(&item, max) {
+            let v1_initialize = match &item {
+                JsonRpcMessage::Response(r) => {
+                    let mut slot = conn.v1_initialize.lock().unwrap_or_else(|p| p.into_inner());
+                    if slot.as_ref() == Some(&r.id) {
+                        slot.take()
+                    } else {
+                        None
+                    }
+                }
+                _ => None,
+            };
+            let encoded = match v1_initialize {
+                // The reply to a v1 client's `initialize`: it advertises tasks.
+                Some(_) => serde_json::to_value(&item).ok().and_then(|mut v| {
+                    super::tasks_v1::advertise(&mut v);
+                    limits::encode_capped(&v, max)
+                }),
+                None => limits::encode_capped(&item, max),
+            };
+            let written = match encoded {
                 Some(line) => write_bytes(&writer, &line).await,
                 None => {
                     let id = answers.clone();
