@@ -61,10 +61,41 @@ fn temp_dir(name: &str) -> PathBuf {
     dir.canonicalize().unwrap()
 }
 
-/// `agentfile mcp --http 127.0.0.1:0` in `dir`, and the URL it listens on.
-async fn start_http(dir: &Path) -> (tokio::process::Child, String) {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
-        .args(["mcp", "--http", "127.0.0.1:0", "--workspace"])
+/// The shipped binary, `agentfile mcp`: its program and first arguments.
+fn agentfile() -> (PathBuf, Vec<&'static str>) {
+    (env!("CARGO_BIN_EXE_agentfile").into(), vec!["mcp"])
+}
+
+/// `examples/mcp_fixtures.rs`, built beside this test by `cargo test
+/// --all-targets` (scripts/test.sh); `None` when it is not built (skipped,
+/// except in CI).
+fn fixtures() -> Option<(PathBuf, Vec<&'static str>)> {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent()?.parent()?.join("examples/mcp_fixtures");
+    if bin.is_file() {
+        return Some((bin, Vec::new()));
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "{} is not built: CI builds it with `cargo test --all-targets`",
+            bin.display()
+        );
+    }
+    eprintln!(
+        "skipped: {} is not built (`cargo build --example mcp_fixtures`)",
+        bin.display()
+    );
+    None
+}
+
+/// `PROGRAM ARGS --http 127.0.0.1:0` in `dir`, and the URL it listens on.
+async fn start_http(
+    (program, args): &(PathBuf, Vec<&str>),
+    dir: &Path,
+) -> (tokio::process::Child, String) {
+    let mut child = tokio::process::Command::new(program)
+        .args(args)
+        .args(["--http", "127.0.0.1:0", "--workspace"])
         .arg(dir)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -72,7 +103,7 @@ async fn start_http(dir: &Path) -> (tokio::process::Child, String) {
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("cannot start agentfile mcp --http");
+        .expect("cannot start the server with --http");
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let url = tokio::time::timeout(Duration::from_secs(30), async {
         while let Some(line) = lines.next_line().await.unwrap() {
@@ -137,7 +168,7 @@ async fn the_conformance_suite_passes_against_mcp_http() {
     };
     let dir = temp_dir("http");
     let out = temp_dir("http-results");
-    let (_server, url) = start_http(&dir).await;
+    let (_server, url) = start_http(&agentfile(), &dir).await;
     run_suite(&node, &suite, &url, "http-0.2.yaml", &out).await;
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&out);
@@ -150,7 +181,7 @@ async fn the_conformance_suite_0_1_passes_against_mcp_http() {
     };
     let dir = temp_dir("http01");
     let out = temp_dir("http01-results");
-    let (_server, url) = start_http(&dir).await;
+    let (_server, url) = start_http(&agentfile(), &dir).await;
     run_suite(&node, &suite, &url, "http-0.1.yaml", &out).await;
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&out);
@@ -163,8 +194,47 @@ async fn the_conformance_suite_passes_against_mcp_stdio_through_a_bridge() {
     };
     let dir = temp_dir("stdio");
     let out = temp_dir("stdio-results");
-    let url = Bridge::start(dir.clone()).await;
+    let url = Bridge::start(agentfile(), dir.clone()).await;
     run_suite(&node, &suite, &url, "stdio-0.2.yaml", &out).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The suite's test tools (`examples/mcp_fixtures.rs`: agentfile's server
+/// with an `ExtraTools` registry) run the scenarios that need them.
+#[tokio::test]
+async fn the_conformance_suite_passes_against_the_fixtures_over_http() {
+    let Some((node, suite)) = suite("AGENTFILE_CONFORMANCE") else {
+        return;
+    };
+    let Some(fixtures) = fixtures() else {
+        return;
+    };
+    let dir = temp_dir("fixtures");
+    let out = temp_dir("fixtures-results");
+    let (_server, url) = start_http(&fixtures, &dir).await;
+    run_suite(&node, &suite, &url, "fixtures-0.2.yaml", &out).await;
+    if let Some((node, suite)) = std::env::var_os("AGENTFILE_CONFORMANCE_V01").map(|s| (node, s)) {
+        let out = temp_dir("fixtures01-results");
+        run_suite(&node, &suite, &url, "fixtures-0.1.yaml", &out).await;
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[tokio::test]
+async fn the_conformance_suite_passes_against_the_fixtures_on_stdio_through_a_bridge() {
+    let Some((node, suite)) = suite("AGENTFILE_CONFORMANCE") else {
+        return;
+    };
+    let Some(fixtures) = fixtures() else {
+        return;
+    };
+    let dir = temp_dir("fixtures-stdio");
+    let out = temp_dir("fixtures-stdio-results");
+    let url = Bridge::start(fixtures, dir.clone()).await;
+    run_suite(&node, &suite, &url, "fixtures-stdio-0.2.yaml", &out).await;
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&out);
 }
@@ -179,9 +249,10 @@ struct Stdio1 {
 }
 
 impl Stdio1 {
-    fn spawn(dir: &Path) -> Arc<Stdio1> {
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
-            .args(["mcp", "--workspace"])
+    fn spawn((program, args): &(PathBuf, Vec<&str>), dir: &Path) -> Arc<Stdio1> {
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .arg("--workspace")
             .arg(dir)
             .current_dir(dir)
             .stdin(Stdio::piped())
@@ -189,7 +260,7 @@ impl Stdio1 {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .spawn()
-            .expect("cannot start agentfile mcp");
+            .expect("cannot start the server on stdio");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>> = Arc::default();
@@ -261,6 +332,7 @@ impl Stdio1 {
 /// `Mcp-Session-Id` routes the session's later requests); requests without a
 /// session (2026-07-28, stateless) share one child.
 struct Bridge {
+    server: (PathBuf, Vec<&'static str>),
     dir: PathBuf,
     sessions: Mutex<HashMap<String, Arc<Stdio1>>>,
     stateless: Mutex<Option<Arc<Stdio1>>>,
@@ -270,8 +342,9 @@ struct Bridge {
 type Body = Full<Bytes>;
 
 impl Bridge {
-    async fn start(dir: PathBuf) -> String {
+    async fn start(server: (PathBuf, Vec<&'static str>), dir: PathBuf) -> String {
         let bridge = Arc::new(Bridge {
+            server,
             dir,
             sessions: Mutex::default(),
             stateless: Mutex::default(),
@@ -332,7 +405,7 @@ impl Bridge {
         };
         let (child, new_session) = if msg["method"] == "initialize" {
             let id = format!("bridge-{}", self.next.fetch_add(1, Ordering::Relaxed));
-            let child = Stdio1::spawn(&self.dir);
+            let child = Stdio1::spawn(&self.server, &self.dir);
             self.sessions.lock().await.insert(id.clone(), child.clone());
             (child, Some(id))
         } else if let Some(s) = &session {
@@ -343,7 +416,8 @@ impl Bridge {
         } else {
             let mut slot = self.stateless.lock().await;
             (
-                slot.get_or_insert_with(|| Stdio1::spawn(&self.dir)).clone(),
+                slot.get_or_insert_with(|| Stdio1::spawn(&self.server, &self.dir))
+                    .clone(),
                 None,
             )
         };
