@@ -10,14 +10,14 @@
 //!
 //! Served: `test_simple_text`, `test_image_content`, `test_audio_content`,
 //! `test_embedded_resource`, `test_multiple_content_types`,
-//! `test_error_handling`, `test_tool_with_progress`, `test_tool_with_logging`
-//! and `greet` (a plain synchronous tool). The suite's task fixtures
+//! `test_error_handling`, `test_tool_with_progress`, `test_tool_with_logging`,
+//! `test_sampling`, `test_elicitation` and `greet` (a plain synchronous tool). The suite's task fixtures
 //! (`slow_compute`, `failing_job`, `confirm_delete`, …) are not: agentfile's
 //! tasks are its runs, so a fixture tool cannot be one (see the baselines in
 //! `tests/mcp_conformance/`).
 
-// `test_tool_with_logging` sends log messages: deprecated by the 2026
-// protocol (SEP-2577), still tested by the suite.
+// `test_tool_with_logging` and `test_sampling` use logging and sampling:
+// deprecated by the 2026 protocol (SEP-2577), still tested by the suite.
 #![allow(deprecated)]
 
 use std::sync::Arc;
@@ -54,6 +54,17 @@ fn result(mut v: Value) -> Result<CallToolResponse, rmcp::ErrorData> {
     ))
 }
 
+/// A string argument of the call, or "".
+fn arg(request: &CallToolRequestParams, name: &str) -> String {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get(name))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn no_args() -> Value {
     json!({"type": "object", "properties": {}})
 }
@@ -77,6 +88,16 @@ impl ExtraTools for Fixtures {
             tool("test_error_handling", "Always fails", no_args()),
             tool("test_tool_with_progress", "Reports progress", no_args()),
             tool("test_tool_with_logging", "Logs while it runs", no_args()),
+            tool(
+                "test_sampling",
+                "Asks the client's model",
+                json!({"type": "object", "properties": {"prompt": {"type": "string"}}, "required": ["prompt"]}),
+            ),
+            tool(
+                "test_elicitation",
+                "Asks the user",
+                json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
+            ),
             tool(
                 "greet",
                 "Greets someone",
@@ -162,6 +183,54 @@ impl ExtraTools for Fixtures {
                         let _ = peer.notify_logging_message(param).await;
                     }
                     result(json!({"content": [text("Logging test completed")]}))
+                })
+            }
+            "test_sampling" => {
+                let peer = context.peer.clone();
+                let prompt = arg(request, "prompt");
+                Box::pin(async move {
+                    let params = serde_json::from_value(json!({
+                        "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                        "maxTokens": 100
+                    }))
+                    .expect("a valid sampling request");
+                    match peer.create_message(params).await {
+                        Ok(r) => {
+                            let r = serde_json::to_value(r).unwrap_or_default();
+                            let said = r["content"]["text"]
+                                .as_str()
+                                .or_else(|| r["content"][0]["text"].as_str())
+                                .unwrap_or_default()
+                                .to_owned();
+                            result(json!({"content": [text(&format!("LLM response: {said}"))]}))
+                        }
+                        Err(e) => result(
+                            json!({"isError": true, "content": [text(&format!("sampling failed: {e}"))]}),
+                        ),
+                    }
+                })
+            }
+            "test_elicitation" => {
+                let peer = context.peer.clone();
+                let message = arg(request, "message");
+                Box::pin(async move {
+                    let params = serde_json::from_value(json!({
+                        "message": message,
+                        "requestedSchema": {"type": "object", "properties": {
+                            "username": {"type": "string", "description": "User's response"},
+                            "email": {"type": "string", "description": "User's email address"}
+                        }, "required": ["username", "email"]}
+                    }))
+                    .expect("a valid elicitation request");
+                    match peer.create_elicitation(params).await {
+                        Ok(r) => {
+                            let r = serde_json::to_value(r).unwrap_or_default();
+                            result(json!({"content": [text(&format!("User response: {r}"))]}))
+                        }
+                        Err(e) => result(
+                            json!({"isError": true, "content": [text(&format!("elicitation failed: {e}"))]}),
+                        ),
+                    }
                 })
             }
             "greet" => {
