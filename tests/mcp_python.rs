@@ -421,3 +421,79 @@ async fn the_python_sdk_lists_agent_commands_as_prompts() {
         "{a:#}"
     );
 }
+
+/// A run as a task of the 2026-07-28 tasks extension, by the Python SDK (a
+/// small `ClientExtension` of `client.py` claims `resultType: "task"`; the
+/// SDK has no task client): `input_required` at the approval, answered
+/// through `tasks/update`, then `completed` with the same structuredContent
+/// as the same run as a blocking call (approved through MRTR elicitation) —
+/// over stdio and over `mcp --http`.
+#[tokio::test]
+async fn the_python_sdk_runs_a_task_through_its_approval_over_stdio_and_http() {
+    let Some(python) = python() else {
+        return;
+    };
+    let model = FakeServer::start(vec![
+        FakeReply::text("gated thing done").when(["Do the gated thing"]),
+    ])
+    .await
+    .unwrap();
+    let dir =
+        std::env::temp_dir().join(format!("agentfile-mcp-python-tasks-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(
+        dir.join("gated.agent"),
+        "NAME gated\nGOAL act \"Do the gated thing\" SUPERVISED HUMAN\nRUN main USING act\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n",
+            model.base_url()
+        ),
+    )
+    .unwrap();
+    let summary = client(&python, &dir, "tasks").await;
+    let _ = std::fs::remove_dir_all(&dir);
+    for transport in ["stdio", "http"] {
+        let t = &summary["tasks"][transport];
+        assert_eq!(t["created"]["status"], "working", "{transport}: {t:#}");
+        let id = t["created"]["task_id"].as_str().unwrap();
+        let asked = t["input_requests"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{transport}: {t:#}");
+        assert!(
+            asked[0]["key"].as_str().unwrap().starts_with("approval-"),
+            "{transport}: {t:#}"
+        );
+        assert_eq!(asked[0]["method"], "elicitation/create");
+        assert!(
+            asked[0]["message"].as_str().unwrap().contains(id),
+            "{transport}: {t:#}"
+        );
+        let statuses: Vec<&str> = t["statuses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(statuses.contains(&"input_required"), "{statuses:?}");
+        assert_eq!(statuses.last(), Some(&"completed"), "{statuses:?}");
+        assert_eq!(t["task"]["is_error"], false, "{transport}: {t:#}");
+        assert_eq!(t["task"]["structured"]["session_id"], id);
+        assert_eq!(
+            t["task"]["structured"]["outputs"]["act"], "gated thing done",
+            "{transport}: {t:#}"
+        );
+        // The blocking call of the same run: asked once, the same result
+        // but for its session id.
+        assert_eq!(t["blocking_elicitations"].as_array().unwrap().len(), 1);
+        let mut a = t["task"]["structured"].clone();
+        let mut b = t["blocking"]["structured"].clone();
+        a["session_id"] = Value::Null;
+        b["session_id"] = Value::Null;
+        assert_eq!(a, b, "{transport}: {t:#}");
+    }
+}

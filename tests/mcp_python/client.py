@@ -16,17 +16,97 @@ With `--scenario workflow-md` instead: the workspace holds
 with progress, answer its approval step through elicitation, then resume
 its suspend step with the `signal` tool and follow the run with `event`.
 
+With `--scenario tasks`: the workspace holds `gated.agent` (a supervised
+goal); run it as a task of the 2026-07-28 tasks extension (the `Tasks`
+extension below: `tasks/get` until `input_required`, the approval answered
+through `tasks/update`, then `completed`) and as a blocking call, over stdio
+and over `agentfile mcp --http`.
+
 Prints one JSON object summarising what happened; the Rust test asserts on it.
 """
 
 import argparse
 import asyncio
 import json
+import subprocess
 import sys
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field
 
 import mcp
 from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.stdio import stdio_client
+from mcp_types import RequestParams, Result
+from mcp_types._types import Request
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+class TaskCreated(Result):
+    """The tasks extension's answer to a `tools/call`: the task, not the result."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+
+
+class TaskParams(RequestParams):
+    model_config = ConfigDict(extra="allow")
+    task_id: str = Field(alias="taskId")
+
+
+class TaskState(Result):
+    model_config = ConfigDict(extra="allow")
+
+
+class TaskRequest(Request[TaskParams, str]):
+    """`tasks/get`, `tasks/update`, `tasks/cancel`: the SDK has no task client."""
+
+    name_param = "taskId"
+
+
+class Tasks(ClientExtension):
+    """A small client of the tasks extension: claims `resultType: "task"`,
+    polls `tasks/get`, answers each input request (an approval form) through
+    `tasks/update`, and returns the finished task's `CallToolResult`. What it
+    saw goes to `log`."""
+
+    identifier = TASKS
+
+    def __init__(self, log: dict) -> None:
+        self.log = log
+
+    def claims(self):
+        return (ResultClaim(result_type="task", model=TaskCreated, resolve=self.resolve),)
+
+    async def send(self, ctx: ClaimContext, method: str, **params: Any) -> dict:
+        r = await ctx.session.send_request(TaskRequest(method=method, params=TaskParams(**params)), TaskState)
+        return r.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def resolve(self, created: TaskCreated, ctx: ClaimContext) -> types.CallToolResult:
+        self.log["created"] = {"task_id": created.task_id, "status": created.status}
+        statuses: list[str] = []
+        for _ in range(600):
+            state = await self.send(ctx, "tasks/get", taskId=created.task_id)
+            status = state.get("status")
+            if not statuses or statuses[-1] != status:
+                statuses.append(status)
+            if status == "input_required":
+                answers = {}
+                for key, req in state.get("inputRequests", {}).items():
+                    self.log.setdefault("input_requests", []).append(
+                        {"key": key, "method": req.get("method"), "message": req.get("params", {}).get("message")}
+                    )
+                    answers[key] = {"action": "accept", "content": {"approve": True}}
+                await self.send(ctx, "tasks/update", taskId=created.task_id, inputResponses=answers)
+            elif status in ("completed", "failed", "cancelled"):
+                self.log["statuses"] = statuses
+                return types.CallToolResult.model_validate(state.get("result") or {"content": []})
+            await asyncio.sleep(0.1)
+        raise TimeoutError(f"task {created.task_id} did not settle: {statuses}")
 
 
 async def session_run(params: StdioServerParameters) -> dict:
@@ -189,13 +269,61 @@ async def agent_md(params: StdioServerParameters) -> dict:
             }
 
 
+async def task_run(server: Any) -> dict:
+    """A gated run as a task (2026-07-28, tasks extension declared), then the
+    same run as a blocking call (its approval through MRTR elicitation)."""
+    log: dict = {}
+    elicitations: list[str] = []
+
+    async def on_elicit(context, p: types.ElicitRequestParams) -> types.ElicitResult:
+        elicitations.append(p.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with mcp.Client(server, mode="2026-07-28", extensions=[Tasks(log)]) as client:
+        tasked = await client.call_tool("run", {"path": "gated.agent"})
+    async with mcp.Client(server, mode="2026-07-28", elicitation_callback=on_elicit) as client:
+        blocking = await client.call_tool("run", {"path": "gated.agent"})
+    return {
+        **log,
+        "task": {"is_error": tasked.is_error, "structured": tasked.structured_content},
+        "blocking": {"is_error": blocking.is_error, "structured": blocking.structured_content},
+        "blocking_elicitations": elicitations,
+    }
+
+
+async def tasks(params: StdioServerParameters) -> dict:
+    stdio = await task_run(params)
+    # The same over Streamable HTTP: `agentfile mcp --http` on a free port.
+    server = subprocess.Popen(
+        [params.command, *params.args, "--http", "127.0.0.1:0"],
+        env={**__import__("os").environ, **(params.env or {})},
+        cwd=params.cwd,
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = None
+        for line in server.stderr:
+            if line.startswith("agentfile mcp: listening on "):
+                url = line.split("listening on ", 1)[1].strip()
+                break
+        if url is None:
+            raise RuntimeError("agentfile mcp --http did not say where it listens")
+        http = await task_run(url)
+    finally:
+        server.terminate()
+        server.wait(10)
+    return {"stdio": stdio, "http": http}
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--key-var", required=True)
     ap.add_argument("--key", required=True)
-    ap.add_argument("--scenario", choices=["dsl", "workflow-md", "workflow-yaml", "agent-md"], default="dsl")
+    ap.add_argument("--scenario", choices=["dsl", "workflow-md", "workflow-yaml", "agent-md", "tasks"], default="dsl")
     a = ap.parse_args()
     params = StdioServerParameters(
         command=a.binary,
@@ -203,7 +331,12 @@ async def main() -> None:
         env={a.key_var: a.key},
         cwd=a.workspace,
     )
-    if a.scenario == "agent-md":
+    if a.scenario == "tasks":
+        summary = {
+            "sdk_version": getattr(mcp, "__version__", None) or _version(),
+            "tasks": await tasks(params),
+        }
+    elif a.scenario == "agent-md":
         summary = {
             "sdk_version": getattr(mcp, "__version__", None) or _version(),
             "agent_md": await agent_md(params),

@@ -174,6 +174,7 @@ pub async fn serve_http_until(
         let (engine, catalog, sessions) = (engine.clone(), catalog.clone(), sessions.clone());
         let fixed_tools = Arc::new(tools::fixed());
         let heartbeat = options.heartbeat;
+        let extra_tools = options.extra_tools.clone();
         move || {
             // Each session its own client (its peer, log level), all one engine.
             let client = Arc::new(Client::new(
@@ -186,6 +187,7 @@ pub async fn serve_http_until(
                 client,
                 catalog: catalog.clone(),
                 fixed_tools: fixed_tools.clone(),
+                extra_tools: extra_tools.clone(),
             })
         }
     };

@@ -92,7 +92,28 @@ pub struct McpOptions {
     /// The bearer tokens HTTP clients must present (`AGENTFILE_MCP_TOKEN`,
     /// comma-separated); none means loopback only.
     pub tokens: Vec<String>,
+    /// Tools an embedder adds beside agentfile's own; the CLI adds none.
+    pub extra_tools: Option<Arc<dyn ExtraTools>>,
 }
+
+/// Tools an embedder serves beside agentfile's own (the conformance
+/// fixtures of `examples/mcp_fixtures.rs`): listed after them, and called
+/// before them, so a name here wins.
+pub trait ExtraTools: Send + Sync + 'static {
+    /// The tools, as `tools/list` shows them.
+    fn tools(&self) -> Vec<rmcp::model::Tool>;
+    /// The answer to a call of the tool `request.name`, or `None` when it is
+    /// not one of these.
+    fn call(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Option<ExtraAnswer>;
+}
+
+/// The answer of an [`ExtraTools`] call.
+pub type ExtraAnswer =
+    std::pin::Pin<Box<dyn Future<Output = Result<CallToolResponse, ErrorData>> + Send + 'static>>;
 
 impl Default for McpOptions {
     fn default() -> Self {
@@ -102,6 +123,7 @@ impl Default for McpOptions {
             poll: POLL,
             http: None,
             tokens: Vec::new(),
+            extra_tools: None,
         }
     }
 }
@@ -161,6 +183,7 @@ pub struct McpServer {
     client: Arc<Client>,
     catalog: Arc<workflows::Catalog>,
     fixed_tools: Arc<Vec<rmcp::model::Tool>>,
+    extra_tools: Option<Arc<dyn ExtraTools>>,
 }
 
 const INSTRUCTIONS: &str = "agentfile runs LLM-agent workflows (Agentfiles) in this workspace. \
@@ -215,6 +238,9 @@ impl ServerHandler for McpServer {
         // `list_changed` when the workflow tools are ready.
         let workflows = self.catalog.tools_within(workflows::FIRST_SCAN_WAIT).await;
         all.extend(workflows.iter().map(|w| w.tool.clone()));
+        if let Some(extra) = &self.extra_tools {
+            all.extend(extra.tools());
+        }
         Ok(ListToolsResult::with_all_items(all))
     }
 
@@ -223,6 +249,13 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        if let Some(answer) = self
+            .extra_tools
+            .as_ref()
+            .and_then(|extra| extra.call(&request, &context))
+        {
+            return answer.await;
+        }
         // A panic in a tool is an internal error to that call; the
         // connection and the other calls go on.
         let name = request.name.clone();
@@ -405,6 +438,7 @@ pub async fn serve(
         client,
         catalog: catalog.clone(),
         fixed_tools: Arc::new(tools::fixed()),
+        extra_tools: options.extra_tools.clone(),
     };
     let transport = transport::StdioTransport::new(read, write, io.clone());
     let ct = CancellationToken::new();
