@@ -340,15 +340,14 @@ async fn a_cancelled_task_ends_cancelled() {
     assert_eq!(raw.exit_code().await, Some(0));
 }
 
-#[tokio::test]
-async fn a_task_survives_a_killed_server() {
-    let f = fake(Duration::from_secs(3)).await;
-    let ws = workspace("kill", &f);
-    let mut raw = Raw::start(command(&ws.0));
+/// Start `two.agent` as a task with an explicit `model`, and SIGKILL the
+/// server while the second goal is being asked. Returns the task id.
+async fn start_and_kill(f: &FakeServer, ws: &Path) -> String {
+    let mut raw = Raw::start(command(ws));
     let r = raw
         .request(
             "tools/call",
-            json!({"name": "run", "arguments": {"path": "two.agent"}}),
+            json!({"name": "run", "arguments": {"path": "two.agent", "model": "m-explicit"}}),
             true,
         )
         .await;
@@ -365,17 +364,59 @@ async fn a_task_survives_a_killed_server() {
     }
     raw.child.start_kill().unwrap();
     let _ = raw.child.wait().await;
+    id
+}
+
+/// Every model request ran under the run's own `model`, before and after
+/// the restart, and the finished goal was not asked again.
+fn asked_as_started(f: &FakeServer) {
+    let reqs = f.requests();
+    let seconds: Vec<_> = reqs
+        .iter()
+        .filter(|q| q.body.to_string().contains("Take your time"))
+        .collect();
+    assert!(seconds.len() >= 2, "the second goal was not asked again");
+    for q in &reqs {
+        assert_eq!(q.body["model"], "m-explicit", "{}", q.body);
+    }
+    let firsts = reqs
+        .iter()
+        .filter(|q| q.body.to_string().contains("Write the first part"))
+        .count();
+    assert_eq!(firsts, 1, "the finished goal was asked again");
+}
+
+#[tokio::test]
+async fn a_task_survives_a_killed_server() {
+    let f = fake(Duration::from_secs(3)).await;
+    let ws = workspace("kill", &f);
+    let id = start_and_kill(&f, &ws.0).await;
     let mut again = Raw::start(command(&ws.0));
     let g = again.get(&id).await;
     assert_eq!(g["result"]["status"], "working", "{g}");
     let done = again.settle(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
-    let firsts = f
-        .requests()
-        .iter()
-        .filter(|q| q.body.to_string().contains("Write the first part"))
-        .count();
-    assert_eq!(firsts, 1, "the finished goal was asked again");
+    asked_as_started(&f);
+    assert_eq!(again.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn an_interrupted_task_resumes_when_a_server_starts() {
+    let f = fake(Duration::from_secs(3)).await;
+    let ws = workspace("onstart", &f);
+    let id = start_and_kill(&f, &ws.0).await;
+    // No request at all: starting is enough.
+    let mut again = Raw::start(command(&ws.0));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let status = session_status(&ws.0, &id);
+        if status == "completed" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    asked_as_started(&f);
     assert_eq!(again.exit_code().await, Some(0));
 }
 

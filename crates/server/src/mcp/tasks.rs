@@ -67,6 +67,84 @@ fn task(id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
     }
 }
 
+/// How many interrupted sessions [`resume_interrupted`] looks at.
+const RESUME_SCAN: usize = 1_000;
+
+/// Resume the interrupted tasks of the store (CONTRACT §14: "on start or on
+/// the first `tasks/get`"), at most `--max-runs` of them, newest first. A
+/// session someone holds (a live owner, here or in another process on the
+/// same store) does not read `interrupted` and is left alone; one that
+/// another server resumed in the moment between the look and the start is
+/// refused by the engine or seen running, and skipped. Returns the ids
+/// resumed.
+pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) -> Vec<String> {
+    let Ok(store) = engine.store() else {
+        return Vec::new();
+    };
+    let max = match engine.options().max_runs {
+        0 => crate::engine::DEFAULT_MAX_RUNS,
+        n => n,
+    };
+    let found = {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || {
+            let sessions = store.list(Some(SessionStatus::Interrupted), RESUME_SCAN)?;
+            let mut tasks = Vec::new();
+            for m in sessions {
+                if tasks.len() >= max {
+                    break;
+                }
+                if m.status == SessionStatus::Interrupted && store.task_owner(&m.id)?.is_some() {
+                    tasks.push(m.id);
+                }
+            }
+            Ok::<_, agentfile_session::StoreError>(tasks)
+        })
+        .await
+    };
+    let ids = match found {
+        Ok(Ok(ids)) => ids,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not look for interrupted tasks");
+            return Vec::new();
+        }
+        Err(_) => return Vec::new(),
+    };
+    let mut resumed = Vec::new();
+    for id in ids {
+        // Looked at again just before: another server may have taken it.
+        let still = {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::task::spawn_blocking(move || store.get(&id).map(|m| m.status))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        };
+        if still != Some(SessionStatus::Interrupted) || engine.is_live_here(&id) {
+            continue;
+        }
+        match engine
+            .submit(
+                RunParams {
+                    resume: Some(id.clone()),
+                    ..RunParams::default()
+                },
+                detached(),
+            )
+            .await
+        {
+            Ok(_) => resumed.push(id),
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e.message, "could not resume the task")
+            }
+        }
+    }
+    if !resumed.is_empty() {
+        tracing::info!(count = resumed.len(), "interrupted tasks resumed");
+    }
+    resumed
+}
+
 /// Start `p` as a task owned by the caller's principal.
 pub async fn start(
     server: &McpServer,
