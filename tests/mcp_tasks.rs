@@ -90,6 +90,8 @@ struct Raw {
     stdin: Option<tokio::process::ChildStdin>,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     next_id: u64,
+    /// Notifications read while waiting for replies.
+    notes: Vec<Value>,
 }
 
 /// The `_meta` of a 2026-07-28 request; `tasks`: the client declares the
@@ -126,6 +128,7 @@ impl Raw {
             stdin,
             lines,
             next_id: 0,
+            notes: Vec::new(),
         }
     }
 
@@ -146,6 +149,33 @@ impl Raw {
             let v: Value = serde_json::from_str(&line).unwrap();
             if v.get("id") == Some(id) && v.get("method").is_none() {
                 return v;
+            }
+            if v.get("id").is_none() && v.get("method").is_some() {
+                self.notes.push(v);
+            }
+        }
+    }
+
+    /// The first `notifications/tasks` for task `id` with `status`, read so
+    /// far or next.
+    async fn task_note(&mut self, id: &str, status: &str) -> Value {
+        let is = |v: &Value| {
+            v["method"] == "notifications/tasks"
+                && v["params"]["taskId"] == id
+                && v["params"]["status"] == status
+        };
+        loop {
+            if let Some(v) = self.notes.iter().find(|v| is(v)) {
+                return v.clone();
+            }
+            let line = tokio::time::timeout(WAIT, self.lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no {status} notification; got {:?}", self.notes))
+                .unwrap()
+                .expect("stdout ended");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id").is_none() && v.get("method").is_some() {
+                self.notes.push(v);
             }
         }
     }
@@ -288,6 +318,17 @@ async fn a_run_as_a_task_asks_for_approval_and_completes_like_a_blocking_call() 
     assert!(u["result"].is_object(), "{u}");
     let done = raw.settle(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
+    // The status changes were pushed too, with what tasks/get says.
+    let asked = raw.task_note(&id, "input_required").await;
+    assert!(
+        asked["params"]["inputRequests"][key.as_str()].is_object(),
+        "{asked}"
+    );
+    let ended = raw.task_note(&id, "completed").await;
+    assert_eq!(
+        ended["params"]["result"]["structuredContent"]["status"], "completed",
+        "{ended}"
+    );
     let structured = &done["result"]["structuredContent"];
     assert_eq!(structured["status"], "completed", "{done}");
     assert_eq!(structured["session_id"], id.as_str(), "{done}");

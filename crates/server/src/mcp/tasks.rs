@@ -154,7 +154,16 @@ pub async fn start(
     p.wait = Some(false);
     let engine = &server.engine;
     let store = engine.store()?;
-    let live = engine.submit(p, detached()).await?;
+    // The run's events wake the status watcher.
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let mut hooks = detached();
+    {
+        let wake = wake.clone();
+        hooks.sinks.push(std::sync::Arc::new(
+            move |_: &agentfile_protocol::events::Event| wake.notify_one(),
+        ));
+    }
+    let live = engine.submit(p, hooks).await?;
     let id = live.session_id().to_owned();
     let principal = Principal::of(ctx);
     let recorded = {
@@ -180,6 +189,7 @@ pub async fn start(
             )));
         }
     };
+    watch_status(server.clone(), id.clone(), ctx.peer.clone(), wake);
     let t = task(&id, TaskStatus::Working, &meta.created_at, &meta.updated_at);
     Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
 }
@@ -268,8 +278,18 @@ pub async fn get(
     p: GetTaskParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<GetTaskResult, ErrorData> {
-    let engine = &server.engine;
     let meta = owned(server, &p.task_id, ctx).await?;
+    Ok(GetTaskResult::new(view(server, &meta, true).await?))
+}
+
+/// Where the task of session `meta` stands; `resume`: run an interrupted one
+/// on here (unless someone holds it).
+async fn view(
+    server: &McpServer,
+    meta: &agentfile_session::SessionMeta,
+    resume: bool,
+) -> Result<DetailedTask, ErrorData> {
+    let engine = &server.engine;
     let id = meta.id.as_str();
     let t = |s| task(id, s, &meta.created_at, &meta.updated_at);
     let payload = match meta.status {
@@ -277,7 +297,7 @@ pub async fn get(
         SessionStatus::Interrupted => {
             // Its server died or stopped: run it on here, unless someone
             // (this server, or another with a live lease) holds it already.
-            if !engine.is_live_here(id) {
+            if resume && !engine.is_live_here(id) {
                 let _ = engine
                     .submit(
                         RunParams {
@@ -336,10 +356,67 @@ pub async fn get(
             }
         }
     };
-    Ok(GetTaskResult::new(DetailedTask::new(
-        t(TaskStatus::Working),
-        payload,
-    )))
+    Ok(DetailedTask::new(t(TaskStatus::Working), payload))
+}
+
+/// How long a status watcher waits for an event before it looks at the
+/// store anyway (a decision or a status written without an event of this
+/// run: another server, a resume here).
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Send `notifications/tasks` on `peer` each time task `id`'s status
+/// changes, until it ends or the peer is gone (best effort: polling
+/// `tasks/get` is the contract). `wake` is notified by the run's events.
+fn watch_status(
+    server: McpServer,
+    id: String,
+    peer: rmcp::service::Peer<RoleServer>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+) {
+    tokio::spawn(async move {
+        let Ok(store) = server.engine.store() else {
+            return;
+        };
+        let mut last = TaskStatus::Working;
+        loop {
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(WATCH_EVERY) => {}
+            }
+            if peer.is_transport_closed() {
+                return;
+            }
+            let meta = {
+                let (store, id) = (store.clone(), id.clone());
+                match tokio::task::spawn_blocking(move || store.get(&id)).await {
+                    Ok(Ok(m)) => m,
+                    _ => return,
+                }
+            };
+            let Ok(detailed) = view(&server, &meta, false).await else {
+                continue;
+            };
+            let status = detailed.status();
+            if status == last {
+                continue;
+            }
+            last = status;
+            let n = rmcp::model::ServerNotification::TaskStatusNotification(
+                rmcp::model::Notification::new(rmcp::model::TaskStatusNotificationParams::new(
+                    detailed,
+                )),
+            );
+            if peer.send_notification(n).await.is_err() {
+                return;
+            }
+            if matches!(
+                status,
+                TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+            ) {
+                return;
+            }
+        }
+    });
 }
 
 /// `tasks/update`: answers to the task's input requests. Keys that are not
