@@ -588,3 +588,69 @@ async fn a_client_declaring_tasks_at_initialize_gets_tasks_too() {
     }
     assert_eq!(raw.exit_code().await, Some(0));
 }
+
+/// A WORKFLOW.md of tools alone whose `outputs` schema its result breaks
+/// (`zeta` is text, not a number).
+const MISMATCH_MD: &str = r#"---
+name: Mismatch
+id: mismatch
+description: Reads a file its schema calls a number.
+version: 1.0.0
+inputs: { type: object }
+outputs:
+  type: object
+  properties:
+    zeta: { type: integer }
+steps:
+  - id: first
+    kind: tool
+    tool: read
+    inputs: { path: z.txt }
+    next: $end
+result:
+  zeta: $steps.first
+---
+"#;
+
+#[tokio::test]
+async fn a_workflow_task_gets_the_output_schema_check_of_a_blocking_call() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("schema", &f);
+    std::fs::create_dir_all(ws.0.join(".workflows/mismatch")).unwrap();
+    std::fs::write(ws.0.join(".workflows/mismatch/WORKFLOW.md"), MISMATCH_MD).unwrap();
+    std::fs::write(ws.0.join("z.txt"), "zed\n").unwrap();
+    let mut raw = Raw::start(command(&ws.0));
+    let list = raw.request("tools/list", json!({}), false).await;
+    let name = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .find(|n| n.starts_with("run_") && n.contains("mismatch"))
+        .unwrap_or_else(|| panic!("no run_ tool for the workflow: {list}"))
+        .to_owned();
+    let call = json!({"name": name, "arguments": {}});
+    let blocking = raw.request("tools/call", call.clone(), false).await;
+    assert_eq!(blocking["result"]["isError"], true, "{blocking}");
+    let t = raw.request("tools/call", call, true).await;
+    let id = t["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{t}"))
+        .to_owned();
+    let done = raw.settle(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    // The same complaint as the blocking call's (the first block names the
+    // session, which differs).
+    assert_eq!(
+        done["result"]["content"][1], blocking["result"]["content"][1],
+        "{done}"
+    );
+    assert!(
+        done["result"]["content"][1]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("do not match the workflow's `outputs` schema")),
+        "{done}"
+    );
+    assert_eq!(raw.exit_code().await, Some(0));
+}

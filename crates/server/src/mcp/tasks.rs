@@ -67,6 +67,11 @@ fn task(id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
     }
 }
 
+/// The key of the run settings naming the `run_<name>` tool that started a
+/// task (unknown to the engine's [`agentfile_engine::run::RunSettings`],
+/// which ignores it).
+const TOOL_KEY: &str = "mcp_tool";
+
 /// How many interrupted sessions [`resume_interrupted`] looks at.
 const RESUME_SCAN: usize = 1_000;
 
@@ -146,10 +151,13 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
 }
 
 /// Start `p` as a task owned by the caller's principal.
+/// `tool`: the workflow's own `run_<name>` tool that started it (its result
+/// is checked against that tool's output schema, as a blocking call's is).
 pub async fn start(
     server: &McpServer,
     mut p: RunParams,
     ctx: &RequestContext<RoleServer>,
+    tool: Option<&str>,
 ) -> Result<CallToolResponse, agentfile_protocol::rpc::RpcError> {
     p.wait = Some(false);
     let engine = &server.engine;
@@ -168,10 +176,19 @@ pub async fn start(
     let principal = Principal::of(ctx);
     let recorded = {
         let (store, id) = (store.clone(), id.clone());
+        let tool = tool.map(str::to_owned);
         tokio::task::spawn_blocking(move || {
-            store
-                .set_task_owner(&id, principal.as_str())
-                .and_then(|()| store.get(&id))
+            store.set_task_owner(&id, principal.as_str())?;
+            if let Some(tool) = tool {
+                // Kept with the run's settings: a resume elsewhere keeps it.
+                let mut settings = match store.run_settings(&id)? {
+                    Some(Value::Object(o)) => o,
+                    _ => JsonObject::new(),
+                };
+                settings.insert(TOOL_KEY.into(), Value::String(tool));
+                store.set_run_settings(&id, &Value::Object(settings))?;
+            }
+            store.get(&id)
         })
         .await
     };
@@ -347,7 +364,10 @@ async fn view(
             // `isError: true`, as a blocking call returns it.
             match engine.stored_result(id).map_err(|e| internal(e.message))? {
                 Some(r) => {
-                    let result = super::tools::run_result(&r);
+                    let mut result = super::tools::run_result(&r);
+                    if let Some(tool) = started_by(server, id).await {
+                        super::tools::check_outputs(&tool, &mut result);
+                    }
                     TaskPayload::Completed {
                         result: object(serde_json::to_value(result).map_err(internal)?),
                     }
@@ -357,6 +377,22 @@ async fn view(
         }
     };
     Ok(DetailedTask::new(t(TaskStatus::Working), payload))
+}
+
+/// The `run_<name>` tool that started task `id`, if it still exists.
+async fn started_by(server: &McpServer, id: &str) -> Option<rmcp::model::Tool> {
+    let store = server.engine.store().ok()?;
+    let id2 = id.to_owned();
+    let settings = tokio::task::spawn_blocking(move || store.run_settings(&id2))
+        .await
+        .ok()?
+        .ok()??;
+    let name = settings.get(TOOL_KEY)?.as_str()?.to_owned();
+    let tools = server.catalog.tools().await;
+    tools
+        .iter()
+        .find(|w| w.tool.name == name)
+        .map(|w| w.tool.clone())
 }
 
 /// How long a status watcher waits for an event before it looks at the
