@@ -654,3 +654,70 @@ async fn a_workflow_task_gets_the_output_schema_check_of_a_blocking_call() {
     );
     assert_eq!(raw.exit_code().await, Some(0));
 }
+
+/// A WORKFLOW.md that suspends until `go.now`, then ends with the signal's
+/// payload and a file it reads.
+const SUSPEND_MD: &str = r#"---
+name: Hold
+id: hold
+description: Waits for a signal, then reads a file.
+version: 1.0.0
+inputs: { type: object }
+outputs: { type: object }
+steps:
+  - id: hold
+    kind: suspend
+    resume:
+      on: [go.now]
+    next: read
+  - id: read
+    kind: tool
+    tool: read
+    inputs: { path: z.txt }
+    next: $end
+result:
+  channel: $steps.hold.channel
+  text: $steps.read
+---
+"#;
+
+#[tokio::test]
+async fn a_blocking_call_that_suspends_gets_input_required_and_the_retry_signals() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("mrtr-signal", &f);
+    std::fs::create_dir_all(ws.0.join(".workflows/hold")).unwrap();
+    std::fs::write(ws.0.join(".workflows/hold/WORKFLOW.md"), SUSPEND_MD).unwrap();
+    std::fs::write(ws.0.join("z.txt"), "zed\n").unwrap();
+    let mut raw = Raw::start(command(&ws.0));
+    let caps = meta_with(json!({"elicitation": {"form": {}}}));
+    let call = json!({"name": "run", "arguments": {"path": ".workflows/hold"}});
+    let r = raw
+        .request_as("tools/call", call.clone(), caps.clone())
+        .await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let state = r["result"]["requestState"].as_str().unwrap().to_owned();
+    let reqs = r["result"]["inputRequests"].as_object().unwrap();
+    let (key, form) = reqs.iter().next().unwrap();
+    assert!(key.starts_with("signal-"), "{r}");
+    assert_eq!(form["method"], "elicitation/create", "{r}");
+    assert_eq!(
+        form["params"]["requestedSchema"]["properties"]["event"]["enum"],
+        json!(["go.now"]),
+        "{r}"
+    );
+    // No answer: asked again.
+    let mut empty = call.clone();
+    empty["requestState"] = json!(state);
+    empty["inputResponses"] = json!({});
+    let again = raw.request_as("tools/call", empty, caps.clone()).await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    let mut retry = call.clone();
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = json!({key.clone(): {"action": "accept",
+        "content": {"event": "go.now", "payload": "{\"channel\": \"#x\"}"}}});
+    let done = raw.request_as("tools/call", retry, caps).await;
+    let s = &done["result"]["structuredContent"];
+    assert_eq!(s["status"], "completed", "{done}");
+    assert_eq!(s["outputs"]["channel"], "#x", "{done}");
+    assert_eq!(raw.exit_code().await, Some(0));
+}

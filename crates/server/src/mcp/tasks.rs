@@ -272,7 +272,7 @@ pub(crate) fn approval_form(id: &str) -> Result<InputRequest, ErrorData> {
 }
 
 /// The form a suspended task asks for: which event, and its payload as JSON.
-fn signal_form(id: &str, events: &[String]) -> Result<InputRequest, ErrorData> {
+pub(crate) fn signal_form(id: &str, events: &[String]) -> Result<InputRequest, ErrorData> {
     form(
         format!(
             "agentfile: session {id} is suspended, waiting for {}",

@@ -419,6 +419,19 @@ async fn input_required(
     {
         return ask;
     }
+    let suspended = r.structured_content.as_ref().and_then(|s| {
+        (s.get("status").and_then(Value::as_str) == Some(SessionStatus::Suspended.as_str()))
+            .then(|| s.get("session_id").and_then(Value::as_str))
+            .flatten()
+            .map(str::to_owned)
+    });
+    if let Some(id) = suspended
+        && super::mrtr::wanted(ctx)
+        && let Some(ask) =
+            super::mrtr::suspended(server, &super::principal::Principal::of(ctx), &id).await
+    {
+        return ask;
+    }
     r.into()
 }
 
