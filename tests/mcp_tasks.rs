@@ -721,3 +721,58 @@ async fn a_blocking_call_that_suspends_gets_input_required_and_the_retry_signals
     assert_eq!(s["outputs"]["channel"], "#x", "{done}");
     assert_eq!(raw.exit_code().await, Some(0));
 }
+
+/// The CLI keeps a run's settings too: `sessions resume` of a killed
+/// `run --model` asks the same model, and one given again wins.
+#[tokio::test]
+async fn sessions_resume_keeps_the_runs_model_unless_given_again() {
+    let f = fake(Duration::from_secs(3)).await;
+    let ws = workspace("cli", &f);
+    let cli = |args: &[&str]| {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"));
+        c.args(args)
+            .current_dir(&ws.0)
+            .env(KEY_VAR, "test-key-0123456789")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("AGENTFILE_PROVIDER")
+            .env_remove("AGENTFILE_MODEL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    };
+    for (again, want) in [(None, "m-cli"), (Some("m-other"), "m-other")] {
+        let before = f.requests().len();
+        let mut run = cli(&["run", "two.agent", "--model", "m-cli", "--output", "json"])
+            .spawn()
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !f.requests()[before..]
+            .iter()
+            .any(|q| q.body.to_string().contains("Take your time"))
+        {
+            assert!(tokio::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        run.start_kill().unwrap();
+        let _ = run.wait().await;
+        let list = cli(&["sessions", "list", "--format", "json"])
+            .output()
+            .await
+            .unwrap();
+        let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
+        let id = sessions[0]["id"].as_str().unwrap().to_owned();
+        let killed_at = f.requests().len();
+        let mut args = vec!["sessions", "resume", id.as_str(), "--output", "json"];
+        if let Some(m) = again {
+            args.extend(["--model", m]);
+        }
+        let o = cli(&args).output().await.unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let after = &f.requests()[killed_at..];
+        assert!(!after.is_empty());
+        for q in after {
+            assert_eq!(q.body["model"], want, "{}", q.body);
+        }
+    }
+}
