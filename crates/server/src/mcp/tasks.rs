@@ -151,9 +151,18 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
 }
 
 /// Start `p` as a task owned by the caller's principal.
-/// `tool`: the workflow's own `run_<name>` tool that started it (its result
-/// is checked against that tool's output schema, as a blocking call's is).
 pub async fn start(
+    server: &McpServer,
+    p: RunParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, agentfile_protocol::rpc::RpcError> {
+    start_tool(server, p, ctx, None).await
+}
+
+/// [`start`] for a workflow's own `run_<name>` tool (`tool`): the task's
+/// result is checked against that tool's output schema, as a blocking
+/// call's is.
+pub async fn start_tool(
     server: &McpServer,
     mut p: RunParams,
     ctx: &RequestContext<RoleServer>,
@@ -206,7 +215,10 @@ pub async fn start(
             )));
         }
     };
-    watch_status(server.clone(), id.clone(), ctx.peer.clone(), wake);
+    if wanted(ctx) {
+        // `notifications/tasks` is the extension's: other clients poll.
+        watch_status(server.clone(), id.clone(), ctx.peer.clone(), wake);
+    }
     let t = task(&id, TaskStatus::Working, &meta.created_at, &meta.updated_at);
     Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
 }

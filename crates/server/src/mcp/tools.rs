@@ -331,7 +331,7 @@ pub async fn call(
                 if let Err(e) = server.engine.check_run_paths(&p) {
                     return Ok(tool_error(&e).into());
                 }
-                return Ok(super::tasks::start(server, p, &ctx, None)
+                return Ok(super::tasks::start(server, p, &ctx)
                     .await
                     .unwrap_or_else(|e| tool_error(&e).into()));
             }
@@ -543,7 +543,7 @@ async fn workflow(
         ..RunParams::default()
     };
     if super::tasks::wanted(ctx) {
-        return Ok(super::tasks::start(server, p, ctx, Some(name))
+        return Ok(super::tasks::start_tool(server, p, ctx, Some(name))
             .await
             .unwrap_or_else(|e| tool_error(&e).into()));
     }
