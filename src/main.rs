@@ -1048,6 +1048,8 @@ async fn run_async(
             }
             req.inputs = agentfile::executor::inputs::inputs_from_text(&meta.inputs);
             req.workspace = Some(PathBuf::from(&meta.workspace));
+            // The run's own settings (model, budgets, …) unless given again.
+            runapi::RunSettings::stored(store.as_ref(), &id).fill(&mut req);
             SessionChoice::Resume(id)
         }
         None => {

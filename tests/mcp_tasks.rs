@@ -90,6 +90,8 @@ struct Raw {
     stdin: Option<tokio::process::ChildStdin>,
     lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
     next_id: u64,
+    /// Notifications read while waiting for replies.
+    notes: Vec<Value>,
 }
 
 /// The `_meta` of a 2026-07-28 request; `tasks`: the client declares the
@@ -126,6 +128,7 @@ impl Raw {
             stdin,
             lines,
             next_id: 0,
+            notes: Vec::new(),
         }
     }
 
@@ -146,6 +149,33 @@ impl Raw {
             let v: Value = serde_json::from_str(&line).unwrap();
             if v.get("id") == Some(id) && v.get("method").is_none() {
                 return v;
+            }
+            if v.get("id").is_none() && v.get("method").is_some() {
+                self.notes.push(v);
+            }
+        }
+    }
+
+    /// The first `notifications/tasks` for task `id` with `status`, read so
+    /// far or next.
+    async fn task_note(&mut self, id: &str, status: &str) -> Value {
+        let is = |v: &Value| {
+            v["method"] == "notifications/tasks"
+                && v["params"]["taskId"] == id
+                && v["params"]["status"] == status
+        };
+        loop {
+            if let Some(v) = self.notes.iter().find(|v| is(v)) {
+                return v.clone();
+            }
+            let line = tokio::time::timeout(WAIT, self.lines.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("no {status} notification; got {:?}", self.notes))
+                .unwrap()
+                .expect("stdout ended");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            if v.get("id").is_none() && v.get("method").is_some() {
+                self.notes.push(v);
             }
         }
     }
@@ -288,6 +318,17 @@ async fn a_run_as_a_task_asks_for_approval_and_completes_like_a_blocking_call() 
     assert!(u["result"].is_object(), "{u}");
     let done = raw.settle(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
+    // The status changes were pushed too, with what tasks/get says.
+    let asked = raw.task_note(&id, "input_required").await;
+    assert!(
+        asked["params"]["inputRequests"][key.as_str()].is_object(),
+        "{asked}"
+    );
+    let ended = raw.task_note(&id, "completed").await;
+    assert_eq!(
+        ended["params"]["result"]["structuredContent"]["status"], "completed",
+        "{ended}"
+    );
     let structured = &done["result"]["structuredContent"];
     assert_eq!(structured["status"], "completed", "{done}");
     assert_eq!(structured["session_id"], id.as_str(), "{done}");
@@ -340,15 +381,14 @@ async fn a_cancelled_task_ends_cancelled() {
     assert_eq!(raw.exit_code().await, Some(0));
 }
 
-#[tokio::test]
-async fn a_task_survives_a_killed_server() {
-    let f = fake(Duration::from_secs(3)).await;
-    let ws = workspace("kill", &f);
-    let mut raw = Raw::start(command(&ws.0));
+/// Start `two.agent` as a task with an explicit `model`, and SIGKILL the
+/// server while the second goal is being asked. Returns the task id.
+async fn start_and_kill(f: &FakeServer, ws: &Path) -> String {
+    let mut raw = Raw::start(command(ws));
     let r = raw
         .request(
             "tools/call",
-            json!({"name": "run", "arguments": {"path": "two.agent"}}),
+            json!({"name": "run", "arguments": {"path": "two.agent", "model": "m-explicit"}}),
             true,
         )
         .await;
@@ -365,17 +405,59 @@ async fn a_task_survives_a_killed_server() {
     }
     raw.child.start_kill().unwrap();
     let _ = raw.child.wait().await;
+    id
+}
+
+/// Every model request ran under the run's own `model`, before and after
+/// the restart, and the finished goal was not asked again.
+fn asked_as_started(f: &FakeServer) {
+    let reqs = f.requests();
+    let seconds: Vec<_> = reqs
+        .iter()
+        .filter(|q| q.body.to_string().contains("Take your time"))
+        .collect();
+    assert!(seconds.len() >= 2, "the second goal was not asked again");
+    for q in &reqs {
+        assert_eq!(q.body["model"], "m-explicit", "{}", q.body);
+    }
+    let firsts = reqs
+        .iter()
+        .filter(|q| q.body.to_string().contains("Write the first part"))
+        .count();
+    assert_eq!(firsts, 1, "the finished goal was asked again");
+}
+
+#[tokio::test]
+async fn a_task_survives_a_killed_server() {
+    let f = fake(Duration::from_secs(3)).await;
+    let ws = workspace("kill", &f);
+    let id = start_and_kill(&f, &ws.0).await;
     let mut again = Raw::start(command(&ws.0));
     let g = again.get(&id).await;
     assert_eq!(g["result"]["status"], "working", "{g}");
     let done = again.settle(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
-    let firsts = f
-        .requests()
-        .iter()
-        .filter(|q| q.body.to_string().contains("Write the first part"))
-        .count();
-    assert_eq!(firsts, 1, "the finished goal was asked again");
+    asked_as_started(&f);
+    assert_eq!(again.exit_code().await, Some(0));
+}
+
+#[tokio::test]
+async fn an_interrupted_task_resumes_when_a_server_starts() {
+    let f = fake(Duration::from_secs(3)).await;
+    let ws = workspace("onstart", &f);
+    let id = start_and_kill(&f, &ws.0).await;
+    // No request at all: starting is enough.
+    let mut again = Raw::start(command(&ws.0));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let status = session_status(&ws.0, &id);
+        if status == "completed" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "still {status}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    asked_as_started(&f);
     assert_eq!(again.exit_code().await, Some(0));
 }
 
@@ -505,4 +587,192 @@ async fn a_client_declaring_tasks_at_initialize_gets_tasks_too() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(raw.exit_code().await, Some(0));
+}
+
+/// A WORKFLOW.md of tools alone whose `outputs` schema its result breaks
+/// (`zeta` is text, not a number).
+const MISMATCH_MD: &str = r#"---
+name: Mismatch
+id: mismatch
+description: Reads a file its schema calls a number.
+version: 1.0.0
+inputs: { type: object }
+outputs:
+  type: object
+  properties:
+    zeta: { type: integer }
+steps:
+  - id: first
+    kind: tool
+    tool: read
+    inputs: { path: z.txt }
+    next: $end
+result:
+  zeta: $steps.first
+---
+"#;
+
+#[tokio::test]
+async fn a_workflow_task_gets_the_output_schema_check_of_a_blocking_call() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("schema", &f);
+    std::fs::create_dir_all(ws.0.join(".workflows/mismatch")).unwrap();
+    std::fs::write(ws.0.join(".workflows/mismatch/WORKFLOW.md"), MISMATCH_MD).unwrap();
+    std::fs::write(ws.0.join("z.txt"), "zed\n").unwrap();
+    let mut raw = Raw::start(command(&ws.0));
+    let list = raw.request("tools/list", json!({}), false).await;
+    let name = list["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .find(|n| n.starts_with("run_") && n.contains("mismatch"))
+        .unwrap_or_else(|| panic!("no run_ tool for the workflow: {list}"))
+        .to_owned();
+    let call = json!({"name": name, "arguments": {}});
+    let blocking = raw.request("tools/call", call.clone(), false).await;
+    assert_eq!(blocking["result"]["isError"], true, "{blocking}");
+    let t = raw.request("tools/call", call, true).await;
+    let id = t["result"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{t}"))
+        .to_owned();
+    let done = raw.settle(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    // The same complaint as the blocking call's (the first block names the
+    // session, which differs).
+    assert_eq!(
+        done["result"]["content"][1], blocking["result"]["content"][1],
+        "{done}"
+    );
+    assert!(
+        done["result"]["content"][1]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("do not match the workflow's `outputs` schema")),
+        "{done}"
+    );
+    assert_eq!(raw.exit_code().await, Some(0));
+}
+
+/// A WORKFLOW.md that suspends until `go.now`, then ends with the signal's
+/// payload and a file it reads.
+const SUSPEND_MD: &str = r#"---
+name: Hold
+id: hold
+description: Waits for a signal, then reads a file.
+version: 1.0.0
+inputs: { type: object }
+outputs: { type: object }
+steps:
+  - id: hold
+    kind: suspend
+    resume:
+      on: [go.now]
+    next: read
+  - id: read
+    kind: tool
+    tool: read
+    inputs: { path: z.txt }
+    next: $end
+result:
+  channel: $steps.hold.channel
+  text: $steps.read
+---
+"#;
+
+#[tokio::test]
+async fn a_blocking_call_that_suspends_gets_input_required_and_the_retry_signals() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("mrtr-signal", &f);
+    std::fs::create_dir_all(ws.0.join(".workflows/hold")).unwrap();
+    std::fs::write(ws.0.join(".workflows/hold/WORKFLOW.md"), SUSPEND_MD).unwrap();
+    std::fs::write(ws.0.join("z.txt"), "zed\n").unwrap();
+    let mut raw = Raw::start(command(&ws.0));
+    let caps = meta_with(json!({"elicitation": {"form": {}}}));
+    let call = json!({"name": "run", "arguments": {"path": ".workflows/hold"}});
+    let r = raw
+        .request_as("tools/call", call.clone(), caps.clone())
+        .await;
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let state = r["result"]["requestState"].as_str().unwrap().to_owned();
+    let reqs = r["result"]["inputRequests"].as_object().unwrap();
+    let (key, form) = reqs.iter().next().unwrap();
+    assert!(key.starts_with("signal-"), "{r}");
+    assert_eq!(form["method"], "elicitation/create", "{r}");
+    assert_eq!(
+        form["params"]["requestedSchema"]["properties"]["event"]["enum"],
+        json!(["go.now"]),
+        "{r}"
+    );
+    // No answer: asked again.
+    let mut empty = call.clone();
+    empty["requestState"] = json!(state);
+    empty["inputResponses"] = json!({});
+    let again = raw.request_as("tools/call", empty, caps.clone()).await;
+    assert_eq!(again["result"]["resultType"], "input_required", "{again}");
+    let mut retry = call.clone();
+    retry["requestState"] = json!(state);
+    retry["inputResponses"] = json!({key.clone(): {"action": "accept",
+        "content": {"event": "go.now", "payload": "{\"channel\": \"#x\"}"}}});
+    let done = raw.request_as("tools/call", retry, caps).await;
+    let s = &done["result"]["structuredContent"];
+    assert_eq!(s["status"], "completed", "{done}");
+    assert_eq!(s["outputs"]["channel"], "#x", "{done}");
+    assert_eq!(raw.exit_code().await, Some(0));
+}
+
+/// The CLI keeps a run's settings too: `sessions resume` of a killed
+/// `run --model` asks the same model, and one given again wins.
+#[tokio::test]
+async fn sessions_resume_keeps_the_runs_model_unless_given_again() {
+    let f = fake(Duration::from_secs(3)).await;
+    let ws = workspace("cli", &f);
+    let cli = |args: &[&str]| {
+        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"));
+        c.args(args)
+            .current_dir(&ws.0)
+            .env(KEY_VAR, "test-key-0123456789")
+            .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("AGENTFILE_PROVIDER")
+            .env_remove("AGENTFILE_MODEL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        c
+    };
+    for (again, want) in [(None, "m-cli"), (Some("m-other"), "m-other")] {
+        let before = f.requests().len();
+        let mut run = cli(&["run", "two.agent", "--model", "m-cli", "--output", "json"])
+            .spawn()
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !f.requests()[before..]
+            .iter()
+            .any(|q| q.body.to_string().contains("Take your time"))
+        {
+            assert!(tokio::time::Instant::now() < deadline);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        run.start_kill().unwrap();
+        let _ = run.wait().await;
+        let list = cli(&["sessions", "list", "--format", "json"])
+            .output()
+            .await
+            .unwrap();
+        let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
+        let id = sessions[0]["id"].as_str().unwrap().to_owned();
+        let killed_at = f.requests().len();
+        let mut args = vec!["sessions", "resume", id.as_str(), "--output", "json"];
+        if let Some(m) = again {
+            args.extend(["--model", m]);
+        }
+        let o = cli(&args).output().await.unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let after = &f.requests()[killed_at..];
+        assert!(!after.is_empty());
+        for q in after {
+            assert_eq!(q.body["model"], want, "{}", q.body);
+        }
+    }
 }

@@ -57,6 +57,7 @@ conformance!(
     reap_orphans_writes_interrupted_down,
     heartbeat_refreshes_only_our_own_sessions,
     task_owners_are_durable,
+    run_settings_are_durable,
 );
 
 fn running(id: &str) -> session::SessionMeta {
@@ -546,6 +547,40 @@ fn task_owners_are_durable(kind: Kind) {
     assert_eq!(store.task_owner("plain").unwrap(), None);
     assert_eq!(store.get("task").unwrap().status, SessionStatus::Completed);
     assert_eq!(wire(&store.events("task", 0).unwrap()), wire(&events));
+}
+
+/// The per-call settings a run started with survive the store, are replaced
+/// whole, and leave the session otherwise alone.
+fn run_settings_are_durable(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let events = full_run("run");
+    let settings = serde_json::json!({"model": "m-explicit", "max_turns": 7, "allow": ["bash:ls"]});
+    {
+        let store = kind.open(dir.path());
+        store.create(&meta("run")).unwrap();
+        store.create(&meta("plain")).unwrap();
+        assert_eq!(store.run_settings("run").unwrap(), None);
+        store
+            .set_run_settings("run", &serde_json::json!({"model": "old"}))
+            .unwrap();
+        store.set_run_settings("run", &settings).unwrap();
+        for e in &events {
+            store.append(e).unwrap();
+        }
+        assert!(matches!(
+            store.set_run_settings("nobody", &settings),
+            Err(session::StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.run_settings("nobody"),
+            Err(session::StoreError::NotFound(_))
+        ));
+    }
+    let store = kind.open(dir.path());
+    assert_eq!(store.run_settings("run").unwrap(), Some(settings));
+    assert_eq!(store.run_settings("plain").unwrap(), None);
+    assert_eq!(store.get("run").unwrap().status, SessionStatus::Completed);
+    assert_eq!(wire(&store.events("run", 0).unwrap()), wire(&events));
 }
 
 /// Two writers race to append the next event of one session: every seq is

@@ -87,6 +87,134 @@ impl std::fmt::Debug for RunRequest {
     }
 }
 
+/// The per-call settings of a run (what its caller chose beyond the workflow
+/// and its inputs), recorded with its session so that a resume runs under
+/// them again unless the resumer chooses otherwise. Never secrets: keys stay
+/// in the environment the config names.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct RunSettings {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock budget in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<String>,
+    /// Absolute paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub lenient: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub core_only: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+}
+
+fn absolute(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+impl RunSettings {
+    /// What `req` sets explicitly.
+    pub fn of(req: &RunRequest) -> Self {
+        RunSettings {
+            provider: req.provider.clone(),
+            model: req.model.clone(),
+            base_url: req.base_url.clone(),
+            max_turns: req.max_turns,
+            max_tokens: req.max_tokens,
+            max_cost_usd: req.max_cost_usd,
+            timeout_secs: req.timeout.map(|t| t.as_secs_f64()),
+            allow: req.allow.clone(),
+            config: req.config.as_deref().map(absolute),
+            policy: req.policy.as_deref().map(absolute),
+            lenient: req.read.lenient,
+            core_only: req.read.core_only,
+            extensions: req.read.extensions.clone(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == RunSettings::default()
+    }
+
+    /// Fill in what `req` leaves unset from these settings: the resumer's own
+    /// choices win.
+    pub fn fill(&self, req: &mut RunRequest) {
+        fn or<T: Clone>(mine: &mut Option<T>, stored: &Option<T>) {
+            if mine.is_none() {
+                mine.clone_from(stored);
+            }
+        }
+        or(&mut req.provider, &self.provider);
+        or(&mut req.model, &self.model);
+        or(&mut req.base_url, &self.base_url);
+        or(&mut req.max_turns, &self.max_turns);
+        or(&mut req.max_tokens, &self.max_tokens);
+        or(&mut req.max_cost_usd, &self.max_cost_usd);
+        if req.timeout.is_none() {
+            req.timeout = self
+                .timeout_secs
+                .and_then(|s| Duration::try_from_secs_f64(s).ok());
+        }
+        if req.allow.is_empty() {
+            req.allow.clone_from(&self.allow);
+        }
+        if req.config.is_none() && req.loaded_config.is_none() {
+            req.config = self.config.as_ref().map(PathBuf::from);
+        }
+        if req.policy.is_none() {
+            req.policy = self.policy.as_ref().map(PathBuf::from);
+        }
+        if req.read == agentfile_plan::ReadOptions::default() {
+            req.read = agentfile_plan::ReadOptions {
+                lenient: self.lenient,
+                core_only: self.core_only,
+                extensions: self.extensions.clone(),
+            };
+        }
+    }
+
+    /// The settings recorded with session `id` (none: empty).
+    pub fn stored(store: &dyn SessionStore, id: &str) -> Self {
+        store
+            .run_settings(id)
+            .ok()
+            .flatten()
+            .and_then(|v| serde_json::from_value(v).ok())
+            .unwrap_or_default()
+    }
+
+    /// Record these settings with session `id` (nothing when empty).
+    pub fn record(&self, store: &dyn SessionStore, id: &str) -> Result<(), session::StoreError> {
+        if self.is_empty() {
+            return Ok(());
+        }
+        let value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        match store.set_run_settings(id, &value) {
+            Err(session::StoreError::Unsupported(_)) => Ok(()),
+            other => other,
+        }
+    }
+}
+
 /// A run that cannot start, with the exit code it means.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunError {
@@ -153,6 +281,9 @@ pub struct Prepared {
     pub allow: Vec<String>,
     /// `--force-changed`: resume against a changed workflow.
     pub force_changed: bool,
+    /// What a new session records for its resumes ([`RunSettings::of`] the
+    /// request; a server may put only its caller's choices here).
+    pub settings: RunSettings,
 }
 
 /// The workflow `agentfile run --goal TEXT` runs: one goal, no agents, in one
@@ -282,6 +413,7 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         policy: req.policy.clone(),
         allow: req.allow.clone(),
         force_changed: req.force_changed,
+        settings: RunSettings::of(req),
     })
 }
 
@@ -670,6 +802,7 @@ pub fn create_session(
         updated_at: now,
         last_seq: 0,
     })?;
+    prepared.settings.record(store, &id)?;
     Ok(id)
 }
 

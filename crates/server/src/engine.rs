@@ -469,8 +469,12 @@ impl Engine {
                 "the server is shutting down and accepts no new runs",
             ));
         }
+        let params = self.with_stored_settings(params)?;
         let (req, resume) = self.request(&params)?;
-        let prepared = run::prepare(&req, &load_plan).map_err(|e| self.rejected(e))?;
+        let mut prepared = run::prepare(&req, &load_plan).map_err(|e| self.rejected(e))?;
+        // A new session records its caller's own choices (not the server's
+        // defaults), for whoever resumes it.
+        prepared.settings = self.settings_of(&params);
         structured_inputs(&params, &prepared.plan)?;
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
@@ -728,6 +732,65 @@ impl Engine {
                 r.exit_code = e.exit_code;
                 r
             }
+        }
+    }
+
+    /// `p`, for a resume, with the settings its session was started with
+    /// where `p` leaves them out: the resumer's own choices win.
+    fn with_stored_settings(&self, mut p: RunParams) -> Result<RunParams, RpcError> {
+        let Some(id) = p.resume.clone().filter(|id| session::is_valid_id(id)) else {
+            return Ok(p);
+        };
+        let store = self.default_store()?;
+        let stored = run::RunSettings::stored(store.as_ref(), &id);
+        if stored.is_empty() {
+            return Ok(p);
+        }
+        fn or<T: Clone>(mine: &mut Option<T>, theirs: &Option<T>) {
+            if mine.is_none() {
+                mine.clone_from(theirs);
+            }
+        }
+        or(&mut p.provider, &stored.provider);
+        or(&mut p.model, &stored.model);
+        or(&mut p.max_turns, &stored.max_turns);
+        or(&mut p.max_tokens, &stored.max_tokens);
+        or(&mut p.max_cost_usd, &stored.max_cost_usd);
+        or(&mut p.config, &stored.config);
+        if p.timeout.is_none() {
+            p.timeout = stored.timeout_secs.map(|s| s.to_string());
+        }
+        if !p.lenient && p.profile.is_none() && p.extensions.is_empty() {
+            p.lenient = stored.lenient;
+            if stored.core_only {
+                p.profile = Some(AgentrcProfile::Core);
+            }
+            p.extensions = stored.extensions;
+        }
+        Ok(p)
+    }
+
+    /// The settings a run's caller chose in `p`, recorded with a new session.
+    fn settings_of(&self, p: &RunParams) -> run::RunSettings {
+        run::RunSettings {
+            provider: p.provider.clone(),
+            model: p.model.clone(),
+            max_turns: p.max_turns,
+            max_tokens: p.max_tokens,
+            max_cost_usd: p.max_cost_usd,
+            timeout_secs: p
+                .timeout
+                .as_deref()
+                .and_then(|t| agentfile_engine::executor::parse_duration(t).ok())
+                .map(|d| d.as_secs_f64()),
+            config: p
+                .config
+                .as_deref()
+                .map(|c| self.path(c).display().to_string()),
+            lenient: p.lenient,
+            core_only: p.profile == Some(AgentrcProfile::Core),
+            extensions: p.extensions.clone(),
+            ..run::RunSettings::default()
         }
     }
 

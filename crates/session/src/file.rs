@@ -74,6 +74,10 @@ struct MetaFile {
     /// sessions not started as one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     task_owner: Option<String>,
+    /// The per-call settings the session's run started with (absent when
+    /// none were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run_settings: Option<serde_json::Value>,
 }
 
 impl MetaFile {
@@ -362,6 +366,7 @@ impl SessionStore for FileStore {
             status_seq: meta.last_seq,
             owner: None,
             task_owner: None,
+            run_settings: None,
         };
         if is_live(meta.status) {
             file.claim();
@@ -619,6 +624,19 @@ impl SessionStore for FileStore {
         let _log = self.lock_log(id)?;
         let mut file = self.read_meta(id)?;
         file.task_owner = Some(principal.to_owned());
+        self.write_meta(&file)
+    }
+
+    fn run_settings(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        Ok(self.read_meta(id)?.run_settings)
+    }
+
+    fn set_run_settings(&self, id: &str, settings: &serde_json::Value) -> Result<(), StoreError> {
+        let _guard = self.guard();
+        self.read_meta(id)?;
+        let _log = self.lock_log(id)?;
+        let mut file = self.read_meta(id)?;
+        file.run_settings = Some(settings.clone());
         self.write_meta(&file)
     }
 

@@ -250,6 +250,21 @@ pub trait SessionStore: Send + Sync {
         Err(StoreError::Unsupported("task owners"))
     }
 
+    /// The per-call settings a session's run started with (provider, model,
+    /// budgets, …: a JSON object its runner defines, never secrets), for a
+    /// resume to use again; `None` when none were recorded.
+    fn run_settings(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        self.get(id)?;
+        Ok(None)
+    }
+
+    /// Record the per-call settings of a session's run (see
+    /// [`run_settings`](Self::run_settings)).
+    fn set_run_settings(&self, id: &str, settings: &serde_json::Value) -> Result<(), StoreError> {
+        let _ = (id, settings);
+        Err(StoreError::Unsupported("run settings"))
+    }
+
     /// Mark `interrupted` every `queued` or `running` session whose owner is
     /// gone (see [`owner::effective_status`]), and return their ids. Servers
     /// call it when they start, so what a crash left behind is written down

@@ -97,7 +97,7 @@ use agentfile_protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher version in
 /// `schema_migrations` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a call keeps retrying after the connection broke.
 pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(60);
@@ -112,12 +112,18 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7466_696c;
 /// edit a released entry; add a new one. Text columns compared or sorted as
 /// times or ids use the `C` collation, so their order is byte order (as in
 /// SQLite) whatever the database's locale.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
 
 /// The principal a session belongs to as an MCP task; NULL for sessions not
 /// started as one.
 const MIGRATION_2: &str = r#"
 ALTER TABLE sessions ADD COLUMN task_owner TEXT;
+"#;
+
+/// The per-call settings a session's run started with (JSON text), for a
+/// resume to use again; NULL when none were recorded.
+const MIGRATION_3: &str = r#"
+ALTER TABLE sessions ADD COLUMN run_settings TEXT;
 "#;
 
 const MIGRATION_1: &str = r#"
@@ -518,6 +524,17 @@ impl SessionStore for PgStore {
         self.unit(Op::SetTaskOwner(id.to_owned(), principal.to_owned()))
     }
 
+    fn run_settings(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        match self.call(Op::RunSettings(id.to_owned()))? {
+            Reply::Principal(p) => Ok(p.and_then(|t| serde_json::from_str(&t).ok())),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn set_run_settings(&self, id: &str, settings: &serde_json::Value) -> Result<(), StoreError> {
+        self.unit(Op::SetRunSettings(id.to_owned(), settings.to_string()))
+    }
+
     fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
         match self.call(Op::Reap)? {
             Reply::Ids(ids) => Ok(ids),
@@ -546,6 +563,8 @@ enum Op {
     RecordOwner(String, OwnerRecord),
     TaskOwner(String),
     SetTaskOwner(String, String),
+    RunSettings(String),
+    SetRunSettings(String, String),
     Heartbeat(String),
     Reap,
     SchemaVersion,
@@ -984,6 +1003,34 @@ impl Worker {
                         "UPDATE sessions SET task_owner = $2 WHERE id = $1",
                         &[id, principal],
                         "record the task owner",
+                    )
+                    .await?;
+                if n == 0 {
+                    return Err(StoreError::NotFound(id.clone()).into());
+                }
+                Ok(Reply::Unit)
+            }
+            Op::RunSettings(id) => {
+                let row = self
+                    .query_opt(
+                        c,
+                        "SELECT run_settings FROM sessions WHERE id = $1",
+                        &[id],
+                        "read the run settings",
+                    )
+                    .await?;
+                match row {
+                    Some(r) => Ok(Reply::Principal(r.get(0))),
+                    None => Err(StoreError::NotFound(id.clone()).into()),
+                }
+            }
+            Op::SetRunSettings(id, settings) => {
+                let n = self
+                    .exec(
+                        c,
+                        "UPDATE sessions SET run_settings = $2 WHERE id = $1",
+                        &[id, settings],
+                        "record the run settings",
                     )
                     .await?;
                 if n == 0 {

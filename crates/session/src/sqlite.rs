@@ -82,7 +82,7 @@ use agentfile_protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -113,6 +113,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 ];
 
 const MIGRATION_1: &str = r#"
@@ -252,6 +253,12 @@ UPDATE sessions SET last_seq = max(last_seq,
 /// for sessions not started as one.
 const MIGRATION_5: &str = r#"
 ALTER TABLE sessions ADD COLUMN task_owner TEXT;
+"#;
+
+/// The per-call settings a session's run started with (a JSON object), for a
+/// resume to use again; NULL when none were recorded.
+const MIGRATION_6: &str = r#"
+ALTER TABLE sessions ADD COLUMN run_settings TEXT;
 "#;
 
 /// The columns `raw_meta` reads, in its order. Appends leave the
@@ -1139,6 +1146,31 @@ impl SessionStore for SqliteStore {
             .prepare_cached("UPDATE sessions SET task_owner = ?2 WHERE id = ?1")
             .and_then(|mut s| s.execute(params![id, principal]))
             .map_err(self.err("record the task owner"))?;
+        if changed == 0 {
+            return Err(StoreError::NotFound(id.to_owned()));
+        }
+        Ok(())
+    }
+
+    fn run_settings(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
+        let conn = self.lock();
+        let text = conn
+            .prepare_cached("SELECT run_settings FROM sessions WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row([id], |r| r.get::<_, Option<String>>(0))
+                    .optional()
+            })
+            .map_err(self.err("read the run settings"))?
+            .ok_or_else(|| StoreError::NotFound(id.to_owned()))?;
+        Ok(text.and_then(|t| serde_json::from_str(&t).ok()))
+    }
+
+    fn set_run_settings(&self, id: &str, settings: &serde_json::Value) -> Result<(), StoreError> {
+        let changed = self
+            .lock()
+            .prepare_cached("UPDATE sessions SET run_settings = ?2 WHERE id = ?1")
+            .and_then(|mut s| s.execute(params![id, settings.to_string()]))
+            .map_err(self.err("record the run settings"))?;
         if changed == 0 {
             return Err(StoreError::NotFound(id.to_owned()));
         }

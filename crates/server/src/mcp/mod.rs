@@ -411,6 +411,7 @@ pub async fn serve(
     // Sessions a killed process left `running` read `interrupted` from now on.
     let reaper = engine.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
+    tasks::resume_interrupted(&engine).await;
     let scan = workflows::Scan::new(
         engine.root().to_owned(),
         config.map(|c| {

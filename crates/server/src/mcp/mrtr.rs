@@ -5,10 +5,15 @@
 //! the call with `inputResponses` and the same state, which approves and
 //! waits on (again from the store, so any server on the store can answer).
 //!
-//! The state is `SESSION.SEQ.MAC`, the MAC an HMAC-SHA256 over the caller's
-//! principal, the session and the seq with a key made when the process
-//! starts: a tampered state, one made for another principal, or one from an
-//! earlier process is `-32602`.
+//! A run that suspends is asked the same way: the form asks for the event
+//! (one the suspend step waits for) and its payload as JSON text; the retry
+//! delivers the signal and waits on.
+//!
+//! The state is `SESSION.SEQ.MAC` for an approval (its event's seq) and
+//! `SESSION.sSEQ.MAC` for a suspend (the session's last seq then), the MAC
+//! an HMAC-SHA256 over the caller's principal, the session and the middle
+//! part with a key made when the process starts: a tampered state, one made
+//! for another principal, or one from an earlier process is `-32602`.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -24,7 +29,7 @@ use sha2::{Digest, Sha256};
 
 use super::McpServer;
 use super::principal::Principal;
-use agentfile_protocol::rpc::{ApproveParams, CancelParams};
+use agentfile_protocol::rpc::{ApproveParams, CancelParams, SignalParams};
 use agentfile_session::SessionStatus;
 
 /// How often a waiting call reads the store.
@@ -73,29 +78,60 @@ fn hmac(message: &[u8]) -> [u8; 32] {
         .into()
 }
 
-fn mac(principal: &Principal, id: &str, seq: u64) -> String {
-    hmac(format!("{principal}\n{id}\n{seq}").as_bytes())
+/// What a state asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asked {
+    /// The approval whose `approval_required` event has this seq.
+    Approval(u64),
+    /// A signal to the session suspended with this last seq.
+    Signal(u64),
+}
+
+impl Asked {
+    fn tag(self) -> String {
+        match self {
+            Asked::Approval(seq) => seq.to_string(),
+            Asked::Signal(seq) => format!("s{seq}"),
+        }
+    }
+
+    fn seq(self) -> u64 {
+        match self {
+            Asked::Approval(seq) | Asked::Signal(seq) => seq,
+        }
+    }
+}
+
+fn mac(principal: &Principal, id: &str, tag: &str) -> String {
+    hmac(format!("{principal}\n{id}\n{tag}").as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
 /// The state naming approval `seq` of session `id`, for `principal`.
-pub fn seal(principal: &Principal, id: &str, seq: u64) -> String {
-    format!("{id}.{seq}.{}", mac(principal, id, seq))
+pub fn seal(principal: &Principal, id: &str, asked: Asked) -> String {
+    let tag = asked.tag();
+    format!("{id}.{tag}.{}", mac(principal, id, &tag))
 }
 
 /// The session and seq a state names, if it is ours and for `principal`.
-pub fn open(principal: &Principal, state: &str) -> Result<(String, u64), ErrorData> {
+pub fn open(principal: &Principal, state: &str) -> Result<(String, Asked), ErrorData> {
     let bad = || ErrorData::invalid_params("invalid requestState", None);
     let mut parts = state.split('.');
-    let (Some(id), Some(seq), Some(m), None) =
+    let (Some(id), Some(tag), Some(m), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(bad());
     };
-    let seq: u64 = seq.parse().map_err(|_| bad())?;
-    let want = mac(principal, id, seq);
+    let asked = match tag.strip_prefix('s') {
+        Some(seq) => Asked::Signal(seq.parse().map_err(|_| bad())?),
+        None => Asked::Approval(tag.parse().map_err(|_| bad())?),
+    };
+    if asked.tag() != tag {
+        return Err(bad());
+    }
+    let want = mac(principal, id, tag);
     // Constant time: fold the differences.
     let same = want.len() == m.len()
         && want
@@ -106,7 +142,7 @@ pub fn open(principal: &Principal, state: &str) -> Result<(String, u64), ErrorDa
     if !same {
         return Err(bad());
     }
-    Ok((id.to_owned(), seq))
+    Ok((id.to_owned(), asked))
 }
 
 /// The input-required result for approval `seq` of session `id`.
@@ -115,8 +151,47 @@ pub fn ask(principal: &Principal, id: &str, seq: u64) -> Result<CallToolResponse
     reqs.insert(format!("approval-{seq}"), super::tasks::approval_form(id)?);
     Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
         Some(reqs),
-        Some(seal(principal, id, seq)),
+        Some(seal(principal, id, Asked::Approval(seq))),
     )))
+}
+
+/// The input-required result for session `id`, suspended at `seq` waiting
+/// for one of `events`.
+pub fn ask_signal(
+    principal: &Principal,
+    id: &str,
+    seq: u64,
+    events: &[String],
+) -> Result<CallToolResponse, ErrorData> {
+    let mut reqs = InputRequests::new();
+    reqs.insert(
+        format!("signal-{seq}"),
+        super::tasks::signal_form(id, events)?,
+    );
+    Ok(CallToolResponse::InputRequired(InputRequiredResult::new(
+        Some(reqs),
+        Some(seal(principal, id, Asked::Signal(seq))),
+    )))
+}
+
+/// The input-required result for suspended session `id`, read from the
+/// store; `None` when it is not suspended.
+pub async fn suspended(
+    server: &McpServer,
+    principal: &Principal,
+    id: &str,
+) -> Option<CallToolResponse> {
+    let store = server.engine.store().ok()?;
+    let i = id.to_owned();
+    let meta = tokio::task::spawn_blocking(move || store.get(&i))
+        .await
+        .ok()?
+        .ok()?;
+    if meta.status != SessionStatus::Suspended {
+        return None;
+    }
+    let events = server.engine.stored_result(id).ok()??.waiting_for;
+    ask_signal(principal, id, meta.last_seq, &events).ok()
 }
 
 /// The seq of the session's pending approval, read from the store (the run
@@ -143,7 +218,11 @@ pub async fn retry(
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
     let principal = Principal::of(ctx);
-    let (id, seq) = open(&principal, state)?;
+    let (id, asked) = open(&principal, state)?;
+    if let Asked::Signal(seq) = asked {
+        return retry_signal(server, &principal, &id, seq, responses, ctx).await;
+    }
+    let seq = asked.seq();
     let key = format!("approval-{seq}");
     let answer = responses.and_then(|r| r.get(&key));
     let accepted = answer.and_then(|a| a.get("action")).and_then(Value::as_str) == Some("accept");
@@ -184,8 +263,78 @@ pub async fn retry(
     wait(server, &principal, &id, seq, ctx).await
 }
 
+/// A retried call that answers a suspend: deliver the signal (once: only
+/// while the session still waits where it was asked), then wait on.
+async fn retry_signal(
+    server: &McpServer,
+    principal: &Principal,
+    id: &str,
+    seq: u64,
+    responses: Option<&InputResponses>,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let key = format!("signal-{seq}");
+    let answer = responses.and_then(|r| r.get(&key));
+    let accepted = answer.and_then(|a| a.get("action")).and_then(Value::as_str) == Some("accept");
+    let content = answer.and_then(|a| a.get("content"));
+    let event = content.and_then(|c| c.get("event")).and_then(Value::as_str);
+    let (true, Some(event)) = (accepted, event) else {
+        return match suspended(server, principal, id).await {
+            Some(ask) => Ok(ask),
+            None => wait(server, principal, id, seq, ctx).await,
+        };
+    };
+    let payload = match content.and_then(|c| c.get("payload")) {
+        Some(Value::String(s)) if !s.trim().is_empty() => serde_json::from_str(s).map_err(|e| {
+            ErrorData::invalid_params(format!("`{key}`: the payload is not JSON: {e}"), None)
+        })?,
+        Some(Value::String(_)) | None => Value::Null,
+        Some(other) => other.clone(),
+    };
+    let store = server
+        .engine
+        .store()
+        .map_err(|e| ErrorData::internal_error(e.message, None))?;
+    let i = id.to_owned();
+    let meta = tokio::task::spawn_blocking(move || store.get(&i))
+        .await
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
+        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let mut after = meta.last_seq;
+    if meta.status == SessionStatus::Suspended && meta.last_seq == seq {
+        let hooks = crate::engine::RunHooks {
+            sinks: Vec::new(),
+            approver: None,
+        };
+        server
+            .engine
+            .signal(
+                SignalParams {
+                    session_id: id.to_owned(),
+                    event: event.to_owned(),
+                    payload,
+                },
+                hooks,
+            )
+            .await
+            .map_err(|e| ErrorData::invalid_params(e.message, None))?;
+        // The signal's own events are recorded by now: a suspend after them
+        // is a new one.
+        let store = server
+            .engine
+            .store()
+            .map_err(|e| ErrorData::internal_error(e.message, None))?;
+        let i = id.to_owned();
+        if let Ok(Ok(m)) = tokio::task::spawn_blocking(move || store.get(&i)).await {
+            after = m.last_seq;
+        }
+    }
+    wait(server, principal, id, after, ctx).await
+}
+
 /// Wait for the run in the store: its result when it ends, another
-/// input-required result at its next approval.
+/// input-required result at its next approval or suspend (after seq
+/// `answered`).
 async fn wait(
     server: &McpServer,
     principal: &Principal,
@@ -202,16 +351,24 @@ async fn wait(
         let read = tokio::task::spawn_blocking(move || {
             let meta = s.get(&i)?;
             let pending = s.pending_approval(&i)?;
-            Ok::<_, agentfile_session::StoreError>((meta.status, pending))
+            Ok::<_, agentfile_session::StoreError>((meta.status, pending, meta.last_seq))
         })
         .await
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
         match read {
-            (SessionStatus::WaitingApproval, Some(seq)) if seq > answered => {
+            (SessionStatus::WaitingApproval, Some(seq), _) if seq > answered => {
                 return ask(principal, id, seq);
             }
-            (s, _) if s.is_terminal() || s == SessionStatus::Suspended => {
+            (SessionStatus::Suspended, _, last) if last > answered => {
+                let r = engine
+                    .stored_result(id)
+                    .map_err(|e| ErrorData::internal_error(e.message, None))?;
+                if let Some(r) = r {
+                    return ask_signal(principal, id, last, &r.waiting_for);
+                }
+            }
+            (s, _, _) if s.is_terminal() => {
                 if let Some(r) = engine
                     .stored_result(id)
                     .map_err(|e| ErrorData::internal_error(e.message, None))?
@@ -238,8 +395,19 @@ mod tests {
     #[test]
     fn states_open_only_unchanged_and_for_their_principal() {
         let me = Principal::local();
-        let s = seal(&me, "20260101-000000-abc", 7);
-        assert_eq!(open(&me, &s).unwrap(), ("20260101-000000-abc".into(), 7));
+        let s = seal(&me, "20260101-000000-abc", Asked::Approval(7));
+        assert_eq!(
+            open(&me, &s).unwrap(),
+            ("20260101-000000-abc".into(), Asked::Approval(7))
+        );
+        let sig = seal(&me, "20260101-000000-abc", Asked::Signal(7));
+        assert_eq!(
+            open(&me, &sig).unwrap(),
+            ("20260101-000000-abc".into(), Asked::Signal(7))
+        );
+        assert!(open(&me, &sig.replacen(".s7.", ".7.", 1)).is_err());
+        assert!(open(&me, &s.replacen(".7.", ".s7.", 1)).is_err());
+        assert!(open(&me, &s.replacen(".7.", ".07.", 1)).is_err());
         assert!(open(&Principal::loopback(), &s).is_err());
         let tampered = s.replace(".7.", ".8.");
         assert!(open(&me, &tampered).is_err());

@@ -67,24 +67,137 @@ fn task(id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
     }
 }
 
+/// The key of the run settings naming the `run_<name>` tool that started a
+/// task (unknown to the engine's [`agentfile_engine::run::RunSettings`],
+/// which ignores it).
+const TOOL_KEY: &str = "mcp_tool";
+
+/// How many interrupted sessions [`resume_interrupted`] looks at.
+const RESUME_SCAN: usize = 1_000;
+
+/// Resume the interrupted tasks of the store (CONTRACT §14: "on start or on
+/// the first `tasks/get`"), at most `--max-runs` of them, newest first. A
+/// session someone holds (a live owner, here or in another process on the
+/// same store) does not read `interrupted` and is left alone; one that
+/// another server resumed in the moment between the look and the start is
+/// refused by the engine or seen running, and skipped. Returns the ids
+/// resumed.
+pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) -> Vec<String> {
+    let Ok(store) = engine.store() else {
+        return Vec::new();
+    };
+    let max = match engine.options().max_runs {
+        0 => crate::engine::DEFAULT_MAX_RUNS,
+        n => n,
+    };
+    let found = {
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || {
+            let sessions = store.list(Some(SessionStatus::Interrupted), RESUME_SCAN)?;
+            let mut tasks = Vec::new();
+            for m in sessions {
+                if tasks.len() >= max {
+                    break;
+                }
+                if m.status == SessionStatus::Interrupted && store.task_owner(&m.id)?.is_some() {
+                    tasks.push(m.id);
+                }
+            }
+            Ok::<_, agentfile_session::StoreError>(tasks)
+        })
+        .await
+    };
+    let ids = match found {
+        Ok(Ok(ids)) => ids,
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "could not look for interrupted tasks");
+            return Vec::new();
+        }
+        Err(_) => return Vec::new(),
+    };
+    let mut resumed = Vec::new();
+    for id in ids {
+        // Looked at again just before: another server may have taken it.
+        let still = {
+            let (store, id) = (store.clone(), id.clone());
+            tokio::task::spawn_blocking(move || store.get(&id).map(|m| m.status))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        };
+        if still != Some(SessionStatus::Interrupted) || engine.is_live_here(&id) {
+            continue;
+        }
+        match engine
+            .submit(
+                RunParams {
+                    resume: Some(id.clone()),
+                    ..RunParams::default()
+                },
+                detached(),
+            )
+            .await
+        {
+            Ok(_) => resumed.push(id),
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e.message, "could not resume the task")
+            }
+        }
+    }
+    if !resumed.is_empty() {
+        tracing::info!(count = resumed.len(), "interrupted tasks resumed");
+    }
+    resumed
+}
+
 /// Start `p` as a task owned by the caller's principal.
 pub async fn start(
     server: &McpServer,
+    p: RunParams,
+    ctx: &RequestContext<RoleServer>,
+) -> Result<CallToolResponse, agentfile_protocol::rpc::RpcError> {
+    start_tool(server, p, ctx, None).await
+}
+
+/// [`start`] for a workflow's own `run_<name>` tool (`tool`): the task's
+/// result is checked against that tool's output schema, as a blocking
+/// call's is.
+pub async fn start_tool(
+    server: &McpServer,
     mut p: RunParams,
     ctx: &RequestContext<RoleServer>,
+    tool: Option<&str>,
 ) -> Result<CallToolResponse, agentfile_protocol::rpc::RpcError> {
     p.wait = Some(false);
     let engine = &server.engine;
     let store = engine.store()?;
-    let live = engine.submit(p, detached()).await?;
+    // The run's events wake the status watcher.
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let mut hooks = detached();
+    {
+        let wake = wake.clone();
+        hooks.sinks.push(std::sync::Arc::new(
+            move |_: &agentfile_protocol::events::Event| wake.notify_one(),
+        ));
+    }
+    let live = engine.submit(p, hooks).await?;
     let id = live.session_id().to_owned();
     let principal = Principal::of(ctx);
     let recorded = {
         let (store, id) = (store.clone(), id.clone());
+        let tool = tool.map(str::to_owned);
         tokio::task::spawn_blocking(move || {
-            store
-                .set_task_owner(&id, principal.as_str())
-                .and_then(|()| store.get(&id))
+            store.set_task_owner(&id, principal.as_str())?;
+            if let Some(tool) = tool {
+                // Kept with the run's settings: a resume elsewhere keeps it.
+                let mut settings = match store.run_settings(&id)? {
+                    Some(Value::Object(o)) => o,
+                    _ => JsonObject::new(),
+                };
+                settings.insert(TOOL_KEY.into(), Value::String(tool));
+                store.set_run_settings(&id, &Value::Object(settings))?;
+            }
+            store.get(&id)
         })
         .await
     };
@@ -102,6 +215,10 @@ pub async fn start(
             )));
         }
     };
+    if wanted(ctx) {
+        // `notifications/tasks` is the extension's: other clients poll.
+        watch_status(server.clone(), id.clone(), ctx.peer.clone(), wake);
+    }
     let t = task(&id, TaskStatus::Working, &meta.created_at, &meta.updated_at);
     Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
 }
@@ -167,7 +284,7 @@ pub(crate) fn approval_form(id: &str) -> Result<InputRequest, ErrorData> {
 }
 
 /// The form a suspended task asks for: which event, and its payload as JSON.
-fn signal_form(id: &str, events: &[String]) -> Result<InputRequest, ErrorData> {
+pub(crate) fn signal_form(id: &str, events: &[String]) -> Result<InputRequest, ErrorData> {
     form(
         format!(
             "agentfile: session {id} is suspended, waiting for {}",
@@ -190,8 +307,18 @@ pub async fn get(
     p: GetTaskParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<GetTaskResult, ErrorData> {
-    let engine = &server.engine;
     let meta = owned(server, &p.task_id, ctx).await?;
+    Ok(GetTaskResult::new(view(server, &meta, true).await?))
+}
+
+/// Where the task of session `meta` stands; `resume`: run an interrupted one
+/// on here (unless someone holds it).
+async fn view(
+    server: &McpServer,
+    meta: &agentfile_session::SessionMeta,
+    resume: bool,
+) -> Result<DetailedTask, ErrorData> {
+    let engine = &server.engine;
     let id = meta.id.as_str();
     let t = |s| task(id, s, &meta.created_at, &meta.updated_at);
     let payload = match meta.status {
@@ -199,7 +326,7 @@ pub async fn get(
         SessionStatus::Interrupted => {
             // Its server died or stopped: run it on here, unless someone
             // (this server, or another with a live lease) holds it already.
-            if !engine.is_live_here(id) {
+            if resume && !engine.is_live_here(id) {
                 let _ = engine
                     .submit(
                         RunParams {
@@ -249,7 +376,10 @@ pub async fn get(
             // `isError: true`, as a blocking call returns it.
             match engine.stored_result(id).map_err(|e| internal(e.message))? {
                 Some(r) => {
-                    let result = super::tools::run_result(&r);
+                    let mut result = super::tools::run_result(&r);
+                    if let Some(tool) = started_by(server, id).await {
+                        super::tools::check_outputs(&tool, &mut result);
+                    }
                     TaskPayload::Completed {
                         result: object(serde_json::to_value(result).map_err(internal)?),
                     }
@@ -258,10 +388,83 @@ pub async fn get(
             }
         }
     };
-    Ok(GetTaskResult::new(DetailedTask::new(
-        t(TaskStatus::Working),
-        payload,
-    )))
+    Ok(DetailedTask::new(t(TaskStatus::Working), payload))
+}
+
+/// The `run_<name>` tool that started task `id`, if it still exists.
+async fn started_by(server: &McpServer, id: &str) -> Option<rmcp::model::Tool> {
+    let store = server.engine.store().ok()?;
+    let id2 = id.to_owned();
+    let settings = tokio::task::spawn_blocking(move || store.run_settings(&id2))
+        .await
+        .ok()?
+        .ok()??;
+    let name = settings.get(TOOL_KEY)?.as_str()?.to_owned();
+    let tools = server.catalog.tools().await;
+    tools
+        .iter()
+        .find(|w| w.tool.name == name)
+        .map(|w| w.tool.clone())
+}
+
+/// How long a status watcher waits for an event before it looks at the
+/// store anyway (a decision or a status written without an event of this
+/// run: another server, a resume here).
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Send `notifications/tasks` on `peer` each time task `id`'s status
+/// changes, until it ends or the peer is gone (best effort: polling
+/// `tasks/get` is the contract). `wake` is notified by the run's events.
+fn watch_status(
+    server: McpServer,
+    id: String,
+    peer: rmcp::service::Peer<RoleServer>,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+) {
+    tokio::spawn(async move {
+        let Ok(store) = server.engine.store() else {
+            return;
+        };
+        let mut last = TaskStatus::Working;
+        loop {
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(WATCH_EVERY) => {}
+            }
+            if peer.is_transport_closed() {
+                return;
+            }
+            let meta = {
+                let (store, id) = (store.clone(), id.clone());
+                match tokio::task::spawn_blocking(move || store.get(&id)).await {
+                    Ok(Ok(m)) => m,
+                    _ => return,
+                }
+            };
+            let Ok(detailed) = view(&server, &meta, false).await else {
+                continue;
+            };
+            let status = detailed.status();
+            if status == last {
+                continue;
+            }
+            last = status;
+            let n = rmcp::model::ServerNotification::TaskStatusNotification(
+                rmcp::model::Notification::new(rmcp::model::TaskStatusNotificationParams::new(
+                    detailed,
+                )),
+            );
+            if peer.send_notification(n).await.is_err() {
+                return;
+            }
+            if matches!(
+                status,
+                TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled
+            ) {
+                return;
+            }
+        }
+    });
 }
 
 /// `tasks/update`: answers to the task's input requests. Keys that are not

@@ -419,6 +419,19 @@ async fn input_required(
     {
         return ask;
     }
+    let suspended = r.structured_content.as_ref().and_then(|s| {
+        (s.get("status").and_then(Value::as_str) == Some(SessionStatus::Suspended.as_str()))
+            .then(|| s.get("session_id").and_then(Value::as_str))
+            .flatten()
+            .map(str::to_owned)
+    });
+    if let Some(id) = suspended
+        && super::mrtr::wanted(ctx)
+        && let Some(ask) =
+            super::mrtr::suspended(server, &super::principal::Principal::of(ctx), &id).await
+    {
+        return ask;
+    }
     r.into()
 }
 
@@ -530,16 +543,21 @@ async fn workflow(
         ..RunParams::default()
     };
     if super::tasks::wanted(ctx) {
-        return Ok(super::tasks::start(server, p, ctx)
+        return Ok(super::tasks::start_tool(server, p, ctx, Some(name))
             .await
             .unwrap_or_else(|e| tool_error(&e).into()));
     }
     let mut r = run(server, p, ctx).await;
-    // A result that breaks the tool's own output schema would be
-    // refused by the client: say so as a tool error instead.
+    check_outputs(&w.tool, &mut r);
+    Ok(r.into())
+}
+
+/// A result that breaks the tool's own output schema would be refused by
+/// the client: say so as a tool error instead.
+pub(crate) fn check_outputs(tool: &rmcp::model::Tool, r: &mut CallToolResult) {
     if r.is_error != Some(true)
         && let Some(s) = &r.structured_content
-        && let Some(problems) = super::workflows::outputs_problems(&w.tool, s)
+        && let Some(problems) = super::workflows::outputs_problems(tool, s)
     {
         r.is_error = Some(true);
         r.content.push(ContentBlock::text(format!(
@@ -547,7 +565,6 @@ async fn workflow(
             problems.join("; ")
         )));
     }
-    Ok(r.into())
 }
 
 /// `run` and the `run_<name>` tools.
