@@ -145,6 +145,8 @@ pub async fn serve_http_until(
     let local = listener.local_addr().unwrap_or(addr);
     let reaper = engine.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
+    // Tasks a stopped or killed server left interrupted resume here, as on stdio.
+    super::tasks::resume_interrupted(&engine).await;
 
     let scan = workflows::Scan::new(
         engine.root().to_owned(),

@@ -329,7 +329,9 @@ async fn call(
     if let Err(e) = server.engine.check_run_paths(&p) {
         return tool_error(e.message);
     }
-    let created = match super::tasks::start(server, p, ctx).await {
+    // A workflow's own tool checks the result against its output schema.
+    let tool = (name != "run").then_some(name.as_str());
+    let created = match super::tasks::start_tool(server, p, ctx, tool).await {
         Ok(rmcp::model::CallToolResponse::Task(t)) => t,
         Ok(rmcp::model::CallToolResponse::Complete(r)) => {
             return serde_json::to_value(r).map_err(internal);
