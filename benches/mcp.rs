@@ -133,20 +133,33 @@ fn validate_throughput(bin: &Path, ws: &Path, n: usize) -> (f64, f64) {
         debug_assert!(reply.contains("\"ok\":true"), "{reply}");
     }
     let sequential = n as f64 / started.elapsed().as_secs_f64();
-    // Pipelined: every call written before the answers are read.
+    // Pipelined: calls written ahead of the answers, up to WINDOW in flight
+    // (the server refuses more than 1,024 on one connection with -32007).
+    const WINDOW: usize = 1000;
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut stdin = s.stdin.take().expect("stdin");
     let started = Instant::now();
-    let writer = std::thread::spawn(move || {
-        for i in n + 1..=2 * n {
-            stdin.write_all(call(i).as_bytes()).expect("write");
-            stdin.write_all(b"\n").expect("write");
-        }
-        stdin.flush().expect("flush");
-        stdin
-    });
-    for _ in 0..n {
+    let writer = {
+        let answered = answered.clone();
+        std::thread::spawn(move || {
+            for (sent, i) in (n + 1..=2 * n).enumerate() {
+                if sent >= WINDOW + answered.load(std::sync::atomic::Ordering::Acquire) {
+                    stdin.flush().expect("flush");
+                    while sent >= WINDOW + answered.load(std::sync::atomic::Ordering::Acquire) {
+                        std::thread::yield_now();
+                    }
+                }
+                stdin.write_all(call(i).as_bytes()).expect("write");
+                stdin.write_all(b"\n").expect("write");
+            }
+            stdin.flush().expect("flush");
+            stdin
+        })
+    };
+    for done in 1..=n {
         let reply = s.read();
         assert!(reply.contains("\"result\""), "{reply}");
+        answered.store(done, std::sync::atomic::Ordering::Release);
     }
     let pipelined = n as f64 / started.elapsed().as_secs_f64();
     s.stdin = Some(writer.join().expect("writer"));
