@@ -150,6 +150,19 @@ pub fn inbound(msg: &mut Value, v1: bool) -> Inbound {
 /// [`inbound`] on raw bytes: the bytes to pass on (the same when nothing
 /// changed or they are not one JSON message) and what was found.
 pub fn inbound_bytes(bytes: &[u8], v1: bool) -> (Option<Vec<u8>>, Inbound) {
+    // Most messages need no change: read only the envelope (the method, no
+    // tree) and parse in full just an `initialize` or a v1 client's message.
+    #[derive(serde::Deserialize)]
+    struct Envelope<'a> {
+        #[serde(borrow, default)]
+        method: Option<std::borrow::Cow<'a, str>>,
+    }
+    if !v1 {
+        match serde_json::from_slice::<Envelope<'_>>(bytes) {
+            Ok(Envelope { method: Some(m) }) if m == "initialize" => {}
+            _ => return (None, Inbound::Unchanged),
+        }
+    }
     let Ok(mut v) = serde_json::from_slice::<Value>(bytes) else {
         return (None, Inbound::Unchanged);
     };
