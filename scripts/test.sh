@@ -124,6 +124,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# The conformance suite's fixture server (tests/mcp_conformance.rs): `cargo
+# test` builds examples only as test harnesses, so build the program itself.
+cargo build --locked --example mcp_fixtures
 cargo test --locked --workspace --all-targets 2>&1 | tee "$log"
 cargo test --locked --workspace --doc 2>&1 | tee -a "$log"
 

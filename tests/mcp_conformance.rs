@@ -66,8 +66,9 @@ fn agentfile() -> (PathBuf, Vec<&'static str>) {
     (env!("CARGO_BIN_EXE_agentfile").into(), vec!["mcp"])
 }
 
-/// `examples/mcp_fixtures.rs`, built beside this test by `cargo test
-/// --all-targets` (scripts/test.sh); `None` when it is not built (skipped,
+/// `examples/mcp_fixtures.rs`, built beside this test by `cargo build
+/// --example mcp_fixtures` (scripts/test.sh: `cargo test` builds examples as
+/// test harnesses only); `None` when it is not built (skipped,
 /// except in CI).
 fn fixtures() -> Option<(PathBuf, Vec<&'static str>)> {
     let exe = std::env::current_exe().unwrap();
@@ -77,7 +78,7 @@ fn fixtures() -> Option<(PathBuf, Vec<&'static str>)> {
     }
     if std::env::var_os("CI").is_some() {
         panic!(
-            "{} is not built: CI builds it with `cargo test --all-targets`",
+            "{} is not built: scripts/test.sh builds it with `cargo build --example mcp_fixtures`",
             bin.display()
         );
     }
