@@ -58,7 +58,7 @@ use tokio_util::sync::CancellationToken;
 use super::principal::Principal;
 use super::{
     ANSWER_GRACE, Client, ExitCode, INTERRUPT_GRACE, KEY_HINT, McpOptions, McpServer, tools,
-    transport, workflows,
+    transport,
 };
 use crate::engine::Engine;
 use crate::limits;
@@ -148,27 +148,7 @@ pub async fn serve_http_until(
     // Tasks a stopped or killed server left interrupted resume here, as on stdio.
     super::tasks::resume_interrupted(&engine).await;
 
-    let scan = workflows::Scan::new(
-        engine.root().to_owned(),
-        config_path.map(|c| {
-            if c.is_absolute() {
-                c
-            } else {
-                engine.root().join(c)
-            }
-        }),
-        engine.options().limits.max_source() as u64,
-    );
-    let catalog = Arc::new(workflows::Catalog::default());
-    {
-        let (scan, catalog) = (scan.clone(), catalog.clone());
-        tokio::spawn(async move {
-            let tools = tokio::task::spawn_blocking(move || scan.tools())
-                .await
-                .unwrap_or_default();
-            catalog.set(tools);
-        });
-    }
+    let (scan, catalog) = super::first_scan(&engine, config_path);
 
     let ct = CancellationToken::new();
     let sessions = Arc::new(Sessions::default());

@@ -412,28 +412,7 @@ pub async fn serve(
     let reaper = engine.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
     tasks::resume_interrupted(&engine).await;
-    let scan = workflows::Scan::new(
-        engine.root().to_owned(),
-        config.map(|c| {
-            if c.is_absolute() {
-                c
-            } else {
-                engine.root().join(c)
-            }
-        }),
-        engine.options().limits.max_source() as u64,
-    );
-    let catalog = Arc::new(workflows::Catalog::default());
-    {
-        // The first scan runs beside the handshake, so `initialize` is not kept waiting.
-        let (scan, catalog) = (scan.clone(), catalog.clone());
-        tokio::spawn(async move {
-            let tools = tokio::task::spawn_blocking(move || scan.tools())
-                .await
-                .unwrap_or_default();
-            catalog.set(tools);
-        });
-    }
+    let (scan, catalog) = first_scan(&engine, config);
     let handler = McpServer {
         engine: engine.clone(),
         client,
@@ -516,4 +495,33 @@ async fn signal() -> ExitCode {
         let _ = tokio::signal::ctrl_c().await;
         130
     }
+}
+
+/// The workspace's `run_<name>` tools: the scanner and the catalog it fills.
+/// The first scan runs beside the handshake, so `initialize` is not kept
+/// waiting (stdio and HTTP alike).
+fn first_scan(
+    engine: &Arc<Engine>,
+    config: Option<std::path::PathBuf>,
+) -> (workflows::Scan, Arc<workflows::Catalog>) {
+    let scan = workflows::Scan::new(
+        engine.root().to_owned(),
+        config.map(|c| {
+            if c.is_absolute() {
+                c
+            } else {
+                engine.root().join(c)
+            }
+        }),
+        engine.options().limits.max_source() as u64,
+    );
+    let catalog = Arc::new(workflows::Catalog::default());
+    let (first, filled) = (scan.clone(), catalog.clone());
+    tokio::spawn(async move {
+        let tools = tokio::task::spawn_blocking(move || first.tools())
+            .await
+            .unwrap_or_default();
+        filled.set(tools);
+    });
+    (scan, catalog)
 }
