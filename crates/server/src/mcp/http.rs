@@ -157,6 +157,7 @@ pub async fn serve_http_until(
         let fixed_tools = Arc::new(tools::fixed());
         let heartbeat = options.heartbeat;
         let extra_tools = options.extra_tools.clone();
+        let local_tasks: Arc<super::local_tasks::LocalTasks> = Arc::default();
         move || {
             // Each session its own client (its peer, log level), all one engine.
             let client = Arc::new(Client::new(
@@ -170,6 +171,7 @@ pub async fn serve_http_until(
                 catalog: catalog.clone(),
                 fixed_tools: fixed_tools.clone(),
                 extra_tools: extra_tools.clone(),
+                local_tasks: local_tasks.clone(),
             })
         }
     };

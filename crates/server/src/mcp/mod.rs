@@ -34,6 +34,7 @@
 
 pub mod approval;
 pub mod http;
+pub mod local_tasks;
 pub mod mrtr;
 pub mod principal;
 pub mod progress;
@@ -104,11 +105,20 @@ pub trait ExtraTools: Send + Sync + 'static {
     fn tools(&self) -> Vec<rmcp::model::Tool>;
     /// The answer to a call of the tool `request.name`, or `None` when it is
     /// not one of these.
+    /// `tasks` is where a call that answers with a task starts it
+    /// ([`local_tasks::LocalTasks::start`]).
     fn call(
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
+        tasks: &Arc<local_tasks::LocalTasks>,
     ) -> Option<ExtraAnswer>;
+    /// Whether the tool `name` can only run as a task: a client that did not
+    /// declare the tasks extension gets `-32021` (Missing Required Client
+    /// Capability) before the tool is called.
+    fn requires_task(&self, _name: &str) -> bool {
+        false
+    }
 }
 
 /// The answer of an [`ExtraTools`] call.
@@ -184,6 +194,8 @@ pub struct McpServer {
     catalog: Arc<workflows::Catalog>,
     fixed_tools: Arc<Vec<rmcp::model::Tool>>,
     extra_tools: Option<Arc<dyn ExtraTools>>,
+    /// The tasks of the extra tools (one registry per process).
+    local_tasks: Arc<local_tasks::LocalTasks>,
 }
 
 const INSTRUCTIONS: &str = "agentfile runs LLM-agent workflows (Agentfiles) in this workspace. \
@@ -249,12 +261,17 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if let Some(answer) = self
-            .extra_tools
-            .as_ref()
-            .and_then(|extra| extra.call(&request, &context))
-        {
-            return answer.await;
+        if let Some(extra) = &self.extra_tools {
+            if extra.requires_task(&request.name) && !tasks::wanted(&context) {
+                return Err(ErrorData::missing_required_client_capability(
+                    rmcp::model::ClientCapabilities::builder()
+                        .enable_tasks()
+                        .build(),
+                ));
+            }
+            if let Some(answer) = extra.call(&request, &context, &self.local_tasks) {
+                return answer.await;
+            }
         }
         // A panic in a tool is an internal error to that call; the
         // connection and the other calls go on.
@@ -419,6 +436,7 @@ pub async fn serve(
         catalog: catalog.clone(),
         fixed_tools: Arc::new(tools::fixed()),
         extra_tools: options.extra_tools.clone(),
+        local_tasks: Arc::default(),
     };
     let transport = transport::StdioTransport::new(read, write, io.clone());
     let ct = CancellationToken::new();

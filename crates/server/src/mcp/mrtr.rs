@@ -145,6 +145,41 @@ pub fn open(principal: &Principal, state: &str) -> Result<(String, Asked), Error
     Ok((id.to_owned(), asked))
 }
 
+/// `data` sealed for `principal`: the `requestState` of an embedder's own
+/// multi-round tool ([`super::ExtraTools`]), opened by [`open_state`]. The
+/// data is readable by the client (hex), not forgeable: a state altered, or
+/// sealed for another principal or by another process, does not open.
+pub fn seal_state(principal: &Principal, data: &str) -> String {
+    let hex: String = data.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("x{hex}.{}", mac(principal, "\u{0}extra", &hex))
+}
+
+/// The data of a state [`seal_state`] made for `principal`, or `-32602`.
+pub fn open_state(principal: &Principal, state: &str) -> Result<String, ErrorData> {
+    let bad =
+        || ErrorData::invalid_params("invalid requestState (altered, or not this server's)", None);
+    let (hex, m) = state
+        .strip_prefix('x')
+        .and_then(|s| s.split_once('.'))
+        .ok_or_else(bad)?;
+    let want = mac(principal, "\u{0}extra", hex);
+    let same = want.len() == m.len()
+        && want
+            .bytes()
+            .zip(m.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0;
+    if !same || hex.len() % 2 != 0 {
+        return Err(bad());
+    }
+    let bytes = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()
+        .map_err(|_| bad())?;
+    String::from_utf8(bytes).map_err(|_| bad())
+}
+
 /// The input-required result for approval `seq` of session `id`.
 pub fn ask(principal: &Principal, id: &str, seq: u64) -> Result<CallToolResponse, ErrorData> {
     let mut reqs = InputRequests::new();
@@ -413,5 +448,20 @@ mod tests {
         assert!(open(&me, &tampered).is_err());
         assert!(open(&me, "x").is_err());
         assert!(open(&me, &format!("{s}.")).is_err());
+    }
+
+    #[test]
+    fn an_embedders_state_opens_unchanged_and_never_as_a_runs() {
+        let me = Principal::local();
+        let s = seal_state(&me, "round 2: Alice");
+        assert_eq!(open_state(&me, &s).unwrap(), "round 2: Alice");
+        assert!(open_state(&Principal::loopback(), &s).is_err());
+        assert!(open(&me, &s).is_err());
+        let mut tampered = s.clone().into_bytes();
+        tampered[2] = if tampered[2] == b'0' { b'1' } else { b'0' };
+        assert!(open_state(&me, &String::from_utf8(tampered).unwrap()).is_err());
+        let run = seal(&me, "20260101-000000-abc", Asked::Approval(7));
+        assert!(open_state(&me, &run).is_err());
+        assert!(open_state(&me, "x.").is_err());
     }
 }

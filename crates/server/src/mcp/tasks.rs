@@ -307,6 +307,9 @@ pub async fn get(
     p: GetTaskParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<GetTaskResult, ErrorData> {
+    if let Some(local) = server.local_tasks.get(&p.task_id, &Principal::of(ctx)) {
+        return local.map(GetTaskResult::new);
+    }
     let meta = owned(server, &p.task_id, ctx).await?;
     Ok(GetTaskResult::new(view(server, &meta, true).await?))
 }
@@ -474,6 +477,13 @@ pub async fn update(
     p: UpdateTaskParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<(), ErrorData> {
+    if let Some(local) =
+        server
+            .local_tasks
+            .update(&p.task_id, &Principal::of(ctx), &p.input_responses)
+    {
+        return local;
+    }
     let engine = &server.engine;
     let meta = owned(server, &p.task_id, ctx).await?;
     let id = meta.id.clone();
@@ -557,6 +567,9 @@ pub async fn cancel(
     p: CancelTaskParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<(), ErrorData> {
+    if let Some(local) = server.local_tasks.cancel(&p.task_id, &Principal::of(ctx)) {
+        return local;
+    }
     let meta = owned(server, &p.task_id, ctx).await?;
     let terminal = matches!(
         meta.status,

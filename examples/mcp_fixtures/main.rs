@@ -11,10 +11,12 @@
 //! Served: `test_simple_text`, `test_image_content`, `test_audio_content`,
 //! `test_embedded_resource`, `test_multiple_content_types`,
 //! `test_error_handling`, `test_tool_with_progress`, `test_tool_with_logging`,
-//! `test_sampling`, `test_elicitation` and `greet` (a plain synchronous tool). The suite's task fixtures
-//! (`slow_compute`, `failing_job`, `confirm_delete`, …) are not: agentfile's
-//! tasks are its runs, so a fixture tool cannot be one (see the baselines in
-//! `tests/mcp_conformance/`).
+//! `test_sampling`, `test_elicitation` and `greet` (a plain synchronous tool);
+//! the task fixtures `slow_compute`, `failing_job`, `protocol_error_job`,
+//! `confirm_delete`, `multi_input` and `test_tool_with_task` ([`tasks`]: tasks
+//! of the server's `LocalTasks`, which answer the same `tasks/*` methods as
+//! runs); and the multi round-trip fixtures `test_input_required_result_*`
+//! ([`mrtr`]).
 
 // `test_tool_with_logging` and `test_sampling` use logging and sampling:
 // deprecated by the 2026 protocol (SEP-2577), still tested by the suite.
@@ -24,6 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentfile::server::engine::EngineOptions;
+use agentfile::server::mcp::local_tasks::LocalTasks;
 use agentfile::server::mcp::{ExtraAnswer, ExtraTools, McpOptions};
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -33,6 +36,9 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
+mod mrtr;
+mod tasks;
+
 /// A 1×1 red PNG.
 const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 /// A tiny WAV header (no samples).
@@ -40,14 +46,14 @@ const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="
 
 struct Fixtures;
 
-fn tool(name: &str, description: &str, schema: Value) -> Tool {
+pub(crate) fn tool(name: &str, description: &str, schema: Value) -> Tool {
     serde_json::from_value(json!({"name": name, "description": description, "inputSchema": schema}))
         .expect("a valid tool")
 }
 
 /// A finished call (`resultType: "complete"`, which rmcp drops for clients
 /// before 2026-07-28, as for agentfile's own results).
-fn result(mut v: Value) -> Result<CallToolResponse, rmcp::ErrorData> {
+pub(crate) fn result(mut v: Value) -> Result<CallToolResponse, rmcp::ErrorData> {
     v["resultType"] = json!("complete");
     Ok(CallToolResponse::Complete(
         serde_json::from_value::<CallToolResult>(v).expect("a valid result"),
@@ -65,7 +71,12 @@ fn arg(request: &CallToolRequestParams, name: &str) -> String {
         .to_owned()
 }
 
-fn no_args() -> Value {
+/// A text content block.
+pub(crate) fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+pub(crate) fn no_args() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
@@ -104,14 +115,28 @@ impl ExtraTools for Fixtures {
                 json!({"type": "object", "properties": {"name": {"type": "string"}}}),
             ),
         ]
+        .into_iter()
+        .chain(tasks::tools())
+        .chain(mrtr::tools())
+        .collect()
+    }
+
+    fn requires_task(&self, name: &str) -> bool {
+        tasks::REQUIRED.contains(&name)
     }
 
     fn call(
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
+        local: &Arc<LocalTasks>,
     ) -> Option<ExtraAnswer> {
-        let text = |t: &str| json!({"type": "text", "text": t});
+        if let Some(answer) = tasks::call(request, context, local) {
+            return Some(answer);
+        }
+        if let Some(answer) = mrtr::call(request, context) {
+            return Some(answer);
+        }
         let resource = json!({"type": "resource", "resource": {
             "uri": "test://embedded-resource", "mimeType": "text/plain",
             "text": "This is an embedded resource content."}});
