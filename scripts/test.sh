@@ -70,6 +70,28 @@ else
   echo "no Node 22 and conformance suite: tests/mcp_conformance.rs will be skipped (or fail under CI)"
 fi
 
+# The official MCP TypeScript SDK and its tasks client, for
+# tests/mcp_typescript.rs (runs as tasks driven by another implementation than
+# ours). Pinned, under target/mcp-ts, installed once; run by the Node 22 above.
+echo "== MCP TypeScript SDK (target/mcp-ts)"
+ts=target/mcp-ts
+ts_ok() {
+  grep -q '"version": "2.4.0"' "$ts/node_modules/@modelcontextprotocol/client/package.json" 2>/dev/null \
+    && grep -q '"version": "0.2.2"' "$ts/node_modules/@modelcontextprotocol/ext-tasks/package.json" 2>/dev/null
+}
+if command -v npm >/dev/null 2>&1 && ! ts_ok; then
+  npm install --prefix "$ts" --no-audit --no-fund --loglevel=error \
+    @modelcontextprotocol/client@2.4.0 @modelcontextprotocol/ext-tasks@0.2.2 >/dev/null \
+    || echo "could not install the MCP TypeScript SDK"
+fi
+if [ -n "${AGENTFILE_NODE:-}" ] && ts_ok; then
+  AGENTFILE_MCP_TS="$PWD/$ts"
+  export AGENTFILE_MCP_TS
+  echo "@modelcontextprotocol/client 2.4.0, @modelcontextprotocol/ext-tasks 0.2.2"
+else
+  echo "no Node 22 and MCP TypeScript SDK: tests/mcp_typescript.rs will be skipped (or fail under CI)"
+fi
+
 # PostgreSQL server binaries, for the PostgreSQL session store's tests
 # (tests/session_store.rs starts its own throwaway cluster on a free port as the
 # `postgres` user; Debian's own cluster service is neither needed nor started).

@@ -497,3 +497,203 @@ async fn the_python_sdk_runs_a_task_through_its_approval_over_stdio_and_http() {
         assert_eq!(a, b, "{transport}: {t:#}");
     }
 }
+
+/// `two.agent`: two goals, the second asked slowly; `$who` (the transport)
+/// tells each run's model requests apart.
+const TWO: &str = "NAME two\nINPUT who\nGOAL first \"Write the first part for $who\"\nGOAL second \"Take your time over the second part for $who\"\nRUN main USING first, second\n";
+
+/// A workspace holding `two.agent`, its model the fake `model`; the second
+/// goal's answer takes `slow`.
+async fn two_goals(label: &str, slow: Duration) -> (FakeServer, PathBuf) {
+    let model = FakeServer::start(vec![
+        FakeReply::text("first part").when(["Write the first part"]),
+        FakeReply::text("second part")
+            .with_latency(slow)
+            .when(["Take your time"]),
+    ])
+    .await
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!(
+        "agentfile-mcp-python-{label}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir = dir.canonicalize().unwrap();
+    std::fs::write(dir.join("two.agent"), TWO).unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"anthropic\"\nmodel = \"claude-sonnet-4-5\"\nbase_url = {:?}\napi_key_env = \"{KEY_VAR}\"\n",
+            model.base_url()
+        ),
+    )
+    .unwrap();
+    (model, dir)
+}
+
+/// Run `client.py` with `scenario`, answering its `WAIT <marker>` lines (on
+/// stderr) with `go` (on stdin) once the fake `model` has been asked a
+/// request holding the marker: the run is then mid-way, its first goal done.
+async fn client_mid_run(
+    python: &std::ffi::OsStr,
+    dir: &std::path::Path,
+    scenario: &str,
+    model: &FakeServer,
+) -> Value {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_python/client.py");
+    let mut child = tokio::process::Command::new(python)
+        .arg(&script)
+        .args(["--binary", env!("CARGO_BIN_EXE_agentfile"), "--workspace"])
+        .arg(dir)
+        .args(["--key-var", KEY_VAR, "--key", "test-key-0123456789"])
+        .args(["--scenario", scenario])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("cannot start the Python client");
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let talk = async {
+        let mut stderr = String::new();
+        while let Some(line) = lines.next_line().await.unwrap() {
+            stderr.push_str(&line);
+            stderr.push('\n');
+            let Some(marker) = line.strip_prefix("WAIT ") else {
+                continue;
+            };
+            while !model
+                .requests()
+                .iter()
+                .any(|q| q.body.to_string().contains(marker))
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            stdin.write_all(b"go\n").await.unwrap();
+            stdin.flush().await.unwrap();
+        }
+        let mut out = Vec::new();
+        stdout.read_to_end(&mut out).await.unwrap();
+        (out, stderr, child.wait().await.unwrap())
+    };
+    let (out, stderr, status) = tokio::time::timeout(Duration::from_secs(120), talk)
+        .await
+        .expect("the Python client timed out");
+    assert!(status.success(), "client.py failed: {stderr}");
+    let summary: Value = serde_json::from_slice(&out)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out)));
+    eprintln!("MCP Python SDK {}", summary["sdk_version"]);
+    summary
+}
+
+/// The status of session `id` in `dir`'s store, by `agentfile sessions show`.
+fn session_status(dir: &std::path::Path, id: &str) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["sessions", "show", id, "--format", "json"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "sessions show: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    v["status"]
+        .as_str()
+        .or_else(|| v["session"]["status"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Model requests holding `text`.
+fn asked(model: &FakeServer, text: &str) -> usize {
+    model
+        .requests()
+        .iter()
+        .filter(|q| q.body.to_string().contains(text))
+        .count()
+}
+
+/// A task cancelled by the Python SDK through `tasks/cancel` while its second
+/// goal is being asked (a 30 s answer) ends `cancelled`, and so does its
+/// session in the store — over stdio and over `mcp --http`.
+#[tokio::test]
+async fn the_python_sdk_cancels_a_task_mid_run_over_stdio_and_http() {
+    let Some(python) = python() else {
+        return;
+    };
+    let (model, dir) = two_goals("cancel", Duration::from_secs(30)).await;
+    let started = std::time::Instant::now();
+    let summary = client_mid_run(&python, &dir, "cancel", &model).await;
+    for transport in ["stdio", "http"] {
+        let t = &summary["cancel"][transport];
+        assert_eq!(t["created"]["status"], "working", "{transport}: {t:#}");
+        let id = t["created"]["task_id"].as_str().unwrap();
+        assert!(t["cancel"].is_object(), "{transport}: {t:#}");
+        assert_eq!(t["is_error"], true, "{transport}: {t:#}");
+        assert_eq!(
+            t["statuses"].as_array().unwrap().last(),
+            Some(&Value::from("cancelled")),
+            "{transport}: {t:#}"
+        );
+        assert_eq!(session_status(&dir, id), "cancelled", "{transport}");
+        assert_eq!(asked(&model, &format!("first part for {transport}")), 1);
+    }
+    // Cancelling stopped the 30 s model calls.
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The server SIGKILLed while a task's second goal is being asked (the SDK's
+/// stdio transport spawned it, through `sh` to learn its pid; over HTTP, the
+/// client started `mcp --http`), then started again: a new Python SDK client
+/// gets the same task id from `tasks/get`, still `working`, and follows it to
+/// `completed` with both goals' outputs; the finished first goal is not asked
+/// again, the interrupted second is.
+#[tokio::test]
+async fn the_python_sdk_follows_a_task_across_a_sigkilled_server_over_stdio_and_http() {
+    let Some(python) = python() else {
+        return;
+    };
+    let (model, dir) = two_goals("kill", Duration::from_secs(2)).await;
+    let summary = client_mid_run(&python, &dir, "kill", &model).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    for transport in ["stdio", "http"] {
+        let t = &summary["kill"][transport];
+        assert_eq!(t["created"]["status"], "working", "{transport}: {t:#}");
+        let id = t["created"]["task_id"].as_str().unwrap();
+        assert_eq!(t["after_restart"], "working", "{transport}: {t:#}");
+        assert_eq!(
+            t["statuses"].as_array().unwrap().last(),
+            Some(&Value::from("completed")),
+            "{transport}: {t:#}"
+        );
+        let s = &t["result"]["structuredContent"];
+        assert_eq!(s["status"], "completed", "{transport}: {t:#}");
+        assert_eq!(s["session_id"], id, "{transport}: {t:#}");
+        assert_eq!(
+            s["outputs"],
+            serde_json::json!({"first": "first part", "second": "second part"}),
+            "{transport}: {t:#}"
+        );
+        assert_eq!(
+            asked(&model, &format!("first part for {transport}")),
+            1,
+            "{transport}: the finished goal was asked again"
+        );
+        assert!(
+            asked(&model, &format!("second part for {transport}")) >= 2,
+            "{transport}: the interrupted goal was not asked again"
+        );
+    }
+}

@@ -22,14 +22,24 @@ extension below: `tasks/get` until `input_required`, the approval answered
 through `tasks/update`, then `completed`) and as a blocking call, over stdio
 and over `agentfile mcp --http`.
 
+With `--scenario cancel` / `kill`: the workspace holds `two.agent` (two
+goals, the second answered slowly); a task of it is cancelled through
+`tasks/cancel`, or its server SIGKILLed and started again (then a new client
+follows the same task id with `tasks/get`), once the Rust test says the
+second goal is being asked (a `WAIT <text>` line on stderr, answered `go` on
+stdin) — over stdio and over `agentfile mcp --http`.
+
 Prints one JSON object summarising what happened; the Rust test asserts on it.
 """
 
 import argparse
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
+import tempfile
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -76,8 +86,12 @@ class Tasks(ClientExtension):
 
     identifier = TASKS
 
-    def __init__(self, log: dict) -> None:
+    def __init__(self, log: dict, hold: Any = None) -> None:
         self.log = log
+        # `hold(task_id, send)`, awaited once the task is created: it may
+        # cancel the task, or kill the server and return True (then the
+        # call returns at once, with no result).
+        self.hold = hold
 
     def claims(self):
         return (ResultClaim(result_type="task", model=TaskCreated, resolve=self.resolve),)
@@ -88,6 +102,13 @@ class Tasks(ClientExtension):
 
     async def resolve(self, created: TaskCreated, ctx: ClaimContext) -> types.CallToolResult:
         self.log["created"] = {"task_id": created.task_id, "status": created.status}
+        if self.hold is not None:
+
+            async def send(method: str, **params: Any) -> dict:
+                return await self.send(ctx, method, **params)
+
+            if await self.hold(created.task_id, send):
+                return types.CallToolResult(content=[])
         statuses: list[str] = []
         for _ in range(600):
             state = await self.send(ctx, "tasks/get", taskId=created.task_id)
@@ -104,7 +125,11 @@ class Tasks(ClientExtension):
                 await self.send(ctx, "tasks/update", taskId=created.task_id, inputResponses=answers)
             elif status in ("completed", "failed", "cancelled"):
                 self.log["statuses"] = statuses
-                return types.CallToolResult.model_validate(state.get("result") or {"content": []})
+                if state.get("result") is None:
+                    # A cancelled (or failed) task has no result: the call ends in error.
+                    text = state.get("statusMessage") or f"task {status}"
+                    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+                return types.CallToolResult.model_validate(state["result"])
             await asyncio.sleep(0.1)
         raise TimeoutError(f"task {created.task_id} did not settle: {statuses}")
 
@@ -317,13 +342,155 @@ async def tasks(params: StdioServerParameters) -> dict:
     return {"stdio": stdio, "http": http}
 
 
+def wait_for_model(marker: str) -> None:
+    """Ask the Rust test to say when the fake model has been asked a request
+    holding `marker` (the run is then mid-way), and wait for its answer."""
+    sys.stderr.write(f"WAIT {marker}\n")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip() != "go":
+        raise RuntimeError(f"no go for {marker!r}")
+
+
+async def poll(send: Any, task_id: str) -> dict:
+    """`tasks/get` until the task ends; its statuses and last state."""
+    statuses: list[str] = []
+    for _ in range(600):
+        state = await send("tasks/get", taskId=task_id)
+        if not statuses or statuses[-1] != state.get("status"):
+            statuses.append(state.get("status"))
+        if state.get("status") in ("completed", "failed", "cancelled"):
+            return {"statuses": statuses, "result": state.get("result")}
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"task {task_id} did not settle: {statuses}")
+
+
+def client_send(client: Any) -> Any:
+    """A task request sender on a connected `mcp.Client`."""
+
+    async def send(method: str, **params: Any) -> dict:
+        r = await client.session.send_request(TaskRequest(method=method, params=TaskParams(**params)), TaskState)
+        return r.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    return send
+
+
+async def cancel_run(server: Any, who: str) -> dict:
+    """`two.agent` as a task, cancelled through `tasks/cancel` while its
+    second goal is being asked."""
+    log: dict = {}
+
+    async def hold(task_id: str, send: Any) -> bool:
+        await asyncio.to_thread(wait_for_model, f"second part for {who}")
+        log["cancel"] = await send("tasks/cancel", taskId=task_id)
+        return False
+
+    async with mcp.Client(server, mode="2026-07-28", extensions=[Tasks(log, hold)]) as client:
+        result = await client.call_tool("run", {"path": "two.agent", "inputs": {"who": who}})
+    return {**log, "is_error": result.is_error}
+
+
+async def kill_run(server: Any, who: str, kill: Any, restart: Any) -> dict:
+    """`two.agent` as a task; the server SIGKILLed while the second goal is
+    being asked; a new client of a server started again follows the same
+    task id with `tasks/get` to its end."""
+    log: dict = {}
+
+    async def hold(task_id: str, send: Any) -> bool:
+        await asyncio.to_thread(wait_for_model, f"second part for {who}")
+        kill()
+        return True
+
+    try:
+        async with mcp.Client(server, mode="2026-07-28", extensions=[Tasks(log, hold)]) as client:
+            await client.call_tool("run", {"path": "two.agent", "inputs": {"who": who}})
+    except BaseException as e:  # the transport of a killed server may complain on close
+        log["closed_with"] = type(e).__name__
+    task_id = log["created"]["task_id"]
+    server = restart()
+    async with mcp.Client(server, mode="2026-07-28", extensions=[Tasks({})]) as client:
+        send = client_send(client)
+        first = await send("tasks/get", taskId=task_id)
+        end = await poll(send, task_id)
+    return {**log, "after_restart": first.get("status"), **end}
+
+
+class HttpServer:
+    """`agentfile mcp --http` on a free loopback port."""
+
+    def __init__(self, params: StdioServerParameters) -> None:
+        self.params = params
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> str:
+        p = self.params
+        self.proc = subprocess.Popen(
+            [p.command, *p.args, "--http", "127.0.0.1:0"],
+            env={**os.environ, **(p.env or {})},
+            cwd=p.cwd,
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for line in self.proc.stderr:
+            if line.startswith("agentfile mcp: listening on "):
+                return line.split("listening on ", 1)[1].strip()
+        raise RuntimeError("agentfile mcp --http did not say where it listens")
+
+    def kill(self) -> None:
+        self.proc.kill()  # SIGKILL
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+
+def pid_wrapped(params: StdioServerParameters, pidfile: str) -> StdioServerParameters:
+    """The same server through `sh`, which writes its pid and `exec`s it (the
+    SDK's stdio transport spawns it; the test kills it by that pid)."""
+    return StdioServerParameters(
+        command="sh",
+        args=["-c", 'echo $$ > "$0"; exec "$@"', pidfile, params.command, *params.args],
+        env=params.env,
+        cwd=params.cwd,
+    )
+
+
+async def cancels(params: StdioServerParameters) -> dict:
+    stdio = await cancel_run(params, "stdio")
+    http = HttpServer(params)
+    try:
+        out = await cancel_run(http.start(), "http")
+    finally:
+        http.stop()
+    return {"stdio": stdio, "http": out}
+
+
+async def kills(params: StdioServerParameters) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        pidfile = os.path.join(tmp, "server.pid")
+
+        def kill_stdio() -> None:
+            with open(pidfile) as f:
+                os.kill(int(f.read().strip()), signal.SIGKILL)
+
+        stdio = await kill_run(pid_wrapped(params, pidfile), "stdio", kill_stdio, lambda: params)
+    http = HttpServer(params)
+    try:
+        out = await kill_run(http.start(), "http", http.kill, http.start)
+    finally:
+        http.stop()
+    return {"stdio": stdio, "http": out}
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--workspace", required=True)
     ap.add_argument("--key-var", required=True)
     ap.add_argument("--key", required=True)
-    ap.add_argument("--scenario", choices=["dsl", "workflow-md", "workflow-yaml", "agent-md", "tasks"], default="dsl")
+    ap.add_argument("--scenario", choices=["dsl", "workflow-md", "workflow-yaml", "agent-md", "tasks", "cancel", "kill"], default="dsl")
     a = ap.parse_args()
     params = StdioServerParameters(
         command=a.binary,
@@ -331,7 +498,12 @@ async def main() -> None:
         env={a.key_var: a.key},
         cwd=a.workspace,
     )
-    if a.scenario == "tasks":
+    if a.scenario in ("cancel", "kill"):
+        summary = {
+            "sdk_version": getattr(mcp, "__version__", None) or _version(),
+            a.scenario: await (cancels if a.scenario == "cancel" else kills)(params),
+        }
+    elif a.scenario == "tasks":
         summary = {
             "sdk_version": getattr(mcp, "__version__", None) or _version(),
             "tasks": await tasks(params),
