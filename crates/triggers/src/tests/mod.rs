@@ -1,0 +1,3 @@
+mod cron;
+mod dst;
+mod policy;
