@@ -16,7 +16,8 @@
 //! `confirm_delete`, `multi_input` and `test_tool_with_task` ([`tasks`]: tasks
 //! of the server's `LocalTasks`, which answer the same `tasks/*` methods as
 //! runs); and the multi round-trip fixtures `test_input_required_result_*`
-//! ([`mrtr`]).
+//! ([`mrtr`]); the stateless-request diagnostics `test_missing_capability`,
+//! `test_streaming_elicitation` and `test_logging_tool` ([`diag`]).
 
 // `test_tool_with_logging` and `test_sampling` use logging and sampling:
 // deprecated by the 2026 protocol (SEP-2577), still tested by the suite.
@@ -26,8 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentfile::server::engine::EngineOptions;
-use agentfile::server::mcp::local_tasks::LocalTasks;
-use agentfile::server::mcp::{ExtraAnswer, ExtraTools, McpOptions};
+use agentfile::server::mcp::{ExtraAnswer, ExtraTools, McpOptions, ToolHost};
 use rmcp::RoleServer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, LoggingMessageNotificationParam,
@@ -36,11 +36,13 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use serde_json::{Value, json};
 
+mod diag;
 mod mrtr;
+mod prompts;
 mod tasks;
 
 /// A 1×1 red PNG.
-const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
+pub(crate) const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==";
 /// A tiny WAV header (no samples).
 const WAV: &str = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA=";
 
@@ -69,6 +71,29 @@ fn arg(request: &CallToolRequestParams, name: &str) -> String {
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned()
+}
+
+/// The input schema of `json_schema_2020_12_tool`: `$defs` with an
+/// `$anchor`, `$ref`, composition and conditional keywords, kept as written.
+fn json_schema_2020_12() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"}
+        },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false
+    })
 }
 
 /// A text content block.
@@ -110,6 +135,21 @@ impl ExtraTools for Fixtures {
                 json!({"type": "object", "properties": {"message": {"type": "string"}}, "required": ["message"]}),
             ),
             tool(
+                "test_elicitation_sep1034_defaults",
+                "Asks the user, with a default for every primitive type",
+                no_args(),
+            ),
+            tool(
+                "test_elicitation_sep1330_enums",
+                "Asks the user to pick, in every enum form",
+                no_args(),
+            ),
+            tool(
+                "json_schema_2020_12_tool",
+                "Takes input described with JSON Schema 2020-12 keywords",
+                json_schema_2020_12(),
+            ),
+            tool(
                 "greet",
                 "Greets someone",
                 json!({"type": "object", "properties": {"name": {"type": "string"}}}),
@@ -118,6 +158,7 @@ impl ExtraTools for Fixtures {
         .into_iter()
         .chain(tasks::tools())
         .chain(mrtr::tools())
+        .chain(diag::tools())
         .collect()
     }
 
@@ -125,16 +166,31 @@ impl ExtraTools for Fixtures {
         tasks::REQUIRED.contains(&name)
     }
 
+    fn prompts(&self) -> Vec<rmcp::model::Prompt> {
+        prompts::prompts()
+    }
+
+    fn get_prompt(
+        &self,
+        request: &rmcp::model::GetPromptRequestParams,
+        _: &RequestContext<RoleServer>,
+    ) -> Option<Result<rmcp::model::GetPromptResponse, rmcp::ErrorData>> {
+        prompts::get(request)
+    }
+
     fn call(
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-        local: &Arc<LocalTasks>,
+        host: &ToolHost,
     ) -> Option<ExtraAnswer> {
-        if let Some(answer) = tasks::call(request, context, local) {
+        if let Some(answer) = tasks::call(request, context, &host.tasks) {
             return Some(answer);
         }
         if let Some(answer) = mrtr::call(request, context) {
+            return Some(answer);
+        }
+        if let Some(answer) = diag::call(request, context, host) {
             return Some(answer);
         }
         let resource = json!({"type": "resource", "resource": {
@@ -257,6 +313,63 @@ impl ExtraTools for Fixtures {
                         ),
                     }
                 })
+            }
+            "test_elicitation_sep1034_defaults" | "test_elicitation_sep1330_enums" => {
+                let peer = context.peer.clone();
+                let schema = if request.name == "test_elicitation_sep1034_defaults" {
+                    json!({"type": "object", "properties": {
+                        "name": {"type": "string", "default": "John Doe"},
+                        "age": {"type": "integer", "default": 30},
+                        "score": {"type": "number", "default": 95.5},
+                        "status": {"type": "string", "enum": ["active", "inactive", "pending"], "default": "active"},
+                        "verified": {"type": "boolean", "default": true}
+                    }})
+                } else {
+                    json!({"type": "object", "properties": {
+                        "untitledSingle": {"type": "string", "enum": ["option1", "option2", "option3"]},
+                        "titledSingle": {"type": "string", "oneOf": [
+                            {"const": "value1", "title": "First Option"},
+                            {"const": "value2", "title": "Second Option"},
+                            {"const": "value3", "title": "Third Option"}
+                        ]},
+                        "legacyEnum": {"type": "string", "enum": ["opt1", "opt2", "opt3"],
+                            "enumNames": ["Option One", "Option Two", "Option Three"]},
+                        "untitledMulti": {"type": "array", "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                        "titledMulti": {"type": "array", "items": {"anyOf": [
+                            {"const": "value1", "title": "First Choice"},
+                            {"const": "value2", "title": "Second Choice"},
+                            {"const": "value3", "title": "Third Choice"}
+                        ]}}
+                    }})
+                };
+                Box::pin(async move {
+                    let params = serde_json::from_value(json!({
+                        "message": "Please review and fill in the form",
+                        "requestedSchema": schema
+                    }))
+                    .map_err(|e| {
+                        rmcp::ErrorData::internal_error(format!("the fixture's form: {e}"), None)
+                    })?;
+                    match peer.create_elicitation(params).await {
+                        Ok(r) => {
+                            let r = serde_json::to_value(r).unwrap_or_default();
+                            result(json!({"content": [text(&format!(
+                                "Elicitation completed: action={}, content={}",
+                                r["action"].as_str().unwrap_or("?"),
+                                r.get("content").cloned().unwrap_or(Value::Null)
+                            ))]}))
+                        }
+                        Err(e) => result(
+                            json!({"isError": true, "content": [text(&format!("elicitation failed: {e}"))]}),
+                        ),
+                    }
+                })
+            }
+            "json_schema_2020_12_tool" => {
+                let args = Value::Object(request.arguments.clone().unwrap_or_default());
+                Box::pin(
+                    async move { result(json!({"content": [text(&format!("received {args}"))]})) },
+                )
             }
             "greet" => {
                 let name = request

@@ -152,12 +152,13 @@ pub async fn serve_http_until(
 
     let ct = CancellationToken::new();
     let sessions = Arc::new(Sessions::default());
+    let host = super::ToolHost::default();
     let factory = {
         let (engine, catalog, sessions) = (engine.clone(), catalog.clone(), sessions.clone());
         let fixed_tools = Arc::new(tools::fixed());
         let heartbeat = options.heartbeat;
         let extra_tools = options.extra_tools.clone();
-        let local_tasks: Arc<super::local_tasks::LocalTasks> = Arc::default();
+        let host = host.clone();
         move || {
             // Each session its own client (its peer, log level), all one engine.
             let client = Arc::new(Client::new(
@@ -171,7 +172,7 @@ pub async fn serve_http_until(
                 catalog: catalog.clone(),
                 fixed_tools: fixed_tools.clone(),
                 extra_tools: extra_tools.clone(),
-                local_tasks: local_tasks.clone(),
+                host: host.clone(),
             })
         }
     };
@@ -203,20 +204,41 @@ pub async fn serve_http_until(
         max_requests: limits.max_requests(),
         closing: CancellationToken::new(),
         v1_sessions: Mutex::default(),
+        changes: host.changes().clone(),
     });
 
     {
-        let sessions = sessions.clone();
+        // The scanner's changes and the extra tools' go to every session
+        // (`list_changed`) and to the listen streams that asked.
+        let hub = host.changes().clone();
         tokio::spawn(
             scan.watch_with(catalog, options.poll, ct.child_token(), move || {
-                for peer in sessions.peers() {
-                    tokio::spawn(async move {
-                        let _ = peer.notify_tool_list_changed().await;
-                    });
-                }
+                hub.changed(super::listen::Change::Tools);
                 std::future::ready(true)
             }),
         );
+        let (sessions, mut changes, stop) = (
+            sessions.clone(),
+            host.changes().subscribe(),
+            ct.child_token(),
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    c = changes.recv() => match c {
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            for peer in sessions.peers() {
+                                tokio::spawn(async move {
+                                    let _ = peer.notify_tool_list_changed().await;
+                                });
+                            }
+                        }
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
     }
 
     eprintln!("agentfile mcp: listening on http://{local}{PATH}");
@@ -321,6 +343,8 @@ struct Front {
     /// The sessions (`Mcp-Session-Id`) whose client declared 2025-11-25
     /// tasks at `initialize` ([`super::tasks_v1`]).
     v1_sessions: Mutex<HashSet<String>>,
+    /// The list changes `subscriptions/listen` streams carry.
+    changes: super::listen::Hub,
 }
 
 impl Front {
@@ -411,6 +435,9 @@ impl Front {
                 ));
             }
         };
+        if let Some(listen) = self.listen(&bytes) {
+            return Ok(listen);
+        }
         let v1 = session_id(&parts.headers).is_some_and(|id| self.v1().contains(&id));
         let (shimmed, found) = super::tasks_v1::inbound_bytes(&bytes, v1);
         let bytes = shimmed.map_or(bytes, Bytes::from);
@@ -442,6 +469,63 @@ impl Front {
         let body = super::tasks_v1::advertise_body(&body).map_or(body, Bytes::from);
         parts.headers.remove(header::CONTENT_LENGTH);
         Ok(Response::from_parts(parts, Full::new(body).boxed()))
+    }
+
+    /// A `subscriptions/listen` request's response: an SSE stream that
+    /// opens with the acknowledgement and carries the changes it asked for
+    /// until the client goes or the server stops. `None` for any other body.
+    fn listen(&self, body: &[u8]) -> Option<Response<HttpBody>> {
+        use super::listen;
+        let needle = listen::METHOD.as_bytes();
+        if !body.windows(needle.len()).any(|w| w == needle) {
+            return None;
+        }
+        let msg: serde_json::Value = serde_json::from_slice(body).ok()?;
+        if msg["method"] != listen::METHOD || msg.get("id").is_none() {
+            return None;
+        }
+        let id = msg["id"].clone();
+        let honoured = listen::Honoured::of(&msg["params"]);
+        let frame = |v: serde_json::Value| {
+            Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from(format!(
+                "event: message\ndata: {v}\n\n"
+            ))))
+        };
+        let first = frame(listen::acknowledgement(&id, honoured));
+        let (changes, closing) = (self.changes.subscribe(), self.closing.clone());
+        let rest = futures::stream::unfold(
+            (changes, closing, id),
+            move |(mut changes, closing, id)| async move {
+                loop {
+                    let change = tokio::select! {
+                        _ = closing.cancelled() => return None,
+                        c = changes.recv() => c,
+                    };
+                    match change {
+                        Ok(c) if honoured.wants(c) => {
+                            let n = listen::notification(&id, c);
+                            return Some((frame(n), (changes, closing, id)));
+                        }
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(_) => return None,
+                    }
+                }
+            },
+        );
+        let stream =
+            futures::StreamExt::chain(futures::stream::once(std::future::ready(first)), rest);
+        let body = http_body_util::StreamBody::new(stream);
+        let mut response = Response::new(body.boxed());
+        let h = response.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/event-stream"),
+        );
+        h.insert(
+            header::CACHE_CONTROL,
+            http::HeaderValue::from_static("no-cache"),
+        );
+        Some(response)
     }
 
     /// The principal a request's bearer token names, or the 401 to answer.

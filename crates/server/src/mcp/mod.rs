@@ -34,6 +34,7 @@
 
 pub mod approval;
 pub mod http;
+pub mod listen;
 pub mod local_tasks;
 pub mod mrtr;
 pub mod principal;
@@ -105,19 +106,53 @@ pub trait ExtraTools: Send + Sync + 'static {
     fn tools(&self) -> Vec<rmcp::model::Tool>;
     /// The answer to a call of the tool `request.name`, or `None` when it is
     /// not one of these.
-    /// `tasks` is where a call that answers with a task starts it
-    /// ([`local_tasks::LocalTasks::start`]).
+    /// `host` is where a call that answers with a task starts it
+    /// ([`local_tasks::LocalTasks::start`]), or says the tool list changed.
     fn call(
         &self,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
-        tasks: &Arc<local_tasks::LocalTasks>,
+        host: &ToolHost,
     ) -> Option<ExtraAnswer>;
     /// Whether the tool `name` can only run as a task: a client that did not
     /// declare the tasks extension gets `-32021` (Missing Required Client
     /// Capability) before the tool is called.
     fn requires_task(&self, _name: &str) -> bool {
         false
+    }
+    /// Prompts served beside agentfile's own, listed after them.
+    fn prompts(&self) -> Vec<rmcp::model::Prompt> {
+        Vec::new()
+    }
+    /// The answer to `prompts/get` for `request.name`, or `None` when it is
+    /// not one of these.
+    fn get_prompt(
+        &self,
+        _request: &GetPromptRequestParams,
+        _context: &RequestContext<RoleServer>,
+    ) -> Option<Result<GetPromptResponse, ErrorData>> {
+        None
+    }
+}
+
+/// What an embedder's tools reach of the server (one per process, shared by
+/// every connection).
+#[derive(Clone, Default)]
+pub struct ToolHost {
+    /// Their tasks.
+    pub tasks: Arc<local_tasks::LocalTasks>,
+    changes: listen::Hub,
+}
+
+impl ToolHost {
+    /// Tell the clients the tool list changed (`notifications/tools/
+    /// list_changed`, and on `subscriptions/listen` streams that asked).
+    pub fn tools_changed(&self) {
+        self.changes.changed(listen::Change::Tools);
+    }
+
+    pub(crate) fn changes(&self) -> &listen::Hub {
+        &self.changes
     }
 }
 
@@ -194,8 +229,8 @@ pub struct McpServer {
     catalog: Arc<workflows::Catalog>,
     fixed_tools: Arc<Vec<rmcp::model::Tool>>,
     extra_tools: Option<Arc<dyn ExtraTools>>,
-    /// The tasks of the extra tools (one registry per process).
-    local_tasks: Arc<local_tasks::LocalTasks>,
+    /// The extra tools' tasks and list changes (one per process).
+    host: ToolHost,
 }
 
 const INSTRUCTIONS: &str = "agentfile runs LLM-agent workflows (Agentfiles) in this workspace. \
@@ -269,7 +304,7 @@ impl ServerHandler for McpServer {
                         .build(),
                 ));
             }
-            if let Some(answer) = extra.call(&request, &context, &self.local_tasks) {
+            if let Some(answer) = extra.call(&request, &context, &self.host) {
                 return answer.await;
             }
         }
@@ -303,14 +338,24 @@ impl ServerHandler for McpServer {
             .unwrap_or_default();
         let mut all = prompts::list();
         all.extend(agents.iter().map(prompts::agent_prompt));
+        if let Some(extra) = &self.extra_tools {
+            all.extend(extra.prompts());
+        }
         Ok(ListPromptsResult::with_all_items(all))
     }
 
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        if let Some(answer) = self
+            .extra_tools
+            .as_ref()
+            .and_then(|extra| extra.get_prompt(&request, &context))
+        {
+            return answer.map(complete_prompt);
+        }
         if request.name.contains('.') {
             let root = self.engine.root().to_owned();
             let agents = tokio::task::spawn_blocking(move || prompts::agent_prompts(&root))
@@ -335,11 +380,11 @@ impl ServerHandler for McpServer {
                 ));
             };
             return prompts::agent_get(p, request.arguments.as_ref())
-                .map(Into::into)
+                .map(|r: rmcp::model::GetPromptResult| complete_prompt(r.into()))
                 .map_err(|e| ErrorData::invalid_params(e, None));
         }
         prompts::get(&request.name, request.arguments.as_ref())
-            .map(Into::into)
+            .map(|r: rmcp::model::GetPromptResult| complete_prompt(r.into()))
             .map_err(|e| ErrorData::invalid_params(e, None))
     }
 
@@ -388,6 +433,19 @@ impl ServerHandler for McpServer {
     }
 }
 
+/// A prompt's answer marked `resultType: "complete"`, as 2026-07-28 requires
+/// (rmcp takes the mark off for older clients).
+fn complete_prompt(r: GetPromptResponse) -> GetPromptResponse {
+    match r {
+        GetPromptResponse::Complete(mut r) => {
+            r.result_type
+                .get_or_insert(rmcp::model::ResultType::COMPLETE);
+            GetPromptResponse::Complete(r)
+        }
+        other => other,
+    }
+}
+
 /// How `serve` ended, as a process exit code: 0 after the end of input (every
 /// run finished), 130 after SIGINT, 143 after SIGTERM, 2 when the server could
 /// not start.
@@ -430,13 +488,14 @@ pub async fn serve(
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
     tasks::resume_interrupted(&engine).await;
     let (scan, catalog) = first_scan(&engine, config);
+    let host = ToolHost::default();
     let handler = McpServer {
         engine: engine.clone(),
         client,
         catalog: catalog.clone(),
         fixed_tools: Arc::new(tools::fixed()),
         extra_tools: options.extra_tools.clone(),
-        local_tasks: Arc::default(),
+        host: host.clone(),
     };
     let transport = transport::StdioTransport::new(read, write, io.clone());
     let ct = CancellationToken::new();
@@ -454,12 +513,37 @@ pub async fn serve(
         },
         code = &mut stop => return code,
     };
-    tokio::spawn(scan.watch(
-        catalog,
-        running.peer().clone(),
-        options.poll,
-        ct.child_token(),
-    ));
+    {
+        // The scanner's changes and the extra tools' reach the client as
+        // one stream of `list_changed`.
+        let hub = host.changes().clone();
+        tokio::spawn(
+            scan.watch_with(catalog, options.poll, ct.child_token(), move || {
+                hub.changed(listen::Change::Tools);
+                std::future::ready(true)
+            }),
+        );
+        let (mut changes, peer, stop) = (
+            host.changes().subscribe(),
+            running.peer().clone(),
+            ct.child_token(),
+        );
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    c = changes.recv() => match c {
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                            if peer.notify_tool_list_changed().await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
+    }
     let mut serving = tokio::spawn(running.waiting());
     let interrupted = tokio::select! {
         _ = &mut serving => None,

@@ -126,6 +126,38 @@ pub fn level_rank(level: LoggingLevel) -> u8 {
     }
 }
 
+/// Which log lines a call's run sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFloor {
+    /// The connection's level (`logging/setLevel`, before 2026-07-28).
+    Session,
+    /// The request's own (2026-07-28: `_meta["io.modelcontextprotocol/
+    /// logLevel"]`); `None`: it asked for none, so none is sent.
+    Request(Option<u8>),
+}
+
+/// The `_meta` key through which a 2026-07-28 request asks for log lines.
+pub const LOG_LEVEL_META: &str = "io.modelcontextprotocol/logLevel";
+
+impl LogFloor {
+    /// The floor of a call made with `ctx`.
+    pub fn of(ctx: &rmcp::service::RequestContext<RoleServer>) -> LogFloor {
+        let stateless = ctx
+            .protocol_version()
+            .is_some_and(|v| v >= rmcp::model::ProtocolVersion::V_2026_07_28);
+        if !stateless {
+            return LogFloor::Session;
+        }
+        let asked = ctx
+            .meta
+            .0
+            .get(LOG_LEVEL_META)
+            .cloned()
+            .and_then(|v| serde_json::from_value::<LoggingLevel>(v).ok());
+        LogFloor::Request(asked.map(level_rank))
+    }
+}
+
 /// The task writing one run's notifications.
 pub struct Forwarder {
     stop: CancellationToken,
@@ -154,6 +186,7 @@ pub fn start(
     client: &Arc<Client>,
     peer: Option<Peer<RoleServer>>,
     token: Option<ProgressToken>,
+    floor: LogFloor,
 ) -> (Arc<RunSink>, Forwarder) {
     let (tx, rx) = mpsc::channel(QUEUE);
     let shared = Arc::new(Shared {
@@ -173,6 +206,7 @@ pub fn start(
         peer,
         client: client.clone(),
         token,
+        floor,
         shared,
         phase: phase_rx,
         printer: Progress::to_writer(Box::new(std::io::sink())),
@@ -196,6 +230,7 @@ struct Forward {
     peer: Option<Peer<RoleServer>>,
     client: Arc<Client>,
     token: Option<ProgressToken>,
+    floor: LogFloor,
     shared: Arc<Shared>,
     phase: watch::Receiver<Phase>,
     printer: Progress,
@@ -331,7 +366,12 @@ impl Forward {
 
     async fn log(&self, level: LoggingLevel, line: &str) {
         let Some(peer) = &self.peer else { return };
-        if level_rank(level) < self.client.log_level() {
+        let floor = match self.floor {
+            LogFloor::Session => self.client.log_level(),
+            LogFloor::Request(Some(floor)) => floor,
+            LogFloor::Request(None) => return,
+        };
+        if level_rank(level) < floor {
             return;
         }
         let _ = peer

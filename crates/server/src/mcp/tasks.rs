@@ -307,7 +307,7 @@ pub async fn get(
     p: GetTaskParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<GetTaskResult, ErrorData> {
-    if let Some(local) = server.local_tasks.get(&p.task_id, &Principal::of(ctx)) {
+    if let Some(local) = server.host.tasks.get(&p.task_id, &Principal::of(ctx)) {
         return local.map(GetTaskResult::new);
     }
     let meta = owned(server, &p.task_id, ctx).await?;
@@ -479,7 +479,8 @@ pub async fn update(
 ) -> Result<(), ErrorData> {
     if let Some(local) =
         server
-            .local_tasks
+            .host
+            .tasks
             .update(&p.task_id, &Principal::of(ctx), &p.input_responses)
     {
         return local;
@@ -567,7 +568,7 @@ pub async fn cancel(
     p: CancelTaskParams,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<(), ErrorData> {
-    if let Some(local) = server.local_tasks.cancel(&p.task_id, &Principal::of(ctx)) {
+    if let Some(local) = server.host.tasks.cancel(&p.task_id, &Principal::of(ctx)) {
         return local;
     }
     let meta = owned(server, &p.task_id, ctx).await?;

@@ -278,7 +278,12 @@ fn text_result(text: String, structured: Option<Value>, is_error: bool) -> CallT
 /// for one left waiting by an earlier process): its log lines reach this
 /// client while the returned forwarder lives.
 fn resume_hooks(server: &McpServer) -> (RunHooks, progress::Forwarder) {
-    let (sink, forwarder) = progress::start(&server.client, server.client.peer(), None);
+    let (sink, forwarder) = progress::start(
+        &server.client,
+        server.client.peer(),
+        None,
+        progress::LogFloor::Session,
+    );
     let hooks = RunHooks {
         sinks: vec![sink],
         approver: None,
@@ -606,7 +611,12 @@ async fn run_with(
     } else {
         None
     };
-    let (sink, forwarder) = progress::start(&server.client, Some(ctx.peer.clone()), token);
+    let (sink, forwarder) = progress::start(
+        &server.client,
+        Some(ctx.peer.clone()),
+        token,
+        progress::LogFloor::of(ctx),
+    );
     let phase = sink.phase();
     let mut sinks: Vec<Arc<dyn agentfile_session::events::EventSink>> = vec![sink.clone()];
     sinks.extend(extra);
