@@ -16,7 +16,8 @@ use agentfile::config::Config;
 use agentfile::protocol::events::{Event, EventBody};
 use agentfile::session::postgres::{Options as PgOptions, PgStore};
 use agentfile::session::{
-    self, Owner, OwnerRecord, SessionStatus, SessionStore, SqliteStore, StoreError, new_session_id,
+    self, FireKind, FireOutcome, FireRecord, Owner, OwnerRecord, SessionStatus, SessionStore,
+    SqliteStore, StoreError, new_session_id,
 };
 use serde_json::json;
 use session_support::*;
@@ -58,6 +59,11 @@ conformance!(
     heartbeat_refreshes_only_our_own_sessions,
     task_owners_are_durable,
     run_settings_are_durable,
+    a_fire_is_claimed_once,
+    fire_history_is_newest_first,
+    last_fire_is_the_latest_fired_or_skipped_instant,
+    quota_counts_fired_only,
+    racing_claims_each_fire_once,
 );
 
 fn running(id: &str) -> session::SessionMeta {
@@ -644,6 +650,337 @@ fn threads_on_many_sessions(kind: Kind) {
     assert_eq!(store.list(None, 100).unwrap().len(), THREADS);
 }
 
+// ---- fire records (issue 33: exactly once across processes) ----
+
+/// A scheduled fire of `trigger` for the instant `n` minutes after a fixed
+/// time, fired `late_ms` after it.
+fn scheduled_fire(trigger: &str, n: u64, late_ms: u64) -> FireRecord {
+    let at = |ms: u64| {
+        agentfile::protocol::events::rfc3339(
+            std::time::UNIX_EPOCH + Duration::from_millis(1_795_341_600_000 + ms),
+        )
+    };
+    let instant = at(n * 60_000);
+    FireRecord {
+        trigger: trigger.to_owned(),
+        kind: FireKind::Schedule,
+        key: instant.clone(),
+        scheduled_for: Some(instant),
+        fired_at: at(n * 60_000 + late_ms),
+        outcome: FireOutcome::Fired,
+        reason: None,
+        session_id: None,
+        cost_usd: None,
+    }
+}
+
+fn webhook_fire(trigger: &str, delivery: &str, fired_at: &str) -> FireRecord {
+    FireRecord {
+        trigger: trigger.to_owned(),
+        kind: FireKind::Webhook,
+        key: delivery.to_owned(),
+        scheduled_for: None,
+        fired_at: fired_at.to_owned(),
+        outcome: FireOutcome::Fired,
+        reason: None,
+        session_id: None,
+        cost_usd: None,
+    }
+}
+
+fn keys(fires: &[FireRecord]) -> Vec<(String, String)> {
+    fires
+        .iter()
+        .map(|f| (f.trigger.clone(), f.key.clone()))
+        .collect()
+}
+
+fn a_fire_is_claimed_once(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    let first = scheduled_fire("nightly#0", 0, 5);
+    assert_eq!(store.fire("nightly#0", &first.key).unwrap(), None);
+    assert!(store.claim_fire(&first).unwrap());
+    // The second claim of the same instant loses and changes nothing.
+    let second = FireRecord {
+        fired_at: ts(99),
+        outcome: FireOutcome::Skipped,
+        reason: Some("late".into()),
+        ..first.clone()
+    };
+    assert!(!store.claim_fire(&second).unwrap());
+    assert!(!kind.open(dir.path()).claim_fire(&second).unwrap());
+    assert_eq!(
+        store.fire("nightly#0", &first.key).unwrap(),
+        Some(first.clone())
+    );
+    // The same key under another trigger is another fire.
+    assert!(
+        store
+            .claim_fire(&FireRecord {
+                trigger: "nightly#1".into(),
+                ..first.clone()
+            })
+            .unwrap()
+    );
+    // Keys that are not file-name material are keys all the same.
+    for key in ["a/b", "../x", ".hidden", "x y%20", &"k".repeat(300), "ü"] {
+        let f = webhook_fire("hook#0", key, &ts(1));
+        assert!(store.claim_fire(&f).unwrap(), "{key}");
+        assert!(!store.claim_fire(&f).unwrap(), "{key}");
+        assert_eq!(store.fire("hook#0", key).unwrap(), Some(f), "{key}");
+    }
+    assert_eq!(store.fires(Some("hook#0"), 100).unwrap().len(), 6);
+
+    // Linked to its session after the run starts, then finished and costed.
+    store
+        .set_fire_session("nightly#0", &first.key, "20261122-100000-abc")
+        .unwrap();
+    store.set_fire_cost("nightly#0", &first.key, 0.25).unwrap();
+    store
+        .finish_fire("nightly#0", &first.key, FireOutcome::Refused, Some("quota"))
+        .unwrap();
+    let reopened = kind.open(dir.path());
+    assert_eq!(
+        reopened.fire("nightly#0", &first.key).unwrap(),
+        Some(FireRecord {
+            session_id: Some("20261122-100000-abc".into()),
+            cost_usd: Some(0.25),
+            outcome: FireOutcome::Refused,
+            reason: Some("quota".into()),
+            ..first.clone()
+        })
+    );
+    reopened
+        .finish_fire("nightly#0", &first.key, FireOutcome::Fired, None)
+        .unwrap();
+    assert_eq!(
+        reopened
+            .fire("nightly#0", &first.key)
+            .unwrap()
+            .unwrap()
+            .reason,
+        None
+    );
+
+    // Nothing claimed, nothing to change.
+    for err in [
+        store
+            .set_fire_session("nightly#0", "never", "s")
+            .unwrap_err(),
+        store
+            .finish_fire("nope#0", "never", FireOutcome::Skipped, None)
+            .unwrap_err(),
+        store.set_fire_cost("nightly#0", "never", 1.0).unwrap_err(),
+    ] {
+        assert!(matches!(err, StoreError::NoFire { .. }), "{err}");
+    }
+    assert_eq!(store.fire("nightly#0", "never").unwrap(), None);
+    // A record the history could not order is refused before it is written.
+    for bad in [
+        FireRecord {
+            fired_at: "yesterday".into(),
+            key: "bad-1".into(),
+            ..first.clone()
+        },
+        FireRecord {
+            scheduled_for: Some("2026-11-22 10:00".into()),
+            key: "bad-2".into(),
+            ..first.clone()
+        },
+        FireRecord {
+            key: String::new(),
+            ..first.clone()
+        },
+    ] {
+        let err = store.claim_fire(&bad).unwrap_err();
+        assert!(matches!(err, StoreError::InvalidFire { .. }), "{err}");
+        assert_eq!(store.fire("nightly#0", &bad.key).unwrap(), None);
+    }
+}
+
+fn fire_history_is_newest_first(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    assert!(store.fires(None, 10).unwrap().is_empty());
+    // Claimed out of order; one fired late (catch-up) after a later instant.
+    let a = scheduled_fire("nightly#0", 1, 0);
+    let b = scheduled_fire("nightly#0", 2, 0);
+    let late = scheduled_fire("nightly#0", 0, 3 * 60_000);
+    let hook = webhook_fire("hook#0", "d-1", &scheduled_fire("x", 1, 30_000).fired_at);
+    // A time written with an offset sorts as the instant it names (10:00:30Z,
+    // the oldest), not as its text.
+    let other_form = FireRecord {
+        fired_at: "2026-11-22T12:00:30+02:00".into(),
+        ..webhook_fire("hook#0", "d-2", "")
+    };
+    for f in [&b, &hook, &late, &a, &other_form] {
+        assert!(store.claim_fire(f).unwrap());
+    }
+    let all = store.fires(None, 10).unwrap();
+    assert_eq!(
+        keys(&all),
+        keys(&[
+            late.clone(),
+            b.clone(),
+            hook.clone(),
+            a.clone(),
+            other_form.clone()
+        ])
+    );
+    assert_eq!(all[0], late);
+    assert_eq!(
+        keys(&store.fires(Some("nightly#0"), 10).unwrap()),
+        keys(&[late.clone(), b.clone(), a.clone()])
+    );
+    assert_eq!(
+        keys(&store.fires(Some("nightly#0"), 2).unwrap()),
+        keys(&[late.clone(), b.clone()])
+    );
+    assert_eq!(keys(&store.fires(None, 1).unwrap()), keys(&[late]));
+    assert!(store.fires(Some("nobody#0"), 10).unwrap().is_empty());
+    assert!(store.fires(None, 0).unwrap().is_empty());
+}
+
+fn last_fire_is_the_latest_fired_or_skipped_instant(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    assert_eq!(store.last_fire("nightly#0").unwrap(), None);
+    let one = scheduled_fire("nightly#0", 1, 0);
+    let two = FireRecord {
+        outcome: FireOutcome::Skipped,
+        reason: Some("overlap".into()),
+        ..scheduled_fire("nightly#0", 2, 0)
+    };
+    // Refused instants do not count as handled, nor do fires without an
+    // instant, nor other triggers' fires; a late fire of an earlier instant
+    // does not move it back.
+    let three = FireRecord {
+        outcome: FireOutcome::Refused,
+        ..scheduled_fire("nightly#0", 3, 0)
+    };
+    let late_zero = scheduled_fire("nightly#0", 0, 10 * 60_000);
+    let manual = FireRecord {
+        kind: FireKind::Manual,
+        key: "m-1".into(),
+        scheduled_for: None,
+        ..scheduled_fire("nightly#0", 9, 0)
+    };
+    for f in [
+        &one,
+        &two,
+        &three,
+        &late_zero,
+        &manual,
+        &scheduled_fire("nightly#1", 8, 0),
+    ] {
+        assert!(store.claim_fire(f).unwrap());
+    }
+    assert_eq!(store.last_fire("nightly#0").unwrap(), Some(two.clone()));
+    store
+        .finish_fire("nightly#0", &three.key, FireOutcome::Fired, None)
+        .unwrap();
+    assert_eq!(
+        store.last_fire("nightly#0").unwrap().map(|f| f.key),
+        Some(three.key)
+    );
+}
+
+fn quota_counts_fired_only(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    let at = |ms: u64| std::time::UNIX_EPOCH + Duration::from_millis(1_795_341_600_000 + ms);
+    let minute = 60_000;
+    let day = (at(0), at(10 * minute));
+    assert_eq!(
+        store.fired_between("nightly#0", day.0, day.1).unwrap(),
+        (0, 0.0)
+    );
+    for n in 0..12 {
+        let f = scheduled_fire("nightly#0", n, 0);
+        assert!(store.claim_fire(&f).unwrap());
+        if n % 2 == 0 {
+            store.set_fire_cost("nightly#0", &f.key, 0.5).unwrap();
+        }
+        if n == 3 {
+            store
+                .finish_fire("nightly#0", &f.key, FireOutcome::Skipped, Some("overlap"))
+                .unwrap();
+        }
+        if n == 5 {
+            store
+                .finish_fire("nightly#0", &f.key, FireOutcome::Refused, Some("quota"))
+                .unwrap();
+        }
+    }
+    assert!(
+        store
+            .claim_fire(&FireRecord {
+                cost_usd: Some(7.0),
+                ..scheduled_fire("other#0", 1, 0)
+            })
+            .unwrap()
+    );
+    // [0, 10 minutes): instants 0..=9, less the skipped 3 and refused 5; the
+    // half-open end leaves out the fire at exactly 10 minutes.
+    let (count, cost) = store.fired_between("nightly#0", day.0, day.1).unwrap();
+    assert_eq!(count, 8);
+    assert!((cost - 2.5).abs() < 1e-9, "{cost}");
+    let (count, cost) = store
+        .fired_between("nightly#0", at(10 * minute), at(10 * minute + 1))
+        .unwrap();
+    assert_eq!((count, cost), (1, 0.5));
+    assert_eq!(
+        store.fired_between("other#0", day.0, day.1).unwrap(),
+        (1, 7.0)
+    );
+}
+
+/// Several stores on one backend (separate connections, separate file
+/// handles) claim the same 200 fires at once: each is owned exactly once.
+fn racing_claims_each_fire_once(kind: Kind) {
+    const FIRES: u64 = 200;
+    const CLAIMANTS: usize = 4;
+    let dir = TempDir::new(kind.name());
+    kind.open(dir.path());
+    let go = std::sync::Barrier::new(CLAIMANTS);
+    let won: Vec<Vec<String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..CLAIMANTS)
+            .map(|t| {
+                let (path, go) = (dir.path().to_owned(), &go);
+                s.spawn(move || {
+                    let store = kind.open(&path);
+                    go.wait();
+                    let mut won = Vec::new();
+                    for n in 0..FIRES {
+                        let f = FireRecord {
+                            reason: Some(format!("t{t}")),
+                            ..scheduled_fire("nightly#0", n, 0)
+                        };
+                        if store.claim_fire(&f).unwrap() {
+                            won.push(f.key);
+                        }
+                    }
+                    won
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let store = kind.open(dir.path());
+    let mut all = BTreeSet::new();
+    for (t, keys) in won.iter().enumerate() {
+        for k in keys {
+            assert!(all.insert(k.clone()), "{k} won twice");
+            // The record is the winner's.
+            let f = store.fire("nightly#0", k).unwrap().unwrap();
+            assert_eq!(f.reason.as_deref(), Some(format!("t{t}").as_str()));
+        }
+    }
+    assert_eq!(all.len() as u64, FIRES);
+    assert_eq!(store.fires(None, 1000).unwrap().len() as u64, FIRES);
+}
+
 // ---- open() and configuration ----
 
 #[test]
@@ -1136,6 +1473,124 @@ fn processes_share_a_store() {
     }
 }
 
+/// Child half of `processes_claim_each_fire_once`: does nothing unless
+/// started by it. Waits for the `go` file, claims every fire, and writes the
+/// keys it won to `won-NAME`.
+#[test]
+fn child_claimer() {
+    let (Ok(dir), Ok(kind), Ok(name)) = (
+        std::env::var("FIRE_CHILD_DIR"),
+        std::env::var("FIRE_CHILD_KIND"),
+        std::env::var("FIRE_CHILD_NAME"),
+    ) else {
+        return;
+    };
+    let dir = std::path::Path::new(&dir);
+    let store = Kind::parse(&kind).open(dir);
+    while !dir.join("go").exists() {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let mut won = String::new();
+    for n in 0..200 {
+        let f = FireRecord {
+            reason: Some(name.clone()),
+            ..scheduled_fire("nightly#0", n, 0)
+        };
+        if store.claim_fire(&f).unwrap() {
+            won.push_str(&f.key);
+            won.push('\n');
+        }
+    }
+    std::fs::write(dir.join(format!("won-{name}")), won).unwrap();
+}
+
+/// Issue 33, "exactly once across processes": three processes on one store
+/// claim the same 200 scheduled instants; each is claimed by exactly one, and
+/// its record is that process's.
+#[test]
+fn processes_claim_each_fire_once() {
+    for kind in kinds() {
+        let dir = TempDir::new("fire-procs");
+        kind.open(dir.path());
+        let exe = std::env::current_exe().unwrap();
+        let children: Vec<_> = (0..3)
+            .map(|i| {
+                std::process::Command::new(&exe)
+                    .args([
+                        "--exact",
+                        "child_claimer",
+                        "--nocapture",
+                        "--test-threads=1",
+                    ])
+                    .env("FIRE_CHILD_DIR", dir.path())
+                    .env("FIRE_CHILD_KIND", kind.name())
+                    .env("FIRE_CHILD_NAME", format!("p{i}"))
+                    .stdout(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        // Let them all open the store first, then start them together.
+        std::thread::sleep(Duration::from_millis(300));
+        std::fs::write(dir.path().join("go"), "").unwrap();
+        for mut c in children {
+            assert!(c.wait().unwrap().success(), "{kind:?} child failed");
+        }
+        let store = kind.open(dir.path());
+        let mut all = BTreeSet::new();
+        for i in 0..3 {
+            let name = format!("p{i}");
+            let won = std::fs::read_to_string(dir.path().join(format!("won-{name}"))).unwrap();
+            for key in won.lines() {
+                assert!(all.insert(key.to_owned()), "{kind:?}: {key} claimed twice");
+                let f = store.fire("nightly#0", key).unwrap().unwrap();
+                assert_eq!(f.reason.as_deref(), Some(name.as_str()), "{kind:?}");
+            }
+        }
+        assert_eq!(all.len(), 200, "{kind:?}");
+        assert_eq!(store.fires(Some("nightly#0"), 1000).unwrap().len(), 200);
+        if kind == Kind::Sqlite {
+            let db = SqliteStore::open(&dir.path().join("sessions.db")).unwrap();
+            assert!(db.integrity_check().unwrap().is_empty());
+        }
+    }
+}
+
+/// A version-6 database (before fire records) opens as version 7 with its
+/// sessions intact, and takes fire records.
+#[test]
+fn sqlite_migrates_to_fire_records_keeping_sessions() {
+    let dir = TempDir::new("fires-migrate");
+    {
+        let store = sqlite(&dir);
+        store.create(&meta("kept")).unwrap();
+        store.append_batch(&small_events("kept", 1, 5)).unwrap();
+    }
+    // Back to exactly what version 6 had: migration 7 only added `fires`.
+    raw(&dir)
+        .execute_batch(
+            "DROP TABLE fires; DELETE FROM schema_migrations WHERE version = 7; \
+             PRAGMA user_version = 6;",
+        )
+        .unwrap();
+    let store = sqlite(&dir);
+    assert_eq!(store.schema_version().unwrap(), 7);
+    assert_eq!(store.events("kept", 0).unwrap(), small_events("kept", 1, 5));
+    assert!(
+        store
+            .claim_fire(&scheduled_fire("nightly#0", 0, 0))
+            .unwrap()
+    );
+    let applied: Vec<i64> = raw(&dir)
+        .prepare("SELECT version FROM schema_migrations ORDER BY version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(applied, (1..=7).collect::<Vec<i64>>());
+}
+
 #[test]
 fn events_equal_what_the_wire_carries() {
     // The stored form is an implementation detail; what comes back must be
@@ -1549,6 +2004,43 @@ fn postgres_a_newer_schema_is_refused_untouched() {
     assert_eq!(cluster.psql(db, "SELECT id FROM sessions").unwrap(), "kept");
 }
 
+/// A version-3 database (before fire records) opens as version 4 with its
+/// sessions intact, and takes fire records.
+#[test]
+fn postgres_migrates_to_fire_records_keeping_sessions() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-fires-migrate");
+    let url = pg::url_for(dir.path());
+    {
+        let store = PgStore::open(&url).unwrap();
+        store.create(&meta("kept")).unwrap();
+        store.append_batch(&small_events("kept", 1, 5)).unwrap();
+    }
+    let cluster = pg::shared();
+    let db = db_name(&url);
+    cluster
+        .psql(
+            db,
+            "DROP TABLE fires; DELETE FROM schema_migrations WHERE version = 4",
+        )
+        .unwrap();
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(store.schema_version().unwrap(), 4);
+    assert_eq!(store.events("kept", 0).unwrap(), small_events("kept", 1, 5));
+    assert!(
+        store
+            .claim_fire(&scheduled_fire("nightly#0", 0, 0))
+            .unwrap()
+    );
+    assert!(
+        !store
+            .claim_fire(&scheduled_fire("nightly#0", 0, 0))
+            .unwrap()
+    );
+}
+
 #[test]
 fn postgres_fresh_database_opened_by_many_at_once() {
     if !pg::available() {
@@ -1777,4 +2269,11 @@ fn postgres_a_retried_append_that_had_committed_is_not_doubled() {
     let a = store.record_approval("a", true, Some("yes")).unwrap();
     assert_eq!(proxy.cuts(), 3);
     assert_eq!(direct.approval("a", 2).unwrap(), Some(a));
+    // A fire claimed through a cut connection is ours once, not "taken".
+    let f = scheduled_fire("nightly#0", 0, 0);
+    proxy.arm();
+    assert!(store.claim_fire(&f).unwrap());
+    assert_eq!(proxy.cuts(), 4);
+    assert_eq!(direct.fire("nightly#0", &f.key).unwrap(), Some(f.clone()));
+    assert!(!direct.claim_fire(&f).unwrap());
 }

@@ -30,6 +30,22 @@
 //! Several processes: every change to a session happens under an exclusive
 //! `flock` of its log (plus a mutex within the process), so two writers of one
 //! session queue and the `seq` check stays exact.
+//!
+//! # Fire records
+//!
+//! The daemon's fire records (see [`crate::fires`]) live in `fires/`, one
+//! folder per trigger and one file per idempotency key:
+//! `fires/TRIGGER/KEY.json`, both names percent-encoded (every byte but ASCII
+//! letters, digits, `-` and `_` as `%XX`; a name longer than 180 bytes becomes
+//! `%%` and its SHA-256, the file itself holding the real trigger and key).
+//! A claim writes the record to a fsynced temporary file and hard-links it to
+//! its name: `link(2)` fails when the name exists, atomically, whichever
+//! process or machine (on NFS too) tries, so of several processes claiming one
+//! fire exactly one succeeds, and a crash leaves the whole record or none.
+//! Later changes (session, outcome, cost) replace the file atomically under a
+//! `flock` of `fires/TRIGGER/.lock`. Reading history reads every record of the
+//! trigger (of every trigger without one), which suits a daemon's numbers,
+//! not millions of fires.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -41,6 +57,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
+use super::fires::{FireOutcome, FireRecord, newest_first, system_ms};
 use super::owner::{Owner, OwnerRecord, effective_status};
 use super::{
     Approval, SessionMeta, SessionStatus, SessionStore, StoreError, io_is_full, is_live,
@@ -330,6 +347,99 @@ impl FileStore {
             self.write_meta(file)?;
         }
         Ok(tail)
+    }
+
+    fn fire_dir(&self, trigger: &str) -> PathBuf {
+        self.dir.join("fires").join(file_name(trigger))
+    }
+
+    fn fire_path(&self, trigger: &str, key: &str) -> PathBuf {
+        self.fire_dir(trigger)
+            .join(format!("{}.json", file_name(key)))
+    }
+
+    fn read_fire(&self, path: &Path) -> Result<Option<FireRecord>, StoreError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(path, "cannot read", e)),
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError::Corrupt {
+                path: path.display().to_string(),
+                message: format!("not a fire record: {e}"),
+            })
+    }
+
+    /// Every record of `trigger`, or of every trigger.
+    fn all_fires(&self, trigger: Option<&str>) -> Result<Vec<FireRecord>, StoreError> {
+        let root = self.dir.join("fires");
+        let dirs = match trigger {
+            Some(t) => vec![self.fire_dir(t)],
+            None => match std::fs::read_dir(&root) {
+                Ok(entries) => entries
+                    .map(|e| e.map(|e| e.path()))
+                    .collect::<std::io::Result<Vec<_>>>()
+                    .map_err(|e| io_err(&root, "cannot list", e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(io_err(&root, "cannot list", e)),
+            },
+        };
+        let mut fires = Vec::new();
+        for dir in dirs {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => continue,
+                Err(e) => return Err(io_err(&dir, "cannot list", e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| io_err(&dir, "cannot list", e))?;
+                let name = entry.file_name();
+                // Temporary files and the lock start with `.`.
+                let Some(name) = name.to_str() else { continue };
+                if name.starts_with('.') || !name.ends_with(".json") {
+                    continue;
+                }
+                if let Some(fire) = self.read_fire(&entry.path())? {
+                    fires.push(fire);
+                }
+            }
+        }
+        Ok(fires)
+    }
+
+    /// Change a claimed record under the trigger's lock.
+    fn update_fire(
+        &self,
+        trigger: &str,
+        key: &str,
+        change: impl FnOnce(&mut FireRecord),
+    ) -> Result<(), StoreError> {
+        let _guard = self.guard();
+        let path = self.fire_path(trigger, key);
+        let no_fire = || StoreError::NoFire {
+            trigger: trigger.to_owned(),
+            key: key.to_owned(),
+        };
+        let dir = self.fire_dir(trigger);
+        if !dir.is_dir() {
+            return Err(no_fire());
+        }
+        let lock_path = dir.join(".lock");
+        let lock = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock_path)
+            .map_err(|e| io_err(&lock_path, "cannot open", e))?;
+        lock.lock()
+            .map_err(|e| io_err(&lock_path, "cannot lock", e))?;
+        let mut fire = self.read_fire(&path)?.ok_or_else(no_fire)?;
+        change(&mut fire);
+        let bytes = to_pretty(&fire, &path)?;
+        write_atomic(&path, &bytes, false).map_err(|e| io_err(&path, "cannot write", e))
     }
 
     fn list_ids(&self) -> Result<Vec<String>, StoreError> {
@@ -652,6 +762,101 @@ impl SessionStore for FileStore {
         self.write_meta(&file)
     }
 
+    /// A hard link from a fsynced temporary file: `link(2)` refuses an
+    /// existing name atomically, so exactly one claimant wins.
+    fn claim_fire(&self, fire: &FireRecord) -> Result<bool, StoreError> {
+        fire.validate()?;
+        let dir = self.fire_dir(&fire.trigger);
+        std::fs::create_dir_all(&dir).map_err(|e| io_err(&dir, "cannot create", e))?;
+        let path = self.fire_path(&fire.trigger, &fire.key);
+        let bytes = to_pretty(fire, &path)?;
+        match write_atomic(&path, &bytes, true) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(io_err(&path, "cannot write", e)),
+        }
+    }
+
+    fn fire(&self, trigger: &str, key: &str) -> Result<Option<FireRecord>, StoreError> {
+        self.read_fire(&self.fire_path(trigger, key))
+    }
+
+    fn set_fire_session(
+        &self,
+        trigger: &str,
+        key: &str,
+        session_id: &str,
+    ) -> Result<(), StoreError> {
+        self.update_fire(trigger, key, |f| f.session_id = Some(session_id.to_owned()))
+    }
+
+    fn finish_fire(
+        &self,
+        trigger: &str,
+        key: &str,
+        outcome: FireOutcome,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.update_fire(trigger, key, |f| {
+            f.outcome = outcome;
+            f.reason = reason.map(str::to_owned);
+        })
+    }
+
+    fn set_fire_cost(&self, trigger: &str, key: &str, cost_usd: f64) -> Result<(), StoreError> {
+        if !cost_usd.is_finite() {
+            return Err(StoreError::InvalidFire {
+                trigger: trigger.to_owned(),
+                key: key.to_owned(),
+                message: "cost_usd must be a finite number".into(),
+            });
+        }
+        self.update_fire(trigger, key, |f| f.cost_usd = Some(cost_usd))
+    }
+
+    fn fires(&self, trigger: Option<&str>, limit: usize) -> Result<Vec<FireRecord>, StoreError> {
+        let mut fires = self.all_fires(trigger)?;
+        fires.sort_by(newest_first);
+        fires.truncate(limit);
+        Ok(fires)
+    }
+
+    fn last_fire(&self, trigger: &str) -> Result<Option<FireRecord>, StoreError> {
+        Ok(self
+            .all_fires(Some(trigger))?
+            .into_iter()
+            .filter(|f| {
+                f.scheduled_ms().is_some()
+                    && matches!(f.outcome, FireOutcome::Fired | FireOutcome::Skipped)
+            })
+            .max_by(|a, b| {
+                (a.scheduled_ms(), a.fired_ms(), &a.key).cmp(&(
+                    b.scheduled_ms(),
+                    b.fired_ms(),
+                    &b.key,
+                ))
+            }))
+    }
+
+    fn fired_between(
+        &self,
+        trigger: &str,
+        from: SystemTime,
+        to: SystemTime,
+    ) -> Result<(u64, f64), StoreError> {
+        let (from, to) = (system_ms(from), system_ms(to));
+        let mut count = 0;
+        let mut cost = 0.0;
+        for f in self.all_fires(Some(trigger))? {
+            if f.outcome == FireOutcome::Fired && f.fired_ms().is_some_and(|t| from <= t && t < to)
+            {
+                count += 1;
+                cost += f.cost_usd.unwrap_or(0.0);
+            }
+        }
+        Ok((count, cost))
+    }
+
     fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
         let _guard = self.guard();
         let mut orphans = Vec::new();
@@ -713,6 +918,30 @@ fn last_line(log: &File, end: u64) -> std::io::Result<Option<(u64, u64)>> {
         chunk = chunk.saturating_mul(2);
     }
     Ok(newline.map(|nl| (0, nl)))
+}
+
+/// A trigger id or fire key as a file name (see the module documentation):
+/// ASCII letters, digits, `-` and `_` as they are, every other byte `%XX`; a
+/// name over 180 bytes is `%%` and its SHA-256 (no encoded name contains `%%`).
+fn file_name(s: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' {
+            out.push(char::from(b));
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    if out.len() > 180 {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(s.as_bytes());
+        out = String::from("%%");
+        for b in digest {
+            let _ = write!(out, "{b:02x}");
+        }
+    }
+    out
 }
 
 fn to_pretty<T: Serialize>(value: &T, path: &Path) -> Result<Vec<u8>, StoreError> {

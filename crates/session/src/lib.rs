@@ -19,6 +19,9 @@
 //!   machines; a lease keeps two processes from running one session at once.
 //! - [`file`]: one JSON file per session plus an append-only JSON Lines event log,
 //!   for people who want plain files.
+//! - [`fires`]: the daemon's fire records ([`FireRecord`]), claimed once per
+//!   trigger and idempotency key across every process sharing a store, so
+//!   each scheduled instant, webhook delivery and event fires exactly once.
 //! - [`owner`]: who runs a session and whether they still do, so a run killed
 //!   with `kill -9` reads as `interrupted` instead of `running` forever.
 //! - [`export`]: a session's full transcript as JSON or Markdown, rendered from
@@ -32,6 +35,7 @@
 //! never interprets a run beyond the status rules of [`status_after`].
 
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
@@ -41,6 +45,7 @@ use agentfile_protocol::events::{Event, EventBody, rfc3339};
 pub mod events;
 pub mod export;
 pub mod file;
+pub mod fires;
 pub mod owner;
 pub mod postgres;
 mod row;
@@ -48,6 +53,7 @@ pub mod sqlite;
 
 pub use agentfile_protocol::sessions::{SessionMeta, SessionStatus};
 pub use file::FileStore;
+pub use fires::{FireKind, FireOutcome, FireRecord};
 pub use owner::{Owner, OwnerRecord};
 pub use postgres::PgStore;
 pub use sqlite::{Durability, SqliteStore};
@@ -115,6 +121,17 @@ pub enum StoreError {
     },
     #[error("this session store does not support {0}")]
     Unsupported(&'static str),
+    /// A fire record that cannot be stored as given (see
+    /// [`FireRecord`]).
+    #[error("fire `{key}` of trigger `{trigger}`: {message}")]
+    InvalidFire {
+        trigger: String,
+        key: String,
+        message: String,
+    },
+    /// No fire record with this trigger and key was claimed.
+    #[error("no fire `{key}` of trigger `{trigger}`")]
+    NoFire { trigger: String, key: String },
     /// The disk (or the file size limit) is full. Nothing stored before is
     /// damaged, and the write that failed left nothing behind.
     #[error(
@@ -273,6 +290,83 @@ pub trait SessionStore: Send + Sync {
     /// claimed again between the look and the write is left as it is.
     fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
+    }
+
+    /// Write `fire` unless a record with the same `(trigger, key)` exists,
+    /// atomically across every process sharing the store: `true` when this
+    /// call inserted it (this process owns the fire and runs it), `false`
+    /// when someone already had (the record is left as it was). The daemon
+    /// claims *before* it starts the run, so a crash between the two leaves
+    /// the fire recorded (without a session) rather than lost or doubled.
+    /// A record whose times are not RFC 3339 is [`StoreError::InvalidFire`].
+    fn claim_fire(&self, fire: &FireRecord) -> Result<bool, StoreError> {
+        let _ = fire;
+        Err(StoreError::Unsupported("fire records"))
+    }
+
+    /// The fire record of `trigger` with idempotency key `key`, if claimed.
+    fn fire(&self, trigger: &str, key: &str) -> Result<Option<FireRecord>, StoreError> {
+        let _ = (trigger, key);
+        Err(StoreError::Unsupported("fire records"))
+    }
+
+    /// Link a claimed fire to the session its run started
+    /// ([`StoreError::NoFire`] when it was never claimed).
+    fn set_fire_session(
+        &self,
+        trigger: &str,
+        key: &str,
+        session_id: &str,
+    ) -> Result<(), StoreError> {
+        let _ = (trigger, key, session_id);
+        Err(StoreError::Unsupported("fire records"))
+    }
+
+    /// Change a claimed fire's outcome and reason (a fire claimed as `fired`
+    /// whose run could not start, say); `reason: None` clears it.
+    fn finish_fire(
+        &self,
+        trigger: &str,
+        key: &str,
+        outcome: FireOutcome,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let _ = (trigger, key, outcome, reason);
+        Err(StoreError::Unsupported("fire records"))
+    }
+
+    /// Record what a fire's run cost (for `max_cost_usd_per_day`).
+    fn set_fire_cost(&self, trigger: &str, key: &str, cost_usd: f64) -> Result<(), StoreError> {
+        let _ = (trigger, key, cost_usd);
+        Err(StoreError::Unsupported("fire records"))
+    }
+
+    /// Fire records, of one trigger or of all, newest first (by `fired_at`,
+    /// then `scheduled_for`, trigger and key, descending), at most `limit`.
+    fn fires(&self, trigger: Option<&str>, limit: usize) -> Result<Vec<FireRecord>, StoreError> {
+        let _ = (trigger, limit);
+        Err(StoreError::Unsupported("fire records"))
+    }
+
+    /// The record with the latest `scheduled_for` among `trigger`'s fires
+    /// whose outcome is `fired` or `skipped` (records without a
+    /// `scheduled_for` are not considered): where catch-up after downtime
+    /// starts counting.
+    fn last_fire(&self, trigger: &str) -> Result<Option<FireRecord>, StoreError> {
+        let _ = trigger;
+        Err(StoreError::Unsupported("fire records"))
+    }
+
+    /// How many of `trigger`'s fires with outcome `fired` have `fired_at` in
+    /// `[from, to)`, and the sum of their known costs (the per-day quota).
+    fn fired_between(
+        &self,
+        trigger: &str,
+        from: SystemTime,
+        to: SystemTime,
+    ) -> Result<(u64, f64), StoreError> {
+        let _ = (trigger, from, to);
+        Err(StoreError::Unsupported("fire records"))
     }
 }
 

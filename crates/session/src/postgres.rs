@@ -34,6 +34,12 @@
 //! - The URL and its password never appear in errors or logs: errors name the
 //!   server as `host:port/database` only.
 //!
+//! - Fire records (`fires`, migration 4; see [`super::fires`]): a claim is an
+//!   `INSERT … ON CONFLICT DO NOTHING` on the `(trigger, key)` primary key in
+//!   its own transaction, so of several connections on any machines exactly
+//!   one inserts a given fire; a claim retried after its COMMIT's answer was
+//!   lost recognises its own row by a random per-call token (`claim`).
+//!
 //! # The lease
 //!
 //! Concurrent runs of one session from two processes are impossible by
@@ -87,17 +93,18 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
+use super::fires::{FireKind, FireOutcome, FireRecord, system_ms};
 use super::owner::{Owner, OwnerRecord, STALE_AFTER};
 use super::row::{RawMeta, event_data};
 use super::{
-    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id, now,
-    status_after,
+    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id,
+    new_session_id, now, status_after,
 };
 use agentfile_protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher version in
 /// `schema_migrations` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// How long a call keeps retrying after the connection broke.
 pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(60);
@@ -112,7 +119,7 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7466_696c;
 /// edit a released entry; add a new one. Text columns compared or sorted as
 /// times or ids use the `C` collation, so their order is byte order (as in
 /// SQLite) whatever the database's locale.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3];
+const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
 
 /// The principal a session belongs to as an MCP task; NULL for sessions not
 /// started as one.
@@ -125,6 +132,38 @@ ALTER TABLE sessions ADD COLUMN task_owner TEXT;
 const MIGRATION_3: &str = r#"
 ALTER TABLE sessions ADD COLUMN run_settings TEXT;
 "#;
+
+/// The daemon's fire records (see [`crate::fires`]), as in SQLite's
+/// migration 7: the primary key makes `(trigger, key)` unique, so of several
+/// connections inserting one fire exactly one succeeds. `claim` is a random
+/// token of the inserting call, so a claim retried after its commit's answer
+/// was lost recognises its own row.
+const MIGRATION_4: &str = r#"
+CREATE TABLE fires(
+    trigger       TEXT COLLATE "C" NOT NULL,
+    key           TEXT COLLATE "C" NOT NULL,
+    kind          TEXT NOT NULL,
+    scheduled_for TEXT,
+    scheduled_ms  BIGINT,
+    fired_at      TEXT NOT NULL,
+    fired_ms      BIGINT NOT NULL,
+    outcome       TEXT NOT NULL,
+    reason        TEXT,
+    session_id    TEXT,
+    cost_usd      DOUBLE PRECISION,
+    claim         TEXT NOT NULL,
+    PRIMARY KEY(trigger, key)
+);
+CREATE INDEX fires_by_time ON fires(fired_ms);
+CREATE INDEX fires_by_trigger_time ON fires(trigger, fired_ms);
+CREATE INDEX fires_by_trigger_schedule ON fires(trigger, scheduled_ms);
+"#;
+
+/// The columns `fire_from_row` reads, in its order, and the history order.
+const FIRE_COLUMNS: &str = "SELECT trigger, key, kind, scheduled_for, fired_at, outcome, reason, \
+     session_id, cost_usd FROM fires";
+const FIRE_ORDER: &str = "ORDER BY fired_ms DESC, scheduled_ms DESC NULLS LAST, trigger DESC, \
+     key DESC";
 
 const MIGRATION_1: &str = r#"
 CREATE TABLE schema_migrations(
@@ -541,6 +580,98 @@ impl SessionStore for PgStore {
             other => Err(self.unexpected(other)),
         }
     }
+
+    /// `INSERT … ON CONFLICT DO NOTHING`: the primary key decides who
+    /// inserted, whatever the isolation level.
+    fn claim_fire(&self, fire: &FireRecord) -> Result<bool, StoreError> {
+        let (fired_ms, scheduled_ms) = fire.validate()?;
+        let op = Op::ClaimFire {
+            fire: fire.clone(),
+            fired_ms,
+            scheduled_ms,
+            token: new_session_id(),
+        };
+        match self.call(op)? {
+            Reply::Claimed(b) => Ok(b),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn fire(&self, trigger: &str, key: &str) -> Result<Option<FireRecord>, StoreError> {
+        match self.call(Op::Fire(trigger.to_owned(), key.to_owned()))? {
+            Reply::Fires(mut f) => Ok(f.pop()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn set_fire_session(
+        &self,
+        trigger: &str,
+        key: &str,
+        session_id: &str,
+    ) -> Result<(), StoreError> {
+        self.unit(Op::UpdateFire {
+            trigger: trigger.to_owned(),
+            key: key.to_owned(),
+            change: FireChange::Session(session_id.to_owned()),
+        })
+    }
+
+    fn finish_fire(
+        &self,
+        trigger: &str,
+        key: &str,
+        outcome: FireOutcome,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.unit(Op::UpdateFire {
+            trigger: trigger.to_owned(),
+            key: key.to_owned(),
+            change: FireChange::Outcome(outcome, reason.map(str::to_owned)),
+        })
+    }
+
+    fn set_fire_cost(&self, trigger: &str, key: &str, cost_usd: f64) -> Result<(), StoreError> {
+        if !cost_usd.is_finite() {
+            return Err(StoreError::InvalidFire {
+                trigger: trigger.to_owned(),
+                key: key.to_owned(),
+                message: "cost_usd must be a finite number".into(),
+            });
+        }
+        self.unit(Op::UpdateFire {
+            trigger: trigger.to_owned(),
+            key: key.to_owned(),
+            change: FireChange::Cost(cost_usd),
+        })
+    }
+
+    fn fires(&self, trigger: Option<&str>, limit: usize) -> Result<Vec<FireRecord>, StoreError> {
+        match self.call(Op::Fires(trigger.map(str::to_owned), limit))? {
+            Reply::Fires(f) => Ok(f),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn last_fire(&self, trigger: &str) -> Result<Option<FireRecord>, StoreError> {
+        match self.call(Op::LastFire(trigger.to_owned()))? {
+            Reply::Fires(mut f) => Ok(f.pop()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn fired_between(
+        &self,
+        trigger: &str,
+        from: SystemTime,
+        to: SystemTime,
+    ) -> Result<(u64, f64), StoreError> {
+        let op = Op::FiredBetween(trigger.to_owned(), system_ms(from), system_ms(to));
+        match self.call(op)? {
+            Reply::Quota(n, cost) => Ok((n, cost)),
+            other => Err(self.unexpected(other)),
+        }
+    }
 }
 
 /// What a caller asks the connection thread to do.
@@ -568,6 +699,29 @@ enum Op {
     Heartbeat(String),
     Reap,
     SchemaVersion,
+    ClaimFire {
+        fire: FireRecord,
+        fired_ms: i64,
+        scheduled_ms: Option<i64>,
+        /// Random, per call: how a retry recognises the row it inserted.
+        token: String,
+    },
+    Fire(String, String),
+    UpdateFire {
+        trigger: String,
+        key: String,
+        change: FireChange,
+    },
+    Fires(Option<String>, usize),
+    LastFire(String),
+    FiredBetween(String, i64, i64),
+}
+
+/// What `Op::UpdateFire` changes.
+enum FireChange {
+    Session(String),
+    Outcome(FireOutcome, Option<String>),
+    Cost(f64),
 }
 
 enum Reply {
@@ -581,6 +735,9 @@ enum Reply {
     Principal(Option<String>),
     Ids(Vec<String>),
     Version(i64),
+    Claimed(bool),
+    Fires(Vec<FireRecord>),
+    Quota(u64, f64),
 }
 
 impl Reply {
@@ -596,6 +753,9 @@ impl Reply {
             Reply::Principal(_) => "principal",
             Reply::Ids(_) => "ids",
             Reply::Version(_) => "version",
+            Reply::Claimed(_) => "claimed",
+            Reply::Fires(_) => "fires",
+            Reply::Quota(..) => "quota",
         }
     }
 }
@@ -1060,7 +1220,195 @@ impl Worker {
                 Ok(Reply::Unit)
             }
             Op::Reap => self.reap(c).await.map(Reply::Ids),
+            Op::ClaimFire {
+                fire,
+                fired_ms,
+                scheduled_ms,
+                token,
+            } => self
+                .claim_fire(c, fire, *fired_ms, *scheduled_ms, token, retry)
+                .await
+                .map(Reply::Claimed),
+            Op::Fire(trigger, key) => {
+                let sql = format!("{FIRE_COLUMNS} WHERE trigger = $1 AND key = $2");
+                let rows = self
+                    .query(c, &sql, &[trigger, key], "read the fire")
+                    .await?;
+                self.fires_from(&rows).map(Reply::Fires)
+            }
+            Op::UpdateFire {
+                trigger,
+                key,
+                change,
+            } => {
+                let n = match change {
+                    FireChange::Session(id) => {
+                        self.exec(
+                            c,
+                            "UPDATE fires SET session_id = $3 WHERE trigger = $1 AND key = $2",
+                            &[trigger, key, id],
+                            "link the fire to its session",
+                        )
+                        .await?
+                    }
+                    FireChange::Outcome(outcome, reason) => {
+                        self.exec(
+                            c,
+                            "UPDATE fires SET outcome = $3, reason = $4 \
+                             WHERE trigger = $1 AND key = $2",
+                            &[trigger, key, &outcome.as_str(), reason],
+                            "record the fire's outcome",
+                        )
+                        .await?
+                    }
+                    FireChange::Cost(cost) => {
+                        self.exec(
+                            c,
+                            "UPDATE fires SET cost_usd = $3 WHERE trigger = $1 AND key = $2",
+                            &[trigger, key, cost],
+                            "record the fire's cost",
+                        )
+                        .await?
+                    }
+                };
+                if n == 0 {
+                    return Err(StoreError::NoFire {
+                        trigger: trigger.clone(),
+                        key: key.clone(),
+                    }
+                    .into());
+                }
+                Ok(Reply::Unit)
+            }
+            Op::Fires(trigger, limit) => {
+                let limit = i64::try_from(*limit).unwrap_or(i64::MAX);
+                let rows = match trigger {
+                    Some(t) => {
+                        let sql =
+                            format!("{FIRE_COLUMNS} WHERE trigger = $1 {FIRE_ORDER} LIMIT $2");
+                        self.query(c, &sql, &[t, &limit], "read the fires").await?
+                    }
+                    None => {
+                        let sql = format!("{FIRE_COLUMNS} {FIRE_ORDER} LIMIT $1");
+                        self.query(c, &sql, &[&limit], "read the fires").await?
+                    }
+                };
+                self.fires_from(&rows).map(Reply::Fires)
+            }
+            Op::LastFire(trigger) => {
+                let sql = format!(
+                    "{FIRE_COLUMNS} WHERE trigger = $1 AND scheduled_ms IS NOT NULL \
+                     AND outcome IN ('fired', 'skipped') \
+                     ORDER BY scheduled_ms DESC, fired_ms DESC, key DESC LIMIT 1"
+                );
+                let rows = self
+                    .query(c, &sql, &[trigger], "read the last fire")
+                    .await?;
+                self.fires_from(&rows).map(Reply::Fires)
+            }
+            Op::FiredBetween(trigger, from, to) => {
+                let rows = self
+                    .query(
+                        c,
+                        "SELECT count(*)::bigint, coalesce(sum(cost_usd), 0)::float8 FROM fires \
+                         WHERE trigger = $1 AND outcome = 'fired' AND fired_ms >= $2 \
+                         AND fired_ms < $3",
+                        &[trigger, from, to],
+                        "count the fires",
+                    )
+                    .await?;
+                let row = rows
+                    .first()
+                    .ok_or_else(|| Failure::Store(self.corrupt("no count of fires".into())))?;
+                let n: i64 = self.get(row, 0)?;
+                let cost: f64 = self.get(row, 1)?;
+                let n = u64::try_from(n)
+                    .map_err(|_| Failure::Store(self.corrupt(format!("negative count {n}"))))?;
+                Ok(Reply::Quota(n, cost))
+            }
         }
+    }
+
+    async fn claim_fire(
+        &self,
+        c: &Conn,
+        fire: &FireRecord,
+        fired_ms: i64,
+        scheduled_ms: Option<i64>,
+        token: &str,
+        retry: bool,
+    ) -> Result<bool, Failure> {
+        // An explicit transaction, like every write here: a connection cut
+        // during its COMMIT is what `retry` below recognises.
+        self.begin(c, "begin the claim").await?;
+        let inserted = self
+            .exec(
+                c,
+                "INSERT INTO fires(trigger, key, kind, scheduled_for, scheduled_ms, fired_at, \
+                 fired_ms, outcome, reason, session_id, cost_usd, claim) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                 ON CONFLICT(trigger, key) DO NOTHING",
+                &[
+                    &fire.trigger,
+                    &fire.key,
+                    &fire.kind.as_str(),
+                    &fire.scheduled_for,
+                    &scheduled_ms,
+                    &fire.fired_at,
+                    &fired_ms,
+                    &fire.outcome.as_str(),
+                    &fire.reason,
+                    &fire.session_id,
+                    &fire.cost_usd,
+                    &token,
+                ],
+                "claim the fire",
+            )
+            .await?;
+        self.commit(c, "commit the claim").await?;
+        if inserted == 1 {
+            return Ok(true);
+        }
+        // A retried claim whose first attempt committed finds its own row.
+        if retry {
+            let row = self
+                .query_opt(
+                    c,
+                    "SELECT claim FROM fires WHERE trigger = $1 AND key = $2",
+                    &[&fire.trigger, &fire.key],
+                    "read the fire's claim",
+                )
+                .await?;
+            if let Some(row) = row {
+                let claim: String = self.get(&row, 0)?;
+                return Ok(claim == token);
+            }
+        }
+        Ok(false)
+    }
+
+    fn fires_from(&self, rows: &[Row]) -> Result<Vec<FireRecord>, Failure> {
+        rows.iter()
+            .map(|r| {
+                let kind: String = self.get(r, 2)?;
+                let outcome: String = self.get(r, 5)?;
+                Ok(FireRecord {
+                    trigger: self.get(r, 0)?,
+                    key: self.get(r, 1)?,
+                    kind: FireKind::parse(&kind).ok_or_else(|| {
+                        Failure::Store(self.corrupt(format!("unknown fire kind `{kind}`")))
+                    })?,
+                    scheduled_for: self.get(r, 3)?,
+                    fired_at: self.get(r, 4)?,
+                    outcome: FireOutcome::parse(&outcome).ok_or_else(|| {
+                        Failure::Store(self.corrupt(format!("unknown fire outcome `{outcome}`")))
+                    })?,
+                    reason: self.get(r, 6)?,
+                    session_id: self.get(r, 7)?,
+                    cost_usd: self.get(r, 8)?,
+                })
+            })
+            .collect()
     }
 
     fn lease_secs(&self) -> f64 {

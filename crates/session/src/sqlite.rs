@@ -61,6 +61,14 @@
 //! `owner_start`, `heartbeat_at`, migration 2); `get` and `list` report a
 //! queued or running session whose owner is gone as `interrupted`, and
 //! [`SessionStore::reap_orphans`] writes that down (see [`super::owner`]).
+//!
+//! # Fire records
+//!
+//! `fires` (migration 7) holds the daemon's fire records, keyed by `(trigger,
+//! key)` (see [`super::fires`]). A claim is one `INSERT … ON CONFLICT DO
+//! NOTHING`: it takes the write lock like every write (waiting up to the busy
+//! timeout for another process's transaction), and the primary key lets
+//! exactly one of several processes sharing the file insert a given fire.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +80,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::fires::{FireKind, FireOutcome, FireRecord, system_ms};
 use super::owner::{Owner, OwnerRecord};
 use super::row::{RawMeta, data_text, event_data};
 use super::{
@@ -82,7 +91,7 @@ use agentfile_protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -114,6 +123,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_4,
     MIGRATION_5,
     MIGRATION_6,
+    MIGRATION_7,
 ];
 
 const MIGRATION_1: &str = r#"
@@ -260,6 +270,36 @@ ALTER TABLE sessions ADD COLUMN task_owner TEXT;
 const MIGRATION_6: &str = r#"
 ALTER TABLE sessions ADD COLUMN run_settings TEXT;
 "#;
+
+/// The daemon's fire records (see [`crate::fires`]): one row per trigger and
+/// idempotency key, which the primary key makes unique, so of several
+/// processes inserting the same fire exactly one succeeds. `fired_ms` and
+/// `scheduled_ms` are the times as instants, for ordering and ranges.
+const MIGRATION_7: &str = r#"
+CREATE TABLE fires(
+    trigger       TEXT NOT NULL,
+    key           TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    scheduled_for TEXT,
+    scheduled_ms  INTEGER,
+    fired_at      TEXT NOT NULL,
+    fired_ms      INTEGER NOT NULL,
+    outcome       TEXT NOT NULL,
+    reason        TEXT,
+    session_id    TEXT,
+    cost_usd      REAL,
+    PRIMARY KEY(trigger, key)
+);
+CREATE INDEX fires_by_time ON fires(fired_ms);
+CREATE INDEX fires_by_trigger_time ON fires(trigger, fired_ms);
+CREATE INDEX fires_by_trigger_schedule ON fires(trigger, scheduled_ms);
+"#;
+
+/// The columns `read_fire` reads, in its order, and the history order.
+const FIRE_COLUMNS: &str = "SELECT trigger, key, kind, scheduled_for, fired_at, outcome, reason, \
+     session_id, cost_usd FROM fires";
+const FIRE_ORDER: &str = "ORDER BY fired_ms DESC, coalesce(scheduled_ms, -9223372036854775808) DESC, trigger DESC, \
+     key DESC";
 
 /// The columns `raw_meta` reads, in its order. Appends leave the
 /// `sessions` row alone unless the status changes, so `updated_at` and
@@ -1252,6 +1292,225 @@ impl SessionStore for SqliteStore {
             .map_err(self.err("commit marking orphaned sessions"))?;
         Ok(orphans)
     }
+
+    /// One `INSERT … ON CONFLICT DO NOTHING`: a write statement takes the
+    /// database's write lock at once (waiting up to the busy timeout for
+    /// another process's), and the primary key decides who inserted.
+    fn claim_fire(&self, fire: &FireRecord) -> Result<bool, StoreError> {
+        let (fired_ms, scheduled_ms) = fire.validate()?;
+        let inserted = self
+            .lock()
+            .prepare_cached(
+                "INSERT INTO fires(trigger, key, kind, scheduled_for, scheduled_ms, fired_at, \
+                 fired_ms, outcome, reason, session_id, cost_usd) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
+                 ON CONFLICT(trigger, key) DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    fire.trigger,
+                    fire.key,
+                    fire.kind.as_str(),
+                    fire.scheduled_for,
+                    scheduled_ms,
+                    fire.fired_at,
+                    fired_ms,
+                    fire.outcome.as_str(),
+                    fire.reason,
+                    fire.session_id,
+                    fire.cost_usd,
+                ])
+            })
+            .map_err(self.err("claim the fire"))?;
+        Ok(inserted == 1)
+    }
+
+    fn fire(&self, trigger: &str, key: &str) -> Result<Option<FireRecord>, StoreError> {
+        let conn = self.lock();
+        let raw = conn
+            .prepare_cached(&format!("{FIRE_COLUMNS} WHERE trigger = ?1 AND key = ?2"))
+            .and_then(|mut s| s.query_row([trigger, key], RawFire::from_row).optional())
+            .map_err(self.err("read the fire"))?;
+        raw.map(|r| r.into_fire(self)).transpose()
+    }
+
+    fn set_fire_session(
+        &self,
+        trigger: &str,
+        key: &str,
+        session_id: &str,
+    ) -> Result<(), StoreError> {
+        self.update_fire(
+            trigger,
+            key,
+            "UPDATE fires SET session_id = ?3 WHERE trigger = ?1 AND key = ?2",
+            &session_id,
+        )
+    }
+
+    fn finish_fire(
+        &self,
+        trigger: &str,
+        key: &str,
+        outcome: FireOutcome,
+        reason: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let changed = self
+            .lock()
+            .prepare_cached(
+                "UPDATE fires SET outcome = ?3, reason = ?4 WHERE trigger = ?1 AND key = ?2",
+            )
+            .and_then(|mut s| s.execute(params![trigger, key, outcome.as_str(), reason]))
+            .map_err(self.err("record the fire's outcome"))?;
+        no_fire_unless(changed, trigger, key)
+    }
+
+    fn set_fire_cost(&self, trigger: &str, key: &str, cost_usd: f64) -> Result<(), StoreError> {
+        if !cost_usd.is_finite() {
+            return Err(StoreError::InvalidFire {
+                trigger: trigger.to_owned(),
+                key: key.to_owned(),
+                message: "cost_usd must be a finite number".into(),
+            });
+        }
+        self.update_fire(
+            trigger,
+            key,
+            "UPDATE fires SET cost_usd = ?3 WHERE trigger = ?1 AND key = ?2",
+            &cost_usd,
+        )
+    }
+
+    fn fires(&self, trigger: Option<&str>, limit: usize) -> Result<Vec<FireRecord>, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let conn = self.lock();
+        let raws = match trigger {
+            Some(t) => conn
+                .prepare_cached(&format!(
+                    "{FIRE_COLUMNS} WHERE trigger = ?1 {FIRE_ORDER} LIMIT ?2"
+                ))
+                .and_then(|mut s| {
+                    s.query_map(params![t, limit], RawFire::from_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                }),
+            None => conn
+                .prepare_cached(&format!("{FIRE_COLUMNS} {FIRE_ORDER} LIMIT ?1"))
+                .and_then(|mut s| {
+                    s.query_map(params![limit], RawFire::from_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                }),
+        }
+        .map_err(self.err("read the fires"))?;
+        raws.into_iter().map(|r| r.into_fire(self)).collect()
+    }
+
+    fn last_fire(&self, trigger: &str) -> Result<Option<FireRecord>, StoreError> {
+        let conn = self.lock();
+        let raw = conn
+            .prepare_cached(&format!(
+                "{FIRE_COLUMNS} WHERE trigger = ?1 AND scheduled_ms IS NOT NULL \
+                 AND outcome IN ('fired', 'skipped') \
+                 ORDER BY scheduled_ms DESC, fired_ms DESC, key DESC LIMIT 1"
+            ))
+            .and_then(|mut s| s.query_row([trigger], RawFire::from_row).optional())
+            .map_err(self.err("read the last fire"))?;
+        raw.map(|r| r.into_fire(self)).transpose()
+    }
+
+    fn fired_between(
+        &self,
+        trigger: &str,
+        from: SystemTime,
+        to: SystemTime,
+    ) -> Result<(u64, f64), StoreError> {
+        let (count, cost): (i64, f64) = self
+            .lock()
+            .prepare_cached(
+                "SELECT count(*), total(cost_usd) FROM fires WHERE trigger = ?1 \
+                 AND outcome = 'fired' AND fired_ms >= ?2 AND fired_ms < ?3",
+            )
+            .and_then(|mut s| {
+                s.query_row(params![trigger, system_ms(from), system_ms(to)], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+            })
+            .map_err(self.err("count the fires"))?;
+        Ok((from_sql_int(count, "count", self)?, cost))
+    }
+}
+
+impl SqliteStore {
+    fn update_fire(
+        &self,
+        trigger: &str,
+        key: &str,
+        sql: &str,
+        value: &dyn rusqlite::ToSql,
+    ) -> Result<(), StoreError> {
+        let changed = self
+            .lock()
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute(params![trigger, key, value]))
+            .map_err(self.err("update the fire"))?;
+        no_fire_unless(changed, trigger, key)
+    }
+}
+
+fn no_fire_unless(changed: usize, trigger: &str, key: &str) -> Result<(), StoreError> {
+    if changed == 0 {
+        return Err(StoreError::NoFire {
+            trigger: trigger.to_owned(),
+            key: key.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// A `fires` row as SQLite returns it (see [`FIRE_COLUMNS`]).
+struct RawFire {
+    trigger: String,
+    key: String,
+    kind: String,
+    scheduled_for: Option<String>,
+    fired_at: String,
+    outcome: String,
+    reason: Option<String>,
+    session_id: Option<String>,
+    cost_usd: Option<f64>,
+}
+
+impl RawFire {
+    fn from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawFire> {
+        Ok(RawFire {
+            trigger: r.get(0)?,
+            key: r.get(1)?,
+            kind: r.get(2)?,
+            scheduled_for: r.get(3)?,
+            fired_at: r.get(4)?,
+            outcome: r.get(5)?,
+            reason: r.get(6)?,
+            session_id: r.get(7)?,
+            cost_usd: r.get(8)?,
+        })
+    }
+
+    fn into_fire(self, store: &SqliteStore) -> Result<FireRecord, StoreError> {
+        let kind = FireKind::parse(&self.kind)
+            .ok_or_else(|| store.corrupt(format!("unknown fire kind `{}`", self.kind)))?;
+        let outcome = FireOutcome::parse(&self.outcome)
+            .ok_or_else(|| store.corrupt(format!("unknown fire outcome `{}`", self.outcome)))?;
+        Ok(FireRecord {
+            trigger: self.trigger,
+            kind,
+            key: self.key,
+            scheduled_for: self.scheduled_for,
+            fired_at: self.fired_at,
+            outcome,
+            reason: self.reason,
+            session_id: self.session_id,
+            cost_usd: self.cost_usd,
+        })
+    }
 }
 
 fn read_approval(
@@ -1705,6 +1964,55 @@ mod tests {
         assert_eq!(store.get("recent").unwrap().status, SessionStatus::Running);
         assert_eq!(store.owner("old").unwrap(), None);
         assert_eq!(store.reap_orphans().unwrap(), ["old"]);
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A database built by the real migrations 1 to 6 (before fire records)
+    /// migrates to 7, keeps its sessions and events, and takes fires.
+    #[test]
+    fn a_version_6_database_gains_fire_records_and_keeps_its_sessions() {
+        use super::super::fires::{FireKind, FireOutcome, FireRecord};
+        let dir = std::env::temp_dir().join(format!("agentfile-migrate6-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sessions.db");
+        let t = now();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for (i, sql) in MIGRATIONS[..6].iter().enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?1, 'then')",
+                    params![i as i64 + 1],
+                )
+                .unwrap();
+            }
+            conn.execute_batch("PRAGMA user_version = 6;").unwrap();
+            conn.execute(
+                "INSERT INTO sessions(id, workflow, path, workspace, inputs, status, created_at, \
+                 updated_at, last_seq) VALUES ('kept', 'w', '/p', '/ws', '{}', 'completed', ?1, ?1, 0)",
+                params![t],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 7);
+        assert_eq!(store.get("kept").unwrap().status, SessionStatus::Completed);
+        let fire = FireRecord {
+            trigger: "nightly#0".into(),
+            kind: FireKind::Schedule,
+            key: "2026-11-22T10:00:00Z".into(),
+            scheduled_for: Some("2026-11-22T10:00:00Z".into()),
+            fired_at: t.clone(),
+            outcome: FireOutcome::Fired,
+            reason: None,
+            session_id: Some("kept".into()),
+            cost_usd: None,
+        };
+        assert!(store.claim_fire(&fire).unwrap());
+        assert!(!store.claim_fire(&fire).unwrap());
+        assert_eq!(store.fires(None, 10).unwrap(), [fire]);
         drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
