@@ -776,3 +776,90 @@ async fn sessions_resume_keeps_the_runs_model_unless_given_again() {
         }
     }
 }
+
+/// 2026-07-28 on stdio: `subscriptions/listen` is acknowledged first and
+/// then carries the tool-list changes it asked for, tagged with its id (and
+/// another listen that asked for prompts only hears nothing of them);
+/// methods the revision removed get -32601 when a request names it, and
+/// keep working for clients that negotiated an older revision.
+#[tokio::test]
+async fn stdio_listen_is_acknowledged_and_tagged_and_removed_methods_are_refused() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("listen", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    let mut tools = json!({"notifications": {"toolsListChanged": true}});
+    tools["_meta"] = meta(false);
+    raw.send_json(json!({"jsonrpc": "2.0", "id": "tools-sub", "method": "subscriptions/listen", "params": tools}))
+        .await;
+    let mut prompts = json!({"notifications": {"promptsListChanged": true}});
+    prompts["_meta"] = meta(false);
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": 77, "method": "subscriptions/listen", "params": prompts}),
+    )
+    .await;
+    // Removed in 2026-07-28: refused when the request names that revision.
+    for method in ["ping", "logging/setLevel", "initialize"] {
+        let r = raw.request(method, json!({}), false).await;
+        assert_eq!(r["error"]["code"], -32601, "{method}: {r}");
+    }
+    // A new workflow: the tool list changes.
+    std::fs::write(ws.0.join("added.agent"), HELLO.replace("hello", "added")).unwrap();
+    let key = "io.modelcontextprotocol/subscriptionId";
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let changed = raw.notes.iter().any(|n| {
+            n["method"] == "notifications/tools/list_changed"
+                && n["params"]["_meta"][key] == "tools-sub"
+        });
+        if changed {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no tagged list_changed: {:?}",
+            raw.notes
+        );
+        // Any request reads the notifications that came before its reply.
+        raw.request("tools/list", json!({}), false).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let acks: Vec<&Value> = raw
+        .notes
+        .iter()
+        .filter(|n| n["method"] == "notifications/subscriptions/acknowledged")
+        .collect();
+    assert_eq!(acks.len(), 2, "{:?}", raw.notes);
+    let ack = |id: Value| {
+        acks.iter()
+            .find(|a| a["params"]["_meta"][key] == id)
+            .unwrap_or_else(|| panic!("no acknowledgement for {id}"))
+    };
+    assert_eq!(
+        ack(json!("tools-sub"))["params"]["notifications"],
+        json!({"toolsListChanged": true})
+    );
+    // Prompts are not announced: nothing honoured, nothing sent.
+    assert_eq!(ack(json!(77))["params"]["notifications"], json!({}));
+    assert!(
+        !raw.notes.iter().any(|n| n["params"]["_meta"][key] == 77
+            && n["method"] != "notifications/subscriptions/acknowledged"),
+        "{:?}",
+        raw.notes
+    );
+    // Each acknowledgement comes before its subscription's notifications.
+    let first = raw
+        .notes
+        .iter()
+        .position(|n| n["params"]["_meta"][key] == "tools-sub")
+        .unwrap();
+    assert_eq!(
+        raw.notes[first]["method"],
+        "notifications/subscriptions/acknowledged"
+    );
+    // An older client's ping still works.
+    raw.send_json(json!({"jsonrpc": "2.0", "id": "old", "method": "ping"}))
+        .await;
+    let pong = raw.reply(&json!("old")).await;
+    assert!(pong["result"].is_object(), "{pong}");
+    assert_eq!(raw.exit_code().await, Some(0));
+}

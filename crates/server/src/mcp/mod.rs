@@ -497,7 +497,7 @@ pub async fn serve(
         extra_tools: options.extra_tools.clone(),
         host: host.clone(),
     };
-    let transport = transport::StdioTransport::new(read, write, io.clone());
+    let transport = transport::StdioTransport::new(read, write, io.clone(), host.changes().clone());
     let ct = CancellationToken::new();
     tokio::pin!(stop);
     let running = tokio::select! {

@@ -168,6 +168,7 @@ impl StdioTransport {
         read: impl AsyncRead + Send + Unpin + 'static,
         write: impl AsyncWrite + Send + Unpin + 'static,
         conn: Arc<Conn>,
+        changes: super::listen::Hub,
     ) -> StdioTransport {
         let writer: Writer = Arc::new(tokio::sync::Mutex::new(Box::new(write)));
         let (tx, incoming) = mpsc::channel(64);
@@ -176,6 +177,7 @@ impl StdioTransport {
             tx,
             writer.clone(),
             conn.clone(),
+            changes,
         ));
         StdioTransport {
             incoming,
@@ -231,6 +233,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
     tx: mpsc::Sender<ClientJsonRpcMessage>,
     writer: Writer,
     conn: Arc<Conn>,
+    changes: super::listen::Hub,
 ) {
     let mut initialized = false;
     let mut line = Vec::new();
@@ -272,6 +275,14 @@ async fn read_loop<R: AsyncRead + Unpin>(
         let v1 = conn.v1_tasks.load(std::sync::atomic::Ordering::Relaxed);
         let (shimmed, found) = super::tasks_v1::inbound_bytes(text, v1);
         let text = shimmed.as_deref().unwrap_or(text);
+        if listen(text, &writer, &changes, &conn) {
+            continue;
+        }
+        if let Some(refusal) = removed_in_2026(text) {
+            // Gone from 2026-07-28: the request's own revision says so.
+            let _ = write_line(&writer, &refusal).await;
+            continue;
+        }
         let Some(message) = decode(text, &writer).await else {
             continue;
         };
@@ -337,6 +348,91 @@ async fn read_loop<R: AsyncRead + Unpin>(
     conn.input_closed.cancel();
     conn.idle().await;
     // Dropping `tx` is what the service loop sees as the end of input.
+}
+
+/// Methods 2026-07-28 removed: a request naming that revision gets `-32601`.
+const REMOVED_IN_2026: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// The `-32601` for a request that names 2026-07-28 in its `_meta` and a
+/// method that revision removed; `None` for anything else.
+fn removed_in_2026(text: &[u8]) -> Option<Value> {
+    let named = |m: &str| text.windows(m.len()).any(|w| w == m.as_bytes());
+    if !REMOVED_IN_2026.iter().any(|m| named(m)) || !named("2026-") {
+        return None;
+    }
+    let msg: Value = serde_json::from_slice(text).ok()?;
+    let method = msg["method"].as_str()?;
+    if !REMOVED_IN_2026.contains(&method) || msg.get("id").is_none() {
+        return None;
+    }
+    let version = msg["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str()?;
+    if version < ProtocolVersion::V_2026_07_28.as_str() {
+        return None;
+    }
+    Some(
+        serde_json::json!({"jsonrpc": "2.0", "id": msg["id"], "error": {
+            "code": ErrorCode::METHOD_NOT_FOUND.0,
+            "message": format!("`{method}` is not part of MCP {version} (the revision this request names)")
+        }}),
+    )
+}
+
+/// A `subscriptions/listen` request ([`super::listen`]), served here: the
+/// acknowledgement, then the changes it asked for, tagged with its id, on
+/// the one output every subscription shares, until the input ends. `false`
+/// for any other message.
+fn listen(text: &[u8], writer: &Writer, changes: &super::listen::Hub, conn: &Arc<Conn>) -> bool {
+    use super::listen;
+    let needle = listen::METHOD.as_bytes();
+    if !text.windows(needle.len()).any(|w| w == needle) {
+        return false;
+    }
+    let Ok(msg) = serde_json::from_slice::<Value>(text) else {
+        return false;
+    };
+    if msg["method"] != listen::METHOD || msg.get("id").is_none() {
+        return false;
+    }
+    let id = msg["id"].clone();
+    let honoured = listen::Honoured::of(&msg["params"]);
+    let (writer, mut rx, done) = (
+        writer.clone(),
+        changes.subscribe(),
+        conn.input_closed.clone(),
+    );
+    tokio::spawn(async move {
+        if write_line(&writer, &listen::acknowledgement(&id, honoured))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        loop {
+            let change = tokio::select! {
+                _ = done.cancelled() => return,
+                c = rx.recv() => c,
+            };
+            match change {
+                Ok(c) if honoured.wants(c) => {
+                    if write_line(&writer, &listen::notification(&id, c))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                Err(_) => return,
+            }
+        }
+    });
+    true
 }
 
 /// Parse one line; answer what cannot be served. `None`: nothing to deliver.
