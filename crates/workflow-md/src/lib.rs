@@ -419,8 +419,24 @@ impl Front<'_> {
     /// folder, its front matter decoded; problems inside it are reported in
     /// it.
     fn routine_file(&mut self, cx: &FileCx, ptr: &str, rel: &str) -> Option<TriggerDecl> {
+        let inside = Path::new(rel).components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+        if !inside {
+            let sp = self.span(cx, ptr, false);
+            self.error(
+                "routine",
+                sp,
+                format!("routine file `{rel}` lies outside the workflow's folder"),
+                Some("keep routines beside the workflow: `./.routines/<id>/ROUTINE.md`".into()),
+            );
+            return None;
+        }
         let path = cx.dir.join(rel);
-        let text = match std::fs::read_to_string(&path) {
+        let text = match read_bounded(&path) {
             Ok(t) if t.len() as u64 <= agentfile_syntax::MAX_WORKFLOW_BYTES => t,
             Ok(_) => {
                 let sp = self.span(cx, ptr, false);
@@ -1341,6 +1357,21 @@ impl Front<'_> {
     }
 }
 
+/// A regular file's text, read no further than one byte past the largest
+/// workflow (a FIFO or `/dev/zero` named by a hostile file is refused, not
+/// read forever).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(agentfile_syntax::MAX_WORKFLOW_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// `rel` in `dir` or the nearest folder above it that has it; shown relative
 /// to the current folder when it lies below, so diagnostics name the paths a
 /// user would type.
@@ -1804,6 +1835,31 @@ mod tests {
             d[0].message
         );
         assert!(s.location(d[1].span.unwrap()).contains("ROUTINE.md:2:"));
+    }
+
+    #[test]
+    fn routine_files_stay_in_the_workflow_folder_and_are_regular_files() {
+        let dir = folder();
+        for outside in ["/dev/zero", "../../etc/ROUTINE.md"] {
+            let (d, _, _) = analyze_in(&dir, &format!("routines:\n  - file: {outside}\n"), None);
+            assert_eq!(d.len(), 1, "{d:?}");
+            assert!(
+                d[0].message.contains("outside the workflow's folder"),
+                "{}",
+                d[0].message
+            );
+        }
+        std::fs::create_dir_all(dir.join(".routines/dir/ROUTINE.md")).unwrap();
+        let (d, _, _) = analyze_in(
+            &dir,
+            "routines:\n  - file: .routines/dir/ROUTINE.md\n",
+            None,
+        );
+        assert!(
+            d[0].message.contains("not a regular file"),
+            "{}",
+            d[0].message
+        );
     }
 
     #[test]
