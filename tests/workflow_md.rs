@@ -696,3 +696,60 @@ fn a_map_over_100000_items_is_bounded() {
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
+
+/// CONTRACT §15: triggers are declared on the plan, and a webhook needs the
+/// host's listener — `validate` reads the project's agent.toml for it.
+#[test]
+fn triggers_are_declared_and_webhooks_need_the_daemon_listener() {
+    let dir = project("triggers");
+    let wf = dir.join(".workflows/pricing-snapshot-brief/WORKFLOW.md");
+    let text = std::fs::read_to_string(&wf).unwrap();
+    let text = text.replacen(
+        "\nsteps:",
+        "\ntriggers:\n  - kind: webhook\n    path: /report\n  - kind: schedule\n    cron: \"0 9 * * MON\"\n    timezone: Europe/Paris\n    overlap: skip\nroutines:\n  - ref: \"@agentik/routines-standard/daily\"\nsteps:",
+        1,
+    );
+    std::fs::write(&wf, &text).unwrap();
+    let (code, diags) = validate(&dir, ".workflows/pricing-snapshot-brief/WORKFLOW.md");
+    assert_eq!(code, 2, "{diags}");
+    assert!(diags.contains(" webhooks-disabled: webhook triggers need the daemon's webhook listener: set `[daemon] webhooks = \"127.0.0.1:8787\"` in agent.toml"), "{diags}");
+    assert!(
+        diags.contains(" routine-ref: routine `ref:` needs a routine registry"),
+        "{diags}"
+    );
+    assert!(!diags.contains("unsupported-trigger"), "{diags}");
+
+    std::fs::write(
+        &wf,
+        text.replace(
+            "routines:\n  - ref: \"@agentik/routines-standard/daily\"\n",
+            "",
+        ),
+    )
+    .unwrap();
+    let toml = std::fs::read_to_string(dir.join("agent.toml")).unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!("{toml}\n[daemon]\nwebhooks = \"127.0.0.1:8787\"\n"),
+    )
+    .unwrap();
+    let (code, diags) = validate(&dir, ".workflows/pricing-snapshot-brief/WORKFLOW.md");
+    assert_eq!((code, diags.as_str()), (0, ""));
+    let o = agentfile(
+        &dir,
+        &[
+            "inspect",
+            ".workflows/pricing-snapshot-brief/WORKFLOW.md",
+            "--format",
+            "json",
+        ],
+    );
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = &plan["triggers"];
+    assert_eq!(t[0]["id"], "pricing-snapshot-brief#0");
+    assert_eq!(t[0]["kind"], "webhook");
+    assert_eq!(t[0]["webhook"]["secret_env"], "AGENTFILE_WEBHOOK_SECRET");
+    assert_eq!(t[1]["schedule"]["timezone"], "Europe/Paris");
+    assert_eq!(t[1]["policy"]["overlap"], "skip");
+    let _ = std::fs::remove_dir_all(&dir);
+}

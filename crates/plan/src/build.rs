@@ -322,6 +322,7 @@ impl WorkflowBuilder {
             output_names: Vec::new(),
             unmapped: Default::default(),
             agentrc: None,
+            triggers: Vec::new(),
         };
         for e in super::scope::check(&plan) {
             diags.push(

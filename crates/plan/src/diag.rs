@@ -222,9 +222,34 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a branch `when:` or loop `while:` written as a YAML boolean (read as that literal)",
     ),
     (
-        "unsupported-trigger",
-        Severity::Warning,
-        "a schedule, webhook or event trigger, which agentfile does not start",
+        "unknown-trigger",
+        Severity::Error,
+        "a trigger `kind` other than schedule, webhook, event or manual",
+    ),
+    (
+        "bad-schedule",
+        Severity::Error,
+        "a trigger's or routine's cron expression or time zone the scheduler refuses",
+    ),
+    (
+        "trigger-policy",
+        Severity::Error,
+        "a `catch_up`, `overlap`, `max_runs_per_day` or `max_cost_usd_per_day` value not allowed",
+    ),
+    (
+        "webhooks-disabled",
+        Severity::Error,
+        "a webhook trigger while agent.toml has no `[daemon] webhooks` listener",
+    ),
+    (
+        "routine-ref",
+        Severity::Error,
+        "a routine `ref:`, which needs a routine registry agentfile cannot reach",
+    ),
+    (
+        "routine",
+        Severity::Error,
+        "a routine entry that is not `inline:` or `file:`, or a ROUTINE.md that cannot be read or has no schedule",
     ),
     (
         "dangling-next",

@@ -26,6 +26,7 @@ pub mod expr;
 pub mod graph;
 pub mod scope;
 pub mod template;
+pub mod trigger;
 pub mod values;
 
 use std::collections::BTreeMap;
@@ -132,6 +133,12 @@ pub struct Plan {
     /// An agentrc Agentfile's parse tree and grants (CONTRACT §12).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agentrc: Option<Box<declared::Declaration>>,
+    /// What starts the workflow besides a command (CONTRACT §15): a
+    /// WORKFLOW.md's `triggers:` then its `routines:`, a workflow.yaml's
+    /// schedule trigger. Not part of the fingerprint: a changed schedule
+    /// does not change what a run does.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub triggers: Vec<trigger::TriggerDecl>,
 }
 
 /// How a workflow file is read, whatever its format: one set of options for
@@ -419,9 +426,9 @@ impl Plan {
     }
 
     /// A digest of what decides the run's behaviour: everything but where the
-    /// file lies and the fingerprint itself.
+    /// file lies, what starts it (`triggers`) and the fingerprint itself.
     pub fn compute_fingerprint(&self) -> String {
-        digest(self, &["path", "fingerprint"])
+        digest(self, &["path", "fingerprint", "triggers"])
     }
 
     /// A digest per node path (and per goal and agent definition), so a resume

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use agentfile_config::Config;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
 use agentfile_plan::expr::{self, Expr, Template, ValueExpr};
+use agentfile_plan::trigger::{self, RoutineSource, SourceAt, TriggerDecl, TriggerKind};
 pub use agentfile_plan::values::{coerce, typed_inputs};
 use agentfile_plan::{
     ApprovalClass, ApprovalNode, Arm, Backoff, FileContract, FileEntry, GoalDef, GoalKind,
@@ -250,7 +251,11 @@ impl Front<'_> {
             }
             None => None,
         };
+        let triggers = self.triggers(&cx, &root);
         let mut plan = plan_of(&root, &path, &mut cx, graph, result, files);
+        plan.triggers = triggers;
+        let workflow = plan.id.clone().unwrap_or_else(|| plan.name.clone());
+        agentfile_plan::trigger::number(&workflow, &mut plan.triggers);
         self.check_plan(&cx, &plan);
         plan.fingerprint = plan.compute_fingerprint();
         Some(plan)
@@ -286,8 +291,8 @@ impl Front<'_> {
     }
 
     /// The fields against the published schema (with `action:` steps as tool
-    /// steps and boolean conditions read as expressions), the forbidden
-    /// fields, and triggers agentfile does not start.
+    /// steps and boolean conditions read as expressions) and the forbidden
+    /// fields.
     fn check_fields(&mut self, cx: &FileCx, root: &Value) {
         // The published schema knows only `tool:`; an `action:` step is
         // checked as a tool step (its ref is resolved below).
@@ -322,6 +327,15 @@ impl Front<'_> {
                 )),
             );
         }
+        // Triggers and routines are checked by `triggers` below, with the
+        // fields the daemon reads beyond the published schema (policy,
+        // `secret_env`, `routines:`).
+        if (root.get("triggers").is_some() || root.get("routines").is_some())
+            && let Some(o) = view.to_mut().as_object_mut()
+        {
+            o.remove("triggers");
+            o.remove("routines");
+        }
         for v in schema::check_workflow(&view) {
             let sp = self.span(cx, &v.pointer, v.at_key);
             self.error(v.code, sp, v.message, v.hint);
@@ -340,22 +354,161 @@ impl Front<'_> {
                 );
             }
         }
-        if let Some(Value::Array(ts)) = root.get("triggers") {
-            for (i, t) in ts.iter().enumerate() {
-                if let Some(kind) = str_at(t, "kind")
-                    && kind != "manual"
-                {
-                    let sp = self.span(cx, &format!("/triggers/{i}/kind"), false);
-                    self.diags.push(
-                        Diagnostic::warning(
-                            "unsupported-trigger",
-                            sp,
-                            format!("`{kind}` triggers are not started by agentfile; the workflow runs when asked (`agentfile run`, `run_<id>` over MCP)"),
-                        )
-                        .with_hint("start it from your scheduler or webhook receiver with `agentfile run`"),
+    }
+
+    /// `triggers:` then `routines:` (AIP-15, AIP-41), each checked as the
+    /// daemon registers it: a schedule the scheduler accepts, policy values
+    /// it reads, a webhook only where the config turns the listener on (a
+    /// workflow read without a config leaves that to the daemon), no
+    /// routine `ref:`.
+    fn triggers(&mut self, cx: &FileCx, root: &Value) -> Vec<TriggerDecl> {
+        let mut out = Vec::new();
+        for (field, what) in [("triggers", "triggers"), ("routines", "routines")] {
+            match root.get(field) {
+                None | Some(Value::Array(_)) => {}
+                Some(_) => {
+                    let sp = self.span(cx, &format!("/{field}"), false);
+                    self.error(
+                        "schema",
+                        sp,
+                        format!("`{field}` must be a list of {what}"),
+                        Some(format!("write `{field}:` followed by `- ` entries")),
                     );
                 }
             }
+        }
+        if let Some(Value::Array(ts)) = root.get("triggers") {
+            for (i, t) in ts.iter().enumerate() {
+                let base = format!("/triggers/{i}");
+                let mut problems = Vec::new();
+                let decl = trigger::decode_trigger(t, &mut problems);
+                if let (Some(d), Some(config)) = (&decl, self.config)
+                    && d.kind == TriggerKind::Webhook
+                {
+                    problems.extend(trigger::webhook_problem(config));
+                }
+                self.problems(cx, &base, problems);
+                if let Some(mut d) = decl {
+                    d.at = Some(self.source_at(cx, &base));
+                    out.push(d);
+                }
+            }
+        }
+        if let Some(Value::Array(rs)) = root.get("routines") {
+            for (i, r) in rs.iter().enumerate() {
+                let base = format!("/routines/{i}");
+                let mut problems = Vec::new();
+                let decl = match trigger::decode_routine_entry(r, &mut problems) {
+                    Ok(d) => d.map(|mut d| {
+                        d.at = Some(self.source_at(cx, &base));
+                        d
+                    }),
+                    Err(file) => {
+                        let file = file.to_owned();
+                        self.routine_file(cx, &format!("{base}/file"), &file)
+                    }
+                };
+                self.problems(cx, &base, problems);
+                out.extend(decl);
+            }
+        }
+        out
+    }
+
+    /// A `file:` routine: its ROUTINE.md read relative to the workflow's
+    /// folder, its front matter decoded; problems inside it are reported in
+    /// it.
+    fn routine_file(&mut self, cx: &FileCx, ptr: &str, rel: &str) -> Option<TriggerDecl> {
+        let inside = Path::new(rel).components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        });
+        if !inside {
+            let sp = self.span(cx, ptr, false);
+            self.error(
+                "routine",
+                sp,
+                format!("routine file `{rel}` lies outside the workflow's folder"),
+                Some("keep routines beside the workflow: `./.routines/<id>/ROUTINE.md`".into()),
+            );
+            return None;
+        }
+        let path = cx.dir.join(rel);
+        let text = match read_bounded(&path) {
+            Ok(t) if t.len() as u64 <= agentfile_syntax::MAX_WORKFLOW_BYTES => t,
+            Ok(_) => {
+                let sp = self.span(cx, ptr, false);
+                self.error(
+                    "routine",
+                    sp,
+                    format!("routine file `{rel}` is too large to be a ROUTINE.md"),
+                    None,
+                );
+                return None;
+            }
+            Err(e) => {
+                let sp = self.span(cx, ptr, false);
+                let why = if e.kind() == std::io::ErrorKind::NotFound {
+                    "does not exist".to_owned()
+                } else {
+                    format!("cannot be read: {e}")
+                };
+                self.error(
+                    "routine",
+                    sp,
+                    match path.display().to_string() {
+                        p if p == rel => format!("routine file `{rel}` {why}"),
+                        p => format!("routine file `{rel}` {why} (looked for {p})"),
+                    },
+                    Some("name a ROUTINE.md relative to the workflow's folder, such as `./.routines/<id>/ROUTINE.md`".into()),
+                );
+                return None;
+            }
+        };
+        let file = self.sources.add(path.clone(), text);
+        let errors = self.diags.len();
+        let doc = self.front(file)?;
+        let rcx = FileCx::new(file, doc, PathBuf::new());
+        let mut problems = Vec::new();
+        let source = RoutineSource::File {
+            path: path.display().to_string(),
+        };
+        let decl = trigger::decode_routine(&rcx.doc.value, "", source, &mut problems);
+        self.problems(&rcx, "", problems);
+        if self.diags.len() > errors {
+            let sp = self.span(cx, ptr, false);
+            self.error(
+                "routine",
+                sp,
+                format!("routine file `{rel}` has errors"),
+                Some("fix the errors reported in that file".into()),
+            );
+        }
+        decl.map(|mut d| {
+            d.at = Some(self.source_at(&rcx, ""));
+            d
+        })
+    }
+
+    /// Trigger problems found below `base`, as diagnostics.
+    fn problems(&mut self, cx: &FileCx, base: &str, problems: Vec<trigger::Problem>) {
+        for p in problems {
+            let sp = self.span(cx, &format!("{base}{}", p.pointer), p.at_key);
+            self.error(p.code, sp, p.message, p.hint);
+        }
+    }
+
+    /// Where the node at `pointer` starts, for the daemon's messages.
+    fn source_at(&self, cx: &FileCx, pointer: &str) -> SourceAt {
+        let sp = self.span(cx, pointer, false);
+        let f = self.sources.file(cx.file);
+        let (line, column) = f.line_col(sp.start);
+        SourceAt {
+            file: f.path.display().to_string(),
+            line,
+            column,
         }
     }
 
@@ -1204,6 +1357,21 @@ impl Front<'_> {
     }
 }
 
+/// A regular file's text, read no further than one byte past the largest
+/// workflow (a FIFO or `/dev/zero` named by a hostile file is refused, not
+/// read forever).
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(agentfile_syntax::MAX_WORKFLOW_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 /// `rel` in `dir` or the nearest folder above it that has it; shown relative
 /// to the current folder when it lies below, so diagnostics name the paths a
 /// user would type.
@@ -1517,5 +1685,211 @@ fn plan_of(
             .unwrap_or_default(),
         unmapped: agentfile_plan::Unmapped::LastStep,
         agentrc: None,
+        triggers: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder of its own for each test.
+    fn folder() -> PathBuf {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let d = std::env::temp_dir().join(format!("agentfile-wmd-trig-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    /// A WORKFLOW.md in `dir` with `extra` front-matter lines, analyzed.
+    fn analyze_in(
+        dir: &Path,
+        extra: &str,
+        config: Option<&Config>,
+    ) -> (Vec<Diagnostic>, Option<Plan>, SourceMap) {
+        let text = format!(
+            "---\nname: N\nid: nightly\ndescription: d\nversion: 1.0.0\ninputs: {{ type: object }}\noutputs: {{ type: object }}\n{extra}steps:\n  - id: look\n    kind: tool\n    tool: ls\n    inputs: {{ path: \".\" }}\n---\n"
+        );
+        let mut sources = SourceMap::default();
+        let file = sources.add(dir.join("WORKFLOW.md"), text);
+        let (d, p) = analyze(&mut sources, file, Options { config });
+        (d, p, sources)
+    }
+
+    fn codes(d: &[Diagnostic], s: &SourceMap) -> Vec<(String, String)> {
+        d.iter()
+            .map(|d| {
+                (
+                    d.code.to_owned(),
+                    d.span
+                        .map(|sp| s.snippet(sp).to_owned())
+                        .unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_trigger_kind_is_declared_without_a_warning() {
+        let dir = folder();
+        let (d, plan, _) = analyze_in(
+            &dir,
+            "triggers:\n  - kind: manual\n  - kind: schedule\n    cron: \"0 9 * * MON\"\n    timezone: Europe/Paris\n  - kind: webhook\n    path: /hook\n  - kind: event\n    name: deploy.done\n",
+            None,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let t = plan.unwrap().triggers;
+        let kinds: Vec<_> = t.iter().map(|t| (t.id.as_str(), t.kind.name())).collect();
+        assert_eq!(
+            kinds,
+            [
+                ("nightly#0", "manual"),
+                ("nightly#1", "schedule"),
+                ("nightly#2", "webhook"),
+                ("nightly#3", "event")
+            ]
+        );
+        assert_eq!(t[1].schedule.as_ref().unwrap().timezone, "Europe/Paris");
+        assert_eq!(
+            t[2].webhook.as_ref().unwrap().secret_env,
+            "AGENTFILE_WEBHOOK_SECRET"
+        );
+        assert_eq!(t[3].at.as_ref().map(|a| (a.line, a.column)), Some((15, 5)));
+    }
+
+    #[test]
+    fn bad_cron_and_zone_are_errors_at_their_fields() {
+        let dir = folder();
+        let (d, plan, s) = analyze_in(
+            &dir,
+            "triggers:\n  - kind: schedule\n    cron: \"0 9 * * FUNDAY\"\n  - kind: schedule\n    cron: \"@daily\"\n    timezone: Europe/Pariss\n  - kind: sometimes\n",
+            None,
+        );
+        assert!(plan.is_none());
+        let c = codes(&d, &s);
+        assert_eq!(
+            c,
+            [
+                ("bad-schedule".to_owned(), "\"0 9 * * FUNDAY\"".to_owned()),
+                ("bad-schedule".to_owned(), "Europe/Pariss".to_owned()),
+                ("unknown-trigger".to_owned(), "sometimes".to_owned()),
+            ]
+        );
+        assert!(d[0].message.contains("FUNDAY"), "{}", d[0].message);
+        assert!(d[2].message.contains("schedule, webhook, event or manual"));
+    }
+
+    #[test]
+    fn routines_inline_and_file_are_schedules_and_ref_is_refused() {
+        let dir = folder();
+        std::fs::create_dir_all(dir.join(".routines/q")).unwrap();
+        std::fs::write(
+            dir.join(".routines/q/ROUTINE.md"),
+            "---\nid: q\nschedule: { kind: cron, cron: \"0 6 1 */3 *\" }\nidentity: bot://q\n---\n# Q\n",
+        )
+        .unwrap();
+        let (d, plan, _) = analyze_in(
+            &dir,
+            "triggers:\n  - kind: manual\nroutines:\n  - inline:\n      schedule: { kind: cron, cron: \"0 9 * * *\", timezone: UTC }\n      identity: bot://x\n  - file: ./.routines/q/ROUTINE.md\n",
+            None,
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let t = plan.unwrap().triggers;
+        assert_eq!(t.len(), 3);
+        assert_eq!(t[1].id, "nightly#1");
+        assert_eq!(t[1].routine.as_ref().unwrap().source, RoutineSource::Inline);
+        let r = t[2].routine.as_ref().unwrap();
+        assert!(matches!(&r.source, RoutineSource::File { path } if path.ends_with("ROUTINE.md")));
+        assert_eq!(r.identity.as_deref(), Some("bot://q"));
+        assert_eq!(t[2].schedule.as_ref().unwrap().cron, "0 6 1 */3 *");
+        assert!(t[2].at.as_ref().unwrap().file.ends_with("ROUTINE.md"));
+
+        // A bad ROUTINE.md is reported in it, and at the entry naming it.
+        std::fs::write(
+            dir.join(".routines/q/ROUTINE.md"),
+            "---\nschedule: { cron: \"0 6 1 */3 *\", timezone: Mars/Base }\n---\n",
+        )
+        .unwrap();
+        let (d, _, s) = analyze_in(
+            &dir,
+            "routines:\n  - ref: \"@agentik/routines-standard/daily\"\n  - file: ./.routines/q/ROUTINE.md\n",
+            None,
+        );
+        let c = codes(&d, &s);
+        assert_eq!(
+            c,
+            [
+                (
+                    "routine-ref".to_owned(),
+                    "\"@agentik/routines-standard/daily\"".to_owned()
+                ),
+                ("bad-schedule".to_owned(), "Mars/Base".to_owned()),
+                ("routine".to_owned(), "./.routines/q/ROUTINE.md".to_owned()),
+            ]
+        );
+        assert!(
+            d[0].message.contains("routine registry"),
+            "{}",
+            d[0].message
+        );
+        assert!(s.location(d[1].span.unwrap()).contains("ROUTINE.md:2:"));
+    }
+
+    #[test]
+    fn routine_files_stay_in_the_workflow_folder_and_are_regular_files() {
+        let dir = folder();
+        for outside in ["/dev/zero", "../../etc/ROUTINE.md"] {
+            let (d, _, _) = analyze_in(&dir, &format!("routines:\n  - file: {outside}\n"), None);
+            assert_eq!(d.len(), 1, "{d:?}");
+            assert!(
+                d[0].message.contains("outside the workflow's folder"),
+                "{}",
+                d[0].message
+            );
+        }
+        std::fs::create_dir_all(dir.join(".routines/dir/ROUTINE.md")).unwrap();
+        let (d, _, _) = analyze_in(
+            &dir,
+            "routines:\n  - file: .routines/dir/ROUTINE.md\n",
+            None,
+        );
+        assert!(
+            d[0].message.contains("not a regular file"),
+            "{}",
+            d[0].message
+        );
+    }
+
+    #[test]
+    fn webhooks_need_the_listener_when_the_config_is_known() {
+        let dir = folder();
+        let hook = "triggers:\n  - kind: webhook\n    path: /hook\n";
+        let mut config = Config::default();
+        let (d, _, s) = analyze_in(&dir, hook, Some(&config));
+        assert_eq!(
+            codes(&d, &s),
+            [("webhooks-disabled".to_owned(), "webhook".to_owned())]
+        );
+        assert!(
+            d[0].message
+                .contains("[daemon] webhooks = \"127.0.0.1:8787\"")
+        );
+        config
+            .other
+            .insert("daemon".into(), json!({"webhooks": "127.0.0.1:8787"}));
+        let (d, plan, _) = analyze_in(&dir, hook, Some(&config));
+        assert!(d.is_empty(), "{d:?}");
+        assert_eq!(plan.unwrap().triggers.len(), 1);
+    }
+
+    #[test]
+    fn no_triggers_serialize_as_before() {
+        let dir = folder();
+        let (d, plan, _) = analyze_in(&dir, "", None);
+        assert!(d.is_empty(), "{d:?}");
+        let v = serde_json::to_value(plan.unwrap()).unwrap();
+        assert!(v.get("triggers").is_none());
     }
 }

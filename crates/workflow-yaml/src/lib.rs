@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 use agentfile_config::Config;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
 use agentfile_plan::expr::{self, Part, Template, ValueExpr};
+use agentfile_plan::trigger::{self, SourceAt};
 use agentfile_plan::{
     AgentDef, ApprovalNode, GoalDef, GoalKind, GoalNode, InputDef, Node, NodeKind,
     PLAN_SCHEMA_VERSION, Plan, PromptSource,
@@ -140,6 +141,7 @@ pub fn analyze(
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     let mut fe = Front {
         doc,
+        file,
         dir,
         path,
         findings: Vec::new(),
@@ -283,6 +285,8 @@ fn span(
 
 struct Front {
     doc: Doc,
+    /// The workflow.yaml itself.
+    file: FileId,
     /// The workflow's folder: every relative path starts here.
     dir: PathBuf,
     path: PathBuf,
@@ -403,13 +407,52 @@ impl Front {
         self.findings.push(f);
     }
 
+    /// The line and column where the node at `pointer` starts.
+    fn line_col(&self, pointer: &str) -> (u32, u32) {
+        let start = self.doc.at(pointer).start;
+        self.sources.file(self.file).line_col(start as u32)
+    }
+
     fn lower(&mut self) -> Option<Plan> {
         let root = self.doc.value.clone();
         if !self.check_root(&root) {
             return None;
         }
-        for v in schema::check(&root) {
+        // A schedule trigger's `cron`, `timezone` and policy (CONTRACT §15)
+        // are checked by `trigger` below, not refused as unknown fields.
+        let trigger = root.get("trigger");
+        let schedule = trigger.is_some_and(|t| str_at(t, "type") == Some("schedule"));
+        let mut view = std::borrow::Cow::Borrowed(&*root);
+        if schedule
+            && let Some(t) = view
+                .to_mut()
+                .get_mut("trigger")
+                .and_then(Value::as_object_mut)
+        {
+            t.retain(|k, _| !trigger::YAML_SCHEDULE_FIELDS.contains(&k.as_str()));
+        }
+        for v in schema::check(&view) {
             self.push(v);
+        }
+        let mut triggers = Vec::new();
+        if schedule && let Some(t) = trigger {
+            let mut problems = Vec::new();
+            let decl = trigger::decode_yaml_schedule(t, &mut problems);
+            for p in problems {
+                let mut f = Finding::error(format!("/trigger{}", p.pointer), p.code, p.message);
+                f.at_key = p.at_key;
+                f.hint = p.hint;
+                self.push(f);
+            }
+            if let Some(mut d) = decl {
+                let (line, column) = self.line_col("/trigger");
+                d.at = Some(SourceAt {
+                    file: self.path.display().to_string(),
+                    line,
+                    column,
+                });
+                triggers.push(d);
+            }
         }
         let name = str_at(&root, "name")
             .map(str::to_owned)
@@ -422,6 +465,7 @@ impl Front {
         let input_var = self.input_var(&root);
         let (agents, goals, nodes) = self.lower_steps(&root, input_var.as_deref());
         let description = str_at(&root, "description").map(|d| d.trim().to_owned());
+        agentfile_plan::trigger::number(&name, &mut triggers);
         let inputs: Vec<InputDef> = input_var
             .iter()
             .map(|v| InputDef {
@@ -466,6 +510,7 @@ impl Front {
                     input: ROOT_FIELD.to_owned(),
                 },
                 agentrc: None,
+                triggers,
             }
             .sealed(),
         )
@@ -1302,6 +1347,72 @@ mod tests {
             PathBuf::from("/p")
         );
         assert_eq!(project_root(Path::new("/p/x")), PathBuf::from("/p/x"));
+    }
+
+    /// A workflow.yaml with `trigger`, analyzed (its agent file need not
+    /// exist for the trigger to be checked).
+    fn with_trigger(trigger: &str) -> (Vec<Diagnostic>, Option<Plan>, SourceMap) {
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("agentfile-wy-trigger-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(dir.join("agents")).unwrap();
+        std::fs::write(dir.join("agents/w.md"), "You write.").unwrap();
+        let text = format!(
+            "specVersion: \"1.0\"\nname: nightly\nversion: 1.0.0\ndescription: d\ntrigger:\n{trigger}steps:\n  - id: a\n    name: A\n    agent: agents/w.md\n    input: $IN\n    goal: g\n    produces: outputs/a.md\n"
+        );
+        let mut sources = SourceMap::default();
+        let file = sources.add(dir.join("workflow.yaml"), text);
+        let (d, p) = analyze(&mut sources, file, Options::default());
+        (d, p, sources)
+    }
+
+    #[test]
+    fn a_schedule_trigger_is_declared_on_the_plan() {
+        let (d, plan, _) = with_trigger(
+            "  type: schedule\n  cron: \"*/5 * * * *\"\n  timezone: Europe/Paris\n  max_runs_per_day: 10\n  input_var: IN\n",
+        );
+        assert!(d.is_empty(), "{d:?}");
+        let plan = plan.unwrap();
+        let t = &plan.triggers[0];
+        assert_eq!(t.id, "nightly#0");
+        let s = t.schedule.as_ref().unwrap();
+        assert_eq!(
+            (s.cron.as_str(), s.timezone.as_str()),
+            ("*/5 * * * *", "Europe/Paris")
+        );
+        assert_eq!(t.policy.max_runs_per_day, Some(10));
+        assert_eq!(t.at.as_ref().map(|a| a.line), Some(6));
+    }
+
+    #[test]
+    fn other_trigger_types_declare_nothing_and_keep_their_checks() {
+        let (d, plan, _) = with_trigger("  type: command\n  input_var: IN\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert!(plan.unwrap().triggers.is_empty());
+        // `cron` beside another type is still an unknown field.
+        let (d, _, _) = with_trigger("  type: command\n  cron: \"@daily\"\n  input_var: IN\n");
+        assert_eq!(d[0].code, "unknown-field");
+        // A schedule with no cron runs when asked, as before.
+        let (d, plan, _) = with_trigger("  type: schedule\n  input_var: IN\n");
+        assert!(d.is_empty(), "{d:?}");
+        assert!(plan.unwrap().triggers.is_empty());
+    }
+
+    #[test]
+    fn a_bad_cron_or_zone_is_an_error_at_its_field() {
+        let (d, plan, sources) = with_trigger(
+            "  type: schedule\n  cron: \"0 7 * * *\"\n  timezone: Nowhere/City\n  input_var: IN\n",
+        );
+        assert!(plan.is_none());
+        assert_eq!(d[0].code, "bad-schedule");
+        assert!(d[0].message.contains("Nowhere/City"), "{}", d[0].message);
+        assert_eq!(sources.snippet(d[0].span.unwrap()), "Nowhere/City");
+        let (d, _, sources) =
+            with_trigger("  type: schedule\n  cron: \"0 7 * *\"\n  input_var: IN\n");
+        assert_eq!(d[0].code, "bad-schedule");
+        assert!(d[0].message.contains("has 4 fields"), "{}", d[0].message);
+        assert_eq!(sources.snippet(d[0].span.unwrap()), "\"0 7 * *\"");
     }
 
     #[test]

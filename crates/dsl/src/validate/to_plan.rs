@@ -114,6 +114,7 @@ impl Validator<'_, '_> {
             output_names: Vec::new(),
             unmapped: Default::default(),
             agentrc: None,
+            triggers: Vec::new(),
         }
         .sealed()
     }
