@@ -30,11 +30,6 @@ use crate::engine::RunHooks;
 use agentfile_protocol::rpc::{ApproveParams, CancelParams, RunParams, SignalParams};
 use agentfile_session::SessionStatus;
 
-/// How often a client is asked to poll `tasks/get`.
-pub const POLL_INTERVAL_MS: u64 = 1_000;
-/// How long a task is kept: `None`, the session store keeps it (no expiry).
-pub const TTL_MS: Option<u64> = None;
-
 /// Whether the client of `ctx` declared the tasks extension (in its 2026
 /// `_meta` capabilities, or at `initialize`).
 pub fn wanted(ctx: &RequestContext<RoleServer>) -> bool {
@@ -59,9 +54,11 @@ fn detached() -> RunHooks {
     }
 }
 
-fn task(id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
-    let t = Task::new(id, status, created, updated).with_poll_interval_ms(POLL_INTERVAL_MS);
-    match TTL_MS {
+fn task(server: &McpServer, id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
+    // `[mcp] task_poll_interval` and `task_ttl` (see tasks_v1::timing).
+    let timing = super::tasks_v1::timing(server);
+    let t = Task::new(id, status, created, updated).with_poll_interval_ms(timing.poll_interval_ms);
+    match timing.ttl_ms {
         Some(ttl) => t.with_ttl_ms(ttl),
         None => t,
     }
@@ -219,7 +216,13 @@ pub async fn start_tool(
         // `notifications/tasks` is the extension's: other clients poll.
         watch_status(server.clone(), id.clone(), ctx.peer.clone(), wake);
     }
-    let t = task(&id, TaskStatus::Working, &meta.created_at, &meta.updated_at);
+    let t = task(
+        server,
+        &id,
+        TaskStatus::Working,
+        &meta.created_at,
+        &meta.updated_at,
+    );
     Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
 }
 
@@ -242,7 +245,12 @@ async fn owned(
     .await
     .map_err(internal)?;
     match found {
-        Ok((Some(owner), meta)) if owner == principal.as_str() => Ok(meta),
+        // Past its TTL a finished task is unknown (its session stays).
+        Ok((Some(owner), meta))
+            if owner == principal.as_str() && !super::tasks_v1::expired(server, &meta) =>
+        {
+            Ok(meta)
+        }
         Ok(_) | Err(agentfile_session::StoreError::NotFound(_)) => Err(unknown(id)),
         Err(agentfile_session::StoreError::InvalidId(_)) => Err(unknown(id)),
         Err(e) => Err(internal(e)),
@@ -320,7 +328,7 @@ async fn view(
 ) -> Result<DetailedTask, ErrorData> {
     let engine = &server.engine;
     let id = meta.id.as_str();
-    let t = |s| task(id, s, &meta.created_at, &meta.updated_at);
+    let t = |s| task(server, id, s, &meta.created_at, &meta.updated_at);
     let payload = match meta.status {
         SessionStatus::Queued | SessionStatus::Running => TaskPayload::Working,
         SessionStatus::Interrupted => {
