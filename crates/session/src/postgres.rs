@@ -541,6 +541,13 @@ impl SessionStore for PgStore {
             other => Err(self.unexpected(other)),
         }
     }
+
+    fn claim_interrupted(&self, id: &str) -> Result<bool, StoreError> {
+        match self.call(Op::ClaimInterrupted(id.to_owned()))? {
+            Reply::Claimed(taken) => Ok(taken),
+            other => Err(self.unexpected(other)),
+        }
+    }
 }
 
 /// What a caller asks the connection thread to do.
@@ -567,6 +574,7 @@ enum Op {
     SetRunSettings(String, String),
     Heartbeat(String),
     Reap,
+    ClaimInterrupted(String),
     SchemaVersion,
 }
 
@@ -581,6 +589,7 @@ enum Reply {
     Principal(Option<String>),
     Ids(Vec<String>),
     Version(i64),
+    Claimed(bool),
 }
 
 impl Reply {
@@ -596,6 +605,7 @@ impl Reply {
             Reply::Principal(_) => "principal",
             Reply::Ids(_) => "ids",
             Reply::Version(_) => "version",
+            Reply::Claimed(_) => "claimed",
         }
     }
 }
@@ -1060,6 +1070,7 @@ impl Worker {
                 Ok(Reply::Unit)
             }
             Op::Reap => self.reap(c).await.map(Reply::Ids),
+            Op::ClaimInterrupted(id) => self.claim_interrupted(c, id, retry).await,
         }
     }
 
@@ -1590,6 +1601,48 @@ impl Worker {
         )
         .await
         .map(|_| ())
+    }
+
+    /// Take an interrupted session (see `SessionStore::claim_interrupted`):
+    /// the look and the write under the row's lock, so of two claimers the
+    /// second reads `running`.
+    async fn claim_interrupted(&self, c: &Conn, id: &str, retry: bool) -> Result<Reply, Failure> {
+        self.begin(c, "begin claiming the session").await?;
+        let Some(lease) = self.lock_session(c, id).await? else {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        };
+        let Some(raw) = self.read_meta(c, id).await? else {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        };
+        let meta = raw.into_meta(SystemTime::now(), |m| self.corrupt(m))?;
+        let me = &self.options.owner;
+        if meta.status != SessionStatus::Interrupted || self.lease_blocks(&lease).is_some() {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+            // A retry after a claim that committed before the connection broke.
+            let ours = lease.owner.as_ref() == Some(me) && meta.status == SessionStatus::Running;
+            return Ok(Reply::Claimed(retry && ours));
+        }
+        let t = now();
+        self.exec(
+            c,
+            "UPDATE sessions SET status = 'running', updated_at = greatest(updated_at, $2), \
+             owner_pid = $3, owner_host = $4, owner_start = $5, heartbeat_at = $2, \
+             lease_until = clock_timestamp() + make_interval(secs => $6) WHERE id = $1",
+            &[
+                &id,
+                &t,
+                &i64::from(me.pid),
+                &me.host,
+                &me.start,
+                &self.lease_secs(),
+            ],
+            "claim the session",
+        )
+        .await?;
+        self.commit(c, "commit claiming the session").await?;
+        Ok(Reply::Claimed(true))
     }
 
     async fn set_status(

@@ -114,15 +114,7 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
     };
     let mut resumed = Vec::new();
     for id in ids {
-        // Looked at again just before: another server may have taken it.
-        let still = {
-            let (store, id) = (store.clone(), id.clone());
-            tokio::task::spawn_blocking(move || store.get(&id).map(|m| m.status))
-                .await
-                .ok()
-                .and_then(Result::ok)
-        };
-        if still != Some(SessionStatus::Interrupted) || engine.is_live_here(&id) {
+        if engine.is_live_here(&id) || !claim(&store, &id).await {
             continue;
         }
         match engine
@@ -137,7 +129,8 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
         {
             Ok(_) => resumed.push(id),
             Err(e) => {
-                tracing::warn!(session = %id, error = %e.message, "could not resume the task")
+                tracing::warn!(session = %id, error = %e.message, "could not resume the task");
+                unclaim(&store, &id).await;
             }
         }
     }
@@ -145,6 +138,26 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
         tracing::info!(count = resumed.len(), "interrupted tasks resumed");
     }
     resumed
+}
+
+/// Take interrupted task `id` for this server ([`SessionStore::claim_interrupted`]):
+/// `false` when another server took it first (or it is not interrupted).
+///
+/// [`SessionStore::claim_interrupted`]: agentfile_session::SessionStore::claim_interrupted
+async fn claim(store: &std::sync::Arc<dyn agentfile_session::SessionStore>, id: &str) -> bool {
+    let (store, id) = (store.clone(), id.to_owned());
+    tokio::task::spawn_blocking(move || store.claim_interrupted(&id))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(false)
+}
+
+/// Give a claimed task back when its resume did not start.
+async fn unclaim(store: &std::sync::Arc<dyn agentfile_session::SessionStore>, id: &str) {
+    let (store, id) = (store.clone(), id.to_owned());
+    let _ = tokio::task::spawn_blocking(move || store.set_status(&id, SessionStatus::Interrupted))
+        .await;
 }
 
 /// Start `p` as a task owned by the caller's principal.
@@ -334,8 +347,12 @@ async fn view(
         SessionStatus::Interrupted => {
             // Its server died or stopped: run it on here, unless someone
             // (this server, or another with a live lease) holds it already.
-            if resume && !engine.is_live_here(id) {
-                let _ = engine
+            if resume
+                && !engine.is_live_here(id)
+                && let Ok(store) = engine.store()
+                && claim(&store, id).await
+            {
+                let started = engine
                     .submit(
                         RunParams {
                             resume: Some(id.to_owned()),
@@ -344,6 +361,9 @@ async fn view(
                         detached(),
                     )
                     .await;
+                if started.is_err() {
+                    unclaim(&store, id).await;
+                }
             }
             TaskPayload::Working
         }
