@@ -579,3 +579,72 @@ async fn sigterm_interrupts_runs_answers_the_waiting_call_and_exits_143() {
     assert_eq!(statuses, ["interrupted", "interrupted"], "{listed:?}");
     assert!(listed.iter().any(|s| s["id"] == detached.as_str()));
 }
+
+/// Read from `sock` until the server closes it (or `within` passes: `None`);
+/// what it sent.
+async fn read_to_close(sock: &mut tokio::net::TcpStream, within: Duration) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut got = Vec::new();
+    // A reset after the answer counts as closed too.
+    let _ = tokio::time::timeout(within, sock.read_to_end(&mut got))
+        .await
+        .ok()?;
+    Some(String::from_utf8_lossy(&got).into_owned())
+}
+
+#[tokio::test]
+async fn a_client_that_stalls_mid_request_is_closed_and_others_are_served_meanwhile() {
+    use tokio::io::AsyncWriteExt;
+    let model = fake().await;
+    let ws = workspace("slowloris", &model, "[mcp]\nread_timeout = \"1s\"\n");
+    let server = Server::start(&ws.0, None).await;
+    let addr = format!("127.0.0.1:{}", server.port);
+    // Half a head, then nothing.
+    let mut head = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    head.write_all(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Ty")
+        .await
+        .unwrap();
+    // A whole head, half the body it announces, then nothing.
+    let mut body = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let req = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        server.port,
+        INITIALIZE.len()
+    );
+    body.write_all(req.as_bytes()).await.unwrap();
+    body.write_all(&INITIALIZE.as_bytes()[..20]).await.unwrap();
+    // 100 connections that never say anything.
+    let mut idle = Vec::new();
+    for _ in 0..100 {
+        idle.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    // Meanwhile a normal client is served, at once.
+    let t = Instant::now();
+    let r = post(&server.url, &[], INITIALIZE).await;
+    assert!(r.status().is_success(), "{}", r.status());
+    assert!(r.text().await.unwrap().contains("serverInfo"));
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "a valid request waited {:?} behind idle connections",
+        t.elapsed()
+    );
+    let client = connect(&server.url, None).await;
+    let done = call(
+        &client,
+        "run",
+        json!({"path": "hello.agent", "inputs": {"topic": "x"}}),
+    )
+    .await;
+    assert_eq!(structured(&done)["status"], "completed", "{done:?}");
+    // The stalled ones are closed within a bound (1 s to read, plus slack).
+    let t = Instant::now();
+    let closed = read_to_close(&mut head, Duration::from_secs(10)).await;
+    assert!(closed.is_some(), "a half-sent head kept its connection");
+    let answer = read_to_close(&mut body, Duration::from_secs(10))
+        .await
+        .expect("a half-sent body kept its connection");
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let _ = client.cancel().await;
+    drop(idle);
+}

@@ -610,3 +610,73 @@ async fn over_http_tasks_belong_to_their_token() {
     let _ = server.child.start_kill();
     let _ = server.child.wait().await;
 }
+
+#[tokio::test]
+async fn a_finished_task_is_unknown_after_its_ttl_and_its_session_stays() {
+    let f = fake().await;
+    let ws = workspace("ttl", &f);
+    let config = ws.0.join("agent.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[mcp]\ntask_ttl = \"2s\"\ntask_poll_interval = \"250ms\"\n");
+    std::fs::write(&config, text).unwrap();
+    let (mut raw, _) = Raw::start(&ws.0, true, false).await;
+    // The handle reports the server's TTL and poll interval.
+    let r = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "hello.agent"}, "task": {"ttl": 600000}}),
+        )
+        .await;
+    let task = &r["result"]["task"];
+    assert_eq!(task["ttl"], 2000, "{r}");
+    assert_eq!(task["pollInterval"], 250, "{r}");
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let done = raw.settle(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["ttl"], 2000, "{done}");
+    assert_eq!(done["pollInterval"], 250, "{done}");
+    // Readable within the TTL.
+    let result = raw.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(
+        result["result"]["structuredContent"]["status"], "completed",
+        "{result}"
+    );
+    let list = raw.request("tasks/list", json!({})).await;
+    let listed = list["result"]["tasks"].as_array().expect("tasks");
+    let mine = listed.iter().find(|t| t["taskId"] == id.as_str());
+    assert_eq!(mine.expect("listed")["ttl"], 2000, "{list}");
+    // Past it: unknown, as a made-up id is; the session stays.
+    tokio::time::sleep(Duration::from_millis(2600)).await;
+    let unknown = raw
+        .request(
+            "tasks/get",
+            json!({"taskId": "20260101-000000-000000000000000000000000"}),
+        )
+        .await;
+    let gone = raw.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(gone["error"]["code"], unknown["error"]["code"], "{gone}");
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let gone = raw.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let list = raw.request("tasks/list", json!({})).await;
+    assert!(
+        !list["result"]["tasks"]
+            .as_array()
+            .expect("tasks")
+            .iter()
+            .any(|t| t["taskId"] == id.as_str()),
+        "{list}"
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["sessions", "show", &id, "--format", "json"])
+        .current_dir(&ws.0)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("completed"));
+    assert_eq!(raw.exit_code().await, Some(0));
+}

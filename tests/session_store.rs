@@ -64,6 +64,7 @@ conformance!(
     last_fire_is_the_latest_fired_or_skipped_instant,
     quota_counts_fired_only,
     racing_claims_each_fire_once,
+    one_claimer_of_many_takes_an_interrupted_session,
 );
 
 fn running(id: &str) -> session::SessionMeta {
@@ -623,6 +624,53 @@ fn racing_writers_of_one_session(kind: Kind) {
     assert_eq!(wins, N);
     let store = kind.open(dir.path());
     assert_eq!(store.events("x", 0).unwrap(), small_events("x", 1, N));
+}
+
+/// Two servers starting on one store both try to resume an interrupted
+/// task: each has its own store (as processes would), all claim at once, and
+/// exactly one gets it, whether the session was written down `interrupted`
+/// or still reads `running` from an owner that died.
+fn one_claimer_of_many_takes_an_interrupted_session(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("stopped")).unwrap();
+    store
+        .set_status("stopped", SessionStatus::Interrupted)
+        .unwrap();
+    store.create(&running("crashed")).unwrap();
+    store
+        .record_owner("crashed", &dead_owner(&ago(Duration::ZERO)))
+        .unwrap();
+    store.create(&meta("done")).unwrap();
+    store.set_status("done", SessionStatus::Completed).unwrap();
+    for id in ["stopped", "crashed"] {
+        assert_eq!(store.get(id).unwrap().status, SessionStatus::Interrupted);
+        let barrier = std::sync::Barrier::new(6);
+        let wins: usize = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..6)
+                .map(|_| {
+                    let (path, barrier) = (dir.path().to_owned(), &barrier);
+                    s.spawn(move || {
+                        let store = kind.open(&path);
+                        barrier.wait();
+                        usize::from(store.claim_interrupted(id).unwrap())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        assert_eq!(wins, 1, "{id}: claimed {wins} times");
+        // Taken: it reads running (this process, alive, owns it).
+        let again = kind.open(dir.path());
+        assert_eq!(again.get(id).unwrap().status, SessionStatus::Running);
+        assert!(!again.claim_interrupted(id).unwrap());
+    }
+    assert!(!store.claim_interrupted("done").unwrap());
+    assert_eq!(store.get("done").unwrap().status, SessionStatus::Completed);
+    assert!(matches!(
+        store.claim_interrupted("missing"),
+        Err(StoreError::NotFound(_))
+    ));
 }
 
 /// One store shared by several threads, each writing its own session.

@@ -337,6 +337,76 @@ pub struct McpSection {
     /// `Origin` is refused (403) before it runs.
     #[serde(deserialize_with = "origins", skip_serializing_if = "Vec::is_empty")]
     pub allowed_origins: Vec<String>,
+    /// `agentfile mcp --http`: the most a client may take to send a request's
+    /// headers, and again its body (a duration such as `10s`; default
+    /// [`McpSection::READ_TIMEOUT`]). Past it the connection is closed (a
+    /// body too slow gets 408 first). A kept-alive connection that sends no
+    /// new request for that long is closed too.
+    #[serde(
+        deserialize_with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub read_timeout: Option<String>,
+    /// How long a finished MCP task's result stays readable (`tasks/get`,
+    /// `tasks/result`) after it ended, a duration such as `1h` or `7d`. A
+    /// client may ask for less (its `ttl`), never more. Unset: no expiry
+    /// (unless the client asks for one). The session itself stays in the
+    /// store either way.
+    #[serde(
+        deserialize_with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub task_ttl: Option<String>,
+    /// How often MCP task clients are asked to poll `tasks/get` (`pollInterval`),
+    /// a duration such as `500ms`; default [`McpSection::TASK_POLL_INTERVAL`].
+    #[serde(
+        deserialize_with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub task_poll_interval: Option<String>,
+}
+
+impl McpSection {
+    /// `read_timeout` when unset.
+    pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+    /// `task_poll_interval` when unset.
+    pub const TASK_POLL_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// `read_timeout`, or its default.
+    pub fn read_timeout(&self) -> std::time::Duration {
+        self.read_timeout
+            .as_deref()
+            .and_then(|t| parse_duration(t).ok())
+            .unwrap_or(Self::READ_TIMEOUT)
+    }
+
+    /// `task_ttl` (`None`: no expiry).
+    pub fn task_ttl(&self) -> Option<std::time::Duration> {
+        self.task_ttl
+            .as_deref()
+            .and_then(|t| parse_duration(t).ok())
+    }
+
+    /// `task_poll_interval`, or its default.
+    pub fn task_poll_interval(&self) -> std::time::Duration {
+        self.task_poll_interval
+            .as_deref()
+            .and_then(|t| parse_duration(t).ok())
+            .unwrap_or(Self::TASK_POLL_INTERVAL)
+    }
+}
+
+/// An optional duration setting, checked when the config is read (kept as
+/// written).
+fn duration_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let raw = String::deserialize(d)?;
+    match parse_duration(&raw) {
+        Ok(t) if t.is_zero() => Err(serde::de::Error::custom(format!(
+            "`{raw}` is zero; write a positive duration like 500ms, 10s or 1h"
+        ))),
+        Ok(_) => Ok(Some(raw)),
+        Err(e) => Err(serde::de::Error::custom(e)),
+    }
 }
 
 /// `[mcp] allowed_origins`: each entry a web origin, kept in its canonical
@@ -722,6 +792,30 @@ mod tests {
             panic!("expected a message")
         };
         assert!(m.contains("max_token"), "{m}");
+    }
+
+    #[test]
+    fn mcp_durations_are_read_and_checked() {
+        let c = Config::from_str_ext(
+            "[mcp]\nread_timeout = \"2s\"\ntask_ttl = \"1h\"\ntask_poll_interval = \"250ms\"\n",
+            "toml",
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(c.mcp.read_timeout(), std::time::Duration::from_secs(2));
+        assert_eq!(c.mcp.task_ttl(), Some(std::time::Duration::from_secs(3600)));
+        assert_eq!(
+            c.mcp.task_poll_interval(),
+            std::time::Duration::from_millis(250)
+        );
+        let d = Config::default();
+        assert_eq!(d.mcp.read_timeout(), McpSection::READ_TIMEOUT);
+        assert_eq!(d.mcp.task_ttl(), None);
+        assert_eq!(d.mcp.task_poll_interval(), McpSection::TASK_POLL_INTERVAL);
+        for bad in ["soon", "0s", ""] {
+            let text = format!("[mcp]\ntask_ttl = {bad:?}\n");
+            assert!(Config::from_str_ext(&text, "toml").is_err(), "{bad}");
+        }
     }
 
     #[test]

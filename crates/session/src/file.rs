@@ -610,6 +610,32 @@ impl SessionStore for FileStore {
         self.write_meta(&file)
     }
 
+    fn claim_interrupted(&self, id: &str) -> Result<bool, StoreError> {
+        // Under the log's cross-process lock, as every status change.
+        let _guard = self.guard();
+        self.read_meta(id)?;
+        let log = self.lock_log(id)?;
+        let mut file = self.read_meta(id)?;
+        let tail = self.repair(id, &log, &mut file)?;
+        let current = self.current(&file, &tail);
+        let status = effective_status(
+            current.status,
+            self.owner_of(&file, &tail),
+            &current.updated_at,
+            SystemTime::now(),
+        );
+        if status != SessionStatus::Interrupted {
+            return Ok(false);
+        }
+        file.meta.status = SessionStatus::Running;
+        file.meta.last_seq = current.last_seq;
+        file.meta.updated_at = later(&current.updated_at, &now());
+        file.status_seq = current.last_seq;
+        file.claim();
+        self.write_meta(&file)?;
+        Ok(true)
+    }
+
     fn get(&self, id: &str) -> Result<SessionMeta, StoreError> {
         let file = self.read_meta(id)?;
         let tail = self.tail_of(id)?;

@@ -282,6 +282,24 @@ pub trait SessionStore: Send + Sync {
         Err(StoreError::Unsupported("run settings"))
     }
 
+    /// Take an `interrupted` session to run it here: at once, it becomes
+    /// `running`, owned by this process, unless it no longer reads
+    /// `interrupted` (another process took it first, or it ended): then
+    /// `false` and nothing is written. Two servers starting on one store call
+    /// it for the same task, and only one of them gets `true`. SQLite and the
+    /// file store decide under their write lock; this default (PostgreSQL) by
+    /// `set_status`, whose lease refuses a second claimer.
+    fn claim_interrupted(&self, id: &str) -> Result<bool, StoreError> {
+        if self.get(id)?.status != SessionStatus::Interrupted {
+            return Ok(false);
+        }
+        match self.set_status(id, SessionStatus::Running) {
+            Ok(()) => Ok(true),
+            Err(StoreError::LeaseHeld { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Mark `interrupted` every `queued` or `running` session whose owner is
     /// gone (see [`owner::effective_status`]), and return their ids. Servers
     /// call it when they start, so what a crash left behind is written down

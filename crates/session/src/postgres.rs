@@ -672,6 +672,13 @@ impl SessionStore for PgStore {
             other => Err(self.unexpected(other)),
         }
     }
+
+    fn claim_interrupted(&self, id: &str) -> Result<bool, StoreError> {
+        match self.call(Op::ClaimInterrupted(id.to_owned()))? {
+            Reply::Claimed(taken) => Ok(taken),
+            other => Err(self.unexpected(other)),
+        }
+    }
 }
 
 /// What a caller asks the connection thread to do.
@@ -698,6 +705,7 @@ enum Op {
     SetRunSettings(String, String),
     Heartbeat(String),
     Reap,
+    ClaimInterrupted(String),
     SchemaVersion,
     ClaimFire {
         fire: FireRecord,
@@ -1326,6 +1334,7 @@ impl Worker {
                     .map_err(|_| Failure::Store(self.corrupt(format!("negative count {n}"))))?;
                 Ok(Reply::Quota(n, cost))
             }
+            Op::ClaimInterrupted(id) => self.claim_interrupted(c, id, retry).await,
         }
     }
 
@@ -1938,6 +1947,48 @@ impl Worker {
         )
         .await
         .map(|_| ())
+    }
+
+    /// Take an interrupted session (see `SessionStore::claim_interrupted`):
+    /// the look and the write under the row's lock, so of two claimers the
+    /// second reads `running`.
+    async fn claim_interrupted(&self, c: &Conn, id: &str, retry: bool) -> Result<Reply, Failure> {
+        self.begin(c, "begin claiming the session").await?;
+        let Some(lease) = self.lock_session(c, id).await? else {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        };
+        let Some(raw) = self.read_meta(c, id).await? else {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        };
+        let meta = raw.into_meta(SystemTime::now(), |m| self.corrupt(m))?;
+        let me = &self.options.owner;
+        if meta.status != SessionStatus::Interrupted || self.lease_blocks(&lease).is_some() {
+            let _ = c.client.batch_execute("ROLLBACK").await;
+            // A retry after a claim that committed before the connection broke.
+            let ours = lease.owner.as_ref() == Some(me) && meta.status == SessionStatus::Running;
+            return Ok(Reply::Claimed(retry && ours));
+        }
+        let t = now();
+        self.exec(
+            c,
+            "UPDATE sessions SET status = 'running', updated_at = greatest(updated_at, $2), \
+             owner_pid = $3, owner_host = $4, owner_start = $5, heartbeat_at = $2, \
+             lease_until = clock_timestamp() + make_interval(secs => $6) WHERE id = $1",
+            &[
+                &id,
+                &t,
+                &i64::from(me.pid),
+                &me.host,
+                &me.start,
+                &self.lease_secs(),
+            ],
+            "claim the session",
+        )
+        .await?;
+        self.commit(c, "commit claiming the session").await?;
+        Ok(Reply::Claimed(true))
     }
 
     async fn set_status(

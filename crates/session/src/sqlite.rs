@@ -1252,6 +1252,32 @@ impl SessionStore for SqliteStore {
         Ok(())
     }
 
+    fn claim_interrupted(&self, id: &str) -> Result<bool, StoreError> {
+        let mut conn = self.lock();
+        // The look and the write in one write transaction: a second claimer
+        // (another process on the file) waits, then reads `running`.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(self.err("begin claiming the session"))?;
+        let Some(meta) = self.read_meta(&tx, id)? else {
+            return Err(StoreError::NotFound(id.to_owned()));
+        };
+        if meta.status != SessionStatus::Interrupted {
+            return Ok(false);
+        }
+        let me = Owner::current();
+        tx.prepare_cached(
+            "UPDATE sessions SET status = 'running', updated_at = max(updated_at, ?2), \
+             owner_pid = ?3, owner_host = ?4, owner_start = ?5, heartbeat_at = ?2 \
+             WHERE id = ?1",
+        )
+        .and_then(|mut s| s.execute(params![id, now(), me.pid, me.host, me.start]))
+        .map_err(self.err("claim the session"))?;
+        tx.commit()
+            .map_err(self.err("commit claiming the session"))?;
+        Ok(true)
+    }
+
     fn reap_orphans(&self) -> Result<Vec<String>, StoreError> {
         let mut conn = self.lock();
         let tx = conn

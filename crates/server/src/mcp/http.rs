@@ -24,6 +24,11 @@
 //! 4. the bound: a principal may have at most `--max-requests` POSTs in
 //!    flight (429 past it); a body is at most [`limits::MAX_LINE`] (413).
 //!
+//! A client gets `[mcp] read_timeout` (default 10 s) to send a request's
+//! headers (hyper's header-read timer; a kept-alive connection idle that long
+//! is closed too) and again its body (else 408 and the connection closes), so
+//! one that trickles or stalls holds no connection or task for ever.
+//!
 //! The [`Principal`] (the token's digest, or "loopback") goes into the HTTP
 //! request's extensions, where [`Principal::of`] finds it for the handlers.
 //!
@@ -205,6 +210,7 @@ pub async fn serve_http_until(
         closing: CancellationToken::new(),
         v1_sessions: Mutex::default(),
         changes: host.changes().clone(),
+        read_timeout: config.mcp.read_timeout(),
     });
 
     {
@@ -246,7 +252,8 @@ pub async fn serve_http_until(
 
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.timer(TokioTimer::new());
+    http.timer(TokioTimer::new())
+        .header_read_timeout(front.read_timeout);
     tokio::pin!(stop);
     let code = loop {
         tokio::select! {
@@ -345,6 +352,10 @@ struct Front {
     v1_sessions: Mutex<HashSet<String>>,
     /// The list changes `subscriptions/listen` streams carry.
     changes: super::listen::Hub,
+    /// The most a client may take to send a request's headers (hyper's
+    /// `header_read_timeout`, also the idle time of a kept-alive
+    /// connection), and again its body (`[mcp] read_timeout`).
+    read_timeout: Duration,
 }
 
 impl Front {
@@ -417,9 +428,26 @@ impl Front {
     async fn post(&self, req: Request<Incoming>) -> Result<Response<HttpBody>, Response<HttpBody>> {
         use http_body_util::Limited;
         let (parts, body) = req.into_parts();
-        let bytes = match Limited::new(body, limits::MAX_LINE).collect().await {
-            Ok(c) => c.to_bytes(),
-            Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+        let read = tokio::time::timeout(
+            self.read_timeout,
+            Limited::new(body, limits::MAX_LINE).collect(),
+        );
+        let bytes = match read.await {
+            Ok(Ok(c)) => c.to_bytes(),
+            Err(_) => {
+                // A client that trickles its body holds nothing for longer.
+                let mut r = text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!(
+                        "Request Timeout: the body did not arrive within {}",
+                        humantime::format_duration(self.read_timeout)
+                    ),
+                );
+                r.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                return Err(r);
+            }
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
                 return Err(text(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     &format!(
@@ -428,7 +456,7 @@ impl Front {
                     ),
                 ));
             }
-            Err(e) => {
+            Ok(Err(e)) => {
                 return Err(text(
                     StatusCode::BAD_REQUEST,
                     &format!("Bad Request: cannot read the body: {e}"),

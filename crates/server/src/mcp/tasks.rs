@@ -30,11 +30,6 @@ use crate::engine::RunHooks;
 use agentfile_protocol::rpc::{ApproveParams, CancelParams, RunParams, SignalParams};
 use agentfile_session::SessionStatus;
 
-/// How often a client is asked to poll `tasks/get`.
-pub const POLL_INTERVAL_MS: u64 = 1_000;
-/// How long a task is kept: `None`, the session store keeps it (no expiry).
-pub const TTL_MS: Option<u64> = None;
-
 /// Whether the client of `ctx` declared the tasks extension (in its 2026
 /// `_meta` capabilities, or at `initialize`).
 pub fn wanted(ctx: &RequestContext<RoleServer>) -> bool {
@@ -59,9 +54,11 @@ fn detached() -> RunHooks {
     }
 }
 
-fn task(id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
-    let t = Task::new(id, status, created, updated).with_poll_interval_ms(POLL_INTERVAL_MS);
-    match TTL_MS {
+fn task(server: &McpServer, id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
+    // `[mcp] task_poll_interval` and `task_ttl` (see tasks_v1::timing).
+    let timing = super::tasks_v1::timing(server);
+    let t = Task::new(id, status, created, updated).with_poll_interval_ms(timing.poll_interval_ms);
+    match timing.ttl_ms {
         Some(ttl) => t.with_ttl_ms(ttl),
         None => t,
     }
@@ -117,15 +114,7 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
     };
     let mut resumed = Vec::new();
     for id in ids {
-        // Looked at again just before: another server may have taken it.
-        let still = {
-            let (store, id) = (store.clone(), id.clone());
-            tokio::task::spawn_blocking(move || store.get(&id).map(|m| m.status))
-                .await
-                .ok()
-                .and_then(Result::ok)
-        };
-        if still != Some(SessionStatus::Interrupted) || engine.is_live_here(&id) {
+        if engine.is_live_here(&id) || !claim(&store, &id).await {
             continue;
         }
         match engine
@@ -140,7 +129,8 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
         {
             Ok(_) => resumed.push(id),
             Err(e) => {
-                tracing::warn!(session = %id, error = %e.message, "could not resume the task")
+                tracing::warn!(session = %id, error = %e.message, "could not resume the task");
+                unclaim(&store, &id).await;
             }
         }
     }
@@ -148,6 +138,26 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
         tracing::info!(count = resumed.len(), "interrupted tasks resumed");
     }
     resumed
+}
+
+/// Take interrupted task `id` for this server ([`SessionStore::claim_interrupted`]):
+/// `false` when another server took it first (or it is not interrupted).
+///
+/// [`SessionStore::claim_interrupted`]: agentfile_session::SessionStore::claim_interrupted
+async fn claim(store: &std::sync::Arc<dyn agentfile_session::SessionStore>, id: &str) -> bool {
+    let (store, id) = (store.clone(), id.to_owned());
+    tokio::task::spawn_blocking(move || store.claim_interrupted(&id))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or(false)
+}
+
+/// Give a claimed task back when its resume did not start.
+async fn unclaim(store: &std::sync::Arc<dyn agentfile_session::SessionStore>, id: &str) {
+    let (store, id) = (store.clone(), id.to_owned());
+    let _ = tokio::task::spawn_blocking(move || store.set_status(&id, SessionStatus::Interrupted))
+        .await;
 }
 
 /// Start `p` as a task owned by the caller's principal.
@@ -219,7 +229,13 @@ pub async fn start_tool(
         // `notifications/tasks` is the extension's: other clients poll.
         watch_status(server.clone(), id.clone(), ctx.peer.clone(), wake);
     }
-    let t = task(&id, TaskStatus::Working, &meta.created_at, &meta.updated_at);
+    let t = task(
+        server,
+        &id,
+        TaskStatus::Working,
+        &meta.created_at,
+        &meta.updated_at,
+    );
     Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
 }
 
@@ -242,7 +258,12 @@ async fn owned(
     .await
     .map_err(internal)?;
     match found {
-        Ok((Some(owner), meta)) if owner == principal.as_str() => Ok(meta),
+        // Past its TTL a finished task is unknown (its session stays).
+        Ok((Some(owner), meta))
+            if owner == principal.as_str() && !super::tasks_v1::expired(server, &meta) =>
+        {
+            Ok(meta)
+        }
         Ok(_) | Err(agentfile_session::StoreError::NotFound(_)) => Err(unknown(id)),
         Err(agentfile_session::StoreError::InvalidId(_)) => Err(unknown(id)),
         Err(e) => Err(internal(e)),
@@ -323,14 +344,18 @@ async fn view(
 ) -> Result<DetailedTask, ErrorData> {
     let engine = &server.engine;
     let id = meta.id.as_str();
-    let t = |s| task(id, s, &meta.created_at, &meta.updated_at);
+    let t = |s| task(server, id, s, &meta.created_at, &meta.updated_at);
     let payload = match meta.status {
         SessionStatus::Queued | SessionStatus::Running => TaskPayload::Working,
         SessionStatus::Interrupted => {
             // Its server died or stopped: run it on here, unless someone
             // (this server, or another with a live lease) holds it already.
-            if resume && !engine.is_live_here(id) {
-                let _ = engine
+            if resume
+                && !engine.is_live_here(id)
+                && let Ok(store) = engine.store()
+                && claim(&store, id).await
+            {
+                let started = engine
                     .submit(
                         RunParams {
                             resume: Some(id.to_owned()),
@@ -339,6 +364,9 @@ async fn view(
                         detached(),
                     )
                     .await;
+                if started.is_err() {
+                    unclaim(&store, id).await;
+                }
             }
             TaskPayload::Working
         }

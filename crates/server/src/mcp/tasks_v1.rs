@@ -57,6 +57,58 @@ pub const PAGE: usize = 50;
 /// Sessions looked at by `tasks/list` (newest first).
 pub const LIST_SCAN: usize = 1_000;
 
+/// What every task of this server reports, in both generations
+/// ([`super::tasks`] builds the 2026 handles with it): `pollInterval` from
+/// `[mcp] task_poll_interval`, `ttl` from `[mcp] task_ttl` (`None`: no
+/// expiry). The server's TTL is the task's, whatever a client asks for
+/// (receivers may override a requested `ttl`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    pub poll_interval_ms: u64,
+    pub ttl_ms: Option<u64>,
+}
+
+impl Timing {
+    fn of(mcp: &agentfile_config::McpSection) -> Timing {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Timing {
+            poll_interval_ms: ms(mcp.task_poll_interval()).max(1),
+            ttl_ms: mcp.task_ttl().map(ms),
+        }
+    }
+}
+
+/// This process's [`Timing`], read from the server's config once (a server
+/// process has one engine, one config).
+pub fn timing(server: &McpServer) -> Timing {
+    static TIMING: std::sync::OnceLock<Timing> = std::sync::OnceLock::new();
+    *TIMING.get_or_init(|| {
+        let mcp = server
+            .engine
+            .default_config()
+            .map(|c| c.mcp)
+            .unwrap_or_default();
+        Timing::of(&mcp)
+    })
+}
+
+/// Whether task `meta` ended more than the TTL ago: it then answers as an
+/// unknown task (`tasks/get`, `tasks/result`, `tasks/list` leave it out),
+/// while its session stays in the store.
+pub fn expired(server: &McpServer, meta: &agentfile_session::SessionMeta) -> bool {
+    let Some(ttl) = timing(server).ttl_ms else {
+        return false;
+    };
+    meta.status.is_terminal() && ended_before(&meta.updated_at, ttl, std::time::SystemTime::now())
+}
+
+/// Whether `updated_at` (RFC 3339 UTC as the stores write it: fixed width,
+/// so string order is time order) lies more than `ttl_ms` before `now`.
+fn ended_before(updated_at: &str, ttl_ms: u64, now: std::time::SystemTime) -> bool {
+    now.checked_sub(Duration::from_millis(ttl_ms))
+        .is_some_and(|cutoff| updated_at < agentfile_protocol::events::rfc3339(cutoff).as_str())
+}
+
 /// The server capabilities a v1 client is told.
 pub fn capabilities() -> Value {
     json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}})
@@ -652,6 +704,7 @@ async fn list(
     };
     let store = server.engine.store().map_err(|e| internal(e.message))?;
     let principal = Principal::of(ctx);
+    let timing = timing(server);
     let mine = tokio::task::spawn_blocking(move || {
         let rows = store.list(None, LIST_SCAN)?;
         let mut out = Vec::new();
@@ -665,23 +718,20 @@ async fn list(
     .await
     .map_err(internal)?
     .map_err(internal)?;
+    let mine: Vec<_> = mine.into_iter().filter(|m| !expired(server, m)).collect();
     let page: Vec<Value> = mine
         .iter()
         .skip(offset)
         .take(PAGE)
         .map(|m| {
-            let mut t = json!({
+            json!({
                 "taskId": m.id,
                 "status": list_status(m.status),
                 "createdAt": m.created_at,
                 "lastUpdatedAt": m.updated_at,
-                "ttl": super::tasks::TTL_MS,
-                "pollInterval": super::tasks::POLL_INTERVAL_MS,
-            });
-            if t["ttl"].is_null() {
-                t["ttl"] = Value::Null;
-            }
-            t
+                "ttl": timing.ttl_ms,
+                "pollInterval": timing.poll_interval_ms,
+            })
         })
         .collect();
     let mut out = json!({ "tasks": page });
@@ -719,7 +769,8 @@ fn notify_status(server: McpServer, id: String, ctx: RequestContext<RoleServer>)
             if terminal(now) {
                 return;
             }
-            tokio::time::sleep(Duration::from_millis(super::tasks::POLL_INTERVAL_MS / 2)).await;
+            let poll = timing(&server).poll_interval_ms;
+            tokio::time::sleep(Duration::from_millis((poll / 2).clamp(50, 500))).await;
         }
     });
 }
@@ -727,6 +778,22 @@ fn notify_status(server: McpServer, id: String, ctx: RequestContext<RoleServer>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_expires_once_its_ttl_has_passed_since_it_ended() {
+        let now = humantime::parse_rfc3339("2026-11-26T12:00:00Z").unwrap();
+        assert!(ended_before("2026-11-26T11:58:59.999Z", 60_000, now));
+        assert!(!ended_before("2026-11-26T11:59:00.000Z", 60_000, now));
+        assert!(!ended_before("2026-11-26T11:59:30.000Z", 60_000, now));
+        let mcp = agentfile_config::McpSection::default();
+        assert_eq!(
+            Timing::of(&mcp),
+            Timing {
+                poll_interval_ms: 1_000,
+                ttl_ms: None
+            }
+        );
+    }
 
     #[test]
     fn initialize_with_tasks_is_marked_and_others_pass() {
