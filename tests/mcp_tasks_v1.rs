@@ -576,6 +576,23 @@ async fn over_http_tasks_belong_to_their_token() {
     assert_eq!(c["error"]["code"], -32602, "{c}");
     let l = b.request("tasks/list", json!({})).await;
     assert_eq!(l["result"]["tasks"], json!([]), "{l}");
+    // Nor through the session tools, which take the id as well.
+    for (tool, args) in [
+        ("cancel", json!({"session_id": id})),
+        ("event", json!({"session_id": id, "after_seq": 0})),
+        ("approve", json!({"session_id": id, "approve": true})),
+        ("signal", json!({"session_id": id, "event": "go"})),
+        ("run", json!({"resume": id})),
+    ] {
+        let r = b
+            .request("tools/call", json!({"name": tool, "arguments": args}))
+            .await;
+        assert_eq!(r["result"]["isError"], true, "{tool}: {r}");
+        assert!(
+            r.to_string().contains(&format!("unknown session `{id}`")),
+            "{tool}: {r}"
+        );
+    }
     let l = a.request("tasks/list", json!({})).await;
     assert_eq!(l["result"]["tasks"][0]["taskId"], id.as_str(), "{l}");
 

@@ -239,6 +239,25 @@ pub async fn start_tool(
     Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
 }
 
+/// Whether the caller may read or steer session `id` through the session
+/// tools: unless it is another principal's task (a session no task owns is
+/// anyone's who knows its id, as before tasks).
+pub async fn may_touch(server: &McpServer, id: &str, ctx: &RequestContext<RoleServer>) -> bool {
+    if !agentfile_session::is_valid_id(id) {
+        return true; // the tool itself says what is wrong with it
+    }
+    let Ok(store) = server.engine.store() else {
+        return true;
+    };
+    let id = id.to_owned();
+    let owner = tokio::task::spawn_blocking(move || store.task_owner(&id))
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .flatten();
+    owner.is_none_or(|o| o == Principal::of(ctx).as_str())
+}
+
 /// The session of task `id` if it belongs to the caller.
 async fn owned(
     server: &McpServer,

@@ -330,6 +330,18 @@ pub async fn call(
         return super::mrtr::retry(server, state, request.input_responses.as_ref(), &ctx).await;
     }
     let args = request.arguments.map(Value::Object);
+    // A session that is another principal's task is not this caller's to
+    // read, steer or resume: it reads as unknown, as in `tasks/get`.
+    if let Some(id) = session_named(name, args.as_ref())
+        && !super::tasks::may_touch(server, &id, &ctx).await
+    {
+        return Ok(
+            tool_error(&agentfile_protocol::rpc::RpcError::invalid_params(format!(
+                "unknown session `{id}`"
+            )))
+            .into(),
+        );
+    }
     let result = match name {
         "run" => match params::<RunParams>("run", args) {
             Ok(p) if super::tasks::wanted(&ctx) => {
@@ -879,6 +891,18 @@ fn list_text(l: &WorkflowList) -> String {
         );
     }
     t.trim_end().to_owned()
+}
+
+/// The session a session tool's arguments name (`event`, `cancel`,
+/// `approve`, `signal`, or `run` with `resume`).
+fn session_named(tool: &str, args: Option<&Value>) -> Option<String> {
+    let args = args?;
+    let key = match tool {
+        "event" | "cancel" | "approve" | "signal" => "session_id",
+        "run" => "resume",
+        _ => return None,
+    };
+    args.get(key)?.as_str().map(str::to_owned)
 }
 
 #[cfg(test)]
