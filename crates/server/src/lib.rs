@@ -19,6 +19,7 @@
 //! engine, and encodes the answer and the run's events in its own protocol.
 
 pub mod cluster;
+pub mod daemon;
 pub mod engine;
 pub mod jsonrpc;
 pub mod limits;
