@@ -520,14 +520,25 @@ impl Daemon {
             }
         };
         let plan = catch_up(&schedule, last, now, reg.catch_up);
-        if let Some(why) = plan.dropped_reason(reg.catch_up) {
+        let dropped = plan.dropped_reason(reg.catch_up);
+        if let Some(why) = &dropped {
             tracing::info!(trigger = %id, "{why}");
         }
         for at in plan.fire {
             if stop.is_cancelled() {
                 return;
             }
-            self.fire_scheduled(&id, at).await;
+            // A caught-up fire says so in the history: it ran late on purpose.
+            let mut note = "a catch-up after downtime".to_owned();
+            if let Some(why) = &dropped {
+                note.push_str(&format!("; {why}"));
+            }
+            if let Some(r) = self.fire_scheduled(&id, at).await
+                && r.claimed
+                && r.outcome == FireOutcome::Fired
+            {
+                self.finish(&id, &r.key, FireOutcome::Fired, Some(&note));
+            }
         }
         let mut cursor = now;
         loop {
@@ -545,13 +556,15 @@ impl Daemon {
             // hold the next instant back.
             let me = self.clone();
             let t = id.clone();
-            tokio::spawn(async move { me.fire_scheduled(&t, next).await });
+            tokio::spawn(async move {
+                me.fire_scheduled(&t, next).await;
+            });
             cursor = next;
         }
     }
 
-    async fn fire_scheduled(self: &Arc<Self>, id: &str, at: Timestamp) {
-        if let Err(e) = self
+    async fn fire_scheduled(self: &Arc<Self>, id: &str, at: Timestamp) -> Option<FireResult> {
+        match self
             .fire(
                 id,
                 FireKind::Schedule,
@@ -561,7 +574,11 @@ impl Daemon {
             )
             .await
         {
-            tracing::warn!(trigger = %id, at = %at, error = %e, "fire failed");
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!(trigger = %id, at = %at, error = %e, "fire failed");
+                None
+            }
         }
     }
 }
