@@ -101,6 +101,28 @@ enum Command {
     /// (needs --nats and a PostgreSQL session store); SIGTERM hands runs in
     /// flight back to the queue, resumable.
     Worker(ServerArgs),
+    /// Fire the workflows under the workspaces on their schedules and events
+    /// until SIGTERM/SIGINT (exit 143/130; runs in flight are left resumable).
+    Daemon(DaemonArgs),
+    /// The daemon's triggers: list them, show what fired and why not, fire one now.
+    Triggers {
+        #[command(subcommand)]
+        command: TriggersCommand,
+    },
+    /// Fire every workflow with `kind: event, name: NAME` once for this event
+    /// id, wait for the runs and print their session ids.
+    Emit {
+        /// The event's name.
+        name: String,
+        /// The workflow inputs, as a JSON object.
+        #[arg(long)]
+        payload: Option<String>,
+        /// The event id (a redelivered id fires nothing; default: a fresh one).
+        #[arg(long)]
+        id: Option<String>,
+        #[command(flatten)]
+        daemon: DaemonArgs,
+    },
     /// Find workflows under a folder and show their names, paths and inputs.
     List {
         /// Folder to search (default: the current folder).
@@ -351,6 +373,79 @@ enum SessionsCommand {
         note: Option<String>,
         #[command(flatten)]
         at: StoreArgs,
+    },
+}
+
+/// Where the daemon looks for workflows and how it runs them.
+#[derive(clap::Args, Clone, Default)]
+struct DaemonArgs {
+    /// A folder to register workflows from (repeatable; default: the current
+    /// folder). The first also holds the session store and fire records.
+    #[arg(long)]
+    workspace: Vec<PathBuf>,
+    /// Config file (default: agent.json / agent.toml in the first workspace).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Policy file for every run (default: policy.toml beside each workflow).
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// Provider for every run, overriding the config.
+    #[arg(long)]
+    provider: Option<String>,
+    /// Model for every run.
+    #[arg(long)]
+    model: Option<String>,
+    /// Runs executing at once; more wait as `queued`.
+    #[arg(long, default_value_t = agentfile::server::engine::DEFAULT_MAX_RUNS)]
+    max_runs: usize,
+    /// How often the workspaces are scanned for changed workflows.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s", value_name = "DURATION")]
+    rescan: std::time::Duration,
+}
+
+impl DaemonArgs {
+    fn options(&self) -> agentfile::server::daemon::DaemonOptions {
+        agentfile::server::daemon::DaemonOptions {
+            workspaces: self.workspace.clone(),
+            engine: agentfile::server::engine::EngineOptions {
+                config: self.config.clone(),
+                policy: self.policy.clone(),
+                provider: self.provider.clone(),
+                model: self.model.clone(),
+                max_runs: self.max_runs,
+                ..Default::default()
+            },
+            rescan: self.rescan,
+        }
+    }
+}
+
+#[derive(Subcommand)]
+enum TriggersCommand {
+    /// Each registered trigger: its state, next fire (in its zone) and quota use.
+    List {
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        daemon: DaemonArgs,
+    },
+    /// Fires, newest first: fired, skipped or refused and why, the session of each.
+    History {
+        /// Only this trigger's fires.
+        #[arg(long)]
+        trigger: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        daemon: DaemonArgs,
+    },
+    /// Fire trigger ID now, by hand: wait for the run and print its session id.
+    Fire {
+        id: String,
+        #[command(flatten)]
+        daemon: DaemonArgs,
     },
 }
 
@@ -645,6 +740,14 @@ fn main() -> ExitCode {
         Command::Serve(args) => return serve_cmd(args),
         Command::Worker(args) => return worker_cmd(args),
         Command::Mcp(args) => return mcp_cmd(args),
+        Command::Daemon(args) => return daemon_cmd(args),
+        Command::Triggers { command } => return triggers_cmd(command),
+        Command::Emit {
+            name,
+            payload,
+            id,
+            daemon,
+        } => return emit_cmd(&name, payload.as_deref(), id, daemon),
         Command::Create(args) => return create_cmd(args),
         Command::Promote { run, workspace } => promote_cmd(&run, workspace.as_deref()),
         Command::Sessions { command } => match command {
@@ -1244,6 +1347,251 @@ fn worker_cmd(args: ServerArgs) -> ExitCode {
     });
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The daemon of `args`, or the exit after saying why there is none.
+fn open_daemon(
+    command: &str,
+    args: &DaemonArgs,
+) -> Result<Arc<agentfile::server::daemon::Daemon>, ExitCode> {
+    if let Some(p) = &args.provider
+        && !agentfile::config::PROVIDERS.contains(&p.as_str())
+    {
+        eprintln!(
+            "agentfile {command}: unknown provider `{p}`; use one of: {}",
+            agentfile::config::PROVIDERS.join(", ")
+        );
+        return Err(ExitCode::from(EXIT_INVALID));
+    }
+    agentfile::server::daemon::Daemon::new(args.options()).map_err(|e| {
+        eprintln!("agentfile {command}: error: {e}");
+        ExitCode::from(EXIT_INVALID)
+    })
+}
+
+/// `agentfile daemon`: fire schedules until SIGINT / SIGTERM, then stop
+/// taking fires and interrupt runs in flight (resumable).
+fn daemon_cmd(args: DaemonArgs) -> ExitCode {
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let code = runtime.block_on(async move {
+        let daemon = match open_daemon("daemon", &args) {
+            Ok(d) => d,
+            Err(_) => return i32::from(EXIT_INVALID),
+        };
+        for t in daemon.list() {
+            match &t.reason {
+                None => eprintln!("agentfile daemon: {} ({}) registered", t.id, t.kind),
+                Some(r) => eprintln!("agentfile daemon: {} ({}) refused: {r}", t.id, t.kind),
+            }
+        }
+        let stop = agentfile::llm::CancellationToken::new();
+        let signalled = std::sync::Arc::new(std::sync::atomic::AtomicI32::new(0));
+        spawn_signal_watch(stop.clone(), signalled.clone());
+        match daemon.listen_webhooks(stop.clone()).await {
+            Ok(Some(addr)) => eprintln!("agentfile daemon: webhooks on http://{addr}/hooks/"),
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("agentfile daemon: {e}");
+                return i32::from(EXIT_INVALID);
+            }
+        }
+        daemon.run(stop).await;
+        signalled.load(std::sync::atomic::Ordering::SeqCst)
+    });
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// `agentfile triggers list|history|fire`.
+fn triggers_cmd(command: TriggersCommand) -> ExitCode {
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    runtime.block_on(async move {
+        match command {
+            TriggersCommand::List { format, daemon } => {
+                let d = match open_daemon("triggers list", &daemon) {
+                    Ok(d) => d,
+                    Err(c) => return c,
+                };
+                let rows = d.list();
+                match format {
+                    ReportFormat::Json => {
+                        println!("{}", serde_json::json!({ "triggers": rows }));
+                    }
+                    ReportFormat::Text => {
+                        if rows.is_empty() {
+                            println!("no triggers under the workspace");
+                        }
+                        for r in rows {
+                            let mut line = format!("{}  {}  {}", r.id, r.kind, r.state);
+                            if let Some(n) = &r.next_fire {
+                                line.push_str(&format!("  next {n}"));
+                            }
+                            if let Some(why) = &r.reason {
+                                line.push_str(&format!("  ({why})"));
+                            }
+                            println!("{line}");
+                        }
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            TriggersCommand::History {
+                trigger,
+                limit,
+                format,
+                daemon,
+            } => {
+                let d = match open_daemon("triggers history", &daemon) {
+                    Ok(d) => d,
+                    Err(c) => return c,
+                };
+                let fires = match d.store().fires(trigger.as_deref(), limit) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        eprintln!("agentfile triggers history: error: {e}");
+                        return ExitCode::from(1);
+                    }
+                };
+                match format {
+                    ReportFormat::Json => {
+                        let rows: Vec<serde_json::Value> = fires
+                            .iter()
+                            .map(|f| {
+                                let mut v = serde_json::to_value(f).unwrap_or_default();
+                                if let Some(o) = v.as_object_mut() {
+                                    o.remove("key");
+                                    o.remove("cost_usd");
+                                }
+                                v
+                            })
+                            .collect();
+                        println!("{}", serde_json::json!({ "fires": rows }));
+                    }
+                    ReportFormat::Text => {
+                        for f in fires {
+                            let mut line = format!(
+                                "{}  {}  {}  {}",
+                                f.fired_at,
+                                f.trigger,
+                                f.kind.as_str(),
+                                f.outcome.as_str()
+                            );
+                            if let Some(s) = &f.session_id {
+                                line.push_str(&format!("  {s}"));
+                            }
+                            if let Some(r) = &f.reason {
+                                line.push_str(&format!("  ({r})"));
+                            }
+                            println!("{line}");
+                        }
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            TriggersCommand::Fire { id, daemon } => {
+                let d = match open_daemon("triggers fire", &daemon) {
+                    Ok(d) => d,
+                    Err(c) => return c,
+                };
+                let key = format!("manual-{}", session::new_session_id());
+                let r = d
+                    .fire(
+                        &id,
+                        agentfile::session::FireKind::Manual,
+                        key,
+                        None,
+                        Default::default(),
+                    )
+                    .await;
+                d.wait_runs().await;
+                report_fires("triggers fire", vec![r])
+            }
+        }
+    })
+}
+
+/// Print each fire's session id (or why it did not run); 0 when every one started.
+fn report_fires(
+    command: &str,
+    fires: Vec<Result<agentfile::server::daemon::FireResult, String>>,
+) -> ExitCode {
+    let mut ok = true;
+    for f in fires {
+        match f {
+            Ok(f) => match (&f.session_id, f.claimed) {
+                (Some(s), true) => println!("{}: {s}", f.trigger),
+                (_, false) => println!(
+                    "{}: already fired for `{}`{}",
+                    f.trigger,
+                    f.key,
+                    f.session_id
+                        .map(|s| format!(" (session {s})"))
+                        .unwrap_or_default()
+                ),
+                (None, true) => {
+                    ok = false;
+                    println!(
+                        "{}: {}: {}",
+                        f.trigger,
+                        f.outcome.as_str(),
+                        f.reason.unwrap_or_default()
+                    );
+                }
+            },
+            Err(e) => {
+                ok = false;
+                eprintln!("agentfile {command}: error: {e}");
+            }
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// `agentfile emit NAME`: fire the subscribed workflows once for the event id.
+fn emit_cmd(name: &str, payload: Option<&str>, id: Option<String>, args: DaemonArgs) -> ExitCode {
+    let payload = match payload.map(serde_json::from_str).transpose() {
+        Ok(p) => p.unwrap_or(serde_json::Value::Null),
+        Err(e) => {
+            eprintln!("agentfile emit: error: --payload is not JSON: {e}");
+            return ExitCode::from(EXIT_INVALID);
+        }
+    };
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    runtime.block_on(async move {
+        let d = match open_daemon("emit", &args) {
+            Ok(d) => d,
+            Err(c) => return c,
+        };
+        let id = id.unwrap_or_else(|| format!("event-{}", session::new_session_id()));
+        let fires = match d.emit(name, &id, payload).await {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("agentfile emit: error: {e}");
+                return ExitCode::from(EXIT_INVALID);
+            }
+        };
+        if fires.is_empty() {
+            eprintln!(
+                "agentfile emit: no workflow subscribes to event `{name}` (a trigger `kind: event, name: {name}`); nothing fired"
+            );
+            return ExitCode::from(1);
+        }
+        d.wait_runs().await;
+        report_fires("emit", fires)
+    })
 }
 
 /// SIGINT / SIGTERM cancel `stop` and record the exit code (130 / 143).

@@ -1,1 +1,689 @@
+//! `agentfile daemon`: workflows that start themselves (CONTRACT §15).
+//!
+//! - [`registry`]: every non-manual trigger under the workspace folders,
+//!   rescanned on an interval; an invalid file keeps its last good
+//!   registration; a trigger the daemon cannot serve is `refused`.
+//! - [`Daemon::fire`]: the one fire path every kind goes through (schedule,
+//!   webhook, event, manual). It claims the fire record in the session store
+//!   *before* anything runs — only the process whose claim inserted it goes
+//!   on, so two daemons on one store fire each instant, delivery and event
+//!   once — then decides with [`FirePolicy::decide`] (quota over the
+//!   trigger's local day, overlap with its runs still going), records the
+//!   outcome and starts the run through the same [`Engine`] as `serve`.
+//! - Schedules: one task per schedule trigger sleeps until its next instant;
+//!   on start it fires what [`catch_up`] says was missed since the last
+//!   recorded fire. The key of a scheduled fire is the instant, written as
+//!   jiff writes a UTC [`Timestamp`].
+//! - [`Deliveries`]: what the webhook listener asks of the daemon.
+//!
+//! The pure decisions live in `agentfile_triggers`; the records in
+//! `agentfile_session::fires`; nothing here decides when a cron matches.
+
+pub mod registry;
 pub mod webhook;
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{Engine, EngineOptions, LiveRun, RunHooks};
+use agentfile_plan::trigger::TriggerKind;
+use agentfile_protocol::rpc::RunParams;
+use agentfile_session::{FireKind, FireOutcome, FireRecord, SessionStatus, SessionStore};
+use agentfile_triggers::{Decision, Running, Schedule, Timestamp, UsedToday, catch_up};
+
+pub use registry::{Registered, Registry};
+pub use webhook::{Delivered, Deliveries, WebhookRoute};
+
+/// How often the workspaces are scanned again when nothing says otherwise.
+pub const DEFAULT_RESCAN: Duration = Duration::from_secs(2);
+
+/// The daemon's settings.
+#[derive(Clone, Default)]
+pub struct DaemonOptions {
+    /// The folders scanned for workflows (the first is also the engine's
+    /// workspace: sessions and fire records are stored there). Empty: `.`.
+    pub workspaces: Vec<PathBuf>,
+    /// How runs are executed (config, policy, provider, limits, cluster).
+    pub engine: EngineOptions,
+    /// How often workflows are scanned again ([`DEFAULT_RESCAN`] when zero).
+    pub rescan: Duration,
+}
+
+/// What one call of [`Daemon::fire`] did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FireResult {
+    pub trigger: String,
+    pub key: String,
+    /// `false`: another fire (this process or another) already had the key;
+    /// the other fields are that record's.
+    pub claimed: bool,
+    pub outcome: FireOutcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// One row of `triggers list`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TriggerRow {
+    pub id: String,
+    pub workflow: String,
+    pub kind: &'static str,
+    /// `active` or `refused`.
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The next scheduled instant, in the trigger's zone (RFC 3339 with offset).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_fire: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<Value>,
+}
+
+/// The daemon: a registry, the schedules it drives, and the fire path.
+pub struct Daemon {
+    engine: Arc<Engine>,
+    store: Arc<dyn SessionStore>,
+    registry: Mutex<Registry>,
+    triggers: Mutex<BTreeMap<String, Registered>>,
+    /// Runs started by each trigger in this process, not known finished.
+    running: Mutex<HashMap<String, Vec<Arc<LiveRun>>>>,
+    /// Fires waiting behind a running run (overlap = "queue"), per trigger.
+    queued: Mutex<HashMap<String, u32>>,
+    rescan: Duration,
+    /// Set when the daemon stops taking fires.
+    closing: CancellationToken,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An instant as every fire record writes it (the store compares keys as text).
+pub fn instant_text(t: Timestamp) -> String {
+    t.to_string()
+}
+
+impl Daemon {
+    /// Open the engine and store and register what the workspaces hold.
+    pub fn new(options: DaemonOptions) -> Result<Arc<Daemon>, String> {
+        let mut roots = options.workspaces.clone();
+        if roots.is_empty() {
+            roots.push(PathBuf::from("."));
+        }
+        let roots: Vec<PathBuf> = roots
+            .into_iter()
+            .map(|r| {
+                r.canonicalize()
+                    .map_err(|e| format!("workspace {}: {e}", r.display()))
+            })
+            .collect::<Result<_, _>>()?;
+        let mut eopts = options.engine.clone();
+        eopts.workspace = Some(roots[0].clone());
+        let engine = Engine::new(eopts).map_err(|e| e.message)?;
+        let config = engine.default_config().map_err(|e| e.message)?;
+        let store = engine.store().map_err(|e| e.message)?;
+        let mut registry = Registry::new(roots, config);
+        let triggers = registry.scan();
+        Ok(Arc::new(Daemon {
+            engine,
+            store,
+            registry: Mutex::new(registry),
+            triggers: Mutex::new(triggers),
+            running: Mutex::new(HashMap::new()),
+            queued: Mutex::new(HashMap::new()),
+            rescan: if options.rescan.is_zero() {
+                DEFAULT_RESCAN
+            } else {
+                options.rescan
+            },
+            closing: CancellationToken::new(),
+        }))
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.store
+    }
+
+    /// The triggers registered now, by id.
+    pub fn triggers(&self) -> BTreeMap<String, Registered> {
+        lock(&self.triggers).clone()
+    }
+
+    fn registered(&self, id: &str) -> Option<Registered> {
+        lock(&self.triggers).get(id).cloned()
+    }
+
+    /// Scan the workspaces again.
+    pub fn rescan(&self) {
+        let found = lock(&self.registry).scan();
+        *lock(&self.triggers) = found;
+    }
+
+    /// `triggers list`: every registered trigger, its next fire and quota use.
+    pub fn list(&self) -> Vec<TriggerRow> {
+        let now = Timestamp::now();
+        self.triggers()
+            .into_values()
+            .map(|r| {
+                let next_fire = r.schedule.as_ref().and_then(|s| {
+                    let t = s.next_after(now)?;
+                    Some(local_text(s, t))
+                });
+                let q = r.policy.quota;
+                let quota = (q.max_runs_per_day.is_some() || q.max_cost_usd_per_day.is_some())
+                    .then(|| {
+                        let used = self.used_today(&r, now);
+                        serde_json::json!({
+                            "max_runs_per_day": q.max_runs_per_day,
+                            "max_cost_usd_per_day": q.max_cost_usd_per_day,
+                            "runs_today": used.runs,
+                            "cost_usd_today": used.cost_usd,
+                        })
+                    });
+                TriggerRow {
+                    id: r.decl.id.clone(),
+                    workflow: r.workflow.clone(),
+                    kind: r.decl.kind.name(),
+                    state: if r.is_active() { "active" } else { "refused" },
+                    reason: r.refused.clone(),
+                    next_fire,
+                    quota,
+                }
+            })
+            .collect()
+    }
+
+    /// What the trigger's runs used on `at`'s local day (its zone; UTC for
+    /// kinds without one).
+    fn used_today(&self, r: &Registered, at: Timestamp) -> UsedToday {
+        let zone = r
+            .schedule
+            .clone()
+            .unwrap_or_else(|| Schedule::parse("0 0 * * *", "UTC").expect("a valid schedule"));
+        let Some((from, to)) = zone.day_span(zone.local_day(at)) else {
+            return UsedToday::default();
+        };
+        let sys = |t: Timestamp| {
+            std::time::UNIX_EPOCH + Duration::from_millis(t.as_millisecond().max(0) as u64)
+        };
+        match self.store.fired_between(&r.decl.id, sys(from), sys(to)) {
+            Ok((runs, cost_usd)) => UsedToday {
+                runs: u32::try_from(runs).unwrap_or(u32::MAX),
+                cost_usd,
+            },
+            Err(e) => {
+                tracing::warn!(trigger = %r.decl.id, error = %e, "cannot read today's fires; quota counted as unused");
+                UsedToday::default()
+            }
+        }
+    }
+
+    fn running_now(&self, trigger: &str) -> Running {
+        let mut running = lock(&self.running);
+        let list = running.entry(trigger.to_owned()).or_default();
+        list.retain(|l| {
+            !matches!(
+                l.status(),
+                SessionStatus::Completed
+                    | SessionStatus::Failed
+                    | SessionStatus::Cancelled
+                    | SessionStatus::Interrupted
+            )
+        });
+        Running {
+            running: u32::try_from(list.len()).unwrap_or(u32::MAX),
+            queued: lock(&self.queued).get(trigger).copied().unwrap_or(0),
+        }
+    }
+
+    /// Fire `trigger` once for `key` (a schedule's instant, a delivery id,
+    /// an event id, a manual fire's fresh id): claim the record, decide, and
+    /// start the run with `inputs`. A fire whose key is taken does nothing
+    /// and reports the record that took it (`claimed: false`).
+    pub async fn fire(
+        self: &Arc<Self>,
+        trigger: &str,
+        kind: FireKind,
+        key: String,
+        scheduled_for: Option<Timestamp>,
+        inputs: BTreeMap<String, Value>,
+    ) -> Result<FireResult, String> {
+        let Some(reg) = self.registered(trigger) else {
+            return Err(format!(
+                "no trigger `{trigger}` is registered; `agentfile triggers list` shows them"
+            ));
+        };
+        if let Some(why) = &reg.refused {
+            return Err(format!("trigger `{trigger}` is refused: {why}"));
+        }
+        if self.closing.is_cancelled() {
+            return Err("the daemon is shutting down and takes no more fires".into());
+        }
+        let now = Timestamp::now();
+        let record = FireRecord {
+            trigger: trigger.to_owned(),
+            kind,
+            key: key.clone(),
+            scheduled_for: scheduled_for.map(instant_text),
+            fired_at: instant_text(now),
+            outcome: FireOutcome::Fired,
+            reason: None,
+            session_id: None,
+            cost_usd: None,
+        };
+        let claimed = self
+            .store
+            .claim_fire(&record)
+            .map_err(|e| format!("cannot record the fire: {e}"))?;
+        if !claimed {
+            let prior = self.store.fire(trigger, &key).ok().flatten();
+            return Ok(FireResult {
+                trigger: trigger.to_owned(),
+                key,
+                claimed: false,
+                outcome: prior.as_ref().map_or(FireOutcome::Fired, |p| p.outcome),
+                reason: prior.as_ref().and_then(|p| p.reason.clone()),
+                session_id: prior.and_then(|p| p.session_id),
+            });
+        }
+        let mut used = self.used_today(&reg, now);
+        // The record just claimed counts as fired already.
+        used.runs = used.runs.saturating_sub(1);
+        let mut decision = reg.policy.decide(self.running_now(trigger), used);
+        if let Decision::Queue { reason } = &decision {
+            tracing::info!(trigger, %reason, "fire queued");
+            *lock(&self.queued).entry(trigger.to_owned()).or_default() += 1;
+            let waiting: Vec<Arc<LiveRun>> = lock(&self.running)
+                .get(trigger)
+                .cloned()
+                .unwrap_or_default();
+            for l in waiting {
+                tokio::select! {
+                    _ = l.finished() => {}
+                    _ = self.closing.cancelled() => {}
+                }
+            }
+            if let Some(q) = lock(&self.queued).get_mut(trigger) {
+                *q = q.saturating_sub(1);
+            }
+            let mut used = self.used_today(&reg, Timestamp::now());
+            used.runs = used.runs.saturating_sub(1);
+            decision = reg.policy.decide(self.running_now(trigger), used);
+            if self.closing.is_cancelled() {
+                decision = Decision::Skip {
+                    reason: "the daemon stopped while this fire was queued".into(),
+                };
+            }
+        }
+        let (outcome, reason) = match decision {
+            Decision::Fire => (FireOutcome::Fired, None),
+            Decision::Skip { reason } | Decision::Queue { reason } => {
+                (FireOutcome::Skipped, Some(reason))
+            }
+            Decision::Refuse { reason } => (FireOutcome::Refused, Some(reason)),
+        };
+        let result = |outcome, reason: Option<String>, session_id| FireResult {
+            trigger: trigger.to_owned(),
+            key: key.clone(),
+            claimed: true,
+            outcome,
+            reason,
+            session_id,
+        };
+        if outcome != FireOutcome::Fired {
+            self.finish(trigger, &key, outcome, reason.as_deref());
+            tracing::info!(trigger, key = %key, outcome = outcome.as_str(), reason = reason.as_deref().unwrap_or(""), "fire not run");
+            return Ok(result(outcome, reason, None));
+        }
+        let params = RunParams {
+            path: reg.path.display().to_string(),
+            inputs,
+            ..Default::default()
+        };
+        match self.engine.submit(params, RunHooks::default()).await {
+            Ok(live) => {
+                let id = live.session_id().to_owned();
+                if let Err(e) = self.store.set_fire_session(trigger, &key, &id) {
+                    tracing::warn!(trigger, key = %key, error = %e, "cannot link the fire to its session");
+                }
+                lock(&self.running)
+                    .entry(trigger.to_owned())
+                    .or_default()
+                    .push(live.clone());
+                let store = self.store.clone();
+                let (t, k) = (trigger.to_owned(), key.clone());
+                tokio::spawn(async move {
+                    let r = live.finished().await;
+                    if let Some(c) = r.usage.cost_usd.filter(|c| *c > 0.0) {
+                        let _ = store.set_fire_cost(&t, &k, c);
+                    }
+                });
+                tracing::info!(trigger, key = %key, session = %id, "fired");
+                Ok(result(FireOutcome::Fired, None, Some(id)))
+            }
+            Err(e) => {
+                let why = format!("the run could not start: {}", e.message);
+                self.finish(trigger, &key, FireOutcome::Refused, Some(&why));
+                tracing::warn!(trigger, key = %key, reason = %why, "fire refused");
+                Ok(result(FireOutcome::Refused, Some(why), None))
+            }
+        }
+    }
+
+    fn finish(&self, trigger: &str, key: &str, outcome: FireOutcome, reason: Option<&str>) {
+        if let Err(e) = self.store.finish_fire(trigger, key, outcome, reason) {
+            tracing::warn!(trigger, key, error = %e, "cannot record the fire's outcome");
+        }
+    }
+
+    /// `agentfile emit`: fire every active `kind: event` trigger named
+    /// `name` once for event `id`, with `payload` (an object) as inputs.
+    /// Empty when no trigger subscribes to `name`.
+    pub async fn emit(
+        self: &Arc<Self>,
+        name: &str,
+        id: &str,
+        payload: Value,
+    ) -> Result<Vec<Result<FireResult, String>>, String> {
+        let inputs = inputs_of(payload)?;
+        let subscribed: Vec<String> = self
+            .triggers()
+            .into_values()
+            .filter(|r| {
+                r.is_active()
+                    && r.decl.kind == TriggerKind::Event
+                    && r.decl.event.as_ref().is_some_and(|e| e.name == name)
+            })
+            .map(|r| r.decl.id)
+            .collect();
+        let mut out = Vec::new();
+        for t in subscribed {
+            out.push(
+                self.fire(&t, FireKind::Event, id.to_owned(), None, inputs.clone())
+                    .await,
+            );
+        }
+        Ok(out)
+    }
+
+    /// Wait for every run this daemon started to end.
+    pub async fn wait_runs(&self) {
+        let all: Vec<Arc<LiveRun>> = lock(&self.running).values().flatten().cloned().collect();
+        for l in all {
+            l.finished().await;
+        }
+    }
+
+    /// Start the webhook listener where `[daemon] webhooks = "ADDR"` says
+    /// (until `stop`), and answer the address it is bound to; `None` when
+    /// webhooks are not enabled (webhook triggers are then refused).
+    pub async fn listen_webhooks(
+        self: &Arc<Self>,
+        stop: CancellationToken,
+    ) -> Result<Option<std::net::SocketAddr>, String> {
+        let config = self.engine.default_config().map_err(|e| e.message)?;
+        let Some(addr) = config
+            .other
+            .get("daemon")
+            .and_then(|d| d.get("webhooks"))
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+        else {
+            return Ok(None);
+        };
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("[daemon] webhooks = {addr:?}: cannot listen there: {e}"))?;
+        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+        let deliveries: Arc<dyn Deliveries> = Arc::new(self.clone());
+        tokio::spawn(webhook::serve_webhooks(
+            listener,
+            deliveries,
+            webhook::WebhookOptions::default(),
+            stop,
+        ));
+        Ok(Some(bound))
+    }
+
+    /// Serve until `stop`: schedules fire, the workspaces are rescanned.
+    /// Then no more fires are taken and runs in flight are interrupted,
+    /// resumable (as `serve` does on a signal).
+    pub async fn run(self: &Arc<Self>, stop: CancellationToken) {
+        let reaper = self.engine.clone();
+        let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
+        let mut tasks: HashMap<String, (String, CancellationToken)> = HashMap::new();
+        loop {
+            self.sync_schedules(&mut tasks);
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(self.rescan) => {}
+            }
+            let me = self.clone();
+            let _ = tokio::task::spawn_blocking(move || me.rescan()).await;
+        }
+        self.closing.cancel();
+        for (_, (_, t)) in tasks.drain() {
+            t.cancel();
+        }
+        self.engine.interrupt(Duration::from_secs(5)).await;
+    }
+
+    /// Start a task for each new or changed schedule, stop those gone.
+    fn sync_schedules(self: &Arc<Self>, tasks: &mut HashMap<String, (String, CancellationToken)>) {
+        let now: HashMap<String, String> = self
+            .triggers()
+            .into_values()
+            .filter(|r| r.is_active() && r.schedule.is_some())
+            .filter_map(|r| Some((r.decl.id.clone(), r.schedule_fingerprint()?)))
+            .collect();
+        tasks.retain(|id, (fp, token)| {
+            let keep = now.get(id) == Some(fp);
+            if !keep {
+                token.cancel();
+            }
+            keep
+        });
+        for (id, fp) in now {
+            if tasks.contains_key(&id) {
+                continue;
+            }
+            let token = self.closing.child_token();
+            tasks.insert(id.clone(), (fp, token.clone()));
+            let me = self.clone();
+            tokio::spawn(async move { me.schedule_loop(id, token).await });
+        }
+    }
+
+    /// One schedule: catch up, then fire at each instant until stopped.
+    async fn schedule_loop(self: Arc<Self>, id: String, stop: CancellationToken) {
+        let Some(reg) = self.registered(&id) else {
+            return;
+        };
+        let Some(schedule) = reg.schedule.clone() else {
+            return;
+        };
+        let now = Timestamp::now();
+        let last = match self.store.last_fire(&id) {
+            Ok(r) => r
+                .and_then(|r| r.scheduled_ms())
+                .and_then(|ms| Timestamp::from_millisecond(ms).ok()),
+            Err(e) => {
+                tracing::warn!(trigger = %id, error = %e, "cannot read the last fire; no catch-up");
+                None
+            }
+        };
+        let plan = catch_up(&schedule, last, now, reg.catch_up);
+        let dropped = plan.dropped_reason(reg.catch_up);
+        if let Some(why) = &dropped {
+            tracing::info!(trigger = %id, "{why}");
+        }
+        for at in plan.fire {
+            if stop.is_cancelled() {
+                return;
+            }
+            // A caught-up fire says so in the history: it ran late on purpose.
+            let mut note = "a catch-up after downtime".to_owned();
+            if let Some(why) = &dropped {
+                note.push_str(&format!("; {why}"));
+            }
+            if let Some(r) = self.fire_scheduled(&id, at).await
+                && r.claimed
+                && r.outcome == FireOutcome::Fired
+            {
+                self.finish(&id, &r.key, FireOutcome::Fired, Some(&note));
+            }
+        }
+        let mut cursor = now;
+        loop {
+            let Some(next) = schedule.next_after(cursor) else {
+                tracing::info!(trigger = %id, "the schedule has no further instant");
+                return;
+            };
+            let wait = next.duration_since(Timestamp::now());
+            let wait = Duration::try_from(wait).unwrap_or(Duration::ZERO);
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            // A fire runs beside the loop so a queued or slow start does not
+            // hold the next instant back.
+            let me = self.clone();
+            let t = id.clone();
+            tokio::spawn(async move {
+                me.fire_scheduled(&t, next).await;
+            });
+            cursor = next;
+        }
+    }
+
+    async fn fire_scheduled(self: &Arc<Self>, id: &str, at: Timestamp) -> Option<FireResult> {
+        match self
+            .fire(
+                id,
+                FireKind::Schedule,
+                instant_text(at),
+                Some(at),
+                BTreeMap::new(),
+            )
+            .await
+        {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!(trigger = %id, at = %at, error = %e, "fire failed");
+                None
+            }
+        }
+    }
+}
+
+/// `t` as RFC 3339 in the schedule's zone (`2026-03-29T03:00:00+02:00`).
+pub fn local_text(s: &Schedule, t: Timestamp) -> String {
+    let secs = s.time_zone().to_offset(t).seconds();
+    let sign = if secs < 0 { '-' } else { '+' };
+    let a = secs.unsigned_abs();
+    format!(
+        "{}{sign}{:02}:{:02}",
+        s.time_zone().to_datetime(t).strftime("%Y-%m-%dT%H:%M:%S"),
+        a / 3600,
+        a % 3600 / 60
+    )
+}
+
+/// A JSON payload as a workflow's inputs: an object (or null, for none).
+pub fn inputs_of(payload: Value) -> Result<BTreeMap<String, Value>, String> {
+    match payload {
+        Value::Null => Ok(BTreeMap::new()),
+        Value::Object(m) => Ok(m.into_iter().collect()),
+        other => Err(format!(
+            "the payload must be a JSON object (its fields are the workflow's inputs), not {}",
+            match other {
+                Value::Array(_) => "a list",
+                Value::String(_) => "text",
+                Value::Number(_) => "a number",
+                _ => "a boolean",
+            }
+        )),
+    }
+}
+
+impl Deliveries for Arc<Daemon> {
+    fn route(&self, path: &str) -> Option<WebhookRoute> {
+        let want = format!("/{}", path.trim_start_matches('/'));
+        self.triggers().into_values().find_map(|r| {
+            let w = r.decl.webhook.as_ref()?;
+            (r.is_active() && w.path == want).then(|| WebhookRoute {
+                trigger: r.decl.id.clone(),
+                secret_env: w.secret_env.clone(),
+            })
+        })
+    }
+
+    fn deliver(
+        &self,
+        trigger: &str,
+        delivery_id: String,
+        body: Value,
+    ) -> Pin<Box<dyn Future<Output = Result<Delivered, String>> + Send>> {
+        let me = self.clone();
+        let trigger = trigger.to_owned();
+        Box::pin(async move {
+            let inputs = inputs_of(body)?;
+            let r = me
+                .fire(&trigger, FireKind::Webhook, delivery_id, None, inputs)
+                .await?;
+            Ok(match (r.claimed, r.outcome, r.session_id) {
+                (false, _, session_id) => Delivered::Duplicate { session_id },
+                (true, FireOutcome::Fired, Some(session_id)) => Delivered::Started { session_id },
+                (true, outcome, _) => Delivered::NotStarted {
+                    outcome: outcome.as_str().to_owned(),
+                    reason: r.reason.unwrap_or_default(),
+                },
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_objects_or_nothing() {
+        assert!(inputs_of(Value::Null).unwrap().is_empty());
+        let m = inputs_of(serde_json::json!({"a": 1})).unwrap();
+        assert_eq!(m["a"], 1);
+        let e = inputs_of(serde_json::json!([1])).unwrap_err();
+        assert!(e.contains("a list"), "{e}");
+    }
+
+    #[test]
+    fn next_fires_are_shown_in_the_zone() {
+        let s = Schedule::parse("0 9 * * *", "Europe/Paris").unwrap();
+        let t: Timestamp = "2026-07-01T07:00:00Z".parse().unwrap();
+        assert_eq!(local_text(&s, t), "2026-07-01T09:00:00+02:00");
+        let s = Schedule::parse("0 9 * * *", "America/New_York").unwrap();
+        let t: Timestamp = "2026-01-01T14:00:00Z".parse().unwrap();
+        assert_eq!(local_text(&s, t), "2026-01-01T09:00:00-05:00");
+    }
+
+    #[test]
+    fn instants_are_written_one_way() {
+        let t: Timestamp = "2026-03-29T01:00:00+00:00".parse().unwrap();
+        assert_eq!(instant_text(t), "2026-03-29T01:00:00Z");
+    }
+}

@@ -1,0 +1,219 @@
+//! What the daemon serves: every non-manual trigger of every workflow under
+//! its workspace folders, found with the same discovery as `agentfile list`
+//! and analysed by the front ends.
+//!
+//! A rescan analyses only files whose size or modification time changed. A
+//! file that stops validating keeps its last good registration, and the
+//! reason is logged once per change. A trigger the daemon cannot serve (a
+//! webhook while the listener is off) is registered as `refused` with the
+//! reason, so `triggers list` shows why it never fires.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use agentfile_config::Config;
+use agentfile_frontend::{self as frontend, Options, discover};
+use agentfile_plan::Plan;
+use agentfile_plan::diag::Severity;
+use agentfile_plan::trigger::{self, TriggerDecl, TriggerKind};
+use agentfile_triggers::{CatchUp, FirePolicy, Schedule};
+
+/// A file's size and modification time, `None` when unreadable.
+type Stamp = Option<(u64, SystemTime)>;
+
+fn stamp(path: &Path) -> Stamp {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()?))
+}
+
+/// One registered trigger.
+#[derive(Clone, Debug)]
+pub struct Registered {
+    pub decl: TriggerDecl,
+    /// The workflow's id (or name).
+    pub workflow: String,
+    /// The workflow file, absolute.
+    pub path: PathBuf,
+    pub plan: Arc<Plan>,
+    /// Why the daemon does not serve it; `None` when active.
+    pub refused: Option<String>,
+    /// Parsed, for schedules.
+    pub schedule: Option<Schedule>,
+    pub catch_up: CatchUp,
+    pub policy: FirePolicy,
+}
+
+impl Registered {
+    pub fn is_active(&self) -> bool {
+        self.refused.is_none()
+    }
+
+    /// What makes a schedule task out of date: the expression, zone and
+    /// policy it was started with.
+    pub(crate) fn schedule_fingerprint(&self) -> Option<String> {
+        let s = self.decl.schedule.as_ref()?;
+        Some(format!(
+            "{}|{}|{:?}|{}",
+            s.cron,
+            s.timezone,
+            self.decl.policy,
+            self.path.display()
+        ))
+    }
+}
+
+struct FileEntry {
+    stamp: Stamp,
+    /// The last good registration (kept while the file is invalid).
+    triggers: Vec<Registered>,
+    /// Why the current content is not registered, if it is not.
+    problem: Option<String>,
+}
+
+/// The triggers found under the workspaces, by id.
+pub struct Registry {
+    roots: Vec<PathBuf>,
+    config: Config,
+    webhooks: bool,
+    files: HashMap<PathBuf, FileEntry>,
+}
+
+impl Registry {
+    pub fn new(roots: Vec<PathBuf>, config: Config) -> Registry {
+        let webhooks = trigger::webhooks_enabled(&config);
+        Registry {
+            roots,
+            config,
+            webhooks,
+            files: HashMap::new(),
+        }
+    }
+
+    /// Look at every workflow file again; returns the triggers now
+    /// registered, by id.
+    pub fn scan(&mut self) -> BTreeMap<String, Registered> {
+        let mut seen = HashSet::new();
+        for root in self.roots.clone() {
+            for path in discover::find(&root) {
+                seen.insert(path.clone());
+                let now = stamp(&path);
+                if self.files.get(&path).is_some_and(|f| f.stamp == now) {
+                    continue;
+                }
+                let analysed =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.analyse(&path)))
+                        .unwrap_or_else(|p| {
+                            Err(format!(
+                                "analysing it panicked ({}); please report it",
+                                crate::limits::panic_message(p.as_ref())
+                            ))
+                        });
+                let entry = self.files.entry(path.clone()).or_insert(FileEntry {
+                    stamp: None,
+                    triggers: Vec::new(),
+                    problem: None,
+                });
+                entry.stamp = now;
+                match analysed {
+                    Ok(triggers) => {
+                        if entry.problem.take().is_some() {
+                            tracing::info!(file = %path.display(), "valid again; its triggers are registered anew");
+                        }
+                        entry.triggers = triggers;
+                    }
+                    Err(why) => {
+                        if !entry.triggers.is_empty() {
+                            tracing::warn!(file = %path.display(), reason = %why, "no longer valid; its last good registration is kept");
+                        } else {
+                            tracing::debug!(file = %path.display(), reason = %why, "not registered");
+                        }
+                        entry.problem = Some(why);
+                    }
+                }
+            }
+        }
+        self.files.retain(|p, _| seen.contains(p));
+        let mut out = BTreeMap::new();
+        let mut paths: Vec<&PathBuf> = self.files.keys().collect();
+        paths.sort();
+        for p in paths {
+            for t in &self.files[p].triggers {
+                if let Some(other) = out.get(&t.decl.id) {
+                    let other: &Registered = other;
+                    tracing::warn!(trigger = %t.decl.id, file = %t.path.display(), first = %other.path.display(), "two workflows share this id; the first is served");
+                    continue;
+                }
+                out.insert(t.decl.id.clone(), t.clone());
+            }
+        }
+        out
+    }
+
+    /// The triggers of one file, or why it has none to register.
+    fn analyse(&self, path: &Path) -> Result<Vec<Registered>, String> {
+        // Webhooks are checked here, not by the front end, so that a webhook
+        // trigger is registered as refused rather than failing the workflow.
+        let mut config = self.config.clone();
+        if !self.webhooks {
+            config.other.insert(
+                "daemon".into(),
+                serde_json::json!({"webhooks": "registration"}),
+            );
+        }
+        let a = frontend::analyze(
+            path,
+            Options {
+                config: Some(&config),
+                dialect: None,
+                read: Default::default(),
+            },
+        );
+        let Some(plan) = a.plan else {
+            let first = a
+                .diagnostics
+                .iter()
+                .find(|d| d.severity == Severity::Error)
+                .map(|d| format!("{}: {}", d.code, d.message))
+                .unwrap_or_else(|| "it does not validate".into());
+            return Err(first);
+        };
+        let plan = Arc::new(plan);
+        let workflow = plan.id.clone().unwrap_or_else(|| plan.name.clone());
+        let mut out = Vec::new();
+        for decl in &plan.triggers {
+            if decl.kind == TriggerKind::Manual {
+                continue;
+            }
+            let mut refused = None;
+            if decl.kind == TriggerKind::Webhook && !self.webhooks {
+                refused = Some(trigger::WEBHOOKS_NEEDED.to_owned());
+            }
+            let schedule = match &decl.schedule {
+                Some(s) => match s.parse() {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        refused = Some(format!("its schedule: {e}"));
+                        None
+                    }
+                },
+                None => None,
+            };
+            out.push(Registered {
+                decl: decl.clone(),
+                workflow: workflow.clone(),
+                path: path.to_owned(),
+                plan: plan.clone(),
+                refused,
+                schedule,
+                catch_up: decl.policy.catch_up().unwrap_or_default(),
+                policy: FirePolicy {
+                    overlap: decl.policy.overlap().unwrap_or_default(),
+                    quota: decl.policy.quota(),
+                },
+            });
+        }
+        Ok(out)
+    }
+}

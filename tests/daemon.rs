@@ -1,0 +1,442 @@
+//! `agentfile daemon`, `triggers` and `emit` (CONTRACT §15), driven through
+//! the built binary on a real SQLite store. The workflows have one bash step
+//! (`sleep`), so no model is needed.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agentfile")
+}
+
+/// A workspace with one workflow per `(id, triggers YAML, sleep seconds)`.
+fn workspace(workflows: &[(&str, &str, &str)]) -> Dir {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let p = std::env::temp_dir().join(format!(
+        "agentfile-daemon-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&p);
+    std::fs::create_dir_all(&p).unwrap();
+    let dir = Dir(p);
+    for (id, triggers, sleep) in workflows {
+        let d = dir.path().join(".workflows").join(id);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("WORKFLOW.md"),
+            format!(
+                "---\nname: {id}\nid: {id}\ndescription: A test.\nversion: 1.0.0\ninputs: {{ type: object }}\noutputs: {{ type: object }}\ntriggers:\n{triggers}steps:\n  - id: wait\n    kind: tool\n    tool: bash\n    inputs: {{ command: \"sleep {sleep}\" }}\n---\n# {id}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::write(d.join("policy.toml"), "[bash]\nallowlist = [\"sleep *\"]\n").unwrap();
+    }
+    dir
+}
+
+/// A folder removed when the test ends.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn ms(v: &Value) -> i64 {
+    agentfile::session::fires::instant_ms(v.as_str().unwrap()).unwrap()
+}
+
+fn daemon(ws: &Path) -> Child {
+    Command::new(bin())
+        .args(["daemon", "--workspace"])
+        .arg(ws)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn cli(ws: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .args(args)
+        .arg("--workspace")
+        .arg(ws)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn history(ws: &Path) -> Vec<Value> {
+    let (code, out, err) = cli(
+        ws,
+        &["triggers", "history", "--limit", "1000", "--format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["fires"].as_array().unwrap().clone()
+}
+
+fn sessions(ws: &Path) -> Vec<Value> {
+    let out = Command::new(bin())
+        .args(["sessions", "list", "--format", "json", "--workspace"])
+        .arg(ws)
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    match v {
+        Value::Array(a) => a,
+        Value::Object(mut o) => o
+            .remove("sessions")
+            .and_then(|s| s.as_array().cloned())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// SIGTERM, and the exit code the daemon reports.
+fn stop(mut c: Child) -> Option<i32> {
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    c.wait().unwrap().code()
+}
+
+fn with(outcome: &str, fires: &[Value]) -> Vec<Value> {
+    fires
+        .iter()
+        .filter(|f| f["outcome"] == outcome)
+        .cloned()
+        .collect()
+}
+
+const EVERY_SECOND: &str = "  - kind: schedule\n    cron: \"* * * * * *\"\n";
+
+#[test]
+fn a_one_second_schedule_fires_once_a_second_and_sigterm_exits_143() {
+    let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
+    let d = daemon(ws.path());
+    std::thread::sleep(Duration::from_millis(5500));
+    assert_eq!(stop(d), Some(143));
+    let fires = history(ws.path());
+    let fired = with("fired", &fires);
+    assert!(
+        (4..=7).contains(&fired.len()),
+        "{} fires: {fires:#?}",
+        fired.len()
+    );
+    // Each fired record names its session, and each session exists.
+    let ids: Vec<&str> = fired
+        .iter()
+        .map(|f| f["session_id"].as_str().expect("a session"))
+        .collect();
+    let s = sessions(ws.path());
+    for id in &ids {
+        assert!(s.iter().any(|x| x["id"] == *id), "{id} not in {s:#?}");
+    }
+    // Newest first.
+    let at: Vec<&str> = fires
+        .iter()
+        .map(|f| f["scheduled_for"].as_str().unwrap())
+        .collect();
+    let mut sorted = at.clone();
+    sorted.sort_by(|a, b| b.cmp(a));
+    assert_eq!(at, sorted);
+}
+
+#[test]
+fn after_a_kill_catch_up_latest_fires_exactly_one_missed_instant() {
+    let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
+    let mut d = daemon(ws.path());
+    std::thread::sleep(Duration::from_millis(2500));
+    d.kill().unwrap();
+    d.wait().unwrap();
+    let before: Vec<String> = history(ws.path())
+        .iter()
+        .map(|f| f["scheduled_for"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!before.is_empty());
+    std::thread::sleep(Duration::from_secs(3));
+    let d = daemon(ws.path());
+    std::thread::sleep(Duration::from_millis(600));
+    stop(d);
+    // New records marked as catch-ups: one, for an instant of the downtime.
+    let last_before = before
+        .iter()
+        .map(|s| ms(&Value::from(s.as_str())))
+        .max()
+        .unwrap();
+    let late: Vec<Value> = history(ws.path())
+        .into_iter()
+        .filter(|f| !before.contains(&f["scheduled_for"].as_str().unwrap().to_owned()))
+        .filter(|f| f["reason"].as_str().is_some_and(|r| r.contains("catch-up")))
+        .collect();
+    assert_eq!(late.len(), 1, "{late:#?}");
+    assert!(
+        ms(&late[0]["scheduled_for"]) >= last_before + 2000,
+        "{late:#?}"
+    );
+    assert_eq!(late[0]["outcome"], "fired");
+    assert!(
+        late[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not caught up (catch_up = \"latest\")"),
+        "{late:#?}"
+    );
+}
+
+#[test]
+fn an_overlapping_fire_is_skipped_with_its_reason() {
+    let ws = workspace(&[("slow", EVERY_SECOND, "3")]);
+    let d = daemon(ws.path());
+    std::thread::sleep(Duration::from_millis(2600));
+    stop(d);
+    let fires = history(ws.path());
+    let skipped = with("skipped", &fires);
+    assert!(!skipped.is_empty(), "{fires:#?}");
+    assert!(
+        skipped[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("still running (overlap = \"skip\")"),
+        "{skipped:#?}"
+    );
+    assert!(skipped[0].get("session_id").is_none());
+}
+
+#[test]
+fn the_fourth_fire_past_a_quota_of_three_is_refused() {
+    let ws = workspace(&[(
+        "quota",
+        "  - kind: schedule\n    cron: \"* * * * * *\"\n    max_runs_per_day: 3\n",
+        "0",
+    )]);
+    let d = daemon(ws.path());
+    std::thread::sleep(Duration::from_millis(4600));
+    stop(d);
+    let fires = history(ws.path());
+    assert_eq!(with("fired", &fires).len(), 3, "{fires:#?}");
+    let refused = with("refused", &fires);
+    assert!(!refused.is_empty(), "{fires:#?}");
+    assert!(
+        refused.iter().all(|f| f["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_runs_per_day = 3")),
+        "{refused:#?}"
+    );
+    // The list shows what the quota used.
+    let (_, out, _) = cli(ws.path(), &["triggers", "list", "--format", "json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["triggers"][0]["quota"]["runs_today"], 3, "{v}");
+}
+
+#[test]
+fn two_daemons_on_one_store_fire_every_instant_once() {
+    let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
+    let a = daemon(ws.path());
+    let b = daemon(ws.path());
+    std::thread::sleep(Duration::from_secs(6));
+    stop(a);
+    stop(b);
+    let fires = history(ws.path());
+    let mut per: HashMap<String, usize> = HashMap::new();
+    for f in &fires {
+        *per.entry(f["scheduled_for"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    assert!(per.len() >= 4, "{fires:#?}");
+    assert!(per.values().all(|n| *n == 1), "{per:#?}");
+    // Sessions started by the fires: one per fired record, none twice.
+    let fired = with("fired", &fires);
+    let mut ids: Vec<&str> = fired
+        .iter()
+        .filter_map(|f| f["session_id"].as_str())
+        .collect();
+    let n = ids.len();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), n);
+    assert!(n >= 4, "{fires:#?}");
+}
+
+#[test]
+fn emit_fires_each_subscriber_once_per_event_id_and_an_unknown_name_nothing() {
+    let on = "  - kind: event\n    name: deploy.done\n";
+    let ws = workspace(&[("one", on, "0"), ("two", on, "0")]);
+    let (code, out, err) = cli(ws.path(), &["emit", "deploy.done", "--id", "e1"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("one#0: ") && out.contains("two#0: "), "{out}");
+    // The same event id again fires nothing new.
+    let (code, out, _) = cli(ws.path(), &["emit", "deploy.done", "--id", "e1"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("already fired"), "{out}");
+    let fires = history(ws.path());
+    assert_eq!(fires.len(), 2, "{fires:#?}");
+    assert!(fires.iter().all(|f| f["kind"] == "event"));
+    assert_eq!(sessions(ws.path()).len(), 2);
+
+    let (code, _, err) = cli(ws.path(), &["emit", "nobody.listens"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("no workflow subscribes"), "{err}");
+    assert_eq!(history(ws.path()).len(), 2);
+}
+
+#[test]
+fn triggers_list_refuses_webhooks_without_the_listener_and_fire_runs_by_hand() {
+    let ws = workspace(&[
+        ("hook", "  - kind: webhook\n    path: /hook\n", "0"),
+        ("ev", "  - kind: event\n    name: x\n", "0"),
+    ]);
+    let (code, out, err) = cli(ws.path(), &["triggers", "list", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["triggers"].as_array().unwrap();
+    let hook = rows.iter().find(|r| r["id"] == "hook#0").unwrap();
+    assert_eq!(hook["state"], "refused");
+    assert!(
+        hook["reason"]
+            .as_str()
+            .unwrap()
+            .contains("[daemon] webhooks")
+    );
+    let (code, out, err) = cli(ws.path(), &["triggers", "fire", "ev#0"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("ev#0: "), "{out}");
+    let fires = history(ws.path());
+    assert_eq!(fires[0]["kind"], "manual");
+    let (code, _, err) = cli(ws.path(), &["triggers", "fire", "hook#0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("refused"), "{err}");
+}
+
+/// HMAC-SHA256 of `body` under `key`, as hex (RFC 2104 over sha2).
+fn hmac_hex(key: &[u8], body: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let (mut ipad, mut opad) = ([0x36u8; 64], [0x5cu8; 64]);
+    for i in 0..64 {
+        ipad[i] ^= k[i];
+        opad[i] ^= k[i];
+    }
+    let inner = Sha256::new()
+        .chain_update(ipad)
+        .chain_update(body)
+        .finalize();
+    let mac = Sha256::new()
+        .chain_update(opad)
+        .chain_update(inner)
+        .finalize();
+    mac.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// With `[daemon] webhooks` the listener starts with the daemon: a signed
+/// delivery gets 202 and its session, which completes; the same delivery id
+/// again starts nothing (200, the first session); a bad signature gets 401
+/// and starts nothing.
+#[test]
+fn a_signed_webhook_delivery_runs_once_and_a_bad_signature_nothing() {
+    let ws = workspace(&[("hook", "  - kind: webhook\n    path: /hook\n", "0")]);
+    // The body's `topic` is the workflow's input; the step echoes it.
+    std::fs::write(
+        ws.path().join(".workflows/hook/WORKFLOW.md"),
+        "---\nname: hook\nid: hook\ndescription: A test.\nversion: 1.0.0\ninputs: { type: object, properties: { topic: { type: string } }, required: [topic] }\noutputs: { type: object }\ntriggers:\n  - kind: webhook\n    path: /hook\nsteps:\n  - id: wait\n    kind: tool\n    tool: bash\n    inputs: { command: \"sleep 0\" }\n---\n# hook\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        "[daemon]\nwebhooks = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let secret = "s3cret-for-the-test";
+    let mut child = Command::new(bin())
+        .args(["daemon", "--workspace"])
+        .arg(ws.path())
+        .env("AGENTFILE_WEBHOOK_SECRET", secret)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(url) = line.strip_prefix("agentfile daemon: webhooks on ") {
+                let _ = tx.send(url.trim().to_owned());
+            }
+        }
+    });
+    let base = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the daemon did not say where its webhooks listen");
+    let url = format!("{base}hook");
+    let body = br#"{"topic": "from the hook"}"#;
+    let post = |sig: &str, delivery: &str| {
+        reqwest::blocking::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("x-agentfile-signature", sig)
+            .header("x-agentfile-delivery", delivery)
+            .body(body.to_vec())
+            .send()
+            .unwrap()
+    };
+    let good = format!("sha256={}", hmac_hex(secret.as_bytes(), body));
+    let bad = format!("sha256={}", hmac_hex(b"not the secret", body));
+    let r = post(&bad, "d-0");
+    assert_eq!(r.status(), 401);
+    let r = post(&good, "d-1");
+    assert_eq!(r.status(), 202);
+    let first: Value = r.json().unwrap();
+    let id = first["session_id"]
+        .as_str()
+        .expect("a session id")
+        .to_owned();
+    let r = post(&good, "d-1");
+    assert_eq!(r.status(), 200);
+    let again: Value = r.json().unwrap();
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["session_id"], id.as_str(), "{again}");
+    // The run completes; one session, one webhook fire.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = sessions(ws.path());
+        if s.iter()
+            .any(|s| s["id"] == id.as_str() && s["status"] == "completed")
+        {
+            assert_eq!(s.len(), 1, "{s:?}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let fires = history(ws.path());
+    let hooks = with("fired", &fires);
+    assert_eq!(hooks.len(), 1, "{fires:?}");
+    assert_eq!(hooks[0]["kind"], "webhook");
+    assert_eq!(hooks[0]["session_id"], id.as_str());
+    assert_eq!(stop(child), Some(143));
+}
