@@ -611,7 +611,11 @@ fn approvals_through_the_connection() {
 #[test]
 fn a_decision_answers_one_approval_only() {
     let rt = rt();
-    let server = rt.block_on(fake("ok", Duration::ZERO));
+    // The model answers slowly, so the second `approve` arrives while the
+    // first goal runs (no approval pending): with an instant model a loaded
+    // machine could let the run reach the second approval first, which
+    // that `approve` would then rightly answer.
+    let server = rt.block_on(fake("ok", Duration::from_millis(1500)));
     let dir = workspace(
         "approve-once",
         &server,
