@@ -59,7 +59,13 @@ fn strip(root: schemars::Schema) -> Arc<JsonObject> {
 /// `T` accepts.
 pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     let settings = SchemaSettings::draft2020_12().with(|s| s.inline_subschemas = true);
-    strip(settings.into_generator().into_root_schema_for::<T>())
+    let mut schema = strip(settings.into_generator().into_root_schema_for::<T>());
+    // A tool without arguments still lists its (no) properties: some clients
+    // require the member.
+    if !schema.contains_key("properties") {
+        Arc::make_mut(&mut schema).insert("properties".into(), json!({}));
+    }
+    schema
 }
 
 /// JSON Schema of what `T` serializes to.
