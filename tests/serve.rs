@@ -415,8 +415,20 @@ fn batches_and_notifications() {
     assert_eq!(
         names,
         [
-            "run", "event", "cancel", "approve", "signal", "validate", "inspect", "list",
-            "sessions", "ping"
+            "run",
+            "event",
+            "cancel",
+            "approve",
+            "signal",
+            "validate",
+            "inspect",
+            "list",
+            "sessions",
+            "ping",
+            "triggers",
+            "trigger_history",
+            "fire",
+            "emit"
         ]
     );
 }

@@ -289,6 +289,155 @@ pub struct SessionList {
     pub sessions: Vec<SessionMeta>,
 }
 
+/// `triggers`: the daemon's triggers under the server's workspace (CONTRACT
+/// §15), as `agentfile triggers list --format json` prints them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggersParams {}
+
+/// The answer to `triggers`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TriggerList {
+    pub triggers: Vec<TriggerInfo>,
+}
+
+/// One registered trigger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct TriggerInfo {
+    /// `<workflow-id>#<index>`, e.g. `nightly#0`: what `fire` and
+    /// `trigger_history` take.
+    pub id: String,
+    /// The workflow's id.
+    pub workflow: String,
+    /// `schedule`, `webhook`, `event`, …
+    pub kind: String,
+    /// `active`, or `refused` (the daemon cannot serve it; `reason` says why).
+    pub state: TriggerState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A schedule's next instant, in its time zone (RFC 3339 with offset).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fire: Option<String>,
+    /// Its daily limits and what today used of them: `max_runs_per_day`,
+    /// `max_cost_usd_per_day`, `runs_today`, `cost_usd_today`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<serde_json::Value>,
+}
+
+/// Whether the daemon serves a trigger.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TriggerState {
+    Active,
+    Refused,
+}
+
+/// `trigger_history`: fires, newest first, as `agentfile triggers history
+/// --format json` prints them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TriggerHistoryParams {
+    /// Only this trigger's fires (an id from `triggers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    /// At most this many (default 50).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+/// The answer to `trigger_history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FireHistory {
+    pub fires: Vec<FireInfo>,
+}
+
+/// One recorded fire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FireInfo {
+    pub trigger: String,
+    /// What fired it: `schedule`, `webhook`, `event` or `manual`.
+    pub kind: String,
+    /// The instant a schedule meant (RFC 3339); absent for other kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_for: Option<String>,
+    /// When it fired (RFC 3339).
+    pub fired_at: String,
+    pub outcome: FireOutcome,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The session the fire started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// What became of a fire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum FireOutcome {
+    /// A run was started for it.
+    Fired,
+    /// Deliberately not run (overlap `skip`, a catch-up that dropped it).
+    Skipped,
+    /// Not run because a limit or a capability said no (quota, a run that
+    /// could not start).
+    Refused,
+}
+
+/// `fire`: fire a trigger now, by hand (as `agentfile triggers fire ID`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FireParams {
+    /// The trigger's id, from `triggers` (e.g. `nightly#0`).
+    pub trigger: String,
+}
+
+/// What one fire did: the answer to `fire`, and each item of `emit`'s.
+/// A fire that ran has `outcome: fired` and the `session_id` of its run,
+/// which `event`, `cancel` and `approve` follow like any run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct FireReport {
+    pub trigger: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub outcome: FireOutcome,
+    /// Why it did not run (quota, overlap, …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `emit`: publish an event; every workflow with a trigger `kind: event,
+/// name: NAME` runs once per event id, with the payload as its inputs (as
+/// `agentfile emit`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EmitParams {
+    /// The event's name.
+    pub name: String,
+    /// A JSON object whose fields are the workflows' inputs.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub payload: serde_json::Value,
+    /// The event's id: a second `emit` with the same id fires nothing
+    /// (default: a fresh id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// The answer to `emit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct EmitResult {
+    /// The event's name.
+    pub event: String,
+    /// The event's id (the one given, or the fresh one).
+    pub id: String,
+    /// What this event fired now: one item per subscribed trigger.
+    pub fired: Vec<FireReport>,
+    /// Triggers that had fired for this event id already (an `emit` repeated
+    /// with the same id): nothing ran again; the earlier fire's outcome and
+    /// session.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub already_fired: Vec<FireReport>,
+}
+
 /// Totals for a finished run, as `run` returns them; the same object as the
 /// `result` line of `--output stream-json`.
 pub type RunOutcome = crate::events::RunResult;
@@ -319,6 +468,9 @@ pub mod code {
     /// size of a reply, the size of a workflow source); the request was not
     /// run. `data.limit` names the bound and `data.max` is its value.
     pub const LIMIT: i64 = -32007;
+    /// No trigger with that id in the server's workspace, or no workflow
+    /// subscribes to the emitted event's name.
+    pub const UNKNOWN_TRIGGER: i64 = -32008;
 }
 
 /// An error object: JSON-RPC's `error` member, and the text of an MCP tool error.

@@ -11,6 +11,9 @@
 //!   params `-32602` naming the field, application errors with the codes in
 //!   [`agentfile_protocol::rpc::code`]. Every request runs in its own task, so a
 //!   `run` that waits for its outputs does not hold up the requests behind it.
+//! - the trigger methods (`triggers`, `trigger_history`, `fire`, `emit`)
+//!   go to a [`TriggerService`]: a daemon over this server's engine, so the
+//!   runs a `fire` or `emit` starts are followed like any other.
 //! - [`Outbox`]: the only writer of stdout, a thread fed by a bounded channel.
 //!   Each message is written whole, so lines never interleave; when the reader
 //!   is slow the channel fills and the runs producing events wait
@@ -38,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
+use crate::daemon::service::TriggerService;
 use crate::engine::{Engine, RunHooks};
 use crate::limits::{self, Limits};
 use agentfile_protocol::events::Event;
@@ -53,9 +57,21 @@ const PARSE_INLINE: usize = 64 * 1024;
 const OUTBOX_CAPACITY: usize = 256;
 
 /// The methods, for `-32601` hints and `rpc.discover`.
-pub const METHODS: [&str; 10] = [
-    "run", "event", "cancel", "approve", "signal", "validate", "inspect", "list", "sessions",
+pub const METHODS: [&str; 14] = [
+    "run",
+    "event",
+    "cancel",
+    "approve",
+    "signal",
+    "validate",
+    "inspect",
+    "list",
+    "sessions",
     "ping",
+    "triggers",
+    "trigger_history",
+    "fire",
+    "emit",
 ];
 
 /// Serialised messages on their way to stdout, written by one thread.
@@ -137,6 +153,8 @@ fn write_all(out: Box<dyn Write + Send>, rx: Receiver<Vec<u8>>) {
 /// One client connection: the engine and the way back.
 pub struct Connection {
     engine: Arc<Engine>,
+    /// `triggers`, `trigger_history`, `fire`, `emit` (CONTRACT §15).
+    triggers: TriggerService,
     outbox: Outbox,
     /// In-flight request handlers.
     requests: TaskTracker,
@@ -164,6 +182,7 @@ pub async fn serve(
     let limits = engine.options().limits;
     let conn = Arc::new(Connection {
         engine: engine.clone(),
+        triggers: TriggerService::new(engine.clone()),
         outbox,
         requests: TaskTracker::new(),
         admissions: TaskTracker::new(),
@@ -422,7 +441,7 @@ impl Connection {
         let params = call.params.clone();
         let m = call.method.as_str();
         let mut admission = Some(admission);
-        if !matches!(m, "run" | "approve" | "signal") {
+        if !matches!(m, "run" | "approve" | "signal" | "fire" | "emit") {
             admission = None;
         }
         match m {
@@ -486,6 +505,18 @@ impl Connection {
                     .sessions_bounded(rpc::params(m, params)?)
                     .await?,
             ),
+            "triggers" => to_value(&self.triggers.triggers(rpc::params(m, params)?).await?),
+            "trigger_history" => to_value(&self.triggers.history(rpc::params(m, params)?).await?),
+            "fire" => {
+                let fired = self.triggers.fire(rpc::params(m, params)?).await;
+                drop(admission.take());
+                to_value(&fired?)
+            }
+            "emit" => {
+                let fired = self.triggers.emit(rpc::params(m, params)?).await;
+                drop(admission.take());
+                to_value(&fired?)
+            }
             "rpc.discover" => Ok(openrpc()),
             other => Err(RpcError::new(
                 code::METHOD_NOT_FOUND,

@@ -20,6 +20,7 @@
 //! `agentfile_session::fires`; nothing here decides when a cron matches.
 
 pub mod registry;
+pub mod service;
 pub mod webhook;
 
 use std::collections::{BTreeMap, HashMap};
@@ -130,6 +131,24 @@ impl Daemon {
         let mut eopts = options.engine.clone();
         eopts.workspace = Some(roots[0].clone());
         let engine = Engine::new(eopts).map_err(|e| e.message)?;
+        Daemon::with_engine(engine, roots, options.rescan)
+    }
+
+    /// A daemon over an engine that exists already (`serve` and `mcp` answer
+    /// the trigger methods with one): it registers what `workspaces` hold
+    /// (the engine's workspace when empty), keeps fire records in the
+    /// engine's session store, and starts runs in that engine. Nothing fires
+    /// on its own until [`Daemon::run`].
+    pub fn with_engine(
+        engine: Arc<Engine>,
+        workspaces: Vec<PathBuf>,
+        rescan: Duration,
+    ) -> Result<Arc<Daemon>, String> {
+        let roots = if workspaces.is_empty() {
+            vec![engine.root().to_path_buf()]
+        } else {
+            workspaces
+        };
         let config = engine.default_config().map_err(|e| e.message)?;
         let store = engine.store().map_err(|e| e.message)?;
         let mut registry = Registry::new(roots, config);
@@ -141,10 +160,10 @@ impl Daemon {
             triggers: Mutex::new(triggers),
             running: Mutex::new(HashMap::new()),
             queued: Mutex::new(HashMap::new()),
-            rescan: if options.rescan.is_zero() {
+            rescan: if rescan.is_zero() {
                 DEFAULT_RESCAN
             } else {
-                options.rescan
+                rescan
             },
             closing: CancellationToken::new(),
         }))

@@ -161,6 +161,7 @@ pub async fn serve_http_until(
     let factory = {
         let (engine, catalog, sessions) = (engine.clone(), catalog.clone(), sessions.clone());
         let fixed_tools = Arc::new(tools::fixed());
+        let triggers = Arc::new(crate::daemon::service::TriggerService::new(engine.clone()));
         let heartbeat = options.heartbeat;
         let extra_tools = options.extra_tools.clone();
         let host = host.clone();
@@ -173,6 +174,7 @@ pub async fn serve_http_until(
             sessions.add(&client);
             Ok(McpServer {
                 engine: engine.clone(),
+                triggers: triggers.clone(),
                 client,
                 catalog: catalog.clone(),
                 fixed_tools: fixed_tools.clone(),

@@ -225,6 +225,8 @@ impl Client {
 #[derive(Clone)]
 pub struct McpServer {
     engine: Arc<Engine>,
+    /// `triggers`, `trigger_history`, `fire`, `emit`: one per engine.
+    triggers: Arc<crate::daemon::service::TriggerService>,
     client: Arc<Client>,
     catalog: Arc<workflows::Catalog>,
     fixed_tools: Arc<Vec<rmcp::model::Tool>>,
@@ -491,6 +493,7 @@ pub async fn serve(
     let host = ToolHost::default();
     let handler = McpServer {
         engine: engine.clone(),
+        triggers: Arc::new(crate::daemon::service::TriggerService::new(engine.clone())),
         client,
         catalog: catalog.clone(),
         fixed_tools: Arc::new(tools::fixed()),

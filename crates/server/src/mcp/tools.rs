@@ -1,5 +1,6 @@
 //! The MCP tools: `run`, `event`, `cancel`, `approve`, `validate`, `inspect`,
-//! `list` (plus the `run_<name>` workflow tools of [`super::workflows`]).
+//! `list`, the daemon's `triggers`, `trigger_history`, `fire`, `emit` (plus
+//! the `run_<name>` workflow tools of [`super::workflows`]).
 //!
 //! Input schemas come from the parameter types of [`agentfile_protocol::rpc`] (the
 //! same ones `agentfile serve` decodes), output schemas from the result types.
@@ -32,8 +33,10 @@ use crate::printer::Progress;
 use agentfile_protocol::diagnostics::ValidateReport;
 use agentfile_protocol::events::{EventBody, RunResult};
 use agentfile_protocol::rpc::{
-    ApproveParams, CancelParams, CreateParams, EventPage, EventParams, InspectParams, ListParams,
-    PromoteParams, RpcError, RunParams, RunStatus, SignalParams, ValidateParams, params,
+    ApproveParams, CancelParams, CreateParams, EmitParams, EmitResult, EventPage, EventParams,
+    FireHistory, FireParams, FireReport, InspectParams, ListParams, PromoteParams, RpcError,
+    RunParams, RunStatus, SignalParams, TriggerHistoryParams, TriggerList, TriggersParams,
+    ValidateParams, params,
 };
 use agentfile_protocol::workflows::WorkflowList;
 use agentfile_session::SessionStatus;
@@ -56,7 +59,13 @@ fn strip(root: schemars::Schema) -> Arc<JsonObject> {
 /// `T` accepts.
 pub fn input_schema<T: JsonSchema>() -> Arc<JsonObject> {
     let settings = SchemaSettings::draft2020_12().with(|s| s.inline_subschemas = true);
-    strip(settings.into_generator().into_root_schema_for::<T>())
+    let mut schema = strip(settings.into_generator().into_root_schema_for::<T>());
+    // A tool without arguments still lists its (no) properties: some clients
+    // require the member.
+    if !schema.contains_key("properties") {
+        Arc::make_mut(&mut schema).insert("properties".into(), json!({}));
+    }
+    schema
 }
 
 /// JSON Schema of what `T` serializes to.
@@ -201,8 +210,36 @@ pub fn fixed() -> Vec<Tool> {
                 false,
                 false,
             )),
+        Tool::new("triggers", TRIGGERS, input_schema::<TriggersParams>())
+            .with_title("List triggers")
+            .with_raw_output_schema(output_schema::<TriggerList>())
+            .with_annotations(annotations("List triggers", true, false, true, false)),
+        Tool::new(
+            "trigger_history",
+            TRIGGER_HISTORY,
+            input_schema::<TriggerHistoryParams>(),
+        )
+        .with_title("Show what triggers fired")
+        .with_raw_output_schema(output_schema::<FireHistory>())
+        .with_annotations(annotations("Trigger history", true, false, true, false)),
+        Tool::new("fire", FIRE, input_schema::<FireParams>())
+            .with_title("Fire a trigger now")
+            .with_raw_output_schema(output_schema::<FireReport>())
+            .with_annotations(annotations("Fire a trigger", false, true, false, true)),
+        Tool::new("emit", EMIT, input_schema::<EmitParams>())
+            .with_title("Emit an event")
+            .with_raw_output_schema(output_schema::<EmitResult>())
+            .with_annotations(annotations("Emit an event", false, true, true, true)),
     ]
 }
+
+const TRIGGERS: &str = "List the triggers of the workflows in the workspace (what `agentfile daemon` fires): each trigger's id (`<workflow>#<index>`, e.g. `nightly#0`), workflow, kind (schedule, webhook, event, …), state (`active`, or `refused` with the reason), a schedule's next fire time in its time zone, and its daily quota use. Use the id with `fire` and `trigger_history`.";
+
+const TRIGGER_HISTORY: &str = "Show what the triggers fired, newest first: when, what fired it (schedule, webhook, event, manual), the outcome (`fired`, or `skipped`/`refused` with the reason: overlap, quota, …) and the session_id of the run it started (read it with `event`). `trigger` narrows it to one trigger id; `limit` caps the count (default 50).";
+
+const FIRE: &str = "Fire a trigger now, by hand, as if its schedule, webhook or event had come: `trigger` is an id from `triggers` (e.g. `nightly#0`). The trigger's overlap and daily quota still apply. Returns at once with the outcome and, when it ran, the session_id: follow the run with `event` (wait_ms 20000) until done. Ask the user first: this starts the workflow.";
+
+const EMIT: &str = "Emit a named event: every workflow with a trigger `kind: event, name: <name>` runs once, with `payload` (a JSON object) as its inputs. `id` makes it idempotent: emitting the same id again fires nothing (`fired` is empty and `already_fired` names the earlier runs). An event no workflow subscribes to is an error. Each started run's session_id can be followed with `event`.";
 
 const CREATE: &str = "Generate a new workflow (Agentfile spec workflow.yaml with its agents, skills and scripts) from a description, with the built-in generator workflow run by this server's model. Everything is written to `artifacts/<name>/<run-id>/` with a manifest.json, and the generated workflow is validated. When it is valid, show the user the review (07-review.md) and offer `promote`.";
 
@@ -396,6 +433,34 @@ pub async fn call(
         },
         "promote" => match params::<PromoteParams>("promote", args) {
             Ok(p) => promote(server, p),
+            Err(e) => tool_error(&e),
+        },
+        "triggers" => match params::<TriggersParams>("triggers", args) {
+            Ok(p) => match server.triggers.triggers(p).await {
+                Ok(list) => text_result(triggers_text(&list), structured(&list), false),
+                Err(e) => tool_error(&e),
+            },
+            Err(e) => tool_error(&e),
+        },
+        "trigger_history" => match params::<TriggerHistoryParams>("trigger_history", args) {
+            Ok(p) => match server.triggers.history(p).await {
+                Ok(h) => text_result(history_text(&h), structured(&h), false),
+                Err(e) => tool_error(&e),
+            },
+            Err(e) => tool_error(&e),
+        },
+        "fire" => match params::<FireParams>("fire", args) {
+            Ok(p) => match server.triggers.fire(p).await {
+                Ok(r) => text_result(fire_text(&r), structured(&r), false),
+                Err(e) => tool_error(&e),
+            },
+            Err(e) => tool_error(&e),
+        },
+        "emit" => match params::<EmitParams>("emit", args) {
+            Ok(p) => match server.triggers.emit(p).await {
+                Ok(r) => text_result(emit_text(&r), structured(&r), false),
+                Err(e) => tool_error(&e),
+            },
             Err(e) => tool_error(&e),
         },
         "list" => match params::<ListParams>("list", args) {
@@ -903,6 +968,108 @@ fn session_named(tool: &str, args: Option<&Value>) -> Option<String> {
         _ => return None,
     };
     args.get(key)?.as_str().map(str::to_owned)
+}
+
+/// `triggers` for the model: one line per trigger.
+fn triggers_text(list: &TriggerList) -> String {
+    if list.triggers.is_empty() {
+        return "No triggers under the workspace.".into();
+    }
+    let mut out = String::new();
+    for t in &list.triggers {
+        let state = match t.state {
+            agentfile_protocol::rpc::TriggerState::Active => "active",
+            agentfile_protocol::rpc::TriggerState::Refused => "refused",
+        };
+        let _ = write!(out, "{} ({} of {}): {state}", t.id, t.kind, t.workflow);
+        if let Some(n) = &t.next_fire {
+            let _ = write!(out, ", next {n}");
+        }
+        if let Some(r) = &t.reason {
+            let _ = write!(out, " ({r})");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn outcome_name(o: agentfile_protocol::rpc::FireOutcome) -> &'static str {
+    match o {
+        agentfile_protocol::rpc::FireOutcome::Fired => "fired",
+        agentfile_protocol::rpc::FireOutcome::Skipped => "skipped",
+        agentfile_protocol::rpc::FireOutcome::Refused => "refused",
+    }
+}
+
+/// `trigger_history` for the model: one line per fire.
+fn history_text(h: &FireHistory) -> String {
+    if h.fires.is_empty() {
+        return "Nothing has fired yet.".into();
+    }
+    let mut out = String::new();
+    for f in &h.fires {
+        let _ = write!(
+            out,
+            "{} {} ({}): {}",
+            f.fired_at,
+            f.trigger,
+            f.kind,
+            outcome_name(f.outcome)
+        );
+        if let Some(s) = &f.session_id {
+            let _ = write!(out, ", session {s}");
+        }
+        if let Some(r) = &f.reason {
+            let _ = write!(out, " ({r})");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// One fire for the model: its session to follow, or why it did not run.
+fn fire_text(r: &FireReport) -> String {
+    match &r.session_id {
+        Some(s) => format!(
+            "{}: {}, session {s}. Follow it with `event` (session_id \"{s}\", wait_ms 20000) until done.",
+            r.trigger,
+            outcome_name(r.outcome)
+        ),
+        None => format!(
+            "{}: {}{}",
+            r.trigger,
+            outcome_name(r.outcome),
+            r.reason
+                .as_deref()
+                .map(|w| format!(" ({w})"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// `emit` for the model.
+fn emit_text(r: &EmitResult) -> String {
+    let mut out = format!("Event `{}` (id {}): ", r.event, r.id);
+    if r.fired.is_empty() {
+        out.push_str("nothing fired: this event id fired already.\n");
+    } else {
+        let _ = writeln!(out, "{} fired.", r.fired.len());
+    }
+    for f in &r.fired {
+        let _ = writeln!(out, "{}", fire_text(f));
+    }
+    for f in &r.already_fired {
+        let _ = writeln!(
+            out,
+            "{}: already fired for this id{}",
+            f.trigger,
+            f.session_id
+                .as_deref()
+                .map(|s| format!(" (session {s})"))
+                .unwrap_or_default()
+        );
+    }
+    out
 }
 
 #[cfg(test)]

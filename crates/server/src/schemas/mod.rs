@@ -86,6 +86,38 @@ pub fn published() -> Vec<(&'static str, schemars::Schema)> {
             schemars::schema_for!(protocol::rpc::SessionList),
         ),
         (
+            "triggers-params.schema.json",
+            schemars::schema_for!(protocol::rpc::TriggersParams),
+        ),
+        (
+            "trigger-list.schema.json",
+            schemars::schema_for!(protocol::rpc::TriggerList),
+        ),
+        (
+            "trigger-history-params.schema.json",
+            schemars::schema_for!(protocol::rpc::TriggerHistoryParams),
+        ),
+        (
+            "fire-history.schema.json",
+            schemars::schema_for!(protocol::rpc::FireHistory),
+        ),
+        (
+            "fire-params.schema.json",
+            schemars::schema_for!(protocol::rpc::FireParams),
+        ),
+        (
+            "fire-report.schema.json",
+            schemars::schema_for!(protocol::rpc::FireReport),
+        ),
+        (
+            "emit-params.schema.json",
+            schemars::schema_for!(protocol::rpc::EmitParams),
+        ),
+        (
+            "emit-result.schema.json",
+            schemars::schema_for!(protocol::rpc::EmitResult),
+        ),
+        (
             "openrpc.json",
             schemars::Schema::from(openrpc::document().as_object().cloned().unwrap_or_default()),
         ),

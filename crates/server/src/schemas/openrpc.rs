@@ -10,9 +10,10 @@ use serde_json::{Map, Value, json};
 use agentfile_protocol::diagnostics::ValidateReport;
 use agentfile_protocol::events::{Event, RunResult};
 use agentfile_protocol::rpc::{
-    ApproveParams, CancelParams, EventPage, EventParams, InspectParams, ListParams, PingParams,
-    Pong, RpcError, RunParams, RunStatus, SessionList, SessionsParams, SignalParams,
-    ValidateParams, code,
+    ApproveParams, CancelParams, EmitParams, EmitResult, EventPage, EventParams, FireHistory,
+    FireParams, FireReport, InspectParams, ListParams, PingParams, Pong, RpcError, RunParams,
+    RunStatus, SessionList, SessionsParams, SignalParams, TriggerHistoryParams, TriggerList,
+    TriggersParams, ValidateParams, code,
 };
 use agentfile_protocol::workflows::WorkflowList;
 
@@ -81,7 +82,7 @@ fn descriptors(params: &Schema) -> Vec<Value> {
         .collect()
 }
 
-const ERRORS: [(i64, &str); 12] = [
+const ERRORS: [(i64, &str); 13] = [
     (
         code::PARSE_ERROR,
         "Parse error: the line is not JSON (id is null)",
@@ -120,6 +121,10 @@ const ERRORS: [(i64, &str); 12] = [
     (
         code::LIMIT,
         "A bound of the server was reached and the request was not run: data.limit names it (requests_in_flight, request_bytes_in_flight, reply_size, source_size) and data.max is its value",
+    ),
+    (
+        code::UNKNOWN_TRIGGER,
+        "No trigger with that id in the server's workspace, or no workflow subscribes to the emitted event",
     ),
 ];
 
@@ -186,7 +191,7 @@ fn one_of(schemas: [Schema; 2], description: &str) -> Schema {
 }
 
 /// Every method, in the document's order.
-fn methods(g: &mut SchemaGenerator) -> [Method; 10] {
+fn methods(g: &mut SchemaGenerator) -> [Method; 14] {
     use code::*;
     let run_result = {
         let finished = g.subschema_for::<RunResult>();
@@ -283,6 +288,48 @@ fn methods(g: &mut SchemaGenerator) -> [Method; 10] {
             "Answered `{}` at once, also while the connection is at a limit: is the server there?",
             "pong",
             &[INVALID_PARAMS],
+        ),
+        method::<TriggersParams, TriggerList>(
+            g,
+            "triggers",
+            "The triggers of the workflows in the workspace (as `agentfile triggers list --format json`): state, next fire, quota use",
+            "triggers",
+            &[INVALID_PARAMS, RUN_REJECTED, LIMIT, INTERNAL],
+        ),
+        method::<TriggerHistoryParams, FireHistory>(
+            g,
+            "trigger_history",
+            "Fires, newest first (as `agentfile triggers history --format json`): outcome, reason, session",
+            "fires",
+            &[INVALID_PARAMS, RUN_REJECTED, STORE, LIMIT, INTERNAL],
+        ),
+        method::<FireParams, FireReport>(
+            g,
+            "fire",
+            "Fire a trigger now, by hand; answers once its run started (follow it with `event`), or why it did not run",
+            "fire",
+            &[
+                INVALID_PARAMS,
+                UNKNOWN_TRIGGER,
+                RUN_REJECTED,
+                STORE,
+                LIMIT,
+                INTERNAL,
+            ],
+        ),
+        method::<EmitParams, EmitResult>(
+            g,
+            "emit",
+            "Emit a named event: each workflow subscribed to it runs once per event id, with the payload as its inputs",
+            "emitted",
+            &[
+                INVALID_PARAMS,
+                UNKNOWN_TRIGGER,
+                RUN_REJECTED,
+                STORE,
+                LIMIT,
+                INTERNAL,
+            ],
         ),
     ]
 }
