@@ -117,7 +117,10 @@ fn sessions(ws: &Path) -> Vec<Value> {
 }
 
 fn sessions_with(ws: &Path, vars: Vars<'_>) -> Vec<Value> {
-    let (_, out, _) = cli_with(ws, vars, &["sessions", "list", "--format", "json"]);
+    let config = config_of(ws);
+    let mut args = vec!["sessions", "list", "--format", "json"];
+    args.extend(config.iter().flat_map(|c| ["--config", c.as_str()]));
+    let (_, out, _) = cli_with(ws, vars, &args);
     let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
     match v {
         Value::Array(a) => a,
@@ -129,9 +132,19 @@ fn sessions_with(ws: &Path, vars: Vars<'_>) -> Vec<Value> {
     }
 }
 
+/// The workspace's `agent.toml`, if it has one: `sessions` reads its
+/// config from the current folder unless `--config` names one.
+fn config_of(ws: &Path) -> Option<String> {
+    let c = ws.join("agent.toml");
+    c.is_file().then(|| c.display().to_string())
+}
+
 /// A session's `run_started.data.trigger` (Null when it has none).
 fn trigger_of(ws: &Path, vars: Vars<'_>, session: &str) -> Value {
-    let (code, out, err) = cli_with(ws, vars, &["sessions", "show", session, "--format", "json"]);
+    let config = config_of(ws);
+    let mut args = vec!["sessions", "show", session, "--format", "json"];
+    args.extend(config.iter().flat_map(|c| ["--config", c.as_str()]));
+    let (code, out, err) = cli_with(ws, vars, &args);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
     v["events"]
