@@ -145,7 +145,7 @@ pub enum EventBody {
         digests: BTreeMap<String, String>,
         /// The trigger that started the run, for runs the daemon starts.
         #[serde(skip_serializing_if = "Option::is_none", default)]
-        trigger: Option<RunTrigger>,
+        trigger: Option<Box<RunTrigger>>,
     },
     StepStarted {
         kind: String,

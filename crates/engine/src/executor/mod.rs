@@ -382,7 +382,7 @@ fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Optio
             resumed_from_seq: resumed_from,
             fingerprint: (!spec.plan.fingerprint.is_empty()).then(|| spec.plan.fingerprint.clone()),
             digests: spec.plan.digests(),
-            trigger: spec.trigger.clone(),
+            trigger: spec.trigger.clone().map(Box::new),
         },
     );
     for w in &spec.warnings {

@@ -1403,14 +1403,14 @@ mod tests {
         let (mut t, keep, _p) = tree(false);
         let mut events = opening(&mut Feed { seq: 0 }).to_vec();
         if let EventBody::RunStarted { trigger, .. } = &mut events[0].body {
-            *trigger = Some(agentfile_protocol::events::RunTrigger {
+            *trigger = Some(Box::new(agentfile_protocol::events::RunTrigger {
                 id: "nightly#0".into(),
                 kind: "schedule".into(),
                 fired_at: "2026-07-01T09:00:00.002Z".into(),
                 scheduled_for: Some("2026-07-01T09:00:00Z".into()),
                 delivery_id: None,
                 event_id: None,
-            });
+            }));
         }
         let mut tail = Feed { seq: 100 };
         events.push(tail.ev(
