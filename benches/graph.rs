@@ -100,6 +100,7 @@ fn run(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> usize {
             endpoint: None,
             prior_events: Vec::new(),
             warnings: Vec::new(),
+            trigger: None,
         };
         let r = execute(spec, &svc, CancellationToken::new()).await;
         assert_eq!(r.status, "completed", "{:?}", r.error);

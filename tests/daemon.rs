@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+mod session_support;
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_agentfile")
 }
@@ -58,10 +60,18 @@ fn ms(v: &Value) -> i64 {
     agentfile::session::fires::instant_ms(v.as_str().unwrap()).unwrap()
 }
 
+/// Environment variables for the processes of one test (the PostgreSQL URL).
+type Vars<'a> = &'a [(&'a str, String)];
+
 fn daemon(ws: &Path) -> Child {
+    daemon_with(ws, &[])
+}
+
+fn daemon_with(ws: &Path, vars: Vars<'_>) -> Child {
     Command::new(bin())
         .args(["daemon", "--workspace"])
         .arg(ws)
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -69,10 +79,15 @@ fn daemon(ws: &Path) -> Child {
 }
 
 fn cli(ws: &Path, args: &[&str]) -> (i32, String, String) {
+    cli_with(ws, &[], args)
+}
+
+fn cli_with(ws: &Path, vars: Vars<'_>, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(bin())
         .args(args)
         .arg("--workspace")
         .arg(ws)
+        .envs(vars.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
         .unwrap();
     (
@@ -83,8 +98,13 @@ fn cli(ws: &Path, args: &[&str]) -> (i32, String, String) {
 }
 
 fn history(ws: &Path) -> Vec<Value> {
-    let (code, out, err) = cli(
+    history_with(ws, &[])
+}
+
+fn history_with(ws: &Path, vars: Vars<'_>) -> Vec<Value> {
+    let (code, out, err) = cli_with(
         ws,
+        vars,
         &["triggers", "history", "--limit", "1000", "--format", "json"],
     );
     assert_eq!(code, 0, "{err}");
@@ -93,12 +113,15 @@ fn history(ws: &Path) -> Vec<Value> {
 }
 
 fn sessions(ws: &Path) -> Vec<Value> {
-    let out = Command::new(bin())
-        .args(["sessions", "list", "--format", "json", "--workspace"])
-        .arg(ws)
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    sessions_with(ws, &[])
+}
+
+fn sessions_with(ws: &Path, vars: Vars<'_>) -> Vec<Value> {
+    let config = config_of(ws);
+    let mut args = vec!["sessions", "list", "--format", "json"];
+    args.extend(config.iter().flat_map(|c| ["--config", c.as_str()]));
+    let (_, out, _) = cli_with(ws, vars, &args);
+    let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
     match v {
         Value::Array(a) => a,
         Value::Object(mut o) => o
@@ -106,6 +129,43 @@ fn sessions(ws: &Path) -> Vec<Value> {
             .and_then(|s| s.as_array().cloned())
             .unwrap_or_default(),
         _ => Vec::new(),
+    }
+}
+
+/// The workspace's `agent.toml`, if it has one: `sessions` reads its
+/// config from the current folder unless `--config` names one.
+fn config_of(ws: &Path) -> Option<String> {
+    let c = ws.join("agent.toml");
+    c.is_file().then(|| c.display().to_string())
+}
+
+/// A session's `run_started.data.trigger` (Null when it has none).
+fn trigger_of(ws: &Path, vars: Vars<'_>, session: &str) -> Value {
+    let config = config_of(ws);
+    let mut args = vec!["sessions", "show", session, "--format", "json"];
+    args.extend(config.iter().flat_map(|c| ["--config", c.as_str()]));
+    let (code, out, err) = cli_with(ws, vars, &args);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "run_started")
+        .map(|e| e["data"]["trigger"].clone())
+        .unwrap_or(Value::Null)
+}
+
+/// Wait (up to 30 s) until `ready` holds of the fire history.
+fn wait_history(ws: &Path, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let h = history(ws);
+        if ready(&h) {
+            return h;
+        }
+        assert!(std::time::Instant::now() < deadline, "{h:#?}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
@@ -129,15 +189,23 @@ const EVERY_SECOND: &str = "  - kind: schedule\n    cron: \"* * * * * *\"\n";
 fn a_one_second_schedule_fires_once_a_second_and_sigterm_exits_143() {
     let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
     let d = daemon(ws.path());
-    std::thread::sleep(Duration::from_millis(5500));
+    // From its first fire (the daemon is up), 10 s of schedule.
+    wait_history(ws.path(), |h| !h.is_empty());
+    std::thread::sleep(Duration::from_secs(10));
     assert_eq!(stop(d), Some(143));
     let fires = history(ws.path());
     let fired = with("fired", &fires);
+    // Counted from the sessions: the first run, then 10 ± 1 in the 10 s.
+    let after_first = sessions(ws.path()).len() - 1;
     assert!(
-        (4..=7).contains(&fired.len()),
-        "{} fires: {fires:#?}",
-        fired.len()
+        (9..=11).contains(&after_first),
+        "{after_first} runs after the first: {fires:#?}"
     );
+    assert_eq!(fired.len(), after_first + 1, "{fires:#?}");
+    // No instant missed: consecutive seconds.
+    let mut at: Vec<i64> = fires.iter().map(|f| ms(&f["scheduled_for"])).collect();
+    at.sort();
+    assert!(at.windows(2).all(|w| w[1] - w[0] == 1000), "{fires:#?}");
     // Each fired record names its session, and each session exists.
     let ids: Vec<&str> = fired
         .iter()
@@ -246,32 +314,63 @@ fn the_fourth_fire_past_a_quota_of_three_is_refused() {
 }
 
 #[test]
-fn two_daemons_on_one_store_fire_every_instant_once() {
+fn two_daemons_on_one_sqlite_store_fire_every_instant_once() {
     let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
-    let a = daemon(ws.path());
-    let b = daemon(ws.path());
-    std::thread::sleep(Duration::from_secs(6));
-    stop(a);
-    stop(b);
-    let fires = history(ws.path());
-    let mut per: HashMap<String, usize> = HashMap::new();
-    for f in &fires {
-        *per.entry(f["scheduled_for"].as_str().unwrap().to_owned())
-            .or_default() += 1;
+    two_daemons_fire_every_instant_once(ws.path(), &[]);
+}
+
+#[test]
+fn two_daemons_on_one_postgres_store_fire_every_instant_once() {
+    if !session_support::pg::available() {
+        return;
     }
-    assert!(per.len() >= 4, "{fires:#?}");
+    let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        "[session]\nstore = \"postgres\"\nurl_env = \"AGENTFILE_TEST_DAEMON_PG_URL\"\n",
+    )
+    .unwrap();
+    let url = session_support::pg::url_for(ws.path());
+    two_daemons_fire_every_instant_once(ws.path(), &[("AGENTFILE_TEST_DAEMON_PG_URL", url)]);
+}
+
+/// Two daemons on the store `vars` point at, 20 s of a 1-second schedule:
+/// every instant has one fire record and at most one session, and every
+/// session is a fired record's.
+fn two_daemons_fire_every_instant_once(ws: &Path, vars: Vars<'_>) {
+    let a = daemon_with(ws, vars);
+    let b = daemon_with(ws, vars);
+    std::thread::sleep(Duration::from_secs(20));
+    assert_eq!(stop(a), Some(143));
+    assert_eq!(stop(b), Some(143));
+    let fires = history_with(ws, vars);
+    let mut per: HashMap<i64, usize> = HashMap::new();
+    for f in &fires {
+        *per.entry(ms(&f["scheduled_for"])).or_default() += 1;
+    }
     assert!(per.values().all(|n| *n == 1), "{per:#?}");
-    // Sessions started by the fires: one per fired record, none twice.
+    // Consecutive seconds, none missed, ~20 of them (startup takes some).
+    let mut at: Vec<i64> = per.keys().copied().collect();
+    at.sort();
+    assert!(at.windows(2).all(|w| w[1] - w[0] == 1000), "{fires:#?}");
+    assert!((16..=21).contains(&at.len()), "{} instants", at.len());
+    // Counted from the sessions: one per fired record, each naming its
+    // instant in its `run_started`; no session a fire did not start.
     let fired = with("fired", &fires);
-    let mut ids: Vec<&str> = fired
-        .iter()
-        .filter_map(|f| f["session_id"].as_str())
-        .collect();
-    let n = ids.len();
-    ids.sort();
-    ids.dedup();
-    assert_eq!(ids.len(), n);
-    assert!(n >= 4, "{fires:#?}");
+    let listed = sessions_with(ws, vars);
+    assert_eq!(listed.len(), fired.len(), "{listed:#?}\n{fires:#?}");
+    let mut seen = std::collections::HashSet::new();
+    for f in &fired {
+        let id = f["session_id"].as_str().expect("a session");
+        assert!(seen.insert(id.to_owned()), "{id} twice");
+        assert!(listed.iter().any(|s| s["id"] == id), "{id} not listed");
+        let t = trigger_of(ws, vars, id);
+        // A run SIGTERM stopped before it began has no `run_started` yet.
+        if !t.is_null() {
+            assert_eq!(t["scheduled_for"], f["scheduled_for"], "{t}");
+        }
+    }
+    assert!(seen.len() >= 14, "{fires:#?}");
 }
 
 #[test]
@@ -439,4 +538,207 @@ fn a_signed_webhook_delivery_runs_once_and_a_bad_signature_nothing() {
     assert_eq!(hooks[0]["kind"], "webhook");
     assert_eq!(hooks[0]["session_id"], id.as_str());
     assert_eq!(stop(child), Some(143));
+}
+
+/// Runs the daemon starts say in their `run_started` which trigger started
+/// them: a scheduled run its instant, an emitted run its event id.
+#[test]
+fn scheduled_and_emitted_runs_name_their_trigger_in_run_started() {
+    let ws = workspace(&[
+        ("tick", EVERY_SECOND, "0"),
+        ("ev", "  - kind: event\n    name: deploy.done\n", "0"),
+    ]);
+    let d = daemon(ws.path());
+    let fires = wait_history(ws.path(), |h| {
+        h.iter()
+            .any(|f| f["trigger"] == "tick#0" && f["session_id"].is_string())
+    });
+    assert_eq!(stop(d), Some(143));
+    let tick = fires
+        .iter()
+        .find(|f| f["trigger"] == "tick#0" && f["session_id"].is_string())
+        .unwrap();
+    let t = trigger_of(ws.path(), &[], tick["session_id"].as_str().unwrap());
+    assert_eq!(t["id"], "tick#0", "{t}");
+    assert_eq!(t["kind"], "schedule", "{t}");
+    assert_eq!(t["scheduled_for"], tick["scheduled_for"], "{t}");
+    assert!(ms(&t["fired_at"]) >= ms(&t["scheduled_for"]), "{t}");
+    assert!(
+        t.get("delivery_id").is_none() && t.get("event_id").is_none(),
+        "{t}"
+    );
+
+    let (code, out, err) = cli(ws.path(), &["emit", "deploy.done", "--id", "ev-7"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let session = out
+        .trim()
+        .strip_prefix("ev#0: ")
+        .expect("a session")
+        .to_owned();
+    let t = trigger_of(ws.path(), &[], &session);
+    assert_eq!(t["id"], "ev#0", "{t}");
+    assert_eq!(t["kind"], "event", "{t}");
+    assert_eq!(t["event_id"], "ev-7", "{t}");
+    assert!(t.get("scheduled_for").is_none(), "{t}");
+    ms(&t["fired_at"]);
+}
+
+/// A workspace whose `typed` workflow takes a required text `topic` and a
+/// required integer `count` and echoes both, on `trigger`.
+fn typed_workspace(trigger: &str) -> Dir {
+    let ws = workspace(&[]);
+    let d = ws.path().join(".workflows/typed");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("WORKFLOW.md"),
+        format!(
+            "---\nname: typed\nid: typed\ndescription: A test.\nversion: 1.0.0\ninputs: {{ type: object, properties: {{ topic: {{ type: string }}, count: {{ type: integer }} }}, required: [topic, count] }}\noutputs: {{ type: object }}\ntriggers:\n{trigger}steps:\n  - id: say\n    kind: tool\n    tool: bash\n    inputs: {{ command: \"echo ${{{{ $input.topic }}}}-${{{{ $input.count }}}}\" }}\n---\n# typed\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.join("policy.toml"), "[bash]\nallowlist = [\"echo *\"]\n").unwrap();
+    ws
+}
+
+/// Whether session `id`'s events hold `text` in a tool's result.
+fn tool_said(ws: &Path, id: &str, text: &str) -> bool {
+    let (_, out, _) = cli(ws, &["sessions", "show", id, "--format", "json"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["events"].as_array().unwrap().iter().any(|e| {
+        e["type"] == "tool_result"
+            && e["data"]["content"]
+                .as_str()
+                .is_some_and(|c| c.contains(text))
+    })
+}
+
+/// A webhook body that does not fit the workflow's inputs is refused (422)
+/// before the fire is recorded; the corrected body under the same delivery
+/// id then runs, with its inputs, and names the delivery in `run_started`.
+#[test]
+fn a_webhook_body_that_does_not_fit_is_refused_unrecorded_and_can_be_redelivered() {
+    let ws = typed_workspace("  - kind: webhook\n    path: /typed\n");
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        "[daemon]\nwebhooks = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let secret = "s3cret-for-the-test";
+    let mut child = Command::new(bin())
+        .args(["daemon", "--workspace"])
+        .arg(ws.path())
+        .env("AGENTFILE_WEBHOOK_SECRET", secret)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(url) = line.strip_prefix("agentfile daemon: webhooks on ") {
+                let _ = tx.send(url.trim().to_owned());
+            }
+        }
+    });
+    let base = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the daemon did not say where its webhooks listen");
+    let url = format!("{base}typed");
+    let post = |body: &[u8]| {
+        reqwest::blocking::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header(
+                "x-agentfile-signature",
+                format!("sha256={}", hmac_hex(secret.as_bytes(), body)),
+            )
+            .header("x-agentfile-delivery", "d-fix")
+            .body(body.to_vec())
+            .send()
+            .unwrap()
+    };
+    let r = post(br#"{"topic": "hello", "count": "many"}"#);
+    assert_eq!(r.status(), 422);
+    let message = r.text().unwrap();
+    assert!(message.contains("count"), "{message}");
+    let r = post(br#"{"topic": "hello"}"#);
+    assert_eq!(r.status(), 422);
+    let message = r.text().unwrap();
+    assert!(
+        message.contains("missing required input `count`"),
+        "{message}"
+    );
+    assert!(history(ws.path()).is_empty());
+    assert!(sessions(ws.path()).is_empty());
+
+    let r = post(br#"{"topic": "hello", "count": 3}"#);
+    assert_eq!(r.status(), 202);
+    let v: Value = r.json().unwrap();
+    let id = v["session_id"].as_str().expect("a session").to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = sessions(ws.path());
+        if s.iter()
+            .any(|s| s["id"] == id.as_str() && s["status"] == "completed")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(stop(child), Some(143));
+    assert!(tool_said(ws.path(), &id, "hello-3"));
+    let t = trigger_of(ws.path(), &[], &id);
+    assert_eq!(t["id"], "typed#0", "{t}");
+    assert_eq!(t["kind"], "webhook", "{t}");
+    assert_eq!(t["delivery_id"], "d-fix", "{t}");
+    let fires = history(ws.path());
+    assert_eq!(fires.len(), 1, "{fires:#?}");
+    assert_eq!(fires[0]["session_id"], id.as_str());
+}
+
+/// `emit --payload` that does not fit a subscriber's inputs: a non-zero
+/// exit saying why, and nothing recorded; the same event id corrected runs.
+#[test]
+fn an_emitted_payload_that_does_not_fit_is_refused_unrecorded() {
+    let ws = typed_workspace("  - kind: event\n    name: go\n");
+    let (code, out, err) = cli(
+        ws.path(),
+        &[
+            "emit",
+            "go",
+            "--id",
+            "e-1",
+            "--payload",
+            r#"{"topic": "x", "count": 1.5}"#,
+        ],
+    );
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("typed#0") && err.contains("count"), "{err}");
+    assert!(history(ws.path()).is_empty());
+    assert!(sessions(ws.path()).is_empty());
+    let (code, out, err) = cli(
+        ws.path(),
+        &[
+            "emit",
+            "go",
+            "--id",
+            "e-1",
+            "--payload",
+            r#"{"topic": "x", "count": 2}"#,
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let id = out
+        .trim()
+        .strip_prefix("typed#0: ")
+        .expect("a session")
+        .to_owned();
+    assert!(tool_said(ws.path(), &id, "x-2"));
+    assert_eq!(history(ws.path()).len(), 1);
 }

@@ -165,6 +165,7 @@ async fn run_with(
         endpoint: None,
         prior_events: prior,
         warnings: Vec::new(),
+        trigger: None,
     };
     let result = execute(spec, &svc, cancel).await;
     let events = seen.lock().unwrap().clone();
@@ -566,6 +567,7 @@ async fn text_streams_as_transient_deltas_that_are_never_stored() {
         endpoint: None,
         prior_events: Vec::new(),
         warnings: Vec::new(),
+        trigger: None,
     };
     let result = execute(spec, &svc, CancellationToken::new()).await;
     assert_eq!(result.status, "completed");

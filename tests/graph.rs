@@ -135,6 +135,7 @@ async fn run_stored(
         endpoint: None,
         prior_events: prior,
         warnings: Vec::new(),
+        trigger: None,
     };
     let result = execute(spec, &svc, CancellationToken::new()).await;
     let events = seen.lock().unwrap().clone();

@@ -151,6 +151,7 @@ fn child_main(dir: &Path) -> ! {
             endpoint: None,
             prior_events: prior,
             warnings: Vec::new(),
+            trigger: None,
         };
         execute(spec, &svc, CancellationToken::new())
             .await

@@ -176,6 +176,7 @@ pub fn run_started() -> EventBody {
         resumed_from_seq: None,
         fingerprint: None,
         digests: BTreeMap::new(),
+        trigger: None,
     }
 }
 

@@ -284,6 +284,9 @@ pub struct Prepared {
     /// What a new session records for its resumes ([`RunSettings::of`] the
     /// request; a server may put only its caller's choices here).
     pub settings: RunSettings,
+    /// The trigger that started the run, for `run_started` (set by the
+    /// daemon after [`prepare`]; never from a caller's request).
+    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
 }
 
 /// The workflow `agentfile run --goal TEXT` runs: one goal, no agents, in one
@@ -414,6 +417,7 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         allow: req.allow.clone(),
         force_changed: req.force_changed,
         settings: RunSettings::of(req),
+        trigger: None,
     })
 }
 
@@ -1079,6 +1083,7 @@ pub async fn start_in(
         endpoint: prepared.endpoint.clone(),
         prior_events: prior,
         warnings: toolbox.warnings().into_iter().chain(notes).collect(),
+        trigger: prepared.trigger.clone(),
     };
     let result = executor::execute(spec, &svc, cancel).await;
     toolbox.shutdown();

@@ -99,6 +99,26 @@ pub struct ToolCallInfo {
     pub arguments: serde_json::Value,
 }
 
+/// The trigger that started a run (`run_started.trigger`, CONTRACT §15).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunTrigger {
+    /// The trigger's id, `<workflow-id>#<index>`.
+    pub id: String,
+    /// `schedule`, `webhook`, `event` or `manual`.
+    pub kind: String,
+    /// When the daemon fired it (RFC 3339 UTC).
+    pub fired_at: String,
+    /// The scheduled instant a schedule fired for (RFC 3339 UTC).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub scheduled_for: Option<String>,
+    /// The webhook delivery's id.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub delivery_id: Option<String>,
+    /// The event's id.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub event_id: Option<String>,
+}
+
 /// What happened, by type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
@@ -123,6 +143,9 @@ pub enum EventBody {
         /// A digest per top-level step, goal and agent, to say what changed.
         #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
         digests: BTreeMap<String, String>,
+        /// The trigger that started the run, for runs the daemon starts.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        trigger: Option<Box<RunTrigger>>,
     },
     StepStarted {
         kind: String,

@@ -463,6 +463,18 @@ impl Engine {
         params: RunParams,
         hooks: RunHooks,
     ) -> Result<Arc<LiveRun>, RpcError> {
+        self.submit_with_trigger(params, hooks, None).await
+    }
+
+    /// [`Engine::submit`] for a run a trigger started (the daemon's fires):
+    /// its `run_started` carries `trigger`. Not reachable from the wire, so
+    /// no client can claim a trigger started its run.
+    pub async fn submit_with_trigger(
+        self: &Arc<Self>,
+        params: RunParams,
+        hooks: RunHooks,
+        trigger: Option<agentfile_protocol::events::RunTrigger>,
+    ) -> Result<Arc<LiveRun>, RpcError> {
         if self.closing.load(Ordering::SeqCst) {
             return Err(RpcError::new(
                 code::SHUTTING_DOWN,
@@ -475,6 +487,7 @@ impl Engine {
         // A new session records its caller's own choices (not the server's
         // defaults), for whoever resumes it.
         prepared.settings = self.settings_of(&params);
+        prepared.trigger = trigger;
         structured_inputs(&params, &prepared.plan)?;
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();

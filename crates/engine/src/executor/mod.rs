@@ -115,6 +115,8 @@ pub struct RunSpec {
     /// Problems found while setting up (a policy section ignored, an MCP server
     /// that did not start), emitted as `warning` events after `run_started`.
     pub warnings: Vec<String>,
+    /// The trigger that started the run (the daemon's runs), for `run_started`.
+    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
 }
 
 /// Everything the executor talks to.
@@ -380,6 +382,7 @@ fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Optio
             resumed_from_seq: resumed_from,
             fingerprint: (!spec.plan.fingerprint.is_empty()).then(|| spec.plan.fingerprint.clone()),
             digests: spec.plan.digests(),
+            trigger: spec.trigger.clone().map(Box::new),
         },
     );
     for w in &spec.warnings {

@@ -617,6 +617,7 @@ impl SpanTree {
             model,
             inputs,
             resumed_from_seq,
+            trigger,
             ..
         } = &e.body
         else {
@@ -631,6 +632,10 @@ impl SpanTree {
         ];
         if let Some(s) = resumed_from_seq {
             attrs.push(KeyValue::new("agentfile.resumed_from_seq", *s as i64));
+        }
+        if let Some(t) = trigger {
+            attrs.push(KeyValue::new("agentfile.trigger.id", t.id.clone()));
+            attrs.push(KeyValue::new("agentfile.trigger.kind", t.kind.clone()));
         }
         if self.capture {
             attrs.push(KeyValue::new(
@@ -1247,6 +1252,7 @@ mod tests {
                     resumed_from_seq: None,
                     fingerprint: None,
                     digests: Default::default(),
+                    trigger: None,
                 },
             ),
             f.ev(
@@ -1389,6 +1395,57 @@ mod tests {
         assert_eq!(parent("parallel main/fan"), id("step main"));
         assert_eq!(parent("tool main/fan/a"), id("parallel main/fan"));
         assert_eq!(parent("execute_tool bash"), id("tool main/fan/a"));
+    }
+
+    /// A run the daemon started names its trigger on the run's span.
+    #[test]
+    fn the_trigger_is_on_the_run_span() {
+        let (mut t, keep, _p) = tree(false);
+        let mut events = opening(&mut Feed { seq: 0 }).to_vec();
+        if let EventBody::RunStarted { trigger, .. } = &mut events[0].body {
+            *trigger = Some(Box::new(agentfile_protocol::events::RunTrigger {
+                id: "nightly#0".into(),
+                kind: "schedule".into(),
+                fired_at: "2026-07-01T09:00:00.002Z".into(),
+                scheduled_for: Some("2026-07-01T09:00:00Z".into()),
+                delivery_id: None,
+                event_id: None,
+            }));
+        }
+        let mut tail = Feed { seq: 100 };
+        events.push(tail.ev(
+            8,
+            (Some("main"), None, None),
+            EventBody::StepComplete {
+                iterations: None,
+                stop: None,
+                output: None,
+                next: None,
+            },
+        ));
+        events.push(tail.ev(
+            9,
+            (None, None, None),
+            EventBody::RunComplete {
+                outputs: Default::default(),
+                usage: Usage::default(),
+            },
+        ));
+        for e in &events {
+            t.event(e);
+        }
+        let spans = keep.0.lock().unwrap().clone();
+        let run = by_name(&spans, "run wf");
+        assert_eq!(
+            attr(run, "agentfile.trigger.id"),
+            Some(&Value::from("nightly#0"))
+        );
+        assert_eq!(
+            attr(run, "agentfile.trigger.kind"),
+            Some(&Value::from("schedule"))
+        );
+        // A run nobody's trigger started has neither.
+        assert!(attr(by_name(&spans, "step main"), "agentfile.trigger.id").is_none());
     }
 
     /// Two concurrent agents, interleaved, then a synthesis.

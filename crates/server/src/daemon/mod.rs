@@ -36,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineOptions, LiveRun, RunHooks};
 use agentfile_plan::trigger::TriggerKind;
+use agentfile_protocol::events::RunTrigger;
 use agentfile_protocol::rpc::RunParams;
 use agentfile_session::{FireKind, FireOutcome, FireRecord, SessionStatus, SessionStore};
 use agentfile_triggers::{Decision, Running, Schedule, Timestamp, UsedToday, catch_up};
@@ -373,7 +374,12 @@ impl Daemon {
             inputs,
             ..Default::default()
         };
-        match self.engine.submit(params, RunHooks::default()).await {
+        let started_by = run_trigger(trigger, kind, &key, now, scheduled_for);
+        match self
+            .engine
+            .submit_with_trigger(params, RunHooks::default(), Some(started_by))
+            .await
+        {
             Ok(live) => {
                 let id = live.session_id().to_owned();
                 if let Err(e) = self.store.set_fire_session(trigger, &key, &id) {
@@ -401,6 +407,46 @@ impl Daemon {
                 Ok(result(FireOutcome::Refused, Some(why), None))
             }
         }
+    }
+
+    /// Do `inputs` fit `trigger`'s workflow (its declared inputs, required
+    /// ones, its input schema)? Checked before a webhook delivery or an
+    /// event is recorded, so a body that does not fit leaves no fire record
+    /// and a corrected redelivery with the same id still runs.
+    pub fn check_inputs(
+        &self,
+        trigger: &str,
+        inputs: &BTreeMap<String, Value>,
+    ) -> Result<(), String> {
+        let Some(reg) = self.registered(trigger) else {
+            return Err(format!(
+                "no trigger `{trigger}` is registered; `agentfile triggers list` shows them"
+            ));
+        };
+        let secrets = self
+            .engine
+            .default_config()
+            .map(|c| agentfile_tools::secrets::Secrets::from_config(&c))
+            .unwrap_or_default();
+        let unfit = |why: String| {
+            format!(
+                "the inputs do not fit workflow `{}` ({}): {why}",
+                reg.workflow,
+                reg.path.display()
+            )
+        };
+        if let Some((k, v)) = inputs.iter().find(|(k, v)| {
+            !(v.is_string() || v.is_number() || v.is_boolean())
+                && agentfile_engine::executor::inputs::reads_as_text(&reg.plan, k)
+        }) {
+            return Err(unfit(format!(
+                "`{k}`: expected a string, number or boolean, not {}",
+                agentfile_protocol::rpc::json_kind(v)
+            )));
+        }
+        agentfile_engine::executor::bind_inputs_with(&reg.plan, inputs, &secrets)
+            .map(|_| ())
+            .map_err(|e| unfit(e.to_string()))
     }
 
     fn finish(&self, trigger: &str, key: &str, outcome: FireOutcome, reason: Option<&str>) {
@@ -431,6 +477,12 @@ impl Daemon {
             .collect();
         let mut out = Vec::new();
         for t in subscribed {
+            // A payload that does not fit is refused before anything is
+            // recorded: the same event id, corrected, can still fire.
+            if let Err(e) = self.check_inputs(&t, &inputs) {
+                out.push(Err(format!("{t}: {e}")));
+                continue;
+            }
             out.push(
                 self.fire(&t, FireKind::Event, id.to_owned(), None, inputs.clone())
                     .await,
@@ -610,6 +662,26 @@ impl Daemon {
     }
 }
 
+/// What a run started by a fire records in its `run_started`: the trigger,
+/// its kind, when it fired, and the key of its kind (the scheduled instant,
+/// the delivery id, the event id).
+fn run_trigger(
+    trigger: &str,
+    kind: FireKind,
+    key: &str,
+    fired_at: Timestamp,
+    scheduled_for: Option<Timestamp>,
+) -> RunTrigger {
+    RunTrigger {
+        id: trigger.to_owned(),
+        kind: kind.as_str().to_owned(),
+        fired_at: instant_text(fired_at),
+        scheduled_for: scheduled_for.map(instant_text),
+        delivery_id: (kind == FireKind::Webhook).then(|| key.to_owned()),
+        event_id: (kind == FireKind::Event).then(|| key.to_owned()),
+    }
+}
+
 /// `t` as RFC 3339 in the schedule's zone (`2026-03-29T03:00:00+02:00`).
 pub fn local_text(s: &Schedule, t: Timestamp) -> String {
     let secs = s.time_zone().to_offset(t).seconds();
@@ -662,6 +734,9 @@ impl Deliveries for Arc<Daemon> {
         let trigger = trigger.to_owned();
         Box::pin(async move {
             let inputs = inputs_of(body)?;
+            // Before the fire is recorded: a body that does not fit leaves
+            // no record, so a corrected redelivery with the same id runs.
+            me.check_inputs(&trigger, &inputs)?;
             let r = me
                 .fire(&trigger, FireKind::Webhook, delivery_id, None, inputs)
                 .await?;
