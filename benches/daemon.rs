@@ -15,7 +15,8 @@
 //!   (`VmRSS`, `VmHWM` in `/proc/PID/status`), with the default rescan
 //!   interval and with `--rescan 30s`. Target: < 1 % of a core, ≤ 50 MB.
 //!
-//! `cargo bench --bench daemon` times the binary of the `bench` profile.
+//! `cargo bench --bench daemon` times the binary of the `bench` profile
+//! (`AGENTFILE_BIN=PATH` times another build).
 //! Without `--bench` (as `cargo test --all-targets` runs it) every part runs
 //! briefly and small, as a smoke test.
 
@@ -43,8 +44,12 @@ fn main() {
     }
 }
 
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_agentfile"))
+/// The binary measured: `AGENTFILE_BIN` when set (as scripts/bench-cluster.sh
+/// does for tests/cluster.rs), else the one cargo built with this bench.
+fn bin() -> PathBuf {
+    std::env::var_os("AGENTFILE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_agentfile")))
 }
 
 /// A 1-second schedule for `secs` seconds: `run_started` − `scheduled_for`.
