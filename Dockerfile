@@ -12,7 +12,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
     cargo build --release --locked --bin agentfile \
     && cp target/release/agentfile /usr/local/bin/agentfile
 
-FROM debian:bookworm-slim
+FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates git \
     && rm -rf /var/lib/apt/lists/* \
@@ -31,3 +31,18 @@ WORKDIR /workspace
 USER agent
 ENTRYPOINT ["agentfile"]
 CMD ["--help"]
+
+# `docker build --target daemon -t agentfile-daemon .`: the same image whose
+# default command is the daemon (workflows under /workspace, sessions and
+# fire records in /data). `docker run IMAGE daemon` does the same with the
+# default image. SIGTERM (what `docker stop` sends) stops taking fires, leaves
+# runs resumable and exits 143; the grace period must cover that (5 s).
+# Webhooks listen only where agent.toml's `[daemon] webhooks` says (use
+# "0.0.0.0:8787" in a container); 8787 is the documented port.
+FROM runtime AS daemon
+EXPOSE 8787
+STOPSIGNAL SIGTERM
+CMD ["daemon", "--workspace", "/workspace"]
+
+# The default target (the last stage): `agentfile --help`, as before.
+FROM runtime

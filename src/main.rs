@@ -103,7 +103,9 @@ enum Command {
     Worker(ServerArgs),
     /// Fire the workflows under the workspaces on their schedules and events
     /// until SIGTERM/SIGINT (exit 143/130; runs in flight are left resumable).
-    Daemon(DaemonArgs),
+    /// With --nats: runs go onto the NATS work queue for `agentfile worker`s,
+    /// and `kind: event` workflows also fire on `agentfile.emit.<name>`.
+    Daemon(DaemonCmdArgs),
     /// The daemon's triggers: list them, show what fired and why not, fire one now.
     Triggers {
         #[command(subcommand)]
@@ -374,6 +376,15 @@ enum SessionsCommand {
         #[command(flatten)]
         at: StoreArgs,
     },
+}
+
+/// `agentfile daemon`: the daemon's settings and where runs execute.
+#[derive(clap::Args, Clone, Default)]
+struct DaemonCmdArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 /// Where the daemon looks for workflows and how it runs them.
@@ -1354,6 +1365,15 @@ fn open_daemon(
     command: &str,
     args: &DaemonArgs,
 ) -> Result<Arc<agentfile::server::daemon::Daemon>, ExitCode> {
+    open_daemon_with(command, args, args.options())
+}
+
+/// [`open_daemon`] with `options` made from `args` (and a cluster, say).
+fn open_daemon_with(
+    command: &str,
+    args: &DaemonArgs,
+    options: agentfile::server::daemon::DaemonOptions,
+) -> Result<Arc<agentfile::server::daemon::Daemon>, ExitCode> {
     if let Some(p) = &args.provider
         && !agentfile::config::PROVIDERS.contains(&p.as_str())
     {
@@ -1363,7 +1383,7 @@ fn open_daemon(
         );
         return Err(ExitCode::from(EXIT_INVALID));
     }
-    agentfile::server::daemon::Daemon::new(args.options()).map_err(|e| {
+    agentfile::server::daemon::Daemon::new(options).map_err(|e| {
         eprintln!("agentfile {command}: error: {e}");
         ExitCode::from(EXIT_INVALID)
     })
@@ -1371,13 +1391,36 @@ fn open_daemon(
 
 /// `agentfile daemon`: fire schedules until SIGINT / SIGTERM, then stop
 /// taking fires and interrupt runs in flight (resumable).
-fn daemon_cmd(args: DaemonArgs) -> ExitCode {
+fn daemon_cmd(
+    DaemonCmdArgs {
+        daemon: args,
+        cluster,
+    }: DaemonCmdArgs,
+) -> ExitCode {
     let runtime = match async_runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
     let code = runtime.block_on(async move {
-        let daemon = match open_daemon("daemon", &args) {
+        // `--nats`: runs are queued for workers, as `serve --nats` does.
+        let mut options = args.options();
+        let dir = args
+            .workspace
+            .first()
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("."));
+        let section = match agentfile::config::Config::discover(args.config.as_deref(), &dir) {
+            Ok(loaded) => loaded.config.cluster,
+            Err(e) => {
+                eprintln!("agentfile daemon: error: {e}");
+                return i32::from(EXIT_INVALID);
+            }
+        };
+        match cluster.connect("daemon", &section).await {
+            Ok(c) => options.engine.cluster = c,
+            Err(_) => return i32::from(EXIT_INVALID),
+        }
+        let daemon = match open_daemon_with("daemon", &args, options) {
             Ok(d) => d,
             Err(_) => return i32::from(EXIT_INVALID),
         };
@@ -1395,6 +1438,17 @@ fn daemon_cmd(args: DaemonArgs) -> ExitCode {
             Ok(None) => {}
             Err(e) => {
                 eprintln!("agentfile daemon: {e}");
+                return i32::from(EXIT_INVALID);
+            }
+        }
+        match daemon.listen_nats_events(stop.clone()).await {
+            Ok(true) => eprintln!(
+                "agentfile daemon: events on NATS subjects {}.<name>",
+                agentfile::server::daemon::nats::EVENT_PREFIX
+            ),
+            Ok(false) => {}
+            Err(e) => {
+                eprintln!("agentfile daemon: error: {e}");
                 return i32::from(EXIT_INVALID);
             }
         }

@@ -19,6 +19,7 @@
 //! The pure decisions live in `agentfile_triggers`; the records in
 //! `agentfile_session::fires`; nothing here decides when a cron matches.
 
+pub mod nats;
 pub mod registry;
 pub mod service;
 pub mod webhook;
@@ -529,6 +530,20 @@ impl Daemon {
             stop,
         ));
         Ok(Some(bound))
+    }
+
+    /// With a cluster (`--nats`): `kind: event` triggers also fire on the
+    /// NATS subject of their event (see [`nats`]) until `stop`. `false`
+    /// without a cluster.
+    pub async fn listen_nats_events(
+        self: &Arc<Self>,
+        stop: CancellationToken,
+    ) -> Result<bool, String> {
+        let Some(cluster) = self.engine.options().cluster.clone() else {
+            return Ok(false);
+        };
+        nats::serve_events(self.clone(), cluster.client.clone(), stop).await?;
+        Ok(true)
     }
 
     /// Serve until `stop`: schedules fire, the workspaces are rescanned.

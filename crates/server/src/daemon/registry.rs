@@ -72,12 +72,23 @@ struct FileEntry {
     problem: Option<String>,
 }
 
+/// A rescan walks the workspaces again at least this often (in rescans);
+/// in between it walks them only when a folder it knows changed.
+const FULL_WALK_EVERY: u32 = 15;
+
 /// The triggers found under the workspaces, by id.
 pub struct Registry {
     roots: Vec<PathBuf>,
     config: Config,
     webhooks: bool,
     files: HashMap<PathBuf, FileEntry>,
+    /// The roots and every folder between a root and a workflow file, as
+    /// the last walk found them: while none has changed (no entry added,
+    /// removed or renamed in it), a rescan only stats them and the known
+    /// files instead of walking (and reading ignore files) again.
+    dirs: HashMap<PathBuf, Stamp>,
+    /// Rescans since the last walk.
+    since_walk: u32,
 }
 
 impl Registry {
@@ -88,15 +99,45 @@ impl Registry {
             config,
             webhooks,
             files: HashMap::new(),
+            dirs: HashMap::new(),
+            since_walk: 0,
         }
+    }
+
+    /// The workflow files to look at: the known ones while no folder on
+    /// their way changed (only `stat`s), else a walk of every root.
+    fn workflow_files(&mut self) -> Vec<PathBuf> {
+        let quiet = !self.dirs.is_empty()
+            && self.since_walk < FULL_WALK_EVERY
+            && self.dirs.iter().all(|(d, s)| stamp(d) == *s);
+        if quiet {
+            self.since_walk += 1;
+            return self.files.keys().cloned().collect();
+        }
+        self.since_walk = 0;
+        self.dirs.clear();
+        let mut found = Vec::new();
+        for root in &self.roots {
+            self.dirs.insert(root.clone(), stamp(root));
+            for path in discover::find(root) {
+                for dir in path.ancestors().skip(1) {
+                    if self.dirs.contains_key(dir) || !dir.starts_with(root) {
+                        break;
+                    }
+                    self.dirs.insert(dir.to_owned(), stamp(dir));
+                }
+                found.push(path);
+            }
+        }
+        found
     }
 
     /// Look at every workflow file again; returns the triggers now
     /// registered, by id.
     pub fn scan(&mut self) -> BTreeMap<String, Registered> {
         let mut seen = HashSet::new();
-        for root in self.roots.clone() {
-            for path in discover::find(&root) {
+        {
+            for path in self.workflow_files() {
                 seen.insert(path.clone());
                 let now = stamp(&path);
                 if self.files.get(&path).is_some_and(|f| f.stamp == now) {
@@ -215,5 +256,56 @@ impl Registry {
             });
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workflow(dir: &Path, id: &str, cron: &str) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(
+            dir.join("WORKFLOW.md"),
+            format!(
+                "---\nname: {id}\nid: {id}\ndescription: A test.\nversion: 1.0.0\ninputs: {{ type: object }}\noutputs: {{ type: object }}\ntriggers:\n  - kind: schedule\n    cron: \"{cron}\"\nsteps:\n  - id: wait\n    kind: tool\n    tool: bash\n    inputs: {{ command: \"sleep 0\" }}\n---\n# {id}\n"
+            ),
+        )
+        .unwrap();
+    }
+
+    /// Between walks a rescan only stats what it knows, yet sees a workflow
+    /// added in a new folder, one edited in place and one removed.
+    #[test]
+    fn rescans_see_added_edited_and_removed_workflows() {
+        let root = std::env::temp_dir().join(format!("agentfile-registry-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let wf = root.join(".workflows");
+        workflow(&wf.join("aa"), "aa", "0 9 * * *");
+        let mut r = Registry::new(vec![root.clone()], Config::default());
+        let ids = |m: &BTreeMap<String, Registered>| m.keys().cloned().collect::<Vec<_>>();
+        let first = r.scan();
+        let problems: Vec<_> = r.files.values().map(|f| f.problem.clone()).collect();
+        assert_eq!(ids(&first), ["aa#0"], "{problems:?}");
+        // Nothing changed: no walk.
+        assert_eq!(ids(&r.scan()), ["aa#0"]);
+        assert_eq!(r.since_walk, 1);
+        // A new folder deep down: its parent's time changes.
+        workflow(&wf.join("bb"), "bb", "0 9 * * *");
+        assert_eq!(ids(&r.scan()), ["aa#0", "bb#0"]);
+        assert_eq!(r.since_walk, 0);
+        // Edited in place (no folder changes): the file's own stamp says so.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        workflow(&wf.join("aa"), "aa", "30 9 * * * ");
+        let found = r.scan();
+        assert_eq!(r.since_walk, 1, "no walk for an edit in place");
+        assert_eq!(
+            found["aa#0"].decl.schedule.as_ref().unwrap().cron.trim(),
+            "30 9 * * *"
+        );
+        // Removed.
+        std::fs::remove_dir_all(wf.join("bb")).unwrap();
+        assert_eq!(ids(&r.scan()), ["aa#0"]);
+        let _ = std::fs::remove_dir_all(&root);
     }
 }
