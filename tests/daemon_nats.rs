@@ -253,6 +253,20 @@ fn a_nats_event_fires_each_subscriber_once_per_id_and_the_run_goes_to_a_worker()
         .cloned()
         .expect("run_started");
     assert!(started.to_string().contains("from nats"), "{started}");
+    // The worker wrote `run_started`, with the trigger the daemon's fire
+    // carried on the work queue.
+    let trigger = &started["data"]["trigger"];
+    assert_eq!(trigger["kind"], "event", "{started}");
+    assert_eq!(trigger["id"], "on-deploy#0", "{started}");
+    assert_eq!(trigger["event_id"], "e1", "{started}");
+    assert!(
+        trigger["fired_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{started}"
+    );
+    assert!(trigger.get("scheduled_for").is_none(), "{started}");
+    assert!(trigger.get("delivery_id").is_none(), "{started}");
 
     // A plain publish (no id header, no reply) fires once more, with a fresh id.
     rt.block_on(async {

@@ -511,7 +511,8 @@ impl Engine {
         });
         self.admit(&live, &choice)?;
         if let Some(cluster) = self.options.cluster.clone() {
-            self.queue(&cluster, &live, &choice, last_seq, params, hooks)
+            let trigger = prepared.trigger.take();
+            self.queue(&cluster, &live, &choice, last_seq, params, hooks, trigger)
                 .await?;
         } else {
             self.spawn_run(&live, prepared, stores, choice, hooks);
@@ -578,7 +579,8 @@ impl Engine {
     }
 
     /// With a cluster: queue the run for a worker, which resumes the session
-    /// from the shared store.
+    /// from the shared store (and writes `run_started`, with the trigger).
+    #[allow(clippy::too_many_arguments)]
     async fn queue(
         self: &Arc<Self>,
         cluster: &crate::cluster::Cluster,
@@ -587,6 +589,7 @@ impl Engine {
         last_seq: u64,
         params: RunParams,
         hooks: RunHooks,
+        trigger: Option<agentfile_protocol::events::RunTrigger>,
     ) -> Result<(), RpcError> {
         let id = &live.session_id;
         let store = &live.store;
@@ -614,6 +617,7 @@ impl Engine {
                     .map(|p| p.display().to_string()),
                 ..params
             },
+            trigger,
         };
         if let Err(e) = remote::start(self, cluster, live, work, hooks).await {
             lock(&self.runs).remove(id);

@@ -136,6 +136,7 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         &store,
         &id,
         work.params,
+        work.trigger,
         sink,
         cluster.options.ack_wait,
     )
@@ -260,12 +261,14 @@ async fn claim(
 
 /// Resume the claimed session here. `None`: it did not start, and the
 /// message is answered already.
+#[allow(clippy::too_many_arguments)]
 async fn start(
     engine: &Arc<Engine>,
     msg: &jetstream::Message,
     store: &Arc<dyn agentfile_session::SessionStore>,
     id: &str,
     params: RunParams,
+    trigger: Option<agentfile_protocol::events::RunTrigger>,
     sink: Arc<dyn EventSink>,
     ack_wait: Duration,
 ) -> Option<Arc<LiveRun>> {
@@ -280,7 +283,9 @@ async fn start(
         sinks: vec![sink],
         approver: None,
     };
-    match engine.submit(params, hooks).await {
+    // The trigger the submitter's fire carried: the `run_started` this
+    // worker writes names it.
+    match engine.submit_with_trigger(params, hooks, trigger).await {
         Ok(l) => Some(l),
         Err(e) if e.code == agentfile_protocol::rpc::code::SHUTTING_DOWN => {
             // This worker is stopping: another one takes it.

@@ -102,6 +102,10 @@ pub struct Work {
     pub from_seq: u64,
     /// The request as submitted, paths made absolute, `inputs` and `resume` left out.
     pub params: RunParams,
+    /// The trigger that started the run (a daemon's fire), for the worker's
+    /// `run_started`. Absent for other runs: their messages are as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
 }
 
 impl Work {
@@ -275,10 +279,43 @@ mod tests {
                 path: "/w/Agentfile".into(),
                 ..Default::default()
             },
+            trigger: None,
         };
-        let back: Work = serde_json::from_slice(&serde_json::to_vec(&w).unwrap()).unwrap();
+        let bytes = serde_json::to_vec(&w).unwrap();
+        let wire: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        assert!(
+            wire.get("trigger").is_none(),
+            "no trigger, no field: {wire}"
+        );
+        let back: Work = serde_json::from_slice(&bytes).unwrap();
         assert_eq!(back.session_id, "s1");
         assert_eq!(back.message_id(), "s1@7");
         assert_eq!(back.params.path, "/w/Agentfile");
+        assert_eq!(back.trigger, None);
+    }
+
+    #[test]
+    fn work_carries_its_trigger() {
+        let trigger = agentfile_protocol::events::RunTrigger {
+            id: "deploy#0".into(),
+            kind: "event".into(),
+            fired_at: "2025-01-01T00:00:00Z".into(),
+            scheduled_for: None,
+            delivery_id: None,
+            event_id: Some("ev-1".into()),
+        };
+        let w = Work {
+            session_id: "s1".into(),
+            from_seq: 0,
+            params: RunParams::default(),
+            trigger: Some(trigger.clone()),
+        };
+        let back: Work = serde_json::from_slice(&serde_json::to_vec(&w).unwrap()).unwrap();
+        assert_eq!(back.trigger, Some(trigger));
+        // A message from before the field (an older submitter) still reads.
+        let old: Work =
+            serde_json::from_str(r#"{"session_id":"s2","from_seq":3,"params":{"path":""}}"#)
+                .unwrap();
+        assert_eq!(old.trigger, None);
     }
 }
