@@ -743,3 +743,100 @@ fn an_emitted_payload_that_does_not_fit_is_refused_unrecorded() {
     assert!(tool_said(ws.path(), &id, "x-2"));
     assert_eq!(history(ws.path()).len(), 1);
 }
+
+#[test]
+fn a_workflow_that_turns_invalid_keeps_its_registration_and_the_daemon_says_why() {
+    let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
+    let file = ws.path().join(".workflows/tick/WORKFLOW.md");
+    let good = std::fs::read_to_string(&file).unwrap();
+    // The default log level (no RUST_LOG): what an operator sees.
+    let mut d = Command::new(bin())
+        .args(["daemon", "--workspace"])
+        .arg(ws.path())
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    {
+        let pipe = d.stderr.take().unwrap();
+        let stderr = stderr.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = stderr.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+    }
+    let now_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    };
+    wait_history(ws.path(), |h| with("fired", h).len() >= 2);
+
+    // Broken YAML: the next rescan (2 s) finds it invalid.
+    let broken_at = now_ms();
+    std::fs::write(&file, "---\nname: tick\nid: [unclosed\n---\n# tick\n").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !stderr.lock().unwrap().contains("no longer valid") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no notice on stderr: {}",
+            stderr.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let noticed_at = now_ms();
+    // The schedule goes on: fires for instants after the rescan saw it.
+    let h = wait_history(ws.path(), |h| {
+        h.iter()
+            .filter(|f| ms(&f["scheduled_for"]) > noticed_at)
+            .count()
+            >= 2
+    });
+    assert!(
+        h.iter()
+            .any(|f| ms(&f["scheduled_for"]) > broken_at && f["outcome"] == "refused"),
+        "a run of the broken file cannot start: {h:#?}"
+    );
+    {
+        let err = stderr.lock().unwrap();
+        let notice = err
+            .lines()
+            .find(|l| l.contains("no longer valid"))
+            .unwrap()
+            .to_owned();
+        assert!(notice.contains(&file.display().to_string()), "{notice}");
+        assert!(
+            notice.contains("last good registration is kept"),
+            "{notice}"
+        );
+        // Why: the first error, here the YAML parser's.
+        assert!(notice.contains("not valid YAML"), "{notice}");
+    }
+
+    // Fixed again: still the one trigger, runs start again.
+    let fixed_at = now_ms();
+    std::fs::write(&file, &good).unwrap();
+    let h = wait_history(ws.path(), |h| {
+        h.iter()
+            .filter(|f| ms(&f["scheduled_for"]) > fixed_at + 2500 && f["outcome"] == "fired")
+            .count()
+            >= 2
+    });
+    assert_eq!(stop(d), Some(143));
+    // One registration throughout: every fire is `tick#0`, one per second,
+    // none missed, none twice.
+    assert!(h.iter().all(|f| f["trigger"] == "tick#0"), "{h:#?}");
+    let mut at: Vec<i64> = h.iter().map(|f| ms(&f["scheduled_for"])).collect();
+    at.sort();
+    assert!(at.windows(2).all(|w| w[1] - w[0] == 1000), "{h:#?}");
+    // Said once per change, not once per rescan.
+    let err = stderr.lock().unwrap();
+    assert_eq!(err.matches("no longer valid").count(), 1, "{err}");
+}
