@@ -840,3 +840,129 @@ fn a_workflow_that_turns_invalid_keeps_its_registration_and_the_daemon_says_why(
     let err = stderr.lock().unwrap();
     assert_eq!(err.matches("no longer valid").count(), 1, "{err}");
 }
+
+/// `[daemon] max_runs_per_day = 2` holds for a trigger that writes no quota
+/// of its own; one that writes `max_runs_per_day: 4` gets 4.
+#[test]
+fn daemon_defaults_apply_to_triggers_that_set_nothing_and_their_own_values_win() {
+    let ws = workspace(&[
+        ("plain", EVERY_SECOND, "0"),
+        (
+            "own",
+            "  - kind: schedule\n    cron: \"* * * * * *\"\n    max_runs_per_day: 4\n",
+            "0",
+        ),
+    ]);
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        "[daemon]\nmax_runs_per_day = 2\n",
+    )
+    .unwrap();
+    let d = daemon(ws.path());
+    wait_history(ws.path(), |h| {
+        let of = |t: &str| h.iter().filter(|f| f["trigger"] == t).count();
+        of("plain#0") >= 3 && of("own#0") >= 5
+    });
+    stop(d);
+    let fires = history(ws.path());
+    for (trigger, max) in [("plain#0", 2), ("own#0", 4)] {
+        let mine: Vec<Value> = fires
+            .iter()
+            .filter(|f| f["trigger"] == trigger)
+            .cloned()
+            .collect();
+        assert_eq!(with("fired", &mine).len(), max, "{mine:#?}");
+        let refused = with("refused", &mine);
+        assert!(!refused.is_empty(), "{mine:#?}");
+        let why = format!("max_runs_per_day = {max})");
+        assert!(
+            refused
+                .iter()
+                .all(|f| f["reason"].as_str().unwrap().contains(&why)),
+            "{refused:#?}"
+        );
+    }
+}
+
+/// A `[daemon]` default that is not allowed stops the daemon at start with
+/// the key and the values it allows.
+#[test]
+fn a_bad_daemon_default_is_an_error_naming_the_key_and_the_values_allowed() {
+    let ws = workspace(&[("tick", EVERY_SECOND, "0")]);
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        "[daemon]\noverlap = \"sometimes\"\n",
+    )
+    .unwrap();
+    let mut d = Command::new(bin())
+        .args(["daemon", "--workspace"])
+        .arg(ws.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = d.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            stop(d);
+            panic!("the daemon started with a bad default");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut d.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("[daemon] overlap = \"sometimes\"")
+            && err.contains("\"skip\", \"queue\" or \"allow\""),
+        "{err}"
+    );
+    // `triggers list` reads the same defaults and says the same.
+    let (code, _, err) = cli(ws.path(), &["triggers", "list"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("[daemon] overlap = \"sometimes\""), "{err}");
+}
+
+/// Two daemons on one SQLite store, a 1-second schedule whose run takes
+/// 3 s, overlap `skip` (the default): a daemon sees the other's run still
+/// going, so no two runs overlap in time and the instants between are
+/// skipped with the overlap reason.
+#[test]
+fn two_daemons_on_one_store_skip_while_either_runs_the_trigger() {
+    let ws = workspace(&[("slow", EVERY_SECOND, "3")]);
+    let a = daemon(ws.path());
+    let b = daemon(ws.path());
+    wait_history(ws.path(), |h| !h.is_empty());
+    std::thread::sleep(Duration::from_secs(8));
+    stop(a);
+    stop(b);
+    let fires = history(ws.path());
+    let fired = with("fired", &fires);
+    let skipped = with("skipped", &fires);
+    // ~9 s of instants, a run every 4 at most: 3, or 4 at a stretch.
+    assert!((2..=4).contains(&fired.len()), "{fires:#?}");
+    assert!(skipped.len() >= 4, "{fires:#?}");
+    assert!(
+        skipped.iter().all(|f| f["reason"]
+            .as_str()
+            .unwrap()
+            .contains("still running (overlap = \"skip\")")),
+        "{skipped:#?}"
+    );
+    // From the sessions: each starts after the one before ended.
+    let mut runs: Vec<(String, String)> = sessions(ws.path())
+        .iter()
+        .map(|s| {
+            (
+                s["created_at"].as_str().unwrap().to_owned(),
+                s["updated_at"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    runs.sort();
+    assert_eq!(runs.len(), fired.len(), "{runs:#?}");
+    assert!(runs.windows(2).all(|w| w[1].0 >= w[0].1), "{runs:#?}");
+}

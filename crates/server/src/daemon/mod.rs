@@ -40,13 +40,26 @@ use agentfile_plan::trigger::TriggerKind;
 use agentfile_protocol::events::RunTrigger;
 use agentfile_protocol::rpc::RunParams;
 use agentfile_session::{FireKind, FireOutcome, FireRecord, SessionStatus, SessionStore};
-use agentfile_triggers::{Decision, Running, Schedule, Timestamp, UsedToday, catch_up};
+use agentfile_triggers::{Decision, Overlap, Running, Schedule, Timestamp, UsedToday, catch_up};
 
 pub use registry::{Registered, Registry};
 pub use webhook::{Delivered, Deliveries, WebhookRoute};
 
 /// How often the workspaces are scanned again when nothing says otherwise.
 pub const DEFAULT_RESCAN: Duration = Duration::from_secs(2);
+
+/// How many of a trigger's newest fire records the overlap check reads
+/// from the store (see `Daemon::running_elsewhere`).
+const STORE_FIRES_LOOKED_AT: usize = 256;
+/// How many of those with outcome `fired` it looks up the session of.
+const STORE_RUNS_LOOKED_AT: usize = 4;
+/// A `fired` record without a session this recent is a run another process
+/// is starting; older, its claimer died before the run started.
+const UNLINKED_FIRE_WINDOW: Duration = Duration::from_secs(30);
+
+/// How often a queued fire looks at the store again while a run another
+/// process started is going.
+const QUEUE_POLL: Duration = Duration::from_millis(250);
 
 /// The daemon's settings.
 #[derive(Clone, Default)]
@@ -153,7 +166,7 @@ impl Daemon {
         };
         let config = engine.default_config().map_err(|e| e.message)?;
         let store = engine.store().map_err(|e| e.message)?;
-        let mut registry = Registry::new(roots, config);
+        let mut registry = Registry::try_new(roots, config)?;
         let triggers = registry.scan();
         Ok(Arc::new(Daemon {
             engine,
@@ -253,22 +266,94 @@ impl Daemon {
         }
     }
 
-    fn running_now(&self, trigger: &str) -> Running {
-        let mut running = lock(&self.running);
-        let list = running.entry(trigger.to_owned()).or_default();
-        list.retain(|l| {
-            !matches!(
-                l.status(),
-                SessionStatus::Completed
-                    | SessionStatus::Failed
-                    | SessionStatus::Cancelled
-                    | SessionStatus::Interrupted
-            )
-        });
+    /// How busy `trigger` is for the fire with `key`: this process's runs
+    /// of it not finished, plus those the store shows another process
+    /// running ([`Daemon::running_elsewhere`]) unless its overlap is
+    /// `allow`, which never asks.
+    fn running_now(&self, trigger: &str, key: &str, overlap: Overlap) -> Running {
+        let local: Vec<String> = {
+            let mut running = lock(&self.running);
+            let list = running.entry(trigger.to_owned()).or_default();
+            list.retain(|l| {
+                !matches!(
+                    l.status(),
+                    SessionStatus::Completed
+                        | SessionStatus::Failed
+                        | SessionStatus::Cancelled
+                        | SessionStatus::Interrupted
+                )
+            });
+            list.iter().map(|l| l.session_id().to_owned()).collect()
+        };
+        let elsewhere = if overlap == Overlap::Allow {
+            0
+        } else {
+            self.running_elsewhere(trigger, key, &local)
+        };
         Running {
-            running: u32::try_from(list.len()).unwrap_or(u32::MAX),
+            running: u32::try_from(local.len() + elsewhere).unwrap_or(u32::MAX),
             queued: lock(&self.queued).get(trigger).copied().unwrap_or(0),
         }
+    }
+
+    /// Runs of `trigger` the store shows going that are not among `local`
+    /// (this process's): another daemon on the same store started them.
+    /// Among the trigger's newest [`STORE_FIRES_LOOKED_AT`] fire records,
+    /// the newest [`STORE_RUNS_LOOKED_AT`] with outcome `fired` are looked
+    /// at — while overlap is `skip` or `queue` a run still going is the
+    /// newest fired one, since none starts beside it. Such a record counts
+    /// when its session is queued, running, waiting for approval or
+    /// suspended (not `interrupted`: no process runs it, and a crashed
+    /// daemon must not hold its triggers forever), or when it has no
+    /// session yet, was claimed in the last [`UNLINKED_FIRE_WINDOW`] and
+    /// before the fire deciding now (`key`): another process is starting
+    /// it, and of two fires deciding at once only the later one yields.
+    fn running_elsewhere(&self, trigger: &str, key: &str, local: &[String]) -> usize {
+        let fires = match self.store.fires(Some(trigger), STORE_FIRES_LOOKED_AT) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(trigger, error = %e, "cannot read the trigger's fires; only this process's runs are counted for overlap");
+                return 0;
+            }
+        };
+        // This fire's own record, just claimed, is among the newest.
+        let mine_at = fires
+            .iter()
+            .find(|f| f.key == key)
+            .map(|f| f.fired_at.clone())
+            .unwrap_or_else(|| instant_text(Timestamp::now()));
+        self.count_elsewhere(&fires, key, &mine_at, local)
+    }
+
+    fn count_elsewhere(
+        &self,
+        fires: &[FireRecord],
+        key: &str,
+        mine_at: &str,
+        local: &[String],
+    ) -> usize {
+        let mine_ms = agentfile_session::fires::instant_ms(mine_at).unwrap_or(i64::MAX);
+        let window = UNLINKED_FIRE_WINDOW.as_millis() as i64;
+        fires
+            .iter()
+            .filter(|f| f.outcome == FireOutcome::Fired && f.key != key)
+            .take(STORE_RUNS_LOOKED_AT)
+            .filter(|f| match &f.session_id {
+                Some(id) if local.contains(id) => false,
+                Some(id) => self.store.get(id).is_ok_and(|m| {
+                    matches!(
+                        m.status,
+                        SessionStatus::Queued
+                            | SessionStatus::Running
+                            | SessionStatus::WaitingApproval
+                            | SessionStatus::Suspended
+                    )
+                }),
+                None => agentfile_session::fires::instant_ms(&f.fired_at).is_some_and(|at| {
+                    at > mine_ms.saturating_sub(window) && (at, f.key.as_str()) < (mine_ms, key)
+                }),
+            })
+            .count()
     }
 
     /// Fire `trigger` once for `key` (a schedule's instant, a delivery id,
@@ -324,7 +409,9 @@ impl Daemon {
         let mut used = self.used_today(&reg, now);
         // The record just claimed counts as fired already.
         used.runs = used.runs.saturating_sub(1);
-        let mut decision = reg.policy.decide(self.running_now(trigger), used);
+        let mut decision = reg
+            .policy
+            .decide(self.running_now(trigger, &key, reg.policy.overlap), used);
         if let Decision::Queue { reason } = &decision {
             tracing::info!(trigger, %reason, "fire queued");
             *lock(&self.queued).entry(trigger.to_owned()).or_default() += 1;
@@ -338,12 +425,24 @@ impl Daemon {
                     _ = self.closing.cancelled() => {}
                 }
             }
+            // A run another daemon started is not ours to await: look again
+            // until the store shows it ended.
+            while !self.closing.is_cancelled()
+                && self.running_now(trigger, &key, reg.policy.overlap).running > 0
+            {
+                tokio::select! {
+                    _ = tokio::time::sleep(QUEUE_POLL) => {}
+                    _ = self.closing.cancelled() => {}
+                }
+            }
             if let Some(q) = lock(&self.queued).get_mut(trigger) {
                 *q = q.saturating_sub(1);
             }
             let mut used = self.used_today(&reg, Timestamp::now());
             used.runs = used.runs.saturating_sub(1);
-            decision = reg.policy.decide(self.running_now(trigger), used);
+            decision = reg
+                .policy
+                .decide(self.running_now(trigger, &key, reg.policy.overlap), used);
             if self.closing.is_cancelled() {
                 decision = Decision::Skip {
                     reason: "the daemon stopped while this fire was queued".into(),

@@ -7,6 +7,11 @@
 //! reason is logged once per change. A trigger the daemon cannot serve (a
 //! webhook while the listener is off) is registered as `refused` with the
 //! reason, so `triggers list` shows why it never fires.
+//!
+//! A trigger's catch-up, overlap and quota are its own where written, else
+//! the `[daemon]` defaults of agent.toml ([`daemon_defaults`]), field by
+//! field, else the scheduler's (`catch_up = "latest"`, `overlap = "skip"`,
+//! no quota).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -18,7 +23,8 @@ use agentfile_frontend::{self as frontend, Options, discover};
 use agentfile_plan::Plan;
 use agentfile_plan::diag::Severity;
 use agentfile_plan::trigger::{self, TriggerDecl, TriggerKind};
-use agentfile_triggers::{CatchUp, FirePolicy, Schedule};
+use agentfile_triggers::{CatchUp, FirePolicy, Overlap, Quota, Schedule};
+use serde_json::Value;
 
 /// A file's size and modification time, `None` when unreadable.
 type Stamp = Option<(u64, SystemTime)>;
@@ -55,13 +61,94 @@ impl Registered {
     pub(crate) fn schedule_fingerprint(&self) -> Option<String> {
         let s = self.decl.schedule.as_ref()?;
         Some(format!(
-            "{}|{}|{:?}|{}",
+            "{}|{}|{:?}|{:?}|{}",
             s.cron,
             s.timezone,
-            self.decl.policy,
+            self.catch_up,
+            self.policy,
             self.path.display()
         ))
     }
+}
+
+/// The `[daemon]` defaults of agent.toml: what a trigger that does not
+/// write its own catch-up, overlap or quota gets.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Defaults {
+    pub catch_up: Option<CatchUp>,
+    pub overlap: Option<Overlap>,
+    pub quota: Quota,
+}
+
+impl Defaults {
+    /// `decl`'s policy: its own values where written, else these, else the
+    /// scheduler's defaults.
+    pub fn resolve(&self, decl: &TriggerDecl) -> (CatchUp, FirePolicy) {
+        let own = decl.policy.quota();
+        (
+            decl.policy.catch_up().or(self.catch_up).unwrap_or_default(),
+            FirePolicy {
+                overlap: decl.policy.overlap().or(self.overlap).unwrap_or_default(),
+                quota: Quota {
+                    max_runs_per_day: own.max_runs_per_day.or(self.quota.max_runs_per_day),
+                    max_cost_usd_per_day: own
+                        .max_cost_usd_per_day
+                        .or(self.quota.max_cost_usd_per_day),
+                },
+            },
+        )
+    }
+}
+
+/// Read `[daemon] catch_up`, `overlap`, `max_runs_per_day` and
+/// `max_cost_usd_per_day` from `config` (agent.toml keeps `[daemon]` as
+/// untyped settings, as [`trigger::webhooks_enabled`] reads them). A value
+/// that is not allowed is an error naming the key and what it allows.
+pub fn daemon_defaults(config: &Config) -> Result<Defaults, String> {
+    let mut d = Defaults::default();
+    let Some(section) = config.other.get("daemon") else {
+        return Ok(d);
+    };
+    let bad = |key: &str, v: &Value, allowed: &str| {
+        format!("agent.toml `[daemon] {key} = {v}` is not allowed; use {allowed}")
+    };
+    const CATCH_UP: &str = "\"none\", \"latest\" or \"all\"";
+    const OVERLAP: &str = "\"skip\", \"queue\" or \"allow\"";
+    if let Some(v) = section.get("catch_up") {
+        d.catch_up = Some(
+            v.as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("catch_up", v, CATCH_UP))?,
+        );
+    }
+    if let Some(v) = section.get("overlap") {
+        d.overlap = Some(
+            v.as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("overlap", v, OVERLAP))?,
+        );
+    }
+    if let Some(v) = section.get("max_runs_per_day") {
+        d.quota.max_runs_per_day = Some(
+            v.as_u64()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| bad("max_runs_per_day", v, "a whole number of runs, 0 or more"))?,
+        );
+    }
+    if let Some(v) = section.get("max_cost_usd_per_day") {
+        d.quota.max_cost_usd_per_day = Some(
+            v.as_f64()
+                .filter(|c| c.is_finite() && *c >= 0.0)
+                .ok_or_else(|| {
+                    bad(
+                        "max_cost_usd_per_day",
+                        v,
+                        "a number of US dollars, 0 or more",
+                    )
+                })?,
+        );
+    }
+    Ok(d)
 }
 
 struct FileEntry {
@@ -81,6 +168,7 @@ pub struct Registry {
     roots: Vec<PathBuf>,
     config: Config,
     webhooks: bool,
+    defaults: Defaults,
     files: HashMap<PathBuf, FileEntry>,
     /// The roots and every folder between a root and a workflow file, as
     /// the last walk found them: while none has changed (no entry added,
@@ -92,12 +180,29 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// A registry whose `[daemon]` defaults that are not allowed are left
+    /// out (with a warning); [`Registry::try_new`] refuses them.
     pub fn new(roots: Vec<PathBuf>, config: Config) -> Registry {
+        let defaults = daemon_defaults(&config).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the [daemon] defaults are not used");
+            Defaults::default()
+        });
+        Registry::with_defaults(roots, config, defaults)
+    }
+
+    /// A registry, or why `config`'s `[daemon]` defaults are not allowed.
+    pub fn try_new(roots: Vec<PathBuf>, config: Config) -> Result<Registry, String> {
+        let defaults = daemon_defaults(&config)?;
+        Ok(Registry::with_defaults(roots, config, defaults))
+    }
+
+    fn with_defaults(roots: Vec<PathBuf>, config: Config, defaults: Defaults) -> Registry {
         let webhooks = trigger::webhooks_enabled(&config);
         Registry {
             roots,
             config,
             webhooks,
+            defaults,
             files: HashMap::new(),
             dirs: HashMap::new(),
             since_walk: 0,
@@ -241,6 +346,7 @@ impl Registry {
                 },
                 None => None,
             };
+            let (catch_up, policy) = self.defaults.resolve(decl);
             out.push(Registered {
                 decl: decl.clone(),
                 workflow: workflow.clone(),
@@ -248,11 +354,8 @@ impl Registry {
                 plan: plan.clone(),
                 refused,
                 schedule,
-                catch_up: decl.policy.catch_up().unwrap_or_default(),
-                policy: FirePolicy {
-                    overlap: decl.policy.overlap().unwrap_or_default(),
-                    quota: decl.policy.quota(),
-                },
+                catch_up,
+                policy,
             });
         }
         Ok(out)
@@ -307,5 +410,65 @@ mod tests {
         std::fs::remove_dir_all(wf.join("bb")).unwrap();
         assert_eq!(ids(&r.scan()), ["aa#0"]);
         let _ = std::fs::remove_dir_all(&root);
+    }
+
+    /// `[daemon]` values fill what a trigger leaves out, field by field; a
+    /// value not allowed names its key and what it allows.
+    #[test]
+    fn daemon_defaults_fill_what_a_trigger_leaves_out() {
+        let mut c = Config::default();
+        c.other.insert(
+            "daemon".into(),
+            serde_json::json!({"webhooks": "127.0.0.1:1", "catch_up": "none",
+                "overlap": "allow", "max_runs_per_day": 2, "max_cost_usd_per_day": 1.5}),
+        );
+        let d = daemon_defaults(&c).unwrap();
+        let mut decl: TriggerDecl = serde_json::from_value(
+            serde_json::json!({"index": 0, "id": "x#0", "kind": "schedule"}),
+        )
+        .unwrap();
+        let (catch_up, policy) = d.resolve(&decl);
+        assert_eq!(catch_up, CatchUp::None);
+        assert_eq!(policy.overlap, Overlap::Allow);
+        assert_eq!(policy.quota.max_runs_per_day, Some(2));
+        assert_eq!(policy.quota.max_cost_usd_per_day, Some(1.5));
+        decl.policy.overlap = Some("queue".into());
+        decl.policy.max_runs_per_day = Some(4);
+        let (_, policy) = d.resolve(&decl);
+        assert_eq!(policy.overlap, Overlap::Queue);
+        assert_eq!(policy.quota.max_runs_per_day, Some(4));
+        assert_eq!(policy.quota.max_cost_usd_per_day, Some(1.5));
+        // No section: the scheduler's defaults.
+        let (catch_up, policy) = Defaults::default().resolve(&TriggerDecl {
+            policy: Default::default(),
+            ..decl
+        });
+        assert_eq!((catch_up, policy), Default::default());
+
+        for (key, value, allowed) in [
+            (
+                "overlap",
+                serde_json::json!("sometimes"),
+                "\"skip\", \"queue\" or \"allow\"",
+            ),
+            (
+                "catch_up",
+                serde_json::json!(3),
+                "\"none\", \"latest\" or \"all\"",
+            ),
+            ("max_runs_per_day", serde_json::json!(-1), "whole number"),
+            (
+                "max_cost_usd_per_day",
+                serde_json::json!("lots"),
+                "US dollars",
+            ),
+        ] {
+            c.other
+                .insert("daemon".into(), serde_json::json!({ key: value }));
+            let e = daemon_defaults(&c).unwrap_err();
+            assert!(e.contains(&format!("[daemon] {key} = {value}")), "{e}");
+            assert!(e.contains(allowed), "{e}");
+            assert!(Registry::try_new(Vec::new(), c.clone()).is_err());
+        }
     }
 }
