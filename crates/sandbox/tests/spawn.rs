@@ -1,0 +1,103 @@
+//! The sandbox against real processes: what a program inside can and cannot do.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use agentfile_sandbox::{Sandbox, Spec, probe};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    home: PathBuf,
+    out: PathBuf,
+    tmp: PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let ws = root.join("ws");
+    let home = root.join("home");
+    let out = root.join("outside");
+    let tmp = root.join("tmp");
+    for d in [&ws, &home.join(".ssh"), &out, &tmp, &ws.join(".git/hooks")] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(home.join(".ssh/id_ed25519"), "SECRET-KEY").unwrap();
+    std::fs::write(home.join(".netrc"), "SECRET-NETRC").unwrap();
+    Fixture { _dir: dir, ws, home, out, tmp }
+}
+
+fn spec(f: &Fixture) -> Spec {
+    Spec {
+        writable: vec![f.ws.clone()],
+        hidden: vec![f.home.join(".ssh"), f.home.join(".netrc")],
+        read_only: vec![f.ws.join(".git/hooks")],
+        exposed: None,
+        tmp: f.tmp.clone(),
+        proxy: false,
+        ports: vec![],
+    }
+}
+
+async fn sh(sb: &Sandbox, cwd: &Path, line: &str) -> (i32, String, String) {
+    let mut cmd = tokio::process::Command::new("/bin/sh");
+    cmd.arg("-c").arg(line).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut guest = sb.command(&mut cmd).unwrap();
+    let child = cmd.spawn().unwrap();
+    guest.listeners().unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    let code = out.status.code().unwrap_or(128 + out.status.signal().unwrap_or(0));
+    (code, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+fn skip() -> bool {
+    if let Some(why) = probe().unavailable() {
+        eprintln!("SKIPPED: the sandbox is unavailable here: {why}");
+        return true;
+    }
+    false
+}
+
+#[tokio::test]
+async fn files_network_and_processes_are_held() {
+    if skip() {
+        return;
+    }
+    let f = fixture();
+    let sb = Sandbox::new(spec(&f)).unwrap();
+    let (code, out, err) = sh(&sb, &f.ws, "echo hi > a.txt && cat a.txt && id -u && echo $$").await;
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.starts_with("hi\n"), "{out}");
+    assert!(f.ws.join("a.txt").exists());
+    // Writes outside are refused.
+    let (code, _, err) = sh(&sb, &f.ws, &format!("echo x > {}/o.txt", f.out.display())).await;
+    assert_ne!(code, 0, "{err}");
+    assert!(!f.out.join("o.txt").exists());
+    // Secrets read as empty or missing.
+    let (_, out, _) = sh(&sb, &f.ws, &format!("cat {0}/.ssh/id_ed25519; cat {0}/.netrc; ls -a {0}/.ssh", f.home.display())).await;
+    assert!(!out.contains("SECRET"), "{out}");
+    // Hooks are read-only.
+    let (code, _, _) = sh(&sb, &f.ws, "echo x > .git/hooks/pre-commit").await;
+    assert_ne!(code, 0);
+    assert!(!f.ws.join(".git/hooks/pre-commit").exists());
+    // TMPDIR is writable.
+    let (code, _, err) = sh(&sb, &f.ws, &format!("echo t > {}/t", f.tmp.display())).await;
+    assert_eq!(code, 0, "{err}");
+    // Exit codes and signals come back.
+    assert_eq!(sh(&sb, &f.ws, "exit 7").await.0, 7);
+    assert_eq!(sh(&sb, &f.ws, "kill -9 $$").await.0, 128 + 9);
+    // No network beyond the sandbox's own loopback.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (code, _, _) = sh(&sb, &f.ws, &format!("exec 3<>/dev/tcp/127.0.0.1/{port}")).await;
+    assert_ne!(code, 0);
+    // A process left behind dies with the tool.
+    let marker = f.ws.join("late");
+    let t = std::time::Instant::now();
+    sh(&sb, &f.ws, &format!("(setsid sh -c 'sleep 1; touch {}' &) ; exit 0", marker.display())).await;
+    assert!(t.elapsed().as_millis() < 900);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert!(!marker.exists());
+}
