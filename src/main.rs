@@ -86,6 +86,18 @@ enum Command {
         /// directive, and exit.
         #[arg(long)]
         support_matrix: bool,
+        /// Print what the kernel sandbox enforces on this machine for the
+        /// workflow's policy (PATH: the workflow or its folder; default: the
+        /// current folder), and exit.
+        #[arg(long)]
+        sandbox: bool,
+        /// With --sandbox: the policy file (default: policy.toml beside the
+        /// workflow, else the safe default).
+        #[arg(long, requires = "sandbox")]
+        policy: Option<PathBuf>,
+        /// With --sandbox: the workspace (default: the workflow's folder, as for `run`).
+        #[arg(long, requires = "sandbox")]
+        workspace: Option<PathBuf>,
     },
     /// Run a workflow: goals as model/tool loops behind the policy, every event stored.
     Run(RunArgs),
@@ -734,6 +746,19 @@ fn main() -> ExitCode {
             ..
         } => support_matrix(format),
         Command::Inspect {
+            sandbox: true,
+            path,
+            format,
+            policy,
+            workspace,
+            ..
+        } => inspect_sandbox(
+            path.as_deref(),
+            policy.as_deref(),
+            workspace.as_deref(),
+            format,
+        ),
+        Command::Inspect {
             path,
             format,
             config,
@@ -966,6 +991,58 @@ fn inspect_cmd(
         InspectFormat::Text => inspect::text(plan),
         InspectFormat::Json => inspect::json(plan),
         InspectFormat::Mermaid => inspect::mermaid(plan),
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(rendered.as_bytes())
+        .and_then(|()| out.flush())
+        .map_or_else(|e| quiet_pipe(e.into(), 0), |()| Ok(0))
+}
+
+/// `inspect --sandbox`: what the kernel sandbox enforces here for a
+/// workflow's policy.
+fn inspect_sandbox(
+    path: Option<&Path>,
+    policy: Option<&Path>,
+    workspace: Option<&Path>,
+    format: InspectFormat,
+) -> anyhow::Result<u8> {
+    let path = path.unwrap_or(Path::new("."));
+    let dir = if path.is_dir() {
+        path
+    } else {
+        path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    };
+    let policy = match agentfile::tools::Policy::load(policy, dir) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    // As `run` does: the workflow's folder unless told otherwise.
+    let workspace = workspace.unwrap_or(dir).to_owned();
+    let workspace = match workspace.canonicalize() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("workspace {}: {e}", workspace.display());
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let home = std::env::home_dir();
+    let gate = match policy.bind(&workspace, home.as_deref()) {
+        Ok(g) => std::sync::Arc::new(g),
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(EXIT_INVALID);
+        }
+    };
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let sb = agentfile::tools::sandbox::ToolSandbox::new(&policy, gate, &env);
+    let rendered = match format {
+        InspectFormat::Json => serde_json::to_string_pretty(&sb.describe())? + "\n",
+        _ => sb.describe_text(),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(rendered.as_bytes())

@@ -177,6 +177,7 @@ pub fn run_started() -> EventBody {
         fingerprint: None,
         digests: BTreeMap::new(),
         trigger: None,
+        sandbox: None,
     }
 }
 

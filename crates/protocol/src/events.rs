@@ -119,6 +119,22 @@ pub struct RunTrigger {
     pub event_id: Option<String>,
 }
 
+/// What the kernel sandbox of a run's programs enforces (CONTRACT §16).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SandboxInfo {
+    /// Whether programs run in the sandbox.
+    pub enforced: bool,
+    /// How files are held: `landlock (ABI 7)`, or `none`.
+    pub fs: String,
+    /// How the network is held: `none` (no network), `proxy ([web_fetch]
+    /// hosts)`, with `, loopback ports …` when some are forwarded; `host`
+    /// when not held.
+    pub net: String,
+    /// Why it is not enforced.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub reason: Option<String>,
+}
+
 /// What happened, by type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
@@ -146,6 +162,9 @@ pub enum EventBody {
         /// The trigger that started the run, for runs the daemon starts.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         trigger: Option<Box<RunTrigger>>,
+        /// What the kernel sandbox of the run's programs enforces.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        sandbox: Option<SandboxInfo>,
     },
     StepStarted {
         kind: String,

@@ -136,8 +136,7 @@ impl Plan {
                 store: cstr(store)?,
                 mkdirs,
                 target: cstr(inner)?,
-                source: CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-                    .expect("no NUL"),
+                source: CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL"),
             });
         }
         for r in &spec.read_only {
@@ -465,7 +464,12 @@ unsafe fn close_all_but(keep: libc::c_int) {
         if keep > 3 {
             libc::syscall(libc::SYS_close_range, 3u32, (keep - 1) as u32, 0u32);
         }
-        libc::syscall(libc::SYS_close_range, (keep + 1).max(3) as u32, u32::MAX, 0u32);
+        libc::syscall(
+            libc::SYS_close_range,
+            (keep + 1).max(3) as u32,
+            u32::MAX,
+            0u32,
+        );
     }
 }
 

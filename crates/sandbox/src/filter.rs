@@ -27,7 +27,8 @@ pub struct Insn {
     pub k: u32,
 }
 
-const LD_W_ABS: u16 = 0x00 | 0x00 | 0x20;
+/// BPF_LD | BPF_W | BPF_ABS (the first two are 0).
+const LD_W_ABS: u16 = 0x20;
 const JEQ_K: u16 = 0x05 | 0x10;
 const JGE_K: u16 = 0x05 | 0x30;
 const JSET_K: u16 = 0x05 | 0x40;
@@ -145,14 +146,13 @@ pub fn program() -> Vec<Insn> {
     let (clone, clone3) = (libc::SYS_clone as u32, libc::SYS_clone3 as u32);
     #[cfg(not(target_os = "linux"))]
     let (clone, clone3) = (0u32, 0u32);
-    let mut code: Vec<Insn> = Vec::new();
     // Fixed head: arch check.
-    code.push(Insn {
+    let mut code: Vec<Insn> = vec![Insn {
         code: LD_W_ABS,
         jt: 0,
         jf: 0,
         k: ARCH,
-    });
+    }];
     code.push(Insn {
         code: JEQ_K,
         jt: 1,
@@ -253,7 +253,11 @@ pub fn evaluate(program: &[Insn], arch: u32, nr: u32, arg0: u64) -> u32 {
     RET_KILL_PROCESS
 }
 
-#[cfg(all(test, target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(all(
+    test,
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 mod tests {
     use super::*;
 

@@ -126,7 +126,10 @@ impl Sandbox {
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         let exposed_fd = match &spec.exposed {
             Some((_, inner)) => Some(open_path(inner).map_err(|e| {
-                Unavailable(format!("cannot open the scratch folder {}: {e}", inner.display()))
+                Unavailable(format!(
+                    "cannot open the scratch folder {}: {e}",
+                    inner.display()
+                ))
             })?),
             None => None,
         };
@@ -156,7 +159,10 @@ impl Sandbox {
     /// The environment a sandboxed process gets on top of its own: `TMPDIR`,
     /// and the proxy variables when the proxy is on.
     pub fn env(&self) -> Vec<(String, String)> {
-        let mut env = vec![("TMPDIR".to_owned(), self.inner.spec.tmp.display().to_string())];
+        let mut env = vec![(
+            "TMPDIR".to_owned(),
+            self.inner.spec.tmp.display().to_string(),
+        )];
         if self.inner.spec.proxy {
             let url = format!("http://127.0.0.1:{PROXY_PORT}");
             for k in [

@@ -190,5 +190,7 @@ fn namespaces() -> Option<String> {
     } else {
         ""
     };
-    Some(format!("namespaces are unusable: {what} failed: {err}{hint}"))
+    Some(format!(
+        "namespaces are unusable: {what} failed: {err}{hint}"
+    ))
 }

@@ -93,7 +93,8 @@ pub enum Target {
 
 /// Read and parse a request head: the target, or a status and a reason.
 pub fn parse_head(head: &[u8]) -> Result<Target, (u16, String)> {
-    let text = std::str::from_utf8(head).map_err(|_| (400, "the request head is not UTF-8".to_owned()))?;
+    let text =
+        std::str::from_utf8(head).map_err(|_| (400, "the request head is not UTF-8".to_owned()))?;
     let mut lines = text.split("\r\n");
     let first = lines.next().unwrap_or_default();
     let mut parts = first.split(' ');
@@ -226,14 +227,23 @@ async fn handle(mut stream: TcpStream, check: Check) -> std::io::Result<()> {
         Ok(a) => a,
         Err(why) => return refuse(&mut stream, 403, &why).await,
     };
-    let mut upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await
-    {
+    let mut upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
-            return refuse(&mut stream, 502, &format!("cannot connect to {host}:{port}: {e}")).await;
+            return refuse(
+                &mut stream,
+                502,
+                &format!("cannot connect to {host}:{port}: {e}"),
+            )
+            .await;
         }
         Err(_) => {
-            return refuse(&mut stream, 504, &format!("connecting to {host}:{port} timed out")).await;
+            return refuse(
+                &mut stream,
+                504,
+                &format!("connecting to {host}:{port} timed out"),
+            )
+            .await;
         }
     };
     match target {

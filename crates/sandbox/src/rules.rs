@@ -16,7 +16,15 @@ use landlock::{
 const ABI_PINNED: ABI = ABI::V6;
 
 /// Devices every program may write: the bit buckets and terminals.
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm"];
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/shm",
+];
 
 pub(crate) fn ruleset(writable: &[PathBuf]) -> Result<OwnedFd, String> {
     let abi = ABI_PINNED;

@@ -25,7 +25,13 @@ fn fixture() -> Fixture {
     }
     std::fs::write(home.join(".ssh/id_ed25519"), "SECRET-KEY").unwrap();
     std::fs::write(home.join(".netrc"), "SECRET-NETRC").unwrap();
-    Fixture { _dir: dir, ws, home, out, tmp }
+    Fixture {
+        _dir: dir,
+        ws,
+        home,
+        out,
+        tmp,
+    }
 }
 
 fn spec(f: &Fixture) -> Spec {
@@ -42,14 +48,26 @@ fn spec(f: &Fixture) -> Spec {
 
 async fn sh(sb: &Sandbox, cwd: &Path, line: &str) -> (i32, String, String) {
     let mut cmd = tokio::process::Command::new("/bin/sh");
-    cmd.arg("-c").arg(line).current_dir(cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.arg("-c")
+        .arg(line)
+        .current_dir(cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut guest = sb.command(&mut cmd).unwrap();
     let child = cmd.spawn().unwrap();
     guest.listeners().unwrap();
     let out = child.wait_with_output().await.unwrap();
     use std::os::unix::process::ExitStatusExt;
-    let code = out.status.code().unwrap_or(128 + out.status.signal().unwrap_or(0));
-    (code, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let code = out
+        .status
+        .code()
+        .unwrap_or(128 + out.status.signal().unwrap_or(0));
+    (
+        code,
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn skip() -> bool {
@@ -67,7 +85,12 @@ async fn files_network_and_processes_are_held() {
     }
     let f = fixture();
     let sb = Sandbox::new(spec(&f)).unwrap();
-    let (code, out, err) = sh(&sb, &f.ws, "echo hi > a.txt && cat a.txt && id -u && echo $$").await;
+    let (code, out, err) = sh(
+        &sb,
+        &f.ws,
+        "echo hi > a.txt && cat a.txt && id -u && echo $$",
+    )
+    .await;
     assert_eq!(code, 0, "{out} {err}");
     assert!(out.starts_with("hi\n"), "{out}");
     assert!(f.ws.join("a.txt").exists());
@@ -76,7 +99,15 @@ async fn files_network_and_processes_are_held() {
     assert_ne!(code, 0, "{err}");
     assert!(!f.out.join("o.txt").exists());
     // Secrets read as empty or missing.
-    let (_, out, _) = sh(&sb, &f.ws, &format!("cat {0}/.ssh/id_ed25519; cat {0}/.netrc; ls -a {0}/.ssh", f.home.display())).await;
+    let (_, out, _) = sh(
+        &sb,
+        &f.ws,
+        &format!(
+            "cat {0}/.ssh/id_ed25519; cat {0}/.netrc; ls -a {0}/.ssh",
+            f.home.display()
+        ),
+    )
+    .await;
     assert!(!out.contains("SECRET"), "{out}");
     // Hooks are read-only.
     let (code, _, _) = sh(&sb, &f.ws, "echo x > .git/hooks/pre-commit").await;
@@ -96,7 +127,15 @@ async fn files_network_and_processes_are_held() {
     // A process left behind dies with the tool.
     let marker = f.ws.join("late");
     let t = std::time::Instant::now();
-    sh(&sb, &f.ws, &format!("(setsid sh -c 'sleep 1; touch {}' &) ; exit 0", marker.display())).await;
+    sh(
+        &sb,
+        &f.ws,
+        &format!(
+            "(setsid sh -c 'sleep 1; touch {}' &) ; exit 0",
+            marker.display()
+        ),
+    )
+    .await;
     assert!(t.elapsed().as_millis() < 900);
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!marker.exists());

@@ -55,6 +55,7 @@ pub mod builtin;
 pub mod isolate;
 pub mod mcp;
 pub mod policy;
+pub mod sandbox;
 pub mod script;
 pub mod secrets;
 pub mod toolbox;
@@ -251,5 +252,11 @@ pub trait ToolSet: Send + Sync {
             rule: "no environment".to_owned(),
             reason: format!("`{name}`: this tool set gives no environment"),
         })
+    }
+
+    /// What the kernel sandbox of the programs this tool set starts
+    /// enforces, for `run_started` (`None`: it starts none).
+    fn sandbox(&self) -> Option<agentfile_protocol::events::SandboxInfo> {
+        None
     }
 }

@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ToolOutput;
 use crate::policy::Gate;
+use crate::sandbox::ToolSandbox;
 use crate::secrets::Secrets;
 use agentfile_config::McpServer;
 use agentfile_llm::ToolDef;
@@ -148,6 +149,7 @@ impl ClientHandler for Client {}
 impl McpHub {
     /// Start every server the policy could allow something of, in the
     /// background. Must be called inside a tokio runtime.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         servers: &BTreeMap<String, McpServer>,
         gate: &Gate,
@@ -156,6 +158,7 @@ impl McpHub {
         secrets: &Secrets,
         start_timeout: Duration,
         call_timeout: Duration,
+        sandbox: Option<Arc<ToolSandbox>>,
     ) -> McpHub {
         let shutdown = CancellationToken::new();
         let notices = agentfile_session::events::Notices::default();
@@ -176,6 +179,7 @@ impl McpHub {
                 stderr.clone(),
                 shutdown.child_token(),
                 notices.clone(),
+                sandbox.clone(),
             ));
             out.push(Server {
                 name: name.clone(),
@@ -384,8 +388,12 @@ async fn supervise(
     stderr_tail: Arc<Mutex<String>>,
     shutdown: CancellationToken,
     notices: agentfile_session::events::Notices,
+    sandbox: Option<Arc<ToolSandbox>>,
 ) {
     let url = cfg.url.as_deref().map(str::trim).filter(|u| !u.is_empty());
+    // The proxy and forwarders of a sandboxed server serve it while this
+    // function supervises it.
+    let mut _jail = None;
     tracing::debug!(server = %name, command = %cfg.command, "starting MCP server");
     let serving: futures::future::BoxFuture<
         '_,
@@ -410,6 +418,19 @@ async fn supervise(
                 .envs(env)
                 .envs(&cfg.env)
                 .kill_on_drop(true);
+            if let Some(sb) = &sandbox {
+                if let Err(d) = sb.admit("mcp") {
+                    fail(&state, &name, format!("not started: {}", d.reason));
+                    return;
+                }
+                match sb.enter(&mut cmd) {
+                    Ok(j) => _jail = j,
+                    Err(e) => {
+                        fail(&state, &name, format!("cannot prepare the sandbox: {e}"));
+                        return;
+                    }
+                }
+            }
             let spawned = TokioChildProcess::builder(cmd)
                 .stderr(Stdio::piped())
                 .spawn();
@@ -424,6 +445,16 @@ async fn supervise(
                     return;
                 }
             };
+            if let Some(j) = &mut _jail
+                && let Err(e) = j.started()
+            {
+                fail(
+                    &state,
+                    &name,
+                    format!("cannot start it in the sandbox: {e}"),
+                );
+                return;
+            }
             if let Some(err) = stderr {
                 tokio::spawn(keep_tail(err, stderr_tail.clone()));
             }

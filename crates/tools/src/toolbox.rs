@@ -32,6 +32,7 @@ use url::Url;
 use super::builtin::{self, bash as bash_tool, fs, memory, search, web};
 use super::mcp::{self, McpHub};
 use super::policy::{Gate, Policy, PolicyError, Request, Tool};
+use super::sandbox::ToolSandbox;
 use super::secrets::Secrets;
 use super::{CallResult, Denial, Script, ToolContext, ToolOutput, ToolSet};
 use agentfile_config::Config;
@@ -135,6 +136,8 @@ pub struct Toolbox {
     secrets: Secrets,
     /// `[bash]` of the config: the resource limits of every command.
     bash_limits: agentfile_config::BashSection,
+    /// The kernel sandbox of every program a call starts.
+    sandbox: Arc<ToolSandbox>,
     mcp: McpHub,
     /// Configured servers the policy denies entirely (never started).
     unstarted_mcp: Vec<String>,
@@ -195,6 +198,8 @@ impl Toolbox {
             .iter()
             .map(|s| format!("policy: section [{s}] is not used by agentfile and was ignored"))
             .collect();
+        let sandbox = Arc::new(ToolSandbox::new(&policy, gate.clone(), &environment));
+        warnings.extend(sandbox.warning());
 
         let secrets = Secrets::from_config(config);
         let mut bash_env = secrets.child_env(environment.iter().cloned());
@@ -243,6 +248,7 @@ impl Toolbox {
             &secrets,
             options.mcp_start_timeout,
             options.mcp_call_timeout,
+            sandbox.covers_mcp_servers().then(|| sandbox.clone()),
         );
         let unstarted_mcp = servers
             .keys()
@@ -257,6 +263,7 @@ impl Toolbox {
             bash_env: Arc::new(bash_env),
             secrets,
             bash_limits: config.bash.clone(),
+            sandbox,
             mcp,
             unstarted_mcp,
             options,
@@ -308,6 +315,11 @@ impl Toolbox {
     /// The compiled policy.
     pub fn gate(&self) -> &Gate {
         &self.gate
+    }
+
+    /// The kernel sandbox of the programs calls start.
+    pub fn tool_sandbox(&self) -> &ToolSandbox {
+        &self.sandbox
     }
 
     /// The workspace, resolved.
@@ -481,6 +493,7 @@ impl Toolbox {
             None => self.options.bash_timeout,
         };
         self.check_bash(command.clone()).await?;
+        self.sandbox.admit("bash")?;
         Ok(bash_tool::run(
             &command,
             None,
@@ -490,6 +503,7 @@ impl Toolbox {
             self.options.max_result_bytes,
             &self.bash_limits,
             &ctx.cancel,
+            Some(&self.sandbox),
         )
         .await)
     }
@@ -671,6 +685,16 @@ impl ToolSet for Toolbox {
             let started = Instant::now();
             let ws = self.gate.workspace().to_path_buf();
             let shown = script.path.display();
+            if let Err(d) = self.sandbox.admit("script") {
+                return CallResult {
+                    output: ToolOutput::error(format!(
+                        "denied by policy ({}): {}",
+                        d.rule, d.reason
+                    )),
+                    denied: Some(d),
+                    duration: started.elapsed(),
+                };
+            }
             let output = match ws.join(script.path).canonicalize() {
                 Err(e) => ToolOutput::error(format!("cannot run script `{shown}`: {e}")),
                 Ok(path) if !path.starts_with(&ws) => ToolOutput::error(format!(
@@ -706,6 +730,7 @@ impl ToolSet for Toolbox {
                         self.options.max_result_bytes,
                         &self.bash_limits,
                         &ctx.cancel,
+                        Some(&self.sandbox),
                     )
                     .await
                 }
@@ -716,6 +741,10 @@ impl ToolSet for Toolbox {
                 duration: started.elapsed(),
             }
         })
+    }
+
+    fn sandbox(&self) -> Option<agentfile_protocol::events::SandboxInfo> {
+        Some(self.sandbox.info().clone())
     }
 
     fn env_var(&self, name: &str) -> Result<Option<String>, Denial> {
@@ -769,6 +798,10 @@ impl ToolSet for Toolbox {
                 let out = ToolOutput::error(format!("denied by policy ({}): {}", d.rule, d.reason));
                 return done(out, Some(d));
             }
+            if let Err(d) = self.sandbox.admit("command") {
+                let out = ToolOutput::error(format!("denied by policy ({}): {}", d.rule, d.reason));
+                return done(out, Some(d));
+            }
             let out = bash_tool::run(
                 &line,
                 Some(input),
@@ -778,6 +811,7 @@ impl ToolSet for Toolbox {
                 self.options.max_result_bytes,
                 &self.bash_limits,
                 &ctx.cancel,
+                Some(&self.sandbox),
             )
             .await;
             done(out, None)

@@ -383,6 +383,7 @@ fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Optio
             fingerprint: (!spec.plan.fingerprint.is_empty()).then(|| spec.plan.fingerprint.clone()),
             digests: spec.plan.digests(),
             trigger: spec.trigger.clone().map(Box::new),
+            sandbox: cx.tools.sandbox(),
         },
     );
     for w in &spec.warnings {

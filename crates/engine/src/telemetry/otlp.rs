@@ -1253,6 +1253,7 @@ mod tests {
                     fingerprint: None,
                     digests: Default::default(),
                     trigger: None,
+                    sandbox: None,
                 },
             ),
             f.ev(

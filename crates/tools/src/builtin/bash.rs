@@ -17,8 +17,9 @@
 //! The output is fitted to the result cap by [`super::fit`]: each stream's
 //! note states how many bytes the stream produced in all, and is never cut.
 //!
-//! What this is not: a sandbox. The command runs with the runtime's own user
-//! rights; what it may do was decided by the policy before it started.
+//! Where the run has a kernel sandbox ([`ToolSandbox`]), the command runs in
+//! it: the sandbox makes the session the group kill reaches, and holds files,
+//! network and processes to what the policy allows.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -28,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::human_bytes;
+use crate::sandbox::ToolSandbox;
 use crate::{CommandOutcome, ToolOutput};
 use agentfile_config::BashSection;
 
@@ -141,13 +143,28 @@ pub async fn run(
     cap: usize,
     limits: &BashSection,
     cancel: &CancellationToken,
+    sandbox: Option<&ToolSandbox>,
 ) -> ToolOutput {
-    let mut cmd = command_for(command, stdin.is_some(), cwd, env, limits);
+    let sandboxed = sandbox.is_some_and(ToolSandbox::is_on);
+    let mut cmd = command_for(command, stdin.is_some(), cwd, env, limits, sandboxed);
+    let mut jail = match sandbox.map(|s| s.enter(&mut cmd)).transpose() {
+        Ok(j) => j.flatten(),
+        Err(e) => return ToolOutput::error(format!("cannot prepare the sandbox: {e}")),
+    };
     let started = Instant::now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
+        Err(e) if sandboxed => {
+            return ToolOutput::error(format!("cannot start bash in the sandbox: {e}"));
+        }
         Err(e) => return ToolOutput::error(format!("cannot start bash: {e}")),
     };
+    if let Some(j) = &mut jail
+        && let Err(e) = j.started()
+    {
+        let _ = child.start_kill();
+        return ToolOutput::error(format!("cannot start bash in the sandbox: {e}"));
+    }
     let mut guard = GroupGuard {
         pgid: child.id().and_then(|id| i32::try_from(id).ok()),
     };
@@ -205,13 +222,15 @@ pub async fn run(
 }
 
 /// The `bash -c` command: a clean environment of `env`, its own process
-/// group, and `limits` set in the child before it runs.
+/// group (or, `sandboxed`, the session the sandbox makes), and `limits` set
+/// in the child before it runs.
 fn command_for(
     command: &str,
     piped_stdin: bool,
     cwd: &Path,
     env: &[(String, String)],
     limits: &BashSection,
+    sandboxed: bool,
 ) -> tokio::process::Command {
     let mut cmd = tokio::process::Command::new(bash_program());
     cmd.arg("--noprofile")
@@ -228,8 +247,10 @@ fn command_for(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    if !sandboxed {
+        cmd.process_group(0);
+    }
     let rl = rlimits(limits);
     // SAFETY: the closure only calls setrlimit, which is async-signal-safe (a
     // plain system call), on data computed before the fork; it allocates
@@ -557,6 +578,7 @@ mod tests {
             cap,
             &BashSection::default(),
             &CancellationToken::new(),
+            None,
         )
         .await
     }

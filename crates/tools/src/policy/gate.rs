@@ -160,6 +160,25 @@ struct McpGate {
     rate_limit: Option<u32>,
 }
 
+/// What the kernel sandbox takes from a bound policy ([`Gate::sandbox_inputs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxInputs {
+    /// Folders the write and edit rules allow (their literal folders).
+    pub writable: Vec<PathBuf>,
+    /// Paths `[read] deny` names without a glob.
+    pub hidden: Vec<PathBuf>,
+    /// Folders no write may touch: the run's protected folders and what
+    /// `[write]`/`[edit] deny` name without a glob.
+    pub read_only: Vec<PathBuf>,
+    /// The session store, and the run's scratch folder inside it.
+    pub store: PathBuf,
+    pub scratch: Option<PathBuf>,
+    /// The section whose host rules allow network access, when one does.
+    pub hosts: Option<String>,
+    /// Rules only the gate can apply (globs, guards), for `inspect --sandbox`.
+    pub gate_only: Vec<String>,
+}
+
 /// A policy bound to a workspace. Cheap to share (`Arc<Gate>`); safe to use from
 /// many calls at once.
 #[derive(Debug)]
@@ -385,6 +404,60 @@ impl Gate {
                 })
                 .collect(),
         })
+    }
+
+    /// What the kernel sandbox of this run's programs derives from the
+    /// policy: where writes are allowed, what reads are denied, what stays
+    /// read-only, and whether hosts are allowed.
+    pub fn sandbox_inputs(&self) -> SandboxInputs {
+        let mut writable = Vec::new();
+        let mut gate_only = Vec::new();
+        for tool in [Tool::Write, Tool::Edit] {
+            let t = self.tool(tool);
+            if matches!(t.enabled, Enabled::Off { .. }) {
+                continue;
+            }
+            for a in &t.allow {
+                writable.push(a.plain_root().unwrap_or_else(|| a.literal_root()));
+            }
+            if !t.restricted && !self.default_deny && !self.safe_default {
+                writable.push(self.workspace.clone());
+            }
+        }
+        if let Some(s) = &self.scratch {
+            writable.push(s.clone());
+        }
+        let mut hidden = Vec::new();
+        for d in &self.tool(Tool::Read).deny {
+            match d.plain_root() {
+                Some(p) => hidden.push(p),
+                None => gate_only.push(format!("[read] deny {:?} (a glob)", d.source)),
+            }
+        }
+        let mut read_only: Vec<PathBuf> = self.protected.iter().map(|(d, _)| d.clone()).collect();
+        for tool in [Tool::Write, Tool::Edit] {
+            for d in &self.tool(tool).deny {
+                match d.plain_root() {
+                    Some(p) => read_only.push(p),
+                    None => {
+                        gate_only.push(format!("[{}] deny {:?} (a glob)", tool.name(), d.source))
+                    }
+                }
+            }
+        }
+        if !self.guards.is_empty() {
+            gate_only.push("agentrc grants and Cedar policies".to_owned());
+        }
+        let web = self.tool(Tool::WebFetch);
+        SandboxInputs {
+            writable,
+            hidden,
+            read_only,
+            store: self.workspace.join(".agentfile"),
+            scratch: self.scratch.clone(),
+            hosts: self.offers(Tool::WebFetch).then(|| web.label.clone()),
+            gate_only,
+        }
     }
 
     /// The workspace, resolved.

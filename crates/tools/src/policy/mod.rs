@@ -96,7 +96,7 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
-pub use gate::{Gate, Guard, Permit, Request};
+pub use gate::{Gate, Guard, Permit, Request, SandboxInputs};
 
 /// The policy file name looked for beside a workflow.
 pub const POLICY_FILE: &str = "policy.toml";
@@ -310,6 +310,23 @@ pub(crate) struct McpSection {
     pub rate_limit: Option<u32>,
 }
 
+/// The `[sandbox]` section as written: what only the kernel sandbox knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SandboxSection {
+    /// `enabled = false`: tools run gated only (a trusted folder).
+    pub enabled: Option<bool>,
+    /// `required = true`: where the sandbox is unavailable, programs are not
+    /// started at all.
+    pub required: Option<bool>,
+    /// Further folders programs may write (path patterns; their literal
+    /// folder is what the kernel allows).
+    pub(crate) writable: Vec<Pat>,
+    /// Ports of this machine's loopback programs may connect to.
+    pub ports: Vec<u16>,
+    /// Stdio MCP servers run in the sandbox too.
+    pub mcp_servers: Option<bool>,
+}
+
 /// Where a policy came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Origin {
@@ -337,6 +354,8 @@ pub struct Policy {
     /// Further checks every call must pass (an agentrc declaration's grants
     /// and Cedar policies); set by [`Policy::guard_for_run`].
     pub(crate) guards: Vec<GuardRef>,
+    /// `[sandbox]`.
+    pub(crate) sandbox: SandboxSection,
 }
 
 /// A [`Guard`] held by a policy: compared by identity.
@@ -431,6 +450,7 @@ impl Policy {
             protected: Vec::new(),
             scratch: None,
             guards: Vec::new(),
+            sandbox: SandboxSection::default(),
         }
     }
 
@@ -440,6 +460,11 @@ impl Policy {
             Origin::SafeDefault => None,
             Origin::File(p) => Some(p),
         }
+    }
+
+    /// The `[sandbox]` section (empty when the file has none).
+    pub fn sandbox(&self) -> &SandboxSection {
+        &self.sandbox
     }
 
     /// Top-level sections that were not ours and were skipped (`security`), so a
@@ -783,6 +808,7 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
         protected: Vec::new(),
         scratch: None,
         guards: Vec::new(),
+        sandbox: SandboxSection::default(),
     };
     for (key, value) in root.get_ref().iter() {
         let name: &str = key.get_ref();
@@ -796,6 +822,7 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
             "allowed_dirs" => {
                 policy.allowed_dirs = want_patterns(&mut cx, "allowed_dirs", value);
             }
+            "sandbox" => policy.sandbox = sandbox_section(&mut cx, value),
             "tools" => match value.get_ref() {
                 DeValue::Table(tools) => {
                     for (tkey, tval) in tools.iter() {
@@ -975,6 +1002,68 @@ fn key_hint(tool: Tool, key: &str) -> String {
         Some(s) => format!("; did you mean `{s}`?"),
         None => format!("; [{tool}] takes {}", tool.keys().join(", ")),
     }
+}
+
+/// The `[sandbox]` table.
+fn sandbox_section(cx: &mut Ctx<'_>, value: &Spanned<DeValue<'_>>) -> SandboxSection {
+    const KEYS: [&str; 5] = ["enabled", "required", "writable", "ports", "mcp_servers"];
+    let mut out = SandboxSection::default();
+    let DeValue::Table(table) = value.get_ref() else {
+        cx.problem(&value.span(), "[sandbox] must be a table");
+        return out;
+    };
+    for (k, v) in table.iter() {
+        let name: &str = k.get_ref();
+        match name {
+            "enabled" => out.enabled = want_bool(cx, "sandbox.enabled", v),
+            "required" => out.required = want_bool(cx, "sandbox.required", v),
+            "mcp_servers" => out.mcp_servers = want_bool(cx, "sandbox.mcp_servers", v),
+            "writable" => out.writable = want_patterns(cx, "sandbox.writable", v),
+            "ports" => {
+                let DeValue::Array(items) = v.get_ref() else {
+                    cx.problem(&v.span(), "`sandbox.ports` must be a list of port numbers");
+                    continue;
+                };
+                for item in items {
+                    let port = match item.get_ref() {
+                        DeValue::Integer(i) => {
+                            i64::from_str_radix(&i.as_str().replace('_', ""), i.radix()).ok()
+                        }
+                        _ => None,
+                    };
+                    match port.and_then(|p| u16::try_from(p).ok()) {
+                        Some(p) if p != 0 && p != agentfile_sandbox::PROXY_PORT => {
+                            if !out.ports.contains(&p) {
+                                out.ports.push(p);
+                            }
+                        }
+                        Some(p) if p == agentfile_sandbox::PROXY_PORT => cx.problem(
+                            &item.span(),
+                            format!("port {p} is the sandbox's egress proxy; forward another port"),
+                        ),
+                        _ => cx.problem(
+                            &item.span(),
+                            "each of `sandbox.ports` must be a TCP port number, 1 to 65535",
+                        ),
+                    }
+                }
+                if out.ports.len() > 15 {
+                    cx.problem(&v.span(), "`sandbox.ports` may name at most 15 ports");
+                }
+            }
+            other => {
+                let hint = match agentfile_plan::diag::suggest(other, KEYS) {
+                    Some(s) => format!("; did you mean `{s}`?"),
+                    None => format!("; [sandbox] keys are {}", KEYS.join(", ")),
+                };
+                cx.problem(
+                    &k.span(),
+                    format!("unknown key `{other}` in [sandbox]{hint}"),
+                );
+            }
+        }
+    }
+    out
 }
 
 fn want_bool(cx: &mut Ctx<'_>, what: &str, v: &Spanned<DeValue<'_>>) -> Option<bool> {

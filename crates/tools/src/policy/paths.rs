@@ -208,6 +208,8 @@ pub struct PathPattern {
     /// As written in policy.toml, for messages.
     pub source: String,
     matchers: Vec<Matcher>,
+    /// The literal folder part, resolved.
+    root: PathBuf,
 }
 
 /// One way a pattern matches. Most patterns (`$WORKSPACE/**`, the built-in
@@ -306,11 +308,31 @@ impl PathPattern {
         Ok(PathPattern {
             source: raw.to_owned(),
             matchers,
+            root: real,
         })
     }
 
     pub fn is_match(&self, path: &Path) -> bool {
         self.matchers.iter().any(|m| m.is_match(path))
+    }
+
+    /// The path or folder this pattern names when it has no glob past
+    /// `dir/**` (`$WORKSPACE/**`, `~/.ssh/**`, `/etc/passwd`): what a kernel
+    /// rule can name. `None` for a glob.
+    pub fn plain_root(&self) -> Option<PathBuf> {
+        match self.matchers.first()? {
+            Matcher::Exact(p) | Matcher::Under(p) => Some(PathBuf::from(std::ffi::OsString::from(
+                String::from_utf8_lossy(p).into_owned(),
+            ))),
+            Matcher::Glob(_) => None,
+        }
+    }
+
+    /// The literal folder a pattern starts with (`$WORKSPACE/src` of
+    /// `$WORKSPACE/src/**/*.rs`): the smallest folder a kernel rule can
+    /// name that covers every match.
+    pub fn literal_root(&self) -> PathBuf {
+        self.root.clone()
     }
 }
 

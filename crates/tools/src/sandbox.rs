@@ -1,0 +1,560 @@
+//! The kernel sandbox of a run's programs, derived from the same policy the
+//! gate uses (see the `agentfile-sandbox` crate for how it is enforced).
+//!
+//! | the policy says | the kernel enforces |
+//! |---|---|
+//! | `[write]`/`[edit] allow` (the workspace by default), `allowed_dirs`, `[sandbox] writable` | Landlock: writes only beneath those folders' literal parts, and the run's private temporary folder (`TMPDIR`) |
+//! | `[read] deny` without a glob, the secrets folders, the session store | hidden behind empty read-only mounts |
+//! | `.git/hooks`, `.git/config`, the run's protected folders, `[write] deny` without a glob | read-only |
+//! | `[web_fetch]` allows hosts | an egress proxy applying its rules is the only way out; otherwise no network |
+//! | `[sandbox] ports` | those ports of this machine's loopback |
+//!
+//! Where the kernel cannot hold a sandbox, [`ToolSandbox::warning`] says so
+//! once and `[sandbox] required` chooses between refusing to start programs
+//! and running them gated only.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use agentfile_protocol::events::SandboxInfo;
+use agentfile_sandbox::{Guest, Sandbox, Spec, proxy};
+use url::Url;
+
+use crate::Denial;
+use crate::policy::paths::PathPattern;
+use crate::policy::{Gate, Policy};
+
+/// Secrets folders and files hidden from every program, under the home
+/// directory.
+pub const SECRET_PATHS: &[&str] = &[
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".kube",
+    ".docker/config.json",
+    ".netrc",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/agentfile",
+    ".password-store",
+];
+
+/// Sockets that reach a more privileged service.
+const SOCKETS: &[&str] = &[
+    "/run/docker.sock",
+    "/var/run/docker.sock",
+    "/run/podman",
+    "/run/containerd",
+];
+
+enum State {
+    /// `[sandbox] enabled = false`.
+    Off,
+    On(Sandbox),
+    Unavailable {
+        reason: String,
+        required: bool,
+    },
+}
+
+/// A run's sandbox, as the toolbox uses it.
+pub struct ToolSandbox {
+    state: State,
+    gate: Arc<Gate>,
+    mcp_servers: bool,
+    info: SandboxInfo,
+    gate_only: Vec<String>,
+    /// The run's private temporary folder, removed with the toolbox.
+    _tmp: Option<TempDir>,
+}
+
+impl std::fmt::Debug for ToolSandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolSandbox")
+            .field("info", &self.info)
+            .finish()
+    }
+}
+
+/// A folder removed when dropped.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn private_tmp() -> std::io::Result<TempDir> {
+    use std::os::unix::fs::DirBuilderExt;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir().canonicalize()?;
+    for _ in 0..16 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = base.join(format!(
+            "agentfile-run-{}-{}-{nanos:x}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(TempDir(dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::other(
+        "no free name for the run's temporary folder",
+    ))
+}
+
+impl ToolSandbox {
+    /// The sandbox of a run under `policy`, bound as `gate`; `environment` is
+    /// the one programs derive theirs from (for `XDG_RUNTIME_DIR`).
+    pub fn new(policy: &Policy, gate: Arc<Gate>, environment: &[(String, String)]) -> ToolSandbox {
+        let section = policy.sandbox();
+        let inputs = gate.sandbox_inputs();
+        let mcp_servers = section.mcp_servers == Some(true);
+        let mut gate_only = inputs.gate_only.clone();
+        if section.enabled == Some(false) {
+            return ToolSandbox {
+                state: State::Off,
+                info: SandboxInfo {
+                    enforced: false,
+                    fs: "none".into(),
+                    net: "host".into(),
+                    reason: Some("[sandbox] enabled = false".into()),
+                },
+                gate,
+                mcp_servers,
+                gate_only,
+                _tmp: None,
+            };
+        }
+        let required = section.required == Some(true);
+        let unavailable = |reason: String, gate: Arc<Gate>, gate_only| ToolSandbox {
+            info: SandboxInfo {
+                enforced: false,
+                fs: "none".into(),
+                net: "host".into(),
+                reason: Some(reason.clone()),
+            },
+            state: State::Unavailable { reason, required },
+            gate,
+            mcp_servers,
+            gate_only,
+            _tmp: None,
+        };
+        if let Some(why) = agentfile_sandbox::probe().unavailable() {
+            return unavailable(why, gate, gate_only);
+        }
+        let tmp = match private_tmp() {
+            Ok(t) => t,
+            Err(e) => {
+                return unavailable(
+                    format!("cannot make the run's temporary folder: {e}"),
+                    gate,
+                    gate_only,
+                );
+            }
+        };
+        let mut writable = inputs.writable.clone();
+        for p in &section.writable {
+            match PathPattern::compile(&p.text, gate.workspace(), gate.home()) {
+                Ok(c) => writable.push(c.plain_root().unwrap_or_else(|| c.literal_root())),
+                Err(e) => gate_only.push(format!("[sandbox] writable {:?}: {e}", p.text)),
+            }
+        }
+        let mut hidden: Vec<PathBuf> = Vec::new();
+        if let Some(home) = gate.home() {
+            hidden.extend(SECRET_PATHS.iter().map(|p| home.join(p)));
+        }
+        hidden.extend(SOCKETS.iter().map(PathBuf::from));
+        if let Some((_, dir)) = environment
+            .iter()
+            .find(|(k, v)| k == "XDG_RUNTIME_DIR" && v.starts_with('/'))
+        {
+            hidden.push(PathBuf::from(dir));
+        }
+        hidden.extend(inputs.hidden.iter().cloned());
+        hidden.push(inputs.store.clone());
+        let hidden = resolve_all(hidden);
+        // A writable root that a hidden path covers, or that is hidden
+        // itself, would undo the hiding; the hiding wins.
+        let writable: Vec<PathBuf> = resolve_all(writable)
+            .into_iter()
+            .filter(|w| {
+                !hidden.iter().any(|h| w.starts_with(h)) || Some(w) == inputs.scratch.as_ref()
+            })
+            .collect();
+        let ws = gate.workspace();
+        let mut read_only = vec![ws.join(".git/hooks"), ws.join(".git/config")];
+        read_only.extend(inputs.read_only.iter().cloned());
+        let read_only = resolve_all(read_only);
+        let exposed = inputs
+            .scratch
+            .as_ref()
+            .filter(|s| s.is_dir())
+            .map(|s| (inputs.store.clone(), s.clone()));
+        let spec = Spec {
+            writable,
+            hidden,
+            read_only,
+            exposed,
+            tmp: tmp.0.clone(),
+            proxy: inputs.hosts.is_some(),
+            ports: section.ports.clone(),
+        };
+        match Sandbox::new(spec) {
+            Ok(sb) => {
+                let mut net = match &inputs.hosts {
+                    Some(label) => format!("proxy ([{label}] hosts)"),
+                    None => "none".to_owned(),
+                };
+                if !section.ports.is_empty() {
+                    let ports: Vec<String> = section.ports.iter().map(u16::to_string).collect();
+                    net.push_str(&format!(", loopback ports {}", ports.join(" ")));
+                }
+                ToolSandbox {
+                    info: SandboxInfo {
+                        enforced: true,
+                        fs: format!("landlock (ABI {})", sb.landlock_abi()),
+                        net,
+                        reason: None,
+                    },
+                    state: State::On(sb),
+                    gate,
+                    mcp_servers,
+                    gate_only,
+                    _tmp: Some(tmp),
+                }
+            }
+            Err(e) => unavailable(e.0, gate, gate_only),
+        }
+    }
+
+    /// What `run_started.sandbox` says.
+    pub fn info(&self) -> &SandboxInfo {
+        &self.info
+    }
+
+    /// What is enforced, for `inspect --sandbox`.
+    pub fn spec(&self) -> Option<&Spec> {
+        match &self.state {
+            State::On(sb) => Some(sb.spec()),
+            _ => None,
+        }
+    }
+
+    /// Rules only the gate applies.
+    pub fn gate_only(&self) -> &[String] {
+        &self.gate_only
+    }
+
+    /// Stdio MCP servers run in the sandbox too.
+    pub fn covers_mcp_servers(&self) -> bool {
+        self.mcp_servers
+    }
+
+    /// The one line a run shows when the sandbox is not enforced here.
+    pub fn warning(&self) -> Option<String> {
+        match &self.state {
+            State::Unavailable { reason, required } => Some(if *required {
+                format!(
+                    "sandbox: unavailable: {reason}; programs will not be started ([sandbox] required = true)"
+                )
+            } else {
+                format!(
+                    "sandbox: unavailable: {reason}; tools run gated by the policy only (set [sandbox] required = true to refuse them instead)"
+                )
+            }),
+            _ => None,
+        }
+    }
+
+    /// Whether a program may be started at all: refused only where the
+    /// sandbox is required and unavailable.
+    pub fn admit(&self, tool: &str) -> Result<(), Denial> {
+        match &self.state {
+            State::Unavailable {
+                reason,
+                required: true,
+            } => Err(Denial {
+                tool: tool.to_owned(),
+                rule: "[sandbox] required = true".to_owned(),
+                reason: format!("the sandbox is unavailable on this machine: {reason}"),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Put the process `cmd` starts in the sandbox (when it is on); call
+    /// [`Jail::started`] once it is spawned. `cmd` must not set a process
+    /// group.
+    pub fn enter(&self, cmd: &mut tokio::process::Command) -> std::io::Result<Option<Jail>> {
+        let State::On(sb) = &self.state else {
+            return Ok(None);
+        };
+        cmd.envs(sb.env());
+        let guest = sb.command(cmd)?;
+        Ok(Some(Jail {
+            guest,
+            check: proxy_check(self.gate.clone()),
+            tasks: Vec::new(),
+        }))
+    }
+
+    /// Whether programs are put in a sandbox.
+    pub fn is_on(&self) -> bool {
+        matches!(self.state, State::On(_))
+    }
+}
+
+fn resolve_all(paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        let p = p.canonicalize().unwrap_or(p);
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A process in the sandbox: the proxy and forwarders serving it, stopped
+/// when dropped.
+pub struct Jail {
+    guest: Guest,
+    check: proxy::Check,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Jail {
+    /// The process was spawned: serve its listeners.
+    pub fn started(&mut self) -> std::io::Result<()> {
+        for (port, listener) in self.guest.listeners()? {
+            let task = if port == agentfile_sandbox::PROXY_PORT {
+                proxy::serve(listener, self.check.clone())?
+            } else {
+                proxy::forward(listener, port)?
+            };
+            self.tasks.push(task);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Jail {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// The proxy's judge: the web policy's host rules, then its checks of the
+/// addresses the host resolves to; the connection goes to an approved one.
+fn proxy_check(gate: Arc<Gate>) -> proxy::Check {
+    Arc::new(move |host: String, port: u16| {
+        let gate = gate.clone();
+        Box::pin(async move {
+            let shown = if host.contains(':') {
+                format!("[{host}]")
+            } else {
+                host.clone()
+            };
+            let url = Url::parse(&format!("http://{shown}:{port}/"))
+                .map_err(|e| format!("`{host}` is not a host name: {e}"))?;
+            let verdict = gate
+                .check_url(&url)
+                .map_err(|d| format!("denied by policy ({}): {}", d.rule, d.reason))?;
+            let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+                Ok(ip) => vec![SocketAddr::new(ip, port)],
+                Err(_) => tokio::net::lookup_host((host.as_str(), port))
+                    .await
+                    .map_err(|e| format!("`{host}` does not resolve: {e}"))?
+                    .collect(),
+            };
+            let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
+            gate.check_addrs(&verdict, &ips)
+                .map_err(|d| format!("denied by policy ({}): {}", d.rule, d.reason))?;
+            addrs
+                .first()
+                .copied()
+                .ok_or_else(|| format!("`{host}` has no addresses"))
+        })
+    })
+}
+
+/// Where a path lies for messages: relative to the workspace when inside.
+pub fn shown(p: &Path, ws: &Path) -> String {
+    crate::policy::paths::display_relative(p, ws)
+}
+
+impl ToolSandbox {
+    /// What is enforced here, for `inspect --sandbox --format json`.
+    pub fn describe(&self) -> serde_json::Value {
+        let probe = agentfile_sandbox::probe();
+        let paths = |v: &[PathBuf], only_present: bool| -> Vec<String> {
+            v.iter()
+                .filter(|p| !only_present || p.symlink_metadata().is_ok())
+                .map(|p| p.display().to_string())
+                .collect()
+        };
+        let mut out = serde_json::json!({
+            "enforced": self.info.enforced,
+            "fs": self.info.fs,
+            "net": self.info.net,
+            "kernel": {
+                "landlock_abi": probe.landlock_abi,
+                "landlock": probe.landlock.as_deref().unwrap_or("available"),
+                "namespaces": probe.namespaces.as_deref().unwrap_or("available"),
+                "seccomp": probe.seccomp.as_deref().unwrap_or("available"),
+            },
+            "gate_only": self.gate_only,
+        });
+        if let Some(r) = &self.info.reason {
+            out["reason"] = r.clone().into();
+        }
+        if let State::Unavailable { required, .. } = &self.state {
+            out["when_unavailable"] = if *required {
+                "programs are not started ([sandbox] required = true)"
+            } else {
+                "programs run gated by the policy only"
+            }
+            .into();
+        }
+        if !probe.simulated.is_empty() {
+            out["simulated"] = probe.simulated.clone().into();
+        }
+        if let Some(spec) = self.spec() {
+            out["writable"] = paths(&spec.writable, false).into();
+            out["temporary_folder"] = "private to the run (TMPDIR)".into();
+            out["hidden"] = paths(&spec.hidden, true).into();
+            out["read_only"] = paths(&spec.read_only, true).into();
+            if let Some((_, scratch)) = &spec.exposed {
+                out["scratch"] = scratch.display().to_string().into();
+            }
+            out["processes"] = serde_json::json!({
+                "session": "own session and PID namespace: everything a program starts ends with it, and with the run",
+                "no_new_privs": true,
+                "seccomp_refuses": agentfile_sandbox::filter::denied().iter().map(|(n, _)| *n).chain(["clone with CLONE_NEW*", "clone3 (ENOSYS)"]).collect::<Vec<_>>(),
+            });
+            out["mcp_servers"] = self.mcp_servers.into();
+        }
+        out
+    }
+
+    /// The same, as text.
+    pub fn describe_text(&self) -> String {
+        let d = self.describe();
+        let mut s = String::new();
+        let line = |s: &mut String, t: String| {
+            s.push_str(&t);
+            s.push('\n');
+        };
+        let list = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let k = &d["kernel"];
+        match &self.info.reason {
+            None => line(&mut s, "sandbox: enforced".into()),
+            Some(r) => line(&mut s, format!("sandbox: not enforced: {r}")),
+        }
+        if let Some(w) = d["when_unavailable"].as_str() {
+            line(&mut s, format!("  then: {w}"));
+        }
+        line(
+            &mut s,
+            format!(
+                "kernel: Landlock {}; namespaces {}; seccomp {}",
+                if probe_abi(k) > 0 {
+                    format!("ABI {}", probe_abi(k))
+                } else {
+                    k["landlock"].as_str().unwrap_or("").to_owned()
+                },
+                k["namespaces"].as_str().unwrap_or(""),
+                k["seccomp"].as_str().unwrap_or(""),
+            ),
+        );
+        if let Some(sim) = d["simulated"].as_array() {
+            line(
+                &mut s,
+                format!("simulated: {sim:?} (AGENTFILE_SANDBOX_SIMULATE)"),
+            );
+        }
+        if self.spec().is_some() {
+            line(&mut s, format!("files: {}", self.info.fs));
+            for (label, key) in [
+                ("writable", "writable"),
+                ("hidden", "hidden"),
+                ("read-only", "read_only"),
+            ] {
+                let items = list(&d[key]);
+                if !items.is_empty() {
+                    line(&mut s, format!("  {label}:"));
+                    for i in items {
+                        line(&mut s, format!("    {i}"));
+                    }
+                }
+            }
+            line(
+                &mut s,
+                "  temporary folder: private to the run (TMPDIR)".into(),
+            );
+            line(&mut s, format!("network: {}", self.info.net));
+            line(
+                &mut s,
+                "processes: own session and PID namespace (nothing outlives the program or the run), no_new_privs".into(),
+            );
+            line(
+                &mut s,
+                format!(
+                    "  seccomp refuses: {}",
+                    list(&d["processes"]["seccomp_refuses"]).join(", ")
+                ),
+            );
+            line(
+                &mut s,
+                format!(
+                    "mcp servers: {}",
+                    if self.mcp_servers {
+                        "in the sandbox"
+                    } else {
+                        "not sandboxed ([sandbox] mcp_servers = true puts them in)"
+                    }
+                ),
+            );
+        }
+        if !self.gate_only.is_empty() {
+            line(
+                &mut s,
+                "gate only (no kernel rule can express these):".into(),
+            );
+            for g in &self.gate_only {
+                line(&mut s, format!("  {g}"));
+            }
+        }
+        s
+    }
+}
+
+fn probe_abi(k: &serde_json::Value) -> i64 {
+    k["landlock_abi"].as_i64().unwrap_or(0)
+}
