@@ -72,7 +72,7 @@ enum Command {
     /// Show a workflow's inputs, agents, goals and steps.
     Inspect {
         /// The workflow (not needed with --support-matrix).
-        #[arg(required_unless_present = "support_matrix")]
+        #[arg(required_unless_present_any = ["support_matrix", "sandbox"])]
         path: Option<PathBuf>,
         #[arg(long, value_enum, default_value_t = InspectFormat::Text)]
         format: InspectFormat,

@@ -392,10 +392,27 @@ fn gone(pid: i32) -> bool {
     }
 }
 
-async fn wait_gone(pid: i32) -> bool {
+/// Whether any process on this machine runs `sleep ARG` (the background
+/// job's pid as the tool saw it is of its sandbox's PID namespace, so jobs
+/// are told apart by a duration of their own).
+fn sleeping(arg: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            return false;
+        };
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == arg.as_bytes()))
+            && !gone(pid)
+    })
+}
+
+async fn wait_no_sleeper(arg: &str) -> bool {
     let deadline = Instant::now() + Duration::from_secs(20);
     while Instant::now() < deadline {
-        if gone(pid) {
+        if !sleeping(arg) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -403,23 +420,26 @@ async fn wait_gone(pid: i32) -> bool {
     false
 }
 
-fn background_pid(output: &str) -> i32 {
-    output
-        .lines()
-        .find_map(|l| l.strip_prefix("bg="))
-        .and_then(|p| p.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no bg= line in {output}"))
+/// A sleep duration no other process uses.
+fn unique_sleep() -> String {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+    format!(
+        "300.{}{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_kills_the_whole_process_group() {
     let ws = Ws::new();
     let tb = toolbox(&ws, OPEN_POLICY);
+    let bg = unique_sleep();
     let started = Instant::now();
     let r = tb
         .call(
             "bash",
-            json!({"command": "sleep 300 & echo bg=$!; sleep 300", "timeout": 1}),
+            json!({"command": format!("sleep {bg} & echo bg=$!; sleep 300"), "timeout": 1}),
             &ws.ctx(),
         )
         .await;
@@ -433,10 +453,9 @@ async fn timeout_kills_the_whole_process_group() {
         "{}",
         r.output.content
     );
-    let pid = background_pid(&r.output.content);
     assert!(
-        wait_gone(pid).await,
-        "background process {pid} survived the timeout"
+        wait_no_sleeper(&bg).await,
+        "background process `sleep {bg}` survived the timeout"
     );
 }
 
@@ -445,6 +464,7 @@ async fn cancelling_kills_the_whole_process_group() {
     let ws = Ws::new();
     let tb = toolbox(&ws, OPEN_POLICY);
     let c = ws.ctx();
+    let bg = unique_sleep();
     let cancel = c.cancel.clone();
     tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -453,7 +473,7 @@ async fn cancelling_kills_the_whole_process_group() {
     let r = tb
         .call(
             "bash",
-            json!({"command": "sleep 300 & echo bg=$!; sleep 300"}),
+            json!({"command": format!("sleep {bg} & echo bg=$!; sleep 300")}),
             &c,
         )
         .await;
@@ -462,10 +482,9 @@ async fn cancelling_kills_the_whole_process_group() {
         "{}",
         r.output.content
     );
-    let pid = background_pid(&r.output.content);
     assert!(
-        wait_gone(pid).await,
-        "background process {pid} survived cancellation"
+        wait_no_sleeper(&bg).await,
+        "background process `sleep {bg}` survived cancellation"
     );
 }
 
@@ -473,10 +492,11 @@ async fn cancelling_kills_the_whole_process_group() {
 async fn background_jobs_do_not_outlive_the_call() {
     let ws = Ws::new();
     let tb = toolbox(&ws, OPEN_POLICY);
+    let bg = unique_sleep();
     let r = tb
         .call(
             "bash",
-            json!({"command": "sleep 300 > /dev/null 2>&1 & echo bg=$!"}),
+            json!({"command": format!("sleep {bg} > /dev/null 2>&1 & echo bg=$!")}),
             &ws.ctx(),
         )
         .await;
@@ -485,10 +505,9 @@ async fn background_jobs_do_not_outlive_the_call() {
         "{}",
         r.output.content
     );
-    let pid = background_pid(&r.output.content);
     assert!(
-        wait_gone(pid).await,
-        "background process {pid} outlived the call"
+        wait_no_sleeper(&bg).await,
+        "background process `sleep {bg}` outlived the call"
     );
 }
 

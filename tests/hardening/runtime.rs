@@ -386,9 +386,12 @@ fn saga(name: &str) -> PathBuf {
         ));
     }
     std::fs::write(dir.join("agent.toml"), toml).unwrap();
+    // `refund` crashes the run by killing the agentfile process above it,
+    // which the kernel sandbox exists to forbid: these trusted fixtures run
+    // without it.
     std::fs::write(
         dir.join("policy.toml"),
-        "[bash]\nallowlist = [\"python3 tools.py *\"]\n",
+        "[bash]\nallowlist = [\"python3 tools.py *\"]\n\n[sandbox]\nenabled = false\n",
     )
     .unwrap();
     dir

@@ -168,7 +168,19 @@ impl ToolSandbox {
                 );
             }
         };
+        // The run's scratch folder (`runs/<session>/fs`) is staged by a
+        // rename once the run starts, so what is bound into the hidden store
+        // is the run's own folder above it, made now if need be.
+        let run_dir: Option<PathBuf> = inputs
+            .scratch
+            .as_ref()
+            .and_then(|s| s.parent())
+            .map(Path::to_path_buf);
+        if let Some(d) = &run_dir {
+            let _ = std::fs::create_dir_all(d);
+        }
         let mut writable = inputs.writable.clone();
+        writable.extend(run_dir.clone());
         for p in &section.writable {
             match PathPattern::compile(&p.text, gate.workspace(), gate.home()) {
                 Ok(c) => writable.push(c.plain_root().unwrap_or_else(|| c.literal_root())),
@@ -201,8 +213,7 @@ impl ToolSandbox {
         let mut read_only = vec![ws.join(".git/hooks"), ws.join(".git/config")];
         read_only.extend(inputs.read_only.iter().cloned());
         let read_only = resolve_all(read_only);
-        let exposed = inputs
-            .scratch
+        let exposed = run_dir
             .as_ref()
             .filter(|s| s.is_dir())
             .map(|s| (inputs.store.clone(), s.clone()));
@@ -557,4 +568,9 @@ impl ToolSandbox {
 
 fn probe_abi(k: &serde_json::Value) -> i64 {
     k["landlock_abi"].as_i64().unwrap_or(0)
+}
+
+/// Why this machine cannot hold the sandbox, if it cannot.
+pub fn unavailable() -> Option<String> {
+    agentfile_sandbox::probe().unavailable()
 }

@@ -1,0 +1,508 @@
+//! The kernel sandbox of tools (CONTRACT §16), end to end: what a run says
+//! about it, what it does where the kernel lacks Landlock, the egress proxy
+//! of a command tool, and ordinary work (builds and test suites) inside it.
+//! The escape corpus is `tests/sandbox_escapes.rs`.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use agentfile::config::Config;
+use agentfile::llm::fake::{FakeReply, FakeServer};
+use agentfile::tools::policy::Policy;
+use agentfile::tools::{MemoryStore, ToolContext, ToolSet, Toolbox, ToolboxOptions};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
+
+fn skip() -> bool {
+    if let Some(why) = agentfile::tools::sandbox::unavailable() {
+        eprintln!("SKIPPED: the sandbox is unavailable on this machine: {why}");
+        return true;
+    }
+    false
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("agentfile-sandbox-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(d.join("ws")).unwrap();
+    std::fs::create_dir_all(d.join("outside")).unwrap();
+    d.canonicalize().unwrap()
+}
+
+/// A run of one goal whose model calls bash with `command`, then answers.
+fn run_bash(dir: &Path, policy: &str, command: &str, env: &[(&str, &str)]) -> (Vec<Value>, Output) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start(vec![
+            FakeReply::tool_call("bash", json!({"command": command})),
+            FakeReply::text("done"),
+        ]))
+        .unwrap();
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("policy.toml"), policy).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["run", "--goal", "do it", "--config"])
+        .arg(dir.join("agent.toml"))
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .arg("--workspace")
+        .arg(dir.join("ws"))
+        .args(["--output", "stream-json"])
+        .current_dir(dir)
+        .env(KEY_VAR, "test-key-0123456789")
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let events = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    drop(server);
+    (events, o)
+}
+
+fn of_type<'a>(events: &'a [Value], t: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["type"] == t).collect()
+}
+
+const BASH_POLICY: &str = "[bash]\nallowlist = [\"python3 *\"]\n";
+
+#[test]
+fn a_run_says_what_is_enforced_and_its_programs_are_held() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("held");
+    let out = dir.join("outside/escaped.txt");
+    let cmd = format!(
+        "python3 -c \"open('inside.txt','w').write('ok'); open('{}','w')\"",
+        out.display()
+    );
+    let (events, o) = run_bash(&dir, BASH_POLICY, &cmd, &[]);
+    let started = of_type(&events, "run_started");
+    assert_eq!(started.len(), 1, "{}", String::from_utf8_lossy(&o.stderr));
+    let sb = &started[0]["data"]["sandbox"];
+    assert_eq!(sb["enforced"], true, "{sb}");
+    assert!(
+        sb["fs"].as_str().unwrap().starts_with("landlock (ABI "),
+        "{sb}"
+    );
+    assert_eq!(sb["net"], "none");
+    assert!(sb.get("reason").is_none());
+    assert!(
+        of_type(&events, "warning")
+            .iter()
+            .all(|w| !w.to_string().contains("sandbox"))
+    );
+    // The write inside happened; the one outside did not.
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ws/inside.txt")).unwrap(),
+        "ok"
+    );
+    assert!(!out.exists());
+    let result = of_type(&events, "tool_result");
+    assert!(
+        result[0]["data"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("PermissionError"),
+        "{}",
+        result[0]
+    );
+}
+
+#[test]
+fn without_landlock_the_run_says_so_once_and_tools_run_gated_only() {
+    let dir = tmp("no-landlock");
+    let (events, o) = run_bash(
+        &dir,
+        BASH_POLICY,
+        "python3 -c \"open('made.txt','w')\"",
+        &[("AGENTFILE_SANDBOX_SIMULATE", "no-landlock")],
+    );
+    let sb = &of_type(&events, "run_started")[0]["data"]["sandbox"];
+    assert_eq!(sb["enforced"], false, "{sb}");
+    assert!(
+        sb["reason"]
+            .as_str()
+            .unwrap()
+            .contains("Landlock is not supported by this kernel (simulated)"),
+        "{sb}"
+    );
+    let notices: Vec<String> = of_type(&events, "warning")
+        .iter()
+        .map(|w| w["data"]["message"].as_str().unwrap().to_owned())
+        .filter(|m| m.starts_with("sandbox: unavailable: "))
+        .collect();
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(
+        notices[0].contains("tools run gated by the policy only"),
+        "{}",
+        notices[0]
+    );
+    // The tool ran, gated only.
+    assert!(
+        dir.join("ws/made.txt").exists(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(o.status.code(), Some(0));
+}
+
+#[test]
+fn without_landlock_a_required_sandbox_refuses_every_program() {
+    let dir = tmp("required");
+    let policy = format!("{BASH_POLICY}\n[sandbox]\nrequired = true\n");
+    let (events, _) = run_bash(
+        &dir,
+        &policy,
+        "python3 -c \"open('made.txt','w')\"",
+        &[("AGENTFILE_SANDBOX_SIMULATE", "no-landlock")],
+    );
+    let notices: Vec<&Value> = of_type(&events, "warning")
+        .into_iter()
+        .filter(|w| w.to_string().contains("sandbox: unavailable"))
+        .collect();
+    assert_eq!(notices.len(), 1);
+    assert!(
+        notices[0]
+            .to_string()
+            .contains("programs will not be started ([sandbox] required = true)")
+    );
+    let denied = of_type(&events, "policy_denied");
+    assert_eq!(denied.len(), 1, "{events:#?}");
+    assert_eq!(denied[0]["data"]["rule"], "[sandbox] required = true");
+    assert!(!dir.join("ws/made.txt").exists());
+
+    // `inspect --sandbox` says the same.
+    let o = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["inspect", "--sandbox", "--format", "json", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--workspace")
+        .arg(dir.join("ws"))
+        .env("AGENTFILE_SANDBOX_SIMULATE", "no-landlock")
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["enforced"], false);
+    assert_eq!(v["simulated"], json!(["no-landlock"]));
+    assert!(
+        v["when_unavailable"]
+            .as_str()
+            .unwrap()
+            .contains("not started"),
+        "{v}"
+    );
+}
+
+#[test]
+fn inspect_sandbox_lists_what_is_enforced() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("inspect");
+    std::fs::write(
+        dir.join("policy.toml"),
+        "[write]\nallow = [\"$WORKSPACE/src/**\"]\n[edit]\nallow = [\"$WORKSPACE/src/**\"]\n[read]\ndeny = [\"~/notes/**\", \"**/*.pem\"]\n[web_fetch]\nallow_domains = [\"docs.rs\"]\n[sandbox]\nwritable = [\"$WORKSPACE/target\"]\nports = [5432]\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["inspect", "--sandbox", "--format", "json", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--workspace")
+        .arg(dir.join("ws"))
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!(v["enforced"], true, "{v:#}");
+    let ws = dir.join("ws");
+    let writable: Vec<&str> = v["writable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert!(
+        writable.contains(&ws.join("src").to_str().unwrap()),
+        "{writable:?}"
+    );
+    assert!(
+        writable.contains(&ws.join("target").to_str().unwrap()),
+        "{writable:?}"
+    );
+    assert!(!writable.contains(&ws.to_str().unwrap()), "{writable:?}");
+    assert_eq!(v["net"], "proxy ([web_fetch] hosts), loopback ports 5432");
+    assert!(v["gate_only"].to_string().contains("**/*.pem"), "{v}");
+    assert!(
+        v["processes"]["seccomp_refuses"]
+            .to_string()
+            .contains("ptrace")
+    );
+    // Text too.
+    let o = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["inspect", "--sandbox", "--policy"])
+        .arg(dir.join("policy.toml"))
+        .arg("--workspace")
+        .arg(&ws)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("sandbox: enforced\n"), "{text}");
+    assert!(
+        text.contains("network: proxy ([web_fetch] hosts)"),
+        "{text}"
+    );
+}
+
+// ---- through the toolbox: the command-tool and bash paths of a run ----
+
+fn toolbox(ws: &Path, policy: &str) -> Toolbox {
+    let policy = Policy::parse(policy, Path::new("policy.toml")).unwrap();
+    let memory = MemoryStore::open(&ws.join(".agentfile/sessions.db")).unwrap();
+    let options = ToolboxOptions {
+        bash_timeout: Duration::from_secs(300),
+        ..ToolboxOptions::default()
+    };
+    Toolbox::with_options(&Config::default(), policy, ws, memory, options).unwrap()
+}
+
+fn ctx(ws: &Path) -> ToolContext {
+    ToolContext {
+        workspace: ws.to_owned(),
+        agent_id: "sandbox".into(),
+        cancel: CancellationToken::new(),
+    }
+}
+
+/// A one-response HTTP server on loopback; counts its connections.
+fn http_server(body: &'static str) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let h = hits.clone();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut s = s;
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (port, hits)
+}
+
+const FETCH: &str = "import sys, urllib.request\ntry:\n    print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())\nexcept Exception as e:\n    print('FAILED', e)\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_tool_reaches_allowed_hosts_through_the_proxy_and_no_others() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("proxy");
+    let ws = dir.join("ws");
+    std::fs::write(ws.join("fetch.py"), FETCH).unwrap();
+    let (allowed, allowed_hits) = http_server("hello from the allowed host");
+    let (other, other_hits) = http_server("should never be read");
+    let policy = format!(
+        "[bash]\nallowlist = [\"python3 fetch.py *\"]\n[web_fetch]\nallow_domains = [\"127.0.0.1:{allowed}\"]\n"
+    );
+    let tb = toolbox(&ws, &policy);
+    assert_eq!(tb.tool_sandbox().info().net, "proxy ([web_fetch] hosts)");
+    let fetch = |port: u16| {
+        vec![
+            "python3".to_owned(),
+            "fetch.py".to_owned(),
+            format!("http://127.0.0.1:{port}/data"),
+        ]
+    };
+    let r = tb.run_command(&fetch(allowed), Vec::new(), &ctx(&ws)).await;
+    assert!(r.denied.is_none());
+    assert!(
+        r.output.content.contains("hello from the allowed host"),
+        "{}",
+        r.output.content
+    );
+    assert_eq!(allowed_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // Another host: the proxy refuses it with the rule, and nothing reaches it.
+    let r = tb.run_command(&fetch(other), Vec::new(), &ctx(&ws)).await;
+    assert!(
+        r.output.content.contains("FAILED HTTP Error 403"),
+        "{}",
+        r.output.content
+    );
+    assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // Around the proxy: no route at all.
+    std::fs::write(
+        ws.join("direct.py"),
+        "import socket, sys\ntry:\n    socket.create_connection(('127.0.0.1', int(sys.argv[1])), 3)\n    print('CONNECTED')\nexcept OSError as e:\n    print('FAILED', e)\n",
+    )
+    .unwrap();
+    let tb = toolbox(
+        &ws,
+        &format!(
+            "[bash]\nallowlist = [\"python3 *\"]\n[web_fetch]\nallow_domains = [\"127.0.0.1:{allowed}\"]\n"
+        ),
+    );
+    let r = tb
+        .call(
+            "bash",
+            json!({"command": format!("python3 direct.py {allowed}")}),
+            &ctx(&ws),
+        )
+        .await;
+    assert!(r.output.content.contains("FAILED"), "{}", r.output.content);
+    assert_eq!(allowed_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_port_reaches_the_host_loopback() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("ports");
+    let ws = dir.join("ws");
+    std::fs::write(ws.join("fetch.py"), FETCH).unwrap();
+    let (port, hits) = http_server("from a forwarded port");
+    let policy = format!("[bash]\nallowlist = [\"python3 *\"]\n[sandbox]\nports = [{port}]\n");
+    let tb = toolbox(&ws, &policy);
+    let r = tb
+        .call(
+            "bash",
+            json!({"command": format!("python3 fetch.py http://127.0.0.1:{port}/")}),
+            &ctx(&ws),
+        )
+        .await;
+    assert!(
+        r.output.content.contains("from a forwarded port"),
+        "{}",
+        r.output.content
+    );
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+fn have(prog: &str) -> Option<PathBuf> {
+    std::env::var("PATH")
+        .ok()?
+        .split(':')
+        .map(|d| Path::new(d).join(prog))
+        .find(|p| p.exists())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builds_and_test_suites_run_in_the_sandbox() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("work");
+    let ws = dir.join("ws");
+    let policy =
+        "[bash]\nallowlist = [\"cargo *\", \"npm *\", \"python3 *\", \"*/pytest *\", \"sh *\"]\n";
+    let tb = toolbox(&ws, policy);
+    let run = |cmd: String| {
+        let tb = &tb;
+        let ws = ws.clone();
+        async move {
+            let r = tb
+                .call("bash", json!({"command": cmd, "timeout": 300}), &ctx(&ws))
+                .await;
+            assert!(r.denied.is_none(), "{}", r.output.content);
+            r.output.content
+        }
+    };
+    // A server bound inside the sandbox, reached from inside.
+    std::fs::write(
+        ws.join("serve.py"),
+        "import http.server, threading, urllib.request\ns = http.server.HTTPServer(('127.0.0.1', 0), http.server.SimpleHTTPRequestHandler)\nthreading.Thread(target=s.serve_forever, daemon=True).start()\nprint(urllib.request.urlopen(f'http://127.0.0.1:{s.server_port}/serve.py').status)\n",
+    )
+    .unwrap();
+    let out = run("python3 serve.py".into()).await;
+    assert!(
+        out.starts_with("exit code: 0") && out.contains("200"),
+        "{out}"
+    );
+
+    // cargo test on a crate with no dependencies.
+    if have("cargo").is_some() {
+        let krate = ws.join("crate");
+        std::fs::create_dir_all(krate.join("src")).unwrap();
+        std::fs::write(
+            krate.join("Cargo.toml"),
+            "[package]\nname = \"tiny\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+        )
+        .unwrap();
+        std::fs::write(krate.join("src/lib.rs"), "pub fn add(a: i32, b: i32) -> i32 { a + b }\n#[test]\nfn adds() { assert_eq!(add(2, 2), 4); }\n").unwrap();
+        let out = run("cargo test --offline --manifest-path crate/Cargo.toml".into()).await;
+        assert!(
+            out.starts_with("exit code: 0") && out.contains("test adds ... ok"),
+            "{out}"
+        );
+    } else {
+        eprintln!("cargo not on PATH: cargo test not tried");
+    }
+    // npm test of a package without dependencies.
+    if have("npm").is_some() {
+        std::fs::create_dir_all(ws.join("pkg")).unwrap();
+        std::fs::write(
+            ws.join("pkg/package.json"),
+            "{\"name\":\"pkg\",\"version\":\"1.0.0\",\"scripts\":{\"test\":\"node test.js\"}}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            ws.join("pkg/test.js"),
+            "require('assert').strictEqual(1 + 1, 2); console.log('npm-tests-pass');\n",
+        )
+        .unwrap();
+        let out = run("npm test --prefix pkg".into()).await;
+        assert!(
+            out.starts_with("exit code: 0") && out.contains("npm-tests-pass"),
+            "{out}"
+        );
+    } else {
+        eprintln!("npm not on PATH: npm test not tried");
+    }
+    // pytest, from the test virtualenv when there is one.
+    let pytest = std::env::var("AGENTFILE_PY")
+        .ok()
+        .map(|py| Path::new(&py).with_file_name("pytest"))
+        .filter(|p| p.exists())
+        .or_else(|| have("pytest"));
+    match pytest {
+        Some(pytest) => {
+            std::fs::write(
+                ws.join("test_it.py"),
+                "def test_adds():\n    assert 1 + 1 == 2\n",
+            )
+            .unwrap();
+            let out = run(format!(
+                "{} -q -p no:cacheprovider test_it.py",
+                pytest.display()
+            ))
+            .await;
+            assert!(
+                out.starts_with("exit code: 0") && out.contains("1 passed"),
+                "{out}"
+            );
+        }
+        None => eprintln!("no pytest: pytest not tried"),
+    }
+}
