@@ -29,11 +29,27 @@ if [ -x "$venv/bin/python" ]; then
   # The client is written against the SDK's 2.x API (snake_case results, `mcp.Client`).
   "$venv/bin/python" -c 'import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(not v.startswith("2."))' 2>/dev/null \
     || "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
+  # pytest, for the sandbox's "test suites still run" check (tests/sandbox.rs).
+  "$venv/bin/python" -c 'import pytest' 2>/dev/null \
+    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pytest>=8,<10'
   AGENTFILE_PY="$PWD/$venv/bin/python"
   export AGENTFILE_PY
   echo "mcp $("$AGENTFILE_PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 else
   echo "no python3 with venv: tests/mcp_python.rs will be skipped (or fail under CI)"
+fi
+
+# The programs the sandbox escape corpus drives (tests/sandbox_escapes.rs):
+# each attempt is made by an allowed program, so they must be there to try.
+echo "== programs for the sandbox escape corpus"
+missing=""
+for p in python3 perl make git curl; do
+  command -v "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  # shellcheck disable=SC2086
+  { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; } \
+    || echo "could not install:$missing (their escape attempts will be reported as not run)"
 fi
 
 # The official MCP conformance suite, for tests/mcp_conformance.rs. It needs

@@ -103,6 +103,19 @@ fn the_workspace_has_its_crates() {
     }
 }
 
+/// The kernel sandbox knows nothing of policies, plans or tools: it takes a
+/// `Spec` of paths and ports (what the tools crate derives from the policy).
+#[test]
+fn the_sandbox_is_a_leaf() {
+    let g = graph();
+    assert!(
+        g.contains_key("agentfile-sandbox"),
+        "workspace member `agentfile-sandbox` is missing"
+    );
+    let deps: Vec<String> = reach(&g, "agentfile-sandbox").into_iter().collect();
+    assert!(deps.is_empty(), "agentfile-sandbox depends on {deps:?}");
+}
+
 #[test]
 fn no_front_end_depends_on_another() {
     let g = graph();

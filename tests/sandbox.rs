@@ -415,8 +415,7 @@ async fn builds_and_test_suites_run_in_the_sandbox() {
     }
     let dir = tmp("work");
     let ws = dir.join("ws");
-    let policy =
-        "[bash]\nallowlist = [\"cargo *\", \"npm *\", \"python3 *\", \"*/pytest *\", \"sh *\"]\n";
+    let policy = "[bash]\nallowlist = [\"cargo *\", \"npm *\", \"python3 *\", \"*/python *\"]\n";
     let tb = toolbox(&ws, policy);
     let run = |cmd: String| {
         let tb = &tb;
@@ -480,24 +479,21 @@ async fn builds_and_test_suites_run_in_the_sandbox() {
     } else {
         eprintln!("npm not on PATH: npm test not tried");
     }
-    // pytest, from the test virtualenv when there is one.
-    let pytest = std::env::var("AGENTFILE_PY")
-        .ok()
-        .map(|py| Path::new(&py).with_file_name("pytest"))
-        .filter(|p| p.exists())
-        .or_else(|| have("pytest"));
-    match pytest {
-        Some(pytest) => {
+    // pytest, from the test virtualenv (scripts/test.sh installs it there).
+    let python = std::env::var("AGENTFILE_PY").ok().filter(|py| {
+        Command::new(py)
+            .args(["-c", "import pytest"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    match python {
+        Some(python) => {
             std::fs::write(
                 ws.join("test_it.py"),
                 "def test_adds():\n    assert 1 + 1 == 2\n",
             )
             .unwrap();
-            let out = run(format!(
-                "{} -q -p no:cacheprovider test_it.py",
-                pytest.display()
-            ))
-            .await;
+            let out = run(format!("{python} -m pytest -q test_it.py")).await;
             assert!(
                 out.starts_with("exit code: 0") && out.contains("1 passed"),
                 "{out}"

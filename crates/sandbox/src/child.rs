@@ -48,13 +48,13 @@ enum Op {
     ReadOnly(CString, libc::c_ulong),
     /// A fresh writable tmpfs (a private `/dev/shm`).
     Fresh(CString),
-    /// An empty tmpfs over `store` with only `target` in it, bound from
-    /// `source` (`/proc/self/fd/N`), then made read-only.
+    /// An empty tmpfs over `store` with only `target` in it, bound back
+    /// from the folder itself (held open across the tmpfs mount), then made
+    /// read-only.
     Expose {
         store: CString,
         mkdirs: Vec<CString>,
         target: CString,
-        source: CString,
     },
 }
 
@@ -117,8 +117,9 @@ impl Plan {
                 Err(_) => {}
             }
         }
-        if let (Some((store, inner)), Some(fd)) = (&spec.exposed, &prep.exposed_fd)
+        if let Some((store, inner)) = &spec.exposed
             && store.is_dir()
+            && inner.is_dir()
         {
             let rel = inner.strip_prefix(store).map_err(|_| {
                 io::Error::new(
@@ -136,7 +137,6 @@ impl Plan {
                 store: cstr(store)?,
                 mkdirs,
                 target: cstr(inner)?,
-                source: CString::new(format!("/proc/self/fd/{}", fd.as_raw_fd())).expect("no NUL"),
             });
         }
         for r in &spec.read_only {
@@ -398,8 +398,15 @@ unsafe fn mount_op(op: &Op) -> io::Result<()> {
                 store,
                 mkdirs,
                 target,
-                source,
             } => {
+                // Opened here, in the new mount namespace: a bind from a
+                // mount of another namespace is refused (EINVAL).
+                let held = check(libc::open(
+                    target.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                ))?;
+                let mut source = [0u8; 32];
+                fd_path(held, &mut source);
                 check(libc::mount(
                     c"tmpfs".as_ptr(),
                     store.as_ptr(),
@@ -410,13 +417,18 @@ unsafe fn mount_op(op: &Op) -> io::Result<()> {
                 for d in mkdirs {
                     check(libc::mkdir(d.as_ptr(), 0o755))?;
                 }
-                check(libc::mount(
-                    source.as_ptr(),
+                let bound = libc::mount(
+                    source.as_ptr() as *const libc::c_char,
                     target.as_ptr(),
                     none,
                     libc::MS_BIND | libc::MS_REC,
                     std::ptr::null(),
-                ))?;
+                );
+                let err = io::Error::last_os_error();
+                libc::close(held);
+                if bound < 0 {
+                    return Err(err);
+                }
                 check(libc::mount(
                     none,
                     store.as_ptr(),
@@ -428,6 +440,27 @@ unsafe fn mount_op(op: &Op) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `/proc/self/fd/N` as a NUL-terminated string, without allocating.
+fn fd_path(fd: libc::c_int, out: &mut [u8; 32]) {
+    const PREFIX: &[u8] = b"/proc/self/fd/";
+    out[..PREFIX.len()].copy_from_slice(PREFIX);
+    let mut digits = [0u8; 11];
+    let mut n = fd.unsigned_abs();
+    let mut len = 0;
+    loop {
+        digits[len] = b'0' + (n % 10) as u8;
+        len += 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    for i in 0..len {
+        out[PREFIX.len() + i] = digits[len - 1 - i];
+    }
+    out[PREFIX.len() + len] = 0;
 }
 
 /// Bring up the namespace's own loopback (it starts down).

@@ -29,7 +29,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 #[cfg(target_os = "linux")]
@@ -88,9 +88,6 @@ struct Prepared {
     filter: Vec<filter::Insn>,
     uid_map: CString,
     gid_map: CString,
-    /// An `O_PATH` handle on the exposed folder, bound back into the hidden
-    /// one through `/proc/self/fd/N`.
-    exposed_fd: Option<OwnedFd>,
     landlock_abi: i32,
 }
 
@@ -124,22 +121,12 @@ impl Sandbox {
         let ruleset = rules::ruleset(&writable).map_err(Unavailable)?;
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        let exposed_fd = match &spec.exposed {
-            Some((_, inner)) => Some(open_path(inner).map_err(|e| {
-                Unavailable(format!(
-                    "cannot open the scratch folder {}: {e}",
-                    inner.display()
-                ))
-            })?),
-            None => None,
-        };
         Ok(Sandbox {
             inner: Arc::new(Prepared {
                 ruleset,
                 filter: filter::program(),
                 uid_map: CString::new(format!("{uid} {uid} 1")).expect("no NUL"),
                 gid_map: CString::new(format!("{gid} {gid} 1")).expect("no NUL"),
-                exposed_fd,
                 spec,
                 landlock_abi: abi,
             }),
@@ -259,15 +246,6 @@ impl Guest {
             Ok(Vec::new())
         }
     }
-}
-
-fn open_path(p: &Path) -> io::Result<OwnedFd> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
-        .open(p)?;
-    Ok(OwnedFd::from(f))
 }
 
 #[cfg(target_os = "linux")]

@@ -140,3 +140,23 @@ async fn files_network_and_processes_are_held() {
     std::thread::sleep(std::time::Duration::from_millis(1500));
     assert!(!marker.exists());
 }
+
+#[tokio::test]
+async fn a_folder_inside_a_hidden_one_stays_visible_and_writable() {
+    if skip() {
+        return;
+    }
+    let f = fixture();
+    let store = f.ws.join(".agentfile");
+    let run = store.join("runs/s1");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::write(store.join("sessions.db"), "SECRET-DB").unwrap();
+    let mut s = spec(&f);
+    s.hidden.push(store.clone());
+    s.exposed = Some((store.clone(), run.clone()));
+    let sb = Sandbox::new(s).unwrap();
+    let (code, out, err) = sh(&sb, &f.ws, "cat .agentfile/sessions.db; ls .agentfile; echo r > .agentfile/runs/s1/out && cat .agentfile/runs/s1/out").await;
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(!out.contains("SECRET"), "{out}");
+    assert_eq!(std::fs::read_to_string(run.join("out")).unwrap(), "r\n");
+}
