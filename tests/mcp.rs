@@ -413,6 +413,40 @@ async fn agentfile_run_uses_mcp_tools_behind_the_policy() {
     assert_eq!(denied[0]["data"]["rule"], "default_deny = true");
 }
 
+/// `[sandbox] mcp_servers = true`: the server runs in the kernel sandbox, so
+/// its tools still answer but it writes nothing outside the workspace; without
+/// the setting it is not sandboxed.
+async fn a_sandboxed_server_writes_only_in_the_workspace() {
+    if let Some(why) = agentfile::tools::sandbox::unavailable() {
+        eprintln!("SKIPPED: the sandbox is unavailable on this machine: {why}");
+        return;
+    }
+    for sandboxed in [true, false] {
+        let dir = temp_dir();
+        let ws = dir.0.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        // The server's log lies outside the workspace.
+        let log = dir.0.join("server.log");
+        let config = config_with_server("echo", "serve", &log);
+        let policy = format!("{POLICY}\n[sandbox]\nmcp_servers = {sandboxed}\n");
+        let tb = toolbox(&config, &policy, &ws, ToolboxOptions::default());
+        tb.ready().await;
+        assert!(tb.warnings().is_empty(), "{:?}", tb.warnings());
+        let r = tb
+            .call("mcp_echo_echo", json!({"text": "hi"}), &ctx(&ws))
+            .await;
+        assert!(!r.output.is_error, "{:?}", r.output);
+        assert!(r.output.content.contains("hi"), "{}", r.output.content);
+        assert_eq!(
+            log.exists(),
+            !sandboxed,
+            "sandboxed {sandboxed}: {:?}",
+            log_lines(&log)
+        );
+        tb.shutdown();
+    }
+}
+
 async fn a_crashed_server_is_a_tool_error_not_a_stuck_run() {
     let dir = temp_dir();
     let log = dir.0.join("server.log");
@@ -648,6 +682,9 @@ fn main() {
         }),
         ("a_crashed_server_is_a_tool_error_not_a_stuck_run", || {
             Box::pin(a_crashed_server_is_a_tool_error_not_a_stuck_run())
+        }),
+        ("a_sandboxed_server_writes_only_in_the_workspace", || {
+            Box::pin(a_sandboxed_server_writes_only_in_the_workspace())
         }),
         (
             "a_hung_call_times_out",

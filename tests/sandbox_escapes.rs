@@ -86,7 +86,16 @@ fn layout(mode: &str) -> Layout {
         std::fs::create_dir_all(d).unwrap();
     }
     let write = |p: PathBuf, s: &str| std::fs::write(p, s).unwrap();
-    write(ws.join(".git/config"), ORIGINAL);
+    // A real repository where git is installed (git refuses a config it
+    // cannot parse, which would stop an attempt before the kernel does).
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&ws)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !git {
+        write(ws.join(".git/config"), ORIGINAL);
+    }
     write(ws.join(".agentfile/secret.txt"), CANARY);
     write(out.join("victim.txt"), ORIGINAL);
     write(out.join("keep.txt"), ORIGINAL);
@@ -284,6 +293,9 @@ async fn attempt(tb: &Toolbox, l: &Layout, c: &Case, n: usize) -> Outcome {
     drained_udp(l);
     drained_unix(l);
     let command = fill(&c.command, l, n);
+    let (kind, arg) = c.check.split_once(':').unwrap_or((c.check.as_str(), ""));
+    let arg = PathBuf::from(fill(arg, l, n));
+    let before = (kind == "same").then(|| std::fs::read(&arg).unwrap());
     let ctx = ToolContext {
         workspace: l.ws.clone(),
         agent_id: "escapes".into(),
@@ -296,8 +308,6 @@ async fn attempt(tb: &Toolbox, l: &Layout, c: &Case, n: usize) -> Outcome {
         return Outcome::Denied(d.rule);
     }
     let out = r.output.content;
-    let (kind, arg) = c.check.split_once(':').unwrap_or((c.check.as_str(), ""));
-    let arg = PathBuf::from(fill(arg, l, n));
     let escaped = |why: String| Outcome::Escaped(why);
     match kind {
         "absent" => {
@@ -307,9 +317,9 @@ async fn attempt(tb: &Toolbox, l: &Layout, c: &Case, n: usize) -> Outcome {
             }
         }
         "same" => {
-            let now = std::fs::read_to_string(&arg).unwrap_or_default();
-            if now != ORIGINAL {
-                std::fs::write(&arg, ORIGINAL).unwrap();
+            let before = before.unwrap_or_default();
+            if std::fs::read(&arg).unwrap_or_default() != before {
+                std::fs::write(&arg, before).unwrap();
                 return escaped(format!("{} was changed", arg.display()));
             }
         }
