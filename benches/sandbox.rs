@@ -97,5 +97,5 @@ fn setup_per_run(bencher: divan::Bencher) {
     let gate = Arc::new(p.bind(ws, None).unwrap());
     let env: Vec<(String, String)> = Vec::new();
     let _ = agentfile::tools::sandbox::unavailable();
-    bencher.bench_local(|| ToolSandbox::new(&p, gate.clone(), &env));
+    bencher.bench_local(|| ToolSandbox::new(&p, gate.clone(), &env, None));
 }

@@ -1039,7 +1039,7 @@ fn inspect_sandbox(
         }
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let sb = agentfile::tools::sandbox::ToolSandbox::new(&policy, gate, &env);
+    let sb = agentfile::tools::sandbox::ToolSandbox::new(&policy, gate, &env, None);
     let rendered = match format {
         InspectFormat::Json => serde_json::to_string_pretty(&sb.describe())? + "\n",
         _ => sb.describe_text(),

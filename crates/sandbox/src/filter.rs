@@ -45,6 +45,7 @@ const ARCH: u32 = 4;
 const ARG0_LO: u32 = 16;
 
 /// Every `CLONE_NEW*` flag.
+#[cfg(target_os = "linux")]
 const CLONE_NEW_MASK: u32 = (libc::CLONE_NEWNS
     | libc::CLONE_NEWCGROUP
     | libc::CLONE_NEWUTS
@@ -137,15 +138,24 @@ enum To {
     Enosys,
 }
 
-/// The filter program (empty where the architecture has none).
+/// The filter program (empty where the architecture or the system has none).
 pub fn program() -> Vec<Insn> {
+    #[cfg(target_os = "linux")]
+    {
+        linux_program()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        Vec::new()
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn linux_program() -> Vec<Insn> {
     let Some(arch) = AUDIT_ARCH else {
         return Vec::new();
     };
-    #[cfg(target_os = "linux")]
     let (clone, clone3) = (libc::SYS_clone as u32, libc::SYS_clone3 as u32);
-    #[cfg(not(target_os = "linux"))]
-    let (clone, clone3) = (0u32, 0u32);
     // Fixed head: arch check.
     let mut code: Vec<Insn> = vec![Insn {
         code: LD_W_ABS,

@@ -120,8 +120,15 @@ fn private_tmp() -> std::io::Result<TempDir> {
 
 impl ToolSandbox {
     /// The sandbox of a run under `policy`, bound as `gate`; `environment` is
-    /// the one programs derive theirs from (for `XDG_RUNTIME_DIR`).
-    pub fn new(policy: &Policy, gate: Arc<Gate>, environment: &[(String, String)]) -> ToolSandbox {
+    /// the one programs derive theirs from (for `XDG_RUNTIME_DIR`); `store` is
+    /// a session store configured outside the workspace (`session.path`),
+    /// hidden like the one inside it.
+    pub fn new(
+        policy: &Policy,
+        gate: Arc<Gate>,
+        environment: &[(String, String)],
+        store: Option<&Path>,
+    ) -> ToolSandbox {
         let section = policy.sandbox();
         let inputs = gate.sandbox_inputs();
         let mcp_servers = section.mcp_servers == Some(true);
@@ -200,6 +207,19 @@ impl ToolSandbox {
         }
         hidden.extend(inputs.hidden.iter().cloned());
         hidden.push(inputs.store.clone());
+        if let Some(store) = store {
+            let store = if store.is_absolute() {
+                store.to_path_buf()
+            } else {
+                gate.workspace().join(store)
+            };
+            // A SQLite file comes with its journal files.
+            for suffix in ["", "-wal", "-shm", "-journal"] {
+                let mut p = store.clone().into_os_string();
+                p.push(suffix);
+                hidden.push(PathBuf::from(p));
+            }
+        }
         let hidden = resolve_all(hidden);
         // A writable root that a hidden path covers, or that is hidden
         // itself, would undo the hiding; the hiding wins.

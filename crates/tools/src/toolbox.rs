@@ -198,7 +198,12 @@ impl Toolbox {
             .iter()
             .map(|s| format!("policy: section [{s}] is not used by agentfile and was ignored"))
             .collect();
-        let sandbox = Arc::new(ToolSandbox::new(&policy, gate.clone(), &environment));
+        let sandbox = Arc::new(ToolSandbox::new(
+            &policy,
+            gate.clone(),
+            &environment,
+            config.session.path.as_deref(),
+        ));
         warnings.extend(sandbox.warning());
 
         let secrets = Secrets::from_config(config);
