@@ -772,7 +772,12 @@ fn main() -> ExitCode {
             dialect.map(Into::into),
             read.options(),
         ),
-        Command::Run(args) => return run_cmd(args, None),
+        Command::Run(args) => {
+            // The sandbox's kernel probe (a fork, about a millisecond) runs
+            // beside the run's set-up instead of before its first event.
+            agentfile::tools::sandbox::probe_soon();
+            return run_cmd(args, None);
+        }
         Command::Serve(args) => return serve_cmd(args),
         Command::Worker(args) => return worker_cmd(args),
         Command::Mcp(args) => return mcp_cmd(args),

@@ -46,8 +46,10 @@ enum Op {
     /// The path bound onto itself, read-only, keeping `flags` (the flags of
     /// the mount it lies on, which a user namespace may not drop).
     ReadOnly(CString, libc::c_ulong),
-    /// A fresh writable tmpfs (a private `/dev/shm`).
-    Fresh(CString),
+    /// A folder bound over another (the run's own `/dev/shm`, from its
+    /// temporary folder: a Landlock rule on the folder holds through the
+    /// bind, where a fresh tmpfs would have no rule at all).
+    Bind(CString, CString),
     /// An empty tmpfs over `store` with only `target` in it, bound back
     /// from the folder itself (held open across the tmpfs mount), then made
     /// read-only.
@@ -146,8 +148,9 @@ impl Plan {
                 ops.push(Op::ReadOnly(c, flags));
             }
         }
-        if Path::new("/dev/shm").is_dir() {
-            ops.push(Op::Fresh(c"/dev/shm".to_owned()));
+        let shm = super::shm_dir(&spec.tmp);
+        if Path::new("/dev/shm").is_dir() && shm.is_dir() {
+            ops.push(Op::Bind(cstr(&shm)?, c"/dev/shm".to_owned()));
         }
         Ok(Plan {
             prep,
@@ -385,13 +388,13 @@ unsafe fn mount_op(op: &Op) -> io::Result<()> {
                     std::ptr::null(),
                 ))?;
             }
-            Op::Fresh(p) => {
+            Op::Bind(from, to) => {
                 check(libc::mount(
-                    c"tmpfs".as_ptr(),
-                    p.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV,
-                    c"mode=1777".as_ptr() as *const libc::c_void,
+                    from.as_ptr(),
+                    to.as_ptr(),
+                    none,
+                    libc::MS_BIND,
+                    std::ptr::null(),
                 ))?;
             }
             Op::Expose {

@@ -115,6 +115,12 @@ impl Sandbox {
             .cloned()
             .collect();
         writable.push(spec.tmp.clone());
+        // The run's `/dev/shm` (POSIX shared memory, semaphores), private to
+        // it like its TMPDIR.
+        let shm = shm_dir(&spec.tmp);
+        if std::fs::create_dir_all(&shm).is_ok() {
+            writable.push(shm);
+        }
         if let Some((_, inner)) = &spec.exposed {
             writable.push(inner.clone());
         }
@@ -246,6 +252,11 @@ impl Guest {
             Ok(Vec::new())
         }
     }
+}
+
+/// Where a run's `/dev/shm` lives: in its temporary folder.
+fn shm_dir(tmp: &std::path::Path) -> PathBuf {
+    tmp.join(".shm")
 }
 
 #[cfg(target_os = "linux")]

@@ -590,6 +590,16 @@ fn probe_abi(k: &serde_json::Value) -> i64 {
     k["landlock_abi"].as_i64().unwrap_or(0)
 }
 
+/// Start finding what the kernel offers on another thread, so that the first
+/// run's set-up need not wait for it.
+pub fn probe_soon() {
+    let _ = std::thread::Builder::new()
+        .name("sandbox-probe".into())
+        .spawn(|| {
+            agentfile_sandbox::probe();
+        });
+}
+
 /// Why this machine cannot hold the sandbox, if it cannot.
 pub fn unavailable() -> Option<String> {
     agentfile_sandbox::probe().unavailable()
