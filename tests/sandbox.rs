@@ -207,6 +207,123 @@ fn without_landlock_a_required_sandbox_refuses_every_program() {
     );
 }
 
+/// A kernel that refuses unprivileged user namespaces (Ubuntu's AppArmor
+/// default, many containers), simulated: the sandbox is partial — Landlock
+/// for files and TCP, seccomp for UDP — and says so once.
+#[test]
+fn without_user_namespaces_the_sandbox_is_partial_and_still_holds() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("partial");
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "CANARY-PARTIAL").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.set_nonblocking(true).unwrap();
+    let out = dir.join("outside/escaped.txt");
+    std::fs::write(
+        dir.join("ws/check.py"),
+        format!(
+            "import os, socket\nopen('inside.txt', 'w').write('ok')\nfor name, f in [\n    ('write', lambda: open('{}', 'w')),\n    ('secret', lambda: print(open(os.path.expanduser('~/.ssh/id_ed25519')).read())),\n    ('tcp', lambda: socket.create_connection(('127.0.0.1', {port}), 2)),\n    ('udp', lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {}))),\n]:\n    try:\n        f()\n        print(name, 'ESCAPED')\n    except OSError as e:\n        print(name, 'BLOCKED', e)\n",
+            out.display(),
+            udp.local_addr().unwrap().port()
+        ),
+    )
+    .unwrap();
+    let (events, o) = run_bash(
+        &dir,
+        BASH_POLICY,
+        "python3 check.py",
+        &[
+            ("AGENTFILE_SANDBOX_SIMULATE", "no-userns"),
+            ("HOME", home.to_str().unwrap()),
+        ],
+    );
+    let sb = &of_type(&events, "run_started")[0]["data"]["sandbox"];
+    assert_eq!(sb["enforced"], true, "{sb}");
+    assert!(
+        sb["fs"].as_str().unwrap().ends_with(", without namespaces"),
+        "{sb}"
+    );
+    assert_eq!(sb["net"], "no TCP (Landlock), no UDP (seccomp)");
+    assert!(
+        sb["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("partial: unprivileged user namespaces are disabled (simulated)"),
+        "{sb}"
+    );
+    let notices: Vec<&Value> = of_type(&events, "warning")
+        .into_iter()
+        .filter(|w| w.to_string().contains("sandbox: partial"))
+        .collect();
+    assert_eq!(notices.len(), 1, "{events:#?}");
+    let result = of_type(&events, "tool_result");
+    let text = result[0]["data"]["content"].as_str().unwrap();
+    for what in ["write", "secret", "tcp", "udp"] {
+        assert!(
+            text.contains(&format!("{what} BLOCKED")),
+            "{what}: {text}\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(!text.contains("CANARY"), "{text}");
+    assert!(!out.exists());
+    assert!(listener.accept().is_err(), "the connection was made");
+    assert!(
+        udp.recv_from(&mut [0u8; 16]).is_err(),
+        "the datagram arrived"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("ws/inside.txt")).unwrap(),
+        "ok"
+    );
+}
+
+/// Without namespaces, allowed hosts are still reached only through the
+/// proxy, which now listens on this machine's loopback.
+#[test]
+fn without_user_namespaces_allowed_hosts_go_through_the_proxy() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("partial-proxy");
+    std::fs::write(dir.join("ws/fetch.py"), FETCH).unwrap();
+    let (allowed, allowed_hits) = http_server("hello through the partial proxy");
+    let (other, other_hits) = http_server("never");
+    let policy = format!(
+        "[bash]\nallowlist = [\"python3 *\"]\n[web_fetch]\nallow_domains = [\"127.0.0.1:{allowed}\"]\n"
+    );
+    let (events, _) = run_bash(
+        &dir,
+        &policy,
+        &format!(
+            "python3 fetch.py http://127.0.0.1:{allowed}/; python3 fetch.py http://127.0.0.1:{other}/"
+        ),
+        &[("AGENTFILE_SANDBOX_SIMULATE", "no-userns")],
+    );
+    let sb = &of_type(&events, "run_started")[0]["data"]["sandbox"];
+    assert!(
+        sb["net"]
+            .as_str()
+            .unwrap()
+            .starts_with("proxy ([web_fetch] hosts) at 127.0.0.1:"),
+        "{sb}"
+    );
+    let text = of_type(&events, "tool_result")[0]["data"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(text.contains("hello through the partial proxy"), "{text}");
+    assert!(text.contains("FAILED HTTP Error 403"), "{text}");
+    assert_eq!(allowed_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(other_hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
 #[test]
 fn inspect_sandbox_lists_what_is_enforced() {
     if skip() {

@@ -163,12 +163,48 @@ impl Plan {
         })
     }
 
+    /// The plan without namespaces: the program itself, in its own
+    /// session, killed with its parent, confined by Landlock and seccomp.
+    pub(crate) fn partial(prep: Arc<Prepared>) -> Plan {
+        Plan {
+            prep,
+            // SAFETY: getpid cannot fail.
+            parent: unsafe { libc::getpid() },
+            ops: Vec::new(),
+            cwd: None,
+            ports: Vec::new(),
+            chan: None,
+        }
+    }
+
     /// Enter the sandbox: run in the spawned child, before exec. Returns in
     /// the program only; the relay and init never return.
     pub(crate) fn enter(&self) -> io::Result<()> {
         // SAFETY: every call below is a system call on data prepared before
         // the fork (see the module's notes).
-        unsafe { self.relay_setup() }
+        unsafe {
+            if self.prep.partial.is_some() {
+                self.partial_setup()
+            } else {
+                self.relay_setup()
+            }
+        }
+    }
+
+    unsafe fn partial_setup(&self) -> io::Result<()> {
+        unsafe {
+            check(libc::setsid())?;
+            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+            if libc::getppid() != self.parent {
+                libc::_exit(1);
+            }
+            let no_core = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            self.confine()
+        }
     }
 
     unsafe fn relay_setup(&self) -> io::Result<()> {

@@ -29,6 +29,8 @@ pub struct Insn {
 
 /// BPF_LD | BPF_W | BPF_ABS (the first two are 0).
 const LD_W_ABS: u16 = 0x20;
+/// BPF_ALU | BPF_AND | BPF_K.
+const AND_K: u16 = 0x04 | 0x50;
 const JEQ_K: u16 = 0x05 | 0x10;
 const JGE_K: u16 = 0x05 | 0x30;
 const JSET_K: u16 = 0x05 | 0x40;
@@ -41,8 +43,9 @@ pub const RET_KILL_PROCESS: u32 = 0x8000_0000;
 /// Offsets in `struct seccomp_data`.
 const NR: u32 = 0;
 const ARCH: u32 = 4;
-/// The low 32 bits of the first argument (little-endian machines).
+/// The low 32 bits of the first and second arguments (little-endian machines).
 const ARG0_LO: u32 = 16;
+const ARG1_LO: u32 = 24;
 
 /// Every `CLONE_NEW*` flag.
 #[cfg(target_os = "linux")]
@@ -136,22 +139,34 @@ enum To {
     Allow,
     Eperm,
     Enosys,
+    /// An instruction of the body, by index.
+    At(usize),
 }
 
 /// The filter program (empty where the architecture or the system has none).
 pub fn program() -> Vec<Insn> {
+    program_for(false)
+}
+
+/// The filter, and with `no_namespaces` (no network namespace to hold the
+/// network, no PID namespace to hold processes) also: UDP and raw sockets
+/// (`socket(AF_INET*, SOCK_DGRAM|SOCK_RAW)`, the DNS and ICMP ways out that
+/// Landlock's TCP rules do not cover), packet sockets, and `setsid` (a
+/// program that leaves the call's session would outlive it).
+pub fn program_for(no_namespaces: bool) -> Vec<Insn> {
     #[cfg(target_os = "linux")]
     {
-        linux_program()
+        linux_program(no_namespaces)
     }
     #[cfg(not(target_os = "linux"))]
     {
+        let _ = no_namespaces;
         Vec::new()
     }
 }
 
 #[cfg(target_os = "linux")]
-fn linux_program() -> Vec<Insn> {
+fn linux_program(no_namespaces: bool) -> Vec<Insn> {
     let Some(arch) = AUDIT_ARCH else {
         return Vec::new();
     };
@@ -190,10 +205,32 @@ fn linux_program() -> Vec<Insn> {
         rest.push((JEQ_K, nr as u32, To::Eperm, To::Next));
     }
     rest.push((JEQ_K, clone3, To::Enosys, To::Next));
+    // Where the socket checks start, once the clone check is laid out.
+    let socket_at = rest.len() + 5;
+    if no_namespaces {
+        rest.push((JEQ_K, libc::SYS_setsid as u32, To::Eperm, To::Next));
+        rest.push((JEQ_K, libc::SYS_socket as u32, To::At(socket_at), To::Next));
+    } else {
+        // Two no-ops keep one layout for both programs.
+        rest.push((JEQ_K, u32::MAX, To::Next, To::Next));
+        rest.push((JEQ_K, u32::MAX, To::Next, To::Next));
+    }
     // clone: look at its flags; anything else is allowed.
     rest.push((JEQ_K, clone, To::Next, To::Allow));
     rest.push((LD_W_ABS, ARG0_LO, To::Next, To::Next));
     rest.push((JSET_K, CLONE_NEW_MASK, To::Eperm, To::Allow));
+    if no_namespaces {
+        debug_assert_eq!(rest.len(), socket_at);
+        let types_at = socket_at + 4;
+        rest.push((LD_W_ABS, ARG0_LO, To::Next, To::Next));
+        rest.push((JEQ_K, libc::AF_PACKET as u32, To::Eperm, To::Next));
+        rest.push((JEQ_K, libc::AF_INET as u32, To::At(types_at), To::Next));
+        rest.push((JEQ_K, libc::AF_INET6 as u32, To::At(types_at), To::Allow));
+        rest.push((LD_W_ABS, ARG1_LO, To::Next, To::Next));
+        rest.push((AND_K, 0xf, To::Next, To::Next));
+        rest.push((JEQ_K, libc::SOCK_DGRAM as u32, To::Eperm, To::Next));
+        rest.push((JEQ_K, libc::SOCK_RAW as u32, To::Eperm, To::Allow));
+    }
     let base = code.len();
     let allow = base + rest.len();
     let eperm = allow + 1;
@@ -206,6 +243,7 @@ fn linux_program() -> Vec<Insn> {
                 To::Allow => allow,
                 To::Eperm => eperm,
                 To::Enosys => enosys,
+                To::At(i) => base + i,
             };
             u8::try_from(target - (at + 1)).expect("jump within 255 instructions")
         };
@@ -234,7 +272,7 @@ fn linux_program() -> Vec<Insn> {
 
 /// Run `program` on one system call, as the kernel would: the action it
 /// returns. For tests.
-pub fn evaluate(program: &[Insn], arch: u32, nr: u32, arg0: u64) -> u32 {
+pub fn evaluate(program: &[Insn], arch: u32, nr: u32, arg0: u64, arg1: u64) -> u32 {
     let mut acc: u32 = 0;
     let mut pc = 0usize;
     while let Some(i) = program.get(pc) {
@@ -245,9 +283,11 @@ pub fn evaluate(program: &[Insn], arch: u32, nr: u32, arg0: u64) -> u32 {
                     NR => nr,
                     ARCH => arch,
                     ARG0_LO => arg0 as u32,
+                    ARG1_LO => arg1 as u32,
                     _ => 0,
                 }
             }
+            AND_K => acc &= i.k,
             JEQ_K | JGE_K | JSET_K => {
                 let hit = match i.code {
                     JEQ_K => acc == i.k,
@@ -272,7 +312,7 @@ mod tests {
     use super::*;
 
     fn run(nr: i64, arg0: u64) -> u32 {
-        evaluate(&program(), AUDIT_ARCH.unwrap(), nr as u32, arg0)
+        evaluate(&program(), AUDIT_ARCH.unwrap(), nr as u32, arg0, 0)
     }
 
     #[test]
@@ -308,10 +348,74 @@ mod tests {
         }
         // Another architecture's call kills.
         assert_eq!(
-            evaluate(&program(), 0x4000_0003, libc::SYS_read as u32, 0),
+            evaluate(&program(), 0x4000_0003, libc::SYS_read as u32, 0, 0),
             RET_KILL_PROCESS
         );
         #[cfg(target_arch = "x86_64")]
         assert_eq!(run(0x4000_0000 + libc::SYS_ptrace, 0), eperm);
+        // With namespaces, sockets and setsid are the network's and the PID
+        // namespace's to hold.
+        assert_eq!(run(libc::SYS_setsid, 0), RET_ALLOW);
+        let udp = (
+            libc::SYS_socket,
+            libc::AF_INET as u64,
+            libc::SOCK_DGRAM as u64,
+        );
+        assert_eq!(
+            evaluate(&program(), AUDIT_ARCH.unwrap(), udp.0 as u32, udp.1, udp.2),
+            RET_ALLOW
+        );
+    }
+
+    #[test]
+    fn without_namespaces_udp_raw_packet_sockets_and_setsid_are_refused() {
+        let p = program_for(true);
+        let eperm = RET_ERRNO | libc::EPERM as u32;
+        let call = |nr: i64, a0: i64, a1: i64| {
+            evaluate(&p, AUDIT_ARCH.unwrap(), nr as u32, a0 as u64, a1 as u64)
+        };
+        let socket = libc::SYS_socket;
+        for (domain, ty, want) in [
+            (libc::AF_INET, libc::SOCK_STREAM, RET_ALLOW),
+            (
+                libc::AF_INET6,
+                libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+                RET_ALLOW,
+            ),
+            (libc::AF_UNIX, libc::SOCK_DGRAM, RET_ALLOW),
+            (libc::AF_NETLINK, libc::SOCK_RAW, RET_ALLOW),
+            (libc::AF_INET, libc::SOCK_DGRAM, eperm),
+            (
+                libc::AF_INET,
+                libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                eperm,
+            ),
+            (libc::AF_INET6, libc::SOCK_DGRAM, eperm),
+            (libc::AF_INET, libc::SOCK_RAW, eperm),
+            (libc::AF_PACKET, libc::SOCK_RAW, eperm),
+        ] {
+            assert_eq!(
+                call(socket, domain as i64, ty as i64),
+                want,
+                "socket({domain}, {ty})"
+            );
+        }
+        assert_eq!(call(libc::SYS_setsid, 0, 0), eperm);
+        // The rest is as with namespaces.
+        assert_eq!(call(libc::SYS_ptrace, 0, 0), eperm);
+        assert_eq!(call(libc::SYS_clone, libc::SIGCHLD as i64, 0), RET_ALLOW);
+        assert_eq!(
+            call(
+                libc::SYS_clone,
+                (libc::CLONE_NEWUSER | libc::SIGCHLD) as i64,
+                0
+            ),
+            eperm
+        );
+        assert_eq!(call(libc::SYS_read, 0, 0), RET_ALLOW);
+        assert_eq!(
+            call(libc::SYS_clone3, 0, 0),
+            RET_ERRNO | libc::ENOSYS as u32
+        );
     }
 }

@@ -89,25 +89,32 @@ struct Prepared {
     uid_map: CString,
     gid_map: CString,
     landlock_abi: i32,
+    /// Why there are no namespaces, when there are none: then files are
+    /// held by Landlock alone, TCP by Landlock's port rules, UDP by seccomp,
+    /// and the proxy listens on this machine's loopback (`proxy_listener`).
+    partial: Option<String>,
+    proxy_listener: Option<std::net::TcpListener>,
 }
 
 impl Sandbox {
     /// Prepare a sandbox for `spec`, or say why this machine cannot hold one.
+    /// Without namespaces (but with Landlock and seccomp) the sandbox is
+    /// partial: see [`Sandbox::partial`].
     pub fn new(spec: Spec) -> Result<Sandbox, Unavailable> {
         let probe = probe();
-        if let Some(why) = probe.unavailable() {
+        if let Some(why) = probe.landlock.clone().or_else(|| probe.seccomp.clone()) {
             return Err(Unavailable(why));
         }
-        Self::prepare(spec, probe.landlock_abi)
+        Self::prepare(spec, probe.landlock_abi, probe.namespaces.clone())
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn prepare(_spec: Spec, _abi: i32) -> Result<Sandbox, Unavailable> {
+    fn prepare(_spec: Spec, _abi: i32, _partial: Option<String>) -> Result<Sandbox, Unavailable> {
         Err(Unavailable("not Linux".into()))
     }
 
     #[cfg(target_os = "linux")]
-    fn prepare(spec: Spec, abi: i32) -> Result<Sandbox, Unavailable> {
+    fn prepare(spec: Spec, abi: i32, partial: Option<String>) -> Result<Sandbox, Unavailable> {
         let mut writable: Vec<PathBuf> = spec
             .writable
             .iter()
@@ -124,19 +131,76 @@ impl Sandbox {
         if let Some((_, inner)) = &spec.exposed {
             writable.push(inner.clone());
         }
-        let ruleset = rules::ruleset(&writable).map_err(Unavailable)?;
+        let (ruleset, proxy_listener) = match &partial {
+            None => (
+                rules::ruleset(&writable, rules::Reads::All, None).map_err(Unavailable)?,
+                None,
+            ),
+            Some(_) => {
+                // No network namespace: the proxy listens on this machine's
+                // loopback, and Landlock lets TCP reach only its port and
+                // the allowed ones.
+                let listener = if spec.proxy {
+                    Some(std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| {
+                        Unavailable(format!("cannot listen for the egress proxy: {e}"))
+                    })?)
+                } else {
+                    None
+                };
+                let mut ports = spec.ports.clone();
+                if let Some(l) = &listener {
+                    ports.push(
+                        l.local_addr()
+                            .map_err(|e| Unavailable(e.to_string()))?
+                            .port(),
+                    );
+                }
+                let hidden: Vec<PathBuf> = spec
+                    .hidden
+                    .iter()
+                    .filter(|h| h.symlink_metadata().is_ok())
+                    .cloned()
+                    .collect();
+                (
+                    rules::ruleset(&writable, rules::Reads::AllBut(&hidden), Some(&ports))
+                        .map_err(Unavailable)?,
+                    listener,
+                )
+            }
+        };
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         Ok(Sandbox {
             inner: Arc::new(Prepared {
                 ruleset,
-                filter: filter::program(),
+                filter: filter::program_for(partial.is_some()),
                 uid_map: CString::new(format!("{uid} {uid} 1")).expect("no NUL"),
                 gid_map: CString::new(format!("{gid} {gid} 1")).expect("no NUL"),
                 spec,
                 landlock_abi: abi,
+                partial,
+                proxy_listener,
             }),
         })
+    }
+
+    /// Why the sandbox is partial, when it is: without namespaces, hidden
+    /// paths inside writable folders (the session store, `.git`) and
+    /// read-only ones are not held, a process can outlive its call if the
+    /// caller dies, and `ports` are open on any host.
+    pub fn partial(&self) -> Option<&str> {
+        self.inner.partial.as_deref()
+    }
+
+    /// Where programs reach the proxy.
+    pub fn proxy_port(&self) -> Option<u16> {
+        if !self.inner.spec.proxy {
+            return None;
+        }
+        match &self.inner.proxy_listener {
+            Some(l) => l.local_addr().ok().map(|a| a.port()),
+            None => Some(PROXY_PORT),
+        }
     }
 
     /// What this sandbox enforces.
@@ -156,8 +220,8 @@ impl Sandbox {
             "TMPDIR".to_owned(),
             self.inner.spec.tmp.display().to_string(),
         )];
-        if self.inner.spec.proxy {
-            let url = format!("http://127.0.0.1:{PROXY_PORT}");
+        if let Some(port) = self.proxy_port() {
+            let url = format!("http://127.0.0.1:{port}");
             for k in [
                 "HTTP_PROXY",
                 "HTTPS_PROXY",
@@ -179,6 +243,22 @@ impl Sandbox {
     /// [`Guest::listeners`] right after spawning it.
     #[cfg(target_os = "linux")]
     pub fn command(&self, cmd: &mut tokio::process::Command) -> io::Result<Guest> {
+        if self.inner.partial.is_some() {
+            let plan = child::Plan::partial(self.inner.clone());
+            // SAFETY: as below.
+            unsafe {
+                cmd.pre_exec(move || plan.enter());
+            }
+            let shared = match &self.inner.proxy_listener {
+                Some(l) => Some(l.try_clone()?),
+                None => None,
+            };
+            return Ok(Guest {
+                ours: None,
+                ports: Vec::new(),
+                shared,
+            });
+        }
         let listen = self.listen_ports();
         let chan = if listen.is_empty() {
             None
@@ -199,6 +279,7 @@ impl Sandbox {
         Ok(Guest {
             ours: chan.map(|(ours, theirs)| (ours, Some(theirs))),
             ports: listen,
+            shared: None,
         })
     }
 
@@ -225,6 +306,8 @@ pub struct Guest {
     /// Our end of the channel, and theirs until the spawn is done.
     ours: Option<(OwnedFd, Option<OwnedFd>)>,
     ports: Vec<u16>,
+    /// Without namespaces: the run's proxy listener on this machine.
+    shared: Option<std::net::TcpListener>,
 }
 
 impl Guest {
@@ -232,6 +315,9 @@ impl Guest {
     /// its port. Call after the spawn succeeded: the child sent them before
     /// it ran the program.
     pub fn listeners(&mut self) -> io::Result<Vec<(u16, std::net::TcpListener)>> {
+        if let Some(l) = self.shared.take() {
+            return Ok(vec![(PROXY_PORT, l)]);
+        }
         let Some((ours, theirs)) = &mut self.ours else {
             return Ok(Vec::new());
         };

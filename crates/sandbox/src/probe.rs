@@ -29,7 +29,9 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// Why the sandbox cannot be enforced here, in one line; `None` when it can.
+    /// Why the whole sandbox cannot be enforced here, in one line; `None`
+    /// when it can. Without namespaces alone a partial one still can
+    /// ([`crate::Sandbox::partial`]).
     pub fn unavailable(&self) -> Option<String> {
         let why: Vec<&str> = [&self.landlock, &self.namespaces, &self.seccomp]
             .into_iter()
@@ -58,18 +60,18 @@ fn run() -> Probe {
     if sim("no-landlock") {
         landlock = Some("Landlock is not supported by this kernel (simulated)".into());
     }
-    let mut namespaces = if crate::filter::supported() {
-        namespaces()
+    let mut namespaces = namespaces();
+    if sim("no-userns") {
+        namespaces = Some("unprivileged user namespaces are disabled (simulated)".into());
+    }
+    let mut seccomp = if crate::filter::supported() {
+        seccomp()
     } else {
         Some(format!(
             "the sandbox has no seccomp filter for {}",
             std::env::consts::ARCH
         ))
     };
-    if sim("no-userns") {
-        namespaces = Some("unprivileged user namespaces are disabled (simulated)".into());
-    }
-    let mut seccomp = seccomp();
     if sim("no-seccomp") {
         seccomp = Some("seccomp is not supported by this kernel (simulated)".into());
     }

@@ -1,18 +1,20 @@
-//! The Landlock ruleset: read and execute everywhere, write only beneath the
-//! writable roots. Built once per run in the parent; each child only calls
-//! `landlock_restrict_self` with it.
+//! The Landlock ruleset: read and execute everywhere (or, without
+//! namespaces to hide paths with, everywhere but the hidden paths), write only
+//! beneath the writable roots, and without namespaces, TCP only to the given
+//! ports. Built in the parent; each child only calls `landlock_restrict_self`
+//! with it.
 
 use std::os::fd::OwnedFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use landlock::{
-    ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    Scope, path_beneath_rules,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, Ruleset, RulesetAttr,
+    RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
 /// The highest ABI these rules were written and tested for: files through
-/// ABI 5 (device ioctls) and the scopes of ABI 6 (abstract unix sockets and
-/// signals made outside the sandbox).
+/// ABI 5 (device ioctls), TCP (ABI 4) and the scopes of ABI 6 (abstract unix
+/// sockets and signals made outside the sandbox).
 const ABI_PINNED: ABI = ABI::V6;
 
 /// Devices every program may write: the bit buckets and terminals.
@@ -26,23 +28,99 @@ const DEVICES: &[&str] = &[
     "/dev/shm",
 ];
 
-pub(crate) fn ruleset(writable: &[PathBuf]) -> Result<OwnedFd, String> {
+/// What is readable.
+pub(crate) enum Reads<'a> {
+    /// Everything (hidden paths are hidden by mounts).
+    All,
+    /// Everything but these paths (no mounts to hide them with).
+    AllBut(&'a [PathBuf]),
+}
+
+/// The most rules the walk around hidden paths makes (a folder beside a
+/// hidden path with very many entries is listed, not walked).
+const MAX_WALK_RULES: usize = 4096;
+
+pub(crate) fn ruleset(
+    writable: &[PathBuf],
+    reads: Reads<'_>,
+    tcp_connect: Option<&[u16]>,
+) -> Result<OwnedFd, String> {
     let abi = ABI_PINNED;
     let fail = |e: &dyn std::fmt::Display| format!("cannot build the Landlock ruleset: {e}");
-    let created = Ruleset::default()
+    let mut base = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(AccessFs::from_all(abi))
-        .map_err(|e| fail(&e))?
+        .map_err(|e| fail(&e))?;
+    if tcp_connect.is_some() {
+        base = base
+            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
+            .map_err(|e| fail(&e))?;
+    }
+    let mut created = base
         .scope(Scope::AbstractUnixSocket | Scope::Signal)
         .map_err(|e| fail(&e))?
         .create()
-        .map_err(|e| fail(&e))?
-        .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
-        .map_err(|e| fail(&e))?
+        .map_err(|e| fail(&e))?;
+    match reads {
+        Reads::All => {
+            created = created
+                .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
+                .map_err(|e| fail(&e))?;
+        }
+        Reads::AllBut(hidden) => {
+            let (whole, listed) = around(hidden);
+            created = created
+                .add_rules(path_beneath_rules(&whole, AccessFs::from_read(abi)))
+                .map_err(|e| fail(&e))?
+                .add_rules(path_beneath_rules(&listed, AccessFs::ReadDir))
+                .map_err(|e| fail(&e))?;
+        }
+    }
+    created = created
         .add_rules(path_beneath_rules(DEVICES, AccessFs::from_all(abi)))
         .map_err(|e| fail(&e))?
         .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
         .map_err(|e| fail(&e))?;
+    for port in tcp_connect.unwrap_or_default() {
+        created = created
+            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
+            .map_err(|e| fail(&e))?;
+    }
     Option::<OwnedFd>::from(created)
         .ok_or_else(|| "Landlock is not enforced by this kernel".to_owned())
+}
+
+/// The read rules that leave out `hidden`: whole subtrees that hold no hidden
+/// path, and the folders on the way to one (listable, their entries judged
+/// one by one). Entries made later in such a folder are not readable.
+pub(crate) fn around(hidden: &[PathBuf]) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut whole = Vec::new();
+    let mut listed = Vec::new();
+    walk(Path::new("/"), hidden, &mut whole, &mut listed);
+    (whole, listed)
+}
+
+fn walk(dir: &Path, hidden: &[PathBuf], whole: &mut Vec<PathBuf>, listed: &mut Vec<PathBuf>) {
+    if hidden.iter().any(|h| h == dir) {
+        return;
+    }
+    if !hidden.iter().any(|h| h.starts_with(dir)) {
+        whole.push(dir.to_path_buf());
+        return;
+    }
+    listed.push(dir.to_path_buf());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if whole.len() + listed.len() > MAX_WALK_RULES {
+            return;
+        }
+        let p = e.path();
+        match e.file_type() {
+            Ok(t) if t.is_dir() => walk(&p, hidden, whole, listed),
+            _ if hidden.contains(&p) => {}
+            _ => whole.push(p),
+        }
+    }
 }

@@ -162,7 +162,8 @@ impl ToolSandbox {
             gate_only,
             _tmp: None,
         };
-        if let Some(why) = agentfile_sandbox::probe().unavailable() {
+        let probe = agentfile_sandbox::probe();
+        if let Some(why) = probe.landlock.clone().or_else(|| probe.seccomp.clone()) {
             return unavailable(why, gate, gate_only);
         }
         let tmp = match private_tmp() {
@@ -248,20 +249,38 @@ impl ToolSandbox {
         };
         match Sandbox::new(spec) {
             Ok(sb) => {
-                let mut net = match &inputs.hosts {
-                    Some(label) => format!("proxy ([{label}] hosts)"),
-                    None => "none".to_owned(),
+                let partial = sb.partial().map(str::to_owned);
+                let mut net = match (&inputs.hosts, &partial) {
+                    (Some(label), None) => format!("proxy ([{label}] hosts)"),
+                    (Some(label), Some(_)) => format!(
+                        "proxy ([{label}] hosts) at 127.0.0.1:{}, the only TCP port (Landlock); no UDP (seccomp)",
+                        sb.proxy_port().unwrap_or_default()
+                    ),
+                    (None, None) => "none".to_owned(),
+                    (None, Some(_)) => "no TCP (Landlock), no UDP (seccomp)".to_owned(),
                 };
                 if !section.ports.is_empty() {
                     let ports: Vec<String> = section.ports.iter().map(u16::to_string).collect();
-                    net.push_str(&format!(", loopback ports {}", ports.join(" ")));
+                    match &partial {
+                        None => net.push_str(&format!(", loopback ports {}", ports.join(" "))),
+                        Some(_) => {
+                            net.push_str(&format!(", TCP ports {} on any host", ports.join(" ")))
+                        }
+                    }
                 }
+                let (fs, reason) = match &partial {
+                    None => (format!("landlock (ABI {})", sb.landlock_abi()), None),
+                    Some(why) => (
+                        format!("landlock (ABI {}), without namespaces", sb.landlock_abi()),
+                        Some(format!("partial: {why}")),
+                    ),
+                };
                 ToolSandbox {
                     info: SandboxInfo {
                         enforced: true,
-                        fs: format!("landlock (ABI {})", sb.landlock_abi()),
+                        fs,
                         net,
-                        reason: None,
+                        reason,
                     },
                     state: State::On(sb),
                     gate,
@@ -299,6 +318,11 @@ impl ToolSandbox {
 
     /// The one line a run shows when the sandbox is not enforced here.
     pub fn warning(&self) -> Option<String> {
+        if let (State::On(_), Some(reason)) = (&self.state, &self.info.reason) {
+            return Some(format!(
+                "sandbox: {reason}; files are held by Landlock and the network by Landlock and seccomp, but the session store, .git and the run's protected folders by the gate only, and a program can outlive its call if agentfile is killed"
+            ));
+        }
         match &self.state {
             State::Unavailable { reason, required } => Some(if *required {
                 format!(
@@ -504,9 +528,13 @@ impl ToolSandbox {
                 .unwrap_or_default()
         };
         let k = &d["kernel"];
-        match &self.info.reason {
-            None => line(&mut s, "sandbox: enforced".into()),
-            Some(r) => line(&mut s, format!("sandbox: not enforced: {r}")),
+        match (self.info.enforced, &self.info.reason) {
+            (true, None) => line(&mut s, "sandbox: enforced".into()),
+            (true, Some(r)) => line(&mut s, format!("sandbox: enforced, {r}")),
+            (false, r) => line(
+                &mut s,
+                format!("sandbox: not enforced: {}", r.as_deref().unwrap_or("")),
+            ),
         }
         if let Some(w) = d["when_unavailable"].as_str() {
             line(&mut s, format!("  then: {w}"));
