@@ -495,15 +495,42 @@ impl ToolSandbox {
         if let Some(spec) = self.spec() {
             out["writable"] = paths(&spec.writable, false).into();
             out["temporary_folder"] = "private to the run (TMPDIR)".into();
-            out["hidden"] = paths(&spec.hidden, true).into();
-            out["read_only"] = paths(&spec.read_only, true).into();
+            let partial = self.info.reason.is_some();
+            let inside_writable = |p: &PathBuf| spec.writable.iter().any(|w| p.starts_with(w));
+            let (held, unheld): (Vec<PathBuf>, Vec<PathBuf>) = spec
+                .hidden
+                .iter()
+                .cloned()
+                .partition(|h| !partial || !inside_writable(h));
+            out["hidden"] = paths(&held, true).into();
+            if partial {
+                // Without a mount namespace nothing inside a writable folder
+                // can be hidden or made read-only.
+                let mut gate_only = paths(&unheld, true);
+                gate_only.extend(paths(&spec.read_only, true));
+                out["gate_only_paths"] = gate_only.into();
+            } else {
+                out["read_only"] = paths(&spec.read_only, true).into();
+            }
             if let Some((_, scratch)) = &spec.exposed {
                 out["scratch"] = scratch.display().to_string().into();
             }
+            let mut refused: Vec<&str> = agentfile_sandbox::filter::denied()
+                .iter()
+                .map(|(n, _)| *n)
+                .chain(["clone with CLONE_NEW*", "clone3 (ENOSYS)"])
+                .collect();
+            if partial {
+                refused.extend(["setsid", "UDP and raw IP sockets", "packet sockets"]);
+            }
             out["processes"] = serde_json::json!({
-                "session": "own session and PID namespace: everything a program starts ends with it, and with the run",
+                "session": if partial {
+                    "own session (setsid refused), killed with its parent; no PID namespace: a program can outlive its call if agentfile is killed"
+                } else {
+                    "own session and PID namespace: everything a program starts ends with it, and with the run"
+                },
                 "no_new_privs": true,
-                "seccomp_refuses": agentfile_sandbox::filter::denied().iter().map(|(n, _)| *n).chain(["clone with CLONE_NEW*", "clone3 (ENOSYS)"]).collect::<Vec<_>>(),
+                "seccomp_refuses": refused,
             });
             out["mcp_servers"] = self.mcp_servers.into();
         }
@@ -542,7 +569,7 @@ impl ToolSandbox {
         line(
             &mut s,
             format!(
-                "kernel: Landlock {}; namespaces {}; seccomp {}",
+                "kernel: Landlock {}; namespaces: {}; seccomp: {}",
                 if probe_abi(k) > 0 {
                     format!("ABI {}", probe_abi(k))
                 } else {
@@ -552,10 +579,13 @@ impl ToolSandbox {
                 k["seccomp"].as_str().unwrap_or(""),
             ),
         );
-        if let Some(sim) = d["simulated"].as_array() {
+        if !list(&d["simulated"]).is_empty() {
             line(
                 &mut s,
-                format!("simulated: {sim:?} (AGENTFILE_SANDBOX_SIMULATE)"),
+                format!(
+                    "simulated: {} (AGENTFILE_SANDBOX_SIMULATE)",
+                    list(&d["simulated"]).join(", ")
+                ),
             );
         }
         if self.spec().is_some() {
@@ -564,6 +594,10 @@ impl ToolSandbox {
                 ("writable", "writable"),
                 ("hidden", "hidden"),
                 ("read-only", "read_only"),
+                (
+                    "gate only (inside a writable folder, no mount namespace)",
+                    "gate_only_paths",
+                ),
             ] {
                 let items = list(&d[key]);
                 if !items.is_empty() {
@@ -580,7 +614,10 @@ impl ToolSandbox {
             line(&mut s, format!("network: {}", self.info.net));
             line(
                 &mut s,
-                "processes: own session and PID namespace (nothing outlives the program or the run), no_new_privs".into(),
+                format!(
+                    "processes: {}; no_new_privs",
+                    d["processes"]["session"].as_str().unwrap_or("")
+                ),
             );
             line(
                 &mut s,
