@@ -23,41 +23,13 @@ fi
 AGENTFILE_BIN="$(realpath "$AGENTFILE_BIN")"
 FAKE_BIN="$(realpath "$FAKE_BIN")"
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/agentfile-bench-sandbox.XXXXXX")"
-fake_pid=""
-cleanup() {
-    if [ -n "$fake_pid" ]; then kill "$fake_pid" 2>/dev/null || true; fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-cat >"$work/script.json" <<'JSON'
-{"replies": [
-  {"text": "it ran", "when": ["\"role\":\"tool\""]},
-  {"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]}
-], "repeat": true}
-JSON
-"$FAKE_BIN" "$work/script.json" >"$work/url" &
-fake_pid=$!
-for _ in $(seq 100); do [ -s "$work/url" ] && break; sleep 0.05; done
-url="$(head -n1 "$work/url")"
-[ -n "$url" ] || { echo "bench-sandbox: the fake provider did not start" >&2; exit 1; }
-mkdir -p "$work/ws"
+# shellcheck source=lib/two-turn-workflow.sh
+. scripts/lib/two-turn-workflow.sh
+two_turn_workflow "$FAKE_BIN" bench-sandbox '{"name": "bash", "arguments": {"command": "true"}}'
 for mode in on off; do
     mkdir -p "$work/$mode"
-    cat >"$work/$mode/Agentfile" <<'AF'
-NAME bench
-GOAL check "Run the check and say whether it passed"
-RUN main USING check
-AF
-    cat >"$work/$mode/agent.toml" <<TOML
-[agent]
-workspace = "../ws"
-[llm]
-provider = "openai"
-model = "gpt-4o"
-base_url = "$url"
-api_key_env = "BENCH_KEY"
-TOML
+    cp "$work/Agentfile" "$work/$mode/Agentfile"
+    sed 's|^workspace = "ws"|workspace = "../ws"|' "$work/agent.toml" >"$work/$mode/agent.toml"
     enabled=true; [ "$mode" = off ] && enabled=false
     printf '[bash]\nallowlist = ["true"]\n\n[sandbox]\nenabled = %s\n' "$enabled" >"$work/$mode/policy.toml"
 done

@@ -16,7 +16,7 @@ use agentfile::tools::{MemoryStore, ToolContext, ToolSet, Toolbox, ToolboxOption
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
+mod e2e_support;
 
 fn skip() -> bool {
     if let Some(why) = agentfile::tools::sandbox::unavailable() {
@@ -43,28 +43,30 @@ fn run_bash(dir: &Path, policy: &str, command: &str, env: &[(&str, &str)]) -> (V
             FakeReply::text("done"),
         ]))
         .unwrap();
-    std::fs::write(
-        dir.join("agent.toml"),
-        format!(
-            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
-            server.base_url()
-        ),
-    )
-    .unwrap();
+    e2e_support::config(dir, &server);
     std::fs::write(dir.join("policy.toml"), policy).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_agentfile"))
-        .args(["run", "--goal", "do it", "--config"])
-        .arg(dir.join("agent.toml"))
-        .arg("--policy")
-        .arg(dir.join("policy.toml"))
-        .arg("--workspace")
-        .arg(dir.join("ws"))
-        .args(["--output", "stream-json"])
-        .current_dir(dir)
-        .env(KEY_VAR, "test-key-0123456789")
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
+    let (config, policy, ws) = (
+        dir.join("agent.toml"),
+        dir.join("policy.toml"),
+        dir.join("ws"),
+    );
+    let o = e2e_support::agentfile(
+        dir,
+        &[
+            "run",
+            "--goal",
+            "do it",
+            "--config",
+            config.to_str().unwrap(),
+            "--policy",
+            policy.to_str().unwrap(),
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--output",
+            "stream-json",
+        ],
+        env,
+    );
     let events = String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -3,22 +3,24 @@
 # temporary folder (in `work`, removed at exit with the fake model, whose pid
 # is `fake_pid`), starts the loopback fake model there and writes
 # $work/Agentfile, $work/agent.toml and $work/ws. The model answers with an
-# `ls` call first, and once a tool result is in the conversation, with the
-# answer. The key is read from BENCH_KEY.
+# `ls` call first (or the tool call given as JSON in a third argument), and once
+# a tool result is in the conversation, with the answer. The key is read from
+# BENCH_KEY.
 two_turn_cleanup() {
     if [ -n "${fake_pid:-}" ]; then kill "$fake_pid" 2>/dev/null || true; fi
     rm -rf "$work"
 }
 
 two_turn_workflow() {
-    local fake="$1" name="$2" url
+    local fake="$1" name="$2" ls_call='{"name": "ls", "arguments": {"path": "."}}' call url
+    call="${3:-$ls_call}"
     work="$(mktemp -d "${TMPDIR:-/tmp}/agentfile-$name.XXXXXX")"
     fake_pid=""
     trap two_turn_cleanup EXIT
-    cat >"$work/script.json" <<'JSON'
+    cat >"$work/script.json" <<JSON
 {"replies": [
-  {"text": "there is one file", "when": ["\"role\":\"tool\""]},
-  {"tool_calls": [{"name": "ls", "arguments": {"path": "."}}]}
+  {"text": "there is one file", "when": ["\\"role\\":\\"tool\\""]},
+  {"tool_calls": [$call]}
 ], "repeat": true}
 JSON
     "$fake" "$work/script.json" >"$work/url" &

@@ -193,21 +193,14 @@ impl Plan {
 
     unsafe fn partial_setup(&self) -> io::Result<()> {
         unsafe {
-            check(libc::setsid())?;
-            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
-            if libc::getppid() != self.parent {
-                libc::_exit(1);
-            }
-            let no_core = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            self.own_session()?;
             self.confine()
         }
     }
 
-    unsafe fn relay_setup(&self) -> io::Result<()> {
+    /// A session of its own (the caller kills the group), killed with the
+    /// caller, no core dumps.
+    unsafe fn own_session(&self) -> io::Result<()> {
         unsafe {
             check(libc::setsid())?;
             check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
@@ -220,6 +213,13 @@ impl Plan {
                 rlim_max: 0,
             };
             libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            Ok(())
+        }
+    }
+
+    unsafe fn relay_setup(&self) -> io::Result<()> {
+        unsafe {
+            self.own_session()?;
             enter_namespaces(&self.prep.uid_map, &self.prep.gid_map)?;
             check(libc::mount(
                 std::ptr::null(),
@@ -616,21 +616,50 @@ unsafe fn init_loop(program: libc::pid_t, status_pipe: libc::c_int) -> ! {
 #[repr(C, align(8))]
 struct CmsgBuf([u8; 128]);
 
-unsafe fn send_fds(chan: libc::c_int, fds: &[libc::c_int]) -> io::Result<()> {
-    unsafe {
-        let mut buf = CmsgBuf([0; 128]);
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr() as *mut libc::c_void,
+/// One message of one byte with room for descriptors: the pieces live in
+/// `frame`, which must not move while `msg` is used.
+struct Frame {
+    buf: CmsgBuf,
+    byte: [u8; 1],
+    iov: libc::iovec,
+    msg: libc::msghdr,
+}
+
+impl Frame {
+    /// Fill `self` as a message with `control` bytes of control data.
+    ///
+    /// # Safety
+    /// `self` must stay where it is while `self.msg` is used.
+    unsafe fn point(&mut self, control: usize) {
+        self.iov = libc::iovec {
+            iov_base: self.byte.as_mut_ptr() as *mut libc::c_void,
             iov_len: 1,
         };
+        self.msg.msg_iov = &mut self.iov;
+        self.msg.msg_iovlen = 1;
+        self.msg.msg_control = self.buf.0.as_mut_ptr() as *mut libc::c_void;
+        self.msg.msg_controllen = control as _;
+    }
+
+    fn new() -> Frame {
+        // SAFETY: iovec and msghdr are plain C structs; all zeroes is valid.
+        unsafe {
+            Frame {
+                buf: CmsgBuf([0; 128]),
+                byte: [0],
+                iov: std::mem::zeroed(),
+                msg: std::mem::zeroed(),
+            }
+        }
+    }
+}
+
+unsafe fn send_fds(chan: libc::c_int, fds: &[libc::c_int]) -> io::Result<()> {
+    unsafe {
+        let mut f = Frame::new();
         let data_len = std::mem::size_of_val(fds) as libc::c_uint;
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.0.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = libc::CMSG_SPACE(data_len) as _;
-        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        f.point(libc::CMSG_SPACE(data_len) as usize);
+        let cmsg = libc::CMSG_FIRSTHDR(&f.msg);
         (*cmsg).cmsg_level = libc::SOL_SOCKET;
         (*cmsg).cmsg_type = libc::SCM_RIGHTS;
         (*cmsg).cmsg_len = libc::CMSG_LEN(data_len) as _;
@@ -639,7 +668,7 @@ unsafe fn send_fds(chan: libc::c_int, fds: &[libc::c_int]) -> io::Result<()> {
             libc::CMSG_DATA(cmsg),
             data_len as usize,
         );
-        check(libc::sendmsg(chan, &msg, 0))?;
+        check(libc::sendmsg(chan, &f.msg, 0))?;
         Ok(())
     }
 }
@@ -650,18 +679,10 @@ pub(crate) fn receive_fds(chan: libc::c_int, n: usize) -> io::Result<Vec<OwnedFd
     // SAFETY: recvmsg writes into buffers we own and sized; the descriptors
     // it returns are new and owned by no one else.
     unsafe {
-        let mut buf = CmsgBuf([0; 128]);
-        let mut byte = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: byte.as_mut_ptr() as *mut libc::c_void,
-            iov_len: 1,
-        };
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = buf.0.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = buf.0.len() as _;
-        let rc = libc::recvmsg(chan, &mut msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
+        let mut f = Frame::new();
+        f.point(f.buf.0.len());
+        let msg = &mut f.msg;
+        let rc = libc::recvmsg(chan, msg, libc::MSG_DONTWAIT | libc::MSG_CMSG_CLOEXEC);
         if rc < 0 {
             return Err(io::Error::other(format!(
                 "the sandbox did not hand over its listeners: {}",
@@ -669,7 +690,7 @@ pub(crate) fn receive_fds(chan: libc::c_int, n: usize) -> io::Result<Vec<OwnedFd
             )));
         }
         let mut out = Vec::new();
-        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        let mut cmsg = libc::CMSG_FIRSTHDR(msg);
         while !cmsg.is_null() {
             if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
                 let bytes = (*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
@@ -679,7 +700,7 @@ pub(crate) fn receive_fds(chan: libc::c_int, n: usize) -> io::Result<Vec<OwnedFd
                     out.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
                 }
             }
-            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+            cmsg = libc::CMSG_NXTHDR(msg, cmsg);
         }
         if out.len() != n {
             return Err(io::Error::other(format!(

@@ -31,6 +31,31 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// Serve `listener` as the proxy until the handle is aborted.
 pub fn serve(listener: std::net::TcpListener, check: Check) -> std::io::Result<JoinHandle<()>> {
+    accept_loop(listener, move |stream| {
+        let check = check.clone();
+        async move {
+            let _ = handle(stream, check).await;
+        }
+    })
+}
+
+/// Splice every connection to `listener` to `127.0.0.1:port` on this side,
+/// until the handle is aborted.
+pub fn forward(listener: std::net::TcpListener, port: u16) -> std::io::Result<JoinHandle<()>> {
+    accept_loop(listener, move |mut inside| async move {
+        if let Ok(mut outside) = TcpStream::connect(("127.0.0.1", port)).await {
+            let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
+        }
+    })
+}
+
+/// Accept connections until aborted, each served by `serve` on a task of
+/// its own (aborted with the loop).
+fn accept_loop<F, Fut>(listener: std::net::TcpListener, serve: F) -> std::io::Result<JoinHandle<()>>
+where
+    F: Fn(TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(listener)?;
     Ok(tokio::spawn(async move {
@@ -39,35 +64,7 @@ pub fn serve(listener: std::net::TcpListener, check: Check) -> std::io::Result<J
             tokio::select! {
                 accepted = listener.accept() => match accepted {
                     Ok((stream, _)) => {
-                        let check = check.clone();
-                        conns.spawn(async move {
-                            let _ = handle(stream, check).await;
-                        });
-                    }
-                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-                },
-                Some(_) = conns.join_next(), if !conns.is_empty() => {}
-            }
-        }
-    }))
-}
-
-/// Splice every connection to `listener` to `127.0.0.1:port` on this side,
-/// until the handle is aborted.
-pub fn forward(listener: std::net::TcpListener, port: u16) -> std::io::Result<JoinHandle<()>> {
-    listener.set_nonblocking(true)?;
-    let listener = TcpListener::from_std(listener)?;
-    Ok(tokio::spawn(async move {
-        let mut conns = tokio::task::JoinSet::new();
-        loop {
-            tokio::select! {
-                accepted = listener.accept() => match accepted {
-                    Ok((mut inside, _)) => {
-                        conns.spawn(async move {
-                            if let Ok(mut outside) = TcpStream::connect(("127.0.0.1", port)).await {
-                                let _ = tokio::io::copy_bidirectional(&mut inside, &mut outside).await;
-                            }
-                        });
+                        conns.spawn(serve(stream));
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
                 },
