@@ -23,7 +23,7 @@ use url::Url;
 
 use crate::Denial;
 use crate::policy::paths::PathPattern;
-use crate::policy::{Gate, Policy};
+use crate::policy::{Gate, Policy, Request};
 
 /// Secrets folders and files hidden from every program, under the home
 /// directory.
@@ -417,8 +417,9 @@ impl Drop for Jail {
     }
 }
 
-/// The proxy's judge: the web policy's host rules, then its checks of the
-/// addresses the host resolves to; the connection goes to an approved one.
+/// The proxy's judge: the web policy's host rules and rate limit, then its
+/// checks of the addresses the host resolves to; the connection goes to an
+/// approved one.
 fn proxy_check(gate: Arc<Gate>) -> proxy::Check {
     Arc::new(move |host: String, port: u16| {
         let gate = gate.clone();
@@ -430,9 +431,13 @@ fn proxy_check(gate: Arc<Gate>) -> proxy::Check {
             };
             let url = Url::parse(&format!("http://{shown}:{port}/"))
                 .map_err(|e| format!("`{host}` is not a host name: {e}"))?;
+            // As a web_fetch call is judged: host rules, guards, and the
+            // section's rate limit (each connection counts as one call).
             let verdict = gate
-                .check_url(&url)
-                .map_err(|d| format!("denied by policy ({}): {}", d.rule, d.reason))?;
+                .check(&Request::Fetch { url: &url })
+                .map_err(|d| format!("denied by policy ({}): {}", d.rule, d.reason))?
+                .url
+                .ok_or_else(|| format!("`{host}`: the URL was not judged"))?;
             let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
                 Ok(ip) => vec![SocketAddr::new(ip, port)],
                 Err(_) => tokio::net::lookup_host((host.as_str(), port))
