@@ -493,6 +493,35 @@ async fn a_command_tool_reaches_allowed_hosts_through_the_proxy_and_no_others() 
     assert_eq!(allowed_hits.load(std::sync::atomic::Ordering::SeqCst), 1);
 }
 
+/// Each connection through the proxy is judged as a web_fetch call is, so
+/// the section's rate limit counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxy_counts_connections_against_the_rate_limit() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("proxy-rate");
+    let ws = dir.join("ws");
+    std::fs::write(ws.join("fetch.py"), FETCH).unwrap();
+    let (port, hits) = http_server("counted");
+    let policy = format!(
+        "[bash]\nallowlist = [\"python3 *\"]\n[web_fetch]\nallow_domains = [\"127.0.0.1:{port}\"]\nrate_limit = 1\n"
+    );
+    let tb = toolbox(&ws, &policy);
+    let url = format!("http://127.0.0.1:{port}/");
+    let r = tb
+        .call(
+            "bash",
+            json!({"command": format!("python3 fetch.py {url}; python3 fetch.py {url}")}),
+            &ctx(&ws),
+        )
+        .await;
+    let text = r.output.content;
+    assert_eq!(text.matches("counted").count(), 1, "{text}");
+    assert!(text.contains("FAILED HTTP Error 403"), "{text}");
+    assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_forwarded_port_reaches_the_host_loopback() {
     if skip() {
