@@ -12,10 +12,13 @@ use landlock::{
     RulesetCreatedAttr, Scope, path_beneath_rules,
 };
 
-/// The highest ABI these rules were written and tested for: files through
-/// ABI 5 (device ioctls), TCP (ABI 4) and the scopes of ABI 6 (abstract unix
-/// sockets and signals made outside the sandbox).
-const ABI_PINNED: ABI = ABI::V6;
+/// The highest ABI these rules ask for: files through ABI 5 (device
+/// ioctls), TCP (ABI 4), the scopes of ABI 6 (abstract unix sockets and
+/// signals made outside the sandbox), and on kernels with ABI 9 (Linux 7.1)
+/// connecting to a named unix socket only beneath the writable folders. On an
+/// older kernel what it lacks is left out (best effort), so the rules that
+/// hold are those of the kernel's ABI.
+const ABI_PINNED: ABI = ABI::V9;
 
 /// Devices every program may write: the bit buckets and terminals.
 const DEVICES: &[&str] = &[
