@@ -125,6 +125,72 @@ fn a_run_says_what_is_enforced_and_its_programs_are_held() {
     );
 }
 
+/// A SIGKILLed agentfile takes its tools' processes with it: the relay dies
+/// with its parent, init with the relay, and the PID namespace with init.
+#[test]
+fn a_killed_run_leaves_no_process_behind() {
+    if skip() {
+        return;
+    }
+    use std::io::BufRead;
+    let dir = tmp("killed");
+    let marker = format!("31.{}", std::process::id());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start(vec![
+            FakeReply::tool_call(
+                "bash",
+                json!({"command": format!("python3 -c \"import subprocess, time; subprocess.Popen(['setsid', 'sleep', '{marker}']); time.sleep(60)\"")}),
+            ),
+            FakeReply::text("done"),
+        ]))
+        .unwrap();
+    e2e_support::config(&dir, &server);
+    std::fs::write(dir.join("policy.toml"), BASH_POLICY).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+        .args(["run", "--goal", "do it", "--config"])
+        .arg(dir.join("agent.toml"))
+        .arg("--policy")
+        .arg(dir.join("policy.toml"))
+        .arg("--workspace")
+        .arg(dir.join("ws"))
+        .args(["--output", "stream-json"])
+        .env(e2e_support::KEY_VAR, "test-key-0123456789")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    let sleeping = || {
+        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|w| w == marker.as_bytes()))
+        })
+    };
+    // Wait for the tool to start its grandchild.
+    assert!(lines.any(|l| l.unwrap().contains("\"type\":\"tool_call\"")));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !sleeping() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tool never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while sleeping() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`sleep {marker}` outlived the killed run"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(server);
+}
+
 #[test]
 fn without_landlock_the_run_says_so_once_and_tools_run_gated_only() {
     let dir = tmp("no-landlock");
