@@ -653,6 +653,22 @@ async fn builds_and_test_suites_run_in_the_sandbox() {
         out.starts_with("exit code: 0") && out.contains("200"),
         "{out}"
     );
+    // Caches go to the run's temporary folder (those under `~` are read-only).
+    let out = run("python3 -c \"import os; p = os.environ['XDG_CACHE_HOME']; d = os.path.join(p, 'tool'); os.makedirs(d, exist_ok=True); open(os.path.join(d, 'x'), 'w'); print('cache', p.startswith(os.environ['TMPDIR']))\"".into()).await;
+    assert!(
+        out.starts_with("exit code: 0") && out.contains("cache True"),
+        "{out}"
+    );
+    // POSIX semaphores and shared memory (`/dev/shm`, private to the run).
+    let out = run(
+        "python3 -c \"import multiprocessing as m; l = m.Lock(); l.acquire(); print('locked')\""
+            .into(),
+    )
+    .await;
+    assert!(
+        out.starts_with("exit code: 0") && out.contains("locked"),
+        "{out}"
+    );
 
     // cargo test on a crate with no dependencies.
     if have("cargo").is_some() {

@@ -214,12 +214,21 @@ impl Sandbox {
     }
 
     /// The environment a sandboxed process gets on top of its own: `TMPDIR`,
-    /// and the proxy variables when the proxy is on.
+    /// caches in it (`XDG_CACHE_HOME`, npm's; the ones under `~` are not
+    /// writable), and the proxy variables when the proxy is on.
     pub fn env(&self) -> Vec<(String, String)> {
-        let mut env = vec![(
-            "TMPDIR".to_owned(),
-            self.inner.spec.tmp.display().to_string(),
-        )];
+        let tmp = &self.inner.spec.tmp;
+        let mut env = vec![
+            ("TMPDIR".to_owned(), tmp.display().to_string()),
+            (
+                "XDG_CACHE_HOME".to_owned(),
+                tmp.join(".cache").display().to_string(),
+            ),
+            (
+                "npm_config_cache".to_owned(),
+                tmp.join(".npm").display().to_string(),
+            ),
+        ];
         if let Some(port) = self.proxy_port() {
             let url = format!("http://127.0.0.1:{port}");
             for k in [
