@@ -264,6 +264,55 @@ async fn handle(mut stream: TcpStream, check: Check) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// Send `request` to a proxy whose check allows everything (to nowhere),
+    /// and read the answer.
+    async fn ask(request: Vec<u8>) -> String {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let check: Check = Arc::new(|_, _| {
+            Box::pin(async { Err::<SocketAddr, _>("no host is allowed".to_owned()) })
+        });
+        let task = serve(l, check).unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        // The proxy may answer before it has read everything.
+        let _ = s.write_all(&request).await;
+        let _ = s.shutdown().await;
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+        task.abort();
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[tokio::test]
+    async fn hostile_requests_get_an_answer_and_nothing_else() {
+        let huge = format!(
+            "GET http://x.com/ HTTP/1.1\r\nX: {}\r\n",
+            "a".repeat(MAX_HEAD * 2)
+        );
+        assert!(
+            ask(huge.into_bytes()).await.starts_with("HTTP/1.1 400 "),
+            "a head past the cap"
+        );
+        let garbage = ask(b"\x00\xff\xfe nonsense\r\n\r\n".to_vec()).await;
+        assert!(garbage.starts_with("HTTP/1.1 400 "), "{garbage}");
+        let https = ask(b"GET https://x.com/ HTTP/1.1\r\n\r\n".to_vec()).await;
+        assert!(
+            https.starts_with("HTTP/1.1 400 ") && https.contains("CONNECT"),
+            "{https}"
+        );
+        let refused = ask(b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n".to_vec()).await;
+        assert!(
+            refused.starts_with("HTTP/1.1 403 ") && refused.contains("no host is allowed"),
+            "{refused}"
+        );
+        // A client that closes at once leaves the proxy serving.
+        let early = ask(Vec::new()).await;
+        assert!(
+            early.is_empty() || early.starts_with("HTTP/1.1 400 "),
+            "{early}"
+        );
+    }
+
     #[test]
     fn heads_are_parsed_and_rewritten() {
         assert_eq!(

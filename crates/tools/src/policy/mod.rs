@@ -1184,6 +1184,35 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_sandbox_table_is_refused_with_lines() {
+        let err = parse(
+            "[sandbox]\nenabled = \"yes\"\nports = [3128, 70000, \"x\", 5432]\nwritable = \"target\"\nrequird = true\n",
+        )
+        .unwrap_err();
+        for want in [
+            "2:",
+            "`sandbox.enabled` must be true or false",
+            "3:",
+            "port 3128 is the sandbox's egress proxy",
+            "each of `sandbox.ports` must be a TCP port number",
+            "4:",
+            "`sandbox.writable` must be a list of strings",
+            "5:",
+            "unknown key `requird` in [sandbox]; did you mean `required`?",
+        ] {
+            assert!(err.contains(want), "{want:?} missing from:\n{err}");
+        }
+        assert!(
+            parse("sandbox = 1\n")
+                .unwrap_err()
+                .contains("[sandbox] must be a table")
+        );
+        let ok = parse("[sandbox]\nports = [5432, 5432]\nmcp_servers = true\n").unwrap();
+        assert_eq!(ok.sandbox().ports, vec![5432]);
+        assert_eq!(ok.sandbox().mcp_servers, Some(true));
+    }
+
+    #[test]
     fn reference_policies_load() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/reference");
         let files = [
