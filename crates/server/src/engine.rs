@@ -1118,6 +1118,20 @@ impl Engine {
         }
     }
 
+    /// Whether the approval a live run waits on has its decision already,
+    /// the run not yet past it (its `approval_resolved` still to come).
+    pub fn approval_answered(&self, id: &str) -> bool {
+        let Some(live) = self.live(id) else {
+            return false;
+        };
+        let asked = live.state.borrow().approval;
+        match &*lock(&live.pending) {
+            Pending::Answered(seq) => asked.is_none_or(|a| a <= *seq),
+            Pending::Decided(_) => true,
+            _ => false,
+        }
+    }
+
     pub async fn approve(
         self: &Arc<Self>,
         p: ApproveParams,

@@ -568,9 +568,11 @@ async fn result(
                     Some(Value::Object(error.clone())),
                 ));
             }
-            // Answered already, the run not yet past it: wait as for working.
+            // Answered already (here, or with the `approve` tool), the run
+            // not yet past it: wait as for working.
             TaskPayload::InputRequired { input_requests }
-                if !input_requests.keys().all(|k| answered.contains(k)) =>
+                if !input_requests.keys().all(|k| answered.contains(k))
+                    && !server.engine.approval_answered(id) =>
             {
                 let asked = if can_elicit {
                     ask(server, id, input_requests, ctx).await?
