@@ -39,6 +39,25 @@ else
   echo "no python3 with venv: tests/mcp_python.rs will be skipped (or fail under CI)"
 fi
 
+# A real browser for the web view's tests (tests/ui.rs): Debian's Chromium,
+# driven by Playwright for Python with that browser (Playwright's own browser
+# download is not used). Playwright 1.64 is the release built for Chromium 156.
+echo "== Chromium and Playwright (tests/ui.rs)"
+chromium=${AGENTFILE_CHROMIUM:-/usr/lib/chromium/chromium}
+if [ ! -x "$chromium" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; } \
+    || echo "could not install chromium"
+fi
+if [ -x "$chromium" ] && [ -x "$venv/bin/python" ]; then
+  "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("playwright") != "1.64.0")' 2>/dev/null \
+    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'playwright==1.64.0'
+  AGENTFILE_CHROMIUM="$chromium"
+  export AGENTFILE_CHROMIUM
+  echo "$("$chromium" --version 2>/dev/null | head -1), playwright $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("playwright"))')"
+else
+  echo "no chromium or no venv: the browser half of tests/ui.rs will be skipped (or fail under CI)"
+fi
+
 # The programs the sandbox escape corpus drives (tests/sandbox_escapes.rs):
 # each attempt is made by an allowed program, so they must be there to try.
 echo "== programs for the sandbox escape corpus"

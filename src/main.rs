@@ -144,6 +144,10 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
     },
+    /// Serve the web view of the workspace's sessions at http://ADDR/ui/:
+    /// the list, each session's graph, timeline and events, live, with
+    /// approve, signal, cancel and resume.
+    Ui(UiArgs),
     /// Serve MCP on stdio for IDE agents (Claude Code, Cursor, Cline, VS Code):
     /// workflows as tools, progress, approvals, the host's model by sampling.
     Mcp(McpArgs),
@@ -189,6 +193,28 @@ struct CreateArgs {
     max_cost_usd: Option<f64>,
     #[arg(long)]
     timeout: Option<String>,
+}
+
+#[derive(clap::Args, Clone)]
+struct UiArgs {
+    /// Where to listen (port 0 picks one and prints it). Without
+    /// AGENTFILE_MCP_TOKEN only loopback addresses may be bound.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8790")]
+    listen: std::net::SocketAddr,
+    /// The folder whose session store is shown (default: agent.workspace in
+    /// the config, else here).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The policy runs resumed here (approved, signalled) use.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    /// The provider runs resumed here use (default: what they ran with).
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
 }
 
 #[derive(clap::Args, Clone)]
@@ -781,6 +807,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => return serve_cmd(args),
         Command::Worker(args) => return worker_cmd(args),
         Command::Mcp(args) => return mcp_cmd(args),
+        Command::Ui(args) => return ui_cmd(args),
         Command::Daemon(args) => return daemon_cmd(args),
         Command::Triggers { command } => return triggers_cmd(command),
         Command::Emit {
@@ -1119,6 +1146,34 @@ fn run_cmd(args: RunArgs, resume_id: Option<String>) -> ExitCode {
     // pool thread, a terminal read) matters now, and joining them costs a
     // quarter of a millisecond at every exit.
     runtime.shutdown_background();
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+fn ui_cmd(args: UiArgs) -> ExitCode {
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let options = agentfile::server::ui::ServeOptions {
+        engine: agentfile::server::engine::EngineOptions {
+            config: args.config,
+            workspace: args.workspace,
+            policy: args.policy,
+            provider: args.provider,
+            model: args.model,
+            ..Default::default()
+        },
+        listen: args.listen,
+        tokens: std::env::var(agentfile::server::auth::TOKEN_VAR)
+            .map(|v| agentfile::server::auth::parse_tokens(&v))
+            .unwrap_or_default(),
+    };
+    let code = runtime.block_on(agentfile::server::ui::run(
+        options,
+        agentfile::server::signals::signal(),
+        |_| {},
+    ));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
     ExitCode::from(u8::try_from(code).unwrap_or(1))
 }
 

@@ -65,6 +65,8 @@ conformance!(
     quota_counts_fired_only,
     racing_claims_each_fire_once,
     one_claimer_of_many_takes_an_interrupted_session,
+    pages_walk_newest_first_without_gaps,
+    summaries_read_trigger_end_and_usage,
 );
 
 fn running(id: &str) -> session::SessionMeta {
@@ -265,6 +267,157 @@ fn create_get_and_list(kind: Kind) {
     let id = new_session_id();
     store.create(&meta(&id)).unwrap();
     assert_eq!(store.get(&id).unwrap().id, id);
+}
+
+fn pages_walk_newest_first_without_gaps(kind: Kind) {
+    use session::{Cursor, SessionQuery};
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    // 25 sessions, three to a timestamp (ties are ordered by id), two
+    // workflows; every fifth failed; one with an input to search for.
+    for i in 0..25u64 {
+        let mut m = meta_at(&format!("s-{i:02}"), i / 3);
+        m.workflow = if i % 2 == 0 { "even" } else { "odd_1%" }.into();
+        if i == 7 {
+            m.inputs.insert("q".into(), "Needle_50%".into());
+        }
+        store.create(&m).unwrap();
+        if i % 5 == 0 {
+            store.set_status(&m.id, SessionStatus::Failed).unwrap();
+        }
+    }
+    let walk = |q: SessionQuery| {
+        let mut q = SessionQuery { limit: 4, ..q };
+        let mut seen = Vec::new();
+        loop {
+            let page = store.page(&q).unwrap();
+            assert!(page.len() <= 4);
+            seen.extend(page.iter().map(|m| m.id.clone()));
+            match page.last() {
+                Some(last) if page.len() == 4 => {
+                    let cursor = Cursor::after(last);
+                    assert_eq!(Cursor::decode(&cursor.encode()), Some(cursor.clone()));
+                    q.before = Some(cursor);
+                }
+                _ => return seen,
+            }
+        }
+    };
+    let all = walk(SessionQuery::default());
+    let listed: Vec<String> = store
+        .list(None, 100)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(all, listed, "pages, one after another, are the list");
+    assert_eq!(all.len(), 25);
+    let failed = walk(SessionQuery {
+        status: Some(SessionStatus::Failed),
+        ..Default::default()
+    });
+    assert_eq!(failed, ["s-20", "s-15", "s-10", "s-05", "s-00"]);
+    let odd = walk(SessionQuery {
+        workflow: Some("odd_1%".into()),
+        ..Default::default()
+    });
+    assert_eq!(odd.len(), 12);
+    assert!(
+        odd.iter()
+            .all(|id| id[2..].parse::<u32>().unwrap() % 2 == 1)
+    );
+    // `%` and `_` are text to search for, not wildcards; case is ignored.
+    for (text, hits) in [
+        ("needle_50", 1),
+        ("LE_5", 1),
+        ("e_5x", 0),
+        ("1%", 12),
+        ("s-2", 5),
+    ] {
+        let found = walk(SessionQuery {
+            search: Some(text.into()),
+            ..Default::default()
+        });
+        assert_eq!(found.len(), hits, "{text}: {found:?}");
+    }
+    let mut names = store.workflows().unwrap();
+    names.sort();
+    assert_eq!(names, ["even", "odd_1%"]);
+}
+
+fn summaries_read_trigger_end_and_usage(kind: Kind) {
+    use agentfile::protocol::events::RunTrigger;
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("done")).unwrap();
+    let events = full_run("done");
+    store.append_batch(&events).unwrap();
+    let s = store.summary("done").unwrap();
+    assert_eq!(s.trigger, None);
+    assert_eq!(
+        s.ended_at.as_deref(),
+        Some(events.last().unwrap().ts.as_str())
+    );
+    assert_eq!(
+        s.usage,
+        Some(usage()),
+        "a finished run: its terminal totals"
+    );
+
+    store.create(&meta("going")).unwrap();
+    let mut log = Log::new("going");
+    let mut started = run_started();
+    if let EventBody::RunStarted { trigger, .. } = &mut started {
+        *trigger = Some(Box::new(RunTrigger {
+            id: "nightly#0".into(),
+            kind: "schedule".into(),
+            fired_at: ts(1),
+            scheduled_for: None,
+            delivery_id: None,
+            event_id: None,
+        }));
+    }
+    log.push(started);
+    for (input, cost) in [(10, Some(0.5)), (32, Some(0.25))] {
+        log.push(EventBody::LlmResponse {
+            model: "m".into(),
+            turn: 1,
+            input_tokens: input,
+            output_tokens: 3,
+            latency_ms: 1,
+            cost_usd: cost,
+            stop_reason: "tool_use".into(),
+            text: String::new(),
+            tool_calls: Vec::new(),
+        });
+        log.push(EventBody::ToolCall {
+            id: format!("c{input}"),
+            tool: "bash".into(),
+            arguments: json!({}),
+        });
+    }
+    store.append_batch(&log.events).unwrap();
+    let s = store.summary("going").unwrap();
+    assert_eq!(s.trigger, Some(("nightly#0".into(), "schedule".into())));
+    assert_eq!(s.ended_at, None, "still running");
+    let u = s.usage.unwrap();
+    assert_eq!(
+        (
+            u.input_tokens,
+            u.output_tokens,
+            u.turns,
+            u.tool_calls,
+            u.cost_usd
+        ),
+        (42, 6, 2, 2, Some(0.75)),
+        "a running session: what is stored so far"
+    );
+    store.create(&meta("new")).unwrap();
+    assert_eq!(store.summary("new").unwrap(), Default::default());
+    assert!(matches!(
+        store.summary("nope"),
+        Err(StoreError::NotFound(_))
+    ));
 }
 
 fn events_read_back_exactly(kind: Kind) {

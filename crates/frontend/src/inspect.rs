@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 
 use agentfile_plan::{GoalKind, Limit, Plan, PromptSource, StepKind, Supervision};
+use serde::Serialize;
 
 /// The plan as pretty JSON (the shape is `protocol/plan.schema.json`).
 pub fn json(plan: &Plan) -> String {
@@ -432,19 +433,89 @@ pub fn mermaid(plan: &Plan) -> String {
     o
 }
 
+/// The step graph of `plan` as data: what [`mermaid`] draws for a plan
+/// without DSL steps (for a DSL plan, the graph it lowers to), each node
+/// with the plan path its events carry. The web view lays it out.
+pub fn diagram(plan: &Plan) -> Diagram {
+    graph::walk(plan).1
+}
+
+/// The step graph's boxes, groups and arrows (see [`diagram`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Diagram {
+    pub nodes: Vec<DiagramNode>,
+    pub groups: Vec<DiagramGroup>,
+    pub edges: Vec<DiagramEdge>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiagramNode {
+    /// The Mermaid id (`n3`, `start`, `done`, `failed`).
+    pub id: String,
+    /// The label, one entry per line, as plain text.
+    pub lines: Vec<String>,
+    /// `box`, `round` (start, done, suspend), `diamond` (branch), `hexagon`
+    /// (approval), `circle` (fork, join), `subroutine`, `slanted` (shell).
+    pub shape: &'static str,
+    /// The plan path of the node (without map items or loop iterations:
+    /// `each/read`, `fan/a`), as events' `node` names it.
+    pub path: Option<String>,
+    /// The innermost group it is drawn in.
+    pub group: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiagramGroup {
+    pub label: String,
+    /// `parallel`, `map` or `loop`.
+    pub kind: &'static str,
+    pub parent: Option<usize>,
+    /// The plan path of the parallel, map or loop node.
+    pub path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiagramEdge {
+    pub from: String,
+    pub to: String,
+    pub label: Option<String>,
+    /// A loop's way back.
+    pub dashed: bool,
+}
+
 /// The step graph as a Mermaid flowchart: branches with their conditions,
 /// parallel forks and joins, maps and loops as subgraphs (a loop's way back
 /// dotted), suspends and approvals with their routes.
 mod graph {
     use std::fmt::Write as _;
 
-    use super::{label, limit_text};
+    use super::{Diagram, DiagramEdge, DiagramGroup, DiagramNode, label, limit_text};
     use agentfile_plan::{Next, Node, NodeKind, OnTimeout, Plan};
 
     struct Out {
         text: String,
         n: usize,
         depth: usize,
+        diagram: Diagram,
+        /// The groups open around what is drawn now.
+        open: Vec<usize>,
+    }
+
+    fn join(parent: &str, id: &str) -> String {
+        if parent.is_empty() {
+            id.to_owned()
+        } else {
+            format!("{parent}/{id}")
+        }
+    }
+
+    /// Where a body's nodes run: a sequence's children at the body's own
+    /// path, any other node as its one child (as the executor runs them).
+    fn body_path(parent: &str, body: &Node) -> String {
+        match body.kind {
+            NodeKind::Sequence { .. } => parent.to_owned(),
+            _ => join(parent, &body.id),
+        }
     }
 
     /// An edge leaving a drawn node: from which id, with which label.
@@ -465,26 +536,79 @@ mod graph {
                 Some(l) => self.line(&format!("{from} -- \"{}\" --> {to}", label(l))),
                 None => self.line(&format!("{from} --> {to}")),
             }
+            self.arrow(from, to, lbl.as_deref(), false);
+        }
+
+        fn arrow(&mut self, from: &str, to: &str, lbl: Option<&str>, dashed: bool) {
+            self.diagram.edges.push(DiagramEdge {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                label: lbl.map(str::to_owned),
+                dashed,
+            });
+        }
+
+        fn shape(&mut self, id: &str, lines: Vec<String>, shape: &'static str, path: Option<&str>) {
+            if self.diagram.nodes.iter().any(|n| n.id == id) {
+                return;
+            }
+            self.diagram.nodes.push(DiagramNode {
+                id: id.to_owned(),
+                lines,
+                shape,
+                path: path.map(str::to_owned),
+                group: self.open.last().copied(),
+            });
+        }
+
+        fn open_group(&mut self, sg: &str, text: String, kind: &'static str, path: &str) {
+            self.line(&format!("subgraph {sg}[\"{}\"]", label(&text)));
+            self.depth += 1;
+            self.diagram.groups.push(DiagramGroup {
+                label: text,
+                kind,
+                parent: self.open.last().copied(),
+                path: path.to_owned(),
+            });
+            self.open.push(self.diagram.groups.len() - 1);
+        }
+
+        fn close_group(&mut self) {
+            self.depth -= 1;
+            self.line("end");
+            self.open.pop();
         }
     }
 
     pub fn mermaid(plan: &Plan) -> String {
+        walk(plan).0
+    }
+
+    /// The Mermaid text and the diagram it draws.
+    pub fn walk(plan: &Plan) -> (String, Diagram) {
         let mut o = Out {
             text: String::from("flowchart TD\n"),
             n: 0,
             depth: 0,
+            diagram: Diagram::default(),
+            open: Vec::new(),
         };
         o.line(&format!("start([\"{}\"])", label(&plan.name)));
-        let (entry, exits) = node(&mut o, &plan.graph);
+        o.shape("start", vec![plan.name.clone()], "round", None);
+        let (entry, exits) = node(&mut o, &plan.graph, &body_path("", &plan.graph));
         match entry {
             Some(e) => o.edge(&("start".into(), None), &e),
-            None => o.line("start --> done"),
+            None => {
+                o.line("start --> done");
+                o.arrow("start", "done", None, false);
+            }
         }
         o.line("done([\"done\"])");
+        o.shape("done", vec!["done".into()], "round", None);
         for x in exits {
             o.edge(&x, "done");
         }
-        o.text
+        (o.text, o.diagram)
     }
 
     fn title(n: &Node) -> String {
@@ -522,30 +646,37 @@ mod graph {
         }
     }
 
-    /// Draw `n`; returns where edges into it go and the edges leaving it.
-    fn node(o: &mut Out, n: &Node) -> (Option<String>, Vec<Exit>) {
+    /// Draw `n`, which runs at plan path `path`; returns where edges into it
+    /// go and the edges leaving it.
+    fn node(o: &mut Out, n: &Node, path: &str) -> (Option<String>, Vec<Exit>) {
         match &n.kind {
-            NodeKind::Sequence { nodes, start } => sequence(o, nodes, start.as_deref()),
+            NodeKind::Sequence { nodes, start } => sequence(o, nodes, start.as_deref(), path),
             NodeKind::Parallel { branches } => {
-                let (fork, join) = (o.id(), o.id());
+                let (fork, join_id) = (o.id(), o.id());
                 let sg = o.id();
-                o.line(&format!("subgraph {sg}[\"parallel {}\"]", label(&n.id)));
-                o.depth += 1;
+                o.open_group(&sg, format!("parallel {}", n.id), "parallel", path);
                 o.line(&format!("{fork}((\" \"))"));
-                o.line(&format!("{join}((\" \"))"));
+                o.line(&format!("{join_id}((\" \"))"));
+                o.shape(&fork, Vec::new(), "circle", None);
+                o.shape(&join_id, Vec::new(), "circle", None);
                 for b in branches {
-                    let (entry, exits) = node(o, b);
+                    let (entry, exits) = node(o, b, &join(path, &b.id));
                     match entry {
-                        Some(e) => o.line(&format!("{fork} --> {e}")),
-                        None => o.line(&format!("{fork} --> {join}")),
+                        Some(e) => {
+                            o.line(&format!("{fork} --> {e}"));
+                            o.arrow(&fork, &e, None, false);
+                        }
+                        None => {
+                            o.line(&format!("{fork} --> {join_id}"));
+                            o.arrow(&fork, &join_id, None, false);
+                        }
                     }
                     for x in exits {
-                        o.edge(&x, &join);
+                        o.edge(&x, &join_id);
                     }
                 }
-                o.depth -= 1;
-                o.line("end");
-                (Some(fork), vec![(join, None)])
+                o.close_group();
+                (Some(fork), vec![(join_id, None)])
             }
             NodeKind::Map {
                 over,
@@ -557,15 +688,9 @@ mod graph {
                     c => format!(", {c} at a time"),
                 };
                 let sg = o.id();
-                o.line(&format!(
-                    "subgraph {sg}[\"map {} over {}{width}\"]",
-                    label(&n.id),
-                    label(&over.to_string())
-                ));
-                o.depth += 1;
-                let (entry, exits) = node(o, body);
-                o.depth -= 1;
-                o.line("end");
+                o.open_group(&sg, format!("map {} over {over}{width}", n.id), "map", path);
+                let (entry, exits) = node(o, body, &body_path(path, body));
+                o.close_group();
                 (entry, exits)
             }
             NodeKind::Loop { until, max, body } => {
@@ -574,19 +699,14 @@ mod graph {
                     agentfile_plan::LoopUntil::Converged => "until converged".to_owned(),
                 };
                 let sg = o.id();
-                o.line(&format!(
-                    "subgraph {sg}[\"loop {}: {}, ≤ {}\"]",
-                    label(&n.id),
-                    label(&cond),
-                    label(&limit_text(max))
-                ));
-                o.depth += 1;
-                let (entry, exits) = node(o, body);
-                o.depth -= 1;
-                o.line("end");
+                let text = format!("loop {}: {cond}, ≤ {}", n.id, limit_text(max));
+                o.open_group(&sg, text, "loop", path);
+                let (entry, exits) = node(o, body, &body_path(path, body));
+                o.close_group();
                 if let Some(e) = &entry {
                     for (x, _) in &exits {
                         o.line(&format!("{x} -. \"again\" .-> {e}"));
+                        o.arrow(x, e, Some("again"), true);
                     }
                 }
                 (entry, exits)
@@ -595,13 +715,34 @@ mod graph {
                 let id = o.id();
                 let shape = shaped(n, &id);
                 o.line(&shape);
+                let lines = title(n).split("<br/>").map(str::to_owned).collect();
+                o.shape(&id, lines, shape_name(n), Some(path));
                 (Some(id.clone()), vec![(id, None)])
             }
         }
     }
 
-    fn sequence(o: &mut Out, nodes: &[Node], start: Option<&str>) -> (Option<String>, Vec<Exit>) {
-        let drawn: Vec<(Option<String>, Vec<Exit>)> = nodes.iter().map(|n| node(o, n)).collect();
+    fn shape_name(n: &Node) -> &'static str {
+        match &n.kind {
+            NodeKind::Branch { .. } => "diamond",
+            NodeKind::Approval(_) => "hexagon",
+            NodeKind::Suspend { .. } => "round",
+            NodeKind::Subworkflow { .. } => "subroutine",
+            NodeKind::Shell { .. } => "slanted",
+            _ => "box",
+        }
+    }
+
+    fn sequence(
+        o: &mut Out,
+        nodes: &[Node],
+        start: Option<&str>,
+        path: &str,
+    ) -> (Option<String>, Vec<Exit>) {
+        let drawn: Vec<(Option<String>, Vec<Exit>)> = nodes
+            .iter()
+            .map(|n| node(o, n, &join(path, &n.id)))
+            .collect();
         let entry_of = |id: &str| -> Option<usize> { nodes.iter().position(|n| n.id == id) };
         let mut out_exits = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
@@ -653,7 +794,11 @@ mod graph {
                                 Some(r),
                                 &mut out_exits,
                             ),
-                            None => o.line(&format!("{x} -- \"reject\" --> failed([\"failed\"])")),
+                            None => {
+                                o.line(&format!("{x} -- \"reject\" --> failed([\"failed\"])"));
+                                o.shape("failed", vec!["failed".into()], "round", None);
+                                o.arrow(x, "failed", Some("reject"), false);
+                            }
                         }
                         if let OnTimeout::Goto(t) = &a.on_timeout {
                             fall(

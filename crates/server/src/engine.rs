@@ -1039,8 +1039,17 @@ impl Engine {
 
     // ---- approve ----
 
-    /// Decide the goal a run waits at. A session waiting from an earlier process
-    /// gets the decision recorded and is resumed here, with `hooks`.
+    /// Resume a stored session here, as `sessions resume` does: one that
+    /// was interrupted, failed, or waits with its decision or signal already
+    /// recorded. A session this process runs, or one completed, is refused.
+    pub async fn resume(
+        self: &Arc<Self>,
+        session_id: String,
+        hooks: RunHooks,
+    ) -> Result<RunStatus, RpcError> {
+        self.resume_here(session_id, hooks).await
+    }
+
     /// Resume a stored session on this connection (after a decision or a
     /// signal was recorded for it).
     async fn resume_here(
@@ -1188,6 +1197,16 @@ impl Engine {
                 format!(
                     "session `{}` is running in another process; approve it there or with `agentfile sessions approve`",
                     p.session_id
+                ),
+            ));
+        }
+        if let Some(holder) = waiting_elsewhere(&store, &meta)? {
+            return Err(RpcError::new(
+                code::SESSION_STATE,
+                format!(
+                    "session `{}` waits for its approval in process {} on {}; approve it there \
+                     (a decision recorded here would run it twice)",
+                    p.session_id, holder.pid, holder.host
                 ),
             ));
         }
@@ -1493,6 +1512,33 @@ impl Engine {
         self.tasks.close();
         let _ = tokio::time::timeout(grace, self.tasks.wait()).await;
     }
+}
+
+/// The live process, other than this one, that still waits inside a run of
+/// the session for an approval: its last event is the request (a run that
+/// stopped waiting ended with a terminal event) and its owner is alive on
+/// this machine.
+fn waiting_elsewhere(
+    store: &Arc<dyn SessionStore>,
+    meta: &SessionMeta,
+) -> Result<Option<agentfile_session::Owner>, RpcError> {
+    if meta.status != SessionStatus::WaitingApproval {
+        return Ok(None);
+    }
+    let read = |e: StoreError| RpcError::new(code::STORE, e.to_string());
+    let last = store
+        .events(&meta.id, meta.last_seq.saturating_sub(1))
+        .map_err(read)?;
+    if !last
+        .last()
+        .is_some_and(|e| matches!(e.body, EventBody::ApprovalRequired { .. }))
+    {
+        return Ok(None);
+    }
+    Ok(store.owner(&meta.id).map_err(read)?.and_then(|o| {
+        (o.owner != *agentfile_session::Owner::current() && o.owner.is_alive_here() == Some(true))
+            .then_some(o.owner)
+    }))
 }
 
 /// Hand the events appended to a session after `after` (a recorded signal or

@@ -18,6 +18,7 @@
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
 //! engine, and encodes the answer and the run's events in its own protocol.
 
+pub mod auth;
 pub mod cluster;
 pub mod daemon;
 pub mod engine;
@@ -26,4 +27,6 @@ pub mod limits;
 pub mod mcp;
 pub mod printer;
 pub mod schemas;
+pub mod signals;
+pub mod ui;
 pub mod worker;

@@ -114,6 +114,7 @@ async fn serve(options: WebhookOptions) -> Served {
         listener,
         recorder.clone(),
         options,
+        None,
         stop.clone(),
     ));
     Served {

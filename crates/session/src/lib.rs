@@ -24,6 +24,8 @@
 //!   each scheduled instant, webhook delivery and event fires exactly once.
 //! - [`owner`]: who runs a session and whether they still do, so a run killed
 //!   with `kill -9` reads as `interrupted` instead of `running` forever.
+//! - [`browse`]: a page of sessions at a time and a summary of each, for
+//!   the web view.
 //! - [`export`]: a session's full transcript as JSON or Markdown, rendered from
 //!   its events alone.
 //! - [`events`]: the event bus, which stamps each event, writes it to the store
@@ -42,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use agentfile_config::Config;
 use agentfile_protocol::events::{Event, EventBody, rfc3339};
 
+pub mod browse;
 pub mod events;
 pub mod export;
 pub mod file;
@@ -52,6 +55,7 @@ mod row;
 pub mod sqlite;
 
 pub use agentfile_protocol::sessions::{SessionMeta, SessionStatus};
+pub use browse::{Cursor, SessionQuery, SessionSummary};
 pub use file::FileStore;
 pub use fires::{FireKind, FireOutcome, FireRecord};
 pub use owner::{Owner, OwnerRecord};
@@ -201,6 +205,36 @@ pub trait SessionStore: Send + Sync {
     /// [`SessionStore::append`].
     fn append_batch(&self, events: &[Event]) -> Result<(), StoreError> {
         events.iter().try_for_each(|e| self.append(e))
+    }
+
+    /// A page of sessions for a person browsing them: newest first, those
+    /// `query` matches, after its cursor. The default filters `list`; SQLite
+    /// reads only the page, by its `(created_at, id)` index.
+    fn page(&self, query: &SessionQuery) -> Result<Vec<SessionMeta>, StoreError> {
+        let limit = query.limit();
+        let mut out = self.list(query.status, usize::MAX)?;
+        out.retain(|m| query.matches(m));
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// What a session's events add up to: its trigger, when it ended, its
+    /// usage ([`browse::summarize`]).
+    fn summary(&self, id: &str) -> Result<SessionSummary, StoreError> {
+        Ok(browse::summarize(&self.events(id, 0)?))
+    }
+
+    /// The workflow names sessions were recorded under, sorted, at most 1,000.
+    fn workflows(&self) -> Result<Vec<String>, StoreError> {
+        let mut names: Vec<String> = self
+            .list(None, usize::MAX)?
+            .into_iter()
+            .map(|m| m.workflow)
+            .collect();
+        names.sort();
+        names.dedup();
+        names.truncate(1000);
+        Ok(names)
     }
 
     /// The `seq` of the session's `approval_required` event that no

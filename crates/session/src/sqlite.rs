@@ -84,10 +84,10 @@ use super::fires::{FireKind, FireOutcome, FireRecord, system_ms};
 use super::owner::{Owner, OwnerRecord};
 use super::row::{RawMeta, data_text, event_data};
 use super::{
-    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id, now,
-    status_after,
+    Approval, SessionMeta, SessionQuery, SessionStatus, SessionStore, SessionSummary, StoreError,
+    is_live, is_valid_id, now, status_after,
 };
-use agentfile_protocol::events::{Event, EventBody};
+use agentfile_protocol::events::{Event, EventBody, Usage};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
@@ -1043,6 +1043,147 @@ impl SessionStore for SqliteStore {
         Ok(out)
     }
 
+    fn page(&self, query: &SessionQuery) -> Result<Vec<SessionMeta>, StoreError> {
+        let limit = query.limit();
+        let mut sql = format!("{META_COLUMNS} WHERE 1");
+        let mut args: Vec<String> = Vec::new();
+        match query.status {
+            // As in `list`: the three that may read `interrupted` are all read.
+            Some(s) if is_live(s) || s == SessionStatus::Interrupted => {
+                sql.push_str(" AND status IN ('queued', 'running', 'interrupted')");
+            }
+            Some(s) => {
+                args.push(s.as_str().to_owned());
+                sql.push_str(&format!(" AND status = ?{}", args.len()));
+            }
+            None => {}
+        }
+        if let Some(w) = &query.workflow {
+            args.push(w.clone());
+            sql.push_str(&format!(" AND workflow = ?{}", args.len()));
+        }
+        if let Some(q) = query.search() {
+            args.push(like_pattern(q));
+            let n = args.len();
+            sql.push_str(&format!(
+                " AND (id LIKE ?{n} ESCAPE '\\' OR workflow LIKE ?{n} ESCAPE '\\' \
+                 OR inputs LIKE ?{n} ESCAPE '\\')"
+            ));
+        }
+        if let Some(c) = &query.before {
+            // A row value: the `(created_at, id)` index serves it and the order.
+            let n = args.len() + 1;
+            sql.push_str(&format!(" AND (created_at, id) < (?{n}, ?{})", n + 1));
+            args.push(c.created_at.clone());
+            args.push(c.id.clone());
+        }
+        sql.push_str(" ORDER BY created_at DESC, id DESC");
+        let conn = self.lock();
+        let now = SystemTime::now();
+        let mut stmt = conn
+            .prepare_cached(&sql)
+            .map_err(self.err("page sessions"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(&args), raw_meta)
+            .map_err(self.err("page sessions"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            if out.len() >= limit {
+                break;
+            }
+            let meta = row
+                .map_err(self.err("page sessions"))?
+                .into_meta(now, |m| self.corrupt(m))?;
+            if query.matches(&meta) {
+                out.push(meta);
+            }
+        }
+        Ok(out)
+    }
+
+    fn summary(&self, id: &str) -> Result<SessionSummary, StoreError> {
+        let conn = self.lock();
+        let trigger: Option<(Option<String>, Option<String>)> = conn
+            .prepare_cached(
+                "SELECT json_extract(data, '$.trigger.id'), json_extract(data, '$.trigger.kind') \
+                 FROM events WHERE session_id = ?1 AND seq = 1 AND type = 'run_started'",
+            )
+            .and_then(|mut s| s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(self.err("read the session's start"))?;
+        let trigger = trigger.and_then(|(i, k)| i.zip(k));
+        let last: Option<(String, String, String)> = conn
+            .prepare_cached(
+                "SELECT ts, type, data FROM events WHERE session_id = ?1 ORDER BY seq DESC LIMIT 1",
+            )
+            .and_then(|mut s| {
+                s.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                    .optional()
+            })
+            .map_err(self.err("read the session's last event"))?;
+        let Some((ts, kind, data)) = last else {
+            if self.read_meta(&conn, id)?.is_none() {
+                return Err(StoreError::NotFound(id.to_owned()));
+            }
+            return Ok(SessionSummary::default());
+        };
+        if matches!(
+            kind.as_str(),
+            "run_complete" | "run_failed" | "run_cancelled" | "run_suspended"
+        ) {
+            // Totals are numbers, never moved to `blobs`.
+            let usage = serde_json::from_str::<Value>(&data)
+                .ok()
+                .and_then(|d| serde_json::from_value(d["usage"].clone()).ok());
+            return Ok(SessionSummary {
+                trigger,
+                ended_at: Some(ts),
+                usage,
+            });
+        }
+        // Still going: what is stored so far.
+        let (turns, input, output, cost, priced, tools): (i64, i64, i64, f64, i64, i64) = conn
+            .prepare_cached(
+                "SELECT count(*) FILTER (WHERE type = 'llm_response'), \
+                 coalesce(sum(json_extract(data, '$.input_tokens')) FILTER (WHERE type = 'llm_response'), 0), \
+                 coalesce(sum(json_extract(data, '$.output_tokens')) FILTER (WHERE type = 'llm_response'), 0), \
+                 coalesce(sum(json_extract(data, '$.cost_usd')) FILTER (WHERE type = 'llm_response'), 0.0), \
+                 count(json_extract(data, '$.cost_usd')) FILTER (WHERE type = 'llm_response'), \
+                 count(*) FILTER (WHERE type = 'tool_call') \
+                 FROM events WHERE session_id = ?1",
+            )
+            .and_then(|mut s| {
+                s.query_row([id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                })
+            })
+            .map_err(self.err("sum the session's usage"))?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        let usage = (turns > 0 || tools > 0).then(|| Usage {
+            input_tokens: n(input),
+            output_tokens: n(output),
+            cost_usd: (priced == turns).then_some(cost),
+            turns: n(turns),
+            tool_calls: n(tools),
+        });
+        Ok(SessionSummary {
+            trigger,
+            ended_at: None,
+            usage,
+        })
+    }
+
+    fn workflows(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.lock();
+        let mut stmt = conn
+            .prepare_cached("SELECT DISTINCT workflow FROM sessions ORDER BY workflow LIMIT 1000")
+            .map_err(self.err("list workflows"))?;
+        let rows = stmt
+            .query_map([], |r| r.get::<_, String>(0))
+            .map_err(self.err("list workflows"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(self.err("list workflows"))
+    }
+
     fn events(&self, id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         let mut conn = self.lock();
@@ -1607,6 +1748,21 @@ fn retry_busy<T>(
             other => return other,
         }
     }
+}
+
+/// A `LIKE` pattern for text containing `q`, its `%`, `_` and `\\` escaped
+/// (with `ESCAPE '\\'`).
+fn like_pattern(q: &str) -> String {
+    let mut out = String::with_capacity(q.len() + 2);
+    out.push('%');
+    for c in q.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
 }
 
 fn from_sql_int(n: i64, what: &str, store: &SqliteStore) -> Result<u64, StoreError> {

@@ -622,10 +622,30 @@ impl Daemon {
             .map_err(|e| format!("[daemon] webhooks = {addr:?}: cannot listen there: {e}"))?;
         let bound = listener.local_addr().map_err(|e| e.to_string())?;
         let deliveries: Arc<dyn Deliveries> = Arc::new(self.clone());
+        let tokens = std::env::var(crate::auth::TOKEN_VAR)
+            .map(|v| crate::auth::parse_tokens(&v))
+            .unwrap_or_default();
+        // The web view rides along, under §14's rule: loopback, or a token.
+        let ui = if tokens.is_empty() && !bound.ip().is_loopback() {
+            tracing::warn!(
+                "the web view is not served on {bound}: set {} or listen on loopback",
+                crate::auth::TOKEN_VAR
+            );
+            None
+        } else {
+            let options = crate::ui::UiOptions {
+                tokens: crate::auth::Tokens::new(&tokens),
+                allowed_origins: config.mcp.allowed_origins.clone(),
+                local: bound,
+                stop: stop.child_token(),
+            };
+            crate::ui::Ui::new(self.engine.clone(), options).ok()
+        };
         tokio::spawn(webhook::serve_webhooks(
             listener,
             deliveries,
             webhook::WebhookOptions::default(),
+            ui,
             stop,
         ));
         Ok(Some(bound))

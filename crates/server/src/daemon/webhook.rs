@@ -6,6 +6,8 @@
 //! fire policy all live behind [`Deliveries`], which the daemon implements.
 //! What the listener keeps, for every request, in this order:
 //!
+//! 0. `/ui/` is the web view ([`crate::ui`]), served here when the listener
+//!    is a loopback address or `AGENTFILE_MCP_TOKEN` is set;
 //! 1. the path: anything not under `/hooks/`, or a path no trigger serves, is
 //!    404; a served path asked with another method than `POST` is 405;
 //! 2. the size: a `Content-Length` over [`WebhookOptions::max_body`] is 413
@@ -128,6 +130,7 @@ pub async fn serve_webhooks(
     listener: tokio::net::TcpListener,
     deliveries: Arc<dyn Deliveries>,
     options: WebhookOptions,
+    ui: Option<Arc<crate::ui::Ui>>,
     stop: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
@@ -138,6 +141,7 @@ pub async fn serve_webhooks(
         .keep_alive(false);
     let front = Arc::new(Front {
         deliveries,
+        ui,
         options,
         stop: stop.clone(),
     });
@@ -181,6 +185,8 @@ pub async fn serve_webhooks(
 /// What every request passes (see the module doc).
 struct Front {
     deliveries: Arc<dyn Deliveries>,
+    /// The web view at `/ui/`, where this listener serves it.
+    ui: Option<Arc<crate::ui::Ui>>,
     options: WebhookOptions,
     stop: CancellationToken,
 }
@@ -195,16 +201,27 @@ impl Refusal {
 }
 
 impl Front {
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(&self, req: Request<Incoming>) -> Response<crate::ui::Body> {
+        if crate::ui::Ui::owns(req.uri().path()) {
+            return match &self.ui {
+                Some(ui) => ui.handle(req).await,
+                None => answer(
+                    StatusCode::NOT_FOUND,
+                    &json!({ "error": "the web view is not served on this listener: it is \
+                        not a loopback address and AGENTFILE_MCP_TOKEN is not set" }),
+                )
+                .map(BodyExt::boxed),
+            };
+        }
         match self.accept(req).await {
-            Ok(r) => r,
+            Ok(r) => r.map(BodyExt::boxed),
             Err(Refusal(status, message)) => {
                 let mut r = answer(status, &json!({ "error": message }));
                 if status == StatusCode::METHOD_NOT_ALLOWED {
                     r.headers_mut()
                         .insert(header::ALLOW, HeaderValue::from_static("POST"));
                 }
-                r
+                r.map(BodyExt::boxed)
             }
         }
     }

@@ -8,7 +8,8 @@
 //! workflow catalog and watcher). In front of it, every request passes, in
 //! this order:
 //!
-//! 1. the path: anything but `/mcp` is 404;
+//! 1. the path: `/ui/` is the web view ([`crate::ui`], which checks the same
+//!    tokens and origins itself); anything else but `/mcp` is 404;
 //! 2. `Origin`: a request that carries one must come from this server's own
 //!    origin (`http://127.0.0.1:PORT`, `http://localhost:PORT`,
 //!    `http://[::1]:PORT`, the bound address) or one listed in `[mcp]
@@ -56,7 +57,6 @@ use rmcp::RoleServer;
 use rmcp::service::Peer;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -65,26 +65,14 @@ use super::{
     ANSWER_GRACE, Client, ExitCode, INTERRUPT_GRACE, KEY_HINT, McpOptions, McpServer, tools,
     transport,
 };
+pub use crate::auth::{TOKEN_VAR, parse_tokens};
+use crate::auth::{Tokens, origin_of, own_origins};
 use crate::engine::Engine;
 use crate::limits;
 
 /// The path the MCP endpoint is served at.
 pub const PATH: &str = "/mcp";
-/// The variable holding the bearer token(s), comma-separated.
-pub const TOKEN_VAR: &str = "AGENTFILE_MCP_TOKEN";
-
 type HttpBody = BoxBody<Bytes, Infallible>;
-
-/// The tokens in `AGENTFILE_MCP_TOKEN`'s value: comma-separated, blanks
-/// around them ignored, empty ones dropped.
-pub fn parse_tokens(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
 
 /// Serve MCP over HTTP on `options.http` until SIGINT or SIGTERM.
 pub async fn serve_http(options: McpOptions) -> ExitCode {
@@ -196,17 +184,29 @@ pub async fn serve_http_until(
         Arc::new(LocalSessionManager::default()),
         http_config,
     );
+    let ui = match crate::ui::Ui::new(
+        engine.clone(),
+        crate::ui::UiOptions {
+            tokens: Tokens::new(&options.tokens),
+            allowed_origins: config.mcp.allowed_origins.clone(),
+            local,
+            stop: ct.child_token(),
+        },
+    ) {
+        Ok(u) => u,
+        Err(e) => {
+            eprintln!("agentfile mcp: no randomness for the web view's CSRF tokens: {e}");
+            return 2;
+        }
+    };
     let front = Arc::new(Front {
         service,
+        ui,
         origins: own_origins(local)
             .into_iter()
             .chain(config.mcp.allowed_origins.iter().cloned())
             .collect(),
-        tokens: options
-            .tokens
-            .iter()
-            .map(|t| Sha256::digest(t.as_bytes()).into())
-            .collect(),
+        tokens: Tokens::new(&options.tokens),
         in_flight: Arc::new(InFlight::default()),
         max_requests: limits.max_requests(),
         closing: CancellationToken::new(),
@@ -250,6 +250,7 @@ pub async fn serve_http_until(
     }
 
     eprintln!("agentfile mcp: listening on http://{local}{PATH}");
+    eprintln!("agentfile mcp: web view at http://{local}/ui/");
     bound(local);
 
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -292,28 +293,6 @@ pub async fn serve_http_until(
     code
 }
 
-/// The origins a page served by this server itself would send.
-fn own_origins(local: SocketAddr) -> Vec<String> {
-    let port = local.port();
-    let mut out = vec![
-        format!("http://127.0.0.1:{port}"),
-        format!("http://localhost:{port}"),
-        format!("http://[::1]:{port}"),
-    ];
-    if !local.ip().is_unspecified() {
-        out.push(format!("http://{local}"));
-    }
-    out
-}
-
-/// The canonical form of an `Origin` header's value (`None`: not an origin).
-fn origin_of(value: &HeaderValue) -> Option<String> {
-    let text = value.to_str().ok()?;
-    let url = url::Url::parse(text).ok()?;
-    let origin = url.origin();
-    origin.is_tuple().then(|| origin.ascii_serialization())
-}
-
 /// Every HTTP session's client, to tell them all the tool list changed.
 #[derive(Default)]
 struct Sessions(Mutex<Vec<Weak<Client>>>);
@@ -343,9 +322,10 @@ impl Sessions {
 /// What every request passes before rmcp sees it (see the module doc).
 struct Front {
     service: StreamableHttpService<McpServer, LocalSessionManager>,
+    /// The web view, at `/ui/` (it checks its own auth).
+    ui: Arc<crate::ui::Ui>,
     origins: HashSet<String>,
-    /// SHA-256 of each configured token.
-    tokens: Vec<[u8; 32]>,
+    tokens: Tokens,
     in_flight: Arc<InFlight>,
     max_requests: usize,
     closing: CancellationToken,
@@ -362,6 +342,9 @@ struct Front {
 
 impl Front {
     async fn handle(&self, mut req: Request<Incoming>) -> Response<HttpBody> {
+        if crate::ui::Ui::owns(req.uri().path()) {
+            return self.ui.handle(req).await;
+        }
         if req.uri().path() != PATH {
             return text(StatusCode::NOT_FOUND, "Not Found: the MCP endpoint is /mcp");
         }
@@ -564,23 +547,13 @@ impl Front {
         if self.tokens.is_empty() {
             return Ok(Principal::loopback());
         }
-        let presented = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(bearer);
-        let Some(token) = presented else {
+        let Some(token) = Tokens::presented(headers) else {
             return Err(unauthorized(
                 "Bearer realm=\"agentfile\"",
                 "Unauthorized: send `Authorization: Bearer <token>` with a token from AGENTFILE_MCP_TOKEN",
             ));
         };
-        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        // Every configured token is compared, each in constant time.
-        let mut hit = 0u8;
-        for t in &self.tokens {
-            hit |= u8::from(same(t, &digest));
-        }
-        if hit == 1 {
+        if self.tokens.accepts(token) {
             Ok(Principal::token(token))
         } else {
             Err(unauthorized(
@@ -601,19 +574,6 @@ fn session_id(headers: &HeaderMap) -> Option<String> {
         .get("mcp-session-id")
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned)
-}
-
-/// The token of an `Authorization: Bearer <token>` value.
-fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    let token = token.trim();
-    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
-}
-
-/// Digests equal, in time that does not depend on where they differ.
-fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
-    let diff = a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y));
-    std::hint::black_box(diff) == 0
 }
 
 fn text(status: StatusCode, body: &str) -> Response<HttpBody> {
@@ -734,51 +694,5 @@ impl Body for Tracked {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_comma_separated() {
-        assert_eq!(parse_tokens(" a , b,,c "), ["a", "b", "c"]);
-        assert!(parse_tokens(" , ").is_empty());
-    }
-
-    #[test]
-    fn bearer_tokens_are_read_case_insensitively_and_nothing_else_is() {
-        assert_eq!(bearer("Bearer abc"), Some("abc"));
-        assert_eq!(bearer("bearer  abc "), Some("abc"));
-        assert_eq!(bearer("Basic abc"), None);
-        assert_eq!(bearer("Bearer "), None);
-        assert_eq!(bearer("Bearerabc"), None);
-    }
-
-    #[test]
-    fn digests_compare_equal_only_when_equal() {
-        let a: [u8; 32] = Sha256::digest(b"one").into();
-        let b: [u8; 32] = Sha256::digest(b"two").into();
-        assert!(same(&a, &a));
-        assert!(!same(&a, &b));
-    }
-
-    #[test]
-    fn origins_compare_in_canonical_form() {
-        let o = |s: &'static str| origin_of(&HeaderValue::from_static(s));
-        assert_eq!(
-            o("http://LOCALHOST:8080").as_deref(),
-            Some("http://localhost:8080")
-        );
-        assert_eq!(
-            o("https://a.example:443").as_deref(),
-            Some("https://a.example")
-        );
-        assert_eq!(o("null"), None);
-        let own = own_origins("127.0.0.1:7000".parse().unwrap());
-        assert!(own.contains(&"http://localhost:7000".to_owned()));
-        assert!(own.contains(&"http://[::1]:7000".to_owned()));
-        assert_eq!(own_origins("0.0.0.0:7000".parse().unwrap()).len(), 3);
     }
 }

@@ -67,6 +67,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::{Engine, EngineOptions};
+use crate::signals::signal;
 
 /// How long runs get to stop after a signal before the process exits anyway.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -577,29 +578,6 @@ pub async fn serve(
     };
     ct.cancel();
     code
-}
-
-/// Resolves with the exit code of the first SIGINT (130) or SIGTERM (143).
-async fn signal() -> ExitCode {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = tokio::signal::ctrl_c() => 130,
-                _ = term.recv() => 143,
-            },
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                130
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-        130
-    }
 }
 
 /// The workspace's `run_<name>` tools: the scanner and the catalog it fills.

@@ -1,0 +1,599 @@
+//! The JSON the page reads and the actions it takes, each over the
+//! [`Engine`](crate::engine::Engine): a page of sessions, one session's
+//! snapshot (rows of its events, its graph and timeline, outputs, usage,
+//! what it waits for), one event in full, and approve / signal / cancel /
+//! resume, the operations JSON-RPC and MCP call.
+
+// An error here is the HTTP response to send, built once where it arises.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agentfile_engine::telemetry::parse_ts;
+use agentfile_frontend::inspect::Diagram;
+use agentfile_protocol::events::{Event, EventBody, Usage};
+use agentfile_protocol::rpc::{ApproveParams, CancelParams, RpcError, SignalParams, code};
+use agentfile_session::{Cursor, SessionMeta, SessionQuery, SessionStatus, SessionStore};
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+
+use super::{Body, Ui, graph, json, json_error, read_body, sse, timeline};
+use crate::engine::RunHooks;
+
+/// `GET /ui/api/me`.
+#[derive(Serialize)]
+pub(super) struct Me {
+    pub auth: &'static str,
+    pub csrf: String,
+}
+
+/// A row of the list.
+#[derive(Serialize)]
+struct Row {
+    id: String,
+    workflow: String,
+    status: SessionStatus,
+    created_at: String,
+    updated_at: String,
+    last_seq: u64,
+    inputs: BTreeMap<String, String>,
+    trigger: Option<TriggerRef>,
+    ended_at: Option<String>,
+    duration_ms: Option<u64>,
+    usage: Option<Usage>,
+}
+
+#[derive(Serialize)]
+struct TriggerRef {
+    id: String,
+    kind: String,
+}
+
+/// A stored event as a line of the log; the whole event is fetched when a
+/// person opens it.
+#[derive(Serialize)]
+pub(super) struct EventRow {
+    pub seq: u64,
+    pub ts: String,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub node: Option<String>,
+    pub agent: Option<String>,
+    pub line: String,
+}
+
+/// Plans read for graphs, by file, while the file is unchanged.
+#[derive(Default)]
+pub(super) struct PlanCache(Mutex<HashMap<PathBuf, Cached>>);
+
+/// A file's modification time and length, and its diagram.
+type Cached = (SystemTime, u64, Arc<Diagram>);
+
+/// The most plans remembered.
+const MAX_PLANS: usize = 64;
+
+pub(super) async fn route<B>(ui: &Ui, req: Request<B>, rest: &str, me: Me) -> Response<Body>
+where
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let segs: Vec<&str> = rest.trim_start_matches('/').split('/').collect();
+    let method = req.method().clone();
+    let query = req.uri().query().unwrap_or("").to_owned();
+    let valid = |id: &str| agentfile_session::is_valid_id(id);
+    let out = match (&method, segs.as_slice()) {
+        (&Method::GET, ["me"]) => Ok(json(StatusCode::OK, &me)),
+        (&Method::GET, ["sessions"]) => list(ui, &query).await,
+        (&Method::GET, ["workflows"]) => workflows(ui).await,
+        (&Method::GET, ["sessions", id]) if valid(id) => snapshot(ui, id).await,
+        (&Method::GET, ["sessions", id, "events", seq]) if valid(id) => match seq.parse() {
+            Ok(seq) => event(ui, id, seq).await,
+            Err(_) => Err(bad("the event's seq is a number")),
+        },
+        (&Method::GET, ["sessions", id, "stream"]) if valid(id) => {
+            Ok(sse::stream(ui, id, req.headers(), &query))
+        }
+        (&Method::POST, ["sessions", id, action]) if valid(id) => {
+            let id = (*id).to_owned();
+            let action = (*action).to_owned();
+            match read_body(req, super::MAX_BODY).await {
+                Ok(body) => act(ui, id, &action, &body).await,
+                Err(r) => return r,
+            }
+        }
+        (_, ["sessions", id, ..]) if !valid(id) => Err(json_error(
+            StatusCode::NOT_FOUND,
+            "no such session: ids are letters, digits, - and _",
+        )),
+        _ => Err(json_error(
+            StatusCode::NOT_FOUND,
+            "no such API route: see the web view's README section",
+        )),
+    };
+    out.unwrap_or_else(|r| r)
+}
+
+type Answer = Result<Response<Body>, Response<Body>>;
+
+fn bad(message: &str) -> Response<Body> {
+    json_error(StatusCode::BAD_REQUEST, message)
+}
+
+/// An engine error as an HTTP status with its message.
+fn failed(e: RpcError) -> Response<Body> {
+    let status = match e.code {
+        code::UNKNOWN_SESSION => StatusCode::NOT_FOUND,
+        code::SESSION_STATE | code::RUN_REJECTED => StatusCode::CONFLICT,
+        code::SHUTTING_DOWN => StatusCode::SERVICE_UNAVAILABLE,
+        code::INVALID_PARAMS => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    json_error(status, &e.message)
+}
+
+fn store_failed(e: agentfile_session::StoreError) -> Response<Body> {
+    match e {
+        agentfile_session::StoreError::NotFound(id) => json_error(
+            StatusCode::NOT_FOUND,
+            &format!("no session `{id}` in this store"),
+        ),
+        other => json_error(StatusCode::INTERNAL_SERVER_ERROR, &other.to_string()),
+    }
+}
+
+/// Run `work` on the store, off the async threads.
+async fn with_store<T: Send + 'static>(
+    ui: &Ui,
+    work: impl FnOnce(&dyn SessionStore) -> Result<T, Response<Body>> + Send + 'static,
+) -> Result<T, Response<Body>> {
+    let store = ui.engine.store().map_err(failed)?;
+    tokio::task::spawn_blocking(move || work(&*store))
+        .await
+        .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?
+}
+
+async fn list(ui: &Ui, query: &str) -> Answer {
+    let mut q = SessionQuery {
+        limit: 50,
+        ..SessionQuery::default()
+    };
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        let v = v.trim();
+        if v.is_empty() {
+            continue;
+        }
+        match &*k {
+            "status" => {
+                q.status = Some(SessionStatus::parse(v).ok_or_else(|| {
+                    bad(&format!("unknown status `{v}`: one of queued, running, waiting_approval, suspended, completed, failed, cancelled, interrupted"))
+                })?)
+            }
+            "workflow" => q.workflow = Some(v.to_owned()),
+            "q" => q.search = Some(v.chars().take(200).collect()),
+            "before" => {
+                q.before = Some(
+                    Cursor::decode(v).ok_or_else(|| bad("`before` is not a cursor this list gave"))?,
+                )
+            }
+            "limit" => {
+                q.limit = v
+                    .parse()
+                    .map_err(|_| bad("`limit` is a number (at most 500)"))?
+            }
+            _ => {}
+        }
+    }
+    let rows = with_store(ui, move |store| {
+        let page = store.page(&q).map_err(store_failed)?;
+        let next = (page.len() == q.limit())
+            .then(|| page.last().map(Cursor::after))
+            .flatten();
+        let rows = page
+            .into_iter()
+            .map(|m| {
+                let s = store.summary(&m.id).unwrap_or_default();
+                row(m, s)
+            })
+            .collect::<Vec<_>>();
+        Ok((rows, next.map(|c| c.encode())))
+    })
+    .await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "sessions": rows.0, "next": rows.1 }),
+    ))
+}
+
+fn row(m: SessionMeta, s: agentfile_session::SessionSummary) -> Row {
+    let at = |ts: &str| {
+        parse_ts(ts)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64)
+    };
+    let end = match (&s.ended_at, m.status) {
+        (Some(e), _) => at(e),
+        (None, SessionStatus::Running | SessionStatus::Queued) => SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_millis() as u64),
+        (None, _) => at(&m.updated_at),
+    };
+    let duration_ms = end.zip(at(&m.created_at)).map(|(e, c)| e.saturating_sub(c));
+    Row {
+        trigger: s.trigger.map(|(id, kind)| TriggerRef { id, kind }),
+        ended_at: s.ended_at,
+        duration_ms,
+        usage: s.usage,
+        id: m.id,
+        workflow: m.workflow,
+        status: m.status,
+        created_at: m.created_at,
+        updated_at: m.updated_at,
+        last_seq: m.last_seq,
+        inputs: m.inputs,
+    }
+}
+
+async fn workflows(ui: &Ui) -> Answer {
+    let names = with_store(ui, |store| store.workflows().map_err(store_failed)).await?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "workflows": names }),
+    ))
+}
+
+/// The line of the log for an event: what `sessions show` prints, or a
+/// short description for the events it leaves out.
+pub(super) fn event_row(e: &Event, printer: &crate::printer::Progress) -> EventRow {
+    let line = printer
+        .line(e)
+        .map(|l| l.trim().to_owned())
+        .unwrap_or_else(|| describe(&e.body));
+    EventRow {
+        seq: e.seq,
+        ts: e.ts.clone(),
+        kind: e.kind(),
+        node: e.node.clone(),
+        agent: e.agent.clone(),
+        line: cut(&line, 400),
+    }
+}
+
+fn describe(b: &EventBody) -> String {
+    match b {
+        EventBody::LlmRequest {
+            model,
+            turn,
+            messages,
+            tools,
+        } => {
+            format!("turn {turn}: {model}, {messages} messages, {tools} tools")
+        }
+        EventBody::LlmResponse {
+            turn,
+            input_tokens,
+            output_tokens,
+            text,
+            tool_calls,
+            ..
+        } => {
+            let calls: Vec<&str> = tool_calls.iter().map(|c| c.name.as_str()).collect();
+            let calls = if calls.is_empty() {
+                String::new()
+            } else {
+                format!(" → {}", calls.join(", "))
+            };
+            format!("turn {turn}: {input_tokens} in / {output_tokens} out{calls}: {text}")
+        }
+        EventBody::AgentStarted { role } => format!("agent started ({role})"),
+        EventBody::NodeStarted { kind } => format!("{kind} started"),
+        EventBody::NodeComplete { .. } => "complete".to_owned(),
+        EventBody::ApprovalRequired { reason, .. } => format!("waits for approval: {reason}"),
+        EventBody::ApprovalResolved { approved, note } => format!(
+            "{}{}",
+            if *approved { "approved" } else { "rejected" },
+            note.as_deref()
+                .map(|n| format!(": {n}"))
+                .unwrap_or_default()
+        ),
+        EventBody::Signal { event, .. } => format!("signal {event}"),
+        EventBody::Suspended { events, .. } => format!("waits for {}", events.join(" | ")),
+        EventBody::RunSuspended { events, .. } => format!("suspended until {}", events.join(" | ")),
+        EventBody::Artifact { path, bytes, .. } => format!("artifact {path} ({bytes} bytes)"),
+        EventBody::NodeFailed { error, attempt, .. } => {
+            format!("attempt {attempt} failed: {error}")
+        }
+        EventBody::Compensating { error, .. } => format!("compensating: {error}"),
+        other => other.kind().replace('_', " "),
+    }
+}
+
+/// `s` cut to at most `max` characters, with an ellipsis when cut.
+fn cut(s: &str, max: usize) -> String {
+    let one_line: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut out: String = one_line.chars().take(max).collect();
+    out.push('…');
+    out
+}
+
+/// `GET /ui/api/sessions/<id>`.
+async fn snapshot(ui: &Ui, id: &str) -> Answer {
+    let id = id.to_owned();
+    let (meta, events) = with_store(ui, move |store| {
+        let meta = store.get(&id).map_err(store_failed)?;
+        let events = store.events(&id, 0).map_err(store_failed)?;
+        Ok((meta, events))
+    })
+    .await?;
+    let diagram = ui.plan(&meta).await;
+    let events = Arc::new(events);
+    let work = events.clone();
+    let body = tokio::task::spawn_blocking(move || snapshot_json(meta, &work, diagram))
+        .await
+        .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?;
+    Ok(json(StatusCode::OK, &body))
+}
+
+fn snapshot_json(
+    meta: SessionMeta,
+    events: &[Event],
+    diagram: Result<Arc<Diagram>, String>,
+) -> serde_json::Value {
+    let printer = crate::printer::Progress::plain(false);
+    let rows: Vec<EventRow> = events.iter().map(|e| event_row(e, &printer)).collect();
+    let last_seq = events.last().map_or(meta.last_seq, |e| e.seq);
+    let (mut outputs, mut error) = (None, None);
+    if let Some(last) = events.last() {
+        match &last.body {
+            EventBody::RunComplete { outputs: o, .. } => outputs = Some(o.clone()),
+            EventBody::RunFailed { error: e, .. } => error = Some(e.clone()),
+            _ => {}
+        }
+    }
+    let pending = pending_of(&meta, events);
+    let running = matches!(meta.status, SessionStatus::Running | SessionStatus::Queued);
+    let (graph, parallels) = match diagram {
+        Ok(d) => {
+            let parallels: Vec<String> = d
+                .groups
+                .iter()
+                .filter(|g| g.kind == "parallel")
+                .map(|g| g.path.clone())
+                .collect();
+            let placed = graph::layout(&d, &graph::States::of(events));
+            (serde_json::to_value(placed).unwrap_or_default(), parallels)
+        }
+        Err(why) => (serde_json::json!({ "unavailable": why }), Vec::new()),
+    };
+    let timeline = timeline::build(events, &parallels, running);
+    let summary = agentfile_session::browse::summarize(events);
+    serde_json::json!({
+        "session": row(meta, summary),
+        "outputs": outputs,
+        "error": error,
+        "pending": pending,
+        "graph": graph,
+        "timeline": timeline,
+        "events": rows,
+        "last_seq": last_seq,
+    })
+}
+
+/// What a session waits for: an approval, or signals at suspends.
+fn pending_of(meta: &SessionMeta, events: &[Event]) -> serde_json::Value {
+    match meta.status {
+        SessionStatus::WaitingApproval => {
+            let Some(seq) = agentfile_session::pending_approval_in(events) else {
+                return serde_json::Value::Null;
+            };
+            let Some(e) = events.iter().find(|e| e.seq == seq) else {
+                return serde_json::Value::Null;
+            };
+            let reason = match &e.body {
+                EventBody::ApprovalRequired { reason, .. } => reason.clone(),
+                _ => String::new(),
+            };
+            serde_json::json!({"kind": "approval", "reason": reason, "node": e.node, "seq": seq})
+        }
+        SessionStatus::Suspended => {
+            let waiting = agentfile_engine::run::pending_suspends(events);
+            let names: Vec<String> = waiting.iter().flat_map(|(_, evs)| evs.clone()).collect();
+            let node = waiting.first().map(|(p, _)| p.clone());
+            serde_json::json!({"kind": "suspend", "events": names, "node": node, "seq": meta.last_seq})
+        }
+        _ => serde_json::Value::Null,
+    }
+}
+
+/// The longest string an event shown in full carries; longer ones are cut
+/// and say by how much.
+const MAX_SHOWN: usize = 256 * 1024;
+
+/// `GET /ui/api/sessions/<id>/events/<seq>`: the stored event, its long
+/// strings cut.
+async fn event(ui: &Ui, id: &str, seq: u64) -> Answer {
+    let id = id.to_owned();
+    let found = with_store(ui, move |store| {
+        let mut events = store
+            .events(&id, seq.saturating_sub(1))
+            .map_err(store_failed)?;
+        events.truncate(1);
+        Ok(events.pop().filter(|e| e.seq == seq))
+    })
+    .await?;
+    let Some(event) = found else {
+        return Err(json_error(StatusCode::NOT_FOUND, "no event with that seq"));
+    };
+    let mut value = serde_json::to_value(&event).unwrap_or_default();
+    clip_strings(&mut value);
+    Ok(json(StatusCode::OK, &value))
+}
+
+/// Cut each string longer than [`MAX_SHOWN`], saying how much was cut.
+fn clip_strings(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::String(s) if s.len() > MAX_SHOWN => {
+            let mut end = MAX_SHOWN;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            let cut = s.len() - end;
+            s.truncate(end);
+            s.push_str(&format!("\n… [{cut} more bytes not shown]"));
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(clip_strings),
+        serde_json::Value::Object(o) => o.values_mut().for_each(clip_strings),
+        _ => {}
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Decide {
+    approve: bool,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Signal {
+    event: String,
+    #[serde(default)]
+    payload: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Nothing {}
+
+/// `POST /ui/api/sessions/<id>/<action>`: the engine's operation.
+async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
+    fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Response<Body>> {
+        let body = if body.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            body
+        };
+        serde_json::from_slice(body).map_err(|e| bad(&format!("the request body: {e}")))
+    }
+    let engine = &ui.engine;
+    let status = match action {
+        "approve" => {
+            let d: Decide = parse(body)?;
+            let note = d.note.filter(|n| !n.trim().is_empty());
+            engine
+                .approve(
+                    ApproveParams {
+                        session_id: id,
+                        approve: d.approve,
+                        note,
+                    },
+                    RunHooks::default(),
+                )
+                .await
+        }
+        "signal" => {
+            let s: Signal = parse(body)?;
+            if s.event.trim().is_empty() {
+                return Err(bad("a signal needs an event name"));
+            }
+            engine
+                .signal(
+                    SignalParams {
+                        session_id: id,
+                        event: s.event,
+                        payload: s.payload,
+                    },
+                    RunHooks::default(),
+                )
+                .await
+        }
+        "cancel" => {
+            let _: Nothing = parse(body)?;
+            engine.cancel(CancelParams { session_id: id }).await
+        }
+        "resume" => {
+            let _: Nothing = parse(body)?;
+            engine.resume(id, RunHooks::default()).await
+        }
+        other => {
+            return Err(json_error(
+                StatusCode::NOT_FOUND,
+                &format!("no action `{other}`: approve, signal, cancel or resume"),
+            ));
+        }
+    }
+    .map_err(failed)?;
+    Ok(json(
+        StatusCode::OK,
+        &serde_json::json!({ "status": status.status }),
+    ))
+}
+
+impl Ui {
+    /// The diagram of the plan a session ran, or why there is none.
+    async fn plan(&self, meta: &SessionMeta) -> Result<Arc<Diagram>, String> {
+        let path = PathBuf::from(&meta.path);
+        let file = if path.is_dir() {
+            agentfile_frontend::registry::file_in(&path).unwrap_or(path.clone())
+        } else {
+            path.clone()
+        };
+        let stat = std::fs::metadata(&file)
+            .map_err(|_| "the workflow file is no longer there".to_owned())?;
+        let modified = stat.modified().unwrap_or(UNIX_EPOCH);
+        if let Some((m, len, d)) = self.plans.get(&file)
+            && m == modified
+            && len == stat.len()
+        {
+            return Ok(d);
+        }
+        let max = self.engine.options().limits.max_source() as u64;
+        if stat.len() > max {
+            return Err(format!("the workflow file is larger than {max} bytes"));
+        }
+        let config = self.engine.default_config().map_err(|e| e.message)?;
+        let read = path.clone();
+        let diagram = tokio::task::spawn_blocking(move || {
+            let options = agentfile_frontend::Options {
+                config: Some(&config),
+                dialect: None,
+                read: Default::default(),
+            };
+            agentfile_frontend::Analysis::load_for_run(&read, None, options)
+                .map(|plan| agentfile_frontend::inspect::diagram(&plan))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|_| "the workflow file no longer reads as a valid workflow".to_owned())?;
+        let diagram = Arc::new(diagram);
+        self.plans.put(file, modified, stat.len(), diagram.clone());
+        Ok(diagram)
+    }
+}
+
+impl PlanCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Cached>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn get(&self, file: &PathBuf) -> Option<Cached> {
+        self.lock().get(file).cloned()
+    }
+
+    fn put(&self, file: PathBuf, modified: SystemTime, len: u64, d: Arc<Diagram>) {
+        let mut all = self.lock();
+        if all.len() >= MAX_PLANS {
+            all.clear();
+        }
+        all.insert(file, (modified, len, d));
+    }
+}
