@@ -1125,6 +1125,53 @@ async fn prompts_run_list_and_create() {
     );
 }
 
+/// The run view as an MCP App: the `io.modelcontextprotocol/ui` extension
+/// declared, one `ui://` resource with the app profile, self-contained (no
+/// URL to fetch), and the run tools linking it.
+#[tokio::test]
+async fn the_run_view_is_an_mcp_app_resource_linked_from_the_run_tools() {
+    let dir = temp_dir("app");
+    let host = Host::default();
+    let client = connect(&host, command(&dir.0, &[])).await;
+    let info = client.peer_info().expect("initialized");
+    let caps = serde_json::to_value(&info.capabilities).unwrap();
+    assert_eq!(
+        caps["extensions"]["io.modelcontextprotocol/ui"]["mimeTypes"],
+        json!(["text/html;profile=mcp-app"]),
+        "{caps}"
+    );
+    let listed = client.list_resources(None).await.unwrap();
+    let r = serde_json::to_value(&listed.resources).unwrap();
+    assert_eq!(r[0]["uri"], "ui://agentfile/run", "{r}");
+    assert_eq!(r[0]["mimeType"], "text/html;profile=mcp-app");
+    let read = client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "ui://agentfile/run",
+        ))
+        .await
+        .unwrap();
+    let page = serde_json::to_value(&read).unwrap();
+    let html = page["contents"][0]["text"].as_str().unwrap();
+    assert_eq!(page["contents"][0]["mimeType"], "text/html;profile=mcp-app");
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "self-contained"
+    );
+    assert!(
+        client
+            .read_resource(rmcp::model::ReadResourceRequestParams::new(
+                "ui://agentfile/other"
+            ))
+            .await
+            .is_err()
+    );
+    let tools = client.list_all_tools().await.unwrap();
+    let run = tools.iter().find(|t| t.name == "run").unwrap();
+    let meta = serde_json::to_value(&run.meta).unwrap();
+    assert_eq!(meta["ui"]["resourceUri"], "ui://agentfile/run", "{meta}");
+}
+
 // ── lifetime ────────────────────────────────────────────────────────────────
 
 /// rmcp drops replies 5 s after its input ends when a handler still sends

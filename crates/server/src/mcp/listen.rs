@@ -67,7 +67,7 @@ pub struct Honoured {
 
 impl Honoured {
     /// The subset of the requested notifications (`params.notifications`)
-    /// this server sends: the tool list only (it serves no resources, and
+    /// this server sends: the tool list only (its one resource never changes, and
     /// its prompt list does not change while it runs).
     pub fn of(params: &Value) -> Honoured {
         let asked = &params["notifications"];

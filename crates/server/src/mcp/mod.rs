@@ -32,6 +32,7 @@
 //! (runs stop, sessions are left `interrupted` and resumable). Nothing but
 //! protocol messages is written to stdout; diagnostics go to stderr.
 
+pub mod app;
 pub mod approval;
 pub mod http;
 pub mod listen;
@@ -245,13 +246,19 @@ it returns each goal's output. Long runs report progress; with `wait: false` fol
 impl ServerHandler for McpServer {
     #[allow(deprecated)] // `enable_logging`: deprecated for the 2026 protocol only
     fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
+        let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
             .enable_prompts()
+            .enable_resources()
             .enable_logging()
             .enable_tasks()
             .build();
+        // The run view, for hosts that render MCP Apps.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(app::EXTENSION.into(), app::capability());
         ServerConfig::new(capabilities)
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
             .with_server_info(
@@ -276,6 +283,32 @@ impl ServerHandler for McpServer {
         context.peer.set_peer_info(request.clone());
         let _ = self.client.peer.set(context.peer.clone());
         self.negotiate_initialize(&request)
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, ErrorData> {
+        Ok(app::list())
+    }
+
+    async fn read_resource(
+        &self,
+        request: rmcp::model::ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, ErrorData> {
+        match app::read(&request) {
+            Some(r) => Ok(r.into()),
+            None => Err(ErrorData::resource_not_found(
+                format!(
+                    "no resource {}: this server serves only {}",
+                    request.uri,
+                    app::URI
+                ),
+                None,
+            )),
+        }
     }
 
     async fn list_tools(

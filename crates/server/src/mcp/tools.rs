@@ -145,6 +145,7 @@ pub fn fixed() -> Vec<Tool> {
     vec![
         Tool::new("run", RUN, input_schema::<RunParams>())
             .with_title("Run a workflow")
+            .with_meta(super::app::tool_meta())
             .with_raw_output_schema(run_output_schema())
             .with_annotations(annotations("Run a workflow", false, true, false, true)),
         Tool::new("event", EVENT, input_schema::<EventParams>())

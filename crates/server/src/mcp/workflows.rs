@@ -475,6 +475,7 @@ fn tool(name: &str, plan: &Plan, path: &str) -> Tool {
     }
     Tool::new(name.to_owned(), d, Arc::new(input_schema(plan)))
         .with_title(format!("Run workflow {}", plan.name))
+        .with_meta(super::app::tool_meta())
         .with_raw_output_schema(output_schema(plan))
         .with_annotations(
             ToolAnnotations::with_title(format!("Run workflow {}", plan.name))
