@@ -387,6 +387,16 @@ async fn the_web_view_serves_the_store_over_http() {
         snap["events"].as_array().unwrap().len() as u64,
         snap["last_seq"].as_u64().unwrap()
     );
+    let tail = get_json(
+        &c,
+        &s.url(&format!("/ui/api/sessions/{}?after=3", ids["parallel"])),
+    )
+    .await;
+    assert_eq!(
+        tail["events"][0]["seq"], 4,
+        "a refresh gets the rows after what it has"
+    );
+    assert_eq!(tail["timeline"], snap["timeline"]);
     let map = get_json(&c, &s.url(&format!("/ui/api/sessions/{}", ids["map"]))).await;
     let items = map["timeline"]["lanes"]
         .as_array()
@@ -704,6 +714,71 @@ async fn the_web_view_is_on_the_mcp_and_daemon_listeners() {
             .unwrap();
         assert_eq!(r.status(), 403, "{}", s.base);
     }
+}
+
+/// A session waiting for its approval inside another live process (here
+/// `agentfile serve`, whose run waits for the `approve` method) is not
+/// approved from the page: recording the decision here would run it twice.
+/// The page says where it waits; approved there, the page sees it complete.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_waiting_in_another_live_process_is_approved_there_not_here() {
+    use tokio::io::AsyncWriteExt;
+    let fake = fake().await;
+    let ws = workspace("elsewhere", &fake, "");
+    let mut serve = tokio::process::Command::from(agentfile(&ws.0));
+    let mut serve = serve
+        .args(["serve", "--workspace"])
+        .arg(&ws.0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = serve.stdin.take().unwrap();
+    let mut out = BufReader::new(serve.stdout.take().unwrap()).lines();
+    let run = json!({"jsonrpc": "2.0", "id": 1, "method": "run", "params": {"path": "approval"}});
+    stdin
+        .write_all(format!("{run}\n").as_bytes())
+        .await
+        .unwrap();
+    let id = tokio::time::timeout(WAIT, async {
+        while let Some(line) = out.next_line().await.unwrap() {
+            let msg: Value = serde_json::from_str(&line).unwrap_or_default();
+            if msg["params"]["type"] == "approval_required" {
+                return msg["params"]["session_id"].as_str().unwrap().to_owned();
+            }
+        }
+        panic!("serve ended before the approval");
+    })
+    .await
+    .expect("no approval_required from serve");
+    let s = Server::ui(&ws.0, None).await;
+    let c = client();
+    let token = csrf(&c, &s).await;
+    let waiting = wait_status(&c, &s, &id, "waiting_approval").await;
+    assert_eq!(waiting["pending"]["kind"], "approval");
+    let approve = s.url(&format!("/ui/api/sessions/{id}/approve"));
+    let r = post(&c, &approve, Some(&token), json!({"approve": true})).await;
+    assert_eq!(r.status(), 409);
+    let said = r.json::<Value>().await.unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(said.contains("waits for its approval in process"), "{said}");
+    let decide = json!({"jsonrpc": "2.0", "id": 2, "method": "approve",
+        "params": {"session_id": id, "approve": true, "note": "from serve"}});
+    stdin
+        .write_all(format!("{decide}\n").as_bytes())
+        .await
+        .unwrap();
+    let done = wait_status(&c, &s, &id, "completed").await;
+    assert!(
+        done["outputs"]["listing"].is_string(),
+        "{}",
+        done["outputs"]
+    );
+    drop(stdin);
 }
 
 // ── in a browser ─────────────────────────────────────────────────────────────

@@ -89,7 +89,7 @@ where
         (&Method::GET, ["me"]) => Ok(json(StatusCode::OK, &me)),
         (&Method::GET, ["sessions"]) => list(ui, &query).await,
         (&Method::GET, ["workflows"]) => workflows(ui).await,
-        (&Method::GET, ["sessions", id]) if valid(id) => snapshot(ui, id).await,
+        (&Method::GET, ["sessions", id]) if valid(id) => snapshot(ui, id, &query).await,
         (&Method::GET, ["sessions", id, "events", seq]) if valid(id) => match seq.parse() {
             Ok(seq) => event(ui, id, seq).await,
             Err(_) => Err(bad("the event's seq is a number")),
@@ -323,8 +323,15 @@ fn cut(s: &str, max: usize) -> String {
     out
 }
 
-/// `GET /ui/api/sessions/<id>`.
-async fn snapshot(ui: &Ui, id: &str) -> Answer {
+/// `GET /ui/api/sessions/<id>[?after=N]`: with `after`, only the event rows
+/// after seq N (the page refreshing what it has).
+async fn snapshot(ui: &Ui, id: &str, query: &str) -> Answer {
+    let after = url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "after")
+        .map(|(_, v)| v.parse::<u64>())
+        .transpose()
+        .map_err(|_| bad("`after` is an event's seq"))?
+        .unwrap_or(0);
     let id = id.to_owned();
     let (meta, events) = with_store(ui, move |store| {
         let meta = store.get(&id).map_err(store_failed)?;
@@ -335,7 +342,7 @@ async fn snapshot(ui: &Ui, id: &str) -> Answer {
     let diagram = ui.plan(&meta).await;
     let events = Arc::new(events);
     let work = events.clone();
-    let body = tokio::task::spawn_blocking(move || snapshot_json(meta, &work, diagram))
+    let body = tokio::task::spawn_blocking(move || snapshot_json(meta, &work, after, diagram))
         .await
         .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?;
     Ok(json(StatusCode::OK, &body))
@@ -344,10 +351,15 @@ async fn snapshot(ui: &Ui, id: &str) -> Answer {
 fn snapshot_json(
     meta: SessionMeta,
     events: &[Event],
+    after: u64,
     diagram: Result<Arc<Diagram>, String>,
 ) -> serde_json::Value {
     let printer = crate::printer::Progress::plain(false);
-    let rows: Vec<EventRow> = events.iter().map(|e| event_row(e, &printer)).collect();
+    let rows: Vec<EventRow> = events
+        .iter()
+        .filter(|e| e.seq > after)
+        .map(|e| event_row(e, &printer))
+        .collect();
     let last_seq = events.last().map_or(meta.last_seq, |e| e.seq);
     let (mut outputs, mut error) = (None, None);
     if let Some(last) = events.last() {

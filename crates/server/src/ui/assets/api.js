@@ -77,9 +77,13 @@ export function listWorkflows() {
   return request("GET", "/ui/api/workflows");
 }
 
-/** The snapshot of one session (row, graph, timeline, events, pending, outputs). */
-export function getSession(id) {
-  return request("GET", `/ui/api/sessions/${seg(id)}`);
+/**
+ * The snapshot of one session (row, graph, timeline, events, pending, outputs). With `after`, only
+ * the event rows after that seq (a refresh of a page that has the rest).
+ */
+export function getSession(id, after) {
+  const since = Number.isSafeInteger(after) && after > 0 ? `?after=${after}` : "";
+  return request("GET", `/ui/api/sessions/${seg(id)}${since}`);
 }
 
 /** The full stored event `seq` of session `id`. */
@@ -87,9 +91,10 @@ export function getEvent(id, seq) {
   return request("GET", `/ui/api/sessions/${seg(id)}/events/${seg(String(seq))}`);
 }
 
-/** The server-sent-events URL of one session. */
-export function streamUrl(id) {
-  return `/ui/api/sessions/${seg(id)}/stream`;
+/** The server-sent-events URL of one session, starting after event `after`. */
+export function streamUrl(id, after) {
+  const since = Number.isSafeInteger(after) && after > 0 ? `?after=${after}` : "";
+  return `/ui/api/sessions/${seg(id)}/stream${since}`;
 }
 
 /** POST an action (`approve`, `signal`, `cancel`, `resume`) with a JSON body. */

@@ -1,8 +1,8 @@
 // live.js — following a session as it runs: the server-sent-events stream and the throttled
 // snapshot refetch that goes with it.
 //
-// `follow(id, handlers)` opens an EventSource on /ui/api/sessions/<id>/stream (the browser resumes
-// with Last-Event-ID on its own) and hands parsed `event` rows and `status` changes to the page.
+// `follow(id, after, handlers)` opens an EventSource on /ui/api/sessions/<id>/stream?after=<seq>
+// (the events the page does not have yet; the browser resumes with Last-Event-ID on its own) and hands parsed `event` rows and `status` changes to the page.
 // `throttled(fn, ms)` runs an async job at most once per `ms`, never two at a time, and always once
 // more after the last request (trailing), which is how the page refetches the snapshot.
 //
@@ -14,8 +14,8 @@ import { streamUrl } from "./api.js";
  * Opens the stream of session `id`. Handlers: onEvent(row), onStatus(status), onOpen(), onDown().
  * Returns { close() }.
  */
-export function follow(id, { onEvent, onStatus, onOpen, onDown }) {
-  const source = new EventSource(streamUrl(id));
+export function follow(id, after, { onEvent, onStatus, onOpen, onDown }) {
+  const source = new EventSource(streamUrl(id, after));
   const parse = (msg) => {
     try {
       return JSON.parse(msg.data);

@@ -148,7 +148,7 @@ class SessionPage {
 
   async refetch() {
     try {
-      this.apply(await getSession(this.id));
+      this.apply(await getSession(this.id, this.log.highest));
     } catch (err) {
       if (err.status !== 401) this.say(`Could not refresh: ${err.message}`, true);
     }
@@ -278,7 +278,7 @@ class SessionPage {
   followIfLive() {
     const live = this.status !== null && !SETTLED.has(this.status);
     if (live && !this.stream) {
-      this.stream = follow(this.id, {
+      this.stream = follow(this.id, this.log.highest, {
         onEvent: (row) => {
           this.addEvents([row]);
           this.refresh();
