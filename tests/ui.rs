@@ -529,6 +529,34 @@ async fn the_web_view_serves_the_store_over_http() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("ship <b>it</b>"));
     let r = post(&c, &approve, Some(&token), json!({"approve": true})).await;
     assert_eq!(r.status(), 409, "decided once");
+
+    // The graph is of the file as it is now, and says so when it changed.
+    let url = s.url(&format!("/ui/api/sessions/{}", ids["parallel"]));
+    assert!(get_json(&c, &url).await["graph"]["note"].is_null());
+    let file = ws.0.join("trio.agent");
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("say what you find", "list what you find"),
+    )
+    .unwrap();
+    let note = get_json(&c, &url).await["graph"]["note"].clone();
+    assert!(
+        note.as_str().unwrap().contains("changed since this run"),
+        "{note}"
+    );
+    std::fs::remove_file(&file).unwrap();
+    let gone = get_json(&c, &url).await;
+    assert!(
+        gone["graph"]["unavailable"]
+            .as_str()
+            .unwrap()
+            .contains("no longer there")
+    );
+    assert!(
+        gone["timeline"]["lanes"].as_array().unwrap().len() >= 4,
+        "lanes need no plan"
+    );
 }
 
 /// With `AGENTFILE_MCP_TOKEN`: pages send people to the login form, the API

@@ -443,6 +443,8 @@ pub fn diagram(plan: &Plan) -> Diagram {
 /// The step graph's boxes, groups and arrows (see [`diagram`]).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Diagram {
+    /// The plan's fingerprint (as `run_started.fingerprint` records it).
+    pub fingerprint: String,
     pub nodes: Vec<DiagramNode>,
     pub groups: Vec<DiagramGroup>,
     pub edges: Vec<DiagramEdge>,
@@ -499,6 +501,8 @@ mod graph {
         diagram: Diagram,
         /// The groups open around what is drawn now.
         open: Vec<usize>,
+        /// Each goal's agents, for the diagram's goal boxes.
+        agents: std::collections::HashMap<String, Vec<String>>,
     }
 
     fn join(parent: &str, id: &str) -> String {
@@ -592,7 +596,14 @@ mod graph {
             depth: 0,
             diagram: Diagram::default(),
             open: Vec::new(),
+            agents: plan
+                .goals
+                .iter()
+                .filter(|g| !g.agents.is_empty())
+                .map(|g| (g.name.clone(), g.agents.clone()))
+                .collect(),
         };
+        o.diagram.fingerprint = plan.fingerprint.clone();
         o.line(&format!("start([\"{}\"])", label(&plan.name)));
         o.shape("start", vec![plan.name.clone()], "round", None);
         let (entry, exits) = node(&mut o, &plan.graph, &body_path("", &plan.graph));
@@ -715,7 +726,12 @@ mod graph {
                 let id = o.id();
                 let shape = shaped(n, &id);
                 o.line(&shape);
-                let lines = title(n).split("<br/>").map(str::to_owned).collect();
+                let mut lines: Vec<String> = title(n).split("<br/>").map(str::to_owned).collect();
+                if let NodeKind::Goal(g) = &n.kind
+                    && let Some(agents) = o.agents.get(&g.goal)
+                {
+                    lines.push(format!("agents: {}", agents.join(" ∥ ")));
+                }
                 o.shape(&id, lines, shape_name(n), Some(path));
                 (Some(id.clone()), vec![(id, None)])
             }

@@ -379,7 +379,20 @@ fn snapshot_json(
                 .filter(|g| g.kind == "parallel")
                 .map(|g| g.path.clone())
                 .collect();
-            let placed = graph::layout(&d, &graph::States::of(events));
+            let mut placed = graph::layout(&d, &graph::States::of(events));
+            let ran = events.iter().rev().find_map(|e| match &e.body {
+                EventBody::RunStarted { fingerprint, .. } => Some(fingerprint.clone()),
+                _ => None,
+            });
+            if let Some(Some(ran)) = ran
+                && ran != d.fingerprint
+            {
+                placed.note = Some(
+                    "The workflow file changed since this run: this is the graph of the file \
+                     as it is now, and states are matched by node path."
+                        .into(),
+                );
+            }
             (serde_json::to_value(placed).unwrap_or_default(), parallels)
         }
         Err(why) => (serde_json::json!({ "unavailable": why }), Vec::new()),

@@ -20,6 +20,8 @@ use super::timeline::template;
 
 #[derive(Debug, Serialize)]
 pub struct Graph {
+    /// Said above the graph: that the file changed since the run.
+    pub note: Option<String>,
     pub width: f64,
     pub height: f64,
     pub nodes: Vec<PlacedNode>,
@@ -337,6 +339,7 @@ pub fn layout(d: &Diagram, states: &States) -> Graph {
         .collect();
     let width = right.max(widest + MARGIN) + MARGIN + 40.0;
     Graph {
+        note: None,
         width,
         height: y - ROW_GAP + MARGIN,
         nodes,
@@ -436,6 +439,7 @@ mod tests {
     #[test]
     fn rows_follow_the_longest_path_and_loops_go_round() {
         let d = Diagram {
+            fingerprint: String::new(),
             nodes: vec![
                 node("start", None, None),
                 node("a", Some("a"), Some(0)),

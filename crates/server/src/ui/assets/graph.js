@@ -36,7 +36,8 @@ export function renderGraph(graph) {
   (graph.groups || []).map(groupEl),
   (graph.edges || []).map(edgeEl),
   graph.nodes.map(nodeEl));
-  return h("div", { class: "graph-block" }, h("div", { class: "graph-wrap" }, root), legend());
+  const note = typeof graph.note === "string" ? h("p", { id: "graph-note", class: "muted" }, graph.note) : null;
+  return h("div", { class: "graph-block" }, note, h("div", { class: "graph-wrap" }, root), legend());
 }
 
 function groupEl(g) {
