@@ -882,3 +882,47 @@ steps:\n  - id: echo\n    kind: tool\n    tool: echo\n    inputs:\n      n: $inp
     s.close_stdin();
     assert_eq!(s.wait_exit(), 0);
 }
+
+/// `sessions` pages newest first by the `next` cursor, and filters by
+/// workflow and text, as the web view's list does.
+#[test]
+fn sessions_page_by_cursor_and_filter() {
+    let rt = rt();
+    let server = rt.block_on(fake("ok", Duration::ZERO));
+    let dir = workspace("pages", &server, ONE_GOAL);
+    let mut s = Serve::start(&dir, &[]);
+    for _ in 0..3 {
+        let id = s.request("run", json!({"path": "Agentfile"}));
+        assert_eq!(s.reply(id)["result"]["status"], "completed");
+    }
+    let first = s.result("sessions", json!({"limit": 2}));
+    assert_eq!(first["sessions"].as_array().unwrap().len(), 2);
+    let next = first["next"]
+        .as_str()
+        .expect("a full page has a next")
+        .to_owned();
+    let second = s.result("sessions", json!({"limit": 2, "before": next}));
+    let rest = second["sessions"].as_array().unwrap();
+    assert_eq!(rest.len(), 1);
+    assert!(second.get("next").is_none(), "{second}");
+    assert!(
+        first["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|m| m["id"] != rest[0]["id"])
+    );
+    let name = rest[0]["workflow"].as_str().unwrap().to_owned();
+    let named = s.result("sessions", json!({"workflow": name}));
+    assert_eq!(named["sessions"].as_array().unwrap().len(), 3);
+    let found = s.result("sessions", json!({"search": rest[0]["id"]}));
+    assert_eq!(found["sessions"][0]["id"], rest[0]["id"]);
+    assert!(
+        s.result("sessions", json!({"workflow": "nope"}))["sessions"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    let e = s.error("sessions", json!({"before": "not a cursor"}));
+    assert_eq!(e["code"], -32602, "{e}");
+}

@@ -441,6 +441,9 @@ async fn the_web_view_serves_the_store_over_http() {
         ("/ui/sessions/a%20b", 404),
         (&format!("/ui/api/sessions/{}/events/999", ids["map"]), 404),
         ("/ui/api/nothing", 404),
+        ("/ui/api/sessions/nope/stream", 404),
+        ("/ui/api/sessions?limit=100000", 200),
+        ("/ui/api/sessions?q=%FF%FE", 200),
         ("/ui/assets/../Cargo.toml", 404),
     ] {
         let r = c.get(s.url(path)).send().await.unwrap();

@@ -278,15 +278,28 @@ pub struct PromoteParams {
 pub struct SessionsParams {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<SessionStatus>,
-    /// Default 50.
+    /// Default 50 (at most 500 with `workflow`, `search` or `before`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// Only sessions of the workflow with exactly this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// Only sessions whose id, workflow name or an input value contains this
+    /// text (ASCII letters in any case).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
+    /// The `next` of the page before: the sessions older than its last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<String>,
 }
 
 /// The answer to `sessions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SessionList {
     pub sessions: Vec<SessionMeta>,
+    /// When the page is full: pass it as `before` for the next, older page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
 }
 
 /// `triggers`: the daemon's triggers under the server's workspace (CONTRACT

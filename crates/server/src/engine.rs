@@ -1469,11 +1469,36 @@ impl Engine {
     }
 
     pub fn sessions(&self, p: SessionsParams) -> Result<SessionList, RpcError> {
+        use agentfile_session::{Cursor, SessionQuery};
         let store = self.default_store()?;
-        let sessions = store
-            .list(p.status, p.limit.unwrap_or(50).max(1))
-            .map_err(|e| RpcError::new(code::STORE, e.to_string()))?;
-        Ok(SessionList { sessions })
+        let mut limit = p.limit.unwrap_or(50).max(1);
+        let read = |e: StoreError| RpcError::new(code::STORE, e.to_string());
+        let sessions = if p.workflow.is_none() && p.search.is_none() && p.before.is_none() {
+            store.list(p.status, limit).map_err(read)?
+        } else {
+            let before = match p.before.as_deref() {
+                Some(token) => Some(Cursor::decode(token).ok_or_else(|| {
+                    RpcError::invalid_params(
+                        "`before` is not a cursor: pass the `next` of the page before",
+                    )
+                })?),
+                None => None,
+            };
+            let query = SessionQuery {
+                status: p.status,
+                workflow: p.workflow,
+                search: p.search,
+                before,
+                limit,
+            };
+            limit = query.limit();
+            store.page(&query).map_err(read)?
+        };
+        let next = match sessions.last() {
+            Some(last) if sessions.len() == limit => Some(Cursor::after(last).encode()),
+            _ => None,
+        };
+        Ok(SessionList { sessions, next })
     }
 
     // ---- shutdown ----

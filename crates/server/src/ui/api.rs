@@ -95,7 +95,11 @@ where
             Err(_) => Err(bad("the event's seq is a number")),
         },
         (&Method::GET, ["sessions", id, "stream"]) if valid(id) => {
-            Ok(sse::stream(ui, id, req.headers(), &query))
+            let known = (*id).to_owned();
+            match with_store(ui, move |store| store.get(&known).map_err(store_failed)).await {
+                Ok(_) => Ok(sse::stream(ui, id, req.headers(), &query)),
+                Err(r) => Err(r),
+            }
         }
         (&Method::POST, ["sessions", id, action]) if valid(id) => {
             let id = (*id).to_owned();
