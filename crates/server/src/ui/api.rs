@@ -293,6 +293,16 @@ fn describe(b: &EventBody) -> String {
             };
             format!("turn {turn}: {input_tokens} in / {output_tokens} out{calls}: {text}")
         }
+        EventBody::ToolResult {
+            tool,
+            content,
+            is_error,
+            duration_ms,
+            ..
+        } => {
+            let how = if *is_error { "failed" } else { "returned" };
+            format!("{tool} {how} in {duration_ms} ms: {content}")
+        }
         EventBody::AgentStarted { role } => format!("agent started ({role})"),
         EventBody::NodeStarted { kind } => format!("{kind} started"),
         EventBody::NodeComplete { .. } => "complete".to_owned(),

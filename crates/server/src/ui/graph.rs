@@ -63,11 +63,11 @@ pub struct PlacedEdge {
 
 const CHAR_W: f64 = 7.0;
 const LINE_H: f64 = 16.0;
-const ROW_GAP: f64 = 56.0;
+const ROW_GAP: f64 = 64.0;
 const COL_GAP: f64 = 28.0;
 const MARGIN: f64 = 24.0;
 const GROUP_PAD: f64 = 12.0;
-const GROUP_TOP: f64 = 20.0;
+const GROUP_TOP: f64 = 30.0;
 const MAX_LABEL: usize = 48;
 
 /// The states of the plan's nodes, by template path, from the events.
@@ -337,7 +337,8 @@ pub fn layout(d: &Diagram, states: &States) -> Graph {
             })
         })
         .collect();
-    let width = right.max(widest + MARGIN) + MARGIN + 40.0;
+    let beyond = groups.iter().map(|g| g.x + g.w).fold(0.0, f64::max);
+    let width = right.max(beyond).max(widest + MARGIN) + MARGIN + 40.0;
     Graph {
         note: None,
         width,
@@ -385,14 +386,17 @@ fn place_groups(d: &Diagram, nodes: &[PlacedNode]) -> Vec<PlacedGroup> {
             let inner = levels - depth(g.parent);
             let pad = GROUP_PAD * (inner + 1.0);
             let top = GROUP_TOP + 4.0 * inner;
+            let label = clip(&g.label);
+            // Wide enough for its label, growing to the right.
+            let wide = label.chars().count() as f64 * CHAR_W + 20.0;
             Some((
                 depth(g.parent),
                 PlacedGroup {
                     x: x1 - pad,
                     y: y1 - pad - top,
-                    w: x2 - x1 + 2.0 * pad,
+                    w: (x2 - x1 + 2.0 * pad).max(wide),
                     h: y2 - y1 + 2.0 * pad + top,
-                    label: clip(&g.label),
+                    label,
                     kind: g.kind,
                 },
             ))
