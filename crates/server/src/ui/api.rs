@@ -356,18 +356,49 @@ async fn snapshot(ui: &Ui, id: &str, query: &str) -> Answer {
     let diagram = ui.plan(&meta).await;
     let events = Arc::new(events);
     let work = events.clone();
-    let body = tokio::task::spawn_blocking(move || snapshot_json(meta, &work, after, diagram))
-        .await
-        .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?;
-    Ok(json(StatusCode::OK, &body))
+    // Serialized straight from the typed snapshot, off the async threads:
+    // a 10,000-event session is megabytes of JSON.
+    let body = tokio::task::spawn_blocking(move || {
+        serde_json::to_vec(&snapshot_of(meta, &work, after, diagram)).unwrap_or_default()
+    })
+    .await
+    .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?;
+    let mut r = Response::new(http_body_util::BodyExt::boxed(http_body_util::Full::new(
+        Bytes::from(body),
+    )));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    Ok(r)
 }
 
-fn snapshot_json(
+/// `GET /ui/api/sessions/<id>`'s answer.
+#[derive(Serialize)]
+struct Snapshot {
+    session: Row,
+    outputs: Option<BTreeMap<String, serde_json::Value>>,
+    error: Option<String>,
+    pending: serde_json::Value,
+    graph: GraphView,
+    timeline: timeline::Timeline,
+    events: Vec<EventRow>,
+    last_seq: u64,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum GraphView {
+    Drawn(graph::Graph),
+    Unavailable { unavailable: String },
+}
+
+fn snapshot_of(
     meta: SessionMeta,
     events: &[Event],
     after: u64,
     diagram: Result<Arc<Diagram>, String>,
-) -> serde_json::Value {
+) -> Snapshot {
     let printer = crate::printer::Progress::plain(false);
     let rows: Vec<EventRow> = events
         .iter()
@@ -407,22 +438,22 @@ fn snapshot_json(
                         .into(),
                 );
             }
-            (serde_json::to_value(placed).unwrap_or_default(), parallels)
+            (GraphView::Drawn(placed), parallels)
         }
-        Err(why) => (serde_json::json!({ "unavailable": why }), Vec::new()),
+        Err(why) => (GraphView::Unavailable { unavailable: why }, Vec::new()),
     };
     let timeline = timeline::build(events, &parallels, running);
     let summary = agentfile_session::browse::summarize(events);
-    serde_json::json!({
-        "session": row(meta, summary),
-        "outputs": outputs,
-        "error": error,
-        "pending": pending,
-        "graph": graph,
-        "timeline": timeline,
-        "events": rows,
-        "last_seq": last_seq,
-    })
+    Snapshot {
+        session: row(meta, summary),
+        outputs,
+        error,
+        pending,
+        graph,
+        timeline,
+        events: rows,
+        last_seq,
+    }
 }
 
 /// What a session waits for: an approval, or signals at suspends.

@@ -180,10 +180,83 @@ pub fn build(events: &[Event], parallels: &[String], running: bool) -> Timeline 
         b.touch(&lane, at);
     }
     b.finish(rel(end), running);
+    let span_ms = rel(end).max(1);
+    let mut lanes = b.lanes;
+    for lane in &mut lanes {
+        merge_small(&mut lane.bars, span_ms / RESOLUTION);
+    }
     Timeline {
         t0: Some(first.ts.clone()),
-        span_ms: rel(end).max(1),
-        lanes: b.lanes,
+        span_ms,
+        lanes,
+    }
+}
+
+/// The bars a timeline can tell apart across its width: turns and tool
+/// calls narrower than `span / RESOLUTION` that follow each other in a lane
+/// are one bar ("12 turns", their tokens and cost summed). A 10,000-event
+/// session draws hundreds of bars instead of thousands, and nothing drawn
+/// was visible apart anyway.
+const RESOLUTION: u64 = 400;
+
+fn merge_small(bars: &mut Vec<Bar>, min_ms: u64) {
+    if min_ms == 0 || bars.len() < 2 {
+        return;
+    }
+    let small = |b: &Bar| matches!(b.kind, "turn" | "tool") && b.end_ms - b.start_ms < min_ms;
+    let mut out: Vec<Bar> = Vec::with_capacity(bars.len());
+    // How many bars each merged bar holds, by its index in `out`.
+    let mut held: Vec<usize> = Vec::with_capacity(bars.len());
+    // The index in `out` of the run of small bars each kind is building.
+    let mut open: Vec<(&'static str, usize)> = Vec::new();
+    for bar in bars.drain(..) {
+        if !small(&bar) {
+            out.push(bar);
+            held.push(1);
+            continue;
+        }
+        let run = open.iter().find(|(k, _)| *k == bar.kind).map(|(_, i)| *i);
+        match run {
+            Some(i) if bar.start_ms <= out[i].end_ms + min_ms => {
+                let m = &mut out[i];
+                m.end_ms = m.end_ms.max(bar.end_ms);
+                m.tokens_in = add(m.tokens_in, bar.tokens_in);
+                m.tokens_out = add(m.tokens_out, bar.tokens_out);
+                m.cost_usd = match (m.cost_usd, bar.cost_usd) {
+                    (Some(a), Some(b)) => Some(a + b),
+                    (a, b) => a.or(b),
+                };
+                if bar.status == "failed" || (bar.running && m.status != "failed") {
+                    m.status = bar.status;
+                }
+                m.running |= bar.running;
+                held[i] += 1;
+            }
+            _ => {
+                open.retain(|(k, _)| *k != bar.kind);
+                open.push((bar.kind, out.len()));
+                out.push(bar);
+                held.push(1);
+            }
+        }
+    }
+    for (bar, n) in out.iter_mut().zip(held) {
+        if n > 1 {
+            let what = if bar.kind == "turn" {
+                "turns"
+            } else {
+                "tool calls"
+            };
+            bar.label = format!("{n} {what}");
+        }
+    }
+    *bars = out;
+}
+
+fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
     }
 }
 
@@ -474,6 +547,45 @@ mod tests {
         assert!(
             t.lanes.iter().any(|l| l.key == "main"),
             "no plan: no branch lanes"
+        );
+    }
+
+    #[test]
+    fn thousands_of_short_turns_become_a_few_bars_with_their_sums() {
+        let mut events = Vec::new();
+        let mut seq = 0;
+        for turn in 0..1000u32 {
+            let at = u64::from(turn) * 10;
+            seq += 1;
+            events.push(ev(seq, at, Some("loop"), None, request(turn)));
+            seq += 1;
+            events.push(ev(seq, at + 5, Some("loop"), None, response(turn, 2)));
+        }
+        let t = build(&events, &[], false);
+        let turns: Vec<&Bar> = t.lanes[0]
+            .bars
+            .iter()
+            .filter(|b| b.kind == "turn")
+            .collect();
+        assert!(turns.len() < 20, "{} bars", turns.len());
+        assert_eq!(
+            turns.iter().map(|b| b.tokens_in.unwrap()).sum::<u64>(),
+            2000
+        );
+        assert!(turns[0].label.ends_with(" turns"), "{}", turns[0].label);
+        assert_eq!(turns[0].seq, 1, "a merged bar opens at its first event");
+        let cost: f64 = turns.iter().map(|b| b.cost_usd.unwrap()).sum();
+        assert!((cost - 500.0).abs() < 1e-6);
+        // A long turn among them stays its own bar.
+        let mut long = events.clone();
+        long.push(ev(seq + 1, 10_000, Some("loop"), None, request(5000)));
+        long.push(ev(seq + 2, 14_000, Some("loop"), None, response(5000, 7)));
+        let t = build(&long, &[], false);
+        assert!(
+            t.lanes[0]
+                .bars
+                .iter()
+                .any(|b| b.label == "turn 5000 · m" && b.tokens_in == Some(7))
         );
     }
 

@@ -7,7 +7,7 @@
 // The shell (app.html) is the same for every page; this module only routes. It never renders data
 // itself beyond the logout form and error text.
 
-import { h, fill, isSessionId } from "./dom.js";
+import { h, fill, isSessionId, markRendered } from "./dom.js";
 import { me } from "./api.js";
 import { showList } from "./list.js";
 import { showSession } from "./session.js";
@@ -58,7 +58,7 @@ async function main() {
       document.title = "Not found — agentfile";
       fill(root, h("h1", null, "Not found"),
         h("p", null, "There is no page here. ", h("a", { href: "/ui/" }, "Back to the sessions.")));
-      performance.mark("rendered");
+      markRendered();
     }
   } catch (err) {
     showError(err);

@@ -120,3 +120,11 @@ export function fill(el, ...children) {
   appendChildren(el, children);
   return el;
 }
+
+/**
+ * Marks `rendered` (for the benchmarks) once what is in the DOM now has been painted: the first
+ * animation frame runs before that frame's paint, the second after it.
+ */
+export function markRendered() {
+  requestAnimationFrame(() => requestAnimationFrame(() => performance.mark("rendered")));
+}

@@ -7,7 +7,7 @@
 // What it never does: turn a value from the server into a link unless it is a valid session id, or
 // show server text any other way than as text.
 
-import { h, fill, sessionHref } from "./dom.js";
+import { h, fill, sessionHref, markRendered } from "./dom.js";
 import { listSessions, listWorkflows } from "./api.js";
 import * as fmt from "./format.js";
 
@@ -138,7 +138,7 @@ export async function showList(root) {
   more.addEventListener("click", () => load(true));
 
   await load(false);
-  performance.mark("rendered");
+  markRendered();
 
   // The workflow names come after the rows, so they never delay the first paint.
   try {

@@ -9,7 +9,7 @@
 // What it never does: show server text as anything but text, or send an action without the CSRF
 // header (api.js adds it).
 
-import { h, fill } from "./dom.js";
+import { h, fill, markRendered } from "./dom.js";
 import { getSession, act } from "./api.js";
 import { renderGraph } from "./graph.js";
 import { renderTimeline } from "./timeline.js";
@@ -29,7 +29,7 @@ export async function showSession(root, id) {
   const first = await getSession(id);
   const page = new SessionPage(root, id);
   page.apply(first);
-  performance.mark("rendered");
+  markRendered();
   page.followIfLive();
 }
 
