@@ -560,6 +560,14 @@ async fn the_web_view_serves_the_store_over_http() {
         gone["timeline"]["lanes"].as_array().unwrap().len() >= 4,
         "lanes need no plan"
     );
+    // A run with no workflow file says so.
+    let goal = run(&ws.0, &["--goal", "Say hello", "--max-turns", "1"]);
+    let snap = get_json(&c, &s.url(&format!("/ui/api/sessions/{goal}"))).await;
+    let why = snap["graph"]["unavailable"].as_str().unwrap();
+    assert!(
+        why.contains("no workflow file") && why.contains("run --goal"),
+        "{why}"
+    );
 }
 
 /// With `AGENTFILE_MCP_TOKEN`: pages send people to the login form, the API

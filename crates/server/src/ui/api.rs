@@ -383,8 +383,14 @@ struct Snapshot {
     graph: GraphView,
     timeline: timeline::Timeline,
     events: Vec<EventRow>,
+    /// Lines left out at the start: a session longer than [`MAX_ROWS`]
+    /// sends its last lines only (any one event stays readable by its seq).
+    events_omitted: u64,
     last_seq: u64,
 }
+
+/// The most event lines one snapshot carries.
+const MAX_ROWS: u64 = 20_000;
 
 #[derive(Serialize)]
 #[serde(untagged)]
@@ -400,12 +406,13 @@ fn snapshot_of(
     diagram: Result<Arc<Diagram>, String>,
 ) -> Snapshot {
     let printer = crate::printer::Progress::plain(false);
+    let last_seq = events.last().map_or(meta.last_seq, |e| e.seq);
+    let from = after.max(last_seq.saturating_sub(MAX_ROWS));
     let rows: Vec<EventRow> = events
         .iter()
-        .filter(|e| e.seq > after)
+        .filter(|e| e.seq > from)
         .map(|e| event_row(e, &printer))
         .collect();
-    let last_seq = events.last().map_or(meta.last_seq, |e| e.seq);
     let (mut outputs, mut error) = (None, None);
     if let Some(last) = events.last() {
         match &last.body {
@@ -452,6 +459,7 @@ fn snapshot_of(
         graph,
         timeline,
         events: rows,
+        events_omitted: from - after,
         last_seq,
     }
 }
@@ -612,13 +620,23 @@ impl Ui {
     /// The diagram of the plan a session ran, or why there is none.
     async fn plan(&self, meta: &SessionMeta) -> Result<Arc<Diagram>, String> {
         let path = PathBuf::from(&meta.path);
+        if let Some(name @ ("(goal)" | "(stdin)")) = path.file_name().and_then(|n| n.to_str()) {
+            let how = if name == "(goal)" {
+                "run --goal"
+            } else {
+                "run -"
+            };
+            return Err(format!(
+                "This run had no workflow file to draw ({how}); its timeline and events are below."
+            ));
+        }
         let file = if path.is_dir() {
             agentfile_frontend::registry::file_in(&path).unwrap_or(path.clone())
         } else {
             path.clone()
         };
         let stat = std::fs::metadata(&file)
-            .map_err(|_| "the workflow file is no longer there".to_owned())?;
+            .map_err(|_| format!("The workflow file is no longer there ({}).", file.display()))?;
         let modified = stat.modified().unwrap_or(UNIX_EPOCH);
         if let Some((m, len, d)) = self.plans.get(&file)
             && m == modified
@@ -665,5 +683,57 @@ impl PlanCache {
             all.clear();
         }
         all.insert(file, (modified, len, d));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64) -> Event {
+        Event {
+            schema_version: 1,
+            session_id: "s".into(),
+            seq,
+            ts: "2026-11-27T10:00:00.000Z".into(),
+            step: None,
+            goal: None,
+            agent: None,
+            iteration: None,
+            node: Some("main".into()),
+            node_kind: None,
+            body: EventBody::Warning {
+                message: format!("<b>event {seq}</b>"),
+            },
+        }
+    }
+
+    fn meta(last_seq: u64) -> SessionMeta {
+        SessionMeta {
+            id: "s".into(),
+            workflow: "w".into(),
+            path: "/nowhere".into(),
+            workspace: "/".into(),
+            inputs: BTreeMap::new(),
+            status: SessionStatus::Completed,
+            created_at: "2026-11-27T10:00:00.000Z".into(),
+            updated_at: "2026-11-27T10:00:00.000Z".into(),
+            last_seq,
+        }
+    }
+
+    #[test]
+    fn a_very_long_session_sends_its_last_lines_and_says_how_many_it_left_out() {
+        let n = MAX_ROWS + 5;
+        let events: Vec<Event> = (1..=n).map(event).collect();
+        let snap = snapshot_of(meta(n), &events, 0, Err("none".into()));
+        assert_eq!(snap.events.len() as u64, MAX_ROWS);
+        assert_eq!((snap.events[0].seq, snap.events_omitted), (6, 5));
+        let refresh = snapshot_of(meta(n), &events, n - 2, Err("none".into()));
+        assert_eq!((refresh.events.len(), refresh.events_omitted), (2, 0));
+        let short = snapshot_of(meta(3), &events[..3], 0, Err("none".into()));
+        assert_eq!((short.events.len(), short.events_omitted), (3, 0));
+        // Lines are text as the printer writes it, markup and all.
+        assert!(short.events[0].line.contains("<b>event 1</b>"));
     }
 }

@@ -180,12 +180,18 @@ class SessionPage {
     }
     this.showOutputs(snap?.outputs);
     this.showUsage(row.usage);
+    // A very long session sends its last lines only; say how many are left out.
+    if (Number.isSafeInteger(snap?.events_omitted) && snap.events_omitted > 0) {
+      this.omitted = (this.omitted || 0) + snap.events_omitted;
+    }
     this.addEvents(Array.isArray(snap?.events) ? snap.events : []);
   }
 
   addEvents(rows) {
     this.log.add(rows);
-    this.el.eventCount.textContent = `(${fmt.count(this.log.highest)})`;
+    const all = this.log.highest;
+    const shown = this.omitted ? `, the last ${fmt.count(all - this.omitted)} shown` : "";
+    this.el.eventCount.textContent = `(${fmt.count(all)}${shown})`;
   }
 
   setStatus(status) {
