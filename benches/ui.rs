@@ -105,6 +105,7 @@ fn fixture() -> &'static Fixture {
                 allowed_origins: Vec::new(),
                 local: LOCAL.parse().expect("an address"),
                 stop: CancellationToken::new(),
+                read_timeout: Duration::from_secs(10),
             },
         )
         .expect("the web view");

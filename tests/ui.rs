@@ -271,7 +271,7 @@ async fn wait_status(c: &reqwest::Client, s: &Server, id: &str, want: &str) -> V
 #[tokio::test(flavor = "multi_thread")]
 async fn the_web_view_serves_the_store_over_http() {
     let fake = fake().await;
-    let ws = workspace("http", &fake, "");
+    let ws = workspace("http", &fake, "[mcp]\nread_timeout = \"2s\"\n");
     let ids = fill(&ws.0);
     let s = Server::ui(&ws.0, None).await;
     let c = client();
@@ -532,6 +532,54 @@ async fn the_web_view_serves_the_store_over_http() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("ship <b>it</b>"));
     let r = post(&c, &approve, Some(&token), json!({"approve": true})).await;
     assert_eq!(r.status(), 409, "decided once");
+
+    // A body past the cap is 413; one that never arrives, 408 once
+    // `[mcp] read_timeout` passes; a head that never ends, a closed connection.
+    let big = format!(
+        "{{\"approve\": true, \"note\": \"{}\"}}",
+        "x".repeat(300 * 1024)
+    );
+    let r = c
+        .post(&approve)
+        .header("x-agentfile-csrf", &token)
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    let slow = |head: String| {
+        let port = port.clone();
+        async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let mut sock = tokio::net::TcpStream::connect(format!("127.0.0.1:{port}"))
+                .await
+                .unwrap();
+            sock.write_all(head.as_bytes()).await.unwrap();
+            let started = Instant::now();
+            let mut answer = Vec::new();
+            let read = tokio::time::timeout(Duration::from_secs(20), sock.read_to_end(&mut answer));
+            read.await
+                .expect("the server holds a stalled client for ever")
+                .unwrap();
+            (
+                String::from_utf8_lossy(&answer).into_owned(),
+                started.elapsed(),
+            )
+        }
+    };
+    let path = format!("/ui/api/sessions/{}/cancel", ids["map"]);
+    let (answer, took) = slow(format!(
+        "POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nX-Agentfile-CSRF: {token}\r\n\
+         Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{",
+        s.base.rsplit(':').next().unwrap()
+    ))
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    let (answer, took) = slow("GET /ui/api/sessions HTTP/1.1\r\nHost: 127.0".into()).await;
+    assert!(!answer.contains("200 OK"), "{answer}");
+    assert!(took < Duration::from_secs(10), "{took:?}");
 
     // The graph is of the file as it is now, and says so when it changed.
     let url = s.url(&format!("/ui/api/sessions/{}", ids["parallel"]));

@@ -638,6 +638,7 @@ impl Daemon {
                 allowed_origins: config.mcp.allowed_origins.clone(),
                 local: bound,
                 stop: stop.child_token(),
+                read_timeout: config.mcp.read_timeout(),
             };
             crate::ui::Ui::new(self.engine.clone(), options).ok()
         };

@@ -191,6 +191,7 @@ pub async fn serve_http_until(
             allowed_origins: config.mcp.allowed_origins.clone(),
             local,
             stop: ct.child_token(),
+            read_timeout: config.mcp.read_timeout(),
         },
     ) {
         Ok(u) => u,

@@ -104,7 +104,7 @@ where
         (&Method::POST, ["sessions", id, action]) if valid(id) => {
             let id = (*id).to_owned();
             let action = (*action).to_owned();
-            match read_body(req, super::MAX_BODY).await {
+            match read_body(req, super::MAX_BODY, ui.read_timeout).await {
                 Ok(body) => act(ui, id, &action, &body).await,
                 Err(r) => return r,
             }

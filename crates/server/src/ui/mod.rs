@@ -81,6 +81,9 @@ pub struct UiOptions {
     pub local: SocketAddr,
     /// Ends the live streams when the server stops.
     pub stop: CancellationToken,
+    /// The most a client may take to send a request's body (`[mcp]
+    /// read_timeout`); past it, 408.
+    pub read_timeout: Duration,
 }
 
 /// The web view of one engine's store.
@@ -97,6 +100,7 @@ pub struct Ui {
     streams: Arc<Semaphore>,
     stop: CancellationToken,
     plans: api::PlanCache,
+    read_timeout: Duration,
 }
 
 struct Login {
@@ -129,6 +133,7 @@ impl Ui {
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             stop: options.stop,
             plans: api::PlanCache::default(),
+            read_timeout: options.read_timeout,
         }))
     }
 
@@ -295,7 +300,7 @@ impl Ui {
         if self.tokens.is_empty() {
             return redirect(StatusCode::SEE_OTHER, "/ui/", None);
         }
-        let form = match read_body(req, MAX_BODY).await {
+        let form = match read_body(req, MAX_BODY, self.read_timeout).await {
             Ok(b) => form_fields(&b),
             Err(r) => return r,
         };
@@ -349,7 +354,7 @@ impl Ui {
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
         let sid = cookie(req.headers(), COOKIE).map(str::to_owned);
-        let form = match read_body(req, MAX_BODY).await {
+        let form = match read_body(req, MAX_BODY, self.read_timeout).await {
             Ok(b) => form_fields(&b),
             Err(r) => return r,
         };
@@ -445,15 +450,19 @@ fn random_hex() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// A request's body, at most `max` bytes, within 10 s.
+/// A request's body, at most `max` bytes, within `within`.
 #[allow(clippy::result_large_err)]
-async fn read_body<B>(req: Request<B>, max: usize) -> Result<Bytes, Response<Body>>
+async fn read_body<B>(
+    req: Request<B>,
+    max: usize,
+    within: Duration,
+) -> Result<Bytes, Response<Body>>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let limited = http_body_util::Limited::new(req.into_body(), max);
-    match tokio::time::timeout(Duration::from_secs(10), limited.collect()).await {
+    match tokio::time::timeout(within, limited.collect()).await {
         Ok(Ok(c)) => Ok(c.to_bytes()),
         Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(json_error(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -463,10 +472,18 @@ where
             StatusCode::BAD_REQUEST,
             &format!("cannot read the body: {e}"),
         )),
-        Err(_) => Err(json_error(
-            StatusCode::REQUEST_TIMEOUT,
-            "the body did not arrive within 10s",
-        )),
+        Err(_) => {
+            let mut r = json_error(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the body did not arrive within {}",
+                    humantime::format_duration(within)
+                ),
+            );
+            r.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(r)
+        }
     }
 }
 
@@ -618,6 +635,7 @@ pub async fn run(
             allowed_origins: config.mcp.allowed_origins.clone(),
             local,
             stop: ct.child_token(),
+            read_timeout: config.mcp.read_timeout(),
         },
     ) {
         Ok(u) => u,
