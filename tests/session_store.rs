@@ -1971,6 +1971,10 @@ fn child_owner() {
 fn sessions_of_a_process_that_died_read_interrupted() {
     for kind in kinds() {
         let dir = TempDir::new("owners");
+        // The store first, here: a PostgreSQL database the child made would
+        // live in the child's own throwaway cluster, which its watchdog stops
+        // once the child exits (a race this test lost now and then).
+        drop(kind.open(dir.path()));
         let status = std::process::Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "child_owner", "--nocapture", "--test-threads=1"])
             .env("SESSION_OWNER_DIR", dir.path())
