@@ -966,3 +966,80 @@ fn two_daemons_on_one_store_skip_while_either_runs_the_trigger() {
     assert_eq!(runs.len(), fired.len(), "{runs:#?}");
     assert!(runs.windows(2).all(|w| w[1].0 >= w[0].1), "{runs:#?}");
 }
+
+/// Two workflows whose webhook triggers share a path: the first is served,
+/// the second is registered as refused naming both files (it used to be
+/// listed `active` too and silently never fire).
+#[test]
+fn a_second_webhook_trigger_on_one_path_is_refused_naming_both_files() {
+    let ws = workspace(&[
+        ("alpha", "  - kind: webhook\n    path: /hook\n", "0"),
+        ("beta", "  - kind: webhook\n    path: //hook\n", "0"),
+        ("gamma", "  - kind: webhook\n    path: /other\n", "0"),
+    ]);
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        "[daemon]\nwebhooks = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let (code, out, err) = cli(ws.path(), &["triggers", "list", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["triggers"].as_array().unwrap();
+    let row = |id: &str| rows.iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(row("alpha#0")["state"], "active", "{out}");
+    assert_eq!(row("gamma#0")["state"], "active", "{out}");
+    let beta = row("beta#0");
+    assert_eq!(beta["state"], "refused", "{out}");
+    let why = beta["reason"].as_str().unwrap();
+    for needle in [
+        "already served by `alpha#0`",
+        ".workflows/alpha/WORKFLOW.md",
+        ".workflows/beta/WORKFLOW.md",
+    ] {
+        assert!(why.contains(needle), "{needle}: {why}");
+    }
+    let (code, _, err) = cli(ws.path(), &["triggers", "fire", "beta#0"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("already served"), "{err}");
+}
+
+/// A schedule no date matches (`0 0 31 2 *`) is refused where it is
+/// written, with the reason; it used to validate and be listed `active` with
+/// no next fire.
+#[test]
+fn a_schedule_that_never_fires_is_refused_with_the_reason() {
+    let ws = workspace(&[
+        (
+            "never",
+            "  - kind: schedule\n    cron: \"0 0 31 2 *\"\n",
+            "0",
+        ),
+        (
+            "leap",
+            "  - kind: schedule\n    cron: \"0 0 29 2 *\"\n",
+            "0",
+        ),
+    ]);
+    let file = ws.path().join(".workflows/never/WORKFLOW.md");
+    let out = Command::new(bin())
+        .args(["validate", "--format", "json"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("never fires: February has no 31st"), "{text}");
+    let (code, out, err) = cli(ws.path(), &["triggers", "list", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rows = v["triggers"].as_array().unwrap();
+    assert!(
+        rows.iter()
+            .all(|r| r["id"] != "never#0" || r["state"] == "refused"),
+        "{out}"
+    );
+    let leap = rows.iter().find(|r| r["id"] == "leap#0").unwrap();
+    assert_eq!(leap["state"], "active", "{out}");
+    assert!(leap["next_fire"].is_string(), "{out}");
+}

@@ -612,6 +612,14 @@ fn schedule(
             cron: cron.to_owned(),
             timezone: timezone.trim().to_owned(),
         }),
+        Err(ScheduleError::Cron(e @ agentfile_triggers::CronError::NeverFires { .. })) => {
+            problems.push(
+                Problem::new(format!("{base}/cron"), "bad-schedule", e.to_string()).hint(
+                    "a trigger that can never fire would sit listed as active and do nothing",
+                ),
+            );
+            None
+        }
         Err(e @ ScheduleError::Cron(_)) => {
             problems.push(
                 Problem::new(format!("{base}/cron"), "bad-schedule", e.to_string()).hint(

@@ -53,6 +53,10 @@ pub enum CronError {
         token: String,
         max: u8,
     },
+    #[error(
+        "cron expression {expr:?} never fires: {reason}; name a day that at least one of its months has"
+    )]
+    NeverFires { expr: String, reason: String },
 }
 
 /// One field's description: its name in messages, its range and its names.
@@ -247,8 +251,23 @@ pub struct Cron {
 }
 
 impl Cron {
-    /// Parses a cron expression (5 or 6 fields, or a macro).
+    /// Parses a cron expression (5 or 6 fields, or a macro). One that can
+    /// never fire (`0 0 31 2 *`) is refused with the reason: it would be
+    /// listed as active with no next fire and silently do nothing.
     pub fn parse(expr: &str) -> Result<Cron, CronError> {
+        let cron = Cron::parse_unchecked(expr)?;
+        match cron.never_fires() {
+            Some(reason) => Err(CronError::NeverFires {
+                expr: cron.source,
+                reason,
+            }),
+            None => Ok(cron),
+        }
+    }
+
+    /// [`Cron::parse`] without the never-fires check (the bounded searches
+    /// are tested with impossible expressions).
+    pub(crate) fn parse_unchecked(expr: &str) -> Result<Cron, CronError> {
         let trimmed = expr.trim();
         if trimmed.is_empty() {
             return Err(CronError::Empty);
@@ -296,6 +315,54 @@ impl Cron {
             has_seconds: fields.len() == 6,
             source: trimmed.to_string(),
         })
+    }
+
+    /// Why no date ever matches, if none does. Only one shape can: a
+    /// restricted day-of-month with an unrestricted (`*`-led) day-of-week
+    /// (both must match), where no month named has any day named. With a
+    /// restricted day-of-week instead, any weekday recurs in every month;
+    /// with both restricted, Vixie's OR rule lets the weekday alone match.
+    /// Every (month, day) pair that exists at all (29 February included)
+    /// falls on every weekday within the 400-year Gregorian cycle, so this
+    /// is exact, not a guess.
+    fn never_fires(&self) -> Option<String> {
+        if self.dom_star || !self.dow_star || self.days_of_week == 0 {
+            return None;
+        }
+        let months: Vec<i8> = (1..=12).filter(|m| bit(self.months, *m)).collect();
+        let days: Vec<i8> = (1..=31).filter(|d| bit(self.days_of_month, *d)).collect();
+        let longest = |m: i8| if m == 2 { 29 } else { days_in_month(2001, m) };
+        let fits = months
+            .iter()
+            .any(|m| days.iter().any(|d| *d <= longest(*m)));
+        if fits || months.is_empty() || days.is_empty() {
+            return None;
+        }
+        const NAMES: [&str; 12] = [
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ];
+        let named: Vec<String> = months
+            .iter()
+            .map(|m| NAMES[(*m - 1) as usize].to_owned())
+            .collect();
+        let ordinals: Vec<String> = days.iter().map(|d| ordinal(*d)).collect();
+        let verb = if named.len() == 1 { "has" } else { "have" };
+        Some(format!(
+            "{} {verb} no {}",
+            join(&named, "and"),
+            join(&ordinals, "or")
+        ))
     }
 
     /// The expression as written (trimmed).
@@ -402,6 +469,27 @@ impl FromStr for Cron {
     type Err = CronError;
     fn from_str(s: &str) -> Result<Cron, CronError> {
         Cron::parse(s)
+    }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`, … `31st`.
+fn ordinal(d: i8) -> String {
+    let suffix = match (d % 10, d % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{d}{suffix}")
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn join(items: &[String], last: &str) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [init @ .., tail] => format!("{} {last} {tail}", init.join(", ")),
     }
 }
 

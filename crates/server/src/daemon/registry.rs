@@ -177,6 +177,8 @@ pub struct Registry {
     dirs: HashMap<PathBuf, Stamp>,
     /// Rescans since the last walk.
     since_walk: u32,
+    /// The trigger serving each webhook path at the last scan.
+    webhook_holders: HashMap<String, String>,
 }
 
 impl Registry {
@@ -206,6 +208,7 @@ impl Registry {
             files: HashMap::new(),
             dirs: HashMap::new(),
             since_walk: 0,
+            webhook_holders: HashMap::new(),
         }
     }
 
@@ -294,7 +297,44 @@ impl Registry {
                 out.insert(t.decl.id.clone(), t.clone());
             }
         }
+        self.refuse_shared_webhook_paths(&mut out);
         out
+    }
+
+    /// One webhook path, one trigger: a second active webhook trigger on a
+    /// path is registered as refused, naming both files (else both read
+    /// `active` and one silently never fires). The trigger that held the
+    /// path at the last scan keeps it, so a file added later cannot take a
+    /// path over; otherwise the first by file path, then id.
+    fn refuse_shared_webhook_paths(&mut self, out: &mut BTreeMap<String, Registered>) {
+        let mut claims: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (id, r) in out.iter() {
+            if let (true, Some(w)) = (r.is_active(), &r.decl.webhook) {
+                claims
+                    .entry(webhook_key(&w.path))
+                    .or_default()
+                    .push(id.clone());
+            }
+        }
+        let mut holders = HashMap::new();
+        for (path, mut ids) in claims {
+            let held = self.webhook_holders.get(&path);
+            ids.sort_by_key(|id| (Some(id) != held, out[id].path.clone(), id.clone()));
+            let (first, rest) = ids
+                .split_first()
+                .map_or((None, &[][..]), |(f, r)| (Some(f), r));
+            let Some(first) = first else { continue };
+            holders.insert(path.clone(), first.clone());
+            let (first_file, first_id) = (out[first].path.clone(), first.clone());
+            for id in rest {
+                if let Some(r) = out.get_mut(id) {
+                    let why = webhook_clash(&path, &first_id, &first_file, id, &r.path);
+                    tracing::warn!(trigger = %id, reason = %why, "webhook trigger refused");
+                    r.refused = Some(why);
+                }
+            }
+        }
+        self.webhook_holders = holders;
     }
 
     /// The triggers of one file, or why it has none to register.
@@ -360,6 +400,47 @@ impl Registry {
         }
         Ok(out)
     }
+}
+
+/// A webhook path as the listener matches it: `/hooks//x` and `/hooks/x`
+/// reach the same trigger, so `//x` and `/x` are one path.
+fn webhook_key(path: &str) -> String {
+    format!("/{}", path.trim_start_matches('/'))
+}
+
+/// Why the webhook trigger `id` (in `file`) is refused: `first_id` (in
+/// `first_file`) already serves `path`.
+fn webhook_clash(path: &str, first_id: &str, first_file: &Path, id: &str, file: &Path) -> String {
+    format!(
+        "webhook path `{path}` is already served by `{first_id}` ({}); `{id}` ({}) would \
+         never fire: give one of them another `path`",
+        first_file.display(),
+        file.display()
+    )
+}
+
+/// Webhook triggers of different workflows (or of one) that share a path,
+/// as `validate` of several files reports them: for each trigger after the
+/// first on a path (in the order given), the problem naming both files.
+pub fn webhook_path_clashes(plans: &[(&Path, &Plan)]) -> Vec<(PathBuf, String)> {
+    let mut first: HashMap<String, (String, PathBuf)> = HashMap::new();
+    let mut out = Vec::new();
+    for (file, plan) in plans {
+        for t in &plan.triggers {
+            let Some(w) = &t.webhook else { continue };
+            let key = webhook_key(&w.path);
+            match first.get(&key) {
+                Some((first_id, first_file)) => out.push((
+                    file.to_path_buf(),
+                    webhook_clash(&w.path, first_id, first_file, &t.id, file),
+                )),
+                None => {
+                    first.insert(key, (t.id.clone(), file.to_path_buf()));
+                }
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -177,7 +177,7 @@ fn next_local_is_bounded_and_inclusive() {
         Some(date(2027, 12, 31).at(23, 59, 0, 0))
     );
     assert_eq!(
-        cron("0 0 30 2 *").next_local(
+        Cron::parse_unchecked("0 0 30 2 *").unwrap().next_local(
             date(2026, 1, 1).at(0, 0, 0, 0),
             date(2500, 1, 1).at(0, 0, 0, 0)
         ),

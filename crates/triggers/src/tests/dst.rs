@@ -348,12 +348,40 @@ fn leap_day_fires_in_the_next_leap_year() {
     );
 }
 
+/// A schedule that never fires, made past `parse`'s refusal.
+fn impossible(expr: &str, zone: &str) -> Schedule {
+    let cron = crate::Cron::parse_unchecked(expr).unwrap();
+    let tz = jiff::tz::TimeZone::get(zone).unwrap();
+    Schedule::new(cron, tz, zone)
+}
+
+#[test]
+fn impossible_schedules_are_refused_with_the_reason() {
+    for (expr, reason) in [
+        ("0 0 31 2 *", "never fires: February has no 31st"),
+        ("0 0 30,31 2 *", "February has no 30th or 31st"),
+        (
+            "0 0 31 4,6,9,11 *",
+            "April, June, September and November have no 31st",
+        ),
+        ("0 0 0 31 FEB *", "February has no 31st"),
+    ] {
+        let e = Schedule::parse(expr, "UTC").unwrap_err().to_string();
+        assert!(e.contains(reason), "{expr}: {e}");
+    }
+    // Possible, if rarely: leap days, a day some month has, the OR rule.
+    for expr in ["0 0 29 2 *", "0 0 31 2,3 *", "0 0 31 2 MON", "0 0 */31 2 *"] {
+        assert!(Schedule::parse(expr, "UTC").is_ok(), "{expr}");
+    }
+}
+
 #[test]
 fn impossible_schedules_say_none_at_once() {
     let started = std::time::Instant::now();
     for zone in ["UTC", "Europe/Paris", "Australia/Lord_Howe"] {
         for expr in ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "0 0 31 2 *"] {
-            let s = Schedule::parse(expr, zone).unwrap();
+            // Refused by `parse`; the search must still end if one got in.
+            let s = impossible(expr, zone);
             assert_eq!(
                 s.next_after(ts("2026-01-01T00:00:00Z")),
                 None,
@@ -362,7 +390,7 @@ fn impossible_schedules_say_none_at_once() {
         }
     }
     // Near the end of the calendar, too.
-    let s = Schedule::parse("0 0 30 2 *", "UTC").unwrap();
+    let s = impossible("0 0 30 2 *", "UTC");
     assert_eq!(s.next_after(ts("9999-06-01T00:00:00Z")), None);
     let s = Schedule::parse("* * * * *", "UTC").unwrap();
     assert_eq!(s.next_after(Timestamp::MAX), None);
