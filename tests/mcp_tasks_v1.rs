@@ -697,3 +697,164 @@ async fn a_finished_task_is_unknown_after_its_ttl_and_its_session_stays() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("completed"));
     assert_eq!(raw.exit_code().await, Some(0));
 }
+
+/// The web view on the same listener asks the same owner rule as the task
+/// methods: with B's token — as a bearer or logged in with it — A's task is
+/// not listed, not shown, not streamed, and cannot be approved, signalled,
+/// cancelled or resumed (each reads as an unknown session); A's token sees
+/// and approves it there. (B used to approve and cancel A's run here.)
+#[tokio::test]
+async fn over_http_the_web_view_keeps_a_task_to_its_token() {
+    let f = fake().await;
+    let ws = workspace("http-ui", &f);
+    let mut server = Http::start(&ws.0, "token-a,token-b").await;
+    let (mut a, _) = HttpClient::connect(&server.url, "token-a").await;
+    let r = a
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "gated.agent"}, "task": {"ttl": 60000}}),
+        )
+        .await;
+    let id = r["result"]["task"]["taskId"].as_str().unwrap().to_owned();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let g = a.request("tasks/get", json!({"taskId": id})).await;
+        if g["result"]["status"] == "input_required" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{g}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let base = server.url.trim_end_matches("/mcp").to_owned();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(WAIT)
+        .build()
+        .unwrap();
+    let ui = |path: &str| format!("{base}/ui/api{path}");
+
+    // B's bearer: nothing of A's run, by any route.
+    let list: Value = http
+        .get(ui("/sessions"))
+        .bearer_auth("token-b")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!list.to_string().contains(&id), "B lists A's task: {list}");
+    for path in [
+        format!("/sessions/{id}"),
+        format!("/sessions/{id}/events/1"),
+        format!("/sessions/{id}/stream"),
+    ] {
+        let r = http
+            .get(ui(&path))
+            .bearer_auth("token-b")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "GET {path}");
+    }
+    for (action, body) in [
+        ("approve", json!({"approve": true})),
+        ("approve", json!({"approve": false})),
+        ("signal", json!({"event": "go"})),
+        ("cancel", json!({})),
+        ("resume", json!({})),
+    ] {
+        let r = http
+            .post(ui(&format!("/sessions/{id}/{action}")))
+            .bearer_auth("token-b")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let text = r.text().await.unwrap();
+        assert_eq!(status, 404, "B's {action}: {text}");
+        assert!(text.contains(&format!("no session `{id}`")), "{text}");
+    }
+    // Logged in with B's token, the same.
+    let form = http
+        .get(format!("{base}/ui/login"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = form
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let r = http
+        .post(format!("{base}/ui/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token=token-b&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    let jar = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let list = http
+        .get(ui("/sessions"))
+        .header("cookie", &jar)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        list.contains("\"sessions\"") && !list.contains(&id),
+        "{list}"
+    );
+    let r = http
+        .get(ui(&format!("/sessions/{id}")))
+        .header("cookie", &jar)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+
+    // Still waiting: B changed nothing.
+    let g = a.request("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(g["result"]["status"], "input_required", "{g}");
+    // A's bearer sees it in the list and approves it from the web view.
+    let list = http
+        .get(ui("/sessions"))
+        .bearer_auth("token-a")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains(&id), "{list}");
+    let r = http
+        .post(ui(&format!("/sessions/{id}/approve")))
+        .bearer_auth("token-a")
+        .header("content-type", "application/json")
+        .body(json!({"approve": true}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    let r = a.request("tasks/result", json!({"taskId": id})).await;
+    assert_eq!(
+        r["result"]["structuredContent"]["status"], "completed",
+        "{r}"
+    );
+    let _ = server.child.start_kill();
+    let _ = server.child.wait().await;
+}

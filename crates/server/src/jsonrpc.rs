@@ -444,6 +444,7 @@ impl Connection {
         if !matches!(m, "run" | "approve" | "signal" | "fire" | "emit") {
             admission = None;
         }
+        self.owner_rule(m, params.as_ref()).await?;
         match m {
             "run" => {
                 let p: rpc::RunParams = rpc::params(m, params)?;
@@ -499,12 +500,14 @@ impl Connection {
             ),
             "inspect" => self.engine.inspect_bounded(rpc::params(m, params)?).await,
             "list" => to_value(&self.engine.list_bounded(rpc::params(m, params)?).await?),
-            "sessions" => to_value(
-                &self
+            "sessions" => {
+                let mut list = self
                     .engine
                     .sessions_bounded(rpc::params(m, params)?)
-                    .await?,
-            ),
+                    .await?;
+                list.sessions = self.visible(list.sessions).await?;
+                to_value(&list)
+            }
             "triggers" => to_value(&self.triggers.triggers(rpc::params(m, params)?).await?),
             "trigger_history" => to_value(&self.triggers.history(rpc::params(m, params)?).await?),
             "fire" => {
@@ -526,6 +529,51 @@ impl Connection {
                 ),
             )),
         }
+    }
+
+    /// The owner rule of every door ([`crate::access`]) for a method that
+    /// names a session: on stdio the caller is the local user, who neither
+    /// reads nor steers a task another principal (an HTTP token) started;
+    /// such a session reads as unknown, as in MCP.
+    async fn owner_rule(&self, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
+        let (key, action) = match method {
+            "event" => ("session_id", crate::access::Action::Read),
+            "cancel" | "approve" | "signal" => ("session_id", crate::access::Action::Steer),
+            "run" => ("resume", crate::access::Action::Steer),
+            _ => return Ok(()),
+        };
+        let Some(id) = params.and_then(|p| p.get(key)).and_then(Value::as_str) else {
+            return Ok(()); // the method itself says what is missing
+        };
+        if !agentfile_session::is_valid_id(id) {
+            return Ok(());
+        }
+        let who = crate::access::Principal::local();
+        if crate::access::Rule::OWNED
+            .may(&self.engine, &who, id, action)
+            .await
+        {
+            return Ok(());
+        }
+        Err(RpcError::new(
+            code::UNKNOWN_SESSION,
+            format!("no session `{id}` in the session store; `sessions` lists them"),
+        ))
+    }
+
+    /// The sessions of a `sessions` page the local user may read.
+    async fn visible(
+        &self,
+        sessions: Vec<agentfile_session::SessionMeta>,
+    ) -> Result<Vec<agentfile_session::SessionMeta>, RpcError> {
+        let store = self.engine.store()?;
+        let who = crate::access::Principal::local();
+        tokio::task::spawn_blocking(move || {
+            crate::access::Rule::OWNED.visible(&*store, &who, sessions, |m| &m.id)
+        })
+        .await
+        .map_err(|e| RpcError::internal(e.to_string()))?
+        .map_err(|e| RpcError::new(code::STORE, e.to_string()))
     }
 
     /// Every event of a run started on this connection becomes an `event`

@@ -15,9 +15,13 @@
 //!   notifications, approvals by elicitation, the host's model as a provider
 //!   through sampling, and the `run`/`list`/`create` prompts.
 //!
+//! - [`access`]: the one owner rule every door asks before a session is
+//!   read or steered.
+//!
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
 //! engine, and encodes the answer and the run's events in its own protocol.
 
+pub mod access;
 pub mod auth;
 pub mod cluster;
 pub mod daemon;

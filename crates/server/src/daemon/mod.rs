@@ -639,6 +639,7 @@ impl Daemon {
                 local: bound,
                 stop: stop.child_token(),
                 read_timeout: config.mcp.read_timeout(),
+                rule: crate::access::Rule::of_config(&config),
             };
             crate::ui::Ui::new(self.engine.clone(), options).ok()
         };

@@ -192,6 +192,7 @@ pub async fn serve_http_until(
             local,
             stop: ct.child_token(),
             read_timeout: config.mcp.read_timeout(),
+            rule: crate::access::Rule::of_config(&config),
         },
     ) {
         Ok(u) => u,

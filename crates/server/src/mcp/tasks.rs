@@ -240,22 +240,21 @@ pub async fn start_tool(
 }
 
 /// Whether the caller may read or steer session `id` through the session
-/// tools: unless it is another principal's task (a session no task owns is
-/// anyone's who knows its id, as before tasks).
+/// tools: the one owner rule of every door ([`crate::access`]): not another
+/// principal's task (a session no task owns is the operator's, and anyone's
+/// who holds one of the operator's tokens and knows its id).
 pub async fn may_touch(server: &McpServer, id: &str, ctx: &RequestContext<RoleServer>) -> bool {
     if !agentfile_session::is_valid_id(id) {
         return true; // the tool itself says what is wrong with it
     }
-    let Ok(store) = server.engine.store() else {
-        return true;
-    };
-    let id = id.to_owned();
-    let owner = tokio::task::spawn_blocking(move || store.task_owner(&id))
+    crate::access::Rule::OWNED
+        .may(
+            &server.engine,
+            &Principal::of(ctx),
+            id,
+            crate::access::Action::Steer,
+        )
         .await
-        .ok()
-        .and_then(Result::ok)
-        .flatten();
-    owner.is_none_or(|o| o == Principal::of(ctx).as_str())
 }
 
 /// The session of task `id` if it belongs to the caller.
@@ -271,15 +270,20 @@ async fn owned(
     let principal = Principal::of(ctx);
     let id2 = id.to_owned();
     let found = tokio::task::spawn_blocking(move || {
-        let owner = store.task_owner(&id2)?;
+        let owner = crate::access::owner_of(&*store, &id2)?;
         Ok::<_, agentfile_session::StoreError>((owner, store.get(&id2)?))
     })
     .await
     .map_err(internal)?;
     match found {
-        // Past its TTL a finished task is unknown (its session stays).
+        // A task is only ever its owner's (the owner rule, never shared);
+        // past its TTL a finished task is unknown (its session stays).
         Ok((Some(owner), meta))
-            if owner == principal.as_str() && !super::tasks_v1::expired(server, &meta) =>
+            if crate::access::Rule::OWNED.allows(
+                &principal,
+                Some(&owner),
+                crate::access::Action::Steer,
+            ) && !super::tasks_v1::expired(server, &meta) =>
         {
             Ok(meta)
         }

@@ -711,7 +711,7 @@ async fn list(
         let rows = store.list(None, LIST_SCAN)?;
         let mut out = Vec::new();
         for m in rows {
-            if store.task_owner(&m.id)?.as_deref() == Some(principal.as_str()) {
+            if crate::access::owner_of(&*store, &m.id)?.as_deref() == Some(principal.as_str()) {
                 out.push(m);
             }
         }

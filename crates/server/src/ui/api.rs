@@ -22,6 +22,7 @@ use http::{Method, Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::{Body, Ui, graph, json, json_error, read_body, sse, timeline};
+use crate::access::{Action, Principal};
 use crate::engine::RunHooks;
 
 /// `GET /ui/api/me`.
@@ -76,7 +77,16 @@ type Cached = (SystemTime, u64, Arc<Diagram>);
 /// The most plans remembered.
 const MAX_PLANS: usize = 64;
 
-pub(super) async fn route<B>(ui: &Ui, req: Request<B>, rest: &str, me: Me) -> Response<Body>
+/// Answer one API request made as `who`. Every route that names a session
+/// first asks the owner rule ([`crate::access`]); a session `who` may not
+/// read or steer answers exactly as one that does not exist.
+pub(super) async fn route<B>(
+    ui: &Ui,
+    req: Request<B>,
+    rest: &str,
+    me: Me,
+    who: &Principal,
+) -> Response<Body>
 where
     B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -85,9 +95,21 @@ where
     let method = req.method().clone();
     let query = req.uri().query().unwrap_or("").to_owned();
     let valid = |id: &str| agentfile_session::is_valid_id(id);
+    if let (Some(&"sessions"), Some(id)) = (segs.first(), segs.get(1))
+        && valid(id)
+    {
+        let action = if method == Method::POST {
+            Action::Steer
+        } else {
+            Action::Read
+        };
+        if let Err(r) = allowed(ui, who, id, action).await {
+            return r;
+        }
+    }
     let out = match (&method, segs.as_slice()) {
         (&Method::GET, ["me"]) => Ok(json(StatusCode::OK, &me)),
-        (&Method::GET, ["sessions"]) => list(ui, &query).await,
+        (&Method::GET, ["sessions"]) => list(ui, &query, who).await,
         (&Method::GET, ["workflows"]) => workflows(ui).await,
         (&Method::GET, ["sessions", id]) if valid(id) => snapshot(ui, id, &query).await,
         (&Method::GET, ["sessions", id, "events", seq]) if valid(id) => match seq.parse() {
@@ -149,6 +171,20 @@ fn store_failed(e: agentfile_session::StoreError) -> Response<Body> {
     }
 }
 
+/// Whether `who` may do `action` with session `id`: else the 404 an unknown
+/// session gets, so another principal's ids cannot be probed.
+async fn allowed(ui: &Ui, who: &Principal, id: &str, action: Action) -> Result<(), Response<Body>> {
+    let (rule, who, id) = (ui.rule, who.clone(), id.to_owned());
+    with_store(ui, move |store| {
+        match rule.check(store, &who, &id, action) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(store_failed(agentfile_session::StoreError::NotFound(id))),
+            Err(e) => Err(store_failed(e)),
+        }
+    })
+    .await
+}
+
 /// Run `work` on the store, off the async threads.
 async fn with_store<T: Send + 'static>(
     ui: &Ui,
@@ -160,7 +196,11 @@ async fn with_store<T: Send + 'static>(
         .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?
 }
 
-async fn list(ui: &Ui, query: &str) -> Answer {
+/// Pages of the store one list request reads at most to fill its page with
+/// sessions the caller may see.
+const MAX_LIST_SCANS: usize = 20;
+
+async fn list(ui: &Ui, query: &str, who: &Principal) -> Answer {
     let mut q = SessionQuery {
         limit: 50,
         ..SessionQuery::default()
@@ -191,12 +231,39 @@ async fn list(ui: &Ui, query: &str) -> Answer {
             _ => {}
         }
     }
+    let (rule, who) = (ui.rule, who.clone());
     let rows = with_store(ui, move |store| {
-        let page = store.page(&q).map_err(store_failed)?;
-        let next = (page.len() == q.limit())
-            .then(|| page.last().map(Cursor::after))
-            .flatten();
-        let rows = page
+        // Only the sessions `who` may see: read pages of the store until
+        // this one is full (bounded); the cursor continues after the last
+        // session read, seen or not.
+        let limit = q.limit();
+        let mut seen = Vec::new();
+        let mut next = None;
+        for _ in 0..MAX_LIST_SCANS {
+            let page = store.page(&q).map_err(store_failed)?;
+            let full = page.len() == limit;
+            next = None;
+            for m in page {
+                if seen.len() == limit {
+                    break;
+                }
+                next = Some(Cursor::after(&m));
+                if rule
+                    .check(store, &who, &m.id, Action::Read)
+                    .map_err(store_failed)?
+                {
+                    seen.push(m);
+                }
+            }
+            if !full && seen.len() < limit {
+                next = None;
+            }
+            match (&next, seen.len() < limit) {
+                (Some(c), true) => q.before = Some(c.clone()),
+                _ => break,
+            }
+        }
+        let rows = seen
             .into_iter()
             .map(|m| {
                 let s = store.summary(&m.id).unwrap_or_default();

@@ -44,6 +44,7 @@ use http_body_util::{BodyExt, Full};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::access::{Principal, Rule};
 use crate::auth::{self, Tokens};
 use crate::engine::Engine;
 
@@ -84,6 +85,8 @@ pub struct UiOptions {
     /// The most a client may take to send a request's body (`[mcp]
     /// read_timeout`); past it, 408.
     pub read_timeout: Duration,
+    /// Who sees which sessions (`[ui] shared`; [`crate::access`]).
+    pub rule: Rule,
 }
 
 /// The web view of one engine's store.
@@ -101,18 +104,33 @@ pub struct Ui {
     stop: CancellationToken,
     plans: api::PlanCache,
     read_timeout: Duration,
+    rule: Rule,
 }
 
 struct Login {
     csrf: String,
     expires: Instant,
+    /// Whose token logged in: the sessions it sees are that principal's.
+    principal: Principal,
 }
 
-/// How a request is allowed in.
+/// How a request is allowed in, and as whom. The principal is the one MCP
+/// gives the same token ([`Principal::token`], or "loopback" without
+/// tokens), so a task started over MCP is seen and steered here by the
+/// token that started it and by no other ([`crate::access`]).
 enum Access {
     Loopback,
-    Bearer,
-    Cookie { csrf: String },
+    Bearer(Principal),
+    Cookie { csrf: String, principal: Principal },
+}
+
+impl Access {
+    fn principal(&self) -> Principal {
+        match self {
+            Access::Loopback => Principal::loopback(),
+            Access::Bearer(p) | Access::Cookie { principal: p, .. } => p.clone(),
+        }
+    }
 }
 
 impl Ui {
@@ -134,6 +152,7 @@ impl Ui {
             stop: options.stop,
             plans: api::PlanCache::default(),
             read_timeout: options.read_timeout,
+            rule: options.rule,
         }))
     }
 
@@ -219,6 +238,7 @@ impl Ui {
                         );
                     }
                 }
+                let who = access.principal();
                 let me = api::Me {
                     auth: match access {
                         Access::Loopback => "loopback",
@@ -226,7 +246,7 @@ impl Ui {
                     },
                     csrf: csrf.unwrap_or_default(),
                 };
-                api::route(self, req, &r["/api".len()..], me).await
+                api::route(self, req, &r["/api".len()..], me, &who).await
             }
             _ => text(
                 StatusCode::NOT_FOUND,
@@ -243,7 +263,7 @@ impl Ui {
         }
         if let Some(token) = Tokens::presented(req.headers()) {
             return if self.tokens.accepts(token) {
-                Ok(Access::Bearer)
+                Ok(Access::Bearer(Principal::token(token)))
             } else {
                 Err(AuthError::Refused(json_error(
                     StatusCode::UNAUTHORIZED,
@@ -258,6 +278,7 @@ impl Ui {
         match logins.get(sid) {
             Some(l) if l.expires > Instant::now() => Ok(Access::Cookie {
                 csrf: l.csrf.clone(),
+                principal: l.principal.clone(),
             }),
             Some(_) => {
                 logins.remove(sid);
@@ -270,8 +291,8 @@ impl Ui {
     fn csrf_of(&self, access: &Access) -> Option<String> {
         match access {
             Access::Loopback => Some(self.loopback_csrf.clone()),
-            Access::Cookie { csrf } => Some(csrf.clone()),
-            Access::Bearer => None,
+            Access::Cookie { csrf, .. } => Some(csrf.clone()),
+            Access::Bearer(_) => None,
         }
     }
 
@@ -339,6 +360,7 @@ impl Ui {
             Login {
                 csrf,
                 expires: now + LOGIN_TTL,
+                principal: Principal::token(field("token")),
             },
         );
         let cookie = format!(
@@ -636,6 +658,7 @@ pub async fn run(
             local,
             stop: ct.child_token(),
             read_timeout: config.mcp.read_timeout(),
+            rule: Rule::of_config(&config),
         },
     ) {
         Ok(u) => u,

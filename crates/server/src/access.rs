@@ -1,0 +1,144 @@
+//! One owner rule for every door (CONTRACT §18): whether a principal may
+//! read or steer a session. MCP (stdio and HTTP: the session tools, tasks),
+//! JSON-RPC and the web view at `/ui/` all ask [`Rule::allows`] (through
+//! [`Rule::check`] / [`Rule::may`]); none has a rule of its own.
+//!
+//! The rule:
+//! - A session a principal started through a door that knows who is asking
+//!   (an MCP task, on HTTP the bearer token's principal) records that
+//!   principal as its owner. Only the owner may read it (list, show, events,
+//!   the live stream) or steer it (approve, signal, cancel, resume); to
+//!   anyone else it reads as unknown, exactly as an id that does not exist,
+//!   so ids cannot be probed.
+//! - A session no principal owns (started by the CLI, the daemon, JSON-RPC,
+//!   a blocking MCP call) is the operator's, and every principal admitted to
+//!   a listener holds one of the operator's tokens: it may read and steer
+//!   such a session, as the MCP session tools always allowed.
+//! - A listener opted in with `[ui] shared = true` lets every principal of
+//!   that listener read and steer every session (a team's shared view); the
+//!   MCP task methods stay scoped to their token whatever it says.
+
+use agentfile_session::{SessionStore, StoreError};
+
+use crate::engine::Engine;
+
+pub use crate::mcp::principal::Principal;
+
+/// What a request does with a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// List it, show it, read its events, follow its stream.
+    Read,
+    /// Approve, reject, signal, cancel or resume it.
+    Steer,
+}
+
+/// The rule of one listener.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Rule {
+    /// `[ui] shared = true`: every principal reads and steers every session.
+    pub shared: bool,
+}
+
+impl Rule {
+    /// The rule of the MCP task methods and session tools, and of JSON-RPC:
+    /// never shared.
+    pub const OWNED: Rule = Rule { shared: false };
+
+    /// The rule `[ui]` of `config` asks for (`shared = true`, else owned).
+    pub fn of_config(config: &agentfile_config::Config) -> Rule {
+        let shared = config
+            .other
+            .get("ui")
+            .and_then(|ui| ui.get("shared"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        Rule { shared }
+    }
+
+    /// Whether `who` may do `action` with a session whose recorded owner is
+    /// `owner` (`None`: no principal owns it).
+    pub fn allows(&self, who: &Principal, owner: Option<&str>, action: Action) -> bool {
+        // Both actions follow one rule today; the action is part of the
+        // question so that a grant of reading alone has a place to go.
+        let _ = action;
+        match owner {
+            None => true,
+            Some(_) if self.shared => true,
+            Some(o) => o == who.as_str(),
+        }
+    }
+
+    /// [`Rule::allows`] for session `id` of `store` (blocking: call it off
+    /// the async threads). A session that does not exist is not allowed.
+    pub fn check(
+        &self,
+        store: &dyn SessionStore,
+        who: &Principal,
+        id: &str,
+        action: Action,
+    ) -> Result<bool, StoreError> {
+        let owner = owner_of(store, id)?;
+        Ok(self.allows(who, owner.as_deref(), action))
+    }
+
+    /// [`Rule::check`] on `engine`'s store, off the async threads. A store
+    /// that cannot answer denies: the caller reports the session unknown.
+    pub async fn may(&self, engine: &Engine, who: &Principal, id: &str, action: Action) -> bool {
+        let Ok(store) = engine.store() else {
+            return false;
+        };
+        let (rule, who, id) = (*self, who.clone(), id.to_owned());
+        tokio::task::spawn_blocking(move || rule.check(&*store, &who, &id, action))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(false)
+    }
+
+    /// The items (sessions, by `id`) that `who` may read, in order
+    /// (blocking).
+    pub fn visible<T>(
+        &self,
+        store: &dyn SessionStore,
+        who: &Principal,
+        items: Vec<T>,
+        id: impl Fn(&T) -> &str,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            if self.check(store, who, id(&item), Action::Read)? {
+                out.push(item);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// The principal recorded as session `id`'s owner, if any (the MCP task
+/// owner, kept with the session, so it holds across servers and restarts).
+pub fn owner_of(store: &dyn SessionStore, id: &str) -> Result<Option<String>, StoreError> {
+    store.task_owner(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_alone_see_their_sessions_unless_the_listener_is_shared() {
+        let (alice, bob) = (Principal::token("alice"), Principal::token("bob"));
+        let owned = Rule::OWNED;
+        for action in [Action::Read, Action::Steer] {
+            assert!(owned.allows(&alice, Some(alice.as_str()), action));
+            assert!(!owned.allows(&bob, Some(alice.as_str()), action));
+            assert!(owned.allows(&bob, None, action), "the operator's runs");
+            assert!(Rule { shared: true }.allows(&bob, Some(alice.as_str()), action));
+        }
+        let mut c = agentfile_config::Config::default();
+        assert_eq!(Rule::of_config(&c), Rule::OWNED);
+        c.other
+            .insert("ui".into(), serde_json::json!({"shared": true}));
+        assert!(Rule::of_config(&c).shared);
+    }
+}
