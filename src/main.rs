@@ -921,14 +921,16 @@ fn validate(
     let mut analyses = Vec::with_capacity(paths.len());
     for p in paths {
         let cfg = config_for(config, p)?;
-        analyses.push(frontend::analyze(
+        let mut a = frontend::analyze(
             p,
             Options {
                 config: cfg.as_ref(),
                 dialect,
                 read: read.clone(),
             },
-        ));
+        );
+        frontend::check_policy(&mut a, None);
+        analyses.push(a);
     }
     let errors: usize = analyses.iter().map(Analysis::errors).sum();
     let code = if errors > 0 { EXIT_INVALID } else { 0 };
@@ -1046,7 +1048,8 @@ fn inspect_sandbox(
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."))
     };
-    let policy = match agentfile::tools::Policy::load(policy, dir) {
+    let explicit_policy = policy;
+    let mut policy = match agentfile::tools::Policy::load(policy, dir) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
@@ -1062,6 +1065,36 @@ fn inspect_sandbox(
             return Ok(EXIT_INVALID);
         }
     };
+    // The control files a run of this workflow holds out of its tools'
+    // reach, as `run` finds them: the workflow file and what it loads (when
+    // it reads), every place a policy or config is looked for, `scripts/`,
+    // `.git`, the store.
+    let workflow_files = if path.exists() {
+        let cfg = config_for(None, path).ok().flatten();
+        let (a, mut files) = agentfile::plan::diag::record_sources(|| {
+            frontend::analyze(
+                path,
+                Options {
+                    config: cfg.as_ref(),
+                    dialect: None,
+                    read: ReadOptions::default(),
+                },
+            )
+        });
+        files.push(a.path.clone());
+        files
+    } else {
+        Vec::new()
+    };
+    use agentfile::tools::policy::control;
+    policy.control_for_run(control::control_files(&control::ControlInputs {
+        workspace: workspace.clone(),
+        workflow_dir: dir.to_path_buf(),
+        policy: explicit_policy.map(Path::to_path_buf),
+        config: None,
+        cwd: std::env::current_dir().ok(),
+        workflow_files,
+    }));
     let home = std::env::home_dir();
     let gate = match policy.bind(&workspace, home.as_deref()) {
         Ok(g) => std::sync::Arc::new(g),
@@ -1071,10 +1104,59 @@ fn inspect_sandbox(
         }
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
+    let controls: Vec<(control::ControlFile, bool)> = gate.control_files().to_vec();
     let sb = agentfile::tools::sandbox::ToolSandbox::new(&policy, gate, &env, None);
+    let partial = sb.info().reason.is_some() || !sb.info().enforced;
+    let control_json: Vec<serde_json::Value> = controls
+        .iter()
+        .map(|(c, writable)| {
+            let exists = c.path.symlink_metadata().is_ok();
+            let held = if *writable {
+                "writable ([control] writable)"
+            } else if c.kind == control::ControlKind::Store {
+                "hidden from programs; denied to tools (the run's scratch folder aside)"
+            } else if exists && !partial {
+                "read-only: the gate, a read-only mount (contents and name), the tripwire"
+            } else if exists {
+                "read-only: the gate and the tripwire (no mount namespace here)"
+            } else {
+                "may not be created: the gate, and the tripwire removes one a program makes"
+            };
+            serde_json::json!({
+                "path": c.path.display().to_string(),
+                "kind": c.kind.describe(),
+                "exists": exists,
+                "writable": writable,
+                "held_by": held,
+            })
+        })
+        .collect();
     let rendered = match format {
-        InspectFormat::Json => serde_json::to_string_pretty(&sb.describe())? + "\n",
-        _ => sb.describe_text(),
+        InspectFormat::Json => {
+            let mut d = sb.describe();
+            d["control_files"] = control_json.into();
+            serde_json::to_string_pretty(&d)? + "\n"
+        }
+        _ => {
+            let mut t = sb.describe_text();
+            t.push_str(
+                "control files (what decides the next run; a person changes them between runs):\n",
+            );
+            for c in &control_json {
+                t.push_str(&format!(
+                    "  {} ({}{}): {}\n",
+                    c["path"].as_str().unwrap_or_default(),
+                    c["kind"].as_str().unwrap_or_default(),
+                    if c["exists"].as_bool() == Some(true) {
+                        ""
+                    } else {
+                        ", absent"
+                    },
+                    c["held_by"].as_str().unwrap_or_default(),
+                ));
+            }
+            t
+        }
     };
     let mut out = std::io::stdout().lock();
     out.write_all(rendered.as_bytes())

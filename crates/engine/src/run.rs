@@ -287,6 +287,23 @@ pub struct Prepared {
     /// The trigger that started the run, for `run_started` (set by the
     /// daemon after [`prepare`]; never from a caller's request).
     pub trigger: Option<agentfile_protocol::events::RunTrigger>,
+    /// The workflow file and every file it loads: control files, out of
+    /// the run's tools' reach.
+    pub workflow_files: Vec<PathBuf>,
+}
+
+impl Prepared {
+    /// Where this run's control files are ([`agentfile_tools::policy::control`]).
+    pub fn control_inputs(&self) -> agentfile_tools::policy::control::ControlInputs {
+        agentfile_tools::policy::control::ControlInputs {
+            workspace: self.workspace.clone(),
+            workflow_dir: self.workflow_dir.clone(),
+            policy: self.policy.clone(),
+            config: self.settings.config.as_ref().map(PathBuf::from),
+            cwd: std::env::current_dir().ok(),
+            workflow_files: self.workflow_files.clone(),
+        }
+    }
 }
 
 /// The workflow `agentfile run --goal TEXT` runs: one goal, no agents, in one
@@ -322,7 +339,8 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         Some(c) => c.clone(),
         None => load_config(req.config.as_deref(), &req.path)?,
     };
-    let plan = load(req, &config).map_err(|e| usage(e.to_string()))?;
+    let (plan, mut workflow_files) = agentfile_plan::diag::record_sources(|| load(req, &config));
+    let plan = plan.map_err(|e| usage(e.to_string()))?;
     // The file read (a folder given as the workflow resolves to its file).
     let workflow_path = PathBuf::from(&plan.path);
     let mut config = config;
@@ -403,7 +421,21 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
     } else {
         (("none".to_owned(), "none".to_owned()), None)
     };
+    // What the workflow loads outside the front ends' source maps: the
+    // prompt files and skills its agents come from.
+    workflow_files.push(workflow_path.clone());
+    for a in &plan.agents {
+        match &a.source {
+            agentfile_plan::PromptSource::File { path }
+            | agentfile_plan::PromptSource::Skill { path, .. } => {
+                let p = workflow_dir.join(path);
+                workflow_files.push(if p.is_dir() { p.join("SKILL.md") } else { p });
+            }
+            _ => {}
+        }
+    }
     Ok(Prepared {
+        workflow_files,
         plan: Arc::new(plan),
         config,
         workspace,
@@ -1000,6 +1032,11 @@ pub async fn start_in(
 
     let mut policy = Policy::load(prepared.policy.as_deref(), &prepared.workflow_dir)
         .map_err(|e| usage(e.to_string()))?;
+    // Nothing the agent can write may decide what it may do next: the files
+    // that configure this run are out of its tools' reach.
+    policy.control_for_run(agentfile_tools::policy::control::control_files(
+        &prepared.control_inputs(),
+    ));
     if !prepared.allow.is_empty() {
         policy
             .allow_for_run(&prepared.allow)

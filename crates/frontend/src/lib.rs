@@ -320,3 +320,60 @@ fn cap(all: Vec<Diagnostic>) -> (Vec<Diagnostic>, usize, usize) {
         total_warnings - kept_warnings,
     )
 }
+
+/// Warn where the policy beside a workflow opens its control files to the
+/// run (`[control] writable`): a model can then rewrite what its next run
+/// reads. Nothing is said when there is no policy or it does not parse
+/// (`run` reports that).
+pub fn check_policy(a: &mut Analysis, policy: Option<&Path>) {
+    let dir = a
+        .path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let Ok(p) = agentfile_tools::Policy::load(policy, dir) else {
+        return;
+    };
+    let writable = p.control_writable();
+    let Some(file) = p.source().map(Path::to_path_buf) else {
+        return;
+    };
+    if writable.is_empty() {
+        return;
+    }
+    let Ok(text) = std::fs::read_to_string(&file) else {
+        return;
+    };
+    let offset = |line: usize, col: usize| -> usize {
+        let start: usize = text
+            .split_inclusive('\n')
+            .take(line.saturating_sub(1))
+            .map(str::len)
+            .sum();
+        let rest = text.get(start..).unwrap_or("");
+        start
+            + rest
+                .char_indices()
+                .nth(col.saturating_sub(1))
+                .map_or(0, |(i, _)| i)
+    };
+    let spans: Vec<(String, usize)> = writable
+        .into_iter()
+        .map(|(pat, line, col)| (pat, offset(line, col)))
+        .collect();
+    let id = a.sources.add(file, text);
+    for (pat, at) in spans {
+        a.diagnostics.push(
+            Diagnostic::warning(
+                "control-writable",
+                Span::new(id, at, at + pat.len() + 2),
+                format!(
+                    "`{pat}` in [control] writable lets this workflow's runs rewrite files that decide what its next run may do"
+                ),
+            )
+            .with_hint(
+                "keep it only for a workflow that generates workflows; review what each run changed before the next",
+            ),
+        );
+    }
+}

@@ -222,6 +222,26 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a branch `when:` or loop `while:` written as a YAML boolean (read as that literal)",
     ),
     (
+        "raw-interpolation",
+        Severity::Warning,
+        "a `${{ raw(…) }}` in a command: the value is spliced into it as shell code",
+    ),
+    (
+        "unquotable-interpolation",
+        Severity::Error,
+        "a `${{ }}` in a command where no quoting keeps the value literal (heredoc, backquotes, `${…}`)",
+    ),
+    (
+        "bare-reference",
+        Severity::Error,
+        "a `$steps.…`/`$input.…` inside longer text, which would reach the step literally",
+    ),
+    (
+        "unread-input",
+        Severity::Warning,
+        "a step input the step's tool never reads",
+    ),
+    (
         "unknown-trigger",
         Severity::Error,
         "a trigger `kind` other than schedule, webhook, event or manual",
@@ -870,8 +890,43 @@ pub struct SourceMap {
     files: Vec<SourceFile>,
 }
 
+thread_local! {
+    /// The files read on this thread while [`record_sources`] runs.
+    static READ: std::cell::RefCell<Option<Vec<PathBuf>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Run `f` (a front end reading a workflow, on this thread) and return what it
+/// returned with every file it added to a [`SourceMap`]: the workflow file and
+/// what it loads. A run holds these out of its tools' reach.
+pub fn record_sources<T>(f: impl FnOnce() -> T) -> (T, Vec<PathBuf>) {
+    let outer = READ.with(|r| r.borrow_mut().replace(Vec::new()));
+    let out = f();
+    let read = READ
+        .with(|r| std::mem::replace(&mut *r.borrow_mut(), outer))
+        .unwrap_or_default();
+    // A recording around this one sees these files too.
+    READ.with(|r| {
+        if let Some(outer) = r.borrow_mut().as_mut() {
+            outer.extend(
+                read.iter()
+                    .filter(|p| !outer.contains(p))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+        }
+    });
+    (out, read)
+}
+
 impl SourceMap {
     pub fn add(&mut self, path: PathBuf, text: String) -> FileId {
+        READ.with(|r| {
+            if let Some(read) = r.borrow_mut().as_mut()
+                && !read.contains(&path)
+            {
+                read.push(path.clone());
+            }
+        });
         self.files.push(SourceFile::new(path, text));
         FileId(self.files.len() as u32 - 1)
     }

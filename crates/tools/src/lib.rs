@@ -107,6 +107,14 @@ impl ToolOutput {
             command: None,
         }
     }
+
+    /// Add a line the model should read after the tool's own report.
+    pub fn append_note(&mut self, note: &str) {
+        if !self.content.is_empty() && !self.content.ends_with('\n') {
+            self.content.push('\n');
+        }
+        self.content.push_str(note);
+    }
 }
 
 /// How a command ended and what it printed: the typed result behind the

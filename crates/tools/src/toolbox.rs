@@ -31,6 +31,7 @@ use url::Url;
 
 use super::builtin::{self, bash as bash_tool, fs, memory, search, web};
 use super::mcp::{self, McpHub};
+use super::policy::control::{ControlKind, Mark, Tripwire};
 use super::policy::{Gate, Policy, PolicyError, Request, Tool};
 use super::sandbox::ToolSandbox;
 use super::secrets::Secrets;
@@ -143,6 +144,9 @@ pub struct Toolbox {
     unstarted_mcp: Vec<String>,
     options: ToolboxOptions,
     warnings: Vec<String>,
+    /// Undoes what a call changed in the run's control files (see
+    /// [`crate::policy::control`]).
+    tripwire: Arc<Tripwire>,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -260,7 +264,15 @@ impl Toolbox {
             .filter(|s| !gate.mcp_server_possible(s))
             .cloned()
             .collect();
+        let tripwire = Arc::new(Tripwire::new(
+            gate.control_files()
+                .iter()
+                .filter(|(c, writable)| !writable && c.kind != ControlKind::Store)
+                .map(|(c, _)| c.path.clone()),
+            workspace.join(".agentfile").join("quarantine"),
+        ));
         Ok(Toolbox {
+            tripwire,
             gate,
             memory,
             web,
@@ -294,6 +306,23 @@ impl Toolbox {
         let policy = Policy::load(policy_file, dir)?;
         let memory = MemoryStore::open(&workspace.join(".agentfile").join("sessions.db"))?;
         Toolbox::new(config, policy, workspace, memory)
+    }
+
+    /// End a call's turn at the tripwire: what it changed in the run's
+    /// control files is undone, the model reads that in the call's result,
+    /// and the run's log gets it as an `error` event.
+    fn undo_control_changes(&self, mark: Mark, mut out: ToolOutput) -> ToolOutput {
+        let said = self.tripwire.after(mark);
+        if said.is_empty() {
+            return out;
+        }
+        let notices = self.mcp.notices();
+        for line in &said {
+            tracing::warn!("{line}");
+            notices.push(line.clone());
+        }
+        out.append_note(&said.join("\n"));
+        out
     }
 
     /// Wait (up to `mcp_list_deadline`) for MCP servers to list their tools.
@@ -662,10 +691,18 @@ impl ToolSet for Toolbox {
     ) -> BoxFuture<'a, CallResult> {
         Box::pin(async move {
             let started = Instant::now();
+            let mark = self.tripwire.before();
             let outcome = AssertUnwindSafe(self.dispatch(name, args, ctx))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Ok(ToolOutput::error(format!("`{name}` failed unexpectedly"))));
+            let outcome = match outcome {
+                Ok(out) => Ok(self.undo_control_changes(mark, out)),
+                Err(d) => {
+                    let _ = self.undo_control_changes(mark, ToolOutput::error(String::new()));
+                    Err(d)
+                }
+            };
             let (output, denied) = match outcome {
                 Ok(out) => (self.cap(out), None),
                 Err(d) => (
@@ -726,7 +763,8 @@ impl ToolSet for Toolbox {
                         env.retain(|(name, _)| name != k);
                         env.push((k.clone(), v.clone()));
                     }
-                    bash_tool::run(
+                    let mark = self.tripwire.before();
+                    let out = bash_tool::run(
                         &command,
                         None,
                         &ws,
@@ -737,7 +775,8 @@ impl ToolSet for Toolbox {
                         &ctx.cancel,
                         Some(&self.sandbox),
                     )
-                    .await
+                    .await;
+                    self.undo_control_changes(mark, out)
                 }
             };
             CallResult {
@@ -807,6 +846,7 @@ impl ToolSet for Toolbox {
                 let out = ToolOutput::error(format!("denied by policy ({}): {}", d.rule, d.reason));
                 return done(out, Some(d));
             }
+            let mark = self.tripwire.before();
             let out = bash_tool::run(
                 &line,
                 Some(input),
@@ -819,6 +859,7 @@ impl ToolSet for Toolbox {
                 Some(&self.sandbox),
             )
             .await;
+            let out = self.undo_control_changes(mark, out);
             done(out, None)
         })
     }

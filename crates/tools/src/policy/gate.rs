@@ -192,6 +192,12 @@ pub struct Gate {
     limiter: RateLimiter,
     /// Resolved folders no write may touch, with the rule that says why.
     protected: Vec<(PathBuf, String)>,
+    /// The run's control files ([`super::control`]), each with whether a
+    /// tool may write it (`[control] writable`).
+    control: Vec<(super::control::ControlFile, bool)>,
+    /// `.git` is named in `[control] writable`: git may write it (its hooks
+    /// and config stay read-only in the sandbox).
+    git_writable: bool,
     /// The run's scratch folder, spelled under the resolved workspace: the
     /// one subtree of `.agentfile/` the file tools may use.
     scratch: Option<PathBuf>,
@@ -375,6 +381,7 @@ impl Gate {
             });
         }
         let mcp = mcp_gate(policy, safe_default);
+        let control_writable = compile(&policy.control_writable, &mut problems);
         if !problems.is_empty() {
             return Err(PolicyError::Invalid {
                 path: policy_path(policy),
@@ -385,7 +392,45 @@ impl Gate {
             .scratch
             .as_deref()
             .and_then(|d| scratch_under(d, &given, &workspace));
+        let resolve = |d: &Path| {
+            let d = paths::normalize(d);
+            paths::realpath(&d).unwrap_or(d)
+        };
+        let mut protected: Vec<(PathBuf, String)> = policy
+            .protected
+            .iter()
+            .map(|(d, why)| (resolve(d), why.clone()))
+            .collect();
+        let mut control = Vec::new();
+        let mut git_writable = false;
+        for c in &policy.control {
+            let real = resolve(&c.path);
+            // A folder is named by itself or by what lies in it (`.git/**`).
+            let named = |p: &Path| {
+                control_writable
+                    .iter()
+                    .any(|w| w.is_match(p) || w.is_match(&p.join("x")))
+            };
+            let writable = !c.kind.always() && (named(&c.path) || named(&real));
+            if c.kind == super::control::ControlKind::Git && writable {
+                git_writable = true;
+            }
+            // The store has its own rule (with the run's scratch folder
+            // carved out of it); everything else is a protected path.
+            if !writable && c.kind != super::control::ControlKind::Store {
+                protected.push((real.clone(), c.rule()));
+            }
+            control.push((
+                super::control::ControlFile {
+                    path: real,
+                    kind: c.kind,
+                },
+                writable,
+            ));
+        }
         Ok(Gate {
+            control,
+            git_writable,
             scratch,
             workspace,
             home,
@@ -395,15 +440,19 @@ impl Gate {
             mcp,
             limiter: RateLimiter::default(),
             guards: policy.guards.clone(),
-            protected: policy
-                .protected
-                .iter()
-                .map(|(d, why)| {
-                    let d = paths::normalize(d);
-                    (paths::realpath(&d).unwrap_or(d), why.clone())
-                })
-                .collect(),
+            protected,
         })
+    }
+
+    /// The run's control files, each with whether `[control] writable`
+    /// opens it to tools.
+    pub fn control_files(&self) -> &[(super::control::ControlFile, bool)] {
+        &self.control
+    }
+
+    /// Whether `.git` stays writable to git (named in `[control] writable`).
+    pub fn git_writable(&self) -> bool {
+        self.git_writable
     }
 
     /// What the kernel sandbox of this run's programs derives from the
@@ -778,7 +827,10 @@ impl Gate {
                     return Err(denial(
                         who,
                         why.clone(),
-                        format!("`{}` is in a protected folder", self.shown(r)),
+                        format!(
+                            "`{}` is protected during the run: it decides what the run may do; a person changes it between runs",
+                            self.shown(r)
+                        ),
                     ));
                 }
             }
@@ -1158,6 +1210,21 @@ impl Gate {
     /// writes (`sed 'e …'`, `awk 'system(…)'`), any protected folder at all.
     fn judge_writes(&self, c: &bash::CommandUse, bases: &[PathBuf]) -> Result<(), Denial> {
         let w = writes::classify(c);
+        if w.git && w.repo && !self.git_writable {
+            let git = self.workspace.join(".git");
+            if let Some((_, rule)) = self.protected.iter().find(|(d, _)| *d == git)
+                && exists(&git)
+            {
+                return Err(denial(
+                    "bash",
+                    rule.clone(),
+                    format!(
+                        "`{}` may write the repository in `.git`, a control folder (its hooks and config run code when a person next uses git); to let this workflow commit, name it in policy.toml: [control] writable = [\".git\"]",
+                        c.text
+                    ),
+                ));
+            }
+        }
         let zones = self.write_zones(w.git);
         if zones.is_empty() && self.guards.is_empty() {
             return Ok(());

@@ -82,6 +82,7 @@
 
 pub mod bash;
 pub mod cedar;
+pub mod control;
 pub mod declared;
 mod gate;
 pub mod paths;
@@ -356,6 +357,12 @@ pub struct Policy {
     pub(crate) guards: Vec<GuardRef>,
     /// `[sandbox]`.
     pub(crate) sandbox: SandboxSection,
+    /// `[control] writable`: control files this policy lets a run write
+    /// (a generator of workflows); never the policy or config files.
+    pub(crate) control_writable: Vec<Pat>,
+    /// The files that configure this run, out of every tool's reach; set by
+    /// [`Policy::control_for_run`].
+    pub(crate) control: Vec<control::ControlFile>,
 }
 
 /// A [`Guard`] held by a policy: compared by identity.
@@ -451,6 +458,8 @@ impl Policy {
             scratch: None,
             guards: Vec::new(),
             sandbox: SandboxSection::default(),
+            control_writable: Vec::new(),
+            control: Vec::new(),
         }
     }
 
@@ -534,6 +543,24 @@ impl Policy {
     /// deny rules still win.
     pub fn scratch_for_run(&mut self, dir: PathBuf) {
         self.scratch = Some(dir);
+    }
+
+    /// Hold the files that configure this run ([`control::ControlFile`]) out
+    /// of every tool's reach: write and edit calls and bash writes into them
+    /// are denied, and the kernel sandbox mounts the existing ones
+    /// read-only (a folder and its name). Those `[control] writable` names
+    /// stay writable, except the policy and config files themselves.
+    pub fn control_for_run(&mut self, files: Vec<control::ControlFile>) {
+        self.control = files;
+    }
+
+    /// `[control] writable` as written, with its positions: what `validate`
+    /// warns about.
+    pub fn control_writable(&self) -> Vec<(String, usize, usize)> {
+        self.control_writable
+            .iter()
+            .map(|p| (p.text.clone(), p.line, p.col))
+            .collect()
     }
 
     /// Add a check every call of this run must also pass after the policy
@@ -809,6 +836,8 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
         scratch: None,
         guards: Vec::new(),
         sandbox: SandboxSection::default(),
+        control_writable: Vec::new(),
+        control: Vec::new(),
     };
     for (key, value) in root.get_ref().iter() {
         let name: &str = key.get_ref();
@@ -823,6 +852,7 @@ fn parse_text(text: &str) -> Result<Policy, Vec<Problem>> {
                 policy.allowed_dirs = want_patterns(&mut cx, "allowed_dirs", value);
             }
             "sandbox" => policy.sandbox = sandbox_section(&mut cx, value),
+            "control" => policy.control_writable = control_section(&mut cx, value),
             "tools" => match value.get_ref() {
                 DeValue::Table(tools) => {
                     for (tkey, tval) in tools.iter() {
@@ -1002,6 +1032,32 @@ fn key_hint(tool: Tool, key: &str) -> String {
         Some(s) => format!("; did you mean `{s}`?"),
         None => format!("; [{tool}] takes {}", tool.keys().join(", ")),
     }
+}
+
+/// The `[control]` table: `writable = [patterns]`, the control files a run
+/// may rewrite.
+fn control_section(cx: &mut Ctx<'_>, value: &Spanned<DeValue<'_>>) -> Vec<Pat> {
+    let DeValue::Table(table) = value.get_ref() else {
+        cx.problem(&value.span(), "[control] must be a table");
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (k, v) in table.iter() {
+        match k.get_ref().as_ref() {
+            "writable" => out = want_patterns(cx, "control.writable", v),
+            other => {
+                let hint = match agentfile_plan::diag::suggest(other, ["writable"]) {
+                    Some(s) => format!("; did you mean `{s}`?"),
+                    None => "; [control] takes `writable`".to_owned(),
+                };
+                cx.problem(
+                    &k.span(),
+                    format!("unknown key `{other}` in [control]{hint}"),
+                );
+            }
+        }
+    }
+    out
 }
 
 /// The `[sandbox]` table.

@@ -184,6 +184,9 @@ pub struct Writes {
     pub known: bool,
     /// git itself: `.git` is its own to write.
     pub git: bool,
+    /// git, with a subcommand that may write the repository under `.git`
+    /// (`commit`, `config`, `checkout` …), not only read it.
+    pub repo: bool,
 }
 
 impl Writes {
@@ -1466,6 +1469,74 @@ const GIT_KEEPS_TREE: &[&str] = &[
     "bundle",
 ];
 
+/// git subcommands that only read the repository.
+const GIT_READS: &[&str] = &[
+    "status",
+    "log",
+    "diff",
+    "show",
+    "blame",
+    "annotate",
+    "grep",
+    "ls-files",
+    "ls-tree",
+    "ls-remote",
+    "rev-parse",
+    "rev-list",
+    "describe",
+    "shortlog",
+    "cat-file",
+    "for-each-ref",
+    "show-ref",
+    "show-branch",
+    "merge-base",
+    "name-rev",
+    "version",
+    "help",
+    "count-objects",
+    "check-ignore",
+    "check-attr",
+    "check-ref-format",
+    "var",
+    "whatchanged",
+    "verify-commit",
+    "verify-tag",
+    "range-diff",
+    "cherry",
+    "diff-files",
+    "diff-index",
+    "diff-tree",
+    "stripspace",
+    "interpret-trailers",
+    "format-patch",
+    "archive",
+];
+
+/// Whether `git SUB REST…` leaves the repository under `.git` as it is:
+/// a reading subcommand, or a listing form of one that can also write
+/// (`git config --get`, `git branch`, `git stash list`).
+fn git_reads_only(sub: &str, rest: &[Val]) -> bool {
+    let first = rest.first().map(|x| x.text.as_str());
+    let flags_only = rest.iter().all(|x| x.text.starts_with('-'));
+    let any = |names: &[&str]| rest.iter().any(|x| names.contains(&x.text.as_str()));
+    GIT_READS.contains(&sub)
+        || (sub == "config"
+            && (any(&["--get", "--get-all", "--get-regexp", "--list", "-l"])
+                || matches!(first, Some("get" | "list"))))
+        || (matches!(sub, "branch" | "tag")
+            && (any(&["--list", "-l", "--show-current"])
+                || (flags_only
+                    && !any(&["-d", "-D", "--delete", "-m", "-M", "--move", "-c", "-C"]))))
+        || (sub == "remote"
+            && (rest.is_empty() || matches!(first, Some("-v" | "show" | "get-url"))))
+        || (sub == "stash" && matches!(first, Some("list" | "show")))
+        || (sub == "worktree" && first == Some("list"))
+        || (sub == "submodule" && first == Some("status"))
+        || (sub == "bisect" && matches!(first, Some("log" | "view")))
+        || (sub == "reflog" && matches!(first, None | Some("show")))
+        || (sub == "notes" && matches!(first, None | Some("list" | "show")))
+}
+
 /// `git`: commands that rewrite the work tree write below its top; files
 /// named to `--output`/`-o` are written.
 fn git(words: &[Val], w: &mut Writes) {
@@ -1525,6 +1596,7 @@ fn git(words: &[Val], w: &mut Writes) {
         }
         k += 1;
     }
+    w.repo = !git_reads_only(sub, rest);
     let keeps = GIT_KEEPS_TREE.contains(&sub)
         || (sub == "apply"
             && (has(&["--check", "--stat", "--numstat", "--summary", "--cached"])
