@@ -111,7 +111,15 @@ struct Server {
 impl Server {
     /// Start it on a port the system picks, and read the address it prints.
     async fn start(ws: &Path, token: Option<&str>) -> Server {
-        let mut child = command(ws, "127.0.0.1:0", token).spawn().unwrap();
+        Server::start_with(ws, token, &[]).await
+    }
+
+    /// [`Server::start`] with more arguments.
+    async fn start_with(ws: &Path, token: Option<&str>, extra: &[&str]) -> Server {
+        let mut child = command(ws, "127.0.0.1:0", token)
+            .args(extra)
+            .spawn()
+            .unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let url = tokio::time::timeout(WAIT, async {
             while let Some(line) = lines.next_line().await.unwrap() {
@@ -647,4 +655,65 @@ async fn a_client_that_stalls_mid_request_is_closed_and_others_are_served_meanwh
     assert!(t.elapsed() < Duration::from_secs(10));
     let _ = client.cancel().await;
     drop(idle);
+}
+
+/// `subscriptions/listen` streams have their own bound per principal: with
+/// `--max-requests 4`, 64 idle streams from one client leave its (and every
+/// loopback client's) calls served — they used to fill the in-flight bound
+/// and lock every client out with a 429 about "this connection" — and the
+/// 65th stream gets a 429 that names the bound it passed. Closing a stream
+/// frees its place.
+#[tokio::test]
+async fn listen_streams_have_their_own_bound_and_never_lock_out_calls() {
+    let model = fake().await;
+    let ws = workspace("streams", &model, "");
+    let mut server = Server::start_with(&ws.0, None, &["--max-requests", "4"]).await;
+    let listen = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": format!("s{id}"), "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}}})
+        .to_string()
+    };
+    let mut open = Vec::new();
+    for i in 0..64 {
+        let r = post(&server.url, &[], &listen(i)).await;
+        assert_eq!(r.status(), 200, "stream {i}: {}", r.text().await.unwrap());
+        assert_eq!(r.headers()["content-type"], "text/event-stream");
+        open.push(r);
+    }
+    // Calls go on: the streams hold none of the four in-flight places.
+    for _ in 0..8 {
+        let r = post(&server.url, &[], INITIALIZE).await;
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    let r = post(&server.url, &[], &listen(64)).await;
+    assert_eq!(r.status(), 429);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["error"]["data"],
+        json!({"limit": "listen_streams_per_principal", "max": 64}),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    for needle in ["subscriptions/listen streams", "at most 64", "close one"] {
+        assert!(message.contains(needle), "{needle}: {message}");
+    }
+    assert!(!message.contains("this connection"), "{message}");
+    // A stream closed frees its place.
+    drop(open.pop());
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = post(&server.url, &[], &listen(65)).await;
+        if r.status() == 200 {
+            open.push(r);
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the closed stream kept its place"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(open);
+    let _ = server.child.start_kill();
+    let _ = server.exit_code().await;
 }

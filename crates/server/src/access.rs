@@ -70,7 +70,9 @@ impl Rule {
     }
 
     /// [`Rule::allows`] for session `id` of `store` (blocking: call it off
-    /// the async threads). A session that does not exist is not allowed.
+    /// the async threads). A session that does not exist has no owner to
+    /// refuse: the operation itself then says it is unknown, in the same
+    /// words as for a session the caller may not see.
     pub fn check(
         &self,
         store: &dyn SessionStore,
@@ -78,7 +80,11 @@ impl Rule {
         id: &str,
         action: Action,
     ) -> Result<bool, StoreError> {
-        let owner = owner_of(store, id)?;
+        let owner = match owner_of(store, id) {
+            Ok(o) => o,
+            Err(StoreError::NotFound(_) | StoreError::InvalidId(_)) => None,
+            Err(e) => return Err(e),
+        };
         Ok(self.allows(who, owner.as_deref(), action))
     }
 

@@ -32,6 +32,10 @@ pub const DEFAULT_MAX_REQUESTS: usize = 1024;
 pub const DEFAULT_MAX_REPLY: usize = 16 * 1024 * 1024;
 /// Default of `--max-source-bytes`.
 pub const DEFAULT_MAX_SOURCE: usize = 8 * 1024 * 1024;
+/// `subscriptions/listen` streams one principal may hold open over HTTP. A
+/// client needs one (it carries every list change it asked for); 64 leaves
+/// room for many windows of one editor while 10,000 idle ones cannot pile up.
+pub const MAX_STREAMS: usize = 64;
 
 /// A connection's bounds (see the module doc). Zero in a field means its default.
 #[derive(Debug, Clone, Copy, Default)]
@@ -86,6 +90,20 @@ pub fn too_many_requests(max: usize) -> RpcError {
         max,
         format!(
             "too many requests in flight on this connection (at most {max}); wait for some replies, then send it again"
+        ),
+    )
+}
+
+/// Past [`MAX_STREAMS`] open `subscriptions/listen` streams of one principal.
+pub fn too_many_streams(max: usize) -> RpcError {
+    limit_error(
+        "listen_streams_per_principal",
+        max,
+        format!(
+            "too many subscriptions/listen streams open for this client (at most {max} per \
+             token, or for all loopback clients together when no token is set); close one \
+             (end its response) before opening another: one stream carries every change it \
+             asked for"
         ),
     )
 }

@@ -22,8 +22,14 @@
 //!    nothing runs. Tokens are compared as SHA-256 digests, in constant time,
 //!    against every configured token. Without a token the server binds
 //!    loopback addresses only (anything else is refused at start, exit 2);
-//! 4. the bound: a principal may have at most `--max-requests` POSTs in
-//!    flight (429 past it); a body is at most [`limits::MAX_LINE`] (413).
+//! 4. the bounds: a principal may have at most `--max-requests` POSTs in
+//!    flight (429 past it); a body is at most [`limits::MAX_LINE`] (413). A
+//!    `subscriptions/listen` stream stays open for as long as the client
+//!    listens, so it leaves the in-flight count once it is known to be one
+//!    and counts against its own bound instead, [`limits::MAX_STREAMS`] per
+//!    principal (429 naming that bound past it): idle streams never lock out
+//!    the calls of the same token (or of every loopback client, who share
+//!    one principal without tokens).
 //!
 //! A client gets `[mcp] read_timeout` (default 10 s) to send a request's
 //! headers (hyper's header-read timer; a kept-alive connection idle that long
@@ -211,6 +217,8 @@ pub async fn serve_http_until(
         tokens: Tokens::new(&options.tokens),
         in_flight: Arc::new(InFlight::default()),
         max_requests: limits.max_requests(),
+        streams: Arc::new(InFlight::default()),
+        max_streams: limits::MAX_STREAMS,
         closing: CancellationToken::new(),
         v1_sessions: Mutex::default(),
         changes: host.changes().clone(),
@@ -330,6 +338,9 @@ struct Front {
     tokens: Tokens,
     in_flight: Arc<InFlight>,
     max_requests: usize,
+    /// Open `subscriptions/listen` streams, per principal.
+    streams: Arc<InFlight>,
+    max_streams: usize,
     closing: CancellationToken,
     /// The sessions (`Mcp-Session-Id`) whose client declared 2025-11-25
     /// tasks at `initialize` ([`super::tasks_v1`]).
@@ -371,7 +382,7 @@ impl Front {
                 "Service Unavailable: the server is shutting down",
             );
         }
-        let guard = if req.method() == Method::POST {
+        let mut guard = if req.method() == Method::POST {
             match self.in_flight.enter(&principal, self.max_requests) {
                 Some(g) => Some(g),
                 None => return too_many(self.max_requests),
@@ -379,10 +390,15 @@ impl Front {
         } else {
             None
         };
-        req.extensions_mut().insert(principal);
+        req.extensions_mut().insert(principal.clone());
         let response = if req.method() == Method::POST {
-            match self.post(req).await {
-                Ok(r) => r,
+            match self.post(req, &principal).await {
+                Ok(Posted::Answer(r)) => r,
+                Ok(Posted::Stream(r, stream)) => {
+                    // A listen stream holds its own place, not a request's.
+                    guard = Some(stream);
+                    r
+                }
                 Err(r) => return r,
             }
         } else {
@@ -412,7 +428,11 @@ impl Front {
 
     /// A POST, its body read (at most [`limits::MAX_LINE`]) and passed through
     /// the 2025-11-25 tasks shim ([`super::tasks_v1`]) before rmcp parses it.
-    async fn post(&self, req: Request<Incoming>) -> Result<Response<HttpBody>, Response<HttpBody>> {
+    async fn post(
+        &self,
+        req: Request<Incoming>,
+        who: &Principal,
+    ) -> Result<Posted, Response<HttpBody>> {
         use http_body_util::Limited;
         let (parts, body) = req.into_parts();
         let read = tokio::time::timeout(
@@ -451,7 +471,10 @@ impl Front {
             }
         };
         if let Some(listen) = self.listen(&bytes) {
-            return Ok(listen);
+            let Some(stream) = self.streams.enter(who, self.max_streams) else {
+                return Err(too_many_streams(self.max_streams));
+            };
+            return Ok(Posted::Stream(listen, stream));
         }
         let v1 = session_id(&parts.headers).is_some_and(|id| self.v1().contains(&id));
         let (shimmed, found) = super::tasks_v1::inbound_bytes(&bytes, v1);
@@ -461,7 +484,7 @@ impl Front {
             .handle(Request::from_parts(parts, Full::new(bytes)))
             .await;
         if found != super::tasks_v1::Inbound::Initialize || !response.status().is_success() {
-            return Ok(response);
+            return Ok(Posted::Answer(response));
         }
         // A v1 client's `initialize`: remember its session, and advertise
         // tasks in the reply (one message, JSON or a short SSE stream).
@@ -475,15 +498,18 @@ impl Front {
         let (mut parts, body) = response.into_parts();
         let Ok(Ok(collected)) = tokio::time::timeout(Duration::from_secs(30), body.collect()).await
         else {
-            return Ok(text(
+            return Ok(Posted::Answer(text(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "Internal Server Error: the initialize reply did not end",
-            ));
+            )));
         };
         let body = collected.to_bytes();
         let body = super::tasks_v1::advertise_body(&body).map_or(body, Bytes::from);
         parts.headers.remove(header::CONTENT_LENGTH);
-        Ok(Response::from_parts(parts, Full::new(body).boxed()))
+        Ok(Posted::Answer(Response::from_parts(
+            parts,
+            Full::new(body).boxed(),
+        )))
     }
 
     /// A `subscriptions/listen` request's response: an SSE stream that
@@ -566,6 +592,13 @@ impl Front {
     }
 }
 
+/// What a POST became: an answer, or a listen stream and its place among
+/// the principal's streams.
+enum Posted {
+    Answer(Response<HttpBody>),
+    Stream(Response<HttpBody>, Guard),
+}
+
 /// Sessions remembered as 2025-11-25 task clients; past it the memory is
 /// dropped (those clients then see tasks no more until they initialize again).
 const MAX_V1_SESSIONS: usize = 10_000;
@@ -597,12 +630,32 @@ fn unauthorized(challenge: &'static str, body: &str) -> Response<HttpBody> {
     r
 }
 
-/// 429 with the JSON-RPC error stdio answers past the same bound.
+/// 429 past the in-flight bound: over HTTP it is per principal (a token,
+/// or every loopback client together where no token is set), not per
+/// connection as on stdio.
 fn too_many(max: usize) -> Response<HttpBody> {
+    too_many_with(limits::limit_error(
+        "requests_in_flight",
+        max,
+        format!(
+            "too many requests in flight for this client (at most {max} per token, or for all \
+             loopback clients together when no token is set; `--max-requests`); wait for some \
+             replies, then send it again"
+        ),
+    ))
+}
+
+/// 429 past the bound of open `subscriptions/listen` streams.
+fn too_many_streams(max: usize) -> Response<HttpBody> {
+    too_many_with(limits::too_many_streams(max))
+}
+
+/// 429 with `error` as the JSON-RPC error stdio answers past a bound.
+fn too_many_with(error: agentfile_protocol::rpc::RpcError) -> Response<HttpBody> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,
-        "error": limits::too_many_requests(max),
+        "error": error,
     });
     let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
     *r.status_mut() = StatusCode::TOO_MANY_REQUESTS;
