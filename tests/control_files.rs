@@ -227,3 +227,164 @@ fn a_model_cannot_rewrite_what_governs_its_next_run_without_the_sandbox() {
         &format!("{POLICY}[sandbox]\nenabled = false\n"),
     );
 }
+
+/// A real repository in `dir` with one commit.
+fn git_repo(dir: &Path) -> bool {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    std::fs::remove_dir_all(dir.join(".git")).ok();
+    git(&["init", "-q"]) && git(&["commit", "-q", "--allow-empty", "-m", "first"])
+}
+
+fn commits(dir: &Path) -> usize {
+    let o = std::process::Command::new("git")
+        .args(["rev-list", "--count", "HEAD"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// `.git` is read-only to git itself unless the policy names it: a commit is
+/// denied by the gate (and could not write through the sandbox's mount); with
+/// `[control] writable = [".git"]` it goes through.
+#[test]
+fn git_writes_the_repository_only_where_the_policy_names_it_writable() {
+    let policy = "[read]\nallow = [\"$WORKSPACE/**\"]\n[bash]\nallowlist = [\"git *\"]\n";
+    for (name, extra, committed) in [
+        ("git-denied", "", false),
+        ("git-allowed", "[control]\nwritable = [\".git\"]\n", true),
+    ] {
+        let dir = tmp(name);
+        let server = fake(vec![
+            FakeReply::tool_call(
+                "bash",
+                json!({"command": "git -c user.name=m -c user.email=m@example.com commit --allow-empty -m planted"}),
+            ),
+            FakeReply::text("done"),
+        ]);
+        workspace(&dir, &format!("{policy}{extra}"), &server);
+        if !git_repo(&dir) {
+            eprintln!("SKIPPED: no git");
+            return;
+        }
+        let o = run(&dir);
+        assert!(o.status.success(), "{}", text(&o));
+        let denied = stream(&o)
+            .into_iter()
+            .find(|e| e["type"] == "policy_denied")
+            .map(|e| e["data"].clone());
+        assert_eq!(commits(&dir), if committed { 2 } else { 1 }, "{}", text(&o));
+        match (committed, denied) {
+            (false, Some(d)) => {
+                let reason = d["reason"].as_str().unwrap_or_default();
+                assert!(
+                    reason.contains("[control] writable"),
+                    "the denial says what to do: {d}"
+                );
+            }
+            (false, None) => panic!("the commit was not denied: {}", text(&o)),
+            (true, Some(d)) => panic!("the commit was denied: {d}"),
+            (true, None) => {}
+        }
+    }
+}
+
+/// A workflow that generates agents names them in `[control] writable`:
+/// `validate` warns, its writes there go through, and the policy file stays
+/// out of reach even when named.
+#[test]
+fn a_generator_states_it_in_its_policy_and_is_warned() {
+    let dir = tmp("generator");
+    let server = fake(vec![
+        FakeReply::tool_call(
+            "write",
+            json!({"path": "agents/new.md", "content": "A new agent."}),
+        ),
+        FakeReply::tool_call(
+            "write",
+            json!({"path": "policy.toml", "content": "[bash]\nallowlist = [\"*\"]\n"}),
+        ),
+        FakeReply::text("done"),
+    ]);
+    let policy = "[read]\nallow = [\"$WORKSPACE/**\"]\n[write]\nallow = [\"$WORKSPACE/**\"]\n\
+        [control]\nwritable = [\"$WORKSPACE/agents/**\", \"$WORKSPACE/policy.toml\"]\n";
+    workspace(&dir, policy, &server);
+    let before = std::fs::read(dir.join("policy.toml")).unwrap();
+
+    let v = agentfile(&dir, &["validate", "Agentfile"], &[]);
+    let said = text(&v);
+    assert!(v.status.success(), "{said}");
+    assert!(
+        said.contains("warning")
+            && said.contains("[control] writable")
+            && said.contains("agents/**"),
+        "validate warns about [control] writable: {said}"
+    );
+
+    let o = run(&dir);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("agents/new.md"))
+            .ok()
+            .as_deref(),
+        Some("A new agent.")
+    );
+    assert_eq!(std::fs::read(dir.join("policy.toml")).unwrap(), before);
+    let denied: Vec<Value> = stream(&o)
+        .into_iter()
+        .filter(|e| e["type"] == "policy_denied")
+        .collect();
+    assert_eq!(
+        denied.len(),
+        1,
+        "only the policy write is denied: {denied:?}"
+    );
+}
+
+/// `inspect --sandbox` names each control file and how it is held.
+#[test]
+fn inspect_sandbox_lists_the_control_files() {
+    let dir = tmp("inspect");
+    let server = fake(vec![]);
+    workspace(&dir, POLICY, &server);
+    let o = agentfile(
+        &dir,
+        &["inspect", "--sandbox", ".", "--format", "json"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let files = v["control_files"].as_array().unwrap();
+    let find = |rel: &str| {
+        let p = dir.join(rel).display().to_string();
+        files
+            .iter()
+            .find(|f| f["path"] == p.as_str())
+            .unwrap_or_else(|| panic!("{rel} not listed: {files:#?}"))
+            .clone()
+    };
+    assert_eq!(find("policy.toml")["kind"], "policy");
+    assert_eq!(find("policy.toml")["exists"], true);
+    assert_eq!(find("agent.json")["exists"], false);
+    assert_eq!(find("agent.toml")["kind"], "config");
+    assert_eq!(find("Agentfile")["kind"], "workflow");
+    assert_eq!(find("agents/helper.md")["kind"], "workflow");
+    assert_eq!(find(".git")["kind"], "git");
+    assert_eq!(find("scripts")["writable"], false);
+    let t = agentfile(&dir, &["inspect", "--sandbox", "."], &[]);
+    assert!(
+        text(&t).contains("control files") && text(&t).contains("agents/helper.md"),
+        "{}",
+        text(&t)
+    );
+}
