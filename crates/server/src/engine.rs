@@ -1393,14 +1393,16 @@ impl Engine {
             }
             for path in paths {
                 let config = self.find_config(p.config.as_deref(), &path)?;
-                analyses.push(frontend::analyze(
+                let mut a = frontend::analyze(
                     &path,
                     frontend::Options {
                         config: config.as_ref(),
                         dialect: None,
                         read: read.clone(),
                     },
-                ));
+                );
+                frontend::check_policy(&mut a, None);
+                analyses.push(a);
             }
         }
         Ok(agentfile_frontend::report::validate_report(&analyses))
