@@ -409,8 +409,24 @@ async fn a_non_loopback_bind_needs_a_token() {
             && err.contains("AGENTFILE_MCP_TOKEN"),
         "{err}"
     );
-    // With a token it starts.
-    let mut child = command(&ws.0, "0.0.0.0:0", Some("t0k3n")).spawn().unwrap();
+    // A token easy to guess is refused there (it is only warned of on
+    // loopback); it names the token by its place, never spells it out.
+    let out = command(&ws.0, "0.0.0.0:0", Some("t0k3n"))
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("too easy to guess")
+            && err.contains("token 1 (about")
+            && err.contains("128")
+            && !err.contains("t0k3n"),
+        "{err}"
+    );
+    // With a strong token it starts.
+    let strong = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let mut child = command(&ws.0, "0.0.0.0:0", Some(strong)).spawn().unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let line = tokio::time::timeout(WAIT, lines.next_line())
         .await

@@ -700,6 +700,7 @@ async fn a_token_guards_the_web_view_and_the_login_sets_a_cookie() {
         assert!(cookie.contains(part), "{cookie}");
     }
     assert!(!cookie.contains(secret), "the cookie is not the token");
+    assert!(!cookie.contains("Secure"), "plain http on loopback: {cookie}");
     let jar = cookie.split(';').next().unwrap().to_owned();
     let me: Value = c
         .get(s.url("/ui/api/me"))
@@ -758,6 +759,128 @@ async fn a_token_guards_the_web_view_and_the_login_sets_a_cookie() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("AGENTFILE_MCP_TOKEN"));
+}
+
+/// The login form's CSRF token, from the page.
+async fn login_csrf(c: &reqwest::Client, s: &Server) -> String {
+    let form = c
+        .get(s.url("/ui/login"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    form.split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the form carries its CSRF token")
+        .to_owned()
+}
+
+/// Guessing at the login form: five wrong tokens are answered as before;
+/// from the sixth, every login from that address — the right token too —
+/// gets 429 with `Retry-After` until the wait is over (it used to accept
+/// guesses at full speed, for ever). A token easy to guess is refused off
+/// loopback at start (one character used to be accepted) and warned of on
+/// it; off loopback the login cookie is `Secure`.
+#[tokio::test(flavor = "multi_thread")]
+async fn login_guesses_are_throttled_and_weak_tokens_refused_off_loopback() {
+    let fake = fake().await;
+    let ws = workspace("throttle", &fake, "");
+    let strong = "3b1f5e0c9a7d4e2f8b6a1c0d9e8f7a6b5c4d3e2f1a0b9c8d";
+    let s = Server::ui(&ws.0, Some(strong)).await;
+    let c = client();
+    let csrf = login_csrf(&c, &s).await;
+    let login = |token: String| {
+        c.post(s.url("/ui/login"))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("token={token}&csrf={csrf}"))
+            .send()
+    };
+    for i in 0..5 {
+        let r = login(format!("guess-{i}")).await.unwrap();
+        assert_eq!(r.status(), 303, "guess {i}");
+        assert_eq!(r.headers()["location"], "/ui/login?failed=1");
+    }
+    for token in ["guess-5".to_owned(), strong.to_owned()] {
+        let r = login(token).await.unwrap();
+        assert_eq!(r.status(), 429);
+        let wait: u64 = r.headers()["retry-after"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=2).contains(&wait), "{wait}");
+        assert!(r.headers().get("set-cookie").is_none());
+        let text = r.text().await.unwrap();
+        assert!(text.contains("too many failed logins"), "{text}");
+    }
+    // On loopback the cookie is not `Secure` (a browser would drop it over
+    // plain http://127.0.0.1); a weak token works there, with a warning.
+    let mut weak = tokio::process::Command::from(agentfile(&ws.0));
+    let out = weak
+        .args(["ui", "--listen", "0.0.0.0:0"])
+        .env("AGENTFILE_MCP_TOKEN", "x")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("too easy to guess") && err.contains("openssl rand"),
+        "{err}"
+    );
+    let mut child = tokio::process::Command::from(agentfile(&ws.0));
+    let mut child = child
+        .args(["ui", "--listen", "127.0.0.1:0"])
+        .env("AGENTFILE_MCP_TOKEN", "x")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap_or_default();
+    assert!(
+        first.contains("warning") && first.contains("too easy to guess"),
+        "{first}"
+    );
+    drop(child);
+
+    // Off loopback, a strong token: the cookie is `Secure`.
+    let wide = Server::start(
+        &ws.0,
+        &[
+            "ui",
+            "--listen",
+            "0.0.0.0:0",
+            "--workspace",
+            ws.0.to_str().unwrap(),
+        ],
+        Some(strong),
+        "agentfile ui: serving ",
+    )
+    .await;
+    let port = wide.base.rsplit(':').next().unwrap().to_owned();
+    let wide = Server {
+        base: format!("http://127.0.0.1:{port}"),
+        ..wide
+    };
+    let csrf = login_csrf(&c, &wide).await;
+    let r = c
+        .post(wide.url("/ui/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={strong}&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.contains("; Secure"), "{cookie}");
 }
 
 /// `/ui/` rides on the listeners of `mcp --http` and the daemon, with the

@@ -81,6 +81,88 @@ pub fn same(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
+/// The least entropy a token may have, in bits, to guard a listener off
+/// loopback: as hard to guess as a random 128-bit key.
+pub const MIN_TOKEN_BITS: f64 = 128.0;
+
+/// A conservative estimate of the entropy of `token`, in bits: its length
+/// times log2 of the alphabet its characters are drawn from, that alphabet
+/// being the character classes it uses (hex digits alone: 16; else lower
+/// case 26, upper case 26, digits 10, and each distinct other character
+/// once). A person's word scores far higher than it is worth, so this only
+/// ever errs towards accepting: it refuses what is certainly too short
+/// (`s3cret`: 31 bits), and passes `openssl rand -hex 16` (exactly 128).
+pub fn token_bits(token: &str) -> f64 {
+    let chars: Vec<char> = token.chars().collect();
+    if chars.is_empty() {
+        return 0.0;
+    }
+    let hex = chars.iter().all(|c| matches!(c, '0'..='9' | 'a'..='f'))
+        || chars.iter().all(|c| matches!(c, '0'..='9' | 'A'..='F'));
+    let alphabet = if hex {
+        16
+    } else {
+        let has = |f: fn(&char) -> bool| chars.iter().any(f);
+        let mut others: Vec<char> = chars
+            .iter()
+            .copied()
+            .filter(|c| !c.is_ascii_alphanumeric())
+            .collect();
+        others.sort_unstable();
+        others.dedup();
+        26 * usize::from(has(char::is_ascii_lowercase))
+            + 26 * usize::from(has(char::is_ascii_uppercase))
+            + 10 * usize::from(has(char::is_ascii_digit))
+            + others.len()
+    };
+    if alphabet < 2 {
+        return 0.0;
+    }
+    chars.len() as f64 * (alphabet as f64).log2()
+}
+
+/// Whether every token is strong enough for a listener on `bind`: `Err`
+/// with the refusal off loopback, `Ok(Some(warning))` on loopback (only
+/// this machine's users can guess there, and tests and local scripts use
+/// short tokens), `Ok(None)` when all are strong. `what` names the command
+/// in the message. Tokens are never spelled out, only numbered.
+pub fn check_token_strength(
+    tokens: &[String],
+    bind: SocketAddr,
+    what: &str,
+) -> Result<Option<String>, String> {
+    let weak: Vec<String> = tokens
+        .iter()
+        .enumerate()
+        .filter_map(|(i, t)| {
+            let bits = token_bits(t);
+            (bits + 1e-9 < MIN_TOKEN_BITS)
+                .then(|| format!("token {} (about {bits:.0} bits)", i + 1))
+        })
+        .collect();
+    if weak.is_empty() {
+        return Ok(None);
+    }
+    let fix = format!(
+        "make each at least {MIN_TOKEN_BITS:.0} bits, e.g. `openssl rand -hex 32` (64 hex \
+         characters) or `openssl rand -base64 32`"
+    );
+    let which = weak.join(", ");
+    if bind.ip().is_loopback() {
+        Ok(Some(format!(
+            "{what}: warning: {TOKEN_VAR} holds a token too easy to guess: {which}, estimated \
+             from length and characters; it is accepted on loopback {bind} only. {fix}"
+        )))
+    } else {
+        Err(format!(
+            "{what}: refusing to serve {bind} with a token too easy to guess: {which} in \
+             {TOKEN_VAR}, estimated from length and characters, where at least \
+             {MIN_TOKEN_BITS:.0} are needed off loopback (anyone who can reach the port can \
+             try tokens); {fix}"
+        ))
+    }
+}
+
 /// The origins a page served by this server itself would send.
 pub fn own_origins(local: SocketAddr) -> Vec<String> {
     let port = local.port();
@@ -143,6 +225,28 @@ mod tests {
         assert!(!t.accepts("three") && !t.accepts(""));
         assert!(Tokens::default().is_empty() && !Tokens::default().accepts("one"));
         assert!(same(b"ab", b"ab") && !same(b"ab", b"ac") && !same(b"ab", b"abc"));
+    }
+
+    #[test]
+    fn tokens_under_128_bits_are_refused_off_loopback_and_warned_of_on_it() {
+        assert!(token_bits("s3cret") < 40.0);
+        assert!(token_bits("a") < 5.0 && token_bits("") == 0.0);
+        assert_eq!(token_bits(&"ab".repeat(16)), 128.0, "32 hex digits");
+        assert!(token_bits(&"a1".repeat(15)) < 128.0, "30 hex digits");
+        // 22 characters of base64 with every class: 22 × log2(64) = 132.
+        assert!(token_bits("Zm9vYmFyYmF6cXV4MTIz+/") > 128.0);
+        let (off, on): (SocketAddr, SocketAddr) = (
+            "0.0.0.0:80".parse().unwrap(),
+            "127.0.0.1:80".parse().unwrap(),
+        );
+        let strong = "0123456789abcdef".repeat(4);
+        let weak = vec![strong.clone(), "hunter2".to_owned()];
+        let e = check_token_strength(&weak, off, "agentfile ui").unwrap_err();
+        assert!(e.contains("token 2") && !e.contains("token 1"), "{e}");
+        assert!(!e.contains("hunter2") && e.contains("openssl rand"), "{e}");
+        let w = check_token_strength(&weak, on, "agentfile ui").unwrap();
+        assert!(w.unwrap().contains("warning"));
+        assert_eq!(check_token_strength(&[strong], off, "x"), Ok(None));
     }
 
     #[test]

@@ -625,12 +625,21 @@ impl Daemon {
         let tokens = std::env::var(crate::auth::TOKEN_VAR)
             .map(|v| crate::auth::parse_tokens(&v))
             .unwrap_or_default();
-        // The web view rides along, under §14's rule: loopback, or a token.
+        // The web view rides along, under §14's rule: loopback, or a token
+        // (one hard enough to guess off loopback; webhooks are signed and
+        // need none, so a weak token only keeps the web view off).
+        let strength = crate::auth::check_token_strength(&tokens, bound, "agentfile daemon");
+        if let Ok(Some(warning)) = &strength {
+            eprintln!("{warning}");
+        }
         let ui = if tokens.is_empty() && !bound.ip().is_loopback() {
             tracing::warn!(
                 "the web view is not served on {bound}: set {} or listen on loopback",
                 crate::auth::TOKEN_VAR
             );
+            None
+        } else if let Err(refusal) = strength {
+            eprintln!("{refusal}; the web view is not served on this listener");
             None
         } else {
             let options = crate::ui::UiOptions {

@@ -157,7 +157,7 @@ pub async fn serve_webhooks(
         let sock = tokio::select! {
             _ = stop.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((sock, _)) => sock,
+                Ok((sock, peer)) => (sock, peer),
                 Err(e) => {
                     // Out of descriptors and the like: pass, then try again.
                     tracing::warn!(error = %e, "webhooks: accept failed");
@@ -166,10 +166,13 @@ pub async fn serve_webhooks(
                 }
             },
         };
+        let (sock, peer) = sock;
         let _ = sock.set_nodelay(true);
         let front = front.clone();
-        let svc = hyper::service::service_fn(move |req| {
+        let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
             let front = front.clone();
+            // The web view's login throttle keys on it.
+            req.extensions_mut().insert(crate::ui::Peer(peer));
             async move { Ok::<_, Infallible>(front.handle(req).await) }
         });
         let conn = graceful.watch(http.serve_connection(TokioIo::new(sock), svc));

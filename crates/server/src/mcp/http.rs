@@ -105,6 +105,14 @@ pub async fn serve_http_until(
         );
         return 2;
     }
+    match crate::auth::check_token_strength(&options.tokens, addr, "agentfile mcp") {
+        Ok(None) => {}
+        Ok(Some(warning)) => eprintln!("{warning}"),
+        Err(refusal) => {
+            eprintln!("{refusal}");
+            return 2;
+        }
+    }
     // One engine serves every client: there is no one host model to sample.
     if options.engine.provider.as_deref() == Some(super::sampling::NAME) {
         eprintln!(
@@ -271,11 +279,13 @@ pub async fn serve_http_until(
     let code = loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((sock, _)) => {
+                Ok((sock, peer)) => {
                     let _ = sock.set_nodelay(true);
                     let front = front.clone();
-                    let svc = hyper::service::service_fn(move |req| {
+                    let svc = hyper::service::service_fn(move |mut req: Request<Incoming>| {
                         let front = front.clone();
+                        // The web view's login throttle keys on it.
+                        req.extensions_mut().insert(crate::ui::Peer(peer));
                         async move { Ok::<_, Infallible>(front.handle(req).await) }
                     });
                     let conn = graceful.watch(http.serve_connection(TokioIo::new(sock), svc));

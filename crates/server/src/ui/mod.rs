@@ -24,7 +24,10 @@
 //! 3. auth, as §14: no token, loopback only and no login; with tokens, the
 //!    token as `Authorization: Bearer`, or a login form that sets an
 //!    `HttpOnly; SameSite=Strict` cookie naming a server-side login (never
-//!    the token);
+//!    the token), `Secure` too off loopback or behind TLS. Failed logins are
+//!    throttled per client address ([`Throttle`]): past a few, every login
+//!    from there (the right token too) waits a doubling delay (429 with
+//!    `Retry-After`), so guessing is slow however fast the client;
 //! 4. a state-changing request made with the cookie or on loopback must
 //!    send the page's CSRF token in `X-Agentfile-CSRF` (a header, never the
 //!    URL; a form field for the login and logout forms), compared in
@@ -33,7 +36,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -72,6 +75,20 @@ const MAX_STREAMS: usize = 64;
 const MAX_BODY: usize = 256 * 1024;
 /// The header state-changing requests carry the CSRF token in.
 pub const CSRF_HEADER: &str = "x-agentfile-csrf";
+/// Failed logins a client address may make before it waits.
+const FREE_FAILURES: u32 = 5;
+/// The wait after the first failure past [`FREE_FAILURES`]; it doubles with
+/// each further one, up to [`MAX_WAIT`].
+const FIRST_WAIT: Duration = Duration::from_secs(2);
+const MAX_WAIT: Duration = Duration::from_secs(15 * 60);
+/// Client addresses whose failures are remembered at most; past it the
+/// stalest go.
+const MAX_THROTTLED: usize = 10_000;
+
+/// The address of the client a request came from, put into the request's
+/// extensions by the listener that accepted it (the login throttle's key).
+#[derive(Clone, Copy, Debug)]
+pub struct Peer(pub SocketAddr);
 
 /// How the web view is reached.
 pub struct UiOptions {
@@ -100,6 +117,11 @@ pub struct Ui {
     /// The login form's CSRF token.
     login_csrf: String,
     logins: Mutex<HashMap<String, Login>>,
+    throttle: Mutex<Throttle>,
+    /// Whether the login cookie is `Secure`: off loopback (where a browser
+    /// should reach it over TLS through a proxy) or when the request came
+    /// over TLS.
+    secure_cookie: bool,
     streams: Arc<Semaphore>,
     stop: CancellationToken,
     plans: api::PlanCache,
@@ -148,6 +170,8 @@ impl Ui {
             loopback_csrf: random_hex()?,
             login_csrf: random_hex()?,
             logins: Mutex::default(),
+            throttle: Mutex::default(),
+            secure_cookie: !options.local.ip().is_loopback(),
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
             stop: options.stop,
             plans: api::PlanCache::default(),
@@ -300,6 +324,10 @@ impl Ui {
         self.logins.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn throttle(&self) -> std::sync::MutexGuard<'_, Throttle> {
+        self.throttle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn login_page(&self) -> Response<Body> {
         if self.tokens.is_empty() {
             return redirect(StatusCode::SEE_OTHER, "/ui/", None);
@@ -321,6 +349,13 @@ impl Ui {
         if self.tokens.is_empty() {
             return redirect(StatusCode::SEE_OTHER, "/ui/", None);
         }
+        let client = client_key(&req);
+        let tls = over_tls(req.headers());
+        // Before the token is looked at: while a client waits, the right
+        // token is refused too, or the wait would not slow guessing.
+        if let Some(wait) = self.throttle().waiting(client, Instant::now()) {
+            return too_many_logins(wait);
+        }
         let form = match read_body(req, MAX_BODY, self.read_timeout).await {
             Ok(b) => form_fields(&b),
             Err(r) => return r,
@@ -333,8 +368,10 @@ impl Ui {
             );
         }
         if !self.tokens.accepts(field("token")) {
+            self.throttle().failed(client, Instant::now());
             return redirect(StatusCode::SEE_OTHER, "/ui/login?failed=1", None);
         }
+        self.throttle().forget(client);
         let (sid, csrf) = match (random_hex(), random_hex()) {
             (Ok(s), Ok(c)) => (s, c),
             _ => {
@@ -363,8 +400,13 @@ impl Ui {
                 principal: Principal::token(field("token")),
             },
         );
+        let secure = if self.secure_cookie || tls {
+            "; Secure"
+        } else {
+            ""
+        };
         let cookie = format!(
-            "{COOKIE}={sid}; HttpOnly; SameSite=Strict; Path=/ui; Max-Age={}",
+            "{COOKIE}={sid}; HttpOnly; SameSite=Strict; Path=/ui; Max-Age={}{secure}",
             LOGIN_TTL.as_secs()
         );
         redirect(StatusCode::SEE_OTHER, "/ui/", Some(cookie))
@@ -399,6 +441,99 @@ impl Ui {
         let clear = format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/ui; Max-Age=0");
         redirect(StatusCode::SEE_OTHER, "/ui/login", Some(clear))
     }
+}
+
+/// Failed logins by client address.
+#[derive(Default)]
+struct Throttle(HashMap<IpAddr, Failures>);
+
+struct Failures {
+    count: u32,
+    last: Instant,
+    until: Option<Instant>,
+}
+
+impl Throttle {
+    /// How long `client` must still wait before trying again, if at all.
+    fn waiting(&self, client: IpAddr, now: Instant) -> Option<Duration> {
+        let until = self.0.get(&client)?.until?;
+        (until > now).then(|| until - now)
+    }
+
+    /// One more failed login from `client`.
+    fn failed(&mut self, client: IpAddr, now: Instant) {
+        if !self.0.contains_key(&client) && self.0.len() >= MAX_THROTTLED {
+            self.0
+                .retain(|_, f| now.saturating_duration_since(f.last) < MAX_WAIT);
+            if self.0.len() >= MAX_THROTTLED
+                && let Some(stalest) = self.0.iter().min_by_key(|(_, f)| f.last).map(|(k, _)| *k)
+            {
+                self.0.remove(&stalest);
+            }
+        }
+        let f = self.0.entry(client).or_insert(Failures {
+            count: 0,
+            last: now,
+            until: None,
+        });
+        // A client quiet for the longest wait starts afresh.
+        if now.saturating_duration_since(f.last) >= MAX_WAIT {
+            f.count = 0;
+        }
+        f.count = f.count.saturating_add(1);
+        f.last = now;
+        if f.count >= FREE_FAILURES {
+            let doublings = (f.count - FREE_FAILURES).min(16);
+            let wait = FIRST_WAIT.saturating_mul(1 << doublings).min(MAX_WAIT);
+            f.until = Some(now + wait);
+        }
+    }
+
+    fn forget(&mut self, client: IpAddr) {
+        self.0.remove(&client);
+    }
+}
+
+/// The throttle's key for a request: its client's address (an IPv6 client
+/// by its /64, which one machine usually holds whole); one shared key when
+/// the listener did not say.
+fn client_key<B>(req: &Request<B>) -> IpAddr {
+    match req.extensions().get::<Peer>().map(|p| p.0.ip()) {
+        Some(IpAddr::V6(v6)) if v6.to_ipv4_mapped().is_none() => {
+            let s = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+        }
+        Some(IpAddr::V6(v6)) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        Some(ip) => ip,
+        None => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+    }
+}
+
+/// Whether the request reached the proxy in front of this server over TLS
+/// (`X-Forwarded-Proto: https`): the cookie is then `Secure`. A client
+/// that sends it itself only makes its own cookie stricter.
+fn over_tls(headers: &HeaderMap) -> bool {
+    headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("https"))
+}
+
+/// 429 for a client that failed to log in too often.
+fn too_many_logins(wait: Duration) -> Response<Body> {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let mut r = text(
+        StatusCode::TOO_MANY_REQUESTS,
+        &format!(
+            "Too Many Requests: too many failed logins from this address; try again in \
+             {secs} s (each further failure doubles the wait, up to {} min)",
+            MAX_WAIT.as_secs() / 60
+        ),
+    );
+    if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
+        r.headers_mut().insert(header::RETRY_AFTER, v);
+    }
+    r
 }
 
 enum AuthError {
@@ -561,11 +696,12 @@ pub async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((sock, _)) => {
+                Ok((sock, peer)) => {
                     let _ = sock.set_nodelay(true);
                     let ui = ui.clone();
-                    let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
+                    let svc = hyper::service::service_fn(move |mut req: Request<hyper::body::Incoming>| {
                         let ui = ui.clone();
+                        req.extensions_mut().insert(Peer(peer));
                         async move {
                             if Ui::owns(req.uri().path()) {
                                 Ok::<_, Infallible>(ui.handle(req).await)
@@ -620,6 +756,14 @@ pub async fn run(
             addr.port()
         );
         return 2;
+    }
+    match auth::check_token_strength(&options.tokens, addr, "agentfile ui") {
+        Ok(None) => {}
+        Ok(Some(warning)) => eprintln!("{warning}"),
+        Err(refusal) => {
+            eprintln!("{refusal}");
+            return 2;
+        }
     }
     let engine = match Engine::new(options.engine) {
         Ok(e) => e,
@@ -680,6 +824,31 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failed_logins_wait_doubling_delays_and_a_quiet_client_starts_afresh() {
+        let mut t = Throttle::default();
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t0 = Instant::now();
+        for _ in 1..FREE_FAILURES {
+            t.failed(a, t0);
+            assert_eq!(t.waiting(a, t0), None);
+        }
+        t.failed(a, t0);
+        assert_eq!(t.waiting(a, t0), Some(FIRST_WAIT));
+        assert_eq!(t.waiting(b, t0), None, "another client is not slowed");
+        t.failed(a, t0);
+        assert_eq!(t.waiting(a, t0), Some(FIRST_WAIT * 2));
+        for _ in 0..40 {
+            t.failed(a, t0);
+        }
+        assert_eq!(t.waiting(a, t0), Some(MAX_WAIT));
+        assert_eq!(t.waiting(a, t0 + MAX_WAIT), None);
+        t.failed(a, t0 + MAX_WAIT * 2);
+        assert_eq!(t.waiting(a, t0 + MAX_WAIT * 2), None, "afresh");
+        t.forget(a);
+        assert!(t.0.is_empty());
+    }
 
     #[test]
     fn cookies_and_forms_are_read_exactly() {
