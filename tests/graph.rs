@@ -256,7 +256,10 @@ async fn map_keeps_input_order_and_its_concurrency_bound() {
                 .map(
                     "$steps.list",
                     2,
-                    [define_step("run").tool("bash", json!({"command": "$item"}))],
+                    // The items are commands this test wrote: spliced as
+                    // shell code on purpose (a plain `$item` would be one
+                    // quoted word, a program name).
+                    [define_step("run").tool("bash", json!({"command": "${{ raw($item) }}"}))],
                 )
                 .publish("results"),
         )

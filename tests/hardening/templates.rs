@@ -567,3 +567,344 @@ proptest! {
         prop_assert!(matches!(o.status.code(), Some(0 | 2)), "{}", text(&o));
     }
 }
+
+// ── issue 43, items 4 and 5: text from outside never becomes code ───────────
+
+/// Values an attacker sends (a caller's input, a webhook body, a model's
+/// answer): each would run a command, write a file or break the quoting if it
+/// were pasted into the command line as written.
+const HOSTILE: &[&str] = &[
+    "x > injected.txt",
+    "$(touch pwned-subst)",
+    "`touch pwned-backquote`",
+    "'; touch pwned-single; '",
+    "\"; touch pwned-double; \"",
+    "a\ntouch pwned-newline",
+    "*",
+];
+
+/// No file the hostile values above would make exists in `dir`.
+fn assert_nothing_injected(dir: &Path, o: &Output) {
+    for f in [
+        "injected.txt",
+        "pwned-subst",
+        "pwned-backquote",
+        "pwned-single",
+        "pwned-double",
+        "pwned-newline",
+    ] {
+        assert!(!dir.join(f).exists(), "{f} was written:\n{}", text(o));
+    }
+}
+
+/// A policy that lets `echo` and `cat` run (and nothing else), without the
+/// kernel sandbox, which would not stop a write inside the workspace anyway:
+/// only the quoting stands between the value and the shell.
+const ECHO_POLICY: &str =
+    "[bash]\nallowlist = [\"echo *\", \"cat\"]\n\n[sandbox]\nenabled = false\n";
+
+/// A WORKFLOW.md whose bash steps print the input `topic`: bare, inside
+/// `"…"` and inside `'…'`.
+const ECHO_WORKFLOW: &str = "---\nname: Echo\nid: echo\ndescription: d\nversion: 1.0.0\ninputs:\n  type: object\n  properties: { topic: { type: string } }\n  required: [topic]\noutputs: { type: object }\nsteps:\n  - id: bare\n    kind: tool\n    tool: bash\n    inputs: { command: \"echo ${{ $input.topic }}\" }\n    next: double\n  - id: double\n    kind: tool\n    tool: bash\n    inputs: { command: 'echo \"about: ${{ $input.topic }}!\"' }\n    next: single\n  - id: single\n    kind: tool\n    tool: bash\n    inputs: { command: \"echo 'said: ${{ $input.topic }}'\" }\nresult:\n  bare: $steps.bare\n  double: $steps.double\n  single: $steps.single\n---\n";
+
+fn echo_workspace(name: &str) -> PathBuf {
+    let dir = ws(name);
+    let w = dir.join(".workflows/echo");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(w.join("WORKFLOW.md"), ECHO_WORKFLOW).unwrap();
+    std::fs::write(dir.join("policy.toml"), ECHO_POLICY).unwrap();
+    dir
+}
+
+fn run_result(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not a result ({e}):\n{}", text(o)))
+}
+
+/// Issue 43 item 4: a bash step's `${{ }}` is one shell word. Each hostile
+/// topic, given as `--input`, is printed as written by `echo` wherever it
+/// stands in the command, and no file appears. (Before: `echo x >
+/// injected.txt` wrote the file.)
+#[test]
+fn issue43_item_04_a_bash_step_prints_a_hostile_input_and_runs_nothing() {
+    for (i, topic) in HOSTILE.iter().enumerate() {
+        let dir = echo_workspace(&format!("echo-{i}"));
+        let arg = format!("topic={topic}");
+        let o = limited::run(
+            &dir,
+            &[
+                "run",
+                ".workflows/echo",
+                "--output",
+                "json",
+                "--input",
+                &arg,
+            ],
+            &[],
+            b"",
+            DEADLINE,
+        );
+        assert_eq!(o.status.code(), Some(0), "{topic:?}: {}", text(&o));
+        let r = run_result(&o);
+        assert_eq!(r["outputs"]["bare"], json!(topic), "{topic:?}: {r}");
+        assert_eq!(
+            r["outputs"]["double"],
+            json!(format!("about: {topic}!")),
+            "{topic:?}: {r}"
+        );
+        assert_eq!(
+            r["outputs"]["single"],
+            json!(format!("said: {topic}")),
+            "{topic:?}: {r}"
+        );
+        assert_nothing_injected(&dir, &o);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The same through JSON-RPC, as a program (or a webhook relay) would send
+/// it: the inputs object is the attacker's.
+#[test]
+fn issue43_item_04_a_json_rpc_caller_cannot_inject_through_inputs() {
+    let dir = echo_workspace("echo-rpc");
+    let path = dir.join(".workflows/echo").display().to_string();
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "run",
+                         "params": {"path": path, "inputs": {"topic": "x > injected.txt"}}});
+    let o = limited::run(&dir, &["serve"], &[], &jsonl(&[request]), DEADLINE);
+    let r = reply(&o, &json!(1));
+    assert_eq!(r["result"]["status"], "completed", "{r}\n{}", text(&o));
+    assert_eq!(r["result"]["outputs"]["bare"], "x > injected.txt", "{r}");
+    assert_nothing_injected(&dir, &o);
+}
+
+/// `${{ raw(…) }}` is the one way to splice a value as shell code: `validate`
+/// warns, and the splice does what it says.
+#[test]
+fn issue43_item_04_raw_splices_on_purpose_and_validate_warns() {
+    let dir = ws("raw");
+    let w = dir.join(".workflows/raw");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(
+        w.join("WORKFLOW.md"),
+        ECHO_WORKFLOW.replace("id: echo", "id: raw").replace(
+            "\"echo ${{ $input.topic }}\"",
+            "\"echo ${{ raw($input.topic) }}\"",
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("policy.toml"), ECHO_POLICY).unwrap();
+    let o = limited::run(&dir, &["validate", ".workflows/raw"], &[], b"", DEADLINE);
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("warning: `${{ raw($input.topic) }}` splices its value into the `bash` command as shell code"), "{out}");
+    let o = limited::run(
+        &dir,
+        &[
+            "run",
+            ".workflows/raw",
+            "--output",
+            "json",
+            "--input",
+            "topic=spliced > injected.txt",
+        ],
+        &[],
+        b"",
+        DEADLINE,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(dir.join("injected.txt").exists(), "{}", text(&o));
+}
+
+/// A heredoc's body is a place no quoting keeps a value literal: `validate`
+/// and `run` refuse the workflow before anything runs.
+#[test]
+fn issue43_item_04_a_value_in_a_heredoc_is_refused_before_the_run() {
+    let dir = ws("heredoc");
+    let w = dir.join(".workflows/echo");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(
+        w.join("WORKFLOW.md"),
+        ECHO_WORKFLOW.replace(
+            "\"echo ${{ $input.topic }}\"",
+            "\"cat <<EOF\\n${{ $input.topic }}\\nEOF\"",
+        ),
+    )
+    .unwrap();
+    std::fs::write(dir.join("policy.toml"), ECHO_POLICY).unwrap();
+    let o = limited::run(
+        &dir,
+        &[
+            "run",
+            ".workflows/echo",
+            "--input",
+            "topic=$(touch pwned-subst)",
+        ],
+        &[],
+        b"",
+        DEADLINE,
+    );
+    let out = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}");
+    assert!(
+        out.contains("error: `${{ $input.topic }}` stands inside a heredoc's body"),
+        "{out}"
+    );
+    assert_nothing_injected(&dir, &o);
+}
+
+/// A bound command gets its inputs as JSON on stdin and its argv from the
+/// config: a hostile input is data (`cat` prints it back) and runs nothing.
+#[test]
+fn issue43_item_04_a_bound_command_gets_a_hostile_input_as_data() {
+    let dir = ws("command");
+    let w = dir.join(".workflows/say");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(
+        w.join("WORKFLOW.md"),
+        "---\nname: Say\nid: say\ndescription: d\nversion: 1.0.0\ninputs:\n  type: object\n  properties: { topic: { type: string } }\n  required: [topic]\noutputs: { type: object }\nsteps:\n  - id: say\n    kind: tool\n    tool: say\n    inputs: { topic: $input.topic, line: \"about ${{ $input.topic }}\" }\n---\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("agent.toml"), "[tools.say]\ncommand = [\"cat\"]\n").unwrap();
+    std::fs::write(dir.join("policy.toml"), ECHO_POLICY).unwrap();
+    for (i, topic) in HOSTILE.iter().enumerate() {
+        let arg = format!("topic={topic}");
+        let o = limited::run(
+            &dir,
+            &["run", ".workflows/say", "--output", "json", "--input", &arg],
+            &[],
+            b"",
+            DEADLINE,
+        );
+        assert_eq!(o.status.code(), Some(0), "{i} {topic:?}: {}", text(&o));
+        let r = run_result(&o);
+        assert_eq!(r["outputs"]["topic"], json!(topic), "{r}");
+        assert_eq!(r["outputs"]["line"], json!(format!("about {topic}")), "{r}");
+        assert_nothing_injected(&dir, &o);
+    }
+}
+
+/// A workflow.yaml shell step gets its trigger input as an environment
+/// variable, never in its command line: a hostile value is printed.
+#[test]
+fn issue43_item_04_a_workflow_yaml_shell_step_gets_a_hostile_input_as_data() {
+    let dir = ws("wy-shell");
+    let w = dir.join("workflows/say");
+    std::fs::create_dir_all(w.join("scripts")).unwrap();
+    std::fs::write(
+        w.join("workflow.yaml"),
+        "specVersion: \"1.0\"\nname: say\nversion: 1.0.0\ndescription: Say the topic.\ntrigger:\n  type: command\n  input_var: TOPIC\nsteps:\n  - id: say\n    name: Say\n    action: shell\n    script:\n      bash: scripts/say.sh\n    goal: Print the topic.\n",
+    )
+    .unwrap();
+    std::fs::write(w.join("scripts/say.sh"), "echo \"said: $TOPIC\"\n").unwrap();
+    std::fs::write(dir.join("policy.toml"), ECHO_POLICY).unwrap();
+    for (i, topic) in HOSTILE.iter().enumerate() {
+        let arg = format!("TOPIC={topic}");
+        let o = limited::run(
+            &dir,
+            &["run", "workflows/say", "--output", "json", "--input", &arg],
+            &[],
+            b"",
+            DEADLINE,
+        );
+        assert_eq!(o.status.code(), Some(0), "{i} {topic:?}: {}", text(&o));
+        let session = run_result(&o)["session_id"].as_str().unwrap().to_owned();
+        let shown = limited::run(
+            &dir,
+            &["sessions", "show", &session, "--format", "json"],
+            &[],
+            b"",
+            DEADLINE,
+        );
+        let v: Value = serde_json::from_slice(&shown.stdout).unwrap();
+        let said = v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["type"] == "tool_result" && e["data"]["tool"] == "shell")
+            .and_then(|e| e["data"]["content"].as_str())
+            .unwrap_or_else(|| panic!("no shell result: {v}"))
+            .to_owned();
+        assert!(
+            said.contains(&format!("said: {topic}")),
+            "{topic:?}: {said}"
+        );
+        assert_nothing_injected(&dir, &o);
+        assert_nothing_injected(&w, &o);
+    }
+}
+
+/// Issue 43 item 5: the issue's own workflow. `prompt: "Brief these notes:
+/// $steps.readit"` would send the model the characters `$steps.readit`, and
+/// `notes: $steps.readit` would be dropped: `validate` refuses the first at
+/// the path with the `${{ }}` spelling, warns about the second naming the
+/// step, the input and what `agent` reads, and `run` starts nothing.
+#[test]
+fn issue43_item_05_a_bare_reference_in_a_prompt_is_an_error_and_an_unread_input_a_warning() {
+    let dir = ws("bare");
+    let w = dir.join(".workflows/brief");
+    std::fs::create_dir_all(&w).unwrap();
+    std::fs::write(dir.join("notes.md"), "the notes").unwrap();
+    std::fs::write(
+        w.join("WORKFLOW.md"),
+        "---\nname: Brief\nid: brief\ndescription: d\nversion: 1.0.0\ninputs: { type: object }\noutputs: { type: object }\nsteps:\n  - id: readit\n    kind: tool\n    tool: read\n    inputs: { path: notes.md }\n    next: brief\n  - id: brief\n    kind: tool\n    tool: agent\n    inputs:\n      prompt: \"Brief these notes: $steps.readit\"\n      notes: $steps.readit\n---\n",
+    )
+    .unwrap();
+    let o = limited::run(
+        &dir,
+        &["validate", ".workflows/brief", "--format", "json"],
+        &[],
+        b"",
+        DEADLINE,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let diags: Vec<&Value> = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f["diagnostics"].as_array().unwrap())
+        .collect();
+    let bare = diags
+        .iter()
+        .find(|d| d["code"] == "bare-reference")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(bare["severity"], "error", "{bare}");
+    assert_eq!(
+        (bare["line"].clone(), bare["column"].clone()),
+        (json!(18), json!(35)),
+        "{bare}"
+    );
+    assert!(
+        bare["hint"]
+            .as_str()
+            .unwrap()
+            .contains("did you mean `${{ $steps.readit }}`?"),
+        "{bare}"
+    );
+    let unread = diags
+        .iter()
+        .find(|d| d["code"] == "unread-input")
+        .unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(unread["severity"], "warning", "{unread}");
+    assert_eq!(
+        unread["message"],
+        "step `brief` gives `agent` the input `notes`, which it does not read: `agent` reads `prompt`, `agent`",
+        "{unread}"
+    );
+    assert!(
+        unread["hint"]
+            .as_str()
+            .unwrap()
+            .contains("${{ $steps.readit }}"),
+        "{unread}"
+    );
+    // No model is configured: a run that got past validation would fail for
+    // want of one, not with exit 2 and the diagnostic.
+    let o = limited::run(&dir, &["run", ".workflows/brief"], &[], b"", DEADLINE);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("`$steps.readit` inside text is not interpolated"),
+        "{}",
+        text(&o)
+    );
+}

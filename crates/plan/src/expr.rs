@@ -756,6 +756,10 @@ pub enum Part {
     /// DSL text whose `$names` are filled by the DSL's rules at render time
     /// (they depend on which names are defined).
     Dsl(String),
+    /// `${{ raw(expr) }}`: in a command line a shell parses, the value
+    /// spliced as shell code rather than quoted as one word; elsewhere the
+    /// same as an expression.
+    Raw(Expr),
 }
 
 impl Template {
@@ -782,11 +786,23 @@ impl Template {
                 ));
             };
             let inner = &rest[inner_start..inner_start + close];
-            let e = parse(inner.trim()).map_err(|mut e| {
-                e.offset += offset + inner_start + (inner.len() - inner.trim_start().len());
+            let trimmed = inner.trim();
+            let lead = inner.len() - inner.trim_start().len();
+            let (src, at, raw) = match crate::shell::raw_inner(trimmed) {
+                // `raw(` … `)`: the expression between the parentheses.
+                Some(body) => (body, lead + (trimmed.len() - body.len() - 1), true),
+                None => (trimmed, lead, false),
+            };
+            let e = parse(src.trim()).map_err(|mut e| {
+                e.offset += offset + inner_start + at + (src.len() - src.trim_start().len());
+                if !raw && trimmed.starts_with("raw") {
+                    e.hint = Some(
+                        "`raw(…)` takes the whole interpolation: `${{ raw($input.x) }}`".to_owned(),
+                    );
+                }
                 e
             })?;
-            parts.push(Part::Expr(e));
+            parts.push(if raw { Part::Raw(e) } else { Part::Expr(e) });
             let used = inner_start + close + 2;
             offset += used;
             rest = &rest[used..];
@@ -809,7 +825,7 @@ impl Template {
         for p in &self.parts {
             match p {
                 Part::Text(t) => out.push_str(t),
-                Part::Expr(e) => match e.eval(scope) {
+                Part::Expr(e) | Part::Raw(e) => match e.eval(scope) {
                     Value::String(s) => out.push_str(&s),
                     Value::Null => {}
                     v => out.push_str(&v.to_string()),
@@ -831,7 +847,7 @@ impl Template {
         self.parts
             .iter()
             .flat_map(|p| match p {
-                Part::Expr(e) => e.paths(),
+                Part::Expr(e) | Part::Raw(e) => e.paths(),
                 _ => Vec::new(),
             })
             .collect()
@@ -934,6 +950,99 @@ fn compile_at(v: &Value, pointer: String) -> Result<ValueExpr, (String, ExprErro
         }
         other => ValueExpr::Literal(other.clone()),
     })
+}
+
+/// A path written without `${{ }}` inside longer text (`Brief these notes:
+/// $steps.readit`): text, not a reference, so it would reach the step as
+/// the characters `$steps.readit`. `start..end` is its byte range in the
+/// text; `path` the path as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BareRef {
+    pub start: usize,
+    pub end: usize,
+    pub path: String,
+}
+
+/// The paths written bare inside `text` (outside its `${{ … }}` pieces),
+/// when `text` is not itself one whole expression (which
+/// [`compile_value`] reads as a path). Only what can only be meant as a
+/// reference counts: `$steps.`, `$step.`, `$input.`, `$inputs.`,
+/// `$workflow.` followed by a name, and `$item`/`$index` standing as a word;
+/// `$5`, `$HOME`, `$items` and `$$` are prose.
+pub fn bare_references(text: &str) -> Vec<BareRef> {
+    let mut out = Vec::new();
+    if text.trim_start().starts_with('$') && parse(text).is_ok() {
+        return out;
+    }
+    let b = text.as_bytes();
+    let name_char = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'-';
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"${{") {
+            match text[i + 3..].find("}}") {
+                Some(close) => {
+                    i += 3 + close + 2;
+                    continue;
+                }
+                None => break,
+            }
+        }
+        if b[i] != b'$' || (i > 0 && b[i - 1] == b'$') {
+            i += 1;
+            continue;
+        }
+        let from = i + 1;
+        let mut j = from;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+            j += 1;
+        }
+        let root = &text[from..j];
+        let dotted = matches!(root, "steps" | "step" | "input" | "inputs" | "workflow");
+        let word = matches!(root, "item" | "index");
+        let continues = |k: usize| {
+            k + 1 < b.len()
+                && ((b[k] == b'.' && (b[k + 1].is_ascii_alphabetic() || b[k + 1] == b'_'))
+                    || (b[k] == b'[' && b[k + 1].is_ascii_digit()))
+        };
+        let ok = if dotted {
+            continues(j)
+        } else {
+            word && b.get(j).is_none_or(|c| !name_char(*c))
+        };
+        if !ok {
+            i = j.max(i + 1);
+            continue;
+        }
+        // The path's fields: `.name` and `[digits]`.
+        while continues(j) {
+            if b[j] == b'.' {
+                j += 1;
+                while j < b.len() && name_char(b[j]) {
+                    j += 1;
+                }
+            } else {
+                let mut k = j + 1;
+                while k < b.len() && b[k].is_ascii_digit() {
+                    k += 1;
+                }
+                if b.get(k) != Some(&b']') {
+                    break;
+                }
+                j = k + 1;
+            }
+        }
+        // A name does not end in `-` (`$steps.a-` then prose).
+        while j > from && b[j - 1] == b'-' {
+            j -= 1;
+        }
+        out.push(BareRef {
+            start: i,
+            end: j,
+            path: text[i..j].to_owned(),
+        });
+        i = j;
+    }
+    out
 }
 
 impl ValueExpr {
@@ -1222,6 +1331,34 @@ mod tests {
     }
 
     #[test]
+    fn bare_paths_in_text_are_found_and_prose_is_not() {
+        let found =
+            |t: &str| -> Vec<String> { bare_references(t).into_iter().map(|r| r.path).collect() };
+        assert_eq!(found("Brief these notes: $steps.readit"), ["$steps.readit"]);
+        assert_eq!(
+            found("Use $input.topic, then $steps.a.outputs.x[0]."),
+            ["$input.topic", "$steps.a.outputs.x[0]"]
+        );
+        assert_eq!(found("each $item and $index here"), ["$item", "$index"]);
+        assert_eq!(found("a $workflow.inputs.x-"), ["$workflow.inputs.x"]);
+        for prose in [
+            "$steps.readit",
+            "${{ $steps.readit }} is fine",
+            "costs $5, $HOME/bin, $items, $steps alone, $$steps.x, $input",
+            "$input.x == 'a'",
+            "",
+        ] {
+            assert!(found(prose).is_empty(), "{prose}: {:?}", found(prose));
+        }
+        assert_eq!(found("…—é $steps.x …"), ["$steps.x"]);
+        for s in ["…", "a…b", "$…", "$steps.…", "$item…", "${{…"] {
+            let _ = found(s);
+        }
+        let r = &bare_references("x $steps.readit y")[0];
+        assert_eq!((r.start, r.end), (2, 15));
+    }
+
+    #[test]
     fn prose_with_a_dollar_stays_prose() {
         let v = compile_value(&json!({
             "price": "$100",
@@ -1282,6 +1419,19 @@ mod tests {
             if let Ok(e) = parse(&s) {
                 let _ = e.eval(&scope());
                 prop_assert_eq!(parse(&e.to_string()), Ok(e));
+            }
+        }
+
+        #[test]
+        fn bare_references_and_shell_rendering_never_panic(
+            s in "\\PC{0,60}|[a-z$.{}()\\[\\]0-9 €é…'\"`#<\\\\\n]{0,60}"
+        ) {
+            for r in bare_references(&s) {
+                prop_assert!(s.get(r.start..r.end) == Some(r.path.as_str()));
+            }
+            let _ = crate::shell::lint(&s);
+            if let Ok(t) = Template::parse(&s) {
+                let _ = crate::shell::render(&t, &scope());
             }
         }
 

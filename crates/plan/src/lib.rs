@@ -25,6 +25,7 @@ pub mod diag;
 pub mod expr;
 pub mod graph;
 pub mod scope;
+pub mod shell;
 pub mod template;
 pub mod trigger;
 pub mod values;

@@ -246,7 +246,7 @@ impl Front<'_> {
         let result = match root.get("result") {
             Some(r) => {
                 let errors = self.diags.len();
-                let v = self.value(&cx, Some(r), "/result");
+                let v = self.value(&cx, Some(r), "/result", None);
                 (self.diags.len() == errors).then_some(v)
             }
             None => None,
@@ -765,10 +765,22 @@ impl Front<'_> {
         }
     }
 
-    fn value(&mut self, cx: &FileCx, v: Option<&Value>, ptr: &str) -> ValueExpr {
+    /// A value with expressions inside (a step's inputs, the result).
+    /// `shell` names the key (of the top object) that is a command line a
+    /// shell parses, where `$name` is the shell's and not a bare reference.
+    fn value(
+        &mut self,
+        cx: &FileCx,
+        v: Option<&Value>,
+        ptr: &str,
+        shell: Option<&str>,
+    ) -> ValueExpr {
         let v = v.cloned().unwrap_or_else(|| json!({}));
         match expr::compile_value(&v) {
-            Ok(x) => x,
+            Ok(x) => {
+                self.bare_references(cx, &v, ptr, shell);
+                x
+            }
             Err((p, e)) => {
                 let at = format!("{ptr}{p}");
                 let (sp, msg) = match cx.doc.value.pointer(&at) {
@@ -787,12 +799,58 @@ impl Front<'_> {
     fn template(&mut self, cx: &FileCx, v: Option<&Value>, ptr: &str) -> Template {
         let src = v.and_then(Value::as_str).unwrap_or("");
         match Template::parse(src) {
-            Ok(t) => t,
+            Ok(t) => {
+                self.bare_reference_in(cx, src, ptr);
+                t
+            }
             Err(e) => {
                 let sp = self.sub_span(cx, ptr, src, e.offset, e.len);
                 self.error("bad-expression", sp, e.message, e.hint);
                 Template { parts: Vec::new() }
             }
+        }
+    }
+
+    /// Every string in `v` that holds a path written without `${{ }}`
+    /// inside longer text (see [`expr::bare_references`]): an error, since
+    /// the step would get the characters `$steps.x`, not the value.
+    fn bare_references(&mut self, cx: &FileCx, v: &Value, ptr: &str, shell: Option<&str>) {
+        let mut stack = vec![(v, ptr.to_owned(), true)];
+        while let Some((v, p, top)) = stack.pop() {
+            match v {
+                Value::String(s) => self.bare_reference_in(cx, s, &p),
+                Value::Array(a) => {
+                    for (i, x) in a.iter().enumerate().rev() {
+                        stack.push((x, format!("{p}/{i}"), false));
+                    }
+                }
+                Value::Object(o) => {
+                    for (k, x) in o.iter().rev() {
+                        if top && shell == Some(k.as_str()) {
+                            continue;
+                        }
+                        stack.push((x, format!("{p}/{}", segment(k)), false));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn bare_reference_in(&mut self, cx: &FileCx, text: &str, ptr: &str) {
+        for r in expr::bare_references(text) {
+            let sp = self.sub_span(cx, ptr, text, r.start, r.end - r.start);
+            let path = &r.path;
+            self.error(
+                "bare-reference",
+                sp,
+                format!(
+                    "`{path}` inside text is not interpolated: the step would get the characters `{path}`, not the value"
+                ),
+                Some(format!(
+                    "did you mean `${{{{ {path} }}}}`? a reference inside longer text is written `${{{{ … }}}}`; a value that is only a reference can stay `{path}`"
+                )),
+            );
         }
     }
 
@@ -902,7 +960,7 @@ impl Front<'_> {
 
     fn subworkflow_step(&mut self, cx: &mut FileCx, s: &Value, ptr: &str) -> NodeKind {
         let wid = str_at(s, "workflow").unwrap_or("");
-        let inputs = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"));
+        let inputs = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"), None);
         match self.subworkflow(cx, wid, &format!("{ptr}/workflow")) {
             Some(plan) => NodeKind::Subworkflow {
                 plan: Box::new(plan),
@@ -1068,12 +1126,20 @@ impl Front<'_> {
             }
             _ => return empty,
         };
-        let args = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"));
+        let resolved = self.resolve(&id);
+        let shell = match &resolved {
+            Some(Resolved::Builtin(t)) => agentfile_plan::shell::command_arg(t),
+            _ => None,
+        };
+        let args = self.value(cx, s.get("inputs"), &format!("{ptr}/inputs"), shell);
         let contract = self.contract(cx, &id);
-        match self.resolve(&id) {
-            Some(Resolved::Builtin(tool)) | Some(Resolved::Mcp(tool)) => {
+        self.unread_inputs(cx, s, ptr, path, &id, resolved.as_ref());
+        match resolved {
+            Some(Resolved::Builtin(tool)) => {
+                self.command_template(cx, s, ptr, &tool);
                 NodeKind::Tool { tool, args }
             }
+            Some(Resolved::Mcp(tool)) => NodeKind::Tool { tool, args },
             Some(Resolved::Command(argv)) => NodeKind::Command {
                 tool: id.clone(),
                 argv,
@@ -1131,6 +1197,117 @@ impl Front<'_> {
                 let (msg, hint) = self.unresolved(&id, contract.is_some());
                 self.error("unresolved-tool", sp, msg, Some(hint));
                 empty
+            }
+        }
+    }
+
+    /// An input the step's tool will not read: a warning naming the step,
+    /// the input and what the tool reads. Known for `agent` steps (`prompt`,
+    /// `agent`) and built-in tools (their parameters); a command, MCP tool
+    /// or workflow gets every input.
+    fn unread_inputs(
+        &mut self,
+        cx: &FileCx,
+        s: &Value,
+        ptr: &str,
+        path: &str,
+        id: &str,
+        resolved: Option<&Resolved>,
+    ) {
+        let Some(Value::Object(inputs)) = s.get("inputs") else {
+            return;
+        };
+        let reads: Vec<String> = match resolved {
+            Some(Resolved::Agent) => vec!["prompt".into(), "agent".into()],
+            Some(Resolved::Builtin(t)) => match agentfile_tools::policy::Tool::from_name(t) {
+                Some(tool) => agentfile_tools::builtin::definition(tool)
+                    .parameters
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default(),
+                None => return,
+            },
+            _ => return,
+        };
+        if reads.is_empty() {
+            return;
+        }
+        let listed = reads
+            .iter()
+            .map(|r| format!("`{r}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        for key in inputs.keys().filter(|k| !reads.contains(k)) {
+            let sp = self.span(cx, &format!("{ptr}/inputs/{}", segment(key)), true);
+            let hint = match resolved {
+                Some(Resolved::Agent) => {
+                    let value = match inputs.get(key) {
+                        Some(Value::String(v)) if v.trim_start().starts_with('$') => v.trim(),
+                        _ => "$input.x",
+                    };
+                    format!(
+                        "the model sees only `prompt`: put the value in it, `prompt: \"… ${{{{ {value} }}}}\"`, or remove `{key}`"
+                    )
+                }
+                _ => {
+                    let near = agentfile_plan::diag::suggest(key, reads.iter().map(String::as_str))
+                        .map(|s| format!("did you mean `{s}`? "))
+                        .unwrap_or_default();
+                    format!("{near}remove `{key}`, or pass its value in an input `{id}` reads")
+                }
+            };
+            self.diags.push(
+                Diagnostic::warning(
+                    "unread-input",
+                    sp,
+                    format!(
+                        "step `{path}` gives `{id}` the input `{key}`, which it does not read: `{id}` reads {listed}"
+                    ),
+                )
+                .with_hint(hint),
+            );
+        }
+    }
+
+    /// A shell tool's command (`bash`'s `inputs.command`): each `${{ }}` in it
+    /// is quoted as one shell word when the step runs; a `raw(…)` splice is
+    /// a warning, and a place no quoting can keep literal an error.
+    fn command_template(&mut self, cx: &FileCx, s: &Value, ptr: &str, tool: &str) {
+        let Some(key) = agentfile_plan::shell::command_arg(tool) else {
+            return;
+        };
+        let Some(Value::String(src)) = s.get("inputs").and_then(|i| i.get(key)) else {
+            return;
+        };
+        let at = format!("{ptr}/inputs/{key}");
+        for f in agentfile_plan::shell::lint(src) {
+            let sp = self.sub_span(cx, &at, src, f.start, f.end - f.start);
+            let shown = &src[f.start..f.end];
+            match f.lint {
+                agentfile_plan::shell::Lint::Raw => self.diags.push(
+                    Diagnostic::warning(
+                        "raw-interpolation",
+                        sp,
+                        format!(
+                            "`{shown}` splices its value into the `{tool}` command as shell code: whoever controls the value can run commands"
+                        ),
+                    )
+                    .with_hint(
+                        "drop `raw(…)` so the value is passed as one quoted word, unless the value is trusted to be shell code (see the README's \"Values in commands\")",
+                    ),
+                ),
+                agentfile_plan::shell::Lint::Unquotable(why) => self.error(
+                    "unquotable-interpolation",
+                    sp,
+                    format!(
+                        "`{shown}` stands {why} in the `{tool}` command, where no quoting keeps its value from being read as code"
+                    ),
+                    Some(
+                        "put the interpolation outside it, as its own word or in \"…\" (for a heredoc, `printf '%s\\n' ${{ … }} | cmd`; for backquotes, `$( … )`)"
+                            .into(),
+                    ),
+                ),
             }
         }
     }

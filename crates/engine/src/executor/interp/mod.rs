@@ -689,7 +689,10 @@ impl<'a> RunCx<'a> {
                         .await
                 }
                 NodeKind::Tool { tool, args } => {
-                    let args = args.eval(&*env);
+                    // A shell tool's command gets each value as one quoted
+                    // word, never as code (`raw(…)` is the explicit splice).
+                    let args = agentfile_plan::shell::eval_tool_args(tool, args, &*env)
+                        .map_err(|e| Stop::Failed(format!("step `{path}`: {e}")))?;
                     check_args(node, path, &args)?;
                     self.run_tool(scope, path, tool, args).await
                 }
