@@ -1043,3 +1043,83 @@ fn a_schedule_that_never_fires_is_refused_with_the_reason() {
     assert_eq!(leap["state"], "active", "{out}");
     assert!(leap["next_fire"].is_string(), "{out}");
 }
+
+/// Issue 43 item 4: a signed webhook's body is data. Its `topic` lands in
+/// the bash step's `echo ${{ $input.topic }}` as one quoted word: the shell
+/// code in it is printed, not run, and no file appears.
+#[test]
+fn a_webhook_body_never_becomes_shell_code() {
+    let ws = typed_workspace("  - kind: webhook\n    path: /typed\n");
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        "[daemon]\nwebhooks = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let secret = "s3cret-for-the-test";
+    let mut child = Command::new(bin())
+        .args(["daemon", "--workspace"])
+        .arg(ws.path())
+        .env("AGENTFILE_WEBHOOK_SECRET", secret)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(url) = line.strip_prefix("agentfile daemon: webhooks on ") {
+                let _ = tx.send(url.trim().to_owned());
+            }
+        }
+    });
+    let base = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the daemon did not say where its webhooks listen");
+    let body = br#"{"topic": "x > injected.txt; echo pwned > pwned.txt #", "count": 3}"#;
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{base}typed"))
+        .header("content-type", "application/json")
+        .header(
+            "x-agentfile-signature",
+            format!("sha256={}", hmac_hex(secret.as_bytes(), body)),
+        )
+        .header("x-agentfile-delivery", "d-inject")
+        .body(body.to_vec())
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let v: Value = r.json().unwrap();
+    let id = v["session_id"].as_str().expect("a session").to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let s = sessions(ws.path());
+        if s.iter()
+            .any(|s| s["id"] == id.as_str() && s["status"] != "running")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(stop(child), Some(143));
+    for planted in ["injected.txt", "injected.txt-3", "pwned.txt"] {
+        assert!(
+            !ws.path().join(planted).exists()
+                && !ws.path().join(".workflows/typed").join(planted).exists(),
+            "the webhook body ran as shell code: {planted} was written"
+        );
+    }
+    assert!(
+        tool_said(
+            ws.path(),
+            &id,
+            "x > injected.txt; echo pwned > pwned.txt #-3"
+        ),
+        "the body is printed as text"
+    );
+}
