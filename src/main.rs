@@ -932,6 +932,24 @@ fn validate(
         frontend::check_policy(&mut a, None);
         analyses.push(a);
     }
+    // One webhook path, one trigger, across the files validated together
+    // (the daemon refuses the second the same way).
+    let plans: Vec<(PathBuf, agentfile::plan::Plan)> = analyses
+        .iter()
+        .filter_map(|a| a.plan.clone().map(|p| (a.path.clone(), p)))
+        .collect();
+    let refs: Vec<(&Path, &agentfile::plan::Plan)> =
+        plans.iter().map(|(p, plan)| (p.as_path(), plan)).collect();
+    for (file, problem) in agentfile::server::daemon::registry::webhook_path_clashes(&refs) {
+        if let Some(a) = analyses.iter_mut().find(|a| a.path == file) {
+            a.diagnostics.push(diag::Diagnostic::file_error(
+                "webhook-path-clash",
+                &file,
+                problem,
+            ));
+            a.plan = None;
+        }
+    }
     let errors: usize = analyses.iter().map(Analysis::errors).sum();
     let code = if errors > 0 { EXIT_INVALID } else { 0 };
     print_report(&analyses, format).map_or_else(|e| quiet_pipe(e, code), |()| Ok(code))

@@ -242,6 +242,16 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a step input the step's tool never reads",
     ),
     (
+        "control-writable",
+        Severity::Warning,
+        "the policy's `[control] writable` lets runs rewrite files that decide what the next run may do",
+    ),
+    (
+        "webhook-path-clash",
+        Severity::Error,
+        "two webhook triggers on one path among the files validated together; the second would never fire",
+    ),
+    (
         "unknown-trigger",
         Severity::Error,
         "a trigger `kind` other than schedule, webhook, event or manual",
