@@ -733,3 +733,63 @@ async fn listen_streams_have_their_own_bound_and_never_lock_out_calls() {
     let _ = server.child.start_kill();
     let _ = server.exit_code().await;
 }
+
+/// `[mcp] max_streams` sets the listen-stream bound: with 3, the fourth
+/// stream of one principal gets the 429 naming 3, and calls still go on. A
+/// value out of range (0, more than 4096, not a whole number) stops the
+/// server at start, naming the key and the range.
+#[tokio::test]
+async fn the_listen_stream_bound_is_set_by_mcp_max_streams() {
+    let model = fake().await;
+    let ws = workspace("max-streams", &model, "[mcp]\nmax_streams = 3\n");
+    let mut server = Server::start(&ws.0, None).await;
+    let listen = |id: usize| {
+        json!({"jsonrpc": "2.0", "id": format!("s{id}"), "method": "subscriptions/listen",
+            "params": {"notifications": {"toolsListChanged": true}}})
+        .to_string()
+    };
+    let mut open = Vec::new();
+    for i in 0..3 {
+        let r = post(&server.url, &[], &listen(i)).await;
+        assert_eq!(r.status(), 200, "stream {i}: {}", r.text().await.unwrap());
+        open.push(r);
+    }
+    let r = post(&server.url, &[], &listen(3)).await;
+    assert_eq!(r.status(), 429);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(
+        body["error"]["data"],
+        json!({"limit": "listen_streams_per_principal", "max": 3}),
+        "{body}"
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 3"),
+        "{body}"
+    );
+    let r = post(&server.url, &[], INITIALIZE).await;
+    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    drop(open);
+    let _ = server.child.start_kill();
+    let _ = server.exit_code().await;
+
+    for bad in ["0", "4097", "-2", "\"8\""] {
+        let ws = workspace(
+            "max-streams-bad",
+            &model,
+            &format!("[mcp]\nmax_streams = {bad}\n"),
+        );
+        let out = tokio::time::timeout(WAIT, command(&ws.0, "127.0.0.1:0", None).output())
+            .await
+            .expect("a bad max_streams did not stop the server")
+            .unwrap();
+        assert!(!out.status.success(), "{bad}: {:?}", out.status);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("max_streams"), "{bad}: {err}");
+        if !bad.starts_with('"') {
+            assert!(err.contains("from 1 to 4096"), "{bad}: {err}");
+        }
+    }
+}

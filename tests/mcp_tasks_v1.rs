@@ -858,3 +858,240 @@ async fn over_http_the_web_view_keeps_a_task_to_its_token() {
     let _ = server.child.start_kill();
     let _ = server.child.wait().await;
 }
+
+/// A plain (not task) run over HTTP is its token's as a task is: A starts a
+/// blocking `run` that stops at an approval and a `wait: false` run that is
+/// still working; with B's token neither is listed, shown, streamed,
+/// approved, signalled, cancelled or resumed — through the MCP session tools
+/// or the web view, as a bearer or logged in — and each reads as an unknown
+/// session; neither is a task (`tasks/list` of A lists neither). A's token
+/// sees both, approves the first and cancels the second. (Such runs used to
+/// record no owner, so B could steer them.)
+#[tokio::test]
+async fn over_http_a_blocking_run_keeps_to_its_token() {
+    let f = fake().await;
+    let ws = workspace("http-plain", &f);
+    let mut server = Http::start(&ws.0, "token-a,token-b").await;
+    let (mut a, _) = HttpClient::connect(&server.url, "token-a").await;
+    let (mut b, _) = HttpClient::connect(&server.url, "token-b").await;
+    // No elicitation: the blocking call returns when the run waits for a
+    // human, with the session to approve.
+    let r = a
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "gated.agent"}}),
+        )
+        .await;
+    let gated = &r["result"]["structuredContent"];
+    assert_eq!(gated["status"], "waiting_approval", "{r}");
+    assert_eq!(gated["resume_with"], "approve", "{r}");
+    let gated = gated["session_id"].as_str().unwrap().to_owned();
+    let r = a
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "slow.agent", "wait": false}}),
+        )
+        .await;
+    let slow = r["result"]["structuredContent"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_owned();
+
+    // B: unknown through every MCP session tool.
+    for id in [&gated, &slow] {
+        for (tool, args) in [
+            ("event", json!({"session_id": id, "after_seq": 0})),
+            ("approve", json!({"session_id": id, "approve": true})),
+            ("approve", json!({"session_id": id, "approve": false})),
+            ("signal", json!({"session_id": id, "event": "go"})),
+            ("cancel", json!({"session_id": id})),
+            ("run", json!({"resume": id})),
+        ] {
+            let r = b
+                .request("tools/call", json!({"name": tool, "arguments": args}))
+                .await;
+            assert_eq!(r["result"]["isError"], true, "{tool}: {r}");
+            assert!(
+                r.to_string().contains(&format!("unknown session `{id}`")),
+                "{tool}: {r}"
+            );
+        }
+        let g = b.request("tasks/get", json!({"taskId": id})).await;
+        assert_eq!(g["error"]["code"], -32602, "{g}");
+        let c = b.request("tasks/cancel", json!({"taskId": id})).await;
+        assert_eq!(c["error"]["code"], -32602, "{c}");
+    }
+    let l = b.request("tasks/list", json!({})).await;
+    assert_eq!(l["result"]["tasks"], json!([]), "{l}");
+    // Not tasks: A's task list has neither.
+    let l = a.request("tasks/list", json!({})).await;
+    assert_eq!(l["result"]["tasks"], json!([]), "{l}");
+
+    // B: nothing on the web view either, as a bearer and logged in.
+    let base = server.url.trim_end_matches("/mcp").to_owned();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(WAIT)
+        .build()
+        .unwrap();
+    let ui = |path: &str| format!("{base}/ui/api{path}");
+    let form = http
+        .get(format!("{base}/ui/login"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let csrf = form
+        .split("name=\"csrf\" value=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap()
+        .to_owned();
+    let r = http
+        .post(format!("{base}/ui/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token=token-b&csrf={csrf}"))
+        .send()
+        .await
+        .unwrap();
+    let jar = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let as_b = |r: reqwest::RequestBuilder, cookie: bool| {
+        if cookie {
+            r.header("cookie", &jar)
+        } else {
+            r.bearer_auth("token-b")
+        }
+    };
+    for cookie in [false, true] {
+        let list = as_b(http.get(ui("/sessions")), cookie)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(list.contains("\"sessions\""), "{list}");
+        for id in [&gated, &slow] {
+            assert!(!list.contains(id.as_str()), "B lists A's run: {list}");
+            for path in [
+                format!("/sessions/{id}"),
+                format!("/sessions/{id}/events/1"),
+                format!("/sessions/{id}/stream"),
+            ] {
+                let r = as_b(http.get(ui(&path)), cookie).send().await.unwrap();
+                assert_eq!(r.status(), 404, "GET {path}");
+            }
+            if cookie {
+                // Steering with the login cookie needs the page's CSRF
+                // token; the bearer's refusals below are the rule's.
+                continue;
+            }
+            for (action, body) in [
+                ("approve", json!({"approve": true})),
+                ("approve", json!({"approve": false})),
+                ("signal", json!({"event": "go"})),
+                ("cancel", json!({})),
+                ("resume", json!({})),
+            ] {
+                let r = as_b(http.post(ui(&format!("/sessions/{id}/{action}"))), cookie)
+                    .header("content-type", "application/json")
+                    .body(body.to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                let status = r.status();
+                let text = r.text().await.unwrap();
+                assert_eq!(status, 404, "B's {action}: {text}");
+                assert!(text.contains(&format!("no session `{id}`")), "{text}");
+            }
+        }
+    }
+
+    // B changed nothing: A still sees the first waiting, the second working.
+    let e = a
+        .request(
+            "tools/call",
+            json!({"name": "event", "arguments": {"session_id": gated, "after_seq": 0}}),
+        )
+        .await;
+    assert_eq!(
+        e["result"]["structuredContent"]["status"], "waiting_approval",
+        "{e}"
+    );
+    let e = a
+        .request(
+            "tools/call",
+            json!({"name": "event", "arguments": {"session_id": slow, "after_seq": 0}}),
+        )
+        .await;
+    let status = e["result"]["structuredContent"]["status"].clone();
+    assert!(status == "running" || status == "queued", "{e}");
+    // A's bearer lists both on the web view and shows them.
+    let list = http
+        .get(ui("/sessions"))
+        .bearer_auth("token-a")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains(&gated) && list.contains(&slow), "{list}");
+    for id in [&gated, &slow] {
+        let r = http
+            .get(ui(&format!("/sessions/{id}")))
+            .bearer_auth("token-a")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    // A approves the first and it completes; A cancels the second.
+    let ok = a
+        .request(
+            "tools/call",
+            json!({"name": "approve", "arguments": {"session_id": gated, "approve": true}}),
+        )
+        .await;
+    assert_ne!(ok["result"]["isError"], true, "{ok}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let e = a
+            .request(
+                "tools/call",
+                json!({"name": "event", "arguments": {"session_id": gated, "after_seq": 0, "wait_ms": 2000}}),
+            )
+            .await;
+        let page = &e["result"]["structuredContent"];
+        if page["done"] == true {
+            assert_eq!(page["status"], "completed", "{e}");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{e}");
+    }
+    let c = a
+        .request(
+            "tools/call",
+            json!({"name": "cancel", "arguments": {"session_id": slow}}),
+        )
+        .await;
+    assert_ne!(c["result"]["isError"], true, "{c}");
+    // Resumed and approved, the first is still A's alone.
+    let r = b
+        .request(
+            "tools/call",
+            json!({"name": "event", "arguments": {"session_id": gated, "after_seq": 0}}),
+        )
+        .await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let _ = server.child.start_kill();
+    let _ = server.child.wait().await;
+}

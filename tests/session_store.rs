@@ -58,6 +58,7 @@ conformance!(
     reap_orphans_writes_interrupted_down,
     heartbeat_refreshes_only_our_own_sessions,
     task_owners_are_durable,
+    a_sessions_principal_is_durable_and_fixed,
     run_settings_are_durable,
     a_fire_is_claimed_once,
     fire_history_is_newest_first,
@@ -707,6 +708,73 @@ fn task_owners_are_durable(kind: Kind) {
     assert_eq!(store.task_owner("plain").unwrap(), None);
     assert_eq!(store.get("task").unwrap().status, SessionStatus::Completed);
     assert_eq!(wire(&store.events("task", 0).unwrap()), wire(&events));
+}
+
+/// The principal a session belongs to (any door's, not only a task's) is
+/// recorded once: the same again is a no-op, another is refused and changes
+/// nothing, through `set_principal` and `set_task_owner` alike; status
+/// changes, events and run settings leave it alone; it survives the store. A
+/// task's owner is its principal; a session with no principal is the
+/// operator's.
+fn a_sessions_principal_is_durable_and_fixed(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let events = full_run("owned");
+    {
+        let store = kind.open(dir.path());
+        for id in ["owned", "task", "plain"] {
+            store.create(&meta(id)).unwrap();
+        }
+        assert_eq!(store.principal("owned").unwrap(), None);
+        store.set_principal("owned", "token:alice").unwrap();
+        store.set_principal("owned", "token:alice").unwrap();
+        for (attempt, who) in [("principal", "token:bob"), ("task", "token:bob")] {
+            let r = if attempt == "task" {
+                store.set_task_owner("owned", who)
+            } else {
+                store.set_principal("owned", who)
+            };
+            assert!(
+                matches!(r, Err(session::StoreError::OwnedByAnother(ref id)) if id == "owned"),
+                "{kind:?} {attempt}: {r:?}"
+            );
+        }
+        assert_eq!(store.task_owner("owned").unwrap(), None, "{kind:?}");
+        for e in &events {
+            store.append(e).unwrap();
+        }
+        store
+            .set_status("owned", SessionStatus::Interrupted)
+            .unwrap();
+        store
+            .set_run_settings("owned", &serde_json::json!({"principal": "token:bob"}))
+            .unwrap();
+        store.set_task_owner("task", "local:1").unwrap();
+        assert!(matches!(
+            store.set_principal("task", "token:bob"),
+            Err(session::StoreError::OwnedByAnother(_))
+        ));
+        assert!(matches!(
+            store.set_principal("nobody", "local:1"),
+            Err(session::StoreError::NotFound(_))
+        ));
+        assert!(matches!(
+            store.principal("nobody"),
+            Err(session::StoreError::NotFound(_))
+        ));
+    }
+    let store = kind.open(dir.path());
+    assert_eq!(
+        store.principal("owned").unwrap().as_deref(),
+        Some("token:alice"),
+        "{kind:?}"
+    );
+    assert_eq!(store.principal("task").unwrap().as_deref(), Some("local:1"));
+    assert_eq!(
+        store.task_owner("task").unwrap().as_deref(),
+        Some("local:1")
+    );
+    assert_eq!(store.principal("plain").unwrap(), None);
+    assert_eq!(wire(&store.events("owned", 0).unwrap()), wire(&events));
 }
 
 /// The per-call settings a run started with survive the store, are replaced
@@ -1757,6 +1825,46 @@ fn processes_claim_each_fire_once() {
     }
 }
 
+/// A version-7 database (before session principals) opens as version 8: a
+/// task's owner becomes its session's principal, a session with none stays
+/// the operator's, and the events stay.
+#[test]
+fn sqlite_migrates_task_owners_to_principals() {
+    let dir = TempDir::new("principal-migrate");
+    {
+        let store = sqlite(&dir);
+        store.create(&meta("task")).unwrap();
+        store.create(&meta("plain")).unwrap();
+        store.append_batch(&small_events("task", 1, 5)).unwrap();
+        store.set_task_owner("task", "token:abc").unwrap();
+    }
+    raw(&dir)
+        .execute_batch(
+            "ALTER TABLE sessions DROP COLUMN principal; \
+             DELETE FROM schema_migrations WHERE version = 8; PRAGMA user_version = 7;",
+        )
+        .unwrap();
+    let store = sqlite(&dir);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile::session::sqlite::SCHEMA_VERSION
+    );
+    assert_eq!(
+        store.principal("task").unwrap().as_deref(),
+        Some("token:abc")
+    );
+    assert_eq!(
+        store.task_owner("task").unwrap().as_deref(),
+        Some("token:abc")
+    );
+    assert_eq!(store.principal("plain").unwrap(), None);
+    assert_eq!(store.events("task", 0).unwrap(), small_events("task", 1, 5));
+    assert!(matches!(
+        store.set_principal("task", "token:def"),
+        Err(StoreError::OwnedByAnother(_))
+    ));
+}
+
 /// A version-6 database (before fire records) opens as version 7 with its
 /// sessions intact, and takes fire records.
 #[test]
@@ -1767,15 +1875,19 @@ fn sqlite_migrates_to_fire_records_keeping_sessions() {
         store.create(&meta("kept")).unwrap();
         store.append_batch(&small_events("kept", 1, 5)).unwrap();
     }
-    // Back to exactly what version 6 had: migration 7 only added `fires`.
+    // Back to exactly what version 6 had: migration 7 only added `fires`,
+    // migration 8 `sessions.principal`.
     raw(&dir)
         .execute_batch(
-            "DROP TABLE fires; DELETE FROM schema_migrations WHERE version = 7; \
-             PRAGMA user_version = 6;",
+            "DROP TABLE fires; ALTER TABLE sessions DROP COLUMN principal; \
+             DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;",
         )
         .unwrap();
     let store = sqlite(&dir);
-    assert_eq!(store.schema_version().unwrap(), 7);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile::session::sqlite::SCHEMA_VERSION
+    );
     assert_eq!(store.events("kept", 0).unwrap(), small_events("kept", 1, 5));
     assert!(
         store
@@ -1789,7 +1901,10 @@ fn sqlite_migrates_to_fire_records_keeping_sessions() {
         .unwrap()
         .collect::<Result<_, _>>()
         .unwrap();
-    assert_eq!(applied, (1..=7).collect::<Vec<i64>>());
+    assert_eq!(
+        applied,
+        (1..=agentfile::session::sqlite::SCHEMA_VERSION).collect::<Vec<i64>>()
+    );
 }
 
 #[test]
@@ -2209,6 +2324,47 @@ fn postgres_a_newer_schema_is_refused_untouched() {
     assert_eq!(cluster.psql(db, "SELECT id FROM sessions").unwrap(), "kept");
 }
 
+/// A version-4 database (before session principals) opens as version 5: a
+/// task's owner becomes its session's principal, a session with none stays
+/// the operator's.
+#[test]
+fn postgres_migrates_task_owners_to_principals() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-principal-migrate");
+    let url = pg::url_for(dir.path());
+    {
+        let store = PgStore::open(&url).unwrap();
+        store.create(&meta("task")).unwrap();
+        store.create(&meta("plain")).unwrap();
+        store.append_batch(&small_events("task", 1, 5)).unwrap();
+        store.set_task_owner("task", "token:abc").unwrap();
+    }
+    pg::shared()
+        .psql(
+            db_name(&url),
+            "ALTER TABLE sessions DROP COLUMN principal; \
+             DELETE FROM schema_migrations WHERE version = 5",
+        )
+        .unwrap();
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile::session::postgres::SCHEMA_VERSION
+    );
+    assert_eq!(
+        store.principal("task").unwrap().as_deref(),
+        Some("token:abc")
+    );
+    assert_eq!(
+        store.task_owner("task").unwrap().as_deref(),
+        Some("token:abc")
+    );
+    assert_eq!(store.principal("plain").unwrap(), None);
+    assert_eq!(store.events("task", 0).unwrap(), small_events("task", 1, 5));
+}
+
 /// A version-3 database (before fire records) opens as version 4 with its
 /// sessions intact, and takes fire records.
 #[test]
@@ -2228,11 +2384,15 @@ fn postgres_migrates_to_fire_records_keeping_sessions() {
     cluster
         .psql(
             db,
-            "DROP TABLE fires; DELETE FROM schema_migrations WHERE version = 4",
+            "DROP TABLE fires; ALTER TABLE sessions DROP COLUMN principal; \
+             DELETE FROM schema_migrations WHERE version >= 4",
         )
         .unwrap();
     let store = PgStore::open(&url).unwrap();
-    assert_eq!(store.schema_version().unwrap(), 4);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile::session::postgres::SCHEMA_VERSION
+    );
     assert_eq!(store.events("kept", 0).unwrap(), small_events("kept", 1, 5));
     assert!(
         store

@@ -364,9 +364,32 @@ pub struct McpSection {
         skip_serializing_if = "Option::is_none"
     )]
     pub task_poll_interval: Option<String>,
+    /// `agentfile mcp --http`: how many `subscriptions/listen` streams one
+    /// principal (a token; without tokens, every loopback client together)
+    /// may hold open at once; past it a new one gets 429. A whole number
+    /// from 1 to [`McpSection::MAX_STREAMS_CEILING`]; default
+    /// [`McpSection::MAX_STREAMS`].
+    #[serde(
+        deserialize_with = "max_streams",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max_streams: Option<usize>,
 }
 
 impl McpSection {
+    /// `max_streams` when unset: a client needs one stream (it carries every
+    /// list change it asked for); 64 leaves room for many windows of one
+    /// editor while thousands of idle ones cannot pile up.
+    pub const MAX_STREAMS: usize = 64;
+    /// The most `max_streams` may be: every open stream holds a connection
+    /// and a task of the server.
+    pub const MAX_STREAMS_CEILING: usize = 4096;
+
+    /// `max_streams`, or its default.
+    pub fn max_streams(&self) -> usize {
+        self.max_streams.unwrap_or(Self::MAX_STREAMS)
+    }
+
     /// `read_timeout` when unset.
     pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
     /// `task_poll_interval` when unset.
@@ -406,6 +429,20 @@ fn duration_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>
         ))),
         Ok(_) => Ok(Some(raw)),
         Err(e) => Err(serde::de::Error::custom(e)),
+    }
+}
+
+/// `[mcp] max_streams`: a whole number from 1 to the ceiling.
+fn max_streams<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let raw = i64::deserialize(d)?;
+    match usize::try_from(raw) {
+        Ok(n) if (1..=McpSection::MAX_STREAMS_CEILING).contains(&n) => Ok(Some(n)),
+        _ => Err(serde::de::Error::custom(format!(
+            "`[mcp] max_streams`: {raw} is out of range; write a whole number from 1 to {} \
+             (default {})",
+            McpSection::MAX_STREAMS_CEILING,
+            McpSection::MAX_STREAMS
+        ))),
     }
 }
 
@@ -816,6 +853,45 @@ mod tests {
             let text = format!("[mcp]\ntask_ttl = {bad:?}\n");
             assert!(Config::from_str_ext(&text, "toml").is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn mcp_max_streams_is_a_bounded_whole_number() {
+        let read = |text: &str, ext: &str| {
+            Config::from_str_ext(text, ext).map_err(|e| match e {
+                ParseFailure::Message(m) => m,
+                ParseFailure::Extension => panic!("{text}: not a config extension"),
+            })
+        };
+        assert_eq!(
+            read("[mcp]\nmax_streams = 8\n", "toml")
+                .unwrap()
+                .mcp
+                .max_streams(),
+            8
+        );
+        assert_eq!(
+            read("[mcp]\nmax_streams = 4096\n", "toml")
+                .unwrap()
+                .mcp
+                .max_streams(),
+            McpSection::MAX_STREAMS_CEILING
+        );
+        assert_eq!(
+            read(r#"{"mcp": {"max_streams": 2}}"#, "json")
+                .unwrap()
+                .mcp
+                .max_streams(),
+            2
+        );
+        assert_eq!(Config::default().mcp.max_streams(), 64);
+        for bad in ["0", "-1", "4097", "\"64\"", "1.5", "99999999999999999"] {
+            let text = format!("[mcp]\nmax_streams = {bad}\n");
+            let err = read(&text, "toml").unwrap_err();
+            assert!(err.contains("max_streams"), "{bad}: {err}");
+        }
+        let err = read("[mcp]\nmax_streams = 0\n", "toml").unwrap_err();
+        assert!(err.contains("from 1 to 4096 (default 64)"), "{err}");
     }
 
     #[test]

@@ -5,15 +5,20 @@
 //!
 //! The rule:
 //! - A session a principal started through a door that knows who is asking
-//!   (an MCP task, on HTTP the bearer token's principal) records that
-//!   principal as its owner. Only the owner may read it (list, show, events,
-//!   the live stream) or steer it (approve, signal, cancel, resume); to
-//!   anyone else it reads as unknown, exactly as an id that does not exist,
-//!   so ids cannot be probed.
+//!   records that principal as its owner, in the session store
+//!   ([`SessionStore::principal`], durable, written once with the session
+//!   before its run starts, never changed by a resume or by the settings a
+//!   caller supplies): an MCP task (any transport: the task's principal),
+//!   and on HTTP any run with a bearer token (`run` and `run_<name>`,
+//!   blocking or `wait: false`: [`Principal::run_owner`]). Only the owner
+//!   may read it (list, show, events, the live stream) or steer it
+//!   (approve, signal, cancel, resume); to anyone else it reads as unknown,
+//!   exactly as an id that does not exist, so ids cannot be probed.
 //! - A session no principal owns (started by the CLI, the daemon, JSON-RPC,
-//!   a blocking MCP call) is the operator's, and every principal admitted to
-//!   a listener holds one of the operator's tokens: it may read and steer
-//!   such a session, as the MCP session tools always allowed.
+//!   a plain MCP run over stdio or a token-less loopback listener) is the
+//!   operator's, and every principal admitted to a listener holds one of the
+//!   operator's tokens: it may read and steer such a session, as the MCP
+//!   session tools always allowed.
 //! - A listener opted in with `[ui] shared = true` lets every principal of
 //!   that listener read and steer every session (a team's shared view); the
 //!   MCP task methods stay scoped to their token whatever it says.
@@ -121,10 +126,11 @@ impl Rule {
     }
 }
 
-/// The principal recorded as session `id`'s owner, if any (the MCP task
-/// owner, kept with the session, so it holds across servers and restarts).
+/// The principal recorded as session `id`'s owner, if any (whatever door
+/// started it: kept with the session, so it holds across servers and
+/// restarts).
 pub fn owner_of(store: &dyn SessionStore, id: &str) -> Result<Option<String>, StoreError> {
-    store.task_owner(id)
+    store.principal(id)
 }
 
 #[cfg(test)]

@@ -94,6 +94,12 @@ pub struct RunHooks {
     /// Asked first at a supervised goal (MCP elicitation); when it answers
     /// `Unavailable` the run waits for the `approve` method instead.
     pub approver: Option<Arc<dyn Approver>>,
+    /// The principal a new session belongs to ([`crate::access`]): recorded
+    /// with the session before the run starts, and never changed after. The
+    /// door that knows who asks sets it (an MCP task; a run over HTTP with a
+    /// bearer token); it is not a wire parameter, so no caller names another
+    /// owner. A resume leaves the session's owner as it is.
+    pub owner: Option<crate::access::Principal>,
 }
 
 #[derive(Debug, Clone)]
@@ -492,6 +498,16 @@ impl Engine {
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
         let (id, choice) = self.choose_session(&store, &prepared, resume)?;
+        if let (SessionChoice::Created(_), Some(owner)) = (&choice, &hooks.owner)
+            && let Err(e) = store.set_principal(&id, owner.as_str())
+        {
+            // Never run a session its owner's rule cannot keep.
+            let _ = store.set_status(&id, SessionStatus::Failed);
+            return Err(RpcError::new(
+                code::STORE,
+                format!("cannot record the session's owner: {e}"),
+            ));
+        }
         let last_seq = store.get(&id).map(|m| m.last_seq).unwrap_or(0);
         let (state, _) = watch::channel(LiveState {
             status: SessionStatus::Queued,

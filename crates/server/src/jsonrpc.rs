@@ -533,8 +533,8 @@ impl Connection {
 
     /// The owner rule of every door ([`crate::access`]) for a method that
     /// names a session: on stdio the caller is the local user, who neither
-    /// reads nor steers a task another principal (an HTTP token) started;
-    /// such a session reads as unknown, as in MCP.
+    /// reads nor steers a session another principal (an HTTP token: a task
+    /// or a plain run) owns; such a session reads as unknown, as in MCP.
     async fn owner_rule(&self, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
         let (key, action) = match method {
             "event" => ("session_id", crate::access::Action::Read),
@@ -593,6 +593,7 @@ impl Connection {
         RunHooks {
             sinks: vec![sink],
             approver: None,
+            owner: None,
         }
     }
 }

@@ -32,10 +32,11 @@ pub const DEFAULT_MAX_REQUESTS: usize = 1024;
 pub const DEFAULT_MAX_REPLY: usize = 16 * 1024 * 1024;
 /// Default of `--max-source-bytes`.
 pub const DEFAULT_MAX_SOURCE: usize = 8 * 1024 * 1024;
-/// `subscriptions/listen` streams one principal may hold open over HTTP. A
-/// client needs one (it carries every list change it asked for); 64 leaves
+/// `subscriptions/listen` streams one principal may hold open over HTTP when
+/// `[mcp] max_streams` is not set ([`agentfile_config::McpSection::MAX_STREAMS`]).
+/// A client needs one (it carries every list change it asked for); 64 leaves
 /// room for many windows of one editor while 10,000 idle ones cannot pile up.
-pub const MAX_STREAMS: usize = 64;
+pub const MAX_STREAMS: usize = agentfile_config::McpSection::MAX_STREAMS;
 
 /// A connection's bounds (see the module doc). Zero in a field means its default.
 #[derive(Debug, Clone, Copy, Default)]
@@ -94,7 +95,8 @@ pub fn too_many_requests(max: usize) -> RpcError {
     )
 }
 
-/// Past [`MAX_STREAMS`] open `subscriptions/listen` streams of one principal.
+/// Past `max` (`[mcp] max_streams`, default [`MAX_STREAMS`]) open
+/// `subscriptions/listen` streams of one principal.
 pub fn too_many_streams(max: usize) -> RpcError {
     limit_error(
         "listen_streams_per_principal",

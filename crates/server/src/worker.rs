@@ -282,6 +282,8 @@ async fn start(
     let hooks = RunHooks {
         sinks: vec![sink],
         approver: None,
+        // The session was recorded, with its owner, by the submitter.
+        owner: None,
     };
     // The trigger the submitter's fire carried: the `run_started` this
     // worker writes names it.

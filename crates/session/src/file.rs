@@ -91,6 +91,11 @@ struct MetaFile {
     /// sessions not started as one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     task_owner: Option<String>,
+    /// The principal the session belongs to, whatever door started it
+    /// (absent for the operator's sessions, and in files written before it
+    /// was recorded: there a task's owner is the principal).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    principal: Option<String>,
     /// The per-call settings the session's run started with (absent when
     /// none were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -98,6 +103,12 @@ struct MetaFile {
 }
 
 impl MetaFile {
+    /// The principal the session belongs to: recorded, else (a file written
+    /// before principals were) its task's owner.
+    fn principal(&self) -> Option<String> {
+        self.principal.clone().or_else(|| self.task_owner.clone())
+    }
+
     /// Make this process the owner, as of now.
     fn claim(&mut self) {
         self.owner = Some(OwnerRecord {
@@ -197,6 +208,24 @@ impl FileStore {
             }
         }
         meta
+    }
+
+    /// Record `principal` as session `id`'s (and, with `task`, as its task
+    /// owner) unless another principal owns it: decided under the log's
+    /// lock, so of two writers racing only one principal is kept.
+    fn write_principal(&self, id: &str, principal: &str, task: bool) -> Result<(), StoreError> {
+        let _guard = self.guard();
+        self.read_meta(id)?;
+        let _log = self.lock_log(id)?;
+        let mut file = self.read_meta(id)?;
+        if file.principal().is_some_and(|p| p != principal) {
+            return Err(StoreError::OwnedByAnother(id.to_owned()));
+        }
+        file.principal = Some(principal.to_owned());
+        if task {
+            file.task_owner = Some(principal.to_owned());
+        }
+        self.write_meta(&file)
     }
 
     /// The owner to judge the session's liveness by: the one in `ID.json`,
@@ -476,6 +505,7 @@ impl SessionStore for FileStore {
             status_seq: meta.last_seq,
             owner: None,
             task_owner: None,
+            principal: None,
             run_settings: None,
         };
         if is_live(meta.status) {
@@ -755,12 +785,15 @@ impl SessionStore for FileStore {
     }
 
     fn set_task_owner(&self, id: &str, principal: &str) -> Result<(), StoreError> {
-        let _guard = self.guard();
-        self.read_meta(id)?;
-        let _log = self.lock_log(id)?;
-        let mut file = self.read_meta(id)?;
-        file.task_owner = Some(principal.to_owned());
-        self.write_meta(&file)
+        self.write_principal(id, principal, true)
+    }
+
+    fn principal(&self, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.read_meta(id)?.principal())
+    }
+
+    fn set_principal(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        self.write_principal(id, principal, false)
     }
 
     fn run_settings(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {

@@ -125,6 +125,10 @@ pub enum StoreError {
     },
     #[error("this session store does not support {0}")]
     Unsupported(&'static str),
+    /// The session belongs to another principal: its owner, once recorded,
+    /// never changes ([`SessionStore::set_principal`]).
+    #[error("session `{0}` belongs to another principal; its owner does not change")]
+    OwnedByAnother(String),
     /// A fire record that cannot be stored as given (see
     /// [`FireRecord`]).
     #[error("fire `{key}` of trigger `{trigger}`: {message}")]
@@ -295,10 +299,31 @@ pub trait SessionStore: Send + Sync {
         Ok(None)
     }
 
-    /// Record the principal a session belongs to as an MCP task.
+    /// Record the principal a session belongs to as an MCP task. It is also
+    /// the session's [`principal`](Self::principal), and refused with
+    /// [`StoreError::OwnedByAnother`] when another principal owns it.
     fn set_task_owner(&self, id: &str, principal: &str) -> Result<(), StoreError> {
         let _ = (id, principal);
         Err(StoreError::Unsupported("task owners"))
+    }
+
+    /// The principal a session belongs to (an opaque string such as
+    /// `token:…` or `local:1000`), whatever door started it: an MCP task, a
+    /// blocking MCP run over HTTP with a bearer token. `None` for a session
+    /// no principal owns (the CLI's, the daemon's, JSON-RPC's): the
+    /// operator's. The owner rule of every listener reads it. Durable, and
+    /// fixed once recorded.
+    fn principal(&self, id: &str) -> Result<Option<String>, StoreError> {
+        self.task_owner(id)
+    }
+
+    /// Record the principal session `id` belongs to. Recorded once: setting
+    /// the same principal again is a no-op, another one is refused with
+    /// [`StoreError::OwnedByAnother`] and nothing changes (a resume, or
+    /// settings a caller supplies, never move a session to someone else).
+    fn set_principal(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        let _ = (id, principal);
+        Err(StoreError::Unsupported("session owners"))
     }
 
     /// The per-call settings a session's run started with (provider, model,

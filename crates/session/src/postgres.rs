@@ -104,7 +104,7 @@ use agentfile_protocol::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher version in
 /// `schema_migrations` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How long a call keeps retrying after the connection broke.
 pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(60);
@@ -119,7 +119,23 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7466_696c;
 /// edit a released entry; add a new one. Text columns compared or sorted as
 /// times or ids use the `C` collation, so their order is byte order (as in
 /// SQLite) whatever the database's locale.
-const MIGRATIONS: &[&str] = &[MIGRATION_1, MIGRATION_2, MIGRATION_3, MIGRATION_4];
+const MIGRATIONS: &[&str] = &[
+    MIGRATION_1,
+    MIGRATION_2,
+    MIGRATION_3,
+    MIGRATION_4,
+    MIGRATION_5,
+];
+
+/// The principal each session belongs to, whatever door started it (see
+/// [`SessionStore::principal`]); NULL for the operator's sessions. A task's
+/// owner (migration 2) becomes its session's principal: nothing stored is
+/// lost. Written once: the `UPDATE`s that record it match only a row with
+/// none or the same.
+const MIGRATION_5: &str = r#"
+ALTER TABLE sessions ADD COLUMN principal TEXT;
+UPDATE sessions SET principal = task_owner WHERE task_owner IS NOT NULL;
+"#;
 
 /// The principal a session belongs to as an MCP task; NULL for sessions not
 /// started as one.
@@ -563,6 +579,17 @@ impl SessionStore for PgStore {
         self.unit(Op::SetTaskOwner(id.to_owned(), principal.to_owned()))
     }
 
+    fn principal(&self, id: &str) -> Result<Option<String>, StoreError> {
+        match self.call(Op::Principal(id.to_owned()))? {
+            Reply::Principal(p) => Ok(p),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn set_principal(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        self.unit(Op::SetPrincipal(id.to_owned(), principal.to_owned()))
+    }
+
     fn run_settings(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
         match self.call(Op::RunSettings(id.to_owned()))? {
             Reply::Principal(p) => Ok(p.and_then(|t| serde_json::from_str(&t).ok())),
@@ -701,6 +728,8 @@ enum Op {
     RecordOwner(String, OwnerRecord),
     TaskOwner(String),
     SetTaskOwner(String, String),
+    Principal(String),
+    SetPrincipal(String, String),
     RunSettings(String),
     SetRunSettings(String, String),
     Heartbeat(String),
@@ -1165,18 +1194,40 @@ impl Worker {
                 }
             }
             Op::SetTaskOwner(id, principal) => {
-                let n = self
-                    .exec(
+                self.write_principal(
+                    c,
+                    id,
+                    principal,
+                    "UPDATE sessions SET task_owner = $2, principal = $2 \
+                     WHERE id = $1 AND (principal IS NULL OR principal = $2)",
+                    "record the task owner",
+                )
+                .await
+            }
+            Op::Principal(id) => {
+                let row = self
+                    .query_opt(
                         c,
-                        "UPDATE sessions SET task_owner = $2 WHERE id = $1",
-                        &[id, principal],
-                        "record the task owner",
+                        "SELECT principal FROM sessions WHERE id = $1",
+                        &[id],
+                        "read the session's owner",
                     )
                     .await?;
-                if n == 0 {
-                    return Err(StoreError::NotFound(id.clone()).into());
+                match row {
+                    Some(r) => Ok(Reply::Principal(r.get(0))),
+                    None => Err(StoreError::NotFound(id.clone()).into()),
                 }
-                Ok(Reply::Unit)
+            }
+            Op::SetPrincipal(id, principal) => {
+                self.write_principal(
+                    c,
+                    id,
+                    principal,
+                    "UPDATE sessions SET principal = $2 \
+                     WHERE id = $1 AND (principal IS NULL OR principal = $2)",
+                    "record the session's owner",
+                )
+                .await
             }
             Op::RunSettings(id) => {
                 let row = self
@@ -1457,6 +1508,31 @@ impl Worker {
     ) -> Result<Vec<Row>, Failure> {
         let s = self.statement(c, sql).await?;
         c.client.query(&s, params).await.map_err(self.err(doing))
+    }
+
+    /// Run `update` (binding `id`, `principal`), which records `principal`
+    /// only where the row has none or the same (so a retry after a lost
+    /// `COMMIT` succeeds): no row changed is an unknown session or another
+    /// principal's.
+    async fn write_principal(
+        &self,
+        c: &Conn,
+        id: &String,
+        principal: &String,
+        update: &str,
+        doing: &str,
+    ) -> Result<Reply, Failure> {
+        if self.exec(c, update, &[id, principal], doing).await? > 0 {
+            return Ok(Reply::Unit);
+        }
+        let row = self
+            .query_opt(c, "SELECT 1 FROM sessions WHERE id = $1", &[id], doing)
+            .await?;
+        Err(match row {
+            Some(_) => StoreError::OwnedByAnother(id.clone()),
+            None => StoreError::NotFound(id.clone()),
+        }
+        .into())
     }
 
     async fn query_opt(

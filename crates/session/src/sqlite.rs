@@ -62,6 +62,14 @@
 //! queued or running session whose owner is gone as `interrupted`, and
 //! [`SessionStore::reap_orphans`] writes that down (see [`super::owner`]).
 //!
+//! # Principals
+//!
+//! `sessions.principal` (migration 8) records the principal a session belongs
+//! to (an MCP task's, a blocking MCP run's over HTTP), for the owner rule of
+//! every listener; `task_owner` (migration 5) also marks a session an MCP
+//! task. The principal is written once: the `UPDATE` that records it only
+//! matches a row with none or the same, so no later writer moves it.
+//!
 //! # Fire records
 //!
 //! `fires` (migration 7) holds the daemon's fire records, keyed by `(trigger,
@@ -91,7 +99,7 @@ use agentfile_protocol::events::{Event, EventBody, Usage};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -124,6 +132,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_5,
     MIGRATION_6,
     MIGRATION_7,
+    MIGRATION_8,
 ];
 
 const MIGRATION_1: &str = r#"
@@ -293,6 +302,16 @@ CREATE TABLE fires(
 CREATE INDEX fires_by_time ON fires(fired_ms);
 CREATE INDEX fires_by_trigger_time ON fires(trigger, fired_ms);
 CREATE INDEX fires_by_trigger_schedule ON fires(trigger, scheduled_ms);
+"#;
+
+/// The principal each session belongs to, whatever door started it (see
+/// [`SessionStore::principal`]); NULL for the operator's sessions. A task's
+/// owner (migration 5) was the only one recorded before: it becomes its
+/// session's principal, so nothing stored is lost and an old task keeps its
+/// owner.
+const MIGRATION_8: &str = r#"
+ALTER TABLE sessions ADD COLUMN principal TEXT;
+UPDATE sessions SET principal = task_owner WHERE task_owner IS NOT NULL;
 "#;
 
 /// The columns `read_fire` reads, in its order, and the history order.
@@ -508,6 +527,34 @@ impl SqliteStore {
         tx.pragma_update(None, "user_version", SCHEMA_VERSION)
             .map_err(self.err("set the schema version"))?;
         tx.commit().map_err(self.err("commit the migration"))
+    }
+
+    /// Run `update` (binding `id`, `principal`), which records `principal`
+    /// only where the row has none or the same: no row changed is an unknown
+    /// session or another principal's.
+    fn write_principal(
+        &self,
+        id: &str,
+        principal: &str,
+        update: &str,
+        what: &str,
+    ) -> Result<(), StoreError> {
+        let conn = self.lock();
+        let changed = conn
+            .prepare_cached(update)
+            .and_then(|mut s| s.execute(params![id, principal]))
+            .map_err(self.err(what))?;
+        if changed > 0 {
+            return Ok(());
+        }
+        let exists = conn
+            .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |_| Ok(())).optional())
+            .map_err(self.err(what))?;
+        Err(match exists {
+            Some(()) => StoreError::OwnedByAnother(id.to_owned()),
+            None => StoreError::NotFound(id.to_owned()),
+        })
     }
 
     /// The schema version of the open database.
@@ -1322,15 +1369,34 @@ impl SessionStore for SqliteStore {
     }
 
     fn set_task_owner(&self, id: &str, principal: &str) -> Result<(), StoreError> {
-        let changed = self
-            .lock()
-            .prepare_cached("UPDATE sessions SET task_owner = ?2 WHERE id = ?1")
-            .and_then(|mut s| s.execute(params![id, principal]))
-            .map_err(self.err("record the task owner"))?;
-        if changed == 0 {
-            return Err(StoreError::NotFound(id.to_owned()));
-        }
-        Ok(())
+        self.write_principal(
+            id,
+            principal,
+            "UPDATE sessions SET task_owner = ?2, principal = ?2 \
+             WHERE id = ?1 AND (principal IS NULL OR principal = ?2)",
+            "record the task owner",
+        )
+    }
+
+    fn principal(&self, id: &str) -> Result<Option<String>, StoreError> {
+        let conn = self.lock();
+        conn.prepare_cached("SELECT principal FROM sessions WHERE id = ?1")
+            .and_then(|mut s| {
+                s.query_row([id], |r| r.get::<_, Option<String>>(0))
+                    .optional()
+            })
+            .map_err(self.err("read the session's owner"))?
+            .ok_or_else(|| StoreError::NotFound(id.to_owned()))
+    }
+
+    fn set_principal(&self, id: &str, principal: &str) -> Result<(), StoreError> {
+        self.write_principal(
+            id,
+            principal,
+            "UPDATE sessions SET principal = ?2 \
+             WHERE id = ?1 AND (principal IS NULL OR principal = ?2)",
+            "record the session's owner",
+        )
     }
 
     fn run_settings(&self, id: &str) -> Result<Option<serde_json::Value>, StoreError> {
@@ -2150,6 +2216,64 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A database built by the real migrations 1 to 7 (before session
+    /// principals) migrates to 8: a task's owner becomes its session's
+    /// principal, a session with none stays the operator's, and the owner
+    /// recorded then does not move.
+    #[test]
+    fn a_version_7_database_keeps_its_task_owners_as_principals() {
+        let dir = std::env::temp_dir().join(format!("agentfile-migrate7-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sessions.db");
+        let t = now();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for (i, sql) in MIGRATIONS[..7].iter().enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?1, 'then')",
+                    params![i as i64 + 1],
+                )
+                .unwrap();
+            }
+            conn.execute_batch("PRAGMA user_version = 7;").unwrap();
+            for (id, owner) in [("task", Some("token:abc")), ("plain", None)] {
+                conn.execute(
+                    "INSERT INTO sessions(id, workflow, path, workspace, inputs, status, \
+                     created_at, updated_at, last_seq, task_owner) \
+                     VALUES (?1, 'w', '/p', '/ws', '{}', 'completed', ?2, ?2, 0, ?3)",
+                    params![id, t, owner],
+                )
+                .unwrap();
+            }
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        assert_eq!(
+            store.principal("task").unwrap().as_deref(),
+            Some("token:abc")
+        );
+        assert_eq!(
+            store.task_owner("task").unwrap().as_deref(),
+            Some("token:abc")
+        );
+        assert_eq!(store.principal("plain").unwrap(), None);
+        assert!(matches!(
+            store.set_principal("task", "token:def"),
+            Err(StoreError::OwnedByAnother(_))
+        ));
+        store.set_principal("task", "token:abc").unwrap();
+        store.set_principal("plain", "token:def").unwrap();
+        assert_eq!(
+            store.principal("plain").unwrap().as_deref(),
+            Some("token:def")
+        );
+        assert_eq!(store.task_owner("plain").unwrap(), None, "not a task");
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// A database built by the real migrations 1 to 6 (before fire records)
     /// migrates to 7, keeps its sessions and events, and takes fires.
     #[test]
@@ -2179,7 +2303,7 @@ mod tests {
             .unwrap();
         }
         let store = SqliteStore::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 7);
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
         assert_eq!(store.get("kept").unwrap().status, SessionStatus::Completed);
         let fire = FireRecord {
             trigger: "nightly#0".into(),

@@ -26,8 +26,9 @@
 //!    flight (429 past it); a body is at most [`limits::MAX_LINE`] (413). A
 //!    `subscriptions/listen` stream stays open for as long as the client
 //!    listens, so it leaves the in-flight count once it is known to be one
-//!    and counts against its own bound instead, [`limits::MAX_STREAMS`] per
-//!    principal (429 naming that bound past it): idle streams never lock out
+//!    and counts against its own bound instead, `[mcp] max_streams` per
+//!    principal (default [`limits::MAX_STREAMS`], 64; 429 naming that bound
+//!    past it): idle streams never lock out
 //!    the calls of the same token (or of every loopback client, who share
 //!    one principal without tokens).
 //!
@@ -226,7 +227,7 @@ pub async fn serve_http_until(
         in_flight: Arc::new(InFlight::default()),
         max_requests: limits.max_requests(),
         streams: Arc::new(InFlight::default()),
-        max_streams: limits::MAX_STREAMS,
+        max_streams: config.mcp.max_streams(),
         closing: CancellationToken::new(),
         v1_sessions: Mutex::default(),
         changes: host.changes().clone(),

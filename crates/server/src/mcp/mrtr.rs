@@ -281,6 +281,7 @@ pub async fn retry(
         let hooks = crate::engine::RunHooks {
             sinks: Vec::new(),
             approver: None,
+            owner: None,
         };
         server
             .engine
@@ -340,6 +341,7 @@ async fn retry_signal(
         let hooks = crate::engine::RunHooks {
             sinks: Vec::new(),
             approver: None,
+            owner: None,
         };
         server
             .engine

@@ -45,6 +45,20 @@ impl Principal {
             .unwrap_or_else(Principal::local)
     }
 
+    /// The owner of a session a plain (not task) run of this request starts:
+    /// on HTTP the bearer token's principal, the only door that tells its
+    /// callers apart; none on stdio or on a loopback listener without a
+    /// token, whose runs stay the operator's (any of the operator's doors
+    /// reads and steers them). A task always belongs to [`Principal::of`].
+    pub fn run_owner(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
+        Some(Self::of(ctx)).filter(Principal::is_token)
+    }
+
+    /// Whether this is a bearer token's principal ([`Principal::token`]).
+    pub fn is_token(&self) -> bool {
+        self.0.starts_with("token:")
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -68,5 +82,7 @@ mod tests {
         assert!(!a.as_str().contains("secret"), "{a}");
         assert_ne!(a, Principal::local());
         assert_ne!(Principal::loopback(), Principal::local());
+        assert!(a.is_token());
+        assert!(!Principal::local().is_token() && !Principal::loopback().is_token());
     }
 }

@@ -51,6 +51,7 @@ fn detached() -> RunHooks {
     RunHooks {
         sinks: Vec::new(),
         approver: None,
+        owner: None,
     }
 }
 
@@ -183,7 +184,10 @@ pub async fn start_tool(
     let store = engine.store()?;
     // The run's events wake the status watcher.
     let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let principal = Principal::of(ctx);
     let mut hooks = detached();
+    // The session is its principal's from the moment it is recorded.
+    hooks.owner = Some(principal.clone());
     {
         let wake = wake.clone();
         hooks.sinks.push(std::sync::Arc::new(
@@ -192,7 +196,6 @@ pub async fn start_tool(
     }
     let live = engine.submit(p, hooks).await?;
     let id = live.session_id().to_owned();
-    let principal = Principal::of(ctx);
     let recorded = {
         let (store, id) = (store.clone(), id.clone());
         let tool = tool.map(str::to_owned);
@@ -241,8 +244,9 @@ pub async fn start_tool(
 
 /// Whether the caller may read or steer session `id` through the session
 /// tools: the one owner rule of every door ([`crate::access`]): not another
-/// principal's task (a session no task owns is the operator's, and anyone's
-/// who holds one of the operator's tokens and knows its id).
+/// principal's session, task or plain run (a session no principal owns is
+/// the operator's, and anyone's who holds one of the operator's tokens and
+/// knows its id).
 pub async fn may_touch(server: &McpServer, id: &str, ctx: &RequestContext<RoleServer>) -> bool {
     if !agentfile_session::is_valid_id(id) {
         return true; // the tool itself says what is wrong with it
@@ -270,7 +274,13 @@ async fn owned(
     let principal = Principal::of(ctx);
     let id2 = id.to_owned();
     let found = tokio::task::spawn_blocking(move || {
-        let owner = crate::access::owner_of(&*store, &id2)?;
+        // A task: a session started as one (its task owner is also its
+        // principal, which the owner rule reads); a plain run, owned or not,
+        // is no task.
+        let owner = match store.task_owner(&id2)? {
+            Some(_) => crate::access::owner_of(&*store, &id2)?,
+            None => None,
+        };
         Ok::<_, agentfile_session::StoreError>((owner, store.get(&id2)?))
     })
     .await

@@ -711,7 +711,10 @@ async fn list(
         let rows = store.list(None, LIST_SCAN)?;
         let mut out = Vec::new();
         for m in rows {
-            if crate::access::owner_of(&*store, &m.id)?.as_deref() == Some(principal.as_str()) {
+            // Tasks only: a plain run the principal owns is no task.
+            if store.task_owner(&m.id)?.is_some()
+                && crate::access::owner_of(&*store, &m.id)?.as_deref() == Some(principal.as_str())
+            {
                 out.push(m);
             }
         }

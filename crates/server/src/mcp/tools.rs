@@ -325,6 +325,7 @@ fn resume_hooks(server: &McpServer) -> (RunHooks, progress::Forwarder) {
     let hooks = RunHooks {
         sinks: vec![sink],
         approver: None,
+        owner: None,
     };
     (hooks, forwarder)
 }
@@ -706,6 +707,8 @@ async fn run_with(
             can_elicit: super::approval::can_elicit(ctx),
             phase: phase.clone(),
         })),
+        // Over HTTP the run is its token's alone (crate::access).
+        owner: super::principal::Principal::run_owner(ctx),
     };
     let live = match server.engine.submit(p, hooks).await {
         Ok(l) => l,
