@@ -22,8 +22,10 @@
 //! - [`frontend`], [`detect`], [`discover`], [`inspect`], [`author`]
 //!   (`agentfile-frontend`): the registry of formats and what sits above
 //!   them.
-//! - [`executor`], [`run`], [`telemetry`] (`agentfile-engine`): the engine,
-//!   which knows no format.
+//! - [`executor`], [`run`] (`agentfile-engine`): the engine, which knows no
+//!   format.
+//! - [`telemetry`] (`agentfile-telemetry`): events to OTLP, HTTP or a file,
+//!   and the process's logs; beside the engine, which attaches it to a run.
 //! - [`server`], [`cluster`], [`printer`], [`schemas`]
 //!   (`agentfile-server`): JSON-RPC, MCP, NATS workers, the CLI's printers.
 //!
@@ -34,7 +36,7 @@ pub use agentfile_agentrc as agentrc;
 pub use agentfile_config as config;
 pub use agentfile_config::text;
 pub use agentfile_dsl as agentfile;
-pub use agentfile_engine::{executor, run, telemetry};
+pub use agentfile_engine::{executor, run};
 pub use agentfile_frontend as frontend;
 pub use agentfile_frontend::{author, detect, discover, inspect};
 pub use agentfile_llm as llm;
@@ -46,6 +48,7 @@ pub use agentfile_server::{cluster, printer, schemas};
 pub use agentfile_session as session;
 pub use agentfile_session::events;
 pub use agentfile_syntax as syntax;
+pub use agentfile_telemetry as telemetry;
 pub use agentfile_tools as tools;
 pub use agentfile_tools::script;
 pub use agentfile_workflow_md as workflow_md;

@@ -3,7 +3,8 @@
 //!
 //! - The workspace's crates (`cargo metadata`): no front end depends on
 //!   another; the engine depends on no front end, nor on the registry that
-//!   holds them; nothing on the server's way to the engine is a front end.
+//!   holds them; nothing on the server's way to the engine is a front end;
+//!   telemetry lies below the engine and reaches no front end.
 //! - Outside the front ends and the registry, no code compares a format
 //!   name (`plan.format == "…"`, `Dialect::…`): the plan carries typed facts.
 //! - Inside each crate, no two top-level modules import each other in a
@@ -28,6 +29,9 @@ const REGISTRY: &str = "agentfile-frontend";
 
 const ENGINE: &str = "agentfile-engine";
 const SERVER: &str = "agentfile-server";
+
+/// Telemetry: a sink beside the engine, which attaches it to each run.
+const TELEMETRY: &str = "agentfile-telemetry";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -95,10 +99,14 @@ fn reach(g: &BTreeMap<String, (PathBuf, BTreeSet<String>)>, from: &str) -> BTree
 #[test]
 fn the_workspace_has_its_crates() {
     let g = graph();
-    for c in FRONT_ENDS
-        .iter()
-        .chain(&[REGISTRY, ENGINE, SERVER, "agentfile", "agentfile-plan"])
-    {
+    for c in FRONT_ENDS.iter().chain(&[
+        REGISTRY,
+        ENGINE,
+        TELEMETRY,
+        SERVER,
+        "agentfile",
+        "agentfile-plan",
+    ]) {
         assert!(g.contains_key(*c), "workspace member `{c}` is missing");
     }
 }
@@ -145,6 +153,25 @@ fn the_engine_knows_no_front_end() {
             );
         }
     }
+}
+
+/// Telemetry sits below the engine and beside it: the engine uses it, and it
+/// reaches neither the engine nor the tools, the registry or any front end.
+#[test]
+fn telemetry_is_below_the_engine_and_knows_no_front_end() {
+    let g = graph();
+    assert!(
+        g[ENGINE].1.contains(TELEMETRY),
+        "`{ENGINE}` no longer depends on `{TELEMETRY}`"
+    );
+    let bad: Vec<String> = reach(&g, TELEMETRY)
+        .into_iter()
+        .filter(|d| {
+            FRONT_ENDS.contains(&d.as_str())
+                || [REGISTRY, ENGINE, SERVER, "agentfile-tools"].contains(&d.as_str())
+        })
+        .collect();
+    assert!(bad.is_empty(), "`{TELEMETRY}` depends on {bad:?}");
 }
 
 /// The Rust files under `dir`, recursively.

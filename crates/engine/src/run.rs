@@ -21,13 +21,13 @@ use tokio_util::sync::CancellationToken;
 use crate::executor::{
     self, Approval, ApprovalRequest, Approver, Limits, Models, RunSpec, Services, exit,
 };
-use crate::telemetry;
 use agentfile_config::Config;
 use agentfile_llm::{self as llm, Cassette, Provider, ProviderOptions};
 use agentfile_plan::Plan;
 use agentfile_protocol::events::{RunResult, rfc3339};
 use agentfile_session::events::{EventBus, EventSink};
 use agentfile_session::{self as session, SessionMeta, SessionStatus, SessionStore};
+use agentfile_telemetry as telemetry;
 use agentfile_tools::{MemoryStore, Policy, Toolbox};
 
 /// What the caller asks for. Every field but `path` is optional.

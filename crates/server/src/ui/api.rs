@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentfile_engine::telemetry::parse_ts;
 use agentfile_frontend::inspect::Diagram;
 use agentfile_protocol::events::{Event, EventBody, Usage};
 use agentfile_protocol::rpc::{ApproveParams, CancelParams, RpcError, SignalParams, code};
 use agentfile_session::{Cursor, SessionMeta, SessionQuery, SessionStatus, SessionStore};
+use agentfile_telemetry::parse_ts;
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};

@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentfile_engine::telemetry::parse_ts;
 use agentfile_protocol::events::{Event, EventBody};
+use agentfile_telemetry::parse_ts;
 use serde::Serialize;
 
 #[derive(Debug, Serialize, PartialEq)]

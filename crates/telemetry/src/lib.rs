@@ -21,7 +21,9 @@
 //!
 //! What it is not: part of the run. Exporting never blocks an event, never fails
 //! or slows a run, and never decides anything — a collector that is down costs
-//! the run nothing but the bounded wait at its end. [`logs`] sets up the
+//! the run nothing but the bounded wait at its end. Nor is it the engine: it
+//! sits beside it and knows no executor, tool or front end; the engine's
+//! `run::start` attaches one to each run's bus. [`logs`] sets up the
 //! process's `tracing` output on stderr; it is here because it is the other half
 //! of "what did my agent do", not because it depends on the exporters.
 
