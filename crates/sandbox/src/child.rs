@@ -28,7 +28,7 @@ use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Prepared;
@@ -36,9 +36,22 @@ use super::Prepared;
 /// The most ports listened on inside one sandbox.
 pub(crate) const MAX_LISTENERS: usize = 16;
 
+/// The most folders bound back into one covered folder.
+pub(crate) const MAX_KEEP: usize = 32;
+
 /// One mount to make.
 #[derive(Debug)]
 enum Op {
+    /// An empty read-only tmpfs over a folder where unix sockets live
+    /// (`/tmp`, `/run`, …), with the paths in `keep` (the writable folders
+    /// and the working directory inside it) bound back from the originals,
+    /// held open across the tmpfs mount. `creates` are the folders (`true`)
+    /// and files on the way to them, parents first.
+    Cover {
+        dir: CString,
+        creates: Vec<(CString, bool)>,
+        keep: Vec<CString>,
+    },
     /// An empty read-only tmpfs over a folder.
     HideDir(CString),
     /// `/dev/null` over a file.
@@ -69,6 +82,21 @@ pub(crate) struct Plan {
     cwd: Option<CString>,
     ports: Vec<u16>,
     chan: Option<libc::c_int>,
+    /// This spawn's own Landlock ruleset (with namespaces: the rule for its
+    /// own devpts is added inside, once mounted); the run's shared one
+    /// otherwise.
+    ruleset: Option<OwnedFd>,
+    /// Mount a devpts instance of its own at `/dev/pts`.
+    devpts: bool,
+    /// `cgroup.procs` of the call's pids cgroup, to join first.
+    procs: Option<libc::c_int>,
+}
+
+/// `struct landlock_path_beneath_attr`.
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
 }
 
 fn cstr(p: &Path) -> io::Result<CString> {
@@ -99,6 +127,8 @@ impl Plan {
         ports: Vec<u16>,
         chan: Option<libc::c_int>,
         cwd: Option<&Path>,
+        ruleset: OwnedFd,
+        procs: Option<libc::c_int>,
     ) -> io::Result<Plan> {
         if ports.len() > MAX_LISTENERS {
             return Err(io::Error::new(
@@ -108,9 +138,67 @@ impl Plan {
         }
         let spec = &prep.spec;
         let mut ops = Vec::new();
+        // The socket folders first: what is bound back into them is what
+        // the mounts below may act on.
+        let mut roots: Vec<PathBuf> = prep.writable.clone();
+        if let Some(c) = cwd {
+            let c = if c.is_absolute() {
+                c.to_path_buf()
+            } else {
+                std::env::current_dir()?.join(c)
+            };
+            roots.push(c.canonicalize().unwrap_or(c));
+        }
+        let mut kept: Vec<PathBuf> = Vec::new();
+        for d in &prep.cover {
+            let inside: Vec<&PathBuf> = roots
+                .iter()
+                .filter(|r| r.starts_with(d) && *r != d && r.symlink_metadata().is_ok())
+                .collect();
+            let mut keep: Vec<PathBuf> = inside
+                .iter()
+                .filter(|r| !inside.iter().any(|o| o != *r && r.starts_with(o)))
+                .map(|r| (*r).clone())
+                .collect();
+            keep.sort();
+            keep.dedup();
+            if keep.len() > MAX_KEEP {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "at most {MAX_KEEP} writable folders can lie in {}",
+                        d.display()
+                    ),
+                ));
+            }
+            let mut creates = Vec::new();
+            let mut seen: Vec<PathBuf> = Vec::new();
+            for k in &keep {
+                let rel = k.strip_prefix(d).unwrap_or(k);
+                let n = rel.components().count();
+                let mut at = d.clone();
+                for (i, c) in rel.components().enumerate() {
+                    at.push(c);
+                    if seen.contains(&at) {
+                        continue;
+                    }
+                    seen.push(at.clone());
+                    creates.push((cstr(&at)?, i + 1 < n || k.is_dir()));
+                }
+            }
+            ops.push(Op::Cover {
+                dir: cstr(d)?,
+                creates,
+                keep: keep.iter().map(|k| cstr(k)).collect::<io::Result<_>>()?,
+            });
+            kept.extend(keep);
+        }
+        let visible = |p: &Path| {
+            !prep.cover.iter().any(|d| p.starts_with(d)) || kept.iter().any(|k| p.starts_with(k))
+        };
         let store = spec.exposed.as_ref().map(|(s, _)| s.as_path());
         for h in &spec.hidden {
-            if Some(h.as_path()) == store {
+            if Some(h.as_path()) == store || !visible(h) {
                 continue;
             }
             match std::fs::metadata(h) {
@@ -122,6 +210,7 @@ impl Plan {
         if let Some((store, inner)) = &spec.exposed
             && store.is_dir()
             && inner.is_dir()
+            && visible(store)
         {
             let rel = inner.strip_prefix(store).map_err(|_| {
                 io::Error::new(
@@ -142,7 +231,7 @@ impl Plan {
             });
         }
         for r in &spec.read_only {
-            if r.exists() {
+            if r.exists() && visible(r) {
                 let c = cstr(r)?;
                 let flags = locked_flags(&c);
                 ops.push(Op::ReadOnly(c, flags));
@@ -152,6 +241,11 @@ impl Plan {
         if Path::new("/dev/shm").is_dir() && shm.is_dir() {
             ops.push(Op::Bind(cstr(&shm)?, c"/dev/shm".to_owned()));
         }
+        // No devpts of its own where the kernel refuses one: then none.
+        let devpts = prep.devpts && Path::new("/dev/pts").is_dir();
+        if !devpts && Path::new("/dev/pts").is_dir() {
+            ops.push(Op::HideDir(c"/dev/pts".to_owned()));
+        }
         Ok(Plan {
             prep,
             // SAFETY: getpid cannot fail.
@@ -160,12 +254,15 @@ impl Plan {
             cwd: cwd.map(cstr).transpose()?,
             ports,
             chan,
+            ruleset: Some(ruleset),
+            devpts,
+            procs,
         })
     }
 
     /// The plan without namespaces: the program itself, in its own
     /// session, killed with its parent, confined by Landlock and seccomp.
-    pub(crate) fn partial(prep: Arc<Prepared>) -> Plan {
+    pub(crate) fn partial(prep: Arc<Prepared>, procs: Option<libc::c_int>) -> Plan {
         Plan {
             prep,
             // SAFETY: getpid cannot fail.
@@ -174,6 +271,9 @@ impl Plan {
             cwd: None,
             ports: Vec::new(),
             chan: None,
+            ruleset: None,
+            devpts: false,
+            procs,
         }
     }
 
@@ -213,6 +313,49 @@ impl Plan {
                 rlim_max: 0,
             };
             libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            if let Some(fd) = self.procs {
+                // Into the call's pids cgroup, before anything else is
+                // started: `0` is the writer itself.
+                let n = libc::write(fd, c"0".as_ptr() as *const libc::c_void, 1);
+                if n != 1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// Mount a devpts instance of its own over `/dev/pts` (the host's
+    /// terminals are then out of reach; `/dev/ptmx` makes new ones in it)
+    /// and let this spawn's ruleset open its terminals: a rule on the host's
+    /// `/dev/pts` does not hold on a mount made over it.
+    unsafe fn own_devpts(&self) -> io::Result<()> {
+        unsafe {
+            mount_devpts()?;
+            let Some(ruleset) = &self.ruleset else {
+                return Ok(());
+            };
+            let fd = check(libc::open(
+                c"/dev/pts".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            ))?;
+            let attr = PathBeneathAttr {
+                allowed_access: self.prep.pts_access,
+                parent_fd: fd,
+            };
+            const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+            let rc = libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset.as_raw_fd(),
+                LANDLOCK_RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            );
+            let err = io::Error::last_os_error();
+            libc::close(fd);
+            if rc < 0 {
+                return Err(err);
+            }
             Ok(())
         }
     }
@@ -230,6 +373,9 @@ impl Plan {
             ))?;
             for op in &self.ops {
                 mount_op(op)?;
+            }
+            if self.devpts {
+                self.own_devpts()?;
             }
             if let Some(cwd) = &self.cwd {
                 // Again, now that the mounts are in place.
@@ -283,11 +429,11 @@ impl Plan {
                 0,
             );
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
-            check(libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.prep.ruleset.as_raw_fd(),
-                0u32,
-            ) as libc::c_int)?;
+            let ruleset = match (&self.ruleset, &self.prep.ruleset) {
+                (Some(r), _) | (None, Some(r)) => r.as_raw_fd(),
+                (None, None) => -1,
+            };
+            check(libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) as libc::c_int)?;
             let filter = &self.prep.filter;
             if !filter.is_empty() {
                 let prog = libc::sock_fprog {
@@ -358,13 +504,20 @@ fn check<T: Copy + PartialOrd + Default>(rc: T) -> io::Result<T> {
     }
 }
 
-/// New user, mount, network and PID namespaces, with this process's user
-/// and group mapped to themselves.
+/// The namespaces a sandbox has of its own: user, mount, network, SysV IPC
+/// (and POSIX message queues: a segment or queue made inside ends with the
+/// call, one of the host's cannot be reached) and PID.
+const NAMESPACES: libc::c_int = libc::CLONE_NEWUSER
+    | libc::CLONE_NEWNS
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWPID;
+
+/// New namespaces ([`NAMESPACES`]), with this process's user and group
+/// mapped to themselves.
 unsafe fn enter_namespaces(uid_map: &CStr, gid_map: &CStr) -> io::Result<()> {
     unsafe {
-        check(libc::unshare(
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWPID,
-        ))?;
+        check(libc::unshare(NAMESPACES))?;
         write_file(c"/proc/self/setgroups", c"deny")?;
         write_file(c"/proc/self/uid_map", uid_map)?;
         write_file(c"/proc/self/gid_map", gid_map)
@@ -385,11 +538,74 @@ unsafe fn write_file(path: &CStr, text: &CStr) -> io::Result<()> {
     }
 }
 
+/// A devpts instance of its own at `/dev/pts`.
+unsafe fn mount_devpts() -> io::Result<()> {
+    unsafe {
+        check(libc::mount(
+            c"devpts".as_ptr(),
+            c"/dev/pts".as_ptr(),
+            c"devpts".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            c"newinstance,ptmxmode=0666,mode=0620".as_ptr() as *const libc::c_void,
+        ))?;
+        Ok(())
+    }
+}
+
 unsafe fn mount_op(op: &Op) -> io::Result<()> {
     let none = std::ptr::null::<libc::c_char>();
     let ro_tmpfs = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     unsafe {
         match op {
+            Op::Cover { dir, creates, keep } => {
+                // Opened here, in the new mount namespace (see Expose).
+                let mut held = [-1 as libc::c_int; MAX_KEEP];
+                for (i, k) in keep.iter().enumerate() {
+                    held[i] = check(libc::open(k.as_ptr(), libc::O_PATH | libc::O_CLOEXEC))?;
+                }
+                check(libc::mount(
+                    c"tmpfs".as_ptr(),
+                    dir.as_ptr(),
+                    c"tmpfs".as_ptr(),
+                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                    c"size=64k,mode=0755".as_ptr() as *const libc::c_void,
+                ))?;
+                for (c, is_dir) in creates {
+                    if *is_dir {
+                        check(libc::mkdir(c.as_ptr(), 0o755))?;
+                    } else {
+                        let fd = check(libc::open(
+                            c.as_ptr(),
+                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                            0o644,
+                        ))?;
+                        libc::close(fd);
+                    }
+                }
+                for (i, k) in keep.iter().enumerate() {
+                    let mut source = [0u8; 32];
+                    fd_path(held[i], &mut source);
+                    let bound = libc::mount(
+                        source.as_ptr() as *const libc::c_char,
+                        k.as_ptr(),
+                        none,
+                        libc::MS_BIND | libc::MS_REC,
+                        std::ptr::null(),
+                    );
+                    let err = io::Error::last_os_error();
+                    libc::close(held[i]);
+                    if bound < 0 {
+                        return Err(err);
+                    }
+                }
+                check(libc::mount(
+                    none,
+                    dir.as_ptr(),
+                    none,
+                    libc::MS_REMOUNT | ro_tmpfs,
+                    std::ptr::null(),
+                ))?;
+            }
             Op::HideDir(p) => {
                 check(libc::mount(
                     c"tmpfs".as_ptr(),
@@ -723,10 +939,7 @@ pub(crate) unsafe fn probe_steps(uid_map: &CStr, gid_map: &CStr) -> i32 {
         step << 5 | if e > 0 && e < 31 { e } else { 31 }
     };
     unsafe {
-        if libc::unshare(
-            libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWNET | libc::CLONE_NEWPID,
-        ) != 0
-        {
+        if libc::unshare(NAMESPACES) != 0 {
             return code(1);
         }
         if write_file(c"/proc/self/setgroups", c"deny").is_err()
@@ -767,6 +980,9 @@ pub(crate) unsafe fn probe_steps(uid_map: &CStr, gid_map: &CStr) -> i32 {
         }
         let mut status = 0;
         libc::waitpid(pid, &mut status, 0);
+        if mount_devpts().is_err() {
+            return code(7);
+        }
         0
     }
 }

@@ -132,6 +132,47 @@ pub fn denied() -> Vec<(&'static str, i64)> {
     Vec::new()
 }
 
+/// Also refused without namespaces (no IPC namespace to hold them): SysV
+/// shared memory, message queues and semaphores, and POSIX message queues.
+/// A host segment would otherwise be attachable by its id, and one made
+/// inside would outlive the call.
+#[cfg(target_os = "linux")]
+pub fn denied_without_namespaces() -> Vec<(&'static str, i64)> {
+    macro_rules! calls {
+        ($($name:ident),* $(,)?) => {
+            vec![$((stringify!($name), libc::$name as i64)),*]
+        };
+    }
+    let mut list = calls![
+        SYS_shmget,
+        SYS_shmat,
+        SYS_shmdt,
+        SYS_shmctl,
+        SYS_msgget,
+        SYS_msgsnd,
+        SYS_msgrcv,
+        SYS_msgctl,
+        SYS_semget,
+        SYS_semop,
+        SYS_semtimedop,
+        SYS_semctl,
+        SYS_mq_open,
+        SYS_mq_unlink,
+        SYS_mq_timedsend,
+        SYS_mq_timedreceive,
+        SYS_mq_notify,
+        SYS_mq_getsetattr,
+    ];
+    list.iter_mut()
+        .for_each(|(n, _)| *n = n.strip_prefix("SYS_").unwrap_or(n));
+    list
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn denied_without_namespaces() -> Vec<(&'static str, i64)> {
+    Vec::new()
+}
+
 /// Where a jump goes.
 #[derive(Clone, Copy)]
 enum To {
@@ -149,7 +190,9 @@ pub fn program() -> Vec<Insn> {
 }
 
 /// The filter, and with `no_namespaces` (no network namespace to hold the
-/// network, no PID namespace to hold processes) also: UDP and raw sockets
+/// network, no PID namespace to hold processes, no IPC namespace) also: SysV
+/// IPC and POSIX message queues ([`denied_without_namespaces`]), UDP and raw
+/// sockets
 /// (`socket(AF_INET*, SOCK_DGRAM|SOCK_RAW)`, the DNS and ICMP ways out that
 /// Landlock's TCP rules do not cover), packet sockets, and `setsid` (a
 /// program that leaves the call's session would outlive it).
@@ -203,6 +246,11 @@ fn linux_program(no_namespaces: bool) -> Vec<Insn> {
     }
     for (_, nr) in denied() {
         rest.push((JEQ_K, nr as u32, To::Eperm, To::Next));
+    }
+    if no_namespaces {
+        for (_, nr) in denied_without_namespaces() {
+            rest.push((JEQ_K, nr as u32, To::Eperm, To::Next));
+        }
     }
     rest.push((JEQ_K, clone3, To::Enosys, To::Next));
     // Where the socket checks start, once the clone check is laid out.
@@ -353,9 +401,12 @@ mod tests {
         );
         #[cfg(target_arch = "x86_64")]
         assert_eq!(run(0x4000_0000 + libc::SYS_ptrace, 0), eperm);
-        // With namespaces, sockets and setsid are the network's and the PID
-        // namespace's to hold.
+        // With namespaces, sockets, setsid and SysV IPC are the network's,
+        // the PID and the IPC namespace's to hold.
         assert_eq!(run(libc::SYS_setsid, 0), RET_ALLOW);
+        for (name, nr) in denied_without_namespaces() {
+            assert_eq!(run(nr, 0), RET_ALLOW, "{name}");
+        }
         let udp = (
             libc::SYS_socket,
             libc::AF_INET as u64,
@@ -401,6 +452,9 @@ mod tests {
             );
         }
         assert_eq!(call(libc::SYS_setsid, 0, 0), eperm);
+        for (name, nr) in denied_without_namespaces() {
+            assert_eq!(call(nr, 0, 0), eperm, "{name}");
+        }
         // The rest is as with namespaces.
         assert_eq!(call(libc::SYS_ptrace, 0, 0), eperm);
         assert_eq!(call(libc::SYS_clone, libc::SIGCHLD as i64, 0), RET_ALLOW);

@@ -16,7 +16,17 @@
 //!   such a listener spliced to the same port on the host's loopback;
 //! - **process**: its own session, killed with its parent, a PID namespace so
 //!   that nothing it starts outlives it, `no_new_privs`, a seccomp filter
-//!   ([`filter`]) that refuses what a tool never needs.
+//!   ([`filter`]) that refuses what a tool never needs; at most
+//!   [`Spec::max_processes`] processes at once (a pids cgroup per call,
+//!   [`cgroup`]);
+//! - **the rest of the machine**: an IPC namespace of its own (no host SysV
+//!   segment, queue or semaphore set is reachable, and none made inside
+//!   outlives the call), a devpts instance of its own (no other terminal of
+//!   the user can be opened), and before Landlock ABI 9 (which scopes named
+//!   unix sockets to the writable folders) empty read-only mounts over the
+//!   folders where unix sockets live (`/tmp`, `/var/tmp`, `/run`), the
+//!   writable folders in them bound back. [`Sandbox::isolation`] says what
+//!   holds here.
 //!
 //! Everything is worked out in the parent ([`Sandbox::new`] once per run,
 //! [`Sandbox::command`] per process); the child between fork and exec only
@@ -32,6 +42,8 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 
+#[cfg(target_os = "linux")]
+pub mod cgroup;
 #[cfg(target_os = "linux")]
 mod child;
 pub mod filter;
@@ -66,6 +78,38 @@ pub struct Spec {
     /// TCP ports of the host's loopback reachable from inside, at the same
     /// port on the sandbox's own loopback.
     pub ports: Vec<u16>,
+    /// The most processes (threads included) one call's programs may have
+    /// at once, where a pids cgroup can hold them; `None`: no bound here.
+    pub max_processes: Option<u64>,
+}
+
+/// The process bound a sandbox has unless told otherwise.
+pub const DEFAULT_MAX_PROCESSES: u64 = 512;
+
+/// The folders where unix sockets usually live, covered where Landlock
+/// cannot scope named sockets (before ABI 9).
+pub const SOCKET_FOLDERS: &[&str] = &["/tmp", "/var/tmp", "/run", "/var/run"];
+
+/// What a sandbox isolates from the rest of the machine, and how: each
+/// field says it in words, for `inspect --sandbox`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Isolation {
+    /// Whether no unix socket outside the writable folders can be reached.
+    pub unix_sockets_isolated: bool,
+    /// Folders hidden so their sockets cannot be reached (their writable
+    /// folders bound back).
+    pub socket_folders_hidden: Vec<PathBuf>,
+    pub unix_sockets: String,
+    /// Whether host SysV IPC objects (and POSIX message queues) are out of
+    /// reach and none made inside outlives the call.
+    pub ipc_isolated: bool,
+    pub ipc: String,
+    /// Whether the user's terminals (the host's `/dev/pts`) are out of reach.
+    pub terminals_isolated: bool,
+    pub terminals: String,
+    /// The bound on a call's processes, when there is one.
+    pub max_processes: Option<u64>,
+    pub processes: String,
 }
 
 /// Why the sandbox cannot be enforced here.
@@ -83,8 +127,22 @@ pub struct Sandbox {
 #[derive(Debug)]
 struct Prepared {
     spec: Spec,
+    /// Without namespaces, the run's one ruleset; with them, each spawn
+    /// builds its own from `writable` (its devpts gets a rule inside).
     #[cfg(target_os = "linux")]
-    ruleset: OwnedFd,
+    ruleset: Option<OwnedFd>,
+    /// The writable roots that exist, the run's TMPDIR and `/dev/shm`
+    /// folder included.
+    writable: Vec<PathBuf>,
+    /// The Landlock access a sandbox's own devpts is granted: everything
+    /// the ruleset handles.
+    pts_access: u64,
+    /// Socket folders covered by an empty mount (see [`SOCKET_FOLDERS`]).
+    cover: Vec<PathBuf>,
+    /// Mount a devpts instance of its own (else an empty `/dev/pts`).
+    devpts: bool,
+    /// The process bound; `u64::MAX`: none.
+    max_processes: std::sync::atomic::AtomicU64,
     filter: Vec<filter::Insn>,
     uid_map: CString,
     gid_map: CString,
@@ -105,16 +163,18 @@ impl Sandbox {
         if let Some(why) = probe.landlock.clone().or_else(|| probe.seccomp.clone()) {
             return Err(Unavailable(why));
         }
-        Self::prepare(spec, probe.landlock_abi, probe.namespaces.clone())
+        Self::prepare(spec, probe)
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn prepare(_spec: Spec, _abi: i32, _partial: Option<String>) -> Result<Sandbox, Unavailable> {
+    fn prepare(_spec: Spec, _probe: &Probe) -> Result<Sandbox, Unavailable> {
         Err(Unavailable("not Linux".into()))
     }
 
     #[cfg(target_os = "linux")]
-    fn prepare(spec: Spec, abi: i32, partial: Option<String>) -> Result<Sandbox, Unavailable> {
+    fn prepare(spec: Spec, probe: &Probe) -> Result<Sandbox, Unavailable> {
+        let abi = probe.landlock_abi;
+        let partial = probe.namespaces.clone();
         let mut writable: Vec<PathBuf> = spec
             .writable
             .iter()
@@ -132,10 +192,12 @@ impl Sandbox {
             writable.push(inner.clone());
         }
         let (ruleset, proxy_listener) = match &partial {
-            None => (
-                rules::ruleset(&writable, rules::Reads::All, None).map_err(Unavailable)?,
-                None,
-            ),
+            // Built per spawn (see `command`); once here to fail early.
+            None => {
+                rules::ruleset(&writable, rules::Reads::All, None, rules::DEVICES)
+                    .map_err(Unavailable)?;
+                (None, None)
+            }
             Some(_) => {
                 // No network namespace: the proxy listens on this machine's
                 // loopback, and Landlock lets TCP reach only its port and
@@ -155,24 +217,57 @@ impl Sandbox {
                             .port(),
                     );
                 }
-                let hidden: Vec<PathBuf> = spec
+                // No devpts of its own: the host's terminals are neither
+                // readable nor writable (new ones come from /dev/ptmx, their
+                // other end by TIOCGPTPEER).
+                let mut hidden: Vec<PathBuf> = spec
                     .hidden
                     .iter()
                     .filter(|h| h.symlink_metadata().is_ok())
                     .cloned()
                     .collect();
+                if std::path::Path::new("/dev/pts").is_dir() {
+                    hidden.push(PathBuf::from("/dev/pts"));
+                }
                 (
-                    rules::ruleset(&writable, rules::Reads::AllBut(&hidden), Some(&ports))
+                    Some(
+                        rules::ruleset(
+                            &writable,
+                            rules::Reads::AllBut(&hidden),
+                            Some(&ports),
+                            rules::DEVICES_NO_PTS,
+                        )
                         .map_err(Unavailable)?,
+                    ),
                     listener,
                 )
             }
         };
+        let cover: Vec<PathBuf> = if partial.is_none() && abi < 9 {
+            let mut v: Vec<PathBuf> = Vec::new();
+            for d in SOCKET_FOLDERS {
+                let Ok(d) = std::path::Path::new(d).canonicalize() else {
+                    continue;
+                };
+                if d.is_dir() && !v.contains(&d) && !writable.iter().any(|w| d.starts_with(w)) {
+                    v.push(d);
+                }
+            }
+            v
+        } else {
+            Vec::new()
+        };
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let max = spec.max_processes.unwrap_or(u64::MAX);
         Ok(Sandbox {
             inner: Arc::new(Prepared {
                 ruleset,
+                writable,
+                pts_access: rules::all_access(abi),
+                cover,
+                devpts: partial.is_none() && probe.devpts.is_none(),
+                max_processes: std::sync::atomic::AtomicU64::new(max),
                 filter: filter::program_for(partial.is_some()),
                 uid_map: CString::new(format!("{uid} {uid} 1")).expect("no NUL"),
                 gid_map: CString::new(format!("{gid} {gid} 1")).expect("no NUL"),
@@ -206,6 +301,125 @@ impl Sandbox {
     /// What this sandbox enforces.
     pub fn spec(&self) -> &Spec {
         &self.inner.spec
+    }
+
+    /// Bound each call's processes to `max` (`None`: no bound).
+    pub fn set_max_processes(&self, max: Option<u64>) {
+        self.inner.max_processes.store(
+            max.unwrap_or(u64::MAX),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// The bound on a call's processes.
+    pub fn max_processes(&self) -> Option<u64> {
+        let n = self
+            .inner
+            .max_processes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        (n != u64::MAX).then_some(n)
+    }
+
+    /// What is isolated from the rest of the machine here, and how.
+    pub fn isolation(&self) -> Isolation {
+        let p = &self.inner;
+        let partial = p.partial.is_some();
+        let abi9 = p.landlock_abi >= 9;
+        let shown = |v: &[PathBuf]| {
+            v.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let unix_sockets = if abi9 {
+            "named sockets only beneath the writable folders (Landlock ABI 9); abstract ones only inside (Landlock scope)".to_owned()
+        } else if partial {
+            format!(
+                "NOT isolated: a named socket anywhere this user can reach connects (Landlock ABI {} scopes only abstract sockets; no mount namespace to hide the socket folders)",
+                p.landlock_abi
+            )
+        } else if p.cover.is_empty() {
+            format!(
+                "NOT isolated: a named socket outside the hidden paths connects (Landlock ABI {} < 9, and every socket folder is writable)",
+                p.landlock_abi
+            )
+        } else {
+            format!(
+                "{} hidden behind empty read-only mounts (the writable folders in them bound back), so their sockets (databases, D-Bus, X11, ssh-agent) cannot be reached; a named socket elsewhere outside the hidden paths still connects (Landlock ABI {} < 9); abstract ones only inside (Landlock scope)",
+                shown(&p.cover),
+                p.landlock_abi
+            )
+        };
+        let (ipc_isolated, ipc) = if partial {
+            (
+                true,
+                "SysV IPC (shmget, shmat, msgget, semget, …) and POSIX message queues refused (seccomp; no IPC namespace)".to_owned(),
+            )
+        } else {
+            (
+                true,
+                "an IPC namespace of its own: no host SysV segment, queue or semaphore set (or POSIX message queue) is reachable, and none made inside outlives the call; /dev/shm is the run's own".to_owned(),
+            )
+        };
+        let (terminals_isolated, terminals) = if partial {
+            (
+                true,
+                "/dev/pts neither readable nor writable (Landlock): no terminal of the user can be opened; new ones come from /dev/ptmx, their other end only by TIOCGPTPEER (openpty); no controlling terminal (own session)".to_owned(),
+            )
+        } else if p.devpts {
+            (
+                true,
+                "a devpts instance of its own at /dev/pts: no terminal of the user can be opened, new ones (openpty) work; no controlling terminal (own session)".to_owned(),
+            )
+        } else {
+            (
+                true,
+                format!(
+                    "no terminals: /dev/pts is empty ({}); no controlling terminal (own session)",
+                    probe().devpts.as_deref().unwrap_or("no devpts instance")
+                ),
+            )
+        };
+        let max = self.max_processes();
+        let processes = match (max, cgroup_controller()) {
+            (None, _) => "not bounded by the sandbox ([bash] max_processes = 0); RLIMIT_NPROC does not bind root".to_owned(),
+            (Some(n), Ok(c)) => format!(
+                "at most {n} at once, threads included (a pids cgroup per call under {} ({}), removed after it, anything left in it killed)",
+                c.dir.display(),
+                c.version
+            ),
+            (Some(_), Err(why)) => format!(
+                "NOT bounded: {why}; only [bash] max_processes (RLIMIT_NPROC, per user, does not bind root)"
+            ),
+        };
+        Isolation {
+            unix_sockets_isolated: abi9,
+            socket_folders_hidden: p.cover.clone(),
+            unix_sockets,
+            ipc_isolated,
+            ipc,
+            terminals_isolated,
+            terminals,
+            max_processes: max.filter(|_| cgroup_controller().is_ok()),
+            processes,
+        }
+    }
+
+    /// The call's pids cgroup, when processes are bounded and a controller
+    /// is writable.
+    #[cfg(target_os = "linux")]
+    fn call_group(&self) -> io::Result<Option<cgroup::CallGroup>> {
+        let Some(max) = self.max_processes() else {
+            return Ok(None);
+        };
+        let Ok(c) = cgroup::controller() else {
+            return Ok(None);
+        };
+        // The relay and init count too.
+        let extra = if self.inner.partial.is_some() { 0 } else { 2 };
+        cgroup::CallGroup::new(c, max.saturating_add(extra))
+            .map(Some)
+            .map_err(|e| io::Error::other(format!("cannot make the call's pids cgroup: {e}")))
     }
 
     /// The Landlock ABI the kernel offers.
@@ -252,8 +466,10 @@ impl Sandbox {
     /// [`Guest::listeners`] right after spawning it.
     #[cfg(target_os = "linux")]
     pub fn command(&self, cmd: &mut tokio::process::Command) -> io::Result<Guest> {
+        let group = self.call_group()?;
+        let procs = group.as_ref().map(cgroup::CallGroup::procs_fd);
         if self.inner.partial.is_some() {
-            let plan = child::Plan::partial(self.inner.clone());
+            let plan = child::Plan::partial(self.inner.clone(), procs);
             // SAFETY: as below.
             unsafe {
                 cmd.pre_exec(move || plan.enter());
@@ -266,6 +482,7 @@ impl Sandbox {
                 ours: None,
                 ports: Vec::new(),
                 shared,
+                _group: group,
             });
         }
         let listen = self.listen_ports();
@@ -274,11 +491,21 @@ impl Sandbox {
         } else {
             Some(socket_pair()?)
         };
+        // A ruleset of this spawn's own: its devpts gets a rule inside.
+        let ruleset = rules::ruleset(
+            &self.inner.writable,
+            rules::Reads::All,
+            None,
+            rules::DEVICES,
+        )
+        .map_err(io::Error::other)?;
         let plan = child::Plan::new(
             self.inner.clone(),
             listen.clone(),
             chan.as_ref().map(|(_, theirs)| theirs.as_raw_fd()),
             cmd.as_std().get_current_dir(),
+            ruleset,
+            procs,
         )?;
         // SAFETY: the closure runs between fork and exec and makes only
         // system calls on data prepared above (see `child`).
@@ -289,6 +516,7 @@ impl Sandbox {
             ours: chan.map(|(ours, theirs)| (ours, Some(theirs))),
             ports: listen,
             shared: None,
+            _group: group,
         })
     }
 
@@ -317,6 +545,21 @@ pub struct Guest {
     ports: Vec<u16>,
     /// Without namespaces: the run's proxy listener on this machine.
     shared: Option<std::net::TcpListener>,
+    /// The call's pids cgroup, removed (and emptied) when the guest is
+    /// dropped: keep it until the process has ended.
+    #[cfg(target_os = "linux")]
+    _group: Option<cgroup::CallGroup>,
+}
+
+/// The pids controller this process can use, or why there is none.
+#[cfg(target_os = "linux")]
+pub fn cgroup_controller() -> Result<&'static cgroup::Controller, &'static str> {
+    cgroup::controller()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn cgroup_controller() -> Result<&'static (), &'static str> {
+    Err("not Linux")
 }
 
 impl Guest {

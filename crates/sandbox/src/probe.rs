@@ -6,7 +6,9 @@
 //!
 //! `AGENTFILE_SANDBOX_SIMULATE` pretends a feature is missing, to see what a
 //! run does on such a kernel: a comma-separated list of `no-landlock`,
-//! `no-userns`, `no-seccomp`.
+//! `no-userns`, `no-seccomp`, `no-devpts` (no devpts instance of its own:
+//! the sandbox then has no terminals at all) and `no-cgroup` (no writable
+//! pids controller: processes are not bounded).
 
 use std::sync::OnceLock;
 
@@ -20,8 +22,12 @@ pub struct Probe {
     pub landlock_abi: i32,
     /// Why Landlock is unusable, when it is.
     pub landlock: Option<String>,
-    /// Why unprivileged user, mount, network and PID namespaces are unusable.
+    /// Why unprivileged user, mount, network, IPC and PID namespaces are
+    /// unusable.
     pub namespaces: Option<String>,
+    /// Why a devpts instance of its own cannot be mounted inside them (the
+    /// sandbox then has no terminals).
+    pub devpts: Option<String>,
     /// Why seccomp filters are unusable.
     pub seccomp: Option<String>,
     /// Features `AGENTFILE_SANDBOX_SIMULATE` pretended away.
@@ -60,9 +66,15 @@ fn run() -> Probe {
     if sim("no-landlock") {
         landlock = Some("Landlock is not supported by this kernel (simulated)".into());
     }
-    let mut namespaces = namespaces();
+    let (mut namespaces, mut devpts) = namespaces();
     if sim("no-userns") {
         namespaces = Some("unprivileged user namespaces are disabled (simulated)".into());
+    }
+    if sim("no-devpts") {
+        devpts = Some("devpts cannot be mounted in a user namespace (simulated)".into());
+    }
+    if namespaces.is_some() {
+        devpts = None;
     }
     let mut seccomp = if crate::filter::supported() {
         seccomp()
@@ -79,6 +91,7 @@ fn run() -> Probe {
         landlock_abi: if landlock.is_some() { 0 } else { landlock_abi },
         landlock,
         namespaces,
+        devpts,
         seccomp,
         simulated,
     }
@@ -90,8 +103,8 @@ fn landlock_abi() -> (i32, Option<String>) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn namespaces() -> Option<String> {
-    Some("not Linux".into())
+fn namespaces() -> (Option<String>, Option<String>) {
+    (Some("not Linux".into()), None)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -137,30 +150,35 @@ fn seccomp() -> Option<String> {
     }
 }
 
-/// Try the namespace steps in a child; `None` when they all work.
+/// Try the namespace steps in a child: why they do not work, and why a
+/// devpts instance cannot be mounted (`None`s when all work).
 #[cfg(target_os = "linux")]
-fn namespaces() -> Option<String> {
+fn namespaces() -> (Option<String>, Option<String>) {
     use std::ffi::CString;
     // SAFETY: getuid/getgid cannot fail.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
     let uid_map = CString::new(format!("{uid} {uid} 1")).expect("no NUL");
     let gid_map = CString::new(format!("{gid} {gid} 1")).expect("no NUL");
     let steps = [
-        "unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWNET|CLONE_NEWPID)",
+        "unshare(CLONE_NEWUSER|CLONE_NEWNS|CLONE_NEWNET|CLONE_NEWIPC|CLONE_NEWPID)",
         "writing the user namespace's id maps",
         "making the mounts private",
         "mounting a tmpfs",
         "bringing up the loopback interface",
         "starting a PID namespace",
+        "mounting a devpts instance",
     ];
     // SAFETY: the child makes only async-signal-safe system calls on data
     // prepared before the fork, then _exits.
     let pid = unsafe { libc::fork() };
     if pid < 0 {
-        return Some(format!(
-            "cannot fork to probe namespaces: {}",
-            std::io::Error::last_os_error()
-        ));
+        return (
+            Some(format!(
+                "cannot fork to probe namespaces: {}",
+                std::io::Error::last_os_error()
+            )),
+            None,
+        );
     }
     if pid == 0 {
         // SAFETY: as above.
@@ -173,11 +191,11 @@ fn namespaces() -> Option<String> {
     // SAFETY: waiting for the child we made.
     let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
     if rc != pid || !libc::WIFEXITED(status) {
-        return Some("the namespace probe died".into());
+        return (Some("the namespace probe died".into()), None);
     }
     let code = libc::WEXITSTATUS(status);
     if code == 0 {
-        return None;
+        return (None, None);
     }
     let step = (code >> 5) as usize;
     let errno = code & 31;
@@ -192,7 +210,13 @@ fn namespaces() -> Option<String> {
     } else {
         ""
     };
-    Some(format!(
-        "namespaces are unusable: {what} failed: {err}{hint}"
-    ))
+    if step == steps.len() {
+        return (None, Some(format!("{what} failed: {err}")));
+    }
+    (
+        Some(format!(
+            "namespaces are unusable: {what} failed: {err}{hint}"
+        )),
+        None,
+    )
 }

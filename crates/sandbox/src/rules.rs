@@ -20,16 +20,28 @@ use landlock::{
 /// hold are those of the kernel's ABI.
 const ABI_PINNED: ABI = ABI::V9;
 
-/// Devices every program may write: the bit buckets and terminals.
-const DEVICES: &[&str] = &[
+/// Devices every program may write: the bit buckets and terminals. With
+/// namespaces `/dev/pts` is a devpts instance of the sandbox's own, whose
+/// rule is added inside (a rule on the host's does not hold on a mount over
+/// it).
+pub(crate) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/tty",
     "/dev/ptmx",
-    "/dev/pts",
     "/dev/shm",
 ];
+
+/// Without namespaces the same, the host's `/dev/pts` being left out (and
+/// unreadable: the caller hides it).
+pub(crate) const DEVICES_NO_PTS: &[&str] = DEVICES;
+
+/// Every file-system access the rulesets handle on a kernel of ABI `abi`,
+/// as bits (what best effort leaves of [`ABI_PINNED`]'s).
+pub(crate) fn all_access(abi: i32) -> u64 {
+    (AccessFs::from_all(ABI_PINNED) & AccessFs::from_all(ABI::from(abi))).bits()
+}
 
 /// What is readable.
 pub(crate) enum Reads<'a> {
@@ -47,6 +59,7 @@ pub(crate) fn ruleset(
     writable: &[PathBuf],
     reads: Reads<'_>,
     tcp_connect: Option<&[u16]>,
+    devices: &[&str],
 ) -> Result<OwnedFd, String> {
     let abi = ABI_PINNED;
     let fail = |e: &dyn std::fmt::Display| format!("cannot build the Landlock ruleset: {e}");
@@ -80,7 +93,7 @@ pub(crate) fn ruleset(
         }
     }
     created = created
-        .add_rules(path_beneath_rules(DEVICES, AccessFs::from_all(abi)))
+        .add_rules(path_beneath_rules(devices, AccessFs::from_all(abi)))
         .map_err(|e| fail(&e))?
         .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
         .map_err(|e| fail(&e))?;

@@ -43,6 +43,7 @@ fn spec(f: &Fixture) -> Spec {
         tmp: f.tmp.clone(),
         proxy: false,
         ports: vec![],
+        max_processes: None,
     }
 }
 
@@ -159,4 +160,141 @@ async fn a_folder_inside_a_hidden_one_stays_visible_and_writable() {
     assert_eq!(code, 0, "{out} {err}");
     assert!(!out.contains("SECRET"), "{out}");
     assert_eq!(std::fs::read_to_string(run.join("out")).unwrap(), "r\n");
+}
+
+/// What the sandbox says it isolates from the rest of the machine is what
+/// a program inside finds: the user's terminals, the host's SysV IPC, the
+/// unix sockets in the socket folders, and the process table.
+#[tokio::test]
+async fn the_rest_of_the_machine_is_out_of_reach() {
+    if skip() || probe().namespaces.is_some() {
+        return;
+    }
+    let f = fixture();
+    let sb = Sandbox::new(spec(&f)).unwrap();
+    let iso = sb.isolation();
+
+    // A terminal of the user, made here.
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the integers we own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0);
+    let tty = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
+    let (code, out, err) = sh(
+        &sb,
+        &f.ws,
+        &format!(
+            "python3 -c \"
+import os
+try:
+    os.open('{}', os.O_RDWR); print('OPENED')
+except OSError as e: print('REFUSED', e.errno)
+m, s = os.openpty(); os.write(m, b'x\\n'); print('OWN', os.read(s, 1))\"",
+            tty.display()
+        ),
+    )
+    .await;
+    assert!(iso.terminals_isolated, "{iso:?}");
+    assert!(out.contains("REFUSED"), "{code} {out} {err}");
+    assert!(
+        out.contains("OWN b'x'"),
+        "a pty of its own works: {out} {err}"
+    );
+    // SAFETY: closing the descriptors openpty made.
+    unsafe {
+        libc::close(master);
+        libc::close(slave);
+    }
+
+    // A SysV segment of the host, and one made inside.
+    // SAFETY: shmget has no memory-safety preconditions.
+    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o600) };
+    assert!(id >= 0);
+    let (_, out, err) = sh(
+        &sb,
+        &f.ws,
+        &format!(
+            "python3 -c \"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+r = libc.shmat({id}, None, 0)
+print('ATTACHED' if r not in (None, 2**64 - 1) else 'REFUSED', ctypes.get_errno())
+print('MADE', libc.shmget(0x5eed, 4096, 0o1600))\""
+        ),
+    )
+    .await;
+    // SAFETY: removing the segment made above.
+    unsafe {
+        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+    }
+    assert!(iso.ipc_isolated);
+    assert!(out.contains("REFUSED"), "{out} {err}");
+    // SAFETY: shmget only looks the key up.
+    let left = unsafe { libc::shmget(0x5eed, 0, 0) };
+    assert!(left < 0, "a segment made inside outlived the call: {out}");
+
+    // A listener in a temporary folder outside the writable ones.
+    let sock = f.out.join("db.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let (_, out, err) = sh(
+        &sb,
+        &f.ws,
+        &format!(
+            "python3 -c \"
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect('{}'); print('CONNECTED')
+except OSError as e: print('REFUSED', e.errno)\"",
+            sock.display()
+        ),
+    )
+    .await;
+    assert!(
+        iso.socket_folders_hidden
+            .iter()
+            .any(|d| sock.starts_with(d))
+            || iso.unix_sockets_isolated,
+        "{iso:?}"
+    );
+    assert!(out.contains("REFUSED"), "{out} {err}");
+    assert!(listener.accept().is_err());
+
+    // More processes than the bound.
+    if agentfile_sandbox::cgroup_controller().is_ok() {
+        sb.set_max_processes(Some(20));
+        let (_, out, err) = sh(
+            &sb,
+            &f.ws,
+            "python3 -c \"
+import os, time
+n = 0
+for i in range(40):
+    try:
+        if os.fork() == 0:
+            time.sleep(2); os._exit(0)
+        n += 1
+    except OSError:
+        break
+print('STARTED', n)\"",
+        )
+        .await;
+        assert_eq!(sb.isolation().max_processes, Some(20));
+        let n: usize = out
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{out} {err}"));
+        assert!(n < 20, "{n} processes started under a bound of 20");
+    }
 }

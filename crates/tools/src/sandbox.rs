@@ -8,6 +8,7 @@
 //! | `.git/hooks`, `.git/config`, the run's protected folders, `[write] deny` without a glob | read-only |
 //! | `[web_fetch]` allows hosts | an egress proxy applying its rules is the only way out; otherwise no network |
 //! | `[sandbox] ports` | those ports of this machine's loopback |
+//! | — | an IPC namespace and a devpts of its own; before Landlock ABI 9, `/tmp`, `/var/tmp` and `/run` (their unix sockets) hidden but for the writable folders in them; at most `[bash] max_processes` (default 512 in the sandbox) processes per call, by a pids cgroup |
 //!
 //! Where the kernel cannot hold a sandbox, [`ToolSandbox::warning`] says so
 //! once and `[sandbox] required` chooses between refusing to start programs
@@ -246,6 +247,7 @@ impl ToolSandbox {
             tmp: tmp.0.clone(),
             proxy: inputs.hosts.is_some(),
             ports: section.ports.clone(),
+            max_processes: Some(agentfile_sandbox::DEFAULT_MAX_PROCESSES),
         };
         match Sandbox::new(spec) {
             Ok(sb) => {
@@ -372,6 +374,21 @@ impl ToolSandbox {
     /// Whether programs are put in a sandbox.
     pub fn is_on(&self) -> bool {
         matches!(self.state, State::On(_))
+    }
+
+    /// Honour `[bash] max_processes` as the bound on each call's processes
+    /// (a pids cgroup, which unlike `RLIMIT_NPROC` binds root too): a value
+    /// set in the config is the bound (0: none); the config's default
+    /// leaves the sandbox's own, [`agentfile_sandbox::DEFAULT_MAX_PROCESSES`].
+    pub fn bounded_by(self, configured_max_processes: u64) -> ToolSandbox {
+        if let State::On(sb) = &self.state
+            && configured_max_processes != agentfile_config::BashSection::default().max_processes
+        {
+            sb.set_max_processes(
+                (configured_max_processes > 0).then_some(configured_max_processes),
+            );
+        }
+        self
     }
 }
 
@@ -539,6 +556,23 @@ impl ToolSandbox {
             });
             out["mcp_servers"] = self.mcp_servers.into();
         }
+        if let State::On(sb) = &self.state {
+            let iso = sb.isolation();
+            out["isolation"] = serde_json::json!({
+                "unix_sockets": {
+                    "isolated": iso.unix_sockets_isolated,
+                    "hidden_folders": paths(&iso.socket_folders_hidden, false),
+                    "how": iso.unix_sockets,
+                },
+                "ipc": { "isolated": iso.ipc_isolated, "how": iso.ipc },
+                "terminals": { "isolated": iso.terminals_isolated, "how": iso.terminals },
+                "processes": {
+                    "bounded": iso.max_processes.is_some(),
+                    "max": iso.max_processes,
+                    "how": iso.processes,
+                },
+            });
+        }
         out
     }
 
@@ -616,7 +650,30 @@ impl ToolSandbox {
                 &mut s,
                 "  temporary folder: private to the run (TMPDIR)".into(),
             );
-            line(&mut s, format!("network: {}", self.info.net));
+            let iso = &d["isolation"];
+            if iso["unix_sockets"]["isolated"] == true {
+                line(&mut s, format!("network: {}", self.info.net));
+            } else {
+                line(
+                    &mut s,
+                    format!(
+                        "network: {} (IP; named unix sockets: see below)",
+                        self.info.net
+                    ),
+                );
+            }
+            line(&mut s, "isolation from the rest of the machine:".into());
+            for (label, key) in [
+                ("unix sockets", "unix_sockets"),
+                ("IPC", "ipc"),
+                ("terminals", "terminals"),
+                ("process count", "processes"),
+            ] {
+                line(
+                    &mut s,
+                    format!("  {label}: {}", iso[key]["how"].as_str().unwrap_or("")),
+                );
+            }
             line(
                 &mut s,
                 format!(

@@ -202,12 +202,15 @@ impl Toolbox {
             .iter()
             .map(|s| format!("policy: section [{s}] is not used by agentfile and was ignored"))
             .collect();
-        let sandbox = Arc::new(ToolSandbox::new(
-            &policy,
-            gate.clone(),
-            &environment,
-            config.session.path.as_deref(),
-        ));
+        let sandbox = Arc::new(
+            ToolSandbox::new(
+                &policy,
+                gate.clone(),
+                &environment,
+                config.session.path.as_deref(),
+            )
+            .bounded_by(config.bash.max_processes),
+        );
         warnings.extend(sandbox.warning());
 
         let secrets = Secrets::from_config(config);
