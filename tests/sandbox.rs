@@ -732,3 +732,213 @@ async fn builds_and_test_suites_run_in_the_sandbox() {
         None => eprintln!("no pytest: pytest not tried"),
     }
 }
+
+// ---- what `inspect --sandbox` says is isolated, held to the truth ----
+
+/// Run `line` through the toolbox's bash; its output.
+async fn bash_out(tb: &Toolbox, ws: &Path, line: &str) -> String {
+    let r = tb
+        .call("bash", json!({"command": line, "timeout": 60}), &ctx(ws))
+        .await;
+    assert!(r.denied.is_none(), "{:?}", r.denied);
+    r.output.content
+}
+
+/// The same without user namespaces (simulated, in a process of its own:
+/// the probe is once per process).
+#[test]
+fn inspect_sandbox_tells_the_truth_about_isolation_when_partial() {
+    if skip() {
+        return;
+    }
+    let o = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "inspect_sandbox_tells_the_truth_about_isolation",
+            "--nocapture",
+        ])
+        .env("AGENTFILE_SANDBOX_SIMULATE", "no-userns")
+        .output()
+        .unwrap();
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{all}");
+    assert!(all.contains("1 passed"), "{all}");
+}
+
+/// The description's `isolation` (unix sockets, IPC, terminals, process
+/// count), then the attempt each one is about: what it calls isolated is
+/// stopped, and what it says still gets through does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspect_sandbox_tells_the_truth_about_isolation() {
+    if skip() {
+        return;
+    }
+    let dir = tmp("isolation");
+    let ws = dir.join("ws");
+    let tb = toolbox(&ws, "[bash]\nallowlist = [\"python3 *\"]\n");
+    let d = tb.tool_sandbox().describe();
+    let iso = &d["isolation"];
+    let text = tb.tool_sandbox().describe_text();
+    for label in ["unix sockets:", "IPC:", "terminals:", "process count:"] {
+        assert!(text.contains(label), "{text}");
+    }
+
+    // Terminals: one of the user's, made here with openpty.
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the integers we own.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(rc, 0);
+    let tty = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
+    let out = bash_out(
+        &tb,
+        &ws,
+        &format!(
+            "python3 -c \"
+import os
+try:
+    os.open('{}', os.O_RDWR | os.O_NOCTTY); print('REACHED')
+except OSError as e: print('STOPPED', e.errno)\"",
+            tty.display()
+        ),
+    )
+    .await;
+    // SAFETY: closing what openpty made.
+    unsafe {
+        libc::close(master);
+        libc::close(slave);
+    }
+    assert_eq!(
+        iso["terminals"]["isolated"] == true,
+        out.contains("STOPPED"),
+        "terminals: {} / {out}",
+        iso["terminals"]
+    );
+
+    // IPC: a segment of this machine's.
+    // SAFETY: shmget has no memory-safety preconditions.
+    let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o666) };
+    assert!(id >= 0);
+    let out = bash_out(
+        &tb,
+        &ws,
+        &format!(
+            "python3 -c \"
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+p = libc.shmat({id}, None, 0)
+print('STOPPED' if p in (None, 2**64 - 1) else 'REACHED', ctypes.get_errno())\""
+        ),
+    )
+    .await;
+    // SAFETY: removing the segment made above.
+    unsafe {
+        libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+    }
+    assert_eq!(
+        iso["ipc"]["isolated"] == true,
+        out.contains("STOPPED"),
+        "ipc: {} / {out}",
+        iso["ipc"]
+    );
+
+    // Unix sockets: one in a temporary folder outside the workspace, and
+    // one in a folder neither writable nor hidden (this build's target).
+    let hidden: Vec<PathBuf> = iso["unix_sockets"]["hidden_folders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| PathBuf::from(p.as_str().unwrap()))
+        .collect();
+    let isolated = iso["unix_sockets"]["isolated"] == true;
+    let elsewhere = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("target")
+        .join(format!("isolation-{}", std::process::id()));
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    for sock in [dir.join("outside/db.sock"), elsewhere.join("db.sock")] {
+        let _ = std::fs::remove_file(&sock);
+        let l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        l.set_nonblocking(true).unwrap();
+        let out = bash_out(
+            &tb,
+            &ws,
+            &format!(
+                "python3 -c \"
+import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect('{}'); print('REACHED')
+except OSError as e: print('STOPPED', e.errno)\"",
+                sock.display()
+            ),
+        )
+        .await;
+        let held = isolated || hidden.iter().any(|h| sock.starts_with(h));
+        assert_eq!(
+            held,
+            out.contains("STOPPED"),
+            "{}: {} / {out}",
+            sock.display(),
+            iso["unix_sockets"]
+        );
+        assert_eq!(held, l.accept().is_err());
+    }
+    let _ = std::fs::remove_dir_all(&elsewhere);
+
+    // Processes: past the bound, fork fails.
+    if iso["processes"]["bounded"] == true {
+        let max = iso["processes"]["max"].as_u64().unwrap();
+        let want = max + 10;
+        let out = bash_out(
+            &tb,
+            &ws,
+            &format!(
+                "python3 -c \"
+import os, time
+n = 0
+for i in range({want}):
+    try:
+        if os.fork() == 0:
+            time.sleep(3); os._exit(0)
+        n += 1
+    except OSError:
+        break
+print('STARTED', n)\""
+            ),
+        )
+        .await;
+        let n: u64 = out
+            .split("STARTED ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("{out}"));
+        assert!(n < max, "{n} processes under a bound of {max}");
+    } else {
+        assert!(
+            iso["processes"]["how"]
+                .as_str()
+                .unwrap()
+                .contains("NOT bounded")
+                || iso["processes"]["how"]
+                    .as_str()
+                    .unwrap()
+                    .contains("not bounded"),
+            "{}",
+            iso["processes"]
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -56,11 +56,105 @@ struct Layout {
     abstract_sock: UnixListener,
     run_sock_path: PathBuf,
     run_sock: UnixListener,
+    tmp_sock_path: PathBuf,
+    tmp_sock: UnixListener,
+    /// A terminal of the user: the master end, and the other end's path.
+    pty_master: std::os::fd::OwnedFd,
+    pty_path: PathBuf,
+    _pty_slave: std::os::fd::OwnedFd,
+    /// A SysV segment of this machine, and where it is attached here.
+    shm_id: i32,
+    shm: *mut u8,
+    ipc_key: i32,
 }
 
 impl Drop for Layout {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
+        // SAFETY: detaching and removing the segment this layout made.
+        unsafe {
+            libc::shmdt(self.shm as *const libc::c_void);
+            libc::shmctl(self.shm_id, libc::IPC_RMID, std::ptr::null_mut());
+        }
+        remove_ipc(self.ipc_key);
+    }
+}
+
+/// Remove the SysV objects with `key`; whether there were any.
+fn remove_ipc(key: i32) -> bool {
+    let mut found = false;
+    // SAFETY: lookups and removals by id; no memory is passed but nulls.
+    unsafe {
+        let id = libc::shmget(key, 0, 0);
+        if id >= 0 {
+            found = true;
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+        }
+        let id = libc::msgget(key, 0);
+        if id >= 0 {
+            found = true;
+            libc::msgctl(id, libc::IPC_RMID, std::ptr::null_mut());
+        }
+        let id = libc::semget(key, 0, 0);
+        if id >= 0 {
+            found = true;
+            libc::semctl(id, 0, libc::IPC_RMID);
+        }
+    }
+    found
+}
+
+/// A new terminal: its master end (non-blocking), its other end, and that
+/// end's path; raw, so nothing is echoed.
+fn open_pty() -> (std::os::fd::OwnedFd, std::os::fd::OwnedFd, PathBuf) {
+    use std::os::fd::FromRawFd;
+    let (mut master, mut slave) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the integers we own; the
+    // termios calls work on the struct we own.
+    unsafe {
+        assert_eq!(
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            ),
+            0
+        );
+        let mut t: libc::termios = std::mem::zeroed();
+        libc::tcgetattr(slave, &mut t);
+        libc::cfmakeraw(&mut t);
+        libc::tcsetattr(slave, libc::TCSANOW, &t);
+        let flags = libc::fcntl(master, libc::F_GETFL);
+        libc::fcntl(master, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        let path = std::fs::read_link(format!("/proc/self/fd/{slave}")).unwrap();
+        (
+            std::os::fd::OwnedFd::from_raw_fd(master),
+            std::os::fd::OwnedFd::from_raw_fd(slave),
+            path,
+        )
+    }
+}
+
+/// What arrived at the master end of the layout's terminal.
+fn drained_pty(l: &Layout) -> Vec<u8> {
+    use std::os::fd::AsRawFd;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 512];
+    loop {
+        // SAFETY: reading into the buffer we own.
+        let n = unsafe {
+            libc::read(
+                l.pty_master.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+            )
+        };
+        if n <= 0 {
+            return got;
+        }
+        got.extend_from_slice(&buf[..n as usize]);
     }
 }
 
@@ -123,6 +217,23 @@ fn layout(mode: &str) -> Layout {
     let run_sock_path = home.join("run/agent.sock");
     let run_sock = UnixListener::bind(&run_sock_path).unwrap();
     run_sock.set_nonblocking(true).unwrap();
+    // A database's socket in a temporary folder (the layout is in one).
+    let tmp_sock_path = out.join("db.sock");
+    let tmp_sock = UnixListener::bind(&tmp_sock_path).unwrap();
+    tmp_sock.set_nonblocking(true).unwrap();
+    let (pty_master, pty_slave, pty_path) = open_pty();
+    // SAFETY: a new private segment, attached here; written through the
+    // pointer shmat returned, within its 4096 bytes.
+    let (shm_id, shm) = unsafe {
+        let id = libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o666);
+        assert!(id >= 0, "shmget: {}", std::io::Error::last_os_error());
+        let p = libc::shmat(id, std::ptr::null(), 0) as *mut u8;
+        assert_ne!(p as isize, -1);
+        std::ptr::copy_nonoverlapping(ORIGINAL.as_ptr(), p, ORIGINAL.len());
+        (id, p)
+    };
+    let ipc_key = 0x4146_0000 | (std::process::id() as i32 & 0xfff) << 4 | mode.len() as i32;
+    remove_ipc(ipc_key);
     Layout {
         root,
         ws,
@@ -134,6 +245,14 @@ fn layout(mode: &str) -> Layout {
         abstract_sock,
         run_sock_path,
         run_sock,
+        tmp_sock_path,
+        tmp_sock,
+        pty_master,
+        pty_path,
+        _pty_slave: pty_slave,
+        shm_id,
+        shm,
+        ipc_key,
     }
 }
 
@@ -202,6 +321,10 @@ fn fill(s: &str, l: &Layout, n: usize) -> String {
         .replace("{UDP}", &l.udp.local_addr().unwrap().port().to_string())
         .replace("{ABSTRACT}", &l.abstract_name)
         .replace("{RUNSOCK}", &l.run_sock_path.display().to_string())
+        .replace("{TMPSOCK}", &l.tmp_sock_path.display().to_string())
+        .replace("{PTY}", &l.pty_path.display().to_string())
+        .replace("{SHMID}", &l.shm_id.to_string())
+        .replace("{IPCKEY}", &l.ipc_key.to_string())
         .replace("{AGENT}", &std::process::id().to_string())
         .replace("{CANARY}", CANARY)
         .replace("{NODE}", &node().unwrap_or_else(|| "node".into()))
@@ -260,6 +383,9 @@ fn drained_unix(l: &Layout) -> usize {
     while l.run_sock.accept().is_ok() {
         n += 1;
     }
+    while l.tmp_sock.accept().is_ok() {
+        n += 1;
+    }
     n
 }
 
@@ -292,10 +418,24 @@ async fn attempt(tb: &Toolbox, l: &Layout, c: &Case, n: usize) -> Outcome {
     drained_tcp(l);
     drained_udp(l);
     drained_unix(l);
+    drained_pty(l);
     let command = fill(&c.command, l, n);
     let (kind, arg) = c.check.split_once(':').unwrap_or((c.check.as_str(), ""));
     let arg = PathBuf::from(fill(arg, l, n));
     let before = (kind == "same").then(|| std::fs::read(&arg).unwrap());
+    if kind == "pty-typed" {
+        // The user types a password on their terminal.
+        use std::os::fd::AsRawFd;
+        let typed = format!("{CANARY}\n");
+        // SAFETY: writing the bytes we own.
+        unsafe {
+            libc::write(
+                l.pty_master.as_raw_fd(),
+                typed.as_ptr() as *const libc::c_void,
+                typed.len(),
+            );
+        }
+    }
     let ctx = ToolContext {
         workspace: l.ws.clone(),
         agent_id: "escapes".into(),
@@ -368,6 +508,34 @@ async fn attempt(tb: &Toolbox, l: &Layout, c: &Case, n: usize) -> Outcome {
         "no-unix" => {
             if drained_unix(l) > 0 {
                 return escaped("the unix socket was reached".into());
+            }
+        }
+        "pty-typed" => {
+            if out.contains(CANARY) {
+                return escaped("what the user typed on their terminal is in the output".into());
+            }
+        }
+        "no-pty" => {
+            let got = drained_pty(l);
+            if !got.is_empty() {
+                return escaped(format!(
+                    "the user's terminal shows {:?}",
+                    String::from_utf8_lossy(&got)
+                ));
+            }
+        }
+        "shm-same" => {
+            // SAFETY: reading the segment attached in `layout`.
+            let now = unsafe { std::slice::from_raw_parts(l.shm, ORIGINAL.len()) };
+            if now != ORIGINAL.as_bytes() {
+                // SAFETY: as above, writing it back.
+                unsafe { std::ptr::copy_nonoverlapping(ORIGINAL.as_ptr(), l.shm, ORIGINAL.len()) };
+                return escaped("the host's shared-memory segment was written".into());
+            }
+        }
+        "no-ipc" => {
+            if remove_ipc(l.ipc_key) {
+                return escaped("a SysV IPC object outlived the call".into());
             }
         }
         "later" => return Outcome::Pending(arg),

@@ -135,6 +135,9 @@ fn walk(dir: &Path, hidden: &[PathBuf], whole: &mut Vec<PathBuf>, listed: &mut V
         let p = e.path();
         match e.file_type() {
             Ok(t) if t.is_dir() => walk(&p, hidden, whole, listed),
+            // A rule holds on what a link leads to, which has its own place
+            // (and may be a pipe, which takes no rule: /dev/stdin).
+            Ok(t) if t.is_symlink() => {}
             _ if hidden.contains(&p) => {}
             _ => whole.push(p),
         }

@@ -543,7 +543,12 @@ impl ToolSandbox {
                 .chain(["clone with CLONE_NEW*", "clone3 (ENOSYS)"])
                 .collect();
             if partial {
-                refused.extend(["setsid", "UDP and raw IP sockets", "packet sockets"]);
+                refused.extend([
+                    "setsid",
+                    "UDP and raw IP sockets",
+                    "packet sockets",
+                    "SysV IPC and POSIX message queues",
+                ]);
             }
             out["processes"] = serde_json::json!({
                 "session": if partial {
