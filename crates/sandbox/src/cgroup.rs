@@ -120,8 +120,34 @@ fn join(mnt: &Path, root: &str, path: &str) -> PathBuf {
     mnt.join(rel.trim_start_matches('/'))
 }
 
+/// Remove the empty call cgroups in `dir` of processes that are gone (one
+/// killed before it could remove its own).
+fn sweep(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("agentfile-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: signal 0 only asks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir(e.path());
+        }
+    }
+}
+
 /// Make, bound and remove a child of `dir`.
 fn try_dir(dir: &Path) -> io::Result<()> {
+    sweep(dir);
     let probe = dir.join(format!("agentfile-probe-{}", std::process::id()));
     std::fs::create_dir(&probe)?;
     let r = std::fs::write(probe.join("pids.max"), "64");
