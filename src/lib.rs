@@ -19,9 +19,11 @@
 //! - The front ends, one crate per format, none importing another:
 //!   [`agentfile`](mod@agentfile) (`agentfile-dsl`), [`workflow_md`],
 //!   [`workflow_yaml`], [`agent_md`], [`agentrc`].
-//! - [`frontend`], [`detect`], [`discover`], [`inspect`], [`author`]
+//! - [`frontend`], [`detect`], [`discover`], [`inspect`]
 //!   (`agentfile-frontend`): the registry of formats and what sits above
 //!   them.
+//! - [`author`] (`agentfile-author`): the workflow generator (`create`,
+//!   `promote`), above the registry.
 //! - [`executor`], [`run`] (`agentfile-engine`): the engine, which knows no
 //!   format.
 //! - [`telemetry`] (`agentfile-telemetry`): events to OTLP, HTTP or a file,
@@ -33,12 +35,13 @@
 
 pub use agentfile_agent_md as agent_md;
 pub use agentfile_agentrc as agentrc;
+pub use agentfile_author as author;
 pub use agentfile_config as config;
 pub use agentfile_config::text;
 pub use agentfile_dsl as agentfile;
 pub use agentfile_engine::{executor, run};
 pub use agentfile_frontend as frontend;
-pub use agentfile_frontend::{author, detect, discover, inspect};
+pub use agentfile_frontend::{detect, discover, inspect};
 pub use agentfile_llm as llm;
 pub use agentfile_plan as plan;
 pub use agentfile_plan::diag;

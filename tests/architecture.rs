@@ -4,7 +4,8 @@
 //! - The workspace's crates (`cargo metadata`): no front end depends on
 //!   another; the engine depends on no front end, nor on the registry that
 //!   holds them; nothing on the server's way to the engine is a front end;
-//!   telemetry lies below the engine and reaches no front end.
+//!   telemetry lies below the engine and reaches no front end; the workflow
+//!   generator (`agentfile-author`) lies above the registry.
 //! - Outside the front ends and the registry, no code compares a format
 //!   name (`plan.format == "…"`, `Dialect::…`): the plan carries typed facts.
 //! - Inside each crate, no two top-level modules import each other in a
@@ -32,6 +33,9 @@ const SERVER: &str = "agentfile-server";
 
 /// Telemetry: a sink beside the engine, which attaches it to each run.
 const TELEMETRY: &str = "agentfile-telemetry";
+
+/// The workflow generator (`create`, `promote`): above the registry.
+const AUTHOR: &str = "agentfile-author";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -101,6 +105,7 @@ fn the_workspace_has_its_crates() {
     let g = graph();
     for c in FRONT_ENDS.iter().chain(&[
         REGISTRY,
+        AUTHOR,
         ENGINE,
         TELEMETRY,
         SERVER,
@@ -172,6 +177,23 @@ fn telemetry_is_below_the_engine_and_knows_no_front_end() {
         })
         .collect();
     assert!(bad.is_empty(), "`{TELEMETRY}` depends on {bad:?}");
+}
+
+/// The generator writes workflows and checks them through the registry, so it
+/// sits above it: no front end, nor the registry, nor the engine reaches it.
+#[test]
+fn the_author_is_above_the_registry() {
+    let g = graph();
+    assert!(
+        g[AUTHOR].1.contains(REGISTRY),
+        "`{AUTHOR}` no longer depends on `{REGISTRY}`"
+    );
+    for c in FRONT_ENDS.iter().chain(&[REGISTRY, ENGINE, TELEMETRY]) {
+        assert!(
+            !reach(&g, c).contains(AUTHOR),
+            "`{c}` depends on `{AUTHOR}`"
+        );
+    }
 }
 
 /// The Rust files under `dir`, recursively.

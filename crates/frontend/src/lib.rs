@@ -5,10 +5,10 @@
 //! servers' equivalents) goes through [`analyze`], so they all agree on what a
 //! file means and report problems the same way. [`registry`] holds one row per
 //! format (its names and its `analyze`); above the front ends sit [`detect`],
-//! [`discover`], [`inspect`] and [`author`] (`create`, `promote`). It is not
-//! the engine: it runs no workflow.
+//! [`discover`] and [`inspect`]. It is not the engine: it runs no workflow;
+//! nor the workflow generator (`create`, `promote`), which is
+//! `agentfile-author`, above it.
 
-pub mod author;
 pub mod discover;
 pub mod inspect;
 pub mod registry;

@@ -3,7 +3,7 @@
 //! (unique ids, files that exist, inputs that exist when the step starts,
 //! artifacts that stay inside the workflow), and lower it into the step graph.
 //! `create` and `promote`, which write such workflows, are not here but above
-//! the front ends (`agentfile_frontend::author`).
+//! the registry (`agentfile_author`).
 //!
 //! An agent step becomes a sequence of plain nodes, so resume, events,
 //! telemetry, budgets and policy apply unchanged:

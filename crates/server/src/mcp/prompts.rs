@@ -200,15 +200,15 @@ pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, Str
         "list" => ("List workflows", LIST.to_owned()),
         "create" => {
             let target = match arg(args, "format") {
-                None => agentfile_frontend::author::Target::WorkflowYaml,
-                Some(name) => agentfile_frontend::author::Target::from_name(&name)
+                None => agentfile_author::Target::WorkflowYaml,
+                Some(name) => agentfile_author::Target::from_name(&name)
                     .map_err(|e| format!("prompt `create`: {e}"))?,
             };
             let text = match target {
-                agentfile_frontend::author::Target::WorkflowYaml => {
+                agentfile_author::Target::WorkflowYaml => {
                     generate_text(arg(args, "task").as_deref(), arg(args, "name").as_deref())
                 }
-                agentfile_frontend::author::Target::Agentfile => {
+                agentfile_author::Target::Agentfile => {
                     create_text(arg(args, "task").as_deref(), arg(args, "path").as_deref())
                 }
             };

@@ -251,7 +251,7 @@ async fn create(
     p: CreateParams,
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
-    use agentfile_frontend::author::create as c;
+    use agentfile_author::create as c;
     let root = server.engine.root().to_path_buf();
     let begun = match c::begin(&root, &p.description, p.name.as_deref()) {
         Ok(b) => b,
@@ -588,7 +588,7 @@ fn promote(server: &McpServer, p: PromoteParams) -> CallToolResult {
         return tool_error(&e);
     }
     let root = engine.root().to_path_buf();
-    match agentfile_frontend::author::generate::promote(&root, std::path::Path::new(&p.run)) {
+    match agentfile_author::generate::promote(&root, std::path::Path::new(&p.run)) {
         Ok(done) => text_result(
             format!(
                 "Promoted {} to {} (archived in {}).",

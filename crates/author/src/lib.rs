@@ -1,8 +1,12 @@
-//! Writing workflows, above the front ends: `create` (a request in words
+//! Writing workflows, above the registry: `create` (a request in words
 //! becomes a workflow.yaml project, by running the embedded generator
 //! workflow) and `promote` (a finished run becomes one). Both record sessions
 //! and events, which no front end does; they check what they write with the
-//! workflow.yaml front end.
+//! workflow.yaml front end, through the registry's `analyze`.
+//!
+//! It is not the registry (`agentfile-frontend` reads files and knows nothing
+//! of this crate) and not the engine: it runs no workflow, the caller runs the
+//! generator with whatever run API it has.
 
 pub mod create;
 mod error;

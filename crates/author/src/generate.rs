@@ -1962,7 +1962,7 @@ mod tests {
 
     fn workflow_schema_errors(text: &str) -> Vec<String> {
         let schema: Value = serde_json::from_str(include_str!(
-            "../../../workflow-yaml/src/schemas/workflow.schema.json"
+            "../../workflow-yaml/src/schemas/workflow.schema.json"
         ))
         .unwrap();
         let validator = jsonschema::validator_for(&schema).unwrap();

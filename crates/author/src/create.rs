@@ -8,9 +8,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentfile_frontend::{self as frontend, Options};
+
 use super::generate::{self as g, Manifest, ManifestSink};
 use super::{AuthorError, Exists};
-use crate::{self as frontend, Options};
 
 /// A generation run, set up.
 pub struct Begun {
