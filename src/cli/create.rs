@@ -1,0 +1,155 @@
+//! `agentfile create`: run the built-in generator workflow into
+//! `artifacts/NAME/RUN_ID/` (its manifest kept at every step), then validate
+//! the workflow it wrote (CONTRACT §10).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agentfile::author::create::{self, Begun, Created};
+use agentfile::protocol::events::RunResult;
+
+use super::EXIT_INVALID;
+use super::args::OutputMode;
+use super::run::{self, ControlArgs, SetupArgs};
+
+#[derive(clap::Args, Clone)]
+pub(super) struct Args {
+    /// What the workflow should do, in plain words.
+    description: String,
+    /// The workflow's name (lowercase, hyphenated; default: from the description).
+    #[arg(long)]
+    name: Option<String>,
+    /// The project folder (default: the current folder).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    #[arg(long)]
+    config: Option<PathBuf>,
+    #[arg(long)]
+    policy: Option<PathBuf>,
+    #[arg(long)]
+    provider: Option<String>,
+    #[arg(long)]
+    model: Option<String>,
+    #[arg(long)]
+    base_url: Option<String>,
+    #[arg(long, value_enum, default_value_t = OutputMode::Text)]
+    output: OutputMode,
+    #[arg(long)]
+    max_turns: Option<u64>,
+    #[arg(long)]
+    max_cost_usd: Option<f64>,
+    #[arg(long)]
+    timeout: Option<String>,
+}
+
+fn fail(m: String, code: u8) -> ExitCode {
+    eprintln!("agentfile: error: {m}");
+    ExitCode::from(code)
+}
+
+pub(super) fn run(a: Args) -> ExitCode {
+    let ws = match a
+        .workspace
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("."))
+        .canonicalize()
+    {
+        Ok(p) => p,
+        Err(e) => return fail(format!("workspace: {e}"), EXIT_INVALID),
+    };
+    let begun = match create::begin(&ws, &a.description, a.name.as_deref()) {
+        Ok(b) => b,
+        Err(e) => return fail(e.to_string(), EXIT_INVALID),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(format!("cannot start the async runtime: {e}"), 1),
+    };
+    let sink: Arc<dyn agentfile::events::EventSink> = begun.sink.clone();
+    let outcome = runtime.block_on(run::run_async(
+        run_args(&a, &begun, ws.clone()),
+        None,
+        vec![sink],
+    ));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    let result = match outcome {
+        Ok((r, _)) => r,
+        Err(e) => {
+            create::finish(&begun, &ws, "failed", Some(&e.message));
+            return fail(e.message, u8::try_from(e.exit_code).unwrap_or(1));
+        }
+    };
+    if let Some(e) = begun.sink.error() {
+        eprintln!("agentfile: warning: the manifest could not be kept: {e}");
+    }
+    let created = create::finish(&begun, &ws, &result.status, result.error.as_deref());
+    let mut code = u8::try_from(result.exit_code).unwrap_or(1);
+    if result.status == "completed" && !created.valid {
+        code = EXIT_INVALID;
+    }
+    report(&created, &result, a.output);
+    ExitCode::from(code)
+}
+
+/// The generator's run: its workflow and inputs, the user's model and limits.
+fn run_args(a: &Args, begun: &Begun, ws: PathBuf) -> run::Args {
+    run::Args {
+        path: Some(begun.workflow.clone()),
+        inputs: begun
+            .inputs()
+            .into_iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect(),
+        setup: SetupArgs {
+            workspace: Some(ws),
+            config: a.config.clone(),
+            policy: a.policy.clone(),
+            provider: a.provider.clone(),
+            model: a.model.clone(),
+            base_url: a.base_url.clone(),
+            ..SetupArgs::default()
+        },
+        output: a.output,
+        control: ControlArgs {
+            max_turns: a.max_turns,
+            max_cost_usd: a.max_cost_usd,
+            timeout: a.timeout.clone(),
+            ..ControlArgs::default()
+        },
+        ..run::Args::default()
+    }
+}
+
+fn report(created: &Created, result: &RunResult, output: OutputMode) {
+    let rel = &created.artifacts;
+    match output {
+        OutputMode::Json | OutputMode::StreamJson => {
+            let mut v = serde_json::to_value(created).unwrap_or_default();
+            v["type"] = "create".into();
+            v["run"] = serde_json::to_value(result).unwrap_or_default();
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        }
+        OutputMode::Text => {
+            if result.status != "completed" {
+                run::print_result(result, output, &[]);
+                eprintln!(
+                    "the generation run stopped ({}); its files are in {rel}",
+                    result.status
+                );
+            } else if created.valid {
+                println!("{rel}: generated and validated");
+                println!("next: agentfile promote {rel}");
+            } else {
+                println!("{rel}: generated, but the workflow is invalid:");
+                for d in &created.diagnostics {
+                    println!("  {d}");
+                }
+                println!("run `agentfile create` again, or fix the files in {rel}");
+            }
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! The `agentfile` command line: the parser, the dispatch, and what every
+//! command shares (exit codes, writing to a pipe that may close, the async
+//! runtime, stop signals).
+//!
+//! Each command lives in its own module with the flags it reads and nothing
+//! else; flag groups several commands use (how a workflow is read, where the
+//! session store is, how a server runs) are small structs in [`args`] and
+//! [`server`], flattened only where they apply. None of these modules holds
+//! workflow logic: flags become a library call, its result becomes output.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use agentfile::config::Config;
+use agentfile::diag::{self, Style};
+use agentfile::frontend::Analysis;
+use agentfile::telemetry::logs;
+
+mod args;
+mod create;
+mod daemon;
+mod emit;
+mod inspect;
+mod list;
+mod mcp;
+mod promote;
+mod run;
+mod serve;
+mod server;
+mod sessions;
+mod triggers;
+mod ui;
+mod validate;
+mod worker;
+
+#[derive(Parser)]
+#[command(
+    name = "agentfile",
+    version,
+    about = "A headless runtime for LLM-agent workflows written as plain files",
+    propagate_version = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+    /// Log lines on stderr as text or JSON lines.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
+    log_format: LogFormatArg,
+    /// Log level (error, warn, info, debug, trace) or a filter such as
+    /// `agentfile=debug`; default: RUST_LOG, else warn.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum, Default)]
+enum LogFormatArg {
+    #[default]
+    Text,
+    Json,
+}
+
+// Parsed once per process; boxing the large variant would fight clap's derive.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Check workflow files and report every problem (exit 0 valid, 2 not).
+    Validate(validate::Args),
+    /// Show a workflow's inputs, agents, goals and steps.
+    Inspect(inspect::Args),
+    /// Run a workflow: goals as model/tool loops behind the policy, every event stored.
+    Run(run::Args),
+    /// List, show, export, resume and approve stored sessions.
+    Sessions(sessions::Args),
+    /// Serve JSON-RPC 2.0 on stdio, one message per line (run, event, cancel,
+    /// approve, validate, inspect, list, sessions; `event` notifications).
+    Serve(serve::Args),
+    /// Execute runs queued on NATS JetStream by `serve --nats` / `mcp --nats`
+    /// (needs --nats and a PostgreSQL session store); SIGTERM hands runs in
+    /// flight back to the queue, resumable.
+    Worker(worker::Args),
+    /// Fire the workflows under the workspaces on their schedules and events
+    /// until SIGTERM/SIGINT (exit 143/130; runs in flight are left resumable).
+    /// With --nats: runs go onto the NATS work queue for `agentfile worker`s,
+    /// and `kind: event` workflows also fire on `agentfile.emit.<name>`.
+    Daemon(daemon::Args),
+    /// The daemon's triggers: list them, show what fired and why not, fire one now.
+    Triggers(triggers::Args),
+    /// Fire every workflow with `kind: event, name: NAME` once for this event
+    /// id, wait for the runs and print their session ids.
+    Emit(emit::Args),
+    /// Find workflows under a folder and show their names, paths and inputs.
+    List(list::Args),
+    /// Serve the web view of the workspace's sessions at http://ADDR/ui/:
+    /// the list, each session's graph, timeline and events, live, with
+    /// approve, signal, cancel and resume.
+    Ui(ui::Args),
+    /// Serve MCP on stdio for IDE agents (Claude Code, Cursor, Cline, VS Code):
+    /// workflows as tools, progress, approvals, the host's model by sampling.
+    Mcp(mcp::Args),
+    /// Generate a workflow.yaml workflow from a description: the built-in
+    /// generator writes artifacts/NAME/RUN_ID/ and the result is validated.
+    Create(create::Args),
+    /// Promote a validated generation run (artifacts/NAME/RUN_ID) to
+    /// workflows/NAME/, archiving the run to outputs/NAME/RUN_ID/build/.
+    Promote(promote::Args),
+}
+
+/// Exit code for usage and validation errors.
+const EXIT_INVALID: u8 = 2;
+
+/// Parse the command line, start logging, run the command; its exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let format = match cli.log_format {
+        LogFormatArg::Text => logs::LogFormat::Text,
+        LogFormatArg::Json => logs::LogFormat::Json,
+    };
+    if let Err(e) = logs::init(format, cli.log_level.as_deref()) {
+        eprintln!("agentfile: error: {e}");
+        return ExitCode::from(EXIT_INVALID);
+    }
+    let result = match cli.command {
+        Command::Validate(args) => validate::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::List(args) => list::run(args),
+        Command::Promote(args) => promote::run(args),
+        Command::Run(args) => return run::run(args),
+        Command::Sessions(args) => return sessions::run(args),
+        Command::Serve(args) => return serve::run(args),
+        Command::Worker(args) => return worker::run(args),
+        Command::Mcp(args) => return mcp::run(args),
+        Command::Ui(args) => return ui::run(args),
+        Command::Daemon(args) => return daemon::run(args),
+        Command::Triggers(args) => return triggers::run(args),
+        Command::Emit(args) => return emit::run(args),
+        Command::Create(args) => return create::run(args),
+    };
+    finish(result)
+}
+
+/// The exit of a command that returns its code, or an error to print (exit 2).
+fn finish(result: anyhow::Result<u8>) -> ExitCode {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("agentfile: error: {e:#}");
+            ExitCode::from(EXIT_INVALID)
+        }
+    }
+}
+
+/// A run's or a server's exit code as the process's (out of range: 1).
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The config for a workflow: `--config`, else ./agent.{json,toml}, else one
+/// beside the workflow file.
+fn config_for(explicit: Option<&Path>, workflow: &Path) -> anyhow::Result<Option<Config>> {
+    Ok(agentfile::run::find_config(
+        explicit,
+        workflow,
+        Path::new("."),
+    )?)
+}
+
+fn color_for_stdout() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// A file's diagnostics as text, ending with "… and N more errors" when the
+/// per-file cap left some out.
+fn print_diagnostics(out: &mut impl Write, a: &Analysis, style: Style) -> std::io::Result<()> {
+    for d in &a.diagnostics {
+        out.write_all(diag::render(&a.sources, d, style).as_bytes())?;
+    }
+    if let Some(note) = a.omitted_note() {
+        writeln!(out, "{note}")?;
+    }
+    Ok(())
+}
+
+/// Is this a write to a pipe whose reader has gone (`agentfile … | head -1`)?
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+                == Some(std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// A closed stdout ends a printing command quietly with the exit code it
+/// already had: the reader chose to stop reading, which changes neither whether
+/// the files were valid nor whether the command worked. (Not 141: that would
+/// hide `validate`'s 0/2 from `set -o pipefail` scripts that only want the
+/// first lines.) Any other error stays an error.
+fn quiet_pipe(e: anyhow::Error, code: u8) -> anyhow::Result<u8> {
+    if is_broken_pipe(&e) { Ok(code) } else { Err(e) }
+}
+
+/// Write `rendered` to stdout and exit 0, also when the reader has gone.
+fn print_rendered(rendered: &str) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(rendered.as_bytes())
+        .and_then(|()| out.flush())
+        .map_or_else(|e| quiet_pipe(e.into(), 0), |()| Ok(0))
+}
+
+fn plural(n: usize, word: &str) -> String {
+    format!("{n} {word}{}", if n == 1 { "" } else { "s" })
+}
+
+/// The multi-threaded runtime the async commands run on.
+fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("agentfile: error: cannot start the async runtime: {e}");
+            ExitCode::from(1)
+        })
+}
+
+/// SIGINT / SIGTERM cancel `stop` and record the exit code (130 / 143).
+fn spawn_signal_watch(
+    stop: agentfile::llm::CancellationToken,
+    code: std::sync::Arc<std::sync::atomic::AtomicI32>,
+) {
+    tokio::spawn(async move {
+        if let Some(c) = next_stop_signal().await {
+            code.store(c, std::sync::atomic::Ordering::SeqCst);
+            stop.cancel();
+        }
+    });
+}
+
+/// The next SIGINT or SIGTERM (Ctrl-C elsewhere), as the exit code a process
+/// stopped by it reports: 130 or 143. `None` when signals cannot be watched.
+async fn next_stop_signal() -> Option<i32> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut int), Ok(mut term)) = (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) else {
+            return None;
+        };
+        tokio::select! {
+            _ = int.recv() => Some(130),
+            _ = term.recv() => Some(143),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        tokio::signal::ctrl_c().await.ok().map(|_| 130)
+    }
+}

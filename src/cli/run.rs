@@ -1,0 +1,453 @@
+//! `agentfile run`: one run of a workflow (or of `--goal TEXT`, or of a
+//! workflow on standard input) in this process, progress on stderr, the
+//! result on stdout; also how `sessions resume`, `sessions signal` and
+//! `create` start theirs. The terminal approver lives here: a person at this
+//! terminal answers the run's approvals.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use agentfile::events::EventSink;
+use agentfile::frontend::{self, Analysis, Options};
+use agentfile::printer::{Live, Progress, StreamJson};
+use agentfile::protocol::events::RunResult;
+use agentfile::run::{self as runapi, RunError, RunRequest, SessionChoice, TerminalApprover};
+
+use super::args::{OutputMode, ReadArgs};
+use super::{exit_code, next_stop_signal};
+
+#[derive(clap::Args, Clone, Default)]
+pub(super) struct Args {
+    /// The workflow file (or a folder holding an Agentfile); `-` reads the
+    /// workflow from standard input.
+    pub(super) path: Option<PathBuf>,
+    /// Run one goal in the workspace, no workflow file needed:
+    /// `agentfile run --goal "list the files" --allow ls`.
+    #[arg(long, value_name = "TEXT", conflicts_with = "path")]
+    pub(super) goal: Option<String>,
+    /// Allow a tool for this run, on top of the policy: `TOOL` or
+    /// `TOOL:PATTERN` (repeatable), e.g. `--allow write`, `--allow bash:"cargo test *"`.
+    /// A deny rule of the policy file still wins.
+    #[arg(long = "allow", value_name = "TOOL[:PATTERN]")]
+    pub(super) allow: Vec<String>,
+    /// An input as name=value (repeatable).
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    pub(super) inputs: Vec<String>,
+    /// Inputs from a JSON object in FILE, or `-` for standard input.
+    #[arg(long, value_name = "FILE|-")]
+    pub(super) inputs_json: Option<String>,
+    #[command(flatten)]
+    pub(super) setup: SetupArgs,
+    /// Record every model exchange of this run to a cassette.
+    #[arg(long)]
+    pub(super) record: Option<PathBuf>,
+    #[arg(long, value_enum, default_value_t = OutputMode::Text)]
+    pub(super) output: OutputMode,
+    /// Continue an interrupted session instead of starting a new one.
+    #[arg(long, value_name = "SESSION")]
+    pub(super) resume: Option<String>,
+    #[command(flatten)]
+    pub(super) control: ControlArgs,
+    #[command(flatten)]
+    pub(super) read: ReadArgs,
+}
+
+/// Where a run's settings come from and which model answers it.
+#[derive(clap::Args, Clone, Default)]
+pub(super) struct SetupArgs {
+    #[arg(long)]
+    pub(super) config: Option<PathBuf>,
+    /// Policy file (default: policy.toml beside the workflow, else the safe default).
+    #[arg(long)]
+    pub(super) policy: Option<PathBuf>,
+    /// The folder tools work in (default: agent.workspace in the config, else here).
+    #[arg(long)]
+    pub(super) workspace: Option<PathBuf>,
+    /// anthropic, openai, openrouter, ollama, gemini, replay or mcp-sampling.
+    #[arg(long)]
+    pub(super) provider: Option<String>,
+    #[arg(long)]
+    pub(super) model: Option<String>,
+    /// The provider's API endpoint (a local server, a proxy); kept when
+    /// --provider switches the wire format. Default: the config's
+    /// `llm.base_url` or AGENTFILE_BASE_URL, else the provider's public API.
+    #[arg(long, value_name = "URL")]
+    pub(super) base_url: Option<String>,
+    /// The cassette `--provider replay` answers from.
+    #[arg(long)]
+    pub(super) cassette: Option<PathBuf>,
+}
+
+/// A run's limits and how it answers what it meets; a resumed run takes
+/// them anew.
+#[derive(clap::Args, Clone, Default)]
+pub(super) struct ControlArgs {
+    #[arg(long)]
+    pub(super) max_turns: Option<u64>,
+    #[arg(long)]
+    pub(super) max_tokens: Option<u64>,
+    #[arg(long)]
+    pub(super) max_cost_usd: Option<f64>,
+    /// Wall-clock limit such as 90s, 10m or 1h.
+    #[arg(long)]
+    pub(super) timeout: Option<String>,
+    /// Approve every supervised goal without asking.
+    #[arg(long)]
+    pub(super) approve_all: bool,
+    /// Exit 5 when a loop reaches its limit without converging.
+    #[arg(long)]
+    pub(super) strict_convergence: bool,
+    /// Resume a session even though its workflow changed since it started.
+    #[arg(long)]
+    pub(super) force_changed: bool,
+}
+
+/// What a resumed run takes (`sessions resume`, `sessions signal`): the
+/// flags of `run` less those a resume cannot use — a goal, inputs (it keeps
+/// those it started with), a recording, another session to resume.
+#[derive(clap::Args, Clone)]
+pub(super) struct ResumeArgs {
+    /// The workflow file (or a folder holding an Agentfile); `-` reads the
+    /// workflow from standard input.
+    path: Option<PathBuf>,
+    /// Allow a tool for this run, on top of the policy: `TOOL` or
+    /// `TOOL:PATTERN` (repeatable), e.g. `--allow write`, `--allow bash:"cargo test *"`.
+    /// A deny rule of the policy file still wins.
+    #[arg(long = "allow", value_name = "TOOL[:PATTERN]")]
+    allow: Vec<String>,
+    #[command(flatten)]
+    pub(super) setup: SetupArgs,
+    #[arg(long, value_enum, default_value_t = OutputMode::Text)]
+    output: OutputMode,
+    #[command(flatten)]
+    control: ControlArgs,
+    #[command(flatten)]
+    read: ReadArgs,
+}
+
+impl ResumeArgs {
+    fn into_run(self) -> Args {
+        Args {
+            path: self.path,
+            allow: self.allow,
+            setup: self.setup,
+            output: self.output,
+            control: self.control,
+            read: self.read,
+            ..Args::default()
+        }
+    }
+}
+
+/// `agentfile run`.
+pub(super) fn run(args: Args) -> std::process::ExitCode {
+    // The sandbox's kernel probe (a fork, about a millisecond) runs beside
+    // the run's set-up instead of before its first event.
+    agentfile::tools::sandbox::probe_soon();
+    run_to_exit(args, None)
+}
+
+/// Continue session `id` (`sessions resume`, `sessions signal`).
+pub(super) fn resume(id: String, args: ResumeArgs) -> std::process::ExitCode {
+    run_to_exit(args.into_run(), Some(id))
+}
+
+fn run_to_exit(args: Args, resume_id: Option<String>) -> std::process::ExitCode {
+    // One run needs no worker threads: the executor's concurrency (agents,
+    // parallel branches, map items) is async, and blocking work goes to the
+    // blocking pool. A current-thread runtime starts faster and wakes less.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("agentfile: error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let mode = args.output;
+    let code = runtime.block_on(async move {
+        match run_async(args, resume_id, Vec::new()).await {
+            Ok((result, order)) => {
+                print_result(&result, mode, &order);
+                result.exit_code
+            }
+            Err(e) => {
+                eprintln!("agentfile: error: {e}");
+                e.exit_code
+            }
+        }
+    });
+    // Every event is stored, tool processes and MCP servers are stopped and
+    // telemetry is flushed: nothing a blocking thread may still do (an idle
+    // pool thread, a terminal read) matters now, and joining them costs a
+    // quarter of a millisecond at every exit.
+    runtime.shutdown_background();
+    exit_code(code)
+}
+
+/// Run (or resume) a workflow; also returns its outputs' names in the order
+/// the plan declares them ([`agentfile::plan::Plan::output_order`]), for
+/// printing them.
+pub(super) async fn run_async(
+    args: Args,
+    resume_id: Option<String>,
+    extra: Vec<Arc<dyn EventSink>>,
+) -> Result<(RunResult, Vec<String>), RunError> {
+    let mut req = request(&args)?;
+    let choice = match resume_id.or(args.resume.clone()) {
+        Some(id) => resumed(&args, id, &mut req)?,
+        None => {
+            if args.path.is_none() && args.goal.is_none() {
+                return Err(RunError::usage(
+                    "run needs a workflow: agentfile run PATH, `agentfile run -` (from standard input) or `agentfile run --goal TEXT`",
+                ));
+            }
+            SessionChoice::New
+        }
+    };
+    let prepared = runapi::prepare(&req, &|req, config| {
+        let options = Options {
+            config: Some(config),
+            dialect: None,
+            read: req.read.clone(),
+        };
+        Analysis::load_for_run(&req.path, req.source.as_deref(), options).map_err(Into::into)
+    })?;
+    let order = prepared.plan.output_order();
+    let mut sinks = extra;
+    sinks.push(printer(args.output));
+    let cancel = agentfile::llm::CancellationToken::new();
+    let stopped_by = watch_stop(cancel.clone());
+    let approver = TerminalApprover {
+        approve_all: args.control.approve_all,
+    };
+    let mut result = runapi::start(prepared, choice, sinks, &approver, cancel).await?;
+    // A run cancelled by SIGTERM exits 143, as a terminated process does.
+    let signal = stopped_by.load(Ordering::SeqCst);
+    if result.status == "cancelled" && signal != 0 {
+        result.exit_code = signal;
+    }
+    Ok((result, order))
+}
+
+/// The run request the flags describe (a resume fills in the rest).
+fn request(args: &Args) -> Result<RunRequest, RunError> {
+    let usage = RunError::usage;
+    let (path, source) = workflow(args)?;
+    let s = &args.setup;
+    let c = &args.control;
+    Ok(RunRequest {
+        path,
+        source,
+        allow: args.allow.clone(),
+        inputs: runapi::parse_inputs(&args.inputs, args.inputs_json.as_deref())?,
+        config: s.config.clone(),
+        policy: s.policy.clone(),
+        workspace: s.workspace.clone(),
+        provider: s.provider.clone(),
+        model: s.model.clone(),
+        base_url: s.base_url.clone(),
+        cassette: s.cassette.clone(),
+        record: args.record.clone(),
+        max_turns: c.max_turns,
+        max_tokens: c.max_tokens,
+        max_cost_usd: c.max_cost_usd,
+        timeout: match &c.timeout {
+            Some(t) => Some(
+                agentfile::executor::parse_duration(t)
+                    .map_err(|e| usage(format!("--timeout: {e}")))?,
+            ),
+            None => None,
+        },
+        strict_convergence: c.strict_convergence,
+        force_changed: c.force_changed,
+        read: args.read.options(),
+        http: None,
+        sampling: None,
+        loaded_config: None,
+    })
+}
+
+/// The workflow's path and, for one that is not a file (`--goal TEXT`, or
+/// `-` for stdin), its text. Such a workflow is placed in the current folder
+/// (policy.toml and FROM paths resolve there).
+fn workflow(args: &Args) -> Result<(PathBuf, Option<String>), RunError> {
+    let usage = RunError::usage;
+    let here = std::env::current_dir()
+        .map_err(|e| usage(format!("cannot read the current folder: {e}")))?;
+    Ok(match (&args.goal, &args.path) {
+        (Some(goal), _) => {
+            if goal.trim().is_empty() {
+                return Err(usage("--goal needs the text of the goal".into()));
+            }
+            (here.join("(goal)"), Some(runapi::one_goal_workflow(goal)))
+        }
+        (None, Some(p)) if p.as_os_str() == "-" => {
+            if args.inputs_json.as_deref() == Some("-") {
+                return Err(usage(
+                    "`run -` reads the workflow from standard input; pass --inputs-json a file"
+                        .into(),
+                ));
+            }
+            (here.join("(stdin)"), Some(read_workflow_stdin()?))
+        }
+        (None, p) => (p.clone().unwrap_or_default(), None),
+    })
+}
+
+/// Session `id`'s workflow, inputs, workspace and settings into `req`: the
+/// session says which it ran with.
+fn resumed(args: &Args, id: String, req: &mut RunRequest) -> Result<SessionChoice, RunError> {
+    let usage = RunError::usage;
+    let config = runapi::load_config(args.setup.config.as_deref(), Path::new("."))?;
+    let ws = runapi::resolve_workspace(args.setup.workspace.as_deref(), &config)?;
+    let store = runapi::open_store(&config, &ws)?;
+    let meta = store.get(&id).map_err(|e| {
+        usage(format!(
+            "{e} (looked in the session store of {})",
+            ws.display()
+        ))
+    })?;
+    if args.path.is_none() && args.goal.is_none() {
+        req.path = PathBuf::from(&meta.path);
+    }
+    if !args.inputs.is_empty() || args.inputs_json.is_some() {
+        return Err(usage(
+            "a resumed run keeps the inputs it started with; drop --input/--inputs-json".into(),
+        ));
+    }
+    req.inputs = agentfile::executor::inputs::inputs_from_text(&meta.inputs);
+    req.workspace = Some(PathBuf::from(&meta.workspace));
+    // The run's own settings (model, budgets, …) unless given again.
+    runapi::RunSettings::stored(store.as_ref(), &id).fill(req);
+    Ok(SessionChoice::Resume(id))
+}
+
+/// Progress for people on stderr (live on a terminal), or JSON lines on
+/// stdout.
+fn printer(output: OutputMode) -> Arc<dyn EventSink> {
+    match output {
+        OutputMode::StreamJson => Arc::new(StreamJson::stdout()),
+        OutputMode::Text | OutputMode::Json => {
+            let terminal = std::io::stderr().is_terminal();
+            let color = terminal && std::env::var_os("NO_COLOR").is_none();
+            if terminal && !std::env::var("TERM").is_ok_and(|t| t == "dumb") {
+                Arc::new(Live::stderr(color))
+            } else {
+                Arc::new(Progress::stderr(color))
+            }
+        }
+    }
+}
+
+/// The first SIGINT/SIGTERM cancels the run (its exit code recorded in the
+/// returned cell); the second ends the process at once.
+fn watch_stop(cancel: agentfile::llm::CancellationToken) -> Arc<AtomicI32> {
+    let stopped_by = Arc::new(AtomicI32::new(0));
+    let record = stopped_by.clone();
+    tokio::spawn(async move {
+        if let Some(code) = next_stop_signal().await {
+            record.store(code, Ordering::SeqCst);
+            eprintln!("\nagentfile: cancelling (Ctrl-C again to quit at once)");
+            cancel.cancel();
+            if next_stop_signal().await.is_some() {
+                std::process::exit(code);
+            }
+        }
+    });
+    stopped_by
+}
+
+/// A workflow piped to `agentfile run -`, bounded like a workflow file.
+fn read_workflow_stdin() -> Result<String, RunError> {
+    use std::io::Read;
+    let limit = frontend::MAX_WORKFLOW_BYTES;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| {
+            RunError::usage(format!("cannot read the workflow from standard input: {e}"))
+        })?;
+    if bytes.len() as u64 > limit {
+        return Err(RunError::usage(format!(
+            "the workflow on standard input is larger than {limit} bytes"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        RunError::usage(format!(
+            "the workflow on standard input is not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// A run's result on stdout: JSON, a JSON line, or its outputs as text (on
+/// a failure, why and how to resume, on stderr).
+pub(super) fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
+    let mut out = std::io::stdout().lock();
+    match mode {
+        OutputMode::Json => {
+            let _ = serde_json::to_writer_pretty(&mut out, result);
+            let _ = writeln!(out);
+        }
+        OutputMode::StreamJson => StreamJson::stdout().write_line(result),
+        OutputMode::Text => {
+            if result.status != "completed" {
+                if let Some(e) = &result.error {
+                    eprintln!("agentfile: {}: {e}", result.termination_reason);
+                }
+                eprintln!(
+                    "session {} — resume with `agentfile sessions resume {}`",
+                    result.session_id, result.session_id
+                );
+                return;
+            }
+            print_outputs(&mut out, result, order);
+        }
+    }
+}
+
+/// One output: as is, for pipelines. Several: each under its name, those the
+/// plan names in its order, then the rest by name. On a terminal, model text
+/// may not carry escape sequences that would act on it.
+fn print_outputs(out: &mut impl Write, result: &RunResult, order: &[String]) {
+    let terminal = std::io::stdout().is_terminal();
+    let shown = |v: &serde_json::Value| {
+        let t = value_text(v);
+        if terminal {
+            agentfile::text::for_terminal(&t).into_owned()
+        } else {
+            t
+        }
+    };
+    if result.outputs.len() == 1 {
+        if let Some(v) = result.outputs.values().next() {
+            let _ = writeln!(out, "{}", shown(v));
+        }
+        return;
+    }
+    let named: std::collections::HashSet<&str> = order.iter().map(String::as_str).collect();
+    let first = order
+        .iter()
+        .filter_map(|n| result.outputs.get_key_value(n.as_str()));
+    let rest = result
+        .outputs
+        .iter()
+        .filter(|(n, _)| !named.contains(n.as_str()));
+    for (name, v) in first.chain(rest) {
+        let _ = writeln!(out, "## {name}\n\n{}\n", shown(v));
+    }
+}
+
+fn value_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}

@@ -1,0 +1,308 @@
+//! `agentfile sessions`: list, show, export, approve stored sessions, and
+//! resume or signal one (a run, as `run` starts it).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Subcommand, ValueEnum};
+
+use agentfile::printer::Progress;
+use agentfile::run::{self as runapi, RunError};
+use agentfile::session::{self, SessionStatus};
+
+use super::args::{ReportFormat, StoreArgs};
+use super::run::ResumeArgs;
+use super::{finish, quiet_pipe};
+
+#[derive(clap::Args)]
+pub(super) struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+// Parsed once per process; boxing the large variant would fight clap's derive.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum Command {
+    /// Sessions, newest first.
+    List {
+        #[arg(long)]
+        status: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+    /// One session: its state and events.
+    Show {
+        id: String,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+    /// The full transcript as JSON or markdown.
+    Export {
+        id: String,
+        #[arg(long, value_enum, default_value_t = ExportFormat::Markdown)]
+        format: ExportFormat,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+    /// Continue an interrupted session.
+    Resume {
+        id: String,
+        #[command(flatten)]
+        run: ResumeArgs,
+    },
+    /// Deliver an event to a suspended session, then resume it.
+    Signal {
+        id: String,
+        /// The event's name, one the session's suspend step waits for.
+        event: String,
+        /// The event's payload, as JSON (the suspend step's `eventPayload`).
+        #[arg(long)]
+        payload: Option<String>,
+        /// Record the signal without resuming the run.
+        #[arg(long)]
+        no_resume: bool,
+        #[command(flatten)]
+        run: ResumeArgs,
+    },
+    /// Record a decision for a session waiting for approval.
+    Approve {
+        id: String,
+        /// Reject instead of approving.
+        #[arg(long)]
+        reject: bool,
+        #[arg(long)]
+        note: Option<String>,
+        #[command(flatten)]
+        at: StoreArgs,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    Json,
+    Markdown,
+}
+
+pub(super) fn run(args: Args) -> ExitCode {
+    match args.command {
+        Command::Resume { id, run } => super::run::resume(id, run),
+        Command::Signal {
+            id,
+            event,
+            payload,
+            no_resume,
+            run,
+        } => signal(id, &event, payload.as_deref(), no_resume, run),
+        // These print after the work is done; a reader that stops early
+        // (`| head -1`) does not change the result (0).
+        other => finish(print(other).or_else(|e| quiet_pipe(e, 0))),
+    }
+}
+
+/// The subcommands that read the store and print.
+fn print(command: Command) -> anyhow::Result<u8> {
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::List {
+            status,
+            limit,
+            format,
+            at,
+        } => list(&mut out, status.as_deref(), limit, format, &at)?,
+        Command::Show { id, format, at } => show(&mut out, &id, format, &at)?,
+        Command::Export { id, format, at } => export(&mut out, &id, format, &at)?,
+        Command::Approve {
+            id,
+            reject,
+            note,
+            at,
+        } => approve(&mut out, &id, reject, note, &at)?,
+        Command::Resume { .. } | Command::Signal { .. } => {
+            anyhow::bail!("internal error: resume and signal are handled by `run`")
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+/// The session store `--config`/`--workspace` point at.
+fn open(at: &StoreArgs) -> anyhow::Result<Arc<dyn session::SessionStore>> {
+    let config = runapi::load_config(at.config.as_deref(), Path::new("."))?;
+    let ws = runapi::resolve_workspace(at.workspace.as_deref(), &config)?;
+    Ok(runapi::open_store(&config, &ws)?)
+}
+
+/// `sessions signal`: record the event, then resume the run unless told not to.
+fn signal(
+    id: String,
+    event: &str,
+    payload: Option<&str>,
+    no_resume: bool,
+    run: ResumeArgs,
+) -> ExitCode {
+    let payload = match payload.map(serde_json::from_str).transpose() {
+        Ok(p) => p.unwrap_or(serde_json::Value::Null),
+        Err(e) => {
+            eprintln!("agentfile: error: --payload is not JSON: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let at = StoreArgs {
+        config: run.setup.config.clone(),
+        workspace: run.setup.workspace.clone(),
+    };
+    let recorded = open(&at)
+        .map_err(|e| RunError::usage(e.to_string()))
+        .and_then(|store| runapi::record_signal(&store, &id, event, payload));
+    if let Err(e) = recorded {
+        eprintln!("agentfile: error: {e}");
+        return ExitCode::from(u8::try_from(e.exit_code).unwrap_or(1));
+    }
+    if no_resume {
+        println!(
+            "signal `{event}` recorded for session {id}; continue it with `agentfile sessions resume {id}`"
+        );
+        return ExitCode::SUCCESS;
+    }
+    super::run::resume(id, run)
+}
+
+fn list(
+    out: &mut impl Write,
+    status: Option<&str>,
+    limit: usize,
+    format: ReportFormat,
+    at: &StoreArgs,
+) -> anyhow::Result<()> {
+    let status = match status {
+        None => None,
+        Some(s) => Some(
+            serde_json::from_value::<SessionStatus>(serde_json::Value::String(s.to_owned()))
+                .map_err(|_| anyhow::anyhow!("unknown status `{s}`; use queued, running, waiting_approval, completed, failed, cancelled or interrupted"))?,
+        ),
+    };
+    let list = open(at)?.list(status, limit)?;
+    match format {
+        ReportFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &list)?;
+            writeln!(out)?;
+        }
+        ReportFormat::Text => {
+            if list.is_empty() {
+                writeln!(out, "no sessions")?;
+            }
+            for m in list {
+                let status = serde_json::to_value(m.status)?
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned();
+                writeln!(
+                    out,
+                    "{}  {:16}  {:20}  {}",
+                    m.id, status, m.workflow, m.updated_at
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn show(
+    out: &mut impl Write,
+    id: &str,
+    format: ReportFormat,
+    at: &StoreArgs,
+) -> anyhow::Result<()> {
+    let store = open(at)?;
+    let meta = store.get(id)?;
+    let events = store.events(id, 0)?;
+    match format {
+        ReportFormat::Json => {
+            serde_json::to_writer_pretty(
+                &mut *out,
+                &serde_json::json!({"session": meta, "events": events}),
+            )?;
+            writeln!(out)?;
+        }
+        ReportFormat::Text => {
+            let status = serde_json::to_value(meta.status)?
+                .as_str()
+                .unwrap_or("")
+                .to_owned();
+            writeln!(
+                out,
+                "session {}\nworkflow {} ({})\nstatus {status}\nworkspace {}\nevents {}",
+                meta.id,
+                meta.workflow,
+                meta.path,
+                meta.workspace,
+                events.len()
+            )?;
+            let progress = Progress::to_writer(Box::new(std::io::sink()));
+            for e in &events {
+                if let Some(line) = progress.line(e) {
+                    writeln!(out, "{line}")?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn export(
+    out: &mut impl Write,
+    id: &str,
+    format: ExportFormat,
+    at: &StoreArgs,
+) -> anyhow::Result<()> {
+    let store = open(at)?;
+    let meta = store.get(id)?;
+    let events = store.events(id, 0)?;
+    match format {
+        ExportFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &session::export::json(&meta, &events))?;
+            writeln!(out)?;
+        }
+        ExportFormat::Markdown => {
+            out.write_all(session::export::markdown(&meta, &events).as_bytes())?
+        }
+    }
+    Ok(())
+}
+
+fn approve(
+    out: &mut impl Write,
+    id: &str,
+    reject: bool,
+    note: Option<String>,
+    at: &StoreArgs,
+) -> anyhow::Result<()> {
+    let store = open(at)?;
+    let goal = runapi::record_decision(
+        &store,
+        id,
+        !reject,
+        note.or(Some("with `agentfile sessions approve`".into())),
+    )?;
+    let verb = if reject { "rejected" } else { "approved" };
+    // A WORKFLOW.md approval step or tool step has no goal name.
+    let what = if goal.is_empty() {
+        "the pending approval".to_owned()
+    } else {
+        format!("goal `{goal}`")
+    };
+    writeln!(
+        out,
+        "{verb} {what} of session {id}; continue it with `agentfile sessions resume {id}`"
+    )?;
+    Ok(())
+}

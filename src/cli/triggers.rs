@@ -1,0 +1,164 @@
+//! `agentfile triggers list|history|fire`: the daemon's triggers, what fired
+//! and why not, and one fired by hand.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use agentfile::server::daemon::Daemon;
+use agentfile::server::engine::DEFAULT_MAX_RUNS;
+use agentfile::session::{self, FireKind};
+
+use super::args::ReportFormat;
+use super::async_runtime;
+use super::daemon::{FireArgs, TriggerArgs, open_daemon, report_fires};
+
+#[derive(clap::Args)]
+pub(super) struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Each registered trigger: its state, next fire (in its zone) and quota use.
+    List {
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        triggers: TriggerArgs,
+    },
+    /// Fires, newest first: fired, skipped or refused and why, the session of each.
+    History {
+        /// Only this trigger's fires.
+        #[arg(long)]
+        trigger: Option<String>,
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
+        format: ReportFormat,
+        #[command(flatten)]
+        triggers: TriggerArgs,
+    },
+    /// Fire trigger ID now, by hand: wait for the run and print its session id.
+    Fire {
+        id: String,
+        #[command(flatten)]
+        triggers: TriggerArgs,
+        #[command(flatten)]
+        runs: FireArgs,
+    },
+}
+
+pub(super) fn run(args: Args) -> ExitCode {
+    let runtime = match async_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    runtime.block_on(async move {
+        match args.command {
+            Command::List { format, triggers } => {
+                let options = triggers.options(&FireArgs::default(), DEFAULT_MAX_RUNS);
+                match open_daemon("triggers list", options) {
+                    Ok(d) => list(&d, format),
+                    Err(c) => c,
+                }
+            }
+            Command::History {
+                trigger,
+                limit,
+                format,
+                triggers,
+            } => {
+                let options = triggers.options(&FireArgs::default(), DEFAULT_MAX_RUNS);
+                match open_daemon("triggers history", options) {
+                    Ok(d) => history(&d, trigger.as_deref(), limit, format),
+                    Err(c) => c,
+                }
+            }
+            Command::Fire { id, triggers, runs } => {
+                let d =
+                    match open_daemon("triggers fire", triggers.options(&runs, DEFAULT_MAX_RUNS)) {
+                        Ok(d) => d,
+                        Err(c) => return c,
+                    };
+                let key = format!("manual-{}", session::new_session_id());
+                let r = d
+                    .fire(&id, FireKind::Manual, key, None, Default::default())
+                    .await;
+                d.wait_runs().await;
+                report_fires("triggers fire", vec![r])
+            }
+        }
+    })
+}
+
+fn list(d: &Daemon, format: ReportFormat) -> ExitCode {
+    let rows = d.list();
+    match format {
+        ReportFormat::Json => {
+            println!("{}", serde_json::json!({ "triggers": rows }));
+        }
+        ReportFormat::Text => {
+            if rows.is_empty() {
+                println!("no triggers under the workspace");
+            }
+            for r in rows {
+                let mut line = format!("{}  {}  {}", r.id, r.kind, r.state);
+                if let Some(n) = &r.next_fire {
+                    line.push_str(&format!("  next {n}"));
+                }
+                if let Some(why) = &r.reason {
+                    line.push_str(&format!("  ({why})"));
+                }
+                println!("{line}");
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+fn history(d: &Daemon, trigger: Option<&str>, limit: usize, format: ReportFormat) -> ExitCode {
+    let fires = match d.store().fires(trigger, limit) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("agentfile triggers history: error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match format {
+        ReportFormat::Json => {
+            let rows: Vec<serde_json::Value> = fires
+                .iter()
+                .map(|f| {
+                    let mut v = serde_json::to_value(f).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.remove("key");
+                        o.remove("cost_usd");
+                    }
+                    v
+                })
+                .collect();
+            println!("{}", serde_json::json!({ "fires": rows }));
+        }
+        ReportFormat::Text => {
+            for f in fires {
+                let mut line = format!(
+                    "{}  {}  {}  {}",
+                    f.fired_at,
+                    f.trigger,
+                    f.kind.as_str(),
+                    f.outcome.as_str()
+                );
+                if let Some(s) = &f.session_id {
+                    line.push_str(&format!("  {s}"));
+                }
+                if let Some(r) = &f.reason {
+                    line.push_str(&format!("  ({r})"));
+                }
+                println!("{line}");
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
