@@ -441,7 +441,7 @@ pub fn lint(src: &str) -> Vec<Finding> {
         };
         let end = inner_start + close + 2;
         let inner = src[inner_start..inner_start + close].trim();
-        if raw_inner(inner).is_some() {
+        if crate::expr::raw_inner(inner).is_some() {
             // What a raw value does to the quoting is unknown here; the
             // renderer follows it.
             out.push(Finding {
@@ -463,17 +463,21 @@ pub fn lint(src: &str) -> Vec<Finding> {
     out
 }
 
-/// The expression inside `raw(…)`, when `inner` (the trimmed text between
-/// `${{` and `}}`) is such a call.
-pub(crate) fn raw_inner(inner: &str) -> Option<&str> {
-    let rest = inner.strip_prefix("raw")?.trim_start();
-    let body = rest.strip_prefix('(')?.strip_suffix(')')?;
-    Some(body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        #[test]
+        fn lint_and_render_never_panic(
+            s in "\\PC{0,60}|[a-z$.{}()\\[\\]0-9 €é…'\"`#<\\\\\n]{0,60}"
+        ) {
+            let _ = lint(&s);
+            if let Ok(t) = Template::parse(&s) {
+                let _ = render(&t, &S(serde_json::json!({"topic": "x"})));
+            }
+        }
+    }
     use serde_json::json;
 
     struct S(Value);

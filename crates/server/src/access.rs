@@ -23,11 +23,55 @@
 //!   that listener read and steer every session (a team's shared view); the
 //!   MCP task methods stay scoped to their token whatever it says.
 
+use std::sync::Arc;
+
 use agentfile_session::{SessionStore, StoreError};
+use sha2::{Digest, Sha256};
 
-use crate::engine::Engine;
+/// Who is asking. Its [`Principal::as_str`] is what the store records as a
+/// session's owner: stable across restarts and servers. Each door says how
+/// it learns it (MCP: `mcp/principal.rs`; HTTP: the bearer token; JSON-RPC
+/// on stdio: the local user).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Principal(String);
 
-pub use crate::mcp::principal::Principal;
+impl Principal {
+    /// The user this process runs as (stdio: whoever spawned the server).
+    pub fn local() -> Principal {
+        // SAFETY: getuid cannot fail and has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        Principal(format!("local:{uid}"))
+    }
+
+    /// A client that presented `token` (already checked). Two clients with the
+    /// same token are one principal; different tokens never see each other's
+    /// sessions. Kept by a digest, never the token itself.
+    pub fn token(token: &str) -> Principal {
+        let digest = Sha256::digest(token.as_bytes());
+        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
+        Principal(format!("token:{hex}"))
+    }
+
+    /// An HTTP client on a server with no token configured (loopback only).
+    pub fn loopback() -> Principal {
+        Principal("loopback".into())
+    }
+
+    /// Whether this is a bearer token's principal ([`Principal::token`]).
+    pub fn is_token(&self) -> bool {
+        self.0.starts_with("token:")
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Principal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// What a request does with a session.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,10 +137,17 @@ impl Rule {
         Ok(self.allows(who, owner.as_deref(), action))
     }
 
-    /// [`Rule::check`] on `engine`'s store, off the async threads. A store
-    /// that cannot answer denies: the caller reports the session unknown.
-    pub async fn may(&self, engine: &Engine, who: &Principal, id: &str, action: Action) -> bool {
-        let Ok(store) = engine.store() else {
+    /// [`Rule::check`] on `store`, off the async threads. A store that
+    /// cannot answer (or could not be opened: `None`) denies: the caller
+    /// reports the session unknown.
+    pub async fn may(
+        &self,
+        store: Option<Arc<dyn SessionStore>>,
+        who: &Principal,
+        id: &str,
+        action: Action,
+    ) -> bool {
+        let Some(store) = store else {
             return false;
         };
         let (rule, who, id) = (*self, who.clone(), id.to_owned());

@@ -550,7 +550,7 @@ impl Connection {
         }
         let who = crate::access::Principal::local();
         if crate::access::Rule::OWNED
-            .may(&self.engine, &who, id, action)
+            .may(self.engine.store().ok(), &who, id, action)
             .await
         {
             return Ok(());

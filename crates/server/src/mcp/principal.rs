@@ -6,35 +6,10 @@
 
 use rmcp::RoleServer;
 use rmcp::service::RequestContext;
-use sha2::{Digest, Sha256};
 
-/// The auth context of a request. Its [`Principal::as_str`] is what the store
-/// records as a task's owner: stable across restarts and servers.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Principal(String);
+pub use crate::access::Principal;
 
 impl Principal {
-    /// The user this process runs as (stdio: whoever spawned the server).
-    pub fn local() -> Principal {
-        // SAFETY: getuid cannot fail and has no preconditions.
-        let uid = unsafe { libc::getuid() };
-        Principal(format!("local:{uid}"))
-    }
-
-    /// A client that presented `token` (already checked). Two clients with the
-    /// same token are one principal; different tokens never see each other's
-    /// tasks.
-    pub fn token(token: &str) -> Principal {
-        let digest = Sha256::digest(token.as_bytes());
-        let hex: String = digest[..12].iter().map(|b| format!("{b:02x}")).collect();
-        Principal(format!("token:{hex}"))
-    }
-
-    /// An HTTP client on a server with no token configured (loopback only).
-    pub fn loopback() -> Principal {
-        Principal("loopback".into())
-    }
-
     /// The principal of a request: what the HTTP front layer put into the
     /// request's HTTP extensions, else the local user (stdio).
     pub fn of(ctx: &RequestContext<RoleServer>) -> Principal {
@@ -52,21 +27,6 @@ impl Principal {
     /// reads and steers them). A task always belongs to [`Principal::of`].
     pub fn run_owner(ctx: &RequestContext<RoleServer>) -> Option<Principal> {
         Some(Self::of(ctx)).filter(Principal::is_token)
-    }
-
-    /// Whether this is a bearer token's principal ([`Principal::token`]).
-    pub fn is_token(&self) -> bool {
-        self.0.starts_with("token:")
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for Principal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
     }
 }
 

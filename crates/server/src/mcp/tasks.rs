@@ -253,7 +253,7 @@ pub async fn may_touch(server: &McpServer, id: &str, ctx: &RequestContext<RoleSe
     }
     crate::access::Rule::OWNED
         .may(
-            &server.engine,
+            server.engine.store().ok(),
             &Principal::of(ctx),
             id,
             crate::access::Action::Steer,
