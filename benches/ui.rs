@@ -106,6 +106,7 @@ fn fixture() -> &'static Fixture {
                 local: LOCAL.parse().expect("an address"),
                 stop: CancellationToken::new(),
                 read_timeout: Duration::from_secs(10),
+                rule: agentfile::server::access::Rule::OWNED,
             },
         )
         .expect("the web view");

@@ -221,7 +221,7 @@ pub struct WebSection {
     pub gateway_token_env: Option<String>,
 }
 
-/// Where a run's telemetry goes (see [`agentfile_engine::telemetry`]).
+/// Where a run's telemetry goes (see the `agentfile-telemetry` crate).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct TelemetrySection {
