@@ -700,7 +700,10 @@ async fn a_token_guards_the_web_view_and_the_login_sets_a_cookie() {
         assert!(cookie.contains(part), "{cookie}");
     }
     assert!(!cookie.contains(secret), "the cookie is not the token");
-    assert!(!cookie.contains("Secure"), "plain http on loopback: {cookie}");
+    assert!(
+        !cookie.contains("Secure"),
+        "plain http on loopback: {cookie}"
+    );
     let jar = cookie.split(';').next().unwrap().to_owned();
     let me: Value = c
         .get(s.url("/ui/api/me"))
