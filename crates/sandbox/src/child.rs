@@ -42,14 +42,17 @@ pub(crate) const MAX_KEEP: usize = 32;
 /// One mount to make.
 #[derive(Debug)]
 enum Op {
-    /// An empty read-only tmpfs over a folder where unix sockets live
+    /// An empty folder bound read-only over one where unix sockets live
     /// (`/tmp`, `/run`, …), with the paths in `keep` (the writable folders
     /// and the working directory inside it) bound back from the originals,
-    /// held open across the tmpfs mount. `creates` are the folders (`true`)
-    /// and files on the way to them, parents first.
+    /// held open across the first bind. The empty folder (`skeleton`, made
+    /// by the parent outside every writable folder) holds only the
+    /// placeholders they are bound onto. A bind, not a tmpfs: a superblock
+    /// made and destroyed per call costs milliseconds.
     Cover {
         dir: CString,
-        creates: Vec<(CString, bool)>,
+        skeleton: CString,
+        flags: libc::c_ulong,
         keep: Vec<CString>,
     },
     /// An empty read-only tmpfs over a folder.
@@ -150,7 +153,7 @@ impl Plan {
             roots.push(c.canonicalize().unwrap_or(c));
         }
         let mut kept: Vec<PathBuf> = Vec::new();
-        for d in &prep.cover {
+        for (i, d) in prep.cover.iter().enumerate() {
             let inside: Vec<&PathBuf> = roots
                 .iter()
                 .filter(|r| r.starts_with(d) && *r != d && r.symlink_metadata().is_ok())
@@ -171,24 +174,28 @@ impl Plan {
                     ),
                 ));
             }
-            let mut creates = Vec::new();
-            let mut seen: Vec<PathBuf> = Vec::new();
+            // The placeholders, made once per run (and again if gone).
+            let skeleton = prep.cover_root.join(format!("{i}"));
+            std::fs::create_dir_all(&skeleton)?;
             for k in &keep {
-                let rel = k.strip_prefix(d).unwrap_or(k);
-                let n = rel.components().count();
-                let mut at = d.clone();
-                for (i, c) in rel.components().enumerate() {
-                    at.push(c);
-                    if seen.contains(&at) {
-                        continue;
+                let at = skeleton.join(k.strip_prefix(d).unwrap_or(k));
+                if at.symlink_metadata().is_err() {
+                    if k.is_dir() {
+                        std::fs::create_dir_all(&at)?;
+                    } else {
+                        if let Some(parent) = at.parent() {
+                            std::fs::create_dir_all(parent)?;
+                        }
+                        std::fs::File::create(&at)?;
                     }
-                    seen.push(at.clone());
-                    creates.push((cstr(&at)?, i + 1 < n || k.is_dir()));
                 }
             }
+            let skeleton = cstr(&skeleton)?;
+            let flags = locked_flags(&skeleton);
             ops.push(Op::Cover {
                 dir: cstr(d)?,
-                creates,
+                skeleton,
+                flags,
                 keep: keep.iter().map(|k| cstr(k)).collect::<io::Result<_>>()?,
             });
             kept.extend(keep);
@@ -557,31 +564,31 @@ unsafe fn mount_op(op: &Op) -> io::Result<()> {
     let ro_tmpfs = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     unsafe {
         match op {
-            Op::Cover { dir, creates, keep } => {
+            Op::Cover {
+                dir,
+                skeleton,
+                flags,
+                keep,
+            } => {
                 // Opened here, in the new mount namespace (see Expose).
                 let mut held = [-1 as libc::c_int; MAX_KEEP];
                 for (i, k) in keep.iter().enumerate() {
                     held[i] = check(libc::open(k.as_ptr(), libc::O_PATH | libc::O_CLOEXEC))?;
                 }
                 check(libc::mount(
-                    c"tmpfs".as_ptr(),
+                    skeleton.as_ptr(),
                     dir.as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                    c"size=64k,mode=0755".as_ptr() as *const libc::c_void,
+                    none,
+                    libc::MS_BIND,
+                    std::ptr::null(),
                 ))?;
-                for (c, is_dir) in creates {
-                    if *is_dir {
-                        check(libc::mkdir(c.as_ptr(), 0o755))?;
-                    } else {
-                        let fd = check(libc::open(
-                            c.as_ptr(),
-                            libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
-                            0o644,
-                        ))?;
-                        libc::close(fd);
-                    }
-                }
+                check(libc::mount(
+                    none,
+                    dir.as_ptr(),
+                    none,
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | flags,
+                    std::ptr::null(),
+                ))?;
                 for (i, k) in keep.iter().enumerate() {
                     let mut source = [0u8; 32];
                     fd_path(held[i], &mut source);
@@ -598,13 +605,6 @@ unsafe fn mount_op(op: &Op) -> io::Result<()> {
                         return Err(err);
                     }
                 }
-                check(libc::mount(
-                    none,
-                    dir.as_ptr(),
-                    none,
-                    libc::MS_REMOUNT | ro_tmpfs,
-                    std::ptr::null(),
-                ))?;
             }
             Op::HideDir(p) => {
                 check(libc::mount(

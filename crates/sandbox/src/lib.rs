@@ -139,6 +139,10 @@ struct Prepared {
     pts_access: u64,
     /// Socket folders covered by an empty mount (see [`SOCKET_FOLDERS`]).
     cover: Vec<PathBuf>,
+    /// Where the empty folders bound over them are made (beside the run's
+    /// temporary folder, outside every writable one), removed with the
+    /// sandbox.
+    cover_root: PathBuf,
     /// Mount a devpts instance of its own (else an empty `/dev/pts`).
     devpts: bool,
     /// The process bound; `u64::MAX`: none.
@@ -152,6 +156,14 @@ struct Prepared {
     /// and the proxy listens on this machine's loopback (`proxy_listener`).
     partial: Option<String>,
     proxy_listener: Option<std::net::TcpListener>,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        if !self.cover.is_empty() {
+            let _ = std::fs::remove_dir_all(&self.cover_root);
+        }
+    }
 }
 
 impl Sandbox {
@@ -259,12 +271,22 @@ impl Sandbox {
         };
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        let cover_root = {
+            let mut name = spec.tmp.as_os_str().to_owned();
+            name.push(".cover");
+            PathBuf::from(name)
+        };
+        // The folder that holds the empty folders is covered last (they are
+        // bound from it by name).
+        let mut cover = cover;
+        cover.sort_by_key(|d| cover_root.starts_with(d));
         let max = spec.max_processes.unwrap_or(u64::MAX);
         Ok(Sandbox {
             inner: Arc::new(Prepared {
                 ruleset,
                 writable,
                 pts_access: rules::all_access(abi),
+                cover_root,
                 cover,
                 devpts: partial.is_none() && probe.devpts.is_none(),
                 max_processes: std::sync::atomic::AtomicU64::new(max),
