@@ -171,7 +171,16 @@ fn sandbox(
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
     let controls: Vec<(control::ControlFile, bool)> = gate.control_files().to_vec();
-    let sb = agentfile::tools::sandbox::ToolSandbox::new(&policy, gate, &env, None);
+    // As a run does: the config's session store is hidden, its
+    // `[bash] max_processes` bounds the processes.
+    let cfg = config_for(None, path).ok().flatten().unwrap_or_default();
+    let sb = agentfile::tools::sandbox::ToolSandbox::new(
+        &policy,
+        gate,
+        &env,
+        cfg.session.path.as_deref(),
+    )
+    .bounded_by(cfg.bash.max_processes);
     let partial = sb.info().reason.is_some() || !sb.info().enforced;
     let control_json: Vec<serde_json::Value> = controls
         .iter()
