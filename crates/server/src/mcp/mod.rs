@@ -5,6 +5,8 @@
 //!   every request is answered.
 //! - [`tools`]: the tools `run`, `event`, `cancel`, `approve`, `validate`,
 //!   `inspect`, `list`, their schemas (from [`agentfile_protocol::rpc`]) and results.
+//! - [`results`]: what a tool call returns: result builders, output schemas,
+//!   a finished run as a tool result (shared by the tools, tasks and MRTR).
 //! - [`workflows`]: one `run_<name>` tool per workflow in the workspace, kept
 //!   current by a watcher that sends `notifications/tools/list_changed`.
 //! - [`progress`]: a run's events as progress notifications (with a heartbeat)
@@ -21,6 +23,7 @@
 //!   read from the session store.
 //! - [`tasks_v1`]: the same tasks for 2025-11-25 clients (core tasks:
 //!   `params.task`, `tasks/get|result|list|cancel`), by a JSON shim before rmcp.
+//! - [`task_timing`]: both generations' poll interval and TTL (`[mcp]`).
 //!
 //! Protocol: revisions 2024-11-05 through 2025-11-25 over the `initialize`
 //! handshake (a client asking for another gets 2025-11-25), and 2026-07-28
@@ -41,7 +44,9 @@ pub mod mrtr;
 pub mod principal;
 pub mod progress;
 pub mod prompts;
+pub mod results;
 pub mod sampling;
+pub mod task_timing;
 pub mod tasks;
 pub mod tasks_v1;
 pub mod tools;

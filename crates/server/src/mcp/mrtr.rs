@@ -410,7 +410,7 @@ async fn wait(
                     .stored_result(id)
                     .map_err(|e| ErrorData::internal_error(e.message, None))?
                 {
-                    return Ok(super::tools::run_result(&r).into());
+                    return Ok(super::results::run_result(&r).into());
                 }
             }
             _ => {}

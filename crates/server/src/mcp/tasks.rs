@@ -56,8 +56,8 @@ fn detached() -> RunHooks {
 }
 
 fn task(server: &McpServer, id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
-    // `[mcp] task_poll_interval` and `task_ttl` (see tasks_v1::timing).
-    let timing = super::tasks_v1::timing(server);
+    // `[mcp] task_poll_interval` and `task_ttl` (see task_timing::timing).
+    let timing = super::task_timing::timing(server);
     let t = Task::new(id, status, created, updated).with_poll_interval_ms(timing.poll_interval_ms);
     match timing.ttl_ms {
         Some(ttl) => t.with_ttl_ms(ttl),
@@ -293,7 +293,7 @@ async fn owned(
                 &principal,
                 Some(&owner),
                 crate::access::Action::Steer,
-            ) && !super::tasks_v1::expired(server, &meta) =>
+            ) && !super::task_timing::expired(server, &meta) =>
         {
             Ok(meta)
         }
@@ -440,9 +440,9 @@ async fn view(
             // `isError: true`, as a blocking call returns it.
             match engine.stored_result(id).map_err(|e| internal(e.message))? {
                 Some(r) => {
-                    let mut result = super::tools::run_result(&r);
+                    let mut result = super::results::run_result(&r);
                     if let Some(tool) = started_by(server, id).await {
-                        super::tools::check_outputs(&tool, &mut result);
+                        super::results::check_outputs(&tool, &mut result);
                     }
                     TaskPayload::Completed {
                         result: object(serde_json::to_value(result).map_err(internal)?),

@@ -403,7 +403,7 @@ pub fn input_schema(plan: &Plan) -> Map<String, Value> {
 /// described by the workflow's own `outputs` schema when it has one (a
 /// result that is not an object is returned as `outputs.result`).
 pub fn output_schema(plan: &Plan) -> Arc<Map<String, Value>> {
-    let base = super::tools::run_output_schema();
+    let base = super::results::run_output_schema();
     let Some(own) = &plan.output_schema else {
         return base;
     };
@@ -418,21 +418,6 @@ pub fn output_schema(plan: &Plan) -> Arc<Map<String, Value>> {
         props.insert("outputs".into(), outputs);
     }
     Arc::new(s)
-}
-
-/// Whether a finished run's `outputs` break the tool's output schema (a
-/// client would refuse the result): the problems, for the caller.
-pub fn outputs_problems(tool: &Tool, structured: &Value) -> Option<Vec<String>> {
-    if structured.get("status").and_then(Value::as_str) != Some("completed") {
-        return None;
-    }
-    let schema = tool
-        .output_schema
-        .as_ref()?
-        .get("properties")?
-        .get("outputs")?;
-    let outputs = structured.get("outputs")?;
-    agentfile_plan::values::validate_value(schema, outputs).err()
 }
 
 fn tool(name: &str, plan: &Plan, path: &str) -> Tool {
