@@ -4,7 +4,8 @@
 //!
 //! What it is: a few hand-written pages embedded in the binary
 //! ([`assets`]), a JSON API over the [`Engine`] ([`api`]), a live stream of
-//! a session's events as server-sent events ([`sse`]), and the two pictures
+//! a session's events as server-sent events ([`sse`]), both sending an
+//! event as the same row of the log ([`rows`]), and the two pictures
 //! computed here rather than in the page: the plan's graph laid out
 //! ([`graph`]) and the timeline's lanes ([`timeline`]). Every action
 //! (approve, signal, cancel, resume) is the engine's own operation, the one
@@ -54,6 +55,7 @@ use crate::engine::Engine;
 mod api;
 mod assets;
 pub mod graph;
+mod rows;
 mod sse;
 pub mod timeline;
 

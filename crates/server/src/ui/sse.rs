@@ -23,7 +23,8 @@ use hyper::body::Frame;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio_util::sync::CancellationToken;
 
-use super::{Body, Ui, api, json_error};
+use super::rows::event_row;
+use super::{Body, Ui, json_error};
 use crate::engine::Engine;
 
 /// How long one wait for new events lasts before a keep-alive comment.
@@ -119,7 +120,7 @@ async fn next_chunk(s: &mut State) -> Option<String> {
         }
     };
     for e in &page.events {
-        let row = api::event_row(e, &s.printer);
+        let row = event_row(e, &s.printer);
         let data = serde_json::to_string(&row).unwrap_or_default();
         out.push_str(&format!("id: {}\nevent: event\ndata: {data}\n\n", e.seq));
         s.after = e.seq;
