@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentfile::events::{EventBus, Scope};
-use agentfile::executor::{ApproveAll, Limits, Models, RunSpec, Services, bind_inputs, execute};
+use agentfile::executor::{
+    ApproveAll, Limits, ModelError, Models, RunSpec, Services, bind_inputs, execute,
+};
 use agentfile::frontend::{Options, analyze_bytes};
 use agentfile::llm::{
     CancellationToken, ChatRequest, ChatResponse, ContentBlock, LlmError, Provider, StopReason,
@@ -112,7 +114,7 @@ impl Provider for Instant0 {
 struct Bench(Arc<dyn Provider>);
 
 impl Models for Bench {
-    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, ModelError> {
         Ok(self.0.clone())
     }
 }

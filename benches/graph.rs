@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentfile::events::EventBus;
-use agentfile::executor::{ApproveAll, Limits, Models, RunSpec, Services, execute};
+use agentfile::executor::{ApproveAll, Limits, ModelError, Models, RunSpec, Services, execute};
 use agentfile::llm::{CancellationToken, Provider, ToolDef};
 use agentfile::plan::{Plan, define_step, define_workflow};
 use agentfile::tools::{CallResult, ToolContext, ToolOutput, ToolSet};
@@ -28,7 +28,7 @@ fn main() {
 struct NoModel;
 
 impl Models for NoModel {
-    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, ModelError> {
         Err("no model".into())
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use agentfile::config::LlmConfig;
 use agentfile::events::EventBus;
 use agentfile::executor::{
-    Approval, ApprovalRequest, ApproveAll, Approver, Limits, Models, RunSpec, Services,
+    Approval, ApprovalRequest, ApproveAll, Approver, Limits, ModelError, Models, RunSpec, Services,
     bind_inputs, execute,
 };
 use agentfile::frontend::{Options, analyze_bytes};
@@ -38,7 +38,7 @@ fn plan(dir: &Path, src: &str) -> Arc<Plan> {
 struct OneModel(Arc<dyn Provider>);
 
 impl Models for OneModel {
-    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, ModelError> {
         Ok(self.0.clone())
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use agentfile::config::{Config, LlmConfig};
 use agentfile::events::EventBus;
 use agentfile::executor::{
-    Approval, ApprovalRequest, ApproveAll, Approver, Limits, Models, RunSpec, Services,
+    Approval, ApprovalRequest, ApproveAll, Approver, Limits, ModelError, Models, RunSpec, Services,
     bind_inputs, execute,
 };
 use agentfile::llm::fake::{FakeReply, FakeServer};
@@ -44,7 +44,7 @@ fn ws(name: &str) -> PathBuf {
 struct NoModel;
 
 impl Models for NoModel {
-    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, ModelError> {
         Err("no model in this test".into())
     }
 }
@@ -52,7 +52,7 @@ impl Models for NoModel {
 struct OneModel(Arc<dyn Provider>);
 
 impl Models for OneModel {
-    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, ModelError> {
         Ok(self.0.clone())
     }
 }

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use agentfile::config::Config;
 use agentfile::events::EventBus;
-use agentfile::executor::{ApproveAll, Limits, Models, RunSpec, Services, bind_inputs, execute};
+use agentfile::executor::{
+    ApproveAll, Limits, ModelError, Models, RunSpec, Services, bind_inputs, execute,
+};
 use agentfile::llm::Provider;
 use agentfile::plan::{Plan, define_step, define_workflow};
 use agentfile::protocol::events::{Event, EventBody};
@@ -93,7 +95,7 @@ fn plan() -> Plan {
 struct NoModel;
 
 impl Models for NoModel {
-    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, String> {
+    fn provider(&self, _: Option<&str>) -> Result<Arc<dyn Provider>, ModelError> {
         Err("no model".into())
     }
 }

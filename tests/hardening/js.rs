@@ -329,7 +329,7 @@ return {
 
 mod property {
     use super::*;
-    use agentfile::script::{self, Host, HostFn, Limits};
+    use agentfile::script::{self, Host, HostError, HostFn, Limits};
     use proptest::prelude::*;
 
     /// Receivers with a `length` no loop should walk.
@@ -380,7 +380,7 @@ mod property {
     struct Refuse;
 
     impl Host for Refuse {
-        fn call(&self, _: HostFn, _: Value) -> Result<Value, String> {
+        fn call(&self, _: HostFn, _: Value) -> Result<Value, HostError> {
             Err("no".into())
         }
     }

@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::{
-    self, Approval, ApprovalRequest, Approver, Limits, Models, RunSpec, Services, exit,
+    self, Approval, ApprovalRequest, Approver, Limits, ModelError, Models, RunSpec, Services, exit,
 };
 use agentfile_config::Config;
 use agentfile_llm::{self as llm, Cassette, Provider, ProviderOptions};
@@ -473,7 +473,9 @@ fn check_models(
     })?;
     for a in &plan.agents {
         if a.profile.is_some() {
-            models.provider(a.profile.as_deref()).map_err(usage)?;
+            models
+                .provider(a.profile.as_deref())
+                .map_err(|e| usage(e.to_string()))?;
         }
     }
     Ok((
@@ -739,12 +741,10 @@ impl ConfigModels {
 }
 
 impl Models for ConfigModels {
-    fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, String> {
-        self.build(profile).map_err(|e| {
-            let who = profile
-                .map(|p| format!("profile `{p}`: "))
-                .unwrap_or_default();
-            format!("{who}{e}")
+    fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, ModelError> {
+        self.build(profile).map_err(|e| ModelError {
+            profile: profile.map(str::to_owned),
+            reason: Box::new(e),
         })
     }
 }

@@ -71,20 +71,72 @@ pub(super) fn needs(func: HostFn, name: &str, args: &Value) -> Needs {
     }
 }
 
+/// Why the abilities refuse a host call: the `policy_denied` event's reason,
+/// and (after `denied (abilities of …): `) the error thrown in the script.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum Refused {
+    /// `what` needs a base ability (or `sh`) the agent denies or never allows.
+    #[error("{what} needs the `{ability}` ability, which the agent {}", if *denied { "denies" } else { "does not allow" })]
+    Ability {
+        what: String,
+        ability: String,
+        denied: bool,
+    },
+    #[error(
+        "{what}: the agent's `sh:` abilities apply to every command of the line, and this line cannot be analysed ({reason}); write it as plain commands"
+    )]
+    Unanalysable { what: String, reason: String },
+    /// A command of the line runs `program`, which a `sh:` entry denies;
+    /// `nth` says which command when the line has several.
+    #[error("{what}: `{command}` runs `{program}`{nth}, and the agent denies `sh:{program}`")]
+    Denied {
+        what: String,
+        command: String,
+        program: String,
+        nth: Nth,
+    },
+    /// A command of the line runs `program`, which no `sh:` entry allows.
+    #[error(
+        "{what}: `{command}` runs `{program}`{nth}, which neither `sh` nor `sh:{program}` in the agent's abilities allows"
+    )]
+    NotAllowed {
+        what: String,
+        command: String,
+        program: String,
+        nth: Nth,
+    },
+    /// The check itself failed (its thread panicked).
+    #[error("the abilities could not be checked")]
+    Unchecked,
+}
+
+/// Which command of a line (` (command 2 of 3)`); nothing when it has one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Nth {
+    index: usize,
+    of: usize,
+}
+
+impl std::fmt::Display for Nth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.of > 1 {
+            write!(f, " (command {} of {})", self.index + 1, self.of)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 /// Whether `abilities` allow what `needs` says; else why not. May start the
 /// shell analysis's worker process: call it off the async threads.
-pub(super) fn judge(abilities: &Abilities, needs: &Needs) -> Result<(), String> {
+pub(super) fn judge(abilities: &Abilities, needs: &Needs) -> Result<(), Refused> {
     for ability in &needs.base {
         if !abilities.permits(ability, None) {
-            return Err(format!(
-                "{} needs the `{ability}` ability, which the agent {}",
-                needs.what,
-                if abilities.deny.iter().any(|a| a == ability) {
-                    "denies"
-                } else {
-                    "does not allow"
-                }
-            ));
+            return Err(Refused::Ability {
+                what: needs.what.clone(),
+                ability: (*ability).to_owned(),
+                denied: abilities.deny.iter().any(|a| a == ability),
+            });
         }
     }
     match &needs.line {
@@ -94,7 +146,7 @@ pub(super) fn judge(abilities: &Abilities, needs: &Needs) -> Result<(), String> 
 }
 
 /// A shell line against `sh` and every `sh:<command>` entry.
-fn judge_line(abilities: &Abilities, what: &str, line: &str) -> Result<(), String> {
+fn judge_line(abilities: &Abilities, what: &str, line: &str) -> Result<(), Refused> {
     let listed = |list: &[String], a: &str| list.iter().any(|x| x == a);
     let scopes = |list: &[String]| -> Vec<String> {
         list.iter()
@@ -104,42 +156,36 @@ fn judge_line(abilities: &Abilities, what: &str, line: &str) -> Result<(), Strin
     let denied = scopes(&abilities.deny);
     let allowed = scopes(&abilities.allow);
     let whole = listed(&abilities.allow, "sh");
+    let sh = |denied: bool| Refused::Ability {
+        what: what.to_owned(),
+        ability: "sh".to_owned(),
+        denied,
+    };
     if listed(&abilities.deny, "sh") {
-        return Err(format!(
-            "{what} needs the `sh` ability, which the agent denies"
-        ));
+        return Err(sh(true));
     }
     if !whole && allowed.is_empty() {
-        return Err(format!(
-            "{what} needs the `sh` ability, which the agent does not allow"
-        ));
+        return Err(sh(false));
     }
     if whole && denied.is_empty() {
         return Ok(());
     }
-    let analysis = bash::analyze(line, None).map_err(|u| {
-        format!(
-            "{what}: the agent's `sh:` abilities apply to every command of the line, and this line cannot be analysed ({}); write it as plain commands",
-            u.0
-        )
+    let analysis = bash::analyze(line, None).map_err(|u| Refused::Unanalysable {
+        what: what.to_owned(),
+        reason: u.0,
     })?;
     let commands: Vec<&CommandUse> = analysis.commands().collect();
     let n = commands.len();
-    let nth = |i: usize| {
-        if n > 1 {
-            format!(" (command {} of {n})", i + 1)
-        } else {
-            String::new()
-        }
-    };
+    let nth = |index: usize| Nth { index, of: n };
     for (i, c) in commands.iter().enumerate() {
         for p in may_run(c) {
             if denied.contains(&p) {
-                return Err(format!(
-                    "{what}: `{}` runs `{p}`{}, and the agent denies `sh:{p}`",
-                    c.text,
-                    nth(i)
-                ));
+                return Err(Refused::Denied {
+                    what: what.to_owned(),
+                    command: c.text.clone(),
+                    program: p,
+                    nth: nth(i),
+                });
             }
         }
     }
@@ -165,11 +211,12 @@ fn judge_line(abilities: &Abilities, what: &str, line: &str) -> Result<(), Strin
         }
         for p in need {
             if !allowed.contains(&p) {
-                return Err(format!(
-                    "{what}: `{}` runs `{p}`{}, which neither `sh` nor `sh:{p}` in the agent's abilities allows",
-                    c.text,
-                    nth(i)
-                ));
+                return Err(Refused::NotAllowed {
+                    what: what.to_owned(),
+                    command: c.text.clone(),
+                    program: p,
+                    nth: nth(i),
+                });
             }
         }
     }
@@ -249,11 +296,11 @@ mod tests {
     }
 
     fn sh(a: &Abilities, line: &str) -> Result<(), String> {
-        judge(a, &needs(HostFn::Sh, "", &json!({ "command": line })))
+        judge(a, &needs(HostFn::Sh, "", &json!({ "command": line }))).map_err(|e| e.to_string())
     }
 
     fn tool(a: &Abilities, name: &str, args: Value) -> Result<(), String> {
-        judge(a, &needs(HostFn::Tool, name, &args))
+        judge(a, &needs(HostFn::Tool, name, &args)).map_err(|e| e.to_string())
     }
 
     #[test]

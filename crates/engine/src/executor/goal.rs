@@ -522,7 +522,7 @@ fn submit_output(call: &ToolCall, outputs: &[String], answer: &mut Answer) -> To
             answer.fields = fields;
             reply(call, "Output recorded.".into(), false)
         }
-        Err(why) => reply(call, why, true),
+        Err(why) => reply(call, why.to_string(), true),
     }
 }
 
@@ -593,20 +593,34 @@ fn fields_text(fields: &BTreeMap<String, Value>) -> String {
     serde_json::to_string_pretty(fields).unwrap_or_default()
 }
 
-fn fields_from_value(v: &Value, wanted: &[String]) -> Result<BTreeMap<String, Value>, String> {
+/// Why a model's answer is not the goal's structured output: what the model
+/// is told when it may try again (as `submit_output`'s error, or in the
+/// retry prompt), and part of the run's failure when it may not.
+#[derive(Debug, thiserror::Error)]
+pub enum FieldsError {
+    /// The wanted fields.
+    #[error("expected a JSON object with the fields {}", .0.join(", "))]
+    NotAnObject(Vec<String>),
+    /// The fields it lacks.
+    #[error("missing field(s): {}", .0.join(", "))]
+    Missing(Vec<String>),
+    #[error("invalid JSON: {0}")]
+    Json(serde_json::Error),
+    #[error("the answer is not a JSON object")]
+    NoObject,
+}
+
+fn fields_from_value(v: &Value, wanted: &[String]) -> Result<BTreeMap<String, Value>, FieldsError> {
     let Some(obj) = v.as_object() else {
-        return Err(format!(
-            "expected a JSON object with the fields {}",
-            wanted.join(", ")
-        ));
+        return Err(FieldsError::NotAnObject(wanted.to_vec()));
     };
-    let missing: Vec<&str> = wanted
+    let missing: Vec<String> = wanted
         .iter()
         .filter(|w| !obj.contains_key(w.as_str()))
-        .map(String::as_str)
+        .cloned()
         .collect();
     if !missing.is_empty() {
-        return Err(format!("missing field(s): {}", missing.join(", ")));
+        return Err(FieldsError::Missing(missing));
     }
     Ok(wanted
         .iter()
@@ -616,7 +630,7 @@ fn fields_from_value(v: &Value, wanted: &[String]) -> Result<BTreeMap<String, Va
 
 /// Find the JSON object in a model's text answer: the whole text, a fenced
 /// block, or the outermost `{…}`.
-pub fn parse_fields(text: &str, wanted: &[String]) -> Result<BTreeMap<String, Value>, String> {
+pub fn parse_fields(text: &str, wanted: &[String]) -> Result<BTreeMap<String, Value>, FieldsError> {
     let t = text.trim();
     let mut candidates: Vec<&str> = vec![t];
     if let Some(start) = t.find("```") {
@@ -631,14 +645,14 @@ pub fn parse_fields(text: &str, wanted: &[String]) -> Result<BTreeMap<String, Va
     {
         candidates.push(&t[a..=b]);
     }
-    let mut last_err = "the answer is not a JSON object".to_owned();
+    let mut last_err = FieldsError::NoObject;
     for c in candidates {
         match serde_json::from_str::<Value>(c) {
             Ok(v) => match fields_from_value(&v, wanted) {
                 Ok(f) => return Ok(f),
                 Err(e) => last_err = e,
             },
-            Err(e) => last_err = format!("invalid JSON: {e}"),
+            Err(e) => last_err = FieldsError::Json(e),
         }
     }
     Err(last_err)
@@ -687,7 +701,7 @@ mod tests {
         assert!(parse_fields(r#"{"a": 1, "b": "x"}"#, &want).is_ok());
         assert!(parse_fields("Here:\n```json\n{\"a\": 1, \"b\": 2}\n```\n", &want).is_ok());
         assert!(parse_fields("Result: {\"a\": [1], \"b\": {}} done", &want).is_ok());
-        let e = parse_fields(r#"{"a": 1}"#, &want).unwrap_err();
+        let e = parse_fields(r#"{"a": 1}"#, &want).unwrap_err().to_string();
         assert!(e.contains("missing field(s): b"), "{e}");
         assert!(parse_fields("no json here", &want).is_err());
     }

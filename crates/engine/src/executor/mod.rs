@@ -62,7 +62,26 @@ pub use agentfile_protocol::exit;
 /// Which model serves an agent: the config's `llm`, or the profile an agent
 /// `REQUIRES`.
 pub trait Models: Send + Sync {
-    fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, String>;
+    fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, ModelError>;
+}
+
+/// Why no model serves an agent: the profile it asked for, if any, and the
+/// reason (`profile `fast`: …`). The run fails with this message.
+#[derive(Debug, thiserror::Error)]
+#[error("{}{reason}", profile.as_ref().map(|p| format!("profile `{p}`: ")).unwrap_or_default())]
+pub struct ModelError {
+    pub profile: Option<String>,
+    pub reason: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl From<&str> for ModelError {
+    /// A reason of no particular profile.
+    fn from(reason: &str) -> ModelError {
+        ModelError {
+            profile: None,
+            reason: reason.into(),
+        }
+    }
 }
 
 /// A request for a human decision before a supervised goal.

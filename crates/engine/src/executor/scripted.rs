@@ -18,13 +18,13 @@ use agentfile_plan::agent::AgentCard;
 use agentfile_protocol::events::EventBody;
 use agentfile_session::events::Scope;
 use agentfile_tools::ToolOutput;
-use agentfile_tools::script::{self, HostFn, ScriptError};
+use agentfile_tools::script::{self, HostError, HostFn, ScriptError};
 
 /// One host function call, sent from the script's thread.
 struct HostRequest {
     func: HostFn,
     args: Value,
-    reply: oneshot::Sender<Result<Value, String>>,
+    reply: oneshot::Sender<Result<Value, HostError>>,
 }
 
 /// The script's side of the bridge: blocks its thread until the run answers.
@@ -33,13 +33,13 @@ struct ChannelHost {
 }
 
 impl script::Host for ChannelHost {
-    fn call(&self, func: HostFn, args: Value) -> Result<Value, String> {
+    fn call(&self, func: HostFn, args: Value) -> Result<Value, HostError> {
         let (reply, rx) = oneshot::channel();
         self.tx
             .blocking_send(HostRequest { func, args, reply })
-            .map_err(|_| "the run has stopped".to_owned())?;
+            .map_err(|_| HostError::from("the run has stopped"))?;
         rx.blocking_recv()
-            .unwrap_or_else(|_| Err("the run has stopped".to_owned()))
+            .unwrap_or_else(|_| Err("the run has stopped".into()))
     }
 
     /// The run dropped its end: it stopped, and nothing waits for the script.
@@ -145,7 +145,7 @@ impl RunCx<'_> {
         id: &str,
         func: HostFn,
         args: Value,
-    ) -> Result<Result<Value, String>, Stop> {
+    ) -> Result<Result<Value, HostError>, Stop> {
         let text = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
         let (tool, tool_args) = match func {
             HostFn::Read => ("read".to_owned(), json!({ "path": text("path") })),
@@ -171,7 +171,7 @@ impl RunCx<'_> {
                 let abilities = abilities.clone();
                 tokio::task::spawn_blocking(move || super::abilities::judge(&abilities, &needs))
                     .await
-                    .unwrap_or_else(|_| Err("the abilities could not be checked".to_owned()))
+                    .unwrap_or(Err(super::abilities::Refused::Unchecked))
             };
             if let Err(reason) = verdict {
                 let rule = format!("abilities of {}", card.file);
@@ -181,24 +181,27 @@ impl RunCx<'_> {
                         id: id.to_owned(),
                         tool: func.name().to_owned(),
                         rule: rule.clone(),
-                        reason: reason.clone(),
+                        reason: reason.to_string(),
                     },
                 );
-                return Ok(Err(format!("denied ({rule}): {reason}")));
+                return Ok(Err(HostError(format!("denied ({rule}): {reason}"))));
             }
         }
         if func == HostFn::Env {
             return self.env_call(scope, id, &text("name")).await;
         }
         if func == HostFn::Tool && (tool.is_empty() || card.script_tool(&tool).is_some()) {
-            return Ok(Err(format!(
+            return Ok(Err(HostError(format!(
                 "`tool(\"{tool}\")`: call a built-in or MCP tool; the agent's own JavaScript tools call each other directly"
-            )));
+            ))));
         }
         let (output, denied) = self.gated_call(scope, id, &tool, tool_args).await?;
         Ok(match denied {
-            Some(d) => Err(format!("denied by policy ({}): {}", d.rule, d.reason)),
-            None if output.is_error => Err(output.content),
+            Some(d) => Err(HostError(format!(
+                "denied by policy ({}): {}",
+                d.rule, d.reason
+            ))),
+            None if output.is_error => Err(HostError(output.content)),
             None => Ok(Value::String(output.content)),
         })
     }
@@ -212,7 +215,7 @@ impl RunCx<'_> {
         scope: &Scope,
         id: &str,
         name: &str,
-    ) -> Result<Result<Value, String>, Stop> {
+    ) -> Result<Result<Value, HostError>, Stop> {
         if self.cancel.is_cancelled() {
             return Err(self.stop_for_cancel());
         }
@@ -241,7 +244,7 @@ impl RunCx<'_> {
                     },
                 );
                 let m = format!("denied ({}): {}", d.rule, d.reason);
-                (Err(m.clone()), m, true)
+                (Err(HostError(m.clone())), m, true)
             }
         };
         self.defer(

@@ -65,7 +65,11 @@ struct Work<'a, 'r> {
 
 impl Work<'_, '_> {
     fn provider(&self, profile: Option<&str>) -> Result<Arc<dyn Provider>, Stop> {
-        self.cx.svc.models.provider(profile).map_err(Stop::Failed)
+        self.cx
+            .svc
+            .models
+            .provider(profile)
+            .map_err(|e| Stop::Failed(e.to_string()))
     }
 
     /// One conversation: the goal's one agent (if it names one) works it.

@@ -164,46 +164,66 @@ pub fn definition(tool: Tool) -> ToolDef {
     }
 }
 
+/// A built-in's argument the model got wrong. The text is part of the tool's
+/// answer: the model reads it (after the tool's name) and tries again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ArgError {
+    #[error("missing argument `{0}`")]
+    Missing(String),
+    /// Of the wrong JSON type: `want` is what it must be (`a string`), `got`
+    /// what it is (`a number`).
+    #[error("argument `{key}` must be {want}, not {got}")]
+    Type {
+        key: String,
+        want: &'static str,
+        got: &'static str,
+    },
+    #[error("argument `{0}` must be a whole number ≥ 0")]
+    NotWhole(String),
+}
+
+impl ArgError {
+    fn wrong(key: &str, want: &'static str, got: &Value) -> ArgError {
+        ArgError::Type {
+            key: key.to_owned(),
+            want,
+            got: kind(got),
+        }
+    }
+}
+
 /// A required string argument.
-pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, String> {
+pub(crate) fn str_arg<'a>(args: &'a Value, key: &str) -> Result<&'a str, ArgError> {
     match args.get(key) {
         Some(Value::String(s)) => Ok(s),
-        Some(other) => Err(format!(
-            "argument `{key}` must be a string, not {}",
-            kind(other)
-        )),
-        None => Err(format!("missing argument `{key}`")),
+        Some(other) => Err(ArgError::wrong(key, "a string", other)),
+        None => Err(ArgError::Missing(key.to_owned())),
     }
 }
 
 /// An optional string argument (`null` counts as absent).
-pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, String> {
+pub(crate) fn opt_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, ArgError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(format!(
-            "argument `{key}` must be a string, not {}",
-            kind(other)
-        )),
+        Some(other) => Err(ArgError::wrong(key, "a string", other)),
     }
 }
 
 /// An optional boolean argument; models sometimes send `"true"`.
-pub(crate) fn opt_bool(args: &Value, key: &str) -> Result<Option<bool>, String> {
+pub(crate) fn opt_bool(args: &Value, key: &str) -> Result<Option<bool>, ArgError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Bool(b)) => Ok(Some(*b)),
         Some(Value::String(s)) if s == "true" => Ok(Some(true)),
         Some(Value::String(s)) if s == "false" => Ok(Some(false)),
-        Some(other) => Err(format!(
-            "argument `{key}` must be true or false, not {}",
-            kind(other)
-        )),
+        Some(other) => Err(ArgError::wrong(key, "true or false", other)),
     }
 }
 
 /// An optional non-negative integer argument; models sometimes send `"5"`.
-pub(crate) fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, String> {
+pub(crate) fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, ArgError> {
+    let not_whole = || ArgError::NotWhole(key.to_owned());
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => n
@@ -214,16 +234,9 @@ pub(crate) fn opt_u64(args: &Value, key: &str) -> Result<Option<u64>, String> {
                     .map(|f| f as u64)
             })
             .map(Some)
-            .ok_or_else(|| format!("argument `{key}` must be a whole number ≥ 0")),
-        Some(Value::String(s)) => s
-            .trim()
-            .parse()
-            .map(Some)
-            .map_err(|_| format!("argument `{key}` must be a whole number ≥ 0")),
-        Some(other) => Err(format!(
-            "argument `{key}` must be a number, not {}",
-            kind(other)
-        )),
+            .ok_or_else(not_whole),
+        Some(Value::String(s)) => s.trim().parse().map(Some).map_err(|_| not_whole()),
+        Some(other) => Err(ArgError::wrong(key, "a number", other)),
     }
 }
 
@@ -416,6 +429,11 @@ mod tests {
         assert_eq!(opt_u64(&a, "n").unwrap(), Some(5));
         assert_eq!(opt_bool(&a, "b").unwrap(), Some(true));
         assert!(str_arg(&a, "s").is_err());
-        assert!(str_arg(&a, "missing").unwrap_err().contains("missing"));
+        assert!(
+            str_arg(&a, "missing")
+                .unwrap_err()
+                .to_string()
+                .contains("missing")
+        );
     }
 }

@@ -217,23 +217,20 @@ impl WebClient {
         g: &Gateway,
         endpoint: Url,
         body: Value,
-    ) -> Result<reqwest::Response, String> {
+    ) -> Result<reqwest::Response, GatewayError> {
         let client = reqwest::Client::builder()
             .timeout(self.timeout)
             .user_agent(USER_AGENT)
             .build()
-            .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+            .map_err(GatewayError::Client)?;
         let mut req = client.post(endpoint).json(&body);
         if let Some(t) = &g.token {
             req = req.bearer_auth(t);
         }
         // Without the endpoint's URL: the caller says what was asked for.
-        req.send().await.map_err(|e| {
-            format!(
-                "the web gateway did not answer: {}",
-                error_chain(&e.without_url())
-            )
-        })
+        req.send()
+            .await
+            .map_err(|e| GatewayError::NoAnswer(error_chain(&e.without_url())))
     }
 
     /// `web_search` through the gateway.
@@ -261,17 +258,17 @@ impl WebClient {
             let (body, _) = read_capped(resp, self.max_bytes).await?;
             let text = String::from_utf8_lossy(&body).into_owned();
             if !status.is_success() {
-                return Err(format!(
-                    "the web gateway answered {status}: {}",
-                    text.trim()
-                ));
+                return Err(GatewayError::Status {
+                    status,
+                    body: text.trim().to_owned(),
+                });
             }
             Ok(format_results(&text, max_results))
         };
         tokio::select! {
             r = work => match r {
                 Ok(t) => ToolOutput::ok(t),
-                Err(e) => ToolOutput::error(e),
+                Err(e) => ToolOutput::error(e.to_string()),
             },
             _ = cancel.cancelled() => ToolOutput::error("cancelled"),
         }
@@ -348,14 +345,39 @@ impl WebClient {
     }
 }
 
-fn join_endpoint(base: &Url, name: &str) -> Result<Url, String> {
+/// What went wrong on the way to the gateway or back. The text is part of the
+/// tool's answer, after what was asked for (`fetching `…`: `).
+#[derive(Debug, thiserror::Error)]
+enum GatewayError {
+    #[error("web.gateway_url is not usable: {0}")]
+    Endpoint(url::ParseError),
+    #[error("cannot build an HTTP client: {0}")]
+    Client(reqwest::Error),
+    /// The request failed: the error and its causes, `: `-joined.
+    #[error("the web gateway did not answer: {0}")]
+    NoAnswer(String),
+    #[error("the web gateway answered {status}: {body}")]
+    Status {
+        status: reqwest::StatusCode,
+        body: String,
+    },
+    #[error(transparent)]
+    Body(#[from] BodyError),
+}
+
+/// A response body broke off: the error and its causes, `: `-joined.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BodyError(String);
+
+fn join_endpoint(base: &Url, name: &str) -> Result<Url, GatewayError> {
     let mut s = base.as_str().to_owned();
     if !s.ends_with('/') {
         s.push('/');
     }
     Url::parse(&s)
         .and_then(|u| u.join(name))
-        .map_err(|e| format!("web.gateway_url is not usable: {e}"))
+        .map_err(GatewayError::Endpoint)
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -369,7 +391,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<(Vec<u8>, u64), String> {
+async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<(Vec<u8>, u64), BodyError> {
     let mut body = Vec::new();
     let mut more = 0u64;
     loop {
@@ -386,7 +408,7 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<(Vec<u8>
                 more += (chunk.len() - take) as u64;
             }
             Ok(None) => break,
-            Err(e) => return Err(error_chain(&e)),
+            Err(e) => return Err(BodyError(error_chain(&e))),
         }
     }
     Ok((body, more))

@@ -295,7 +295,7 @@ impl Policies {
                 let policy = match canonical(policy, &id) {
                     Ok(p) => p,
                     Err(e) => {
-                        problems.push(at(e));
+                        problems.push(at(e.to_string()));
                         continue;
                     }
                 };
@@ -358,7 +358,7 @@ impl Policies {
     ) -> Decision {
         match self.request(agent, action, resource_type, resource_id, context) {
             Ok(request) => self.decide(&request),
-            Err(e) => Decision::refused(e),
+            Err(e) => Decision::refused(e.to_string()),
         }
     }
 
@@ -377,7 +377,7 @@ impl Policies {
     ) -> Decision {
         let request = match self.request(agent, action, resource_type, resource_id, context) {
             Ok(request) => request,
-            Err(e) => return Decision::refused(e),
+            Err(e) => return Decision::refused(e.to_string()),
         };
         let mut d = self.decide(&request);
         // Cedar allows when a permit matches and no forbid does. The added
@@ -428,13 +428,13 @@ impl Policies {
         resource_type: &str,
         resource_id: &str,
         context: &[(&str, &str)],
-    ) -> Result<Request, String> {
+    ) -> Result<Request, Invalid> {
         let (principal, action, resource) = uids(agent, action, resource_type, resource_id)?;
         let context =
             Context::from_pairs(context.iter().map(|&(k, v)| (k.to_owned(), value(k, v))))
-                .map_err(|e| format!("its context: {}", one_line(&e.to_string())))?;
+                .map_err(|e| Invalid::Context(Box::new(e)))?;
         Request::new(principal, action, resource, context, None)
-            .map_err(|e| one_line(&e.to_string()))
+            .map_err(|e| Invalid::Request(Box::new(e)))
     }
 
     fn decide(&self, request: &Request) -> Decision {
@@ -888,17 +888,39 @@ fn canonical_action(action: &str) -> &str {
         .map_or(action, |(_, of)| of)
 }
 
+/// Why a request cannot be put to Cedar (the decision's error and rule say
+/// so); Cedar's messages on one line.
+#[derive(Debug, thiserror::Error)]
+enum Invalid {
+    #[error("`{ns}::{0}` is not a Cedar entity type", ns = NAMESPACE)]
+    EntityType(String),
+    #[error("its context: {}", one_line(&.0.to_string()))]
+    Context(Box<cedar_policy::ContextCreationError>),
+    #[error("{}", one_line(&.0.to_string()))]
+    Request(Box<cedar_policy::RequestValidationError>),
+}
+
+/// Why an aliased policy could not be rewritten (a problem at the policy);
+/// Cedar's messages on one line.
+#[derive(Debug, thiserror::Error)]
+enum Rewrite {
+    #[error("{}", one_line(&.0.to_string()))]
+    ToJson(Box<cedar_policy::PolicyToJsonError>),
+    #[error("{}", one_line(&.0.to_string()))]
+    FromJson(Box<cedar_policy::PolicyFromJsonError>),
+}
+
 /// The policy under `id`, with every aliased action replaced by its action.
-fn canonical(policy: &Policy, id: &PolicyId) -> Result<Policy, String> {
+fn canonical(policy: &Policy, id: &PolicyId) -> Result<Policy, Rewrite> {
     let aliased = policy.entity_literals().iter().any(|u| {
         is_action_type(u.type_name()) && canonical_action(u.id().unescaped()) != u.id().unescaped()
     });
     if !aliased {
         return Ok(policy.new_id(id.clone()));
     }
-    let mut json = policy.to_json().map_err(|e| one_line(&e.to_string()))?;
+    let mut json = policy.to_json().map_err(|e| Rewrite::ToJson(Box::new(e)))?;
     rename_actions(&mut json);
-    Policy::from_json(Some(id.clone()), json).map_err(|e| one_line(&e.to_string()))
+    Policy::from_json(Some(id.clone()), json).map_err(|e| Rewrite::FromJson(Box::new(e)))
 }
 
 /// Replace aliased actions in a policy's JSON form, wherever an entity
@@ -926,11 +948,11 @@ fn uids(
     action: &str,
     resource_type: &str,
     resource_id: &str,
-) -> Result<(EntityUid, EntityUid, EntityUid), String> {
+) -> Result<(EntityUid, EntityUid, EntityUid), Invalid> {
     let uid = |ty: &str, id: &str| {
         EntityTypeName::from_str(&format!("{NAMESPACE}::{ty}"))
             .map(|t| EntityUid::from_type_name_and_id(t, EntityId::new(id)))
-            .map_err(|_| format!("`{NAMESPACE}::{ty}` is not a Cedar entity type"))
+            .map_err(|_| Invalid::EntityType(ty.to_owned()))
     };
     Ok((
         uid("Agent", agent)?,

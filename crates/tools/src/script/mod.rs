@@ -147,11 +147,37 @@ impl HostFn {
     }
 }
 
+/// A host function's refusal or failure (a denial, a tool's error text, a
+/// bad argument): thrown in the script as an `Error` with this message, which
+/// the script may catch or let through to the model. Plain text on the
+/// worker's pipe.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HostError(pub String);
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<String> for HostError {
+    fn from(message: String) -> HostError {
+        HostError(message)
+    }
+}
+
+impl From<&str> for HostError {
+    fn from(message: &str) -> HostError {
+        HostError(message.to_owned())
+    }
+}
+
 /// What the script may call. Blocking: called on the calling thread.
 pub trait Host {
-    /// `Ok(value)` is returned to the script; `Err(message)` is thrown in it
+    /// `Ok(value)` is returned to the script; `Err(error)` is thrown in it
     /// as an `Error` with that message.
-    fn call(&self, func: HostFn, args: Value) -> Result<Value, String>;
+    fn call(&self, func: HostFn, args: Value) -> Result<Value, HostError>;
 
     /// Whether the caller has given up (its run was cancelled): asked every
     /// few milliseconds while the script runs, which then stops at once with
@@ -165,7 +191,7 @@ pub trait Host {
 struct NoHost;
 
 impl Host for NoHost {
-    fn call(&self, _: HostFn, _: Value) -> Result<Value, String> {
+    fn call(&self, _: HostFn, _: Value) -> Result<Value, HostError> {
         Err("host functions are not available while tools are being described".into())
     }
 }
@@ -697,7 +723,7 @@ fn install<'js>(
                     return Err(Exception::throw_message(&ctx, "the script was stopped"));
                 }
                 let json = host_args(&ctx, func, &args.0)
-                    .map_err(|m| Exception::throw_message(&ctx, &m))?;
+                    .map_err(|m| Exception::throw_message(&ctx, &m.0))?;
                 let size = json.to_string().len();
                 if size > MAX_HOST_ARGS_BYTES {
                     return Err(Exception::throw_message(
@@ -717,7 +743,7 @@ fn install<'js>(
                         let text = serde_json::to_string(&v).unwrap_or_else(|_| "null".into());
                         ctx.json_parse(text)
                     }
-                    Err(m) => Err(Exception::throw_message(&ctx, &m)),
+                    Err(m) => Err(Exception::throw_message(&ctx, &m.0)),
                 }
             },
         )?
@@ -741,7 +767,7 @@ fn host_args<'js>(
     ctx: &Ctx<'js>,
     func: HostFn,
     args: &[rquickjs::Value<'js>],
-) -> Result<Value, String> {
+) -> Result<Value, HostError> {
     let mut obj = serde_json::Map::new();
     for (i, field) in func.fields().iter().enumerate() {
         let v = args.get(i);
@@ -766,11 +792,11 @@ fn host_args<'js>(
             },
             _ => {
                 let wanted: Vec<&str> = func.fields().to_vec();
-                return Err(format!(
+                return Err(HostError(format!(
                     "{}({}): `{field}` must be text",
                     func.name(),
                     wanted.join(", ")
-                ));
+                )));
             }
         };
         obj.insert((*field).to_owned(), json);

@@ -26,7 +26,7 @@ struct Recorder {
 }
 
 impl Host for Recorder {
-    fn call(&self, func: HostFn, args: Value) -> Result<Value, String> {
+    fn call(&self, func: HostFn, args: Value) -> Result<Value, HostError> {
         self.calls.borrow_mut().push((func, args.clone()));
         std::thread::sleep(self.sleep);
         match func {
@@ -379,7 +379,7 @@ fn time_in_host_calls_counts_toward_the_wall_clock_limit() {
 fn a_cancelled_caller_stops_the_script_at_once() {
     struct GivesUp(Instant);
     impl Host for GivesUp {
-        fn call(&self, _: HostFn, _: Value) -> Result<Value, String> {
+        fn call(&self, _: HostFn, _: Value) -> Result<Value, HostError> {
             Ok(Value::Null)
         }
         fn cancelled(&self) -> bool {

@@ -34,7 +34,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Host, HostFn, Limits, ScriptError, ToolScheme};
+use super::{Host, HostError, HostFn, Limits, ScriptError, ToolScheme};
 
 /// The address space of a worker: the engine's 64 MiB and everything around
 /// it (the program's own mappings, copies of code, arguments and results).
@@ -72,7 +72,7 @@ enum Op {
 /// A line from the worker.
 #[derive(Serialize, Deserialize)]
 enum Up {
-    /// A host call; the parent answers with one `Result<Value, String>` line.
+    /// A host call; the parent answers with one `Result<Value, HostError>` line.
     Host {
         func: HostFn,
         args: Value,
@@ -129,9 +129,9 @@ fn run(req: Request) -> Result<Done, ScriptError> {
 struct PipeHost;
 
 impl Host for PipeHost {
-    fn call(&self, func: HostFn, args: Value) -> Result<Value, String> {
+    fn call(&self, func: HostFn, args: Value) -> Result<Value, HostError> {
         let ask = serde_json::to_string(&Up::Host { func, args })
-            .map_err(|e| format!("the arguments cannot be sent: {e}"))?;
+            .map_err(|e| HostError(format!("the arguments cannot be sent: {e}")))?;
         if !crate::isolate::send_line(&ask) {
             std::process::exit(0);
         }
@@ -139,7 +139,7 @@ impl Host for PipeHost {
             // The parent is gone: nothing is waiting for this script.
             std::process::exit(0);
         };
-        serde_json::from_str(&answer).unwrap_or_else(|e| Err(format!("bad answer: {e}")))
+        serde_json::from_str(&answer).unwrap_or_else(|e| Err(HostError(format!("bad answer: {e}"))))
     }
 }
 
@@ -245,7 +245,7 @@ fn exchange(req: &Request, host: &dyn Host) -> Result<Done, ScriptError> {
                 // Waiting on the host is not the script's CPU time.
                 deadline += asked.elapsed();
                 let text = serde_json::to_string(&answer).unwrap_or_else(|e| {
-                    serde_json::to_string(&Err::<Value, _>(format!("bad answer: {e}")))
+                    serde_json::to_string(&Err::<Value, _>(HostError(format!("bad answer: {e}"))))
                         .unwrap_or_default()
                 });
                 sent = worker.send(&text);
