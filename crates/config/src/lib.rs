@@ -456,13 +456,23 @@ fn origins<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Err
         .collect()
 }
 
+/// An `[mcp] allowed_origins` entry that is not a web origin: the entry as
+/// written, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`[mcp] allowed_origins`: {text:?} is not an origin ({why}); write scheme://host[:port], e.g. \"https://app.example.com\" or \"http://localhost:5173\""
+)]
+pub struct OriginError {
+    pub text: String,
+    pub why: String,
+}
+
 /// A web origin (`scheme://host[:port]`, http or https, nothing after the
 /// authority) in its canonical form, as browsers send it in `Origin`.
-pub fn parse_origin(text: &str) -> Result<String, String> {
-    let bad = |why: &str| {
-        format!(
-            "`[mcp] allowed_origins`: {text:?} is not an origin ({why}); write scheme://host[:port], e.g. \"https://app.example.com\" or \"http://localhost:5173\""
-        )
+pub fn parse_origin(text: &str) -> Result<String, OriginError> {
+    let bad = |why: &str| OriginError {
+        text: text.to_owned(),
+        why: why.to_owned(),
     };
     let url = url::Url::parse(text.trim()).map_err(|e| bad(&e.to_string()))?;
     if !matches!(url.scheme(), "http" | "https") {
