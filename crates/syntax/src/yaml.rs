@@ -629,9 +629,9 @@ pub fn parse_with(text: &str, base: usize, limits: Limits) -> Result<Doc, YamlEr
             Event::Alias(id) => ld.alias(id, start, end)?,
             Event::Scalar(text, style, anchor, tag) => {
                 let value = resolve(&text, style, tag.as_deref().map(|t| t.suffix.as_str()))
-                    .map_err(|message| YamlError {
+                    .map_err(|e| YamlError {
                         code: "yaml-syntax",
-                        message,
+                        message: e.to_string(),
                         start,
                         end,
                         hint: None,
@@ -814,8 +814,24 @@ impl Loader {
     }
 }
 
+/// A scalar whose core-schema tag (`!!int`, `!!float`, `!!bool`, `!!null`)
+/// does not fit its text.
+#[derive(Debug)]
+struct BadTag {
+    text: String,
+    tag: String,
+}
+
+impl std::fmt::Display for BadTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` is not a valid !!{}", self.text, self.tag)
+    }
+}
+
+impl std::error::Error for BadTag {}
+
 /// A scalar by YAML 1.2's core schema.
-fn resolve(text: &str, style: ScalarStyle, tag: Option<&str>) -> Result<Value, String> {
+fn resolve(text: &str, style: ScalarStyle, tag: Option<&str>) -> Result<Value, BadTag> {
     let plain = matches!(style, ScalarStyle::Plain);
     match tag {
         Some("str") => return Ok(Value::String(text.to_owned())),
@@ -830,7 +846,10 @@ fn resolve(text: &str, style: ScalarStyle, tag: Option<&str>) -> Result<Value, S
             return if ok {
                 Ok(v)
             } else {
-                Err(format!("`{text}` is not a valid !!{t}"))
+                Err(BadTag {
+                    text: text.to_owned(),
+                    tag: t.to_owned(),
+                })
             };
         }
         _ => {}
