@@ -369,3 +369,146 @@ fn no_two_modules_of_a_crate_import_each_other_in_a_loop() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// Library crates whose errors are types: no `Result<…, String>` in their
+/// library code (issue 44 §3). Where the text is data (a tool's answer, the
+/// JavaScript host's reply), a named type says so (`script::HostError`).
+const TYPED_ERRORS: &[&str] = &[
+    "tools",
+    "engine",
+    "session",
+    "llm",
+    "plan",
+    "config",
+    "syntax",
+    "frontend",
+    "dsl",
+    "workflow-md",
+    "workflow-yaml",
+    "agent-md",
+    "agentrc",
+];
+
+/// A crate's library code without comments and without its tests: `//`
+/// comments dropped, each `#[cfg(test)]` item (a `{…}` block, or `mod x;`
+/// whose `tests.rs` file is skipped by the caller) blanked, newlines kept so
+/// that offsets still give lines.
+fn string_results_lib_code(text: &str) -> String {
+    let src: String = text.lines().map(|l| format!("{}\n", code(l))).collect();
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while let Some(k) = src[i..].find("#[cfg(test)]").map(|k| i + k) {
+        out.push_str(&src[i..k]);
+        let mut j = k;
+        while j < b.len() && b[j] != b';' && b[j] != b'{' {
+            j += 1;
+        }
+        if j < b.len() && b[j] == b'{' {
+            let mut depth = 0;
+            while j < b.len() {
+                match b[j] {
+                    b'"' => {
+                        j += 1;
+                        while j < b.len() && b[j] != b'"' {
+                            j += if b[j] == b'\\' { 2 } else { 1 };
+                        }
+                    }
+                    b'{' => depth += 1,
+                    b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        let end = (j + 1).min(b.len());
+        out.extend(src[k..end].chars().filter(|c| *c == '\n'));
+        i = end;
+    }
+    out.push_str(&src[i..]);
+    out
+}
+
+/// Lines (1-based) where a `Result<…>` has `String` as its last type argument.
+fn string_results_in(code: &str) -> Vec<usize> {
+    let b = code.as_bytes();
+    let mut hits = Vec::new();
+    for (at, _) in code.match_indices("Result<") {
+        if at > 0 && (b[at - 1].is_ascii_alphanumeric() || b[at - 1] == b'_') {
+            continue;
+        }
+        let (mut depth, mut j, mut last) = (1, at + "Result<".len(), at + "Result<".len());
+        while j < b.len() && depth > 0 {
+            match b[j] {
+                b'<' | b'(' | b'[' => depth += 1,
+                b'>' if b[j - 1] == b'-' => {}
+                b'>' | b')' | b']' => depth -= 1,
+                b',' if depth == 1 => last = j + 1,
+                _ => {}
+            }
+            j += 1;
+        }
+        // `io::Result<String>` has one argument: no error type.
+        let two = last > at + "Result<".len();
+        if depth == 0 && two && code[last..j - 1].trim() == "String" {
+            hits.push(code[..at].matches('\n').count() + 1);
+        }
+    }
+    hits
+}
+
+/// Every `Result<…, String>` in the library code of `crates/<name>`.
+fn string_results(name: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates").join(name).join("src"), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        // A module's `tests.rs` is its `#[cfg(test)] mod tests;`.
+        if f.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        for line in string_results_in(&string_results_lib_code(&text)) {
+            out.push(format!("{}:{line}", f.display()));
+        }
+    }
+    out
+}
+
+#[test]
+fn library_errors_are_types_not_strings() {
+    let mut problems = Vec::new();
+    for name in TYPED_ERRORS {
+        problems.extend(string_results(name));
+    }
+    assert!(
+        problems.is_empty(),
+        "`Result<_, String>` in library code: return a `thiserror` enum whose message is the text, \
+         or, where the text is data (a tool's answer), a named type:\n{}",
+        problems.join("\n")
+    );
+    // Not yet converted; counted so that a report can say how many remain.
+    for name in ["server", "sandbox", "author"] {
+        let left = string_results(name);
+        eprintln!("{name}: {} `Result<_, String>` left", left.len());
+    }
+    // The scanner finds what it should.
+    assert_eq!(
+        string_results_in(
+            "fn f() -> Result<Result<u8, String>, Stop> {}\nfn g() -> io::Result<String> {}"
+        ),
+        [1]
+    );
+    assert!(
+        string_results_in(&string_results_lib_code(
+            "#[cfg(test)]\nmod t { fn f() -> Result<(), String> { \"}\" } }"
+        ))
+        .is_empty()
+    );
+}
