@@ -1042,20 +1042,22 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, Author
     if let Some(why) = not_promotable(&m, &shown) {
         return Err(why.into());
     }
-    let target_rel = format!("workflows/{name}");
-    let archive_rel = format!("outputs/{name}/{run_id}/build");
-    let target = workspace.join("workflows").join(&name);
-    let archive = workspace
-        .join("outputs")
-        .join(&name)
-        .join(&run_id)
-        .join("build");
-    if std::fs::symlink_metadata(&target).is_ok() {
-        return Err(Exists::Target { target: target_rel }.into());
+    let places = Places::of(workspace, &name, &run_id);
+    let Places {
+        target,
+        target_rel,
+        archive,
+        archive_rel,
+    } = &places;
+    if std::fs::symlink_metadata(target).is_ok() {
+        return Err(Exists::Target {
+            target: target_rel.clone(),
+        }
+        .into());
     }
-    if std::fs::symlink_metadata(&archive).is_ok() {
+    if std::fs::symlink_metadata(archive).is_ok() {
         return Err(Exists::Archive {
-            archive: archive_rel,
+            archive: archive_rel.clone(),
         }
         .into());
     }
@@ -1070,33 +1072,7 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, Author
     // `workflows/<name>/` is either absent or complete.
     let workflows = workspace.join("workflows");
     let staging = workflows.join(partial_name(&name));
-    let placed = (|| {
-        std::fs::create_dir_all(&workflows).map_err(|e| io("create", &workflows, e))?;
-        stage_workflow(&dir, &staging)?;
-        let status = json!({
-            "workflow": name,
-            "run_id": run_id,
-            "status": "registered",
-            "registered_at": timestamp_now(),
-            "source_run_id": run_id,
-            "artifact_directory": shown,
-            "target_directory": target_rel,
-            "archive": archive_rel,
-            "generator": m.generator,
-        });
-        write_json(&staging.join(STATUS_FILE), &status)?;
-        if std::fs::symlink_metadata(&target).is_ok() {
-            return Err(Exists::Appeared {
-                target: target_rel.clone(),
-            }
-            .into());
-        }
-        std::fs::rename(&staging, &target).map_err(|source| AuthorError::Move {
-            what: "the staged workflow",
-            to: target_rel.clone(),
-            source,
-        })
-    })();
+    let placed = place_workflow(&dir, &m, &shown, &places, &workflows, &staging);
     if let Err(e) = placed {
         let _ = std::fs::remove_dir_all(&staging);
         return Err(record_failure(&mut m, &dir, PROMOTION, e));
@@ -1123,25 +1099,12 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, Author
             &dir,
             ARCHIVAL,
             AuthorError::NoArchiveParent {
-                archive: archive_rel,
+                archive: archive_rel.clone(),
             },
         ));
     };
     let partial = run_parent.join(partial_name("build"));
-    let archived = (|| {
-        std::fs::create_dir_all(run_parent).map_err(|e| io("create", run_parent, e))?;
-        copy_tree(&dir, &partial)?;
-        let mut done = m.clone();
-        done.complete_phase(ARCHIVAL);
-        done.updated_at = Some(timestamp_now());
-        done.write_to(&partial)?;
-        std::fs::rename(&partial, &archive).map_err(|source| AuthorError::Move {
-            what: "the archive copy",
-            to: archive_rel.clone(),
-            source,
-        })?;
-        Ok::<_, AuthorError>(done)
-    })();
+    let archived = archive_run(&dir, &m, &places, run_parent, &partial);
     match archived {
         Ok(done) => {
             m = done;
@@ -1167,9 +1130,107 @@ pub fn promote(workspace: &Path, artifact_dir: &Path) -> Result<Promoted, Author
     Ok(Promoted {
         name,
         run_id,
-        target: target_rel,
-        archive: archive_rel,
+        target: places.target_rel,
+        archive: places.archive_rel,
     })
+}
+
+/// Where a promotion puts a run: its workflow's folder and its archive, each
+/// as a path and as shown (relative to the workspace).
+struct Places {
+    target: PathBuf,
+    target_rel: String,
+    archive: PathBuf,
+    archive_rel: String,
+}
+
+impl Places {
+    fn of(workspace: &Path, name: &str, run_id: &str) -> Places {
+        Places {
+            target_rel: format!("workflows/{name}"),
+            archive_rel: format!("outputs/{name}/{run_id}/build"),
+            target: workspace.join("workflows").join(name),
+            archive: workspace
+                .join("outputs")
+                .join(name)
+                .join(run_id)
+                .join("build"),
+        }
+    }
+}
+
+/// Stage the run's workflow (with its `workflow_status.json`) at `staging`,
+/// beside its place, and rename it into place, so `workflows/<name>/` is
+/// either absent or complete. The caller removes `staging` on failure.
+fn place_workflow(
+    dir: &Path,
+    m: &Manifest,
+    shown: &str,
+    places: &Places,
+    workflows: &Path,
+    staging: &Path,
+) -> Result<(), AuthorError> {
+    let (name, run_id) = (&m.workflow, &m.run_id);
+    let Places {
+        target,
+        target_rel,
+        archive_rel,
+        ..
+    } = places;
+    std::fs::create_dir_all(workflows).map_err(|e| io("create", workflows, e))?;
+    stage_workflow(dir, staging)?;
+    let status = json!({
+        "workflow": name,
+        "run_id": run_id,
+        "status": "registered",
+        "registered_at": timestamp_now(),
+        "source_run_id": run_id,
+        "artifact_directory": shown,
+        "target_directory": target_rel,
+        "archive": archive_rel,
+        "generator": m.generator,
+    });
+    write_json(&staging.join(STATUS_FILE), &status)?;
+    if std::fs::symlink_metadata(target).is_ok() {
+        return Err(Exists::Appeared {
+            target: target_rel.clone(),
+        }
+        .into());
+    }
+    std::fs::rename(staging, target).map_err(|source| AuthorError::Move {
+        what: "the staged workflow",
+        to: target_rel.clone(),
+        source,
+    })
+}
+
+/// Copy the run folder to a partial archive beside `places.archive`, with
+/// the manifest as it will read once archived, and rename it into place;
+/// that manifest. The caller removes `partial` on failure.
+fn archive_run(
+    dir: &Path,
+    m: &Manifest,
+    places: &Places,
+    run_parent: &Path,
+    partial: &Path,
+) -> Result<Manifest, AuthorError> {
+    let Places {
+        archive,
+        archive_rel,
+        ..
+    } = places;
+    std::fs::create_dir_all(run_parent).map_err(|e| io("create", run_parent, e))?;
+    copy_tree(dir, partial)?;
+    let mut done = m.clone();
+    done.complete_phase(ARCHIVAL);
+    done.updated_at = Some(timestamp_now());
+    done.write_to(partial)?;
+    std::fs::rename(partial, archive).map_err(|source| AuthorError::Move {
+        what: "the archive copy",
+        to: archive_rel.clone(),
+        source,
+    })?;
+    Ok(done)
 }
 
 /// Record `message` as the failure of `phase` and save; the message to

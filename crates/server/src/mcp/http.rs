@@ -67,6 +67,8 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use agentfile_config::Config;
+
 use super::principal::Principal;
 use super::{
     ANSWER_GRACE, Client, ExitCode, INTERRUPT_GRACE, KEY_HINT, McpOptions, McpServer, tools,
@@ -74,7 +76,7 @@ use super::{
 };
 pub use crate::auth::{TOKEN_VAR, parse_tokens};
 use crate::auth::{Tokens, origin_of, own_origins};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineOptions};
 use crate::limits;
 
 /// The path the MCP endpoint is served at.
@@ -97,51 +99,14 @@ pub async fn serve_http_until(
         eprintln!("agentfile mcp: no --http address to serve");
         return 2;
     };
-    if options.tokens.is_empty() && !addr.ip().is_loopback() {
-        eprintln!(
-            "agentfile mcp: refusing to serve --http {addr} without a token: \
-             set {TOKEN_VAR} (clients then send `Authorization: Bearer <token>`), \
-             or bind a loopback address such as 127.0.0.1:{}",
-            addr.port()
-        );
-        return 2;
-    }
-    match crate::auth::check_token_strength(&options.tokens, addr, "agentfile mcp") {
-        Ok(None) => {}
-        Ok(Some(warning)) => eprintln!("{warning}"),
-        Err(refusal) => {
-            eprintln!("{refusal}");
-            return 2;
-        }
-    }
-    // One engine serves every client: there is no one host model to sample.
-    if options.engine.provider.as_deref() == Some(super::sampling::NAME) {
-        eprintln!(
-            "agentfile mcp: --provider {} needs one host, so it works on stdio only; \
-             drop --http, or choose a provider with an API key",
-            super::sampling::NAME
-        );
-        return 2;
-    }
-    options.engine.sampling = None;
-    if options.engine.key_hint.is_none() {
-        options.engine.key_hint = Some(KEY_HINT.to_owned());
+    if let Err(code) = check_options(&mut options, addr) {
+        return code;
     }
     let config_path = options.engine.config.clone();
     let limits = options.engine.limits;
-    let engine = match Engine::new(options.engine) {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("agentfile mcp: {e}");
-            return 2;
-        }
-    };
-    let config = match engine.default_config() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("agentfile mcp: {}", e.message);
-            return 2;
-        }
+    let (engine, config) = match open_engine(options.engine) {
+        Ok(opened) => opened,
+        Err(code) => return code,
     };
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
@@ -161,13 +126,141 @@ pub async fn serve_http_until(
     let ct = CancellationToken::new();
     let sessions = Arc::new(Sessions::default());
     let host = super::ToolHost::default();
+    let service = mcp_service(
+        Shared {
+            engine: &engine,
+            catalog: &catalog,
+            sessions: &sessions,
+            host: &host,
+        },
+        options.heartbeat,
+        options.extra_tools.clone(),
+        limits,
+        &ct,
+        local,
+    );
+    let ui = match web_view(&engine, &options.tokens, &config, local, &ct) {
+        Ok(u) => u,
+        Err(code) => return code,
+    };
+    let front = Arc::new(Front {
+        service,
+        ui,
+        origins: own_origins(local)
+            .into_iter()
+            .chain(config.mcp.allowed_origins.iter().cloned())
+            .collect(),
+        tokens: Tokens::new(&options.tokens),
+        in_flight: Arc::new(InFlight::default()),
+        max_requests: limits.max_requests(),
+        streams: Arc::new(InFlight::default()),
+        max_streams: config.mcp.max_streams(),
+        closing: CancellationToken::new(),
+        v1_sessions: Mutex::default(),
+        changes: host.changes().clone(),
+        read_timeout: config.mcp.read_timeout(),
+    });
+    relay_changes(scan, catalog, options.poll, &host, &sessions, &ct);
+
+    eprintln!("agentfile mcp: listening on http://{local}{PATH}");
+    eprintln!("agentfile mcp: web view at http://{local}/ui/");
+    bound(local);
+
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let code = accept_until(listener, &front, &graceful, stop).await;
+    // New requests are refused from here; runs stop and are left resumable;
+    // the calls that held them answer; then the sessions and streams close.
+    front.closing.cancel();
+    engine.interrupt(INTERRUPT_GRACE).await;
+    let _ = tokio::time::timeout(ANSWER_GRACE, front.in_flight.idle()).await;
+    ct.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
+    code
+}
+
+/// Refuse what cannot be served over HTTP (no token off loopback, a weak
+/// token, the host's model as provider), and fill in the HTTP defaults.
+fn check_options(options: &mut McpOptions, addr: SocketAddr) -> Result<(), ExitCode> {
+    if options.tokens.is_empty() && !addr.ip().is_loopback() {
+        eprintln!(
+            "agentfile mcp: refusing to serve --http {addr} without a token: \
+             set {TOKEN_VAR} (clients then send `Authorization: Bearer <token>`), \
+             or bind a loopback address such as 127.0.0.1:{}",
+            addr.port()
+        );
+        return Err(2);
+    }
+    match crate::auth::check_token_strength(&options.tokens, addr, "agentfile mcp") {
+        Ok(None) => {}
+        Ok(Some(warning)) => eprintln!("{warning}"),
+        Err(refusal) => {
+            eprintln!("{refusal}");
+            return Err(2);
+        }
+    }
+    // One engine serves every client: there is no one host model to sample.
+    if options.engine.provider.as_deref() == Some(super::sampling::NAME) {
+        eprintln!(
+            "agentfile mcp: --provider {} needs one host, so it works on stdio only; \
+             drop --http, or choose a provider with an API key",
+            super::sampling::NAME
+        );
+        return Err(2);
+    }
+    options.engine.sampling = None;
+    if options.engine.key_hint.is_none() {
+        options.engine.key_hint = Some(KEY_HINT.to_owned());
+    }
+    Ok(())
+}
+
+/// The one engine every client shares, and its workspace's config.
+fn open_engine(options: EngineOptions) -> Result<(Arc<Engine>, Config), ExitCode> {
+    let engine = match Engine::new(options) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("agentfile mcp: {e}");
+            return Err(2);
+        }
+    };
+    let config = match engine.default_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("agentfile mcp: {}", e.message);
+            return Err(2);
+        }
+    };
+    Ok((engine, config))
+}
+
+/// What every HTTP session shares: one engine, one catalog of workflow tools,
+/// the list of sessions, the extra tools' host.
+struct Shared<'a> {
+    engine: &'a Arc<Engine>,
+    catalog: &'a Arc<super::workflows::Catalog>,
+    sessions: &'a Arc<Sessions>,
+    host: &'a super::ToolHost,
+}
+
+/// rmcp's Streamable HTTP service: a new [`McpServer`] per session, each with
+/// its own client (its peer, log level), all over one engine.
+fn mcp_service(
+    shared: Shared<'_>,
+    heartbeat: Duration,
+    extra_tools: Option<Arc<dyn super::ExtraTools>>,
+    limits: limits::Limits,
+    ct: &CancellationToken,
+    local: SocketAddr,
+) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let factory = {
-        let (engine, catalog, sessions) = (engine.clone(), catalog.clone(), sessions.clone());
+        let (engine, catalog, sessions) = (
+            shared.engine.clone(),
+            shared.catalog.clone(),
+            shared.sessions.clone(),
+        );
         let fixed_tools = Arc::new(tools::fixed());
         let triggers = Arc::new(crate::daemon::service::TriggerService::new(engine.clone()));
-        let heartbeat = options.heartbeat;
-        let extra_tools = options.extra_tools.clone();
-        let host = host.clone();
+        let host = shared.host.clone();
         move || {
             // Each session its own client (its peer, log level), all one engine.
             let client = Arc::new(Client::new(
@@ -194,90 +287,90 @@ pub async fn serve_http_until(
         // guards it, and a rebound browser page has no token to send.
         http_config = http_config.disable_allowed_hosts();
     }
-    let service = StreamableHttpService::new(
+    StreamableHttpService::new(
         factory,
         Arc::new(LocalSessionManager::default()),
         http_config,
-    );
-    let ui = match crate::ui::Ui::new(
+    )
+}
+
+/// The web view served at `/ui/` beside the endpoint.
+fn web_view(
+    engine: &Arc<Engine>,
+    tokens: &[String],
+    config: &Config,
+    local: SocketAddr,
+    ct: &CancellationToken,
+) -> Result<Arc<crate::ui::Ui>, ExitCode> {
+    crate::ui::Ui::new(
         engine.clone(),
         crate::ui::UiOptions {
-            tokens: Tokens::new(&options.tokens),
+            tokens: Tokens::new(tokens),
             allowed_origins: config.mcp.allowed_origins.clone(),
             local,
             stop: ct.child_token(),
             read_timeout: config.mcp.read_timeout(),
-            rule: crate::access::Rule::of_config(&config),
+            rule: crate::access::Rule::of_config(config),
         },
-    ) {
-        Ok(u) => u,
-        Err(e) => {
-            eprintln!("agentfile mcp: no randomness for the web view's CSRF tokens: {e}");
-            return 2;
-        }
-    };
-    let front = Arc::new(Front {
-        service,
-        ui,
-        origins: own_origins(local)
-            .into_iter()
-            .chain(config.mcp.allowed_origins.iter().cloned())
-            .collect(),
-        tokens: Tokens::new(&options.tokens),
-        in_flight: Arc::new(InFlight::default()),
-        max_requests: limits.max_requests(),
-        streams: Arc::new(InFlight::default()),
-        max_streams: config.mcp.max_streams(),
-        closing: CancellationToken::new(),
-        v1_sessions: Mutex::default(),
-        changes: host.changes().clone(),
-        read_timeout: config.mcp.read_timeout(),
-    });
+    )
+    .map_err(|e| {
+        eprintln!("agentfile mcp: no randomness for the web view's CSRF tokens: {e}");
+        2
+    })
+}
 
-    {
-        // The scanner's changes and the extra tools' go to every session
-        // (`list_changed`) and to the listen streams that asked.
-        let hub = host.changes().clone();
-        tokio::spawn(
-            scan.watch_with(catalog, options.poll, ct.child_token(), move || {
-                hub.changed(super::listen::Change::Tools);
-                std::future::ready(true)
-            }),
-        );
-        let (sessions, mut changes, stop) = (
-            sessions.clone(),
-            host.changes().subscribe(),
-            ct.child_token(),
-        );
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    c = changes.recv() => match c {
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                            for peer in sessions.peers() {
-                                tokio::spawn(async move {
-                                    let _ = peer.notify_tool_list_changed().await;
-                                });
-                            }
+/// The scanner's changes and the extra tools' go to every session
+/// (`list_changed`) and to the listen streams that asked, until `ct` stops.
+fn relay_changes(
+    scan: super::workflows::Scan,
+    catalog: Arc<super::workflows::Catalog>,
+    poll: Duration,
+    host: &super::ToolHost,
+    sessions: &Arc<Sessions>,
+    ct: &CancellationToken,
+) {
+    let hub = host.changes().clone();
+    tokio::spawn(scan.watch_with(catalog, poll, ct.child_token(), move || {
+        hub.changed(super::listen::Change::Tools);
+        std::future::ready(true)
+    }));
+    let (sessions, mut changes, stop) = (
+        sessions.clone(),
+        host.changes().subscribe(),
+        ct.child_token(),
+    );
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                c = changes.recv() => match c {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        for peer in sessions.peers() {
+                            tokio::spawn(async move {
+                                let _ = peer.notify_tool_list_changed().await;
+                            });
                         }
-                        Err(_) => return,
-                    },
-                }
+                    }
+                    Err(_) => return,
+                },
             }
-        });
-    }
+        }
+    });
+}
 
-    eprintln!("agentfile mcp: listening on http://{local}{PATH}");
-    eprintln!("agentfile mcp: web view at http://{local}/ui/");
-    bound(local);
-
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+/// Serve each connection `listener` accepts through `front` (watched by
+/// `graceful`) until `stop` resolves; the listener closes on return.
+async fn accept_until(
+    listener: tokio::net::TcpListener,
+    front: &Arc<Front>,
+    graceful: &hyper_util::server::graceful::GracefulShutdown,
+    stop: impl Future<Output = ExitCode>,
+) -> ExitCode {
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(front.read_timeout);
     tokio::pin!(stop);
-    let code = loop {
+    loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((sock, peer)) => {
@@ -302,16 +395,7 @@ pub async fn serve_http_until(
             },
             code = &mut stop => break code,
         }
-    };
-    drop(listener);
-    // New requests are refused from here; runs stop and are left resumable;
-    // the calls that held them answer; then the sessions and streams close.
-    front.closing.cancel();
-    engine.interrupt(INTERRUPT_GRACE).await;
-    let _ = tokio::time::timeout(ANSWER_GRACE, front.in_flight.idle()).await;
-    ct.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
-    code
+    }
 }
 
 /// Every HTTP session's client, to tell them all the tool list changed.

@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use agentfile_frontend::inspect::Diagram;
+use agentfile_frontend::inspect::{Diagram, DiagramNode};
 use agentfile_protocol::events::{Event, EventBody};
 use serde::Serialize;
 
@@ -186,6 +186,43 @@ pub fn layout(d: &Diagram, states: &States) -> Graph {
         .enumerate()
         .map(|(i, n)| (n.id.as_str(), i))
         .collect();
+    let by_row = rows(d, &index);
+    let sizes: Vec<(f64, f64)> = d.nodes.iter().map(node_size).collect();
+    let row_width = |r: &Vec<usize>| -> f64 {
+        r.iter().map(|&v| sizes[v].0).sum::<f64>() + COL_GAP * r.len().saturating_sub(1) as f64
+    };
+    let widest = by_row.iter().map(row_width).fold(0.0, f64::max);
+    let mut pos = vec![(0.0, 0.0); d.nodes.len()];
+    let mut y = MARGIN + GROUP_TOP;
+    for r in &by_row {
+        let height = r.iter().map(|&v| sizes[v].1).fold(0.0, f64::max);
+        let mut x = MARGIN + (widest - row_width(r)) / 2.0;
+        for &v in r {
+            pos[v] = (x, y + (height - sizes[v].1) / 2.0);
+            x += sizes[v].0 + COL_GAP;
+        }
+        y += height + ROW_GAP;
+    }
+    let nodes = place_nodes(d, states, &pos, &sizes);
+    let groups = place_groups(d, &nodes);
+    let right = nodes.iter().map(|n| n.x + n.w).fold(0.0, f64::max);
+    let edges = route_edges(d, &index, &nodes, right);
+    let beyond = groups.iter().map(|g| g.x + g.w).fold(0.0, f64::max);
+    let width = right.max(beyond).max(widest + MARGIN) + MARGIN + 40.0;
+    Graph {
+        note: None,
+        width,
+        height: y - ROW_GAP + MARGIN,
+        nodes,
+        groups,
+        edges,
+    }
+}
+
+/// The nodes of `d` by row: each on the longest path of forward arrows from
+/// `start` (arrows that close a cycle do not count), in discovery order
+/// within a row.
+fn rows(d: &Diagram, index: &HashMap<&str, usize>) -> Vec<Vec<usize>> {
     let mut out_edges: Vec<Vec<usize>> = vec![Vec::new(); d.nodes.len()];
     for e in d.edges.iter().filter(|e| !e.dashed) {
         if let (Some(&a), Some(&b)) = (index.get(e.from.as_str()), index.get(e.to.as_str())) {
@@ -247,42 +284,37 @@ pub fn layout(d: &Diagram, states: &States) -> Graph {
     for &v in &discovery {
         by_row[row[v]].push(v);
     }
-    let size = |i: usize| -> (f64, f64) {
-        let n = &d.nodes[i];
-        if n.shape == "circle" {
-            return (14.0, 14.0);
-        }
-        let chars = n
-            .lines
-            .iter()
-            .map(|l| l.chars().count().min(MAX_LABEL))
-            .max();
-        let w = (chars.unwrap_or(4) as f64 * CHAR_W + 28.0).max(60.0);
-        let lines = n.lines.len().max(1) as f64 + 1.0; // + the state line
-        let h = lines * LINE_H + 12.0;
-        match n.shape {
-            "diamond" | "hexagon" => (w + 24.0, h + 8.0),
-            _ => (w, h),
-        }
-    };
-    let sizes: Vec<(f64, f64)> = (0..d.nodes.len()).map(size).collect();
-    let row_width = |r: &Vec<usize>| -> f64 {
-        r.iter().map(|&v| sizes[v].0).sum::<f64>() + COL_GAP * r.len().saturating_sub(1) as f64
-    };
-    let widest = by_row.iter().map(row_width).fold(0.0, f64::max);
-    let mut pos = vec![(0.0, 0.0); d.nodes.len()];
-    let mut y = MARGIN + GROUP_TOP;
-    for r in &by_row {
-        let height = r.iter().map(|&v| sizes[v].1).fold(0.0, f64::max);
-        let mut x = MARGIN + (widest - row_width(r)) / 2.0;
-        for &v in r {
-            pos[v] = (x, y + (height - sizes[v].1) / 2.0);
-            x += sizes[v].0 + COL_GAP;
-        }
-        y += height + ROW_GAP;
+    by_row
+}
+
+/// A node's box: wide enough for its longest line, tall enough for its
+/// lines and the state line.
+fn node_size(n: &DiagramNode) -> (f64, f64) {
+    if n.shape == "circle" {
+        return (14.0, 14.0);
     }
-    let nodes: Vec<PlacedNode> = d
-        .nodes
+    let chars = n
+        .lines
+        .iter()
+        .map(|l| l.chars().count().min(MAX_LABEL))
+        .max();
+    let w = (chars.unwrap_or(4) as f64 * CHAR_W + 28.0).max(60.0);
+    let lines = n.lines.len().max(1) as f64 + 1.0; // + the state line
+    let h = lines * LINE_H + 12.0;
+    match n.shape {
+        "diamond" | "hexagon" => (w + 24.0, h + 8.0),
+        _ => (w, h),
+    }
+}
+
+/// The nodes of `d` at their places, each in its state.
+fn place_nodes(
+    d: &Diagram,
+    states: &States,
+    pos: &[(f64, f64)],
+    sizes: &[(f64, f64)],
+) -> Vec<PlacedNode> {
+    d.nodes
         .iter()
         .enumerate()
         .map(|(i, n)| {
@@ -305,11 +337,18 @@ pub fn layout(d: &Diagram, states: &States) -> Graph {
                 badge,
             }
         })
-        .collect();
-    let groups = place_groups(d, &nodes);
-    let right = nodes.iter().map(|n| n.x + n.w).fold(0.0, f64::max);
-    let edges = d
-        .edges
+        .collect()
+}
+
+/// The arrows between placed nodes: down between rows, or round the right
+/// side (beyond `right`) when they go back up.
+fn route_edges(
+    d: &Diagram,
+    index: &HashMap<&str, usize>,
+    nodes: &[PlacedNode],
+    right: f64,
+) -> Vec<PlacedEdge> {
+    d.edges
         .iter()
         .filter_map(|e| {
             let a = &nodes[*index.get(e.from.as_str())?];
@@ -336,17 +375,7 @@ pub fn layout(d: &Diagram, states: &States) -> Graph {
                 dashed: e.dashed,
             })
         })
-        .collect();
-    let beyond = groups.iter().map(|g| g.x + g.w).fold(0.0, f64::max);
-    let width = right.max(beyond).max(widest + MARGIN) + MARGIN + 40.0;
-    Graph {
-        note: None,
-        width,
-        height: y - ROW_GAP + MARGIN,
-        nodes,
-        groups,
-        edges,
-    }
+        .collect()
 }
 
 /// The boxes around each group's nodes (and its inner groups'), innermost
