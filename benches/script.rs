@@ -10,7 +10,7 @@
 
 use std::rc::Rc;
 
-use agentfile::script::{self, Host, HostFn, Limits};
+use agentfile::script::{self, Host, HostError, HostFn, Limits};
 use serde_json::{Value, json};
 
 fn main() {
@@ -28,7 +28,7 @@ return {
 struct Quiet;
 
 impl Host for Quiet {
-    fn call(&self, _: HostFn, _: Value) -> Result<Value, String> {
+    fn call(&self, _: HostFn, _: Value) -> Result<Value, HostError> {
         Ok(json!("0123456789abcdef"))
     }
 }
