@@ -1,7 +1,7 @@
 //! Work in a child process, under limits a thread cannot be held to.
 //!
 //! Some work cannot be bounded from inside the thread that does it. The shell
-//! parser (`tools::policy::shell_worker`) does not finish on some
+//! parser (`tools::policy::bash::worker`) does not finish on some
 //! inputs and allocates without end on others; the JavaScript engine
 //! (`script`) checks its CPU limit only at JavaScript branch points,
 //! so a built-in such as `Array.prototype.join.call({length: 1e15})` loops

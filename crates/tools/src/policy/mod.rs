@@ -86,7 +86,6 @@ pub mod control;
 pub mod declared;
 mod gate;
 pub mod paths;
-pub mod shell_worker;
 pub mod web;
 pub mod writes;
 

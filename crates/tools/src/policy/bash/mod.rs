@@ -163,13 +163,13 @@ impl Analysis {
 /// Analyse a bash command line. `home` expands `~`.
 ///
 /// The parse runs in a worker process under a memory and a time limit (see
-/// [`super::shell_worker`]): the parser does not finish on every input, and a
+/// [`worker`]): the parser does not finish on every input, and a
 /// line it cannot analyse within the limits is refused like any other line that
 /// cannot be analysed. The cheap checks run here first, so an oversized line is
 /// never sent.
 pub fn analyze(line: &str, home: Option<&Path>) -> Result<Analysis, Unanalysable> {
     precheck(line)?;
-    super::shell_worker::analyze(line, home)
+    worker::analyze(line, home)
 }
 
 fn precheck(line: &str) -> Result<(), Unanalysable> {
@@ -555,6 +555,7 @@ fn parse_opts(cmd: &str, words: &[Val], spec: &Opts) -> Result<Parsed, Unanalysa
 }
 
 mod commands;
+pub mod worker;
 
 struct Analyzer<'h> {
     home: Option<&'h Path>,

@@ -36,7 +36,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::bash::{Analysis, Unanalysable};
+use super::{Analysis, Unanalysable};
 
 /// The address space one worker may use.
 pub const MEMORY_LIMIT_BYTES: u64 = 512 * 1024 * 1024;
@@ -108,7 +108,7 @@ fn home_text(home: Option<&Path>) -> Result<Option<String>, Unanalysable> {
 /// Answer one request, in whatever process this runs.
 fn answer(ask: &Ask) -> Answer {
     let home = ask.home.as_deref().map(Path::new);
-    let result = std::panic::catch_unwind(|| super::bash::analyze_here(&ask.line, home));
+    let result = std::panic::catch_unwind(|| super::analyze_here(&ask.line, home));
     match result {
         Ok(Ok(a)) => Answer::Ok(a),
         Ok(Err(u)) => Answer::Refused(u.0),
