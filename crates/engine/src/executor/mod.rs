@@ -27,6 +27,7 @@
 mod abilities;
 mod artifacts;
 pub mod budget;
+mod env;
 mod files;
 pub mod goal;
 pub mod inputs;
@@ -167,7 +168,7 @@ pub(crate) struct Undo<'a> {
     pub path: String,
     pub node: &'a Node,
     /// The scope as it stood when the node completed, its output included.
-    pub scope: interp::Env,
+    pub scope: env::Env,
     /// Completion order: the `seq` of its journal record, or a number after
     /// the journal's for work done in this process.
     pub rank: u64,
@@ -184,7 +185,7 @@ pub(crate) struct RunCx<'a> {
     pub cancel: CancellationToken,
     pub(crate) journal: Mutex<journal::Journal>,
     /// Published node outputs: the run's outputs.
-    pub(crate) outputs: Mutex<BTreeMap<String, interp::Shared>>,
+    pub(crate) outputs: Mutex<BTreeMap<String, env::Shared>>,
     /// Nodes with a compensation that completed (in this process, or before
     /// it as the journal's replay finds them).
     pub(crate) completed: Mutex<Vec<Undo<'a>>>,
@@ -418,7 +419,7 @@ async fn run_with_files(
     inputs: &Inputs,
     fs_root: &std::path::Path,
     session: &str,
-) -> (Result<interp::Shared, Stop>, interp::Env) {
+) -> (Result<env::Shared, Stop>, env::Env) {
     let plan = cx.plan;
     let staged = if plan.files.is_empty() {
         Ok(())
@@ -427,7 +428,7 @@ async fn run_with_files(
     };
     let (mut outcome, env) = match staged {
         Ok(()) => interp::run_plan(cx, inputs).await,
-        Err(stop) => (Err(stop), interp::Env::default()),
+        Err(stop) => (Err(stop), env::Env::default()),
     };
     if outcome.is_ok() && !plan.files.is_empty() {
         let now = agentfile_protocol::events::rfc3339(std::time::SystemTime::now());
@@ -454,8 +455,8 @@ async fn run_with_files(
 /// schema, with a warning when it does not match.
 fn run_outputs(
     cx: &RunCx<'_>,
-    last: Option<interp::Shared>,
-    env: interp::Env,
+    last: Option<env::Shared>,
+    env: env::Env,
 ) -> BTreeMap<String, Value> {
     let plan = cx.plan;
     let published = std::mem::take(&mut *cx.outputs.lock().unwrap_or_else(|p| p.into_inner()));

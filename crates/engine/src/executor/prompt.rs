@@ -7,8 +7,8 @@
 use std::fmt::Write as _;
 
 use super::RunCx;
+use super::env::Env;
 use super::goal::{Answer, SIGNAL_DONE, SUBMIT_OUTPUT, truncate};
-use super::interp::Env;
 use agentfile_plan::{GoalDef, GoalKind, Plan};
 
 /// How much of one earlier output is shown as context.

@@ -1,8 +1,8 @@
 //! One goal node's work: its conversation(s) — one, or one per agent and a
 //! synthesis — and CONVERGE's rounds.
 
+use super::env::{Env, resolve_limit};
 use super::goal::{self, Answer, Conversation};
-use super::interp::{Env, resolve_limit};
 use super::{RunCx, Stop, prompt};
 use agentfile_plan::{GoalDef, GoalKind, Plan};
 use agentfile_protocol::events::{EventBody, LoopStop};

@@ -3,13 +3,14 @@
 //! timeout, compensation bookkeeping).
 //!
 //! Values: each node's output is a JSON value that later nodes read as
-//! `$steps.<id>`; the DSL's `$variables` are the same scope's `vars`. Parallel
+//! `$steps.<id>`; the DSL's `$variables` are the same scope's `vars` (the
+//! scope, [`Env`], lives in [`super::env`]). Parallel
 //! branches and map items each get a child scope over a frozen parent (no copy),
 //! and what they produced becomes visible after the join.
 //!
 //! # Layout
 //!
-//! This file holds the scope ([`Env`]), what every node shares (`run_node`:
+//! This file holds what every node shares (`run_node`:
 //! the journal, approval classes, start/complete events, retry, timeout) and
 //! `run_kind`, which hands each node to the file of its kind:
 //! [`sequence`], [`goal`], [`tool`] (tool and bound-command nodes),
@@ -17,7 +18,6 @@
 //! [`parallel`], [`map`], [`loops`], [`approval`], [`suspend`],
 //! [`subworkflow`]; [`compensate`] walks back completed work on failure.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,12 +27,12 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use super::env::{Env, Shared, resolve_limit};
 use super::journal::{Completed, Record};
 use super::{Approval, ApprovalRequest, RunCx, Stop};
-use agentfile_plan::expr::{Expr, Lookup, Root, truthy};
-use agentfile_plan::template;
+use agentfile_plan::expr::{Expr, Root, truthy};
 use agentfile_plan::{
-    ApprovalClass, GoalKind, Limit, LoopUntil, Next, Node, NodeKind, OnTimeout, Plan, Supervision,
+    ApprovalClass, GoalKind, LoopUntil, Next, Node, NodeKind, OnTimeout, Plan, Supervision,
 };
 use agentfile_protocol::events::{Event, EventBody, LoopStop};
 use agentfile_session::events::Scope;
@@ -63,122 +63,6 @@ pub const DEFAULT_MAP_WIDTH: usize = 16;
 /// The most items of a map in flight at once, whatever it asks.
 pub const MAX_MAP_WIDTH: usize = 256;
 
-/// A value in scope, shared: a node's output is held once, by the scope that
-/// reads it, the outcome that returns it and any snapshot a compensation
-/// keeps (a map's list of a million results is not copied at each of them).
-pub(crate) type Shared = Arc<Value>;
-
-/// A scope of values: the run's inputs, node outputs and variables, over a
-/// frozen parent. Cloning one is cheap (its own level's names and shared
-/// values; the parent is shared): a compensation keeps the scope as it stood.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct Env {
-    parent: Option<Arc<Env>>,
-    inputs: Shared,
-    steps: HashMap<String, Shared>,
-    /// The DSL's variables set by goals; the inputs are variables too (see
-    /// [`Env::var`]), without being copied here.
-    vars: HashMap<String, Shared>,
-    item: Option<(Shared, usize)>,
-}
-
-impl Env {
-    fn child(parent: &Arc<Env>) -> Env {
-        Env {
-            parent: Some(parent.clone()),
-            inputs: parent.inputs.clone(),
-            ..Env::default()
-        }
-    }
-
-    fn step(&self, id: &str) -> Option<&Value> {
-        match self.steps.get(id) {
-            Some(v) => Some(v),
-            None => self.parent.as_deref().and_then(|p| p.step(id)),
-        }
-    }
-
-    /// A variable: one a goal set (here or in a parent), else the input of
-    /// that name.
-    pub(crate) fn var(&self, name: &str) -> Option<&Value> {
-        self.set_var(name).or_else(|| self.inputs.get(name))
-    }
-
-    fn set_var(&self, name: &str) -> Option<&Value> {
-        match self.vars.get(name) {
-            Some(v) => Some(v),
-            None => self.parent.as_deref().and_then(|p| p.set_var(name)),
-        }
-    }
-
-    /// The shared value a path root names (an input, a step's output, a
-    /// goal's variable, a map's item), to read from without copying it;
-    /// `None` where there is none to share (`$index`, an input read as a
-    /// variable).
-    fn shared(&self, root: &Root) -> Option<Shared> {
-        let mut at = Some(self);
-        while let Some(env) = at {
-            let found = match root {
-                Root::Input => Some(&env.inputs),
-                Root::Step(id) => env.steps.get(id),
-                Root::Var(n) => env.vars.get(n),
-                Root::Item => env.item.as_ref().map(|(v, _)| v),
-                Root::Index => return None,
-            };
-            if let Some(v) = found {
-                return Some(v.clone());
-            }
-            at = env.parent.as_deref();
-        }
-        None
-    }
-
-    /// A frozen scope back as an owned one: itself when nothing else holds
-    /// it, else a (cheap) copy of its own level.
-    fn thaw(frozen: Arc<Env>) -> Env {
-        Arc::try_unwrap(frozen).unwrap_or_else(|a| (*a).clone())
-    }
-
-    fn item(&self) -> Option<&(Shared, usize)> {
-        match &self.item {
-            Some(i) => Some(i),
-            None => self.parent.as_deref().and_then(Env::item),
-        }
-    }
-
-    /// A variable as text, the way the DSL's templates show it.
-    pub(crate) fn var_text(&self, name: &str) -> Option<String> {
-        self.var(name).map(as_text)
-    }
-
-    pub(crate) fn has_var(&self, name: &str) -> bool {
-        self.var(name).is_some()
-    }
-
-    /// Fill `$variables` in a DSL template.
-    pub(crate) fn render(&self, text: &str) -> String {
-        template::render(text, |n| self.var_text(n))
-    }
-
-    /// Take in what a child scope produced (after a join).
-    fn absorb(&mut self, child: Env) {
-        self.steps.extend(child.steps);
-        self.vars.extend(child.vars);
-    }
-}
-
-impl Lookup for Env {
-    fn lookup(&self, root: &Root) -> Option<Cow<'_, Value>> {
-        match root {
-            Root::Input => Some(Cow::Borrowed(&*self.inputs)),
-            Root::Step(id) => self.step(id).map(Cow::Borrowed),
-            Root::Item => self.item().map(|(v, _)| Cow::Borrowed(&**v)),
-            Root::Index => self.item().map(|(_, i)| Cow::Owned(json!(i))),
-            Root::Var(n) => self.var(n).map(Cow::Borrowed),
-        }
-    }
-}
-
 /// Give back the spare capacity of every list in `v`.
 fn shrink(v: &mut Value) {
     match v {
@@ -188,13 +72,6 @@ fn shrink(v: &mut Value) {
         }
         Value::Object(o) => o.values_mut().for_each(shrink),
         _ => {}
-    }
-}
-
-pub(crate) fn as_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
     }
 }
 
@@ -760,17 +637,6 @@ fn goal_names(nodes: &[Node]) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-pub(crate) fn resolve_limit(l: &Limit, env: &Env) -> u32 {
-    match l {
-        Limit::Count { count } => *count,
-        Limit::Input { input, default } => env
-            .var_text(input)
-            .and_then(|v| v.trim().parse().ok())
-            .or(*default)
-            .unwrap_or(1),
-    }
 }
 
 fn kind_of(v: &Value) -> &'static str {
