@@ -402,64 +402,16 @@ async fn supervise(
         Some(url) => {
             Box::pin(Client.serve(StreamableHttpClientTransport::from_uri(url.to_owned())))
         }
-        None => {
-            if cfg.command.trim().is_empty() {
-                fail(
-                    &state,
-                    &name,
-                    "neither `command` nor `url` is configured".to_owned(),
-                );
+        None => match spawn(&cfg, &workspace, env, sandbox.as_deref(), &stderr_tail) {
+            Ok((transport, jail)) => {
+                _jail = jail;
+                Box::pin(Client.serve(transport))
+            }
+            Err(why) => {
+                fail(&state, &name, why);
                 return;
             }
-            let mut cmd = tokio::process::Command::new(&cfg.command);
-            cmd.args(&cfg.args)
-                .current_dir(&workspace)
-                .env_clear()
-                .envs(env)
-                .envs(&cfg.env)
-                .kill_on_drop(true);
-            if let Some(sb) = &sandbox {
-                if let Err(d) = sb.admit("mcp") {
-                    fail(&state, &name, format!("not started: {}", d.reason));
-                    return;
-                }
-                match sb.enter(&mut cmd) {
-                    Ok(j) => _jail = j,
-                    Err(e) => {
-                        fail(&state, &name, format!("cannot prepare the sandbox: {e}"));
-                        return;
-                    }
-                }
-            }
-            let spawned = TokioChildProcess::builder(cmd)
-                .stderr(Stdio::piped())
-                .spawn();
-            let (transport, stderr) = match spawned {
-                Ok(t) => t,
-                Err(e) => {
-                    fail(
-                        &state,
-                        &name,
-                        format!("cannot start `{}`: {e}", cfg.command),
-                    );
-                    return;
-                }
-            };
-            if let Some(j) = &mut _jail
-                && let Err(e) = j.started()
-            {
-                fail(
-                    &state,
-                    &name,
-                    format!("cannot start it in the sandbox: {e}"),
-                );
-                return;
-            }
-            if let Some(err) = stderr {
-                tokio::spawn(keep_tail(err, stderr_tail.clone()));
-            }
-            Box::pin(Client.serve(transport))
-        }
+        },
     };
     let failed = |why: String| {
         let t = stderr_tail
@@ -517,19 +469,7 @@ async fn supervise(
             return;
         }
     };
-    let tools: Vec<McpTool> = tools
-        .into_iter()
-        .map(|t| {
-            let tool_name = t.name.to_string();
-            McpTool {
-                exposed: exposed_name(&name, &tool_name),
-                server: name.clone(),
-                name: tool_name,
-                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
-                schema: Value::Object((*t.input_schema).clone()),
-            }
-        })
-        .collect();
+    let tools = listed_tools(&name, tools);
     tracing::info!(server = %name, tools = tools.len(), "MCP server ready");
     let _ = state.send(State::Ready {
         peer,
@@ -551,6 +491,71 @@ async fn supervise(
             let _ = waiting.await;
         }
     }
+}
+
+/// Start a server's command, in the sandbox when there is one, its stderr
+/// kept in `stderr_tail`: the transport to it and the jail that must live as
+/// long as it does; else why it could not start.
+fn spawn(
+    cfg: &McpServer,
+    workspace: &Path,
+    env: Vec<(String, String)>,
+    sandbox: Option<&ToolSandbox>,
+    stderr_tail: &Arc<Mutex<String>>,
+) -> Result<(TokioChildProcess, Option<crate::sandbox::Jail>), String> {
+    if cfg.command.trim().is_empty() {
+        return Err("neither `command` nor `url` is configured".to_owned());
+    }
+    let mut jail = None;
+    let mut cmd = tokio::process::Command::new(&cfg.command);
+    cmd.args(&cfg.args)
+        .current_dir(workspace)
+        .env_clear()
+        .envs(env)
+        .envs(&cfg.env)
+        .kill_on_drop(true);
+    if let Some(sb) = sandbox {
+        if let Err(d) = sb.admit("mcp") {
+            return Err(format!("not started: {}", d.reason));
+        }
+        match sb.enter(&mut cmd) {
+            Ok(j) => jail = j,
+            Err(e) => return Err(format!("cannot prepare the sandbox: {e}")),
+        }
+    }
+    let spawned = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::piped())
+        .spawn();
+    let (transport, stderr) = match spawned {
+        Ok(t) => t,
+        Err(e) => return Err(format!("cannot start `{}`: {e}", cfg.command)),
+    };
+    if let Some(j) = &mut jail
+        && let Err(e) = j.started()
+    {
+        return Err(format!("cannot start it in the sandbox: {e}"));
+    }
+    if let Some(err) = stderr {
+        tokio::spawn(keep_tail(err, stderr_tail.clone()));
+    }
+    Ok((transport, jail))
+}
+
+/// A server's tools as the toolbox names them.
+fn listed_tools(server: &str, tools: Vec<rmcp::model::Tool>) -> Vec<McpTool> {
+    tools
+        .into_iter()
+        .map(|t| {
+            let tool_name = t.name.to_string();
+            McpTool {
+                exposed: exposed_name(server, &tool_name),
+                server: server.to_owned(),
+                name: tool_name,
+                description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+                schema: Value::Object((*t.input_schema).clone()),
+            }
+        })
+        .collect()
 }
 
 /// Keep the last [`STDERR_TAIL`] bytes of a server's stderr, to explain failures.

@@ -15,7 +15,7 @@ use super::bash::{self, Analysis, Item, Val};
 use super::paths::{self, PathPattern, Resolved, wildcard_match};
 use super::web::{self, DomainPattern, RateLimiter, UrlVerdict};
 use super::writes::{self, Beyond, Target};
-use super::{Origin, Policy, PolicyError, Problem, Tool};
+use super::{Origin, Policy, PolicyError, Problem, Section, Tool};
 use crate::Denial;
 
 /// How many directory entries one glob in a bash line may visit while it is
@@ -269,6 +269,57 @@ fn mcp_gate(policy: &Policy, safe_default: bool) -> McpGate {
     }
 }
 
+/// Whether `tool` may run at all under its `section` (absent: the policy's
+/// defaults decide), with the rule and the reason when it may not.
+fn enabled(
+    tool: Tool,
+    section: Option<&Section>,
+    label: &str,
+    safe_default: bool,
+    default_deny: bool,
+) -> Enabled {
+    match section {
+        Some(s) if s.enabled == Some(false) => Enabled::Off {
+            rule: format!("[{label}] enabled = false"),
+            reason: format!("{tool} is disabled by the policy"),
+        },
+        Some(_) => Enabled::On,
+        None if safe_default => Enabled::Off {
+            rule: format!("no policy file: {tool} is off by default"),
+            reason: format!("{tool} needs a policy.toml that enables it (a [{tool}] section)"),
+        },
+        None if tool == Tool::Bash || tool.is_web() => Enabled::Off {
+            rule: format!("no [{tool}] section"),
+            reason: format!("{tool} is off unless the policy has a [{tool}] section"),
+        },
+        None if default_deny => Enabled::Off {
+            rule: "default_deny = true".to_owned(),
+            reason: format!("the policy has no [{tool}] section"),
+        },
+        None => Enabled::On,
+    }
+}
+
+/// The domains a section allows (`allow_domains`), `None` when it names
+/// none; a pattern that does not parse is a problem.
+fn domains(s: &Section, problems: &mut Vec<Problem>) -> Option<Vec<DomainPattern>> {
+    if s.allow_domains.is_empty() {
+        return None;
+    }
+    let mut list = Vec::new();
+    for p in &s.allow_domains {
+        match DomainPattern::parse(&p.text) {
+            Ok(d) => list.push(d),
+            Err(e) => problems.push(Problem {
+                line: p.line,
+                col: p.col,
+                message: e.to_string(),
+            }),
+        }
+    }
+    Some(list)
+}
+
 impl Gate {
     pub(super) fn new(
         policy: &Policy,
@@ -315,28 +366,7 @@ impl Gate {
         for tool in Tool::ALL {
             let section = policy.section(tool);
             let label = section.map_or_else(|| tool.name().to_owned(), |s| s.label.clone());
-            let enabled = match section {
-                Some(s) if s.enabled == Some(false) => Enabled::Off {
-                    rule: format!("[{label}] enabled = false"),
-                    reason: format!("{tool} is disabled by the policy"),
-                },
-                Some(_) => Enabled::On,
-                None if safe_default => Enabled::Off {
-                    rule: format!("no policy file: {tool} is off by default"),
-                    reason: format!(
-                        "{tool} needs a policy.toml that enables it (a [{tool}] section)"
-                    ),
-                },
-                None if tool == Tool::Bash || tool.is_web() => Enabled::Off {
-                    rule: format!("no [{tool}] section"),
-                    reason: format!("{tool} is off unless the policy has a [{tool}] section"),
-                },
-                None if policy.default_deny => Enabled::Off {
-                    rule: "default_deny = true".to_owned(),
-                    reason: format!("the policy has no [{tool}] section"),
-                },
-                None => Enabled::On,
-            };
+            let enabled = enabled(tool, section, &label, safe_default, policy.default_deny);
             let (mut allow, deny) = match section {
                 Some(s) => (
                     compile(&s.allow, &mut problems),
@@ -347,23 +377,7 @@ impl Gate {
             if tool.is_path_tool() {
                 allow.extend(extra.iter().cloned());
             }
-            let domains = section.and_then(|s| {
-                if s.allow_domains.is_empty() {
-                    return None;
-                }
-                let mut list = Vec::new();
-                for p in &s.allow_domains {
-                    match DomainPattern::parse(&p.text) {
-                        Ok(d) => list.push(d),
-                        Err(e) => problems.push(Problem {
-                            line: p.line,
-                            col: p.col,
-                            message: e.to_string(),
-                        }),
-                    }
-                }
-                Some(list)
-            });
+            let domains = section.and_then(|s| domains(s, &mut problems));
             tools.push(ToolGate {
                 label,
                 enabled,
