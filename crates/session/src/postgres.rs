@@ -1156,42 +1156,10 @@ impl Worker {
                 Some(raw) => Ok(Reply::Owner(raw.owner())),
                 None => Err(StoreError::NotFound(id.clone()).into()),
             },
-            Op::RecordOwner(id, owner) => {
-                let n = self
-                    .exec(
-                        c,
-                        "UPDATE sessions SET owner_pid = $2, owner_host = $3, owner_start = $4, \
-                         heartbeat_at = $5, lease_until = nullif($5, '')::timestamptz \
-                         + make_interval(secs => $6) WHERE id = $1",
-                        &[
-                            id,
-                            &i64::from(owner.owner.pid),
-                            &owner.owner.host,
-                            &owner.owner.start,
-                            &owner.heartbeat_at,
-                            &self.lease_secs(),
-                        ],
-                        "record the owner",
-                    )
-                    .await?;
-                if n == 0 {
-                    return Err(StoreError::NotFound(id.clone()).into());
-                }
-                Ok(Reply::Unit)
-            }
+            Op::RecordOwner(id, owner) => self.record_owner(c, id, owner).await,
             Op::TaskOwner(id) => {
-                let row = self
-                    .query_opt(
-                        c,
-                        "SELECT task_owner FROM sessions WHERE id = $1",
-                        &[id],
-                        "read the task owner",
-                    )
-                    .await?;
-                match row {
-                    Some(r) => Ok(Reply::Principal(r.get(0))),
-                    None => Err(StoreError::NotFound(id.clone()).into()),
-                }
+                let sql = "SELECT task_owner FROM sessions WHERE id = $1";
+                self.read_column(c, id, sql, "read the task owner").await
             }
             Op::SetTaskOwner(id, principal) => {
                 self.write_principal(
@@ -1205,18 +1173,9 @@ impl Worker {
                 .await
             }
             Op::Principal(id) => {
-                let row = self
-                    .query_opt(
-                        c,
-                        "SELECT principal FROM sessions WHERE id = $1",
-                        &[id],
-                        "read the session's owner",
-                    )
-                    .await?;
-                match row {
-                    Some(r) => Ok(Reply::Principal(r.get(0))),
-                    None => Err(StoreError::NotFound(id.clone()).into()),
-                }
+                let sql = "SELECT principal FROM sessions WHERE id = $1";
+                self.read_column(c, id, sql, "read the session's owner")
+                    .await
             }
             Op::SetPrincipal(id, principal) => {
                 self.write_principal(
@@ -1230,54 +1189,11 @@ impl Worker {
                 .await
             }
             Op::RunSettings(id) => {
-                let row = self
-                    .query_opt(
-                        c,
-                        "SELECT run_settings FROM sessions WHERE id = $1",
-                        &[id],
-                        "read the run settings",
-                    )
-                    .await?;
-                match row {
-                    Some(r) => Ok(Reply::Principal(r.get(0))),
-                    None => Err(StoreError::NotFound(id.clone()).into()),
-                }
+                let sql = "SELECT run_settings FROM sessions WHERE id = $1";
+                self.read_column(c, id, sql, "read the run settings").await
             }
-            Op::SetRunSettings(id, settings) => {
-                let n = self
-                    .exec(
-                        c,
-                        "UPDATE sessions SET run_settings = $2 WHERE id = $1",
-                        &[id, settings],
-                        "record the run settings",
-                    )
-                    .await?;
-                if n == 0 {
-                    return Err(StoreError::NotFound(id.clone()).into());
-                }
-                Ok(Reply::Unit)
-            }
-            Op::Heartbeat(id) => {
-                let me = &self.options.owner;
-                // A released lease stays released: the run has ended.
-                self.exec(
-                    c,
-                    "UPDATE sessions SET heartbeat_at = $2, lease_until = CASE WHEN lease_until \
-                     IS NULL THEN NULL ELSE clock_timestamp() + make_interval(secs => $6) END \
-                     WHERE id = $1 AND owner_pid = $3 AND owner_start = $4 AND owner_host = $5",
-                    &[
-                        id,
-                        &now(),
-                        &i64::from(me.pid),
-                        &me.start,
-                        &me.host,
-                        &self.lease_secs(),
-                    ],
-                    "record the heartbeat",
-                )
-                .await?;
-                Ok(Reply::Unit)
-            }
+            Op::SetRunSettings(id, settings) => self.set_run_settings(c, id, settings).await,
+            Op::Heartbeat(id) => self.heartbeat(c, id).await,
             Op::Reap => self.reap(c).await.map(Reply::Ids),
             Op::ClaimFire {
                 fire,
@@ -1299,61 +1215,8 @@ impl Worker {
                 trigger,
                 key,
                 change,
-            } => {
-                let n = match change {
-                    FireChange::Session(id) => {
-                        self.exec(
-                            c,
-                            "UPDATE fires SET session_id = $3 WHERE trigger = $1 AND key = $2",
-                            &[trigger, key, id],
-                            "link the fire to its session",
-                        )
-                        .await?
-                    }
-                    FireChange::Outcome(outcome, reason) => {
-                        self.exec(
-                            c,
-                            "UPDATE fires SET outcome = $3, reason = $4 \
-                             WHERE trigger = $1 AND key = $2",
-                            &[trigger, key, &outcome.as_str(), reason],
-                            "record the fire's outcome",
-                        )
-                        .await?
-                    }
-                    FireChange::Cost(cost) => {
-                        self.exec(
-                            c,
-                            "UPDATE fires SET cost_usd = $3 WHERE trigger = $1 AND key = $2",
-                            &[trigger, key, cost],
-                            "record the fire's cost",
-                        )
-                        .await?
-                    }
-                };
-                if n == 0 {
-                    return Err(StoreError::NoFire {
-                        trigger: trigger.clone(),
-                        key: key.clone(),
-                    }
-                    .into());
-                }
-                Ok(Reply::Unit)
-            }
-            Op::Fires(trigger, limit) => {
-                let limit = i64::try_from(*limit).unwrap_or(i64::MAX);
-                let rows = match trigger {
-                    Some(t) => {
-                        let sql =
-                            format!("{FIRE_COLUMNS} WHERE trigger = $1 {FIRE_ORDER} LIMIT $2");
-                        self.query(c, &sql, &[t, &limit], "read the fires").await?
-                    }
-                    None => {
-                        let sql = format!("{FIRE_COLUMNS} {FIRE_ORDER} LIMIT $1");
-                        self.query(c, &sql, &[&limit], "read the fires").await?
-                    }
-                };
-                self.fires_from(&rows).map(Reply::Fires)
-            }
+            } => self.update_fire(c, trigger, key, change).await,
+            Op::Fires(trigger, limit) => self.fires(c, trigger.as_deref(), *limit).await,
             Op::LastFire(trigger) => {
                 let sql = format!(
                     "{FIRE_COLUMNS} WHERE trigger = $1 AND scheduled_ms IS NOT NULL \
@@ -1365,28 +1228,182 @@ impl Worker {
                     .await?;
                 self.fires_from(&rows).map(Reply::Fires)
             }
-            Op::FiredBetween(trigger, from, to) => {
-                let rows = self
-                    .query(
-                        c,
-                        "SELECT count(*)::bigint, coalesce(sum(cost_usd), 0)::float8 FROM fires \
-                         WHERE trigger = $1 AND outcome = 'fired' AND fired_ms >= $2 \
-                         AND fired_ms < $3",
-                        &[trigger, from, to],
-                        "count the fires",
-                    )
-                    .await?;
-                let row = rows
-                    .first()
-                    .ok_or_else(|| Failure::Store(self.corrupt("no count of fires".into())))?;
-                let n: i64 = self.get(row, 0)?;
-                let cost: f64 = self.get(row, 1)?;
-                let n = u64::try_from(n)
-                    .map_err(|_| Failure::Store(self.corrupt(format!("negative count {n}"))))?;
-                Ok(Reply::Quota(n, cost))
-            }
+            Op::FiredBetween(trigger, from, to) => self.fired_between(c, trigger, *from, *to).await,
             Op::ClaimInterrupted(id) => self.claim_interrupted(c, id, retry).await,
         }
+    }
+
+    /// One column of a session's row (the task owner, the principal, the
+    /// run settings), read by `sql` with the id as `$1`.
+    async fn read_column(
+        &self,
+        c: &Conn,
+        id: &str,
+        sql: &str,
+        doing: &str,
+    ) -> Result<Reply, Failure> {
+        let row = self.query_opt(c, sql, &[&id], doing).await?;
+        match row {
+            Some(r) => Ok(Reply::Principal(r.get(0))),
+            None => Err(StoreError::NotFound(id.to_owned()).into()),
+        }
+    }
+
+    async fn record_owner(
+        &self,
+        c: &Conn,
+        id: &str,
+        owner: &OwnerRecord,
+    ) -> Result<Reply, Failure> {
+        let n = self
+            .exec(
+                c,
+                "UPDATE sessions SET owner_pid = $2, owner_host = $3, owner_start = $4, \
+                 heartbeat_at = $5, lease_until = nullif($5, '')::timestamptz \
+                 + make_interval(secs => $6) WHERE id = $1",
+                &[
+                    &id,
+                    &i64::from(owner.owner.pid),
+                    &owner.owner.host,
+                    &owner.owner.start,
+                    &owner.heartbeat_at,
+                    &self.lease_secs(),
+                ],
+                "record the owner",
+            )
+            .await?;
+        if n == 0 {
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        }
+        Ok(Reply::Unit)
+    }
+
+    async fn set_run_settings(&self, c: &Conn, id: &str, settings: &str) -> Result<Reply, Failure> {
+        let n = self
+            .exec(
+                c,
+                "UPDATE sessions SET run_settings = $2 WHERE id = $1",
+                &[&id, &settings],
+                "record the run settings",
+            )
+            .await?;
+        if n == 0 {
+            return Err(StoreError::NotFound(id.to_owned()).into());
+        }
+        Ok(Reply::Unit)
+    }
+
+    async fn heartbeat(&self, c: &Conn, id: &str) -> Result<Reply, Failure> {
+        let me = &self.options.owner;
+        // A released lease stays released: the run has ended.
+        self.exec(
+            c,
+            "UPDATE sessions SET heartbeat_at = $2, lease_until = CASE WHEN lease_until \
+             IS NULL THEN NULL ELSE clock_timestamp() + make_interval(secs => $6) END \
+             WHERE id = $1 AND owner_pid = $3 AND owner_start = $4 AND owner_host = $5",
+            &[
+                &id,
+                &now(),
+                &i64::from(me.pid),
+                &me.start,
+                &me.host,
+                &self.lease_secs(),
+            ],
+            "record the heartbeat",
+        )
+        .await?;
+        Ok(Reply::Unit)
+    }
+
+    async fn update_fire(
+        &self,
+        c: &Conn,
+        trigger: &str,
+        key: &str,
+        change: &FireChange,
+    ) -> Result<Reply, Failure> {
+        let n = match change {
+            FireChange::Session(id) => {
+                self.exec(
+                    c,
+                    "UPDATE fires SET session_id = $3 WHERE trigger = $1 AND key = $2",
+                    &[&trigger, &key, id],
+                    "link the fire to its session",
+                )
+                .await?
+            }
+            FireChange::Outcome(outcome, reason) => {
+                self.exec(
+                    c,
+                    "UPDATE fires SET outcome = $3, reason = $4 \
+                     WHERE trigger = $1 AND key = $2",
+                    &[&trigger, &key, &outcome.as_str(), reason],
+                    "record the fire's outcome",
+                )
+                .await?
+            }
+            FireChange::Cost(cost) => {
+                self.exec(
+                    c,
+                    "UPDATE fires SET cost_usd = $3 WHERE trigger = $1 AND key = $2",
+                    &[&trigger, &key, cost],
+                    "record the fire's cost",
+                )
+                .await?
+            }
+        };
+        if n == 0 {
+            return Err(StoreError::NoFire {
+                trigger: trigger.to_owned(),
+                key: key.to_owned(),
+            }
+            .into());
+        }
+        Ok(Reply::Unit)
+    }
+
+    /// The newest `limit` fires, of one trigger or of all.
+    async fn fires(&self, c: &Conn, trigger: Option<&str>, limit: usize) -> Result<Reply, Failure> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = match trigger {
+            Some(t) => {
+                let sql = format!("{FIRE_COLUMNS} WHERE trigger = $1 {FIRE_ORDER} LIMIT $2");
+                self.query(c, &sql, &[&t, &limit], "read the fires").await?
+            }
+            None => {
+                let sql = format!("{FIRE_COLUMNS} {FIRE_ORDER} LIMIT $1");
+                self.query(c, &sql, &[&limit], "read the fires").await?
+            }
+        };
+        self.fires_from(&rows).map(Reply::Fires)
+    }
+
+    /// How many times `trigger` fired in `[from, to)` (ms), and at what cost.
+    async fn fired_between(
+        &self,
+        c: &Conn,
+        trigger: &str,
+        from: i64,
+        to: i64,
+    ) -> Result<Reply, Failure> {
+        let rows = self
+            .query(
+                c,
+                "SELECT count(*)::bigint, coalesce(sum(cost_usd), 0)::float8 FROM fires \
+                 WHERE trigger = $1 AND outcome = 'fired' AND fired_ms >= $2 \
+                 AND fired_ms < $3",
+                &[&trigger, &from, &to],
+                "count the fires",
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Failure::Store(self.corrupt("no count of fires".into())))?;
+        let n: i64 = self.get(row, 0)?;
+        let cost: f64 = self.get(row, 1)?;
+        let n = u64::try_from(n)
+            .map_err(|_| Failure::Store(self.corrupt(format!("negative count {n}"))))?;
+        Ok(Reply::Quota(n, cost))
     }
 
     async fn claim_fire(
