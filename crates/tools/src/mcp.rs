@@ -408,7 +408,7 @@ async fn supervise(
                 Box::pin(Client.serve(transport))
             }
             Err(why) => {
-                fail(&state, &name, why);
+                fail(&state, &name, why.to_string());
                 return;
             }
         },
@@ -493,18 +493,36 @@ async fn supervise(
     }
 }
 
+/// Why a server's command could not start: the reason its state shows.
+#[derive(Debug, thiserror::Error)]
+enum SpawnError {
+    #[error("neither `command` nor `url` is configured")]
+    NoCommand,
+    #[error("not started: {0}")]
+    Refused(String),
+    #[error("cannot prepare the sandbox: {0}")]
+    Sandbox(std::io::Error),
+    #[error("cannot start `{command}`: {error}")]
+    Start {
+        command: String,
+        error: std::io::Error,
+    },
+    #[error("cannot start it in the sandbox: {0}")]
+    Jail(std::io::Error),
+}
+
 /// Start a server's command, in the sandbox when there is one, its stderr
 /// kept in `stderr_tail`: the transport to it and the jail that must live as
-/// long as it does; else why it could not start.
+/// long as it does.
 fn spawn(
     cfg: &McpServer,
     workspace: &Path,
     env: Vec<(String, String)>,
     sandbox: Option<&ToolSandbox>,
     stderr_tail: &Arc<Mutex<String>>,
-) -> Result<(TokioChildProcess, Option<crate::sandbox::Jail>), String> {
+) -> Result<(TokioChildProcess, Option<crate::sandbox::Jail>), SpawnError> {
     if cfg.command.trim().is_empty() {
-        return Err("neither `command` nor `url` is configured".to_owned());
+        return Err(SpawnError::NoCommand);
     }
     let mut jail = None;
     let mut cmd = tokio::process::Command::new(&cfg.command);
@@ -516,11 +534,11 @@ fn spawn(
         .kill_on_drop(true);
     if let Some(sb) = sandbox {
         if let Err(d) = sb.admit("mcp") {
-            return Err(format!("not started: {}", d.reason));
+            return Err(SpawnError::Refused(d.reason));
         }
         match sb.enter(&mut cmd) {
             Ok(j) => jail = j,
-            Err(e) => return Err(format!("cannot prepare the sandbox: {e}")),
+            Err(e) => return Err(SpawnError::Sandbox(e)),
         }
     }
     let spawned = TokioChildProcess::builder(cmd)
@@ -528,12 +546,17 @@ fn spawn(
         .spawn();
     let (transport, stderr) = match spawned {
         Ok(t) => t,
-        Err(e) => return Err(format!("cannot start `{}`: {e}", cfg.command)),
+        Err(error) => {
+            return Err(SpawnError::Start {
+                command: cfg.command.clone(),
+                error,
+            });
+        }
     };
     if let Some(j) = &mut jail
         && let Err(e) = j.started()
     {
-        return Err(format!("cannot start it in the sandbox: {e}"));
+        return Err(SpawnError::Jail(e));
     }
     if let Some(err) = stderr {
         tokio::spawn(keep_tail(err, stderr_tail.clone()));
