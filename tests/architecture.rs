@@ -8,8 +8,11 @@
 //!   generator (`agentfile-author`) lies above the registry.
 //! - Outside the front ends and the registry, no code compares a format
 //!   name (`plan.format == "…"`, `Dialect::…`): the plan carries typed facts.
-//! - Inside each crate, no two top-level modules import each other in a
-//!   loop (the compiler enforces it between crates).
+//! - Inside each crate, no two sibling modules (top-level, or inside any
+//!   module folder such as `mcp/`) import each other in a loop (the compiler
+//!   enforces it between crates).
+//! - No function of library or binary code is longer than a reader holds
+//!   (150 lines; tests aside).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -275,38 +278,503 @@ fn no_format_name_is_compared_outside_the_front_ends() {
     );
 }
 
-/// `crate::x` names in a line (also `crate::{x, y}`).
-fn crate_refs(line: &str) -> Vec<String> {
+/// `text` with its comments, string literals and character literals blanked
+/// out (each byte becomes a space, line breaks stay), so what is left is code
+/// whose braces and paths can be read by position and line.
+fn strip(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = b.to_vec();
+    let blank = |out: &mut Vec<u8>, from: usize, to: usize| {
+        for c in &mut out[from..to] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                let end = b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(b.len(), |e| i + e);
+                blank(&mut out, i, end);
+                i = end;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let (mut depth, mut j) = (1, i + 2);
+                while j < b.len() && depth > 0 {
+                    if b[j] == b'/' && b.get(j + 1) == Some(&b'*') {
+                        depth += 1;
+                        j += 2;
+                    } else if b[j] == b'*' && b.get(j + 1) == Some(&b'/') {
+                        depth -= 1;
+                        j += 2;
+                    } else {
+                        j += 1;
+                    }
+                }
+                blank(&mut out, i, j);
+                i = j;
+            }
+            // Raw strings: r"…", r#"…"#, br"…" (not an identifier ending in r).
+            b'r' if (i == 0
+                || !ident(b[i - 1])
+                || (b[i - 1] == b'b' && (i < 2 || !ident(b[i - 2]))))
+                && matches!(b.get(i + 1), Some(b'"' | b'#')) =>
+            {
+                let hashes = b[i + 1..].iter().take_while(|&&c| c == b'#').count();
+                if b.get(i + 1 + hashes) != Some(&b'"') {
+                    i += 1; // a raw identifier, r#name
+                    continue;
+                }
+                let open = i + 2 + hashes;
+                let close: Vec<u8> = std::iter::once(b'"')
+                    .chain(std::iter::repeat_n(b'#', hashes))
+                    .collect();
+                let end = b[open..]
+                    .windows(close.len())
+                    .position(|w| w == close.as_slice())
+                    .map_or(b.len(), |e| open + e);
+                blank(&mut out, open, end);
+                i = (end + close.len()).min(b.len());
+            }
+            b'"' => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                let j = j.min(b.len());
+                blank(&mut out, i + 1, j);
+                i = j + 1;
+            }
+            // A character literal ('a', '\n', '\u{1F600}', '{'), not a lifetime.
+            b'\'' => {
+                if b.get(i + 1) == Some(&b'\\') {
+                    let end = b[i + 2..]
+                        .iter()
+                        .position(|&c| c == b'\'')
+                        .map_or(b.len(), |e| i + 2 + e);
+                    blank(&mut out, i + 1, end);
+                    i = end + 1;
+                } else if let Some(c) = text[i + 1..].chars().next()
+                    && text[i + 1 + c.len_utf8()..].starts_with('\'')
+                {
+                    blank(&mut out, i + 1, i + 1 + c.len_utf8());
+                    i += 2 + c.len_utf8();
+                } else {
+                    i += 1;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    // Only ASCII bytes were replaced, and only whole characters.
+    String::from_utf8(out).expect("blanking keeps UTF-8")
+}
+
+/// The number of the line (from 1) that byte `at` of `text` lies on.
+fn line_at(text: &str, at: usize) -> usize {
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&c| c == b'\n')
+        .count()
+        + 1
+}
+
+/// The byte just after the `}` that closes the `{` at `open`.
+fn matching_brace(code: &[u8], open: usize) -> usize {
+    let mut depth = 0usize;
+    for (j, &c) in code.iter().enumerate().skip(open) {
+        match c {
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return j + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    code.len()
+}
+
+/// Where the item that starts at `from` opens its body: the first `{` outside
+/// parentheses and brackets, or `None` when a `;` ends the item first
+/// (`mod x;`, a trait's `fn f();`).
+fn body_start(code: &[u8], from: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (j, &c) in code.iter().enumerate().skip(from) {
+        match c {
+            b'(' | b'[' => depth += 1,
+            b')' | b']' => depth -= 1,
+            b'{' if depth == 0 => return Some(j),
+            b';' if depth == 0 => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Whether the word `w` stands at `at` in `code` (no identifier character on
+/// either side).
+fn word_at(code: &[u8], at: usize, w: &str) -> bool {
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    code[at..].starts_with(w.as_bytes())
+        && (at == 0 || !ident(code[at - 1]))
+        && code.get(at + w.len()).is_none_or(|&c| !ident(c))
+}
+
+/// The byte ranges of `#[cfg(test)]` items in `code` (inline test modules,
+/// test helpers), and the names of test modules kept in files of their own
+/// (`#[cfg(test)] mod tests;`).
+fn test_items(code: &str) -> (Vec<(usize, usize)>, Vec<String>) {
+    let b = code.as_bytes();
+    let (mut ranges, mut files) = (Vec::new(), Vec::new());
+    let mut from = 0;
+    while let Some(i) = code[from..].find("#[cfg(test)]").map(|i| from + i) {
+        let after = i + "#[cfg(test)]".len();
+        match body_start(b, after) {
+            Some(open) if !code[after..open].contains(';') => {
+                let end = matching_brace(b, open);
+                ranges.push((i, end));
+                from = end;
+            }
+            _ => {
+                let item = code[after..].split(';').next().unwrap_or("");
+                let words: Vec<&str> = item.split_whitespace().collect();
+                if let Some(p) = words.iter().position(|w| *w == "mod")
+                    && let Some(name) = words.get(p + 1)
+                {
+                    files.push((*name).to_owned());
+                }
+                from = after;
+            }
+        }
+    }
+    (ranges, files)
+}
+
+/// The source files of library and binary code: every crate's `src/` and the
+/// root package's, without test modules that live in files of their own.
+fn source_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    rust_files(&root().join("src"), &mut files);
+    let Ok(crates) = std::fs::read_dir(root().join("crates")) else {
+        return files;
+    };
+    for c in crates.flatten() {
+        rust_files(&c.path().join("src"), &mut files);
+    }
+    let mut tests = BTreeSet::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let (_, names) = test_items(&strip(&text));
+        let stem = f.file_stem().unwrap().to_str().unwrap();
+        let dir = if matches!(stem, "mod" | "lib" | "main") {
+            f.parent().unwrap().to_path_buf()
+        } else {
+            f.with_extension("")
+        };
+        for n in names {
+            tests.insert(dir.join(format!("{n}.rs")));
+            tests.insert(dir.join(n));
+        }
+    }
+    files.retain(|f| !tests.iter().any(|t| f.starts_with(t)));
+    files.sort();
+    files
+}
+
+/// The longest a function may be, in lines from `fn` to its closing brace: a
+/// function a reader must hold whole.
+const LONGEST_FUNCTION: usize = 150;
+
+/// Functions still over [`LONGEST_FUNCTION`], by file and name, each waiting
+/// for its split by whoever owns the file; a waiver that is no longer needed
+/// fails the test, so the list only shrinks.
+const LONG_FUNCTIONS_WAIVED: &[(&str, &str)] = &[
+    // The sandbox's owner splits `ToolSandbox::new` (issue 44 §3).
+    ("crates/tools/src/sandbox.rs", "new"),
+];
+
+#[test]
+fn no_function_is_longer_than_a_reader_holds() {
+    let mut problems = Vec::new();
+    let mut waived: BTreeSet<(&str, &str)> = LONG_FUNCTIONS_WAIVED.iter().copied().collect();
+    for f in source_files() {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let code = strip(&text);
+        let b = code.as_bytes();
+        // Braces balance once comments and literals are blanked, or the scan
+        // misread the file and would miss its functions.
+        let opens = b.iter().filter(|&&c| c == b'{').count();
+        let closes = b.iter().filter(|&&c| c == b'}').count();
+        assert_eq!(opens, closes, "{}: braces do not balance", f.display());
+        let (tests, _) = test_items(&code);
+        let mut i = 0;
+        while i < b.len() {
+            if let Some(&(_, end)) = tests.iter().find(|(s, _)| *s == i) {
+                i = end;
+                continue;
+            }
+            if word_at(b, i, "fn")
+                && let Some(open) = body_start(b, i)
+            {
+                let end = matching_brace(b, open);
+                let lines = line_at(&code, end - 1) - line_at(&code, i) + 1;
+                if lines > LONGEST_FUNCTION {
+                    let name: String = code[i + 2..]
+                        .trim_start()
+                        .chars()
+                        .take_while(|c| c.is_alphanumeric() || *c == '_')
+                        .collect();
+                    let rel = f.strip_prefix(root()).unwrap_or(&f).display().to_string();
+                    let waiver = waived.iter().copied().find(|&(f, n)| f == rel && n == name);
+                    if let Some(w) = waiver {
+                        waived.remove(&w);
+                    } else {
+                        problems.push(format!(
+                            "{rel}:{}: fn {name} has {lines} lines",
+                            line_at(&code, i)
+                        ));
+                    }
+                }
+                // Functions inside this one are counted in its lines already.
+                i = end;
+                continue;
+            }
+            i += 1;
+        }
+    }
+    for (file, name) in waived {
+        problems.push(format!(
+            "{file}: fn {name} is waived but no longer over {LONGEST_FUNCTION} lines: drop its waiver"
+        ));
+    }
+    assert!(
+        problems.is_empty(),
+        "functions over {LONGEST_FUNCTION} lines (split them into named helpers):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The module path of a source file under `src` (`mcp/tools.rs` and
+/// `mcp/tools/mod.rs` are `[mcp, tools]`; a crate root is `[]`).
+fn module_path(src: &Path, f: &Path) -> Vec<String> {
+    let rel = f.strip_prefix(src).unwrap();
+    let mut parts: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_str().unwrap().to_owned())
+        .collect();
+    if parts.first().is_some_and(|p| p == "bin")
+        || matches!(parts.as_slice(), [r] if r == "lib" || r == "main")
+    {
+        return Vec::new(); // a binary's root, or the library's
+    }
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths that a `crate::`, `super::` or `self::` path starting at `at`
+/// names, each as its segments (a group `a::{b, c::d}` names `a::b` and
+/// `a::c::d`); returns them and where the path ends.
+fn path_tree(code: &[u8], mut at: usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let skip_ws = |at: &mut usize| {
+        while *at < code.len() && code[*at].is_ascii_whitespace() {
+            *at += 1;
+        }
+    };
+    let mut path = prefix;
+    loop {
+        skip_ws(&mut at);
+        if code.get(at) == Some(&b'{') {
+            at += 1;
+            loop {
+                skip_ws(&mut at);
+                match code.get(at) {
+                    Some(b'}') | None => return at + 1,
+                    Some(b',') => at += 1,
+                    _ => {
+                        let before = at;
+                        at = path_tree(code, at, path.clone(), out);
+                        if at == before {
+                            at += 1; // `*`, `as`: nothing more to read here
+                        }
+                    }
+                }
+            }
+        }
+        let start = at;
+        while at < code.len() && ident(code[at]) {
+            at += 1;
+        }
+        if at == start {
+            break;
+        }
+        let seg = std::str::from_utf8(&code[start..at]).unwrap().to_owned();
+        if seg != "self" || path.is_empty() {
+            path.push(seg);
+        }
+        skip_ws(&mut at);
+        if code[at..].starts_with(b"::") {
+            at += 2;
+        } else {
+            break;
+        }
+    }
+    out.push(path);
+    at
+}
+
+/// The module paths named in one file: for each, the module that names it
+/// (the file's, or an inline module's inside it), the absolute path named,
+/// and the line.
+fn module_refs(src: &Path, f: &Path) -> Vec<(Vec<String>, Vec<String>, usize)> {
+    let text = std::fs::read_to_string(f).unwrap();
+    let code = strip(&text);
+    let b = code.as_bytes();
+    let file_module = module_path(src, f);
+    // Inline modules open here: (name, the brace depth inside them).
+    let mut inline: Vec<(String, usize)> = Vec::new();
+    let mut depth = 0usize;
     let mut out = Vec::new();
-    let mut rest = line;
-    while let Some(i) = rest.find("crate::") {
-        let after = &rest[i + "crate::".len()..];
-        if let Some(group) = after.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for part in group[..end].split(',') {
-                let name: String = part
-                    .trim()
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'{' => depth += 1,
+            b'}' => {
+                if inline.last().is_some_and(|(_, d)| *d == depth) {
+                    inline.pop();
+                }
+                depth -= 1;
+            }
+            _ if word_at(b, i, "mod") => {
+                let rest = &code[i + 3..];
+                let name: String = rest
+                    .trim_start()
                     .chars()
                     .take_while(|c| c.is_alphanumeric() || *c == '_')
                     .collect();
-                if !name.is_empty() {
-                    out.push(name);
+                let after = rest.trim_start()[name.len()..].trim_start();
+                if !name.is_empty() && after.starts_with('{') {
+                    inline.push((name, depth + 1));
                 }
             }
-        } else {
-            let name: String = after
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                out.push(name);
+            _ if ["crate", "super", "self"].iter().any(|w| word_at(b, i, w))
+                && (i < 2 || &b[i - 2..i] != b"::")
+                && code[i..]
+                    .trim_start_matches(|c: char| c.is_alphanumeric() || c == '_')
+                    .trim_start()
+                    .starts_with("::") =>
+            {
+                let here: Vec<String> = file_module
+                    .iter()
+                    .cloned()
+                    .chain(inline.iter().map(|(n, _)| n.clone()))
+                    .collect();
+                let mut paths = Vec::new();
+                let end = path_tree(b, i, Vec::new(), &mut paths);
+                for p in paths {
+                    let mut abs = here.clone();
+                    let mut segs = p.into_iter().peekable();
+                    match segs.next().as_deref() {
+                        Some("crate") => abs.clear(),
+                        Some("self") => {}
+                        Some("super") => {
+                            abs.pop();
+                        }
+                        _ => continue,
+                    }
+                    while segs.peek().is_some_and(|s| s == "super") {
+                        segs.next();
+                        abs.pop();
+                    }
+                    abs.extend(segs);
+                    out.push((here.clone(), abs, line_at(&code, i)));
+                }
+                i = end.max(i + 1);
+                continue;
             }
+            _ => {}
         }
-        rest = after;
+        i += 1;
     }
     out
 }
 
+/// The loops of a graph: its strongly connected parts of more than one node
+/// (Tarjan's algorithm).
+fn loops(edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        found: Vec<Vec<String>>,
+    }
+    impl<'a> Walk<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.edges.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w.as_str()) {
+                    self.visit(w);
+                    let l = self.low[v].min(self.low[w.as_str()]);
+                    self.low.insert(v, l);
+                } else if self.on_stack.contains(w.as_str()) {
+                    let l = self.low[v].min(self.index[w.as_str()]);
+                    self.low.insert(v, l);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut part = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    part.push(w.to_owned());
+                    if w == v {
+                        break;
+                    }
+                }
+                if part.len() > 1 {
+                    part.sort();
+                    self.found.push(part);
+                }
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        found: Vec::new(),
+    };
+    for v in edges.keys() {
+        if !walk.index.contains_key(v.as_str()) {
+            walk.visit(v);
+        }
+    }
+    walk.found
+}
+
+/// Inside every module (a crate's root, `mcp/`, `ui/`, …), no two of its
+/// submodules import each other, directly or around a loop. A path counts
+/// wherever it is written (`crate::mcp::x`, `super::x`, `self::x`, in a `use`
+/// or inline): it makes the module it is written in depend on `x`, and the
+/// edge lies between the two siblings below the modules they share.
 #[test]
 fn no_two_modules_of_a_crate_import_each_other_in_a_loop() {
     let g = graph();
@@ -315,55 +783,60 @@ fn no_two_modules_of_a_crate_import_each_other_in_a_loop() {
         let src = dir.join("src");
         let mut files = Vec::new();
         rust_files(&src, &mut files);
-        // Top-level module of each file; the crate root and binaries are none.
-        let module_of = |f: &Path| -> Option<String> {
-            let rel = f.strip_prefix(&src).ok()?;
-            let first = rel.components().next()?.as_os_str().to_str()?;
-            let m = first.trim_end_matches(".rs");
-            (!matches!(m, "lib" | "main" | "bin")).then(|| m.to_owned())
-        };
-        let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(f)).collect();
-        let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+        let mut modules: BTreeSet<Vec<String>> = BTreeSet::new();
+        let mut refs = Vec::new();
         for f in &files {
-            let Some(m) = module_of(f) else { continue };
-            let text = std::fs::read_to_string(f).unwrap();
-            for line in text.lines() {
-                for t in crate_refs(code(line)) {
-                    if t != m && modules.contains(&t) {
-                        edges
-                            .entry(m.clone())
-                            .or_default()
-                            .entry(t)
-                            .or_default()
-                            .insert(f.strip_prefix(&src).unwrap().display().to_string());
-                    }
+            let m = module_path(&src, f);
+            for n in 0..=m.len() {
+                modules.insert(m[..n].to_vec());
+            }
+            for (here, named, line) in module_refs(&src, f) {
+                for n in 0..=here.len() {
+                    modules.insert(here[..n].to_vec());
                 }
+                let at = format!("{}:{line}", f.strip_prefix(&src).unwrap().display());
+                refs.push((here, named, at));
             }
         }
-        // A loop: some module reaches itself.
-        for m in &modules {
-            let mut seen = BTreeSet::new();
-            let mut todo: Vec<String> = edges
-                .get(m)
-                .map(|e| e.keys().cloned().collect())
-                .unwrap_or_default();
-            while let Some(n) = todo.pop() {
-                if &n == m {
-                    let out: Vec<String> = edges[m]
-                        .iter()
-                        .map(|(t, files)| format!("{m} -> {t} ({files:?})"))
+        // parent module → child → child it uses → where.
+        type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
+        let mut edges: BTreeMap<Vec<String>, Edges> = BTreeMap::new();
+        for (here, named, at) in refs {
+            let shared = here.iter().zip(&named).take_while(|(a, b)| a == b).count();
+            if shared < here.len() && shared < named.len() && modules.contains(&named[..=shared]) {
+                edges
+                    .entry(named[..shared].to_vec())
+                    .or_default()
+                    .entry(here[shared].clone())
+                    .or_default()
+                    .entry(named[shared].clone())
+                    .or_default()
+                    .insert(at);
+            }
+        }
+        for (parent, e) in &edges {
+            let plain: BTreeMap<String, BTreeSet<String>> = e
+                .iter()
+                .map(|(from, to)| (from.clone(), to.keys().cloned().collect()))
+                .collect();
+            for part in loops(&plain) {
+                let shown: Vec<String> =
+                    part.iter()
+                        .flat_map(|from| {
+                            e[from].iter().filter(|(to, _)| part.contains(to)).map(
+                                move |(to, at)| {
+                                    let at: Vec<&String> = at.iter().take(3).collect();
+                                    format!("  {from} -> {to} ({at:?})")
+                                },
+                            )
+                        })
                         .collect();
-                    problems.push(format!(
-                        "{crate_name}: module `{m}` is in a loop: {}",
-                        out.join("; ")
-                    ));
-                    break;
-                }
-                if seen.insert(n.clone())
-                    && let Some(e) = edges.get(&n)
-                {
-                    todo.extend(e.keys().cloned());
-                }
+                problems.push(format!(
+                    "{crate_name}: in `crate::{}`, {} import each other in a loop:\n{}",
+                    parent.join("::"),
+                    part.join(", "),
+                    shown.join("\n")
+                ));
             }
         }
     }
