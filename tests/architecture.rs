@@ -496,10 +496,7 @@ const LONGEST_FUNCTION: usize = 150;
 /// Functions still over [`LONGEST_FUNCTION`], by file and name, each waiting
 /// for its split by whoever owns the file; a waiver that is no longer needed
 /// fails the test, so the list only shrinks.
-const LONG_FUNCTIONS_WAIVED: &[(&str, &str)] = &[
-    // The sandbox's owner splits `ToolSandbox::new` (issue 44 §3).
-    ("crates/tools/src/sandbox.rs", "new"),
-];
+const LONG_FUNCTIONS_WAIVED: &[(&str, &str)] = &[];
 
 #[test]
 fn no_function_is_longer_than_a_reader_holds() {

@@ -196,33 +196,7 @@ impl ToolSandbox {
                 Err(e) => gate_only.push(format!("[sandbox] writable {:?}: {e}", p.text)),
             }
         }
-        let mut hidden: Vec<PathBuf> = Vec::new();
-        if let Some(home) = gate.home() {
-            hidden.extend(SECRET_PATHS.iter().map(|p| home.join(p)));
-        }
-        hidden.extend(SOCKETS.iter().map(PathBuf::from));
-        if let Some((_, dir)) = environment
-            .iter()
-            .find(|(k, v)| k == "XDG_RUNTIME_DIR" && v.starts_with('/'))
-        {
-            hidden.push(PathBuf::from(dir));
-        }
-        hidden.extend(inputs.hidden.iter().cloned());
-        hidden.push(inputs.store.clone());
-        if let Some(store) = store {
-            let store = if store.is_absolute() {
-                store.to_path_buf()
-            } else {
-                gate.workspace().join(store)
-            };
-            // A SQLite file comes with its journal files.
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut p = store.clone().into_os_string();
-                p.push(suffix);
-                hidden.push(PathBuf::from(p));
-            }
-        }
-        let hidden = resolve_all(hidden);
+        let hidden = hidden_paths(&gate, environment, &inputs, store);
         // A writable root that a hidden path covers, or that is hidden
         // itself, would undo the hiding; the hiding wins.
         let writable: Vec<PathBuf> = resolve_all(writable)
@@ -252,24 +226,12 @@ impl ToolSandbox {
         match Sandbox::new(spec) {
             Ok(sb) => {
                 let partial = sb.partial().map(str::to_owned);
-                let mut net = match (&inputs.hosts, &partial) {
-                    (Some(label), None) => format!("proxy ([{label}] hosts)"),
-                    (Some(label), Some(_)) => format!(
-                        "proxy ([{label}] hosts) at 127.0.0.1:{}, the only TCP port (Landlock); no UDP (seccomp)",
-                        sb.proxy_port().unwrap_or_default()
-                    ),
-                    (None, None) => "none".to_owned(),
-                    (None, Some(_)) => "no TCP (Landlock), no UDP (seccomp)".to_owned(),
-                };
-                if !section.ports.is_empty() {
-                    let ports: Vec<String> = section.ports.iter().map(u16::to_string).collect();
-                    match &partial {
-                        None => net.push_str(&format!(", loopback ports {}", ports.join(" "))),
-                        Some(_) => {
-                            net.push_str(&format!(", TCP ports {} on any host", ports.join(" ")))
-                        }
-                    }
-                }
+                let net = describe_net(
+                    &sb,
+                    inputs.hosts.as_deref(),
+                    &section.ports,
+                    partial.is_some(),
+                );
                 let (fs, reason) = match &partial {
                     None => (format!("landlock (ABI {})", sb.landlock_abi()), None),
                     Some(why) => (
@@ -390,6 +352,68 @@ impl ToolSandbox {
         }
         self
     }
+}
+
+/// What no program of a run may read: the secrets folders under `~`, the
+/// usual socket folders, `$XDG_RUNTIME_DIR`, `[read] deny` without a glob,
+/// and the session store (inside the workspace and `session.path`, with a
+/// SQLite file's journal files); resolved.
+fn hidden_paths(
+    gate: &Gate,
+    environment: &[(String, String)],
+    inputs: &crate::policy::SandboxInputs,
+    store: Option<&Path>,
+) -> Vec<PathBuf> {
+    let mut hidden: Vec<PathBuf> = Vec::new();
+    if let Some(home) = gate.home() {
+        hidden.extend(SECRET_PATHS.iter().map(|p| home.join(p)));
+    }
+    hidden.extend(SOCKETS.iter().map(PathBuf::from));
+    if let Some((_, dir)) = environment
+        .iter()
+        .find(|(k, v)| k == "XDG_RUNTIME_DIR" && v.starts_with('/'))
+    {
+        hidden.push(PathBuf::from(dir));
+    }
+    hidden.extend(inputs.hidden.iter().cloned());
+    hidden.push(inputs.store.clone());
+    if let Some(store) = store {
+        let store = if store.is_absolute() {
+            store.to_path_buf()
+        } else {
+            gate.workspace().join(store)
+        };
+        // A SQLite file comes with its journal files.
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut p = store.clone().into_os_string();
+            p.push(suffix);
+            hidden.push(PathBuf::from(p));
+        }
+    }
+    resolve_all(hidden)
+}
+
+/// What `run_started.sandbox.net` says of a sandbox: the proxy (when
+/// `hosts` names the section whose host rules it applies), the ports.
+fn describe_net(sb: &Sandbox, hosts: Option<&str>, ports: &[u16], partial: bool) -> String {
+    let mut net = match (hosts, partial) {
+        (Some(label), false) => format!("proxy ([{label}] hosts)"),
+        (Some(label), true) => format!(
+            "proxy ([{label}] hosts) at 127.0.0.1:{}, the only TCP port (Landlock); no UDP (seccomp)",
+            sb.proxy_port().unwrap_or_default()
+        ),
+        (None, false) => "none".to_owned(),
+        (None, true) => "no TCP (Landlock), no UDP (seccomp)".to_owned(),
+    };
+    if !ports.is_empty() {
+        let ports: Vec<String> = ports.iter().map(u16::to_string).collect();
+        if partial {
+            net.push_str(&format!(", TCP ports {} on any host", ports.join(" ")));
+        } else {
+            net.push_str(&format!(", loopback ports {}", ports.join(" ")));
+        }
+    }
+    net
 }
 
 fn resolve_all(paths: Vec<PathBuf>) -> Vec<PathBuf> {
