@@ -20,7 +20,7 @@ use crate::http::{
     CallParams, DEFAULT_MAX_TOKENS, DecodeContext, DecodeError, HeaderError, Parsed, StreamDecoder,
     WireFormat, parse_arguments, temperature_json,
 };
-use crate::schema::{Dialect, clean_cached};
+use crate::schema::{SchemaTarget, clean_cached};
 use crate::sse::SseEvent;
 use crate::types::{ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage};
 
@@ -91,7 +91,7 @@ impl WireFormat for Anthropic {
                     tool.insert("description".into(), Value::String(t.description.clone()));
                     tool.insert(
                         "input_schema".into(),
-                        clean_cached(&t.name, &t.parameters, Dialect::Anthropic),
+                        clean_cached(&t.name, &t.parameters, SchemaTarget::Anthropic),
                     );
                     Value::Object(tool)
                 })

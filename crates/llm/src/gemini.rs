@@ -29,7 +29,7 @@ use crate::http::{
     CallParams, DecodeContext, DecodeError, HeaderError, Parsed, StreamDecoder, WireFormat,
     temperature_json,
 };
-use crate::schema::{Dialect, clean_cached};
+use crate::schema::{SchemaTarget, clean_cached};
 use crate::sse::SseEvent;
 use crate::types::{ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage};
 
@@ -95,7 +95,7 @@ impl WireFormat for Gemini {
                 .iter()
                 .map(|t| {
                     let mut d = json!({"name": t.name, "description": t.description});
-                    let params = clean_cached(&t.name, &t.parameters, Dialect::Gemini);
+                    let params = clean_cached(&t.name, &t.parameters, SchemaTarget::Gemini);
                     // An object with no properties is rejected; no parameters is not.
                     if params.get("properties").is_some() {
                         d["parameters"] = params;

@@ -24,7 +24,7 @@ use crate::http::{
     CallParams, DecodeContext, DecodeError, HeaderError, Parsed, StreamDecoder, WireFormat,
     parse_arguments, temperature_json,
 };
-use crate::schema::{Dialect, clean_cached};
+use crate::schema::{SchemaTarget, clean_cached};
 use crate::sse::SseEvent;
 use crate::types::{ChatRequest, ContentBlock, Role, StopReason, StreamEvent, ToolCall, Usage};
 
@@ -101,7 +101,7 @@ impl WireFormat for OpenAi {
                     function.insert("description".into(), Value::String(t.description.clone()));
                     function.insert(
                         "parameters".into(),
-                        clean_cached(&t.name, &t.parameters, Dialect::OpenAi),
+                        clean_cached(&t.name, &t.parameters, SchemaTarget::OpenAi),
                     );
                     let mut tool = Map::new();
                     tool.insert("type".into(), Value::String("function".into()));

@@ -27,9 +27,11 @@
 
 use serde_json::{Map, Value, json};
 
-/// A provider's schema dialect.
+/// The provider a tool schema is cleaned for: each accepts its own subset of
+/// JSON Schema (the module doc lists them). Not the workflow format
+/// (`frontend::Dialect`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Dialect {
+pub enum SchemaTarget {
     Anthropic,
     OpenAi,
     Gemini,
@@ -38,21 +40,21 @@ pub enum Dialect {
 /// How deep `$ref`s are expanded before a recursive schema is cut off.
 const MAX_REF_DEPTH: usize = 8;
 
-/// `schema` rewritten for `dialect`. The result is always an object schema.
-pub fn clean(schema: &Value, dialect: Dialect) -> Value {
-    let mut out = match dialect {
-        Dialect::Anthropic => schema.clone(),
-        Dialect::OpenAi => {
+/// `schema` rewritten for `target`. The result is always an object schema.
+pub fn clean(schema: &Value, target: SchemaTarget) -> Value {
+    let mut out = match target {
+        SchemaTarget::Anthropic => schema.clone(),
+        SchemaTarget::OpenAi => {
             let mut s = inline_refs(schema, schema, 0);
             strip_meta(&mut s);
             s
         }
-        Dialect::Gemini => {
+        SchemaTarget::Gemini => {
             let inlined = inline_refs(schema, schema, 0);
             gemini(&inlined)
         }
     };
-    force_object_top(&mut out, dialect);
+    force_object_top(&mut out, target);
     out
 }
 
@@ -60,20 +62,20 @@ pub fn clean(schema: &Value, dialect: Dialect) -> Value {
 /// with every request, and cleaning copies the whole schema. An entry is used
 /// only while its source schema is still equal to the one given (a server's
 /// tool may change under the same name). Process-wide and bounded.
-pub fn clean_cached(name: &str, schema: &Value, dialect: Dialect) -> Value {
+pub fn clean_cached(name: &str, schema: &Value, target: SchemaTarget) -> Value {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
-    type Entries = HashMap<(Dialect, String), (Value, Value)>;
+    type Entries = HashMap<(SchemaTarget, String), (Value, Value)>;
     const CAP: usize = 1024;
     static CACHE: OnceLock<Mutex<Entries>> = OnceLock::new();
     let cache = CACHE.get_or_init(Default::default);
-    let key = (dialect, name.to_owned());
+    let key = (target, name.to_owned());
     if let Some((source, cleaned)) = cache.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
         && source == schema
     {
         return cleaned.clone();
     }
-    let cleaned = clean(schema, dialect);
+    let cleaned = clean(schema, target);
     let mut entries = cache.lock().unwrap_or_else(|p| p.into_inner());
     if entries.len() < CAP || entries.contains_key(&key) {
         entries.insert(key, (schema.clone(), cleaned.clone()));
@@ -81,13 +83,13 @@ pub fn clean_cached(name: &str, schema: &Value, dialect: Dialect) -> Value {
     cleaned
 }
 
-/// The top level of every dialect must be an object schema.
-fn force_object_top(schema: &mut Value, dialect: Dialect) {
+/// Every provider wants an object schema at the top level.
+fn force_object_top(schema: &mut Value, target: SchemaTarget) {
     let Value::Object(map) = schema else {
         *schema = json!({"type": "object", "properties": {}});
         return;
     };
-    if dialect != Dialect::Anthropic {
+    if target != SchemaTarget::Anthropic {
         // OpenAI rejects these at the top level; Gemini has no `not` and we already
         // folded the others.
         for k in ["oneOf", "anyOf", "allOf", "enum", "not"] {
@@ -98,7 +100,7 @@ fn force_object_top(schema: &mut Value, dialect: Dialect) {
     if !is_object {
         map.insert("type".into(), json!("object"));
     }
-    if dialect != Dialect::Gemini && !map.contains_key("properties") {
+    if target != SchemaTarget::Gemini && !map.contains_key("properties") {
         map.insert("properties".into(), json!({}));
     }
 }
@@ -350,26 +352,26 @@ mod tests {
         let b = json!({"type": "object", "properties": {"y": {"type": "integer"}}});
         let name = "cache-test-tool";
         assert_eq!(
-            clean_cached(name, &a, Dialect::OpenAi),
-            clean(&a, Dialect::OpenAi)
+            clean_cached(name, &a, SchemaTarget::OpenAi),
+            clean(&a, SchemaTarget::OpenAi)
         );
         assert_eq!(
-            clean_cached(name, &a, Dialect::OpenAi),
-            clean(&a, Dialect::OpenAi)
+            clean_cached(name, &a, SchemaTarget::OpenAi),
+            clean(&a, SchemaTarget::OpenAi)
         );
         // Same name, another schema (an MCP server changed its tool): not the old entry.
         assert_eq!(
-            clean_cached(name, &b, Dialect::OpenAi),
-            clean(&b, Dialect::OpenAi)
+            clean_cached(name, &b, SchemaTarget::OpenAi),
+            clean(&b, SchemaTarget::OpenAi)
         );
         // Dialects are kept apart.
         assert_eq!(
-            clean_cached(name, &b, Dialect::Gemini),
-            clean(&b, Dialect::Gemini)
+            clean_cached(name, &b, SchemaTarget::Gemini),
+            clean(&b, SchemaTarget::Gemini)
         );
         assert_eq!(
-            clean_cached(name, &b, Dialect::OpenAi),
-            clean(&b, Dialect::OpenAi)
+            clean_cached(name, &b, SchemaTarget::OpenAi),
+            clean(&b, SchemaTarget::OpenAi)
         );
     }
 
@@ -402,7 +404,7 @@ mod tests {
 
     #[test]
     fn gemini_gets_its_subset() {
-        let g = clean(&schemars_like(), Dialect::Gemini);
+        let g = clean(&schemars_like(), SchemaTarget::Gemini);
         assert_eq!(
             g,
             json!({
@@ -444,7 +446,7 @@ mod tests {
                 {"properties": {"a": {"type": "string"}}, "required": ["a"]},
                 {"properties": {"b": {"type": "number", "format": "double"}}}
             ]}),
-            Dialect::Gemini,
+            SchemaTarget::Gemini,
         );
         assert_eq!(
             g,
@@ -453,7 +455,7 @@ mod tests {
         assert_eq!(
             clean(
                 &json!({"type": "object", "properties": {}}),
-                Dialect::Gemini
+                SchemaTarget::Gemini
             ),
             json!({"type": "object"})
         );
@@ -461,7 +463,7 @@ mod tests {
 
     #[test]
     fn openai_inlines_refs_and_fixes_the_top_level() {
-        let o = clean(&schemars_like(), Dialect::OpenAi);
+        let o = clean(&schemars_like(), SchemaTarget::OpenAi);
         assert!(o.get("$schema").is_none() && o.get("$defs").is_none());
         assert_eq!(o["properties"]["mode"]["enum"], json!(["create", "append"]));
         assert_eq!(o["properties"]["mode"]["description"], "how");
@@ -469,10 +471,13 @@ mod tests {
         assert_eq!(o["additionalProperties"], json!(false));
         assert_eq!(o["properties"]["size"]["type"], json!(["integer", "null"]));
 
-        let top = clean(&json!({"anyOf": [{"type": "string"}]}), Dialect::OpenAi);
+        let top = clean(
+            &json!({"anyOf": [{"type": "string"}]}),
+            SchemaTarget::OpenAi,
+        );
         assert_eq!(top, json!({"type": "object", "properties": {}}));
         assert_eq!(
-            clean(&Value::Null, Dialect::OpenAi),
+            clean(&Value::Null, SchemaTarget::OpenAi),
             json!({"type": "object", "properties": {}})
         );
     }
@@ -480,9 +485,9 @@ mod tests {
     #[test]
     fn anthropic_is_left_alone_apart_from_the_top() {
         let s = schemars_like();
-        assert_eq!(clean(&s, Dialect::Anthropic), s);
+        assert_eq!(clean(&s, SchemaTarget::Anthropic), s);
         assert_eq!(
-            clean(&json!({}), Dialect::Anthropic),
+            clean(&json!({}), SchemaTarget::Anthropic),
             json!({"type": "object", "properties": {}})
         );
     }
@@ -496,7 +501,7 @@ mod tests {
                 "list": {"items": {"type": "integer"}},
                 "either": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
             }}),
-            Dialect::Gemini,
+            SchemaTarget::Gemini,
         );
         assert_eq!(g["properties"]["any"], json!({"type": "string"}));
         assert_eq!(g["properties"]["obj"]["type"], "object");
@@ -511,9 +516,9 @@ mod tests {
     fn recursive_refs_terminate() {
         let s = json!({"type": "object", "properties": {"node": {"$ref": "#/$defs/Node"}},
             "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}});
-        let g = clean(&s, Dialect::Gemini);
+        let g = clean(&s, SchemaTarget::Gemini);
         assert!(!g.to_string().contains("$ref"));
-        let o = clean(&s, Dialect::OpenAi);
+        let o = clean(&s, SchemaTarget::OpenAi);
         assert!(!o.to_string().contains("$ref"));
     }
 }

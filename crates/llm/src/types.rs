@@ -138,7 +138,7 @@ pub struct ToolResult {
 pub struct ToolDef {
     pub name: String,
     pub description: String,
-    /// JSON Schema of the arguments object. Providers clean it for their dialect
+    /// JSON Schema of the arguments object. Providers clean it for what they accept
     /// (see [`crate::schema`]), so any reasonable schema may be given here.
     pub parameters: Value,
 }

@@ -369,13 +369,17 @@ pub(crate) fn some_names(names: &[String], max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentfile_llm::schema::{Dialect, clean};
+    use agentfile_llm::schema::{SchemaTarget, clean};
 
     #[test]
     fn schemas_survive_cleaning_for_every_provider() {
         for tool in Tool::ALL {
             let def = definition(tool);
-            for d in [Dialect::Anthropic, Dialect::OpenAi, Dialect::Gemini] {
+            for d in [
+                SchemaTarget::Anthropic,
+                SchemaTarget::OpenAi,
+                SchemaTarget::Gemini,
+            ] {
                 let cleaned = clean(&def.parameters, d);
                 assert_eq!(cleaned["type"], "object", "{tool} {d:?}");
                 let required = def.parameters["required"]
