@@ -15,7 +15,10 @@
 //!   event bus that writes every event before any sink sees it.
 //! - [`tools`], [`script`] (`agentfile-tools`): tools behind the policy
 //!   gate, the JavaScript sandbox, worker processes.
-//! - [`syntax`] (`agentfile-syntax`): what the front ends share.
+//! - [`syntax`] (`agentfile-syntax`): what every front end shares (YAML
+//!   with spans, schema wording).
+//! - [`agent_card`] (`agentfile-agent-card`): agent files (`*.agent.md`),
+//!   the card reader the DSL, WORKFLOW.md, workflow.yaml and `agent_md` share.
 //! - The front ends, one crate per format, none importing another:
 //!   [`agentfile`](mod@agentfile) (`agentfile-dsl`), [`workflow_md`],
 //!   [`workflow_yaml`], [`agent_md`], [`agentrc`].
@@ -33,6 +36,7 @@
 //!
 //! `src/main.rs` is only the CLI adapter over these.
 
+pub use agentfile_agent_card as agent_card;
 pub use agentfile_agent_md as agent_md;
 pub use agentfile_agentrc as agentrc;
 pub use agentfile_author as author;

@@ -5,7 +5,8 @@
 //!   another; the engine depends on no front end, nor on the registry that
 //!   holds them; nothing on the server's way to the engine is a front end;
 //!   telemetry lies below the engine and reaches no front end; the workflow
-//!   generator (`agentfile-author`) lies above the registry.
+//!   generator (`agentfile-author`) lies above the registry; the agent-card
+//!   reader (`agentfile-agent-card`) lies below every front end.
 //! - Outside the front ends and the registry, no code compares a format
 //!   name (`plan.format == "…"`, `Dialect::…`): the plan carries typed facts.
 //! - Inside each crate, no two sibling modules (top-level, or inside any
@@ -30,6 +31,11 @@ const FRONT_ENDS: &[&str] = &[
 
 /// The registry: the one crate that knows every format.
 const REGISTRY: &str = "agentfile-frontend";
+
+/// The reader of agent files (`*.agent.md`): below every front end, since
+/// the DSL, WORKFLOW.md, workflow.yaml and `agent-md` all read agent cards and
+/// no front end may use another.
+const AGENT_CARD: &str = "agentfile-agent-card";
 
 const ENGINE: &str = "agentfile-engine";
 const SERVER: &str = "agentfile-server";
@@ -108,15 +114,30 @@ fn the_workspace_has_its_crates() {
     let g = graph();
     for c in FRONT_ENDS.iter().chain(&[
         REGISTRY,
+        AGENT_CARD,
         AUTHOR,
         ENGINE,
         TELEMETRY,
         SERVER,
         "agentfile",
         "agentfile-plan",
+        "agentfile-syntax",
     ]) {
         assert!(g.contains_key(*c), "workspace member `{c}` is missing");
     }
+}
+
+/// The card reader is shared by the front ends, so it lies below all of them:
+/// it reaches no front end and not the registry (else a front end reading
+/// agent cards would reach another through it).
+#[test]
+fn the_card_reader_lies_below_the_front_ends() {
+    let g = graph();
+    let bad: Vec<String> = reach(&g, AGENT_CARD)
+        .into_iter()
+        .filter(|d| FRONT_ENDS.contains(&d.as_str()) || d == REGISTRY)
+        .collect();
+    assert!(bad.is_empty(), "`{AGENT_CARD}` depends on {bad:?}");
 }
 
 /// The kernel sandbox knows nothing of policies, plans or tools: it takes a
@@ -851,6 +872,7 @@ const TYPED_ERRORS: &[&str] = &[
     "plan",
     "config",
     "syntax",
+    "agent-card",
     "frontend",
     "dsl",
     "workflow-md",

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
+use agentfile::agent_card::template;
 use agentfile::frontend::{Options, analyze_bytes};
-use agentfile::syntax::cards::template;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

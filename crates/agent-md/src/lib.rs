@@ -1,14 +1,14 @@
 //! `*.agent.md` files run on their own (`validate`, `inspect`, `run` of an
-//! agent file): the card read by [`agentfile_syntax::cards`], and a plan that
-//! runs it as one agent on the input `task`. The loader itself is not here: the
-//! DSL, WORKFLOW.md and workflow.yaml read agent files too, so it lives in the
-//! support layer below all front ends.
+//! agent file): the card read by [`agentfile_agent_card`], and a plan that
+//! runs it as one agent on the input `task`. The reader itself is not here: the
+//! DSL, WORKFLOW.md and workflow.yaml read agent files too, and no front end
+//! may use another, so it is its own crate below all of them.
 
 use std::path::Path;
 
+use agentfile_agent_card::{agent_name, load};
 use agentfile_plan::agent::AgentCard;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap};
-use agentfile_syntax::cards::{agent_name, load};
 
 pub use agentfile_plan::build::TASK_INPUT;
 

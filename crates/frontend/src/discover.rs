@@ -53,7 +53,7 @@ pub fn find_agents(root: &Path) -> Vec<PathBuf> {
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
         .map(|e| e.into_path())
-        .filter(|p| agentfile_syntax::cards::is_agent_file(p))
+        .filter(|p| agentfile_agent_card::is_agent_file(p))
         .take(MAX_AGENT_FILES)
         .collect();
     out.sort();

@@ -305,7 +305,7 @@ fn card_text(o: &mut String, name: &str, c: &agentfile_plan::agent::AgentCard) {
     }
     if !c.commands.is_empty() {
         let _ = writeln!(o, "  commands (MCP prompts)");
-        let prefix = agentfile_syntax::cards::agent_name(std::path::Path::new(&c.file));
+        let prefix = agentfile_agent_card::agent_name(std::path::Path::new(&c.file));
         for cmd in &c.commands {
             let args: String = cmd.arguments.iter().map(|a| format!(" <{a}>")).collect();
             let _ = writeln!(o, "    /{prefix}.{}{args}  {}", cmd.name, cmd.description);

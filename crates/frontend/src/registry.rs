@@ -145,7 +145,7 @@ pub const FOLDER_FILES: &[&str] = &["Agentfile", "WORKFLOW.md", "workflow.yaml",
 
 /// The format a file's name alone decides, if any.
 pub fn by_name(path: &Path) -> Option<Dialect> {
-    if agentfile_syntax::cards::is_agent_file(path) {
+    if agentfile_agent_card::is_agent_file(path) {
         return Some(Dialect::AgentMd);
     }
     let name = path.file_name()?.to_str()?;

@@ -1,7 +1,7 @@
 //! What a plan keeps of an agent definition file (`*.agent.md`, CONTRACT §11):
 //! its metadata, resolved system message and rules, commands, abilities,
 //! requirements and JavaScript tools. Every front end that names a persona
-//! file lowers it through `agentfile_syntax::cards::load` into an [`AgentCard`] on the
+//! file lowers it through `agentfile_agent_card::load` into an [`AgentCard`] on the
 //! agent's [`super::AgentDef`], so the executor, `inspect` and the servers
 //! read one shape whatever the workflow's format.
 

@@ -1,11 +1,9 @@
-//! What the front ends share, below all of them: YAML read with source spans
-//! ([`yaml`]), schema violations in words ([`schema`]) and agent cards: the
-//! `*.agent.md` files a DSL, WORKFLOW.md or workflow.yaml workflow takes its
-//! agents from, and that also run on their own ([`cards`]). No front end
+//! What every front end shares, below all of them: YAML read with source
+//! spans ([`yaml`]) and schema violations in words ([`schema`]). No front end
 //! imports another; each imports this. It is not a front end: it lowers no
-//! workflow and knows no registry.
+//! workflow and knows no registry. Agent files (`*.agent.md`) are read by
+//! their own crate, `agentfile-agent-card`, which builds on this one.
 
-pub mod cards;
 pub mod schema;
 pub mod yaml;
 

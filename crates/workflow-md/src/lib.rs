@@ -1319,7 +1319,7 @@ impl Front<'_> {
         let aptr = format!("{ptr}/inputs/agent");
         let sp = self.span(cx, &aptr, false);
         let rel = match v.as_str() {
-            Some(r) if agentfile_syntax::cards::is_agent_file(Path::new(r)) => r.trim(),
+            Some(r) if agentfile_agent_card::is_agent_file(Path::new(r)) => r.trim(),
             _ => {
                 self.error(
                     "schema",
@@ -1348,19 +1348,14 @@ impl Front<'_> {
             return Some(a.name.clone());
         }
         let path = cx.dir.join(rel);
-        let card = agentfile_syntax::cards::load_path(
-            self.sources,
-            &path,
-            rel,
-            Some(sp),
-            &mut self.diags,
-        )?;
+        let card =
+            agentfile_agent_card::load_path(self.sources, &path, rel, Some(sp), &mut self.diags)?;
         cx.agents.push(agentfile_plan::AgentDef {
             name: rel.to_owned(),
             source: PromptSource::File {
                 path: rel.to_owned(),
             },
-            prompt: agentfile_syntax::cards::literal(&card.persona()),
+            prompt: agentfile_agent_card::literal(&card.persona()),
             profile: None,
             outputs: Vec::new(),
             reads: Vec::new(),

@@ -684,8 +684,7 @@ impl Front {
             return c.clone();
         }
         let file = self.sources.add(self.dir.join(rel), text);
-        let card =
-            agentfile_syntax::cards::load(&mut self.sources, file, rel, &mut self.agent_diags);
+        let card = agentfile_agent_card::load(&mut self.sources, file, rel, &mut self.agent_diags);
         self.cards.insert(rel.to_owned(), card.clone());
         card
     }
@@ -821,7 +820,7 @@ impl Front {
             Some(Some(t)) => Some(t),
             None => None,
         };
-        let card = if agentfile_syntax::cards::is_agent_file(Path::new(&agent_path)) {
+        let card = if agentfile_agent_card::is_agent_file(Path::new(&agent_path)) {
             Some(self.agent_card(&agent_path, agent_text.clone())?)
         } else {
             None

@@ -87,10 +87,10 @@ impl Validator<'_, '_> {
         let resolved = self.dir.join(expand_home(written));
         self.check_escape(written, &resolved, span);
         if usage == PromptUse::Agent
-            && agentfile_syntax::cards::is_agent_file(&resolved)
+            && agentfile_agent_card::is_agent_file(&resolved)
             && resolved.is_file()
         {
-            let card = agentfile_syntax::cards::load_path(
+            let card = agentfile_agent_card::load_path(
                 self.map,
                 &resolved,
                 written,
@@ -98,7 +98,7 @@ impl Validator<'_, '_> {
                 &mut self.diags,
             )?;
             return Some(Prompt {
-                text: agentfile_syntax::cards::literal(&card.persona()),
+                text: agentfile_agent_card::literal(&card.persona()),
                 source: plan::PromptSource::File {
                     path: written.to_owned(),
                 },

@@ -40,7 +40,7 @@ pub fn agent_prompts(root: &std::path::Path) -> Vec<AgentPrompt> {
         // One file must not take the list down: a panic while loading it
         // skips it, with a warning.
         let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            agentfile_syntax::cards::load_path(&mut sources, &path, &written, None, &mut diags)
+            agentfile_agent_card::load_path(&mut sources, &path, &written, None, &mut diags)
         }));
         let card = match loaded {
             Ok(card) => card,
@@ -55,7 +55,7 @@ pub fn agent_prompts(root: &std::path::Path) -> Vec<AgentPrompt> {
         let Some(card) = card else {
             continue;
         };
-        let agent = agentfile_syntax::cards::agent_name(&path);
+        let agent = agentfile_agent_card::agent_name(&path);
         for command in card.commands {
             let p = AgentPrompt {
                 agent: agent.clone(),
@@ -73,7 +73,7 @@ pub fn agent_prompts(root: &std::path::Path) -> Vec<AgentPrompt> {
 
 /// The prompt a host shows for an agent command.
 pub fn agent_prompt(p: &AgentPrompt) -> Prompt {
-    use agentfile_syntax::cards::commands;
+    use agentfile_agent_card::commands;
     let names = commands::argument_names(&p.command);
     let args: Vec<PromptArgument> = names
         .iter()
@@ -99,7 +99,7 @@ pub fn agent_prompt(p: &AgentPrompt) -> Prompt {
 
 /// The command `p` with its arguments substituted, or why not.
 pub fn agent_get(p: &AgentPrompt, args: Option<&JsonObject>) -> Result<GetPromptResult, String> {
-    use agentfile_syntax::cards::commands;
+    use agentfile_agent_card::commands;
     let names = commands::argument_names(&p.command);
     let mut positional: Vec<String> = names
         .iter()

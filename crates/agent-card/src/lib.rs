@@ -12,7 +12,7 @@
 //! scheme are known before a run. Commands (inline, files, folders) are read
 //! here too; remote ones are left for a host with network access.
 //!
-//! What this module promises: every problem is a located diagnostic, one call
+//! What this crate promises: every problem is a located diagnostic, one call
 //! reports all of them, files are read only when regular and under 1 MiB, and
 //! nothing here runs a tool, a process or a network request.
 
@@ -25,11 +25,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::yaml;
 use agentfile_plan::agent::{
     ABILITIES, Abilities, AgentCard, AgentCommand, AgentScript, AgentStatus, ScriptTool,
 };
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
+use agentfile_syntax::yaml;
 
 /// The file name suffix of agent files.
 pub const SUFFIX: &str = ".agent.md";
