@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use agentfile::config::Config;
-use agentfile::tools::policy::Policy;
+use agentfile::tools::policy::{Policy, control};
 use agentfile::tools::sandbox::ToolSandbox;
 use agentfile::tools::{MemoryStore, ToolContext, ToolSet, Toolbox};
 use serde_json::json;
@@ -29,13 +29,32 @@ fn workspace() -> &'static PathBuf {
         let d =
             std::env::temp_dir().join(format!("agentfile-bench-sandbox-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
+        // The control files of a typical workflow folder, mounted read-only
+        // into each sandboxed call.
+        for f in ["Agentfile", "policy.toml", "agent.toml", ".git/config"] {
+            let p = d.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, "").unwrap();
+        }
+        std::fs::create_dir_all(d.join(".git/hooks")).unwrap();
         d.canonicalize().unwrap()
     })
 }
 
 fn policy(sandbox: bool) -> Policy {
     let text = format!("[bash]\nallowlist = [\"true\"]\n\n[sandbox]\nenabled = {sandbox}\n");
-    Policy::parse(&text, Path::new("policy.toml")).unwrap()
+    let mut p = Policy::parse(&text, Path::new("policy.toml")).unwrap();
+    // As in a run: its control files held (read-only mounts in the sandbox,
+    // the tripwire around every call, in both figures).
+    let ws = workspace();
+    p.control_for_run(control::control_files(&control::ControlInputs {
+        workspace: ws.clone(),
+        workflow_dir: ws.clone(),
+        cwd: Some(ws.clone()),
+        workflow_files: vec![ws.join("Agentfile")],
+        ..control::ControlInputs::default()
+    }));
+    p
 }
 
 struct Bench {
