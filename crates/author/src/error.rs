@@ -5,6 +5,16 @@ use std::path::PathBuf;
 
 use super::generate::{FileError, NameError};
 
+/// Why the manifest schema bundled in the binary cannot be used (a build
+/// bug, not the user's).
+#[derive(Debug, thiserror::Error)]
+pub enum BundledSchemaError {
+    #[error("the bundled manifest schema is not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("the bundled manifest schema does not compile: {0}")]
+    NotCompiling(jsonschema::ValidationError<'static>),
+}
+
 /// A `create` or `promote` that could not go on. Paths are shown as the
 /// caller should see them (`shown`: relative to the workspace, with `/`).
 #[derive(Debug, thiserror::Error)]
@@ -85,10 +95,10 @@ pub enum AuthorError {
         pointer: String,
         message: String,
     },
-    /// The bundled manifest schema is broken (a build bug); its text, kept
-    /// once for every later call.
+    /// The bundled manifest schema is broken (a build bug); found once and
+    /// kept for every later call.
     #[error("{0}")]
-    BundledSchema(String),
+    BundledSchema(&'static BundledSchemaError),
 
     // Staging a generated workflow.
     #[error("{} is not a regular file: a generated workflow.yaml must be one", path.display())]

@@ -24,7 +24,7 @@ use agentfile_protocol::events::Event;
 use agentfile_session::events::EventSink;
 use agentfile_session::file::write_atomic;
 
-use super::{AuthorError, Exists, NotPromotable};
+use super::{AuthorError, BundledSchemaError, Exists, NotPromotable};
 
 /// The Agentfile spec version written into manifests.
 pub const SPEC_VERSION: &str = "1.0";
@@ -341,18 +341,18 @@ pub struct ErrorRecord {
 
 /// The bundled manifest schema, compiled once.
 fn manifest_validator() -> Result<&'static jsonschema::Validator, AuthorError> {
-    static COMPILED: OnceLock<Result<jsonschema::Validator, String>> = OnceLock::new();
+    static COMPILED: OnceLock<Result<jsonschema::Validator, BundledSchemaError>> = OnceLock::new();
     COMPILED
         .get_or_init(|| {
-            let schema: Value = serde_json::from_str(MANIFEST_SCHEMA)
-                .map_err(|e| format!("the bundled manifest schema is not JSON: {e}"))?;
+            let schema: Value =
+                serde_json::from_str(MANIFEST_SCHEMA).map_err(BundledSchemaError::NotJson)?;
             jsonschema::options()
                 .should_validate_formats(true)
                 .build(&schema)
-                .map_err(|e| format!("the bundled manifest schema does not compile: {e}"))
+                .map_err(BundledSchemaError::NotCompiling)
         })
         .as_ref()
-        .map_err(|e| AuthorError::BundledSchema(e.clone()))
+        .map_err(AuthorError::BundledSchema)
 }
 
 /// The first way `value` breaks the manifest schema: (JSON pointer, message).

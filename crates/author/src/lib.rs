@@ -12,7 +12,7 @@ pub mod create;
 mod error;
 pub mod generate;
 
-pub use error::{AuthorError, Exists, NotPromotable};
+pub use error::{AuthorError, BundledSchemaError, Exists, NotPromotable};
 
 /// What `create` writes: a workflow.yaml project (through the generator) or
 /// an Agentfile.
