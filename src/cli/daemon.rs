@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use agentfile::server::daemon::{Daemon, DaemonOptions, FireResult};
+use agentfile::server::daemon::{Daemon, DaemonError, DaemonOptions, FireResult};
 use agentfile::server::engine::{DEFAULT_MAX_RUNS, EngineOptions};
 
 use super::server::{QueueArgs, WorkerQueueArgs, check_provider};
@@ -170,7 +170,7 @@ async fn listen(daemon: &Arc<Daemon>, stop: &agentfile::llm::CancellationToken) 
 }
 
 /// Print each fire's session id (or why it did not run); 0 when every one started.
-pub(super) fn report_fires(command: &str, fires: Vec<Result<FireResult, String>>) -> ExitCode {
+pub(super) fn report_fires(command: &str, fires: Vec<Result<FireResult, DaemonError>>) -> ExitCode {
     let mut ok = true;
     for f in fires {
         match f {

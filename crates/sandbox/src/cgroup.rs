@@ -28,20 +28,37 @@ pub struct Controller {
     pub version: &'static str,
 }
 
-/// The pids controller this process can use, or why there is none.
-pub fn controller() -> Result<&'static Controller, &'static str> {
-    static FOUND: OnceLock<Result<Controller, String>> = OnceLock::new();
-    FOUND.get_or_init(find).as_ref().map_err(|e| e.as_str())
+/// Why this process has no pids controller to use.
+#[derive(Debug, thiserror::Error)]
+pub enum NoController {
+    /// `AGENTFILE_SANDBOX_SIMULATE=no-cgroup`.
+    #[error("no writable pids controller (simulated)")]
+    Simulated,
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: &'static str,
+        source: io::Error,
+    },
+    /// Why each hierarchy found was of no use.
+    #[error("no writable pids controller ({})", .0.join("; "))]
+    Unusable(Vec<String>),
 }
 
-fn find() -> Result<Controller, String> {
+/// The pids controller this process can use, or why there is none.
+pub fn controller() -> Result<&'static Controller, &'static NoController> {
+    static FOUND: OnceLock<Result<Controller, NoController>> = OnceLock::new();
+    FOUND.get_or_init(find).as_ref()
+}
+
+fn find() -> Result<Controller, NoController> {
     if crate::probe().simulated.iter().any(|s| s == "no-cgroup") {
-        return Err("no writable pids controller (simulated)".into());
+        return Err(NoController::Simulated);
     }
-    let cgroups = std::fs::read_to_string("/proc/self/cgroup")
-        .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    let read = |path: &'static str| {
+        std::fs::read_to_string(path).map_err(|source| NoController::Read { path, source })
+    };
+    let cgroups = read("/proc/self/cgroup")?;
+    let mounts = read("/proc/self/mountinfo")?;
     let mut why = Vec::new();
     // v2 first: the unified hierarchy, where `pids` is enabled for children.
     if let Some(path) = cgroups.lines().find_map(|l| l.strip_prefix("0::"))
@@ -88,7 +105,7 @@ fn find() -> Result<Controller, String> {
     if why.is_empty() {
         why.push("this machine has no pids cgroup controller".into());
     }
-    Err(format!("no writable pids controller ({})", why.join("; ")))
+    Err(NoController::Unusable(why))
 }
 
 /// The mount point and root of the first mount of `fstype` (with the super

@@ -207,7 +207,7 @@ impl Sandbox {
             // Built per spawn (see `command`); once here to fail early.
             None => {
                 rules::ruleset(&writable, rules::Reads::All, None, rules::DEVICES)
-                    .map_err(Unavailable)?;
+                    .map_err(|e| Unavailable(e.to_string()))?;
                 (None, None)
             }
             Some(_) => {
@@ -249,7 +249,7 @@ impl Sandbox {
                             Some(&ports),
                             rules::DEVICES_NO_PTS,
                         )
-                        .map_err(Unavailable)?,
+                        .map_err(|e| Unavailable(e.to_string()))?,
                     ),
                     listener,
                 )
@@ -575,7 +575,7 @@ pub struct Guest {
 
 /// The pids controller this process can use, or why there is none.
 #[cfg(target_os = "linux")]
-pub fn cgroup_controller() -> Result<&'static cgroup::Controller, &'static str> {
+pub fn cgroup_controller() -> Result<&'static cgroup::Controller, &'static cgroup::NoController> {
     cgroup::controller()
 }
 

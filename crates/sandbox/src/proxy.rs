@@ -20,7 +20,13 @@ use tokio::task::JoinHandle;
 
 /// Judge a host and port: the address to connect to, or why not.
 pub type Check =
-    Arc<dyn Fn(String, u16) -> BoxFuture<'static, Result<SocketAddr, String>> + Send + Sync>;
+    Arc<dyn Fn(String, u16) -> BoxFuture<'static, Result<SocketAddr, Refusal>> + Send + Sync>;
+
+/// Why a check refused a host: the body of the `403` the sandboxed client
+/// reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
 
 /// The longest request head read.
 const MAX_HEAD: usize = 32 * 1024;
@@ -222,7 +228,7 @@ async fn handle(mut stream: TcpStream, check: Check) -> std::io::Result<()> {
     };
     let addr = match check(host.clone(), port).await {
         Ok(a) => a,
-        Err(why) => return refuse(&mut stream, 403, &why).await,
+        Err(Refusal(why)) => return refuse(&mut stream, 403, &why).await,
     };
     let mut upstream = match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr)).await {
         Ok(Ok(s)) => s,
@@ -270,7 +276,7 @@ mod tests {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let check: Check = Arc::new(|_, _| {
-            Box::pin(async { Err::<SocketAddr, _>("no host is allowed".to_owned()) })
+            Box::pin(async { Err::<SocketAddr, _>(Refusal("no host is allowed".to_owned())) })
         });
         let task = serve(l, check).unwrap();
         let mut s = TcpStream::connect(addr).await.unwrap();

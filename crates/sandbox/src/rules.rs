@@ -55,55 +55,49 @@ pub(crate) enum Reads<'a> {
 /// hidden path with very many entries is listed, not walked).
 const MAX_WALK_RULES: usize = 4096;
 
+/// Why the ruleset could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RulesetError {
+    #[error("cannot build the Landlock ruleset: {0}")]
+    Build(#[from] landlock::RulesetError),
+    #[error("Landlock is not enforced by this kernel")]
+    NotEnforced,
+}
+
 pub(crate) fn ruleset(
     writable: &[PathBuf],
     reads: Reads<'_>,
     tcp_connect: Option<&[u16]>,
     devices: &[&str],
-) -> Result<OwnedFd, String> {
+) -> Result<OwnedFd, RulesetError> {
     let abi = ABI_PINNED;
-    let fail = |e: &dyn std::fmt::Display| format!("cannot build the Landlock ruleset: {e}");
     let mut base = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::from_all(abi))
-        .map_err(|e| fail(&e))?;
+        .handle_access(AccessFs::from_all(abi))?;
     if tcp_connect.is_some() {
-        base = base
-            .handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)
-            .map_err(|e| fail(&e))?;
+        base = base.handle_access(AccessNet::BindTcp | AccessNet::ConnectTcp)?;
     }
     let mut created = base
-        .scope(Scope::AbstractUnixSocket | Scope::Signal)
-        .map_err(|e| fail(&e))?
-        .create()
-        .map_err(|e| fail(&e))?;
+        .scope(Scope::AbstractUnixSocket | Scope::Signal)?
+        .create()?;
     match reads {
         Reads::All => {
-            created = created
-                .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))
-                .map_err(|e| fail(&e))?;
+            created = created.add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?;
         }
         Reads::AllBut(hidden) => {
             let (whole, listed) = around(hidden);
             created = created
-                .add_rules(path_beneath_rules(&whole, AccessFs::from_read(abi)))
-                .map_err(|e| fail(&e))?
-                .add_rules(path_beneath_rules(&listed, AccessFs::ReadDir))
-                .map_err(|e| fail(&e))?;
+                .add_rules(path_beneath_rules(&whole, AccessFs::from_read(abi)))?
+                .add_rules(path_beneath_rules(&listed, AccessFs::ReadDir))?;
         }
     }
     created = created
-        .add_rules(path_beneath_rules(devices, AccessFs::from_all(abi)))
-        .map_err(|e| fail(&e))?
-        .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))
-        .map_err(|e| fail(&e))?;
+        .add_rules(path_beneath_rules(devices, AccessFs::from_all(abi)))?
+        .add_rules(path_beneath_rules(writable, AccessFs::from_all(abi)))?;
     for port in tcp_connect.unwrap_or_default() {
-        created = created
-            .add_rule(NetPort::new(*port, AccessNet::ConnectTcp))
-            .map_err(|e| fail(&e))?;
+        created = created.add_rule(NetPort::new(*port, AccessNet::ConnectTcp))?;
     }
-    Option::<OwnedFd>::from(created)
-        .ok_or_else(|| "Landlock is not enforced by this kernel".to_owned())
+    Option::<OwnedFd>::from(created).ok_or(RulesetError::NotEnforced)
 }
 
 /// The read rules that leave out `hidden`: whole subtrees that hold no hidden

@@ -130,7 +130,7 @@ pub fn check_token_strength(
     tokens: &[String],
     bind: SocketAddr,
     what: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, WeakToken> {
     let weak: Vec<String> = tokens
         .iter()
         .enumerate()
@@ -143,10 +143,7 @@ pub fn check_token_strength(
     if weak.is_empty() {
         return Ok(None);
     }
-    let fix = format!(
-        "make each at least {MIN_TOKEN_BITS:.0} bits, e.g. `openssl rand -hex 32` (64 hex \
-         characters) or `openssl rand -base64 32`"
-    );
+    let fix = fix_weak_tokens();
     let which = weak.join(", ");
     if bind.ip().is_loopback() {
         Ok(Some(format!(
@@ -154,13 +151,38 @@ pub fn check_token_strength(
              from length and characters; it is accepted on loopback {bind} only. {fix}"
         )))
     } else {
-        Err(format!(
-            "{what}: refusing to serve {bind} with a token too easy to guess: {which} in \
-             {TOKEN_VAR}, estimated from length and characters, where at least \
-             {MIN_TOKEN_BITS:.0} are needed off loopback (anyone who can reach the port can \
-             try tokens); {fix}"
-        ))
+        Err(WeakToken {
+            what: what.to_owned(),
+            bind,
+            which,
+        })
     }
+}
+
+/// What to do about a token too easy to guess.
+fn fix_weak_tokens() -> String {
+    format!(
+        "make each at least {MIN_TOKEN_BITS:.0} bits, e.g. `openssl rand -hex 32` (64 hex \
+         characters) or `openssl rand -base64 32`"
+    )
+}
+
+/// A listener off loopback refused: `which` tokens (numbered, never spelled
+/// out) are too easy to guess. `what` names the command.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{what}: refusing to serve {bind} with a token too easy to guess: {which} in \
+     {TOKEN_VAR}, estimated from length and characters, where at least \
+     {MIN_TOKEN_BITS:.0} are needed off loopback (anyone who can reach the port can \
+     try tokens); {fix}",
+    TOKEN_VAR = TOKEN_VAR,
+    MIN_TOKEN_BITS = MIN_TOKEN_BITS,
+    fix = fix_weak_tokens()
+)]
+pub struct WeakToken {
+    pub what: String,
+    pub bind: SocketAddr,
+    pub which: String,
 }
 
 /// The origins a page served by this server itself would send.
@@ -241,7 +263,9 @@ mod tests {
         );
         let strong = "0123456789abcdef".repeat(4);
         let weak = vec![strong.clone(), "hunter2".to_owned()];
-        let e = check_token_strength(&weak, off, "agentfile ui").unwrap_err();
+        let e = check_token_strength(&weak, off, "agentfile ui")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("token 2") && !e.contains("token 1"), "{e}");
         assert!(!e.contains("hunter2") && e.contains("openssl rand"), "{e}");
         let w = check_token_strength(&weak, on, "agentfile ui").unwrap();

@@ -640,7 +640,7 @@ impl Engine {
             if matches!(choice, SessionChoice::Created(_)) {
                 let _ = store.set_status(id, SessionStatus::Failed);
             }
-            return Err(RpcError::new(code::RUN_REJECTED, e));
+            return Err(RpcError::new(code::RUN_REJECTED, e.0));
         }
         Ok(())
     }

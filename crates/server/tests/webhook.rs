@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use agentfile_server::daemon::webhook::{
-    Delivered, Deliveries, WebhookOptions, WebhookRoute, serve_webhooks,
+    Delivered, Deliveries, Undelivered, WebhookOptions, WebhookRoute, serve_webhooks,
 };
 use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
@@ -70,7 +70,7 @@ impl Deliveries for Recorder {
         trigger: &str,
         delivery_id: String,
         body: Value,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Delivered, String>> + Send>>
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Delivered, Undelivered>> + Send>>
     {
         let mut calls = self.calls.lock().unwrap();
         calls.push((trigger.to_owned(), delivery_id.clone(), body.clone()));
@@ -86,7 +86,7 @@ impl Deliveries for Recorder {
                 reason: "a run of this trigger is still going".into(),
             })
         } else if body["bad"] == json!(true) {
-            Err("input `ref`: required, and missing".into())
+            Err(Undelivered("input `ref`: required, and missing".into()))
         } else {
             seen.insert(delivery_id, session.clone());
             Ok(Delivered::Started {

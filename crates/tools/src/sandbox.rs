@@ -19,7 +19,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentfile_protocol::events::SandboxInfo;
-use agentfile_sandbox::{Guest, Sandbox, Spec, proxy};
+use agentfile_sandbox::proxy::{self, Refusal};
+use agentfile_sandbox::{Guest, Sandbox, Spec};
 use url::Url;
 
 use crate::Denial;
@@ -471,28 +472,28 @@ fn proxy_check(gate: Arc<Gate>) -> proxy::Check {
                 host.clone()
             };
             let url = Url::parse(&format!("http://{shown}:{port}/"))
-                .map_err(|e| format!("`{host}` is not a host name: {e}"))?;
+                .map_err(|e| Refusal(format!("`{host}` is not a host name: {e}")))?;
             // As a web_fetch call is judged: host rules, guards, and the
             // section's rate limit (each connection counts as one call).
             let verdict = gate
                 .check(&Request::Fetch { url: &url })
-                .map_err(|d| format!("denied by policy ({}): {}", d.rule, d.reason))?
+                .map_err(|d| Refusal(format!("denied by policy ({}): {}", d.rule, d.reason)))?
                 .url
-                .ok_or_else(|| format!("`{host}`: the URL was not judged"))?;
+                .ok_or_else(|| Refusal(format!("`{host}`: the URL was not judged")))?;
             let addrs: Vec<SocketAddr> = match host.parse::<IpAddr>() {
                 Ok(ip) => vec![SocketAddr::new(ip, port)],
                 Err(_) => tokio::net::lookup_host((host.as_str(), port))
                     .await
-                    .map_err(|e| format!("`{host}` does not resolve: {e}"))?
+                    .map_err(|e| Refusal(format!("`{host}` does not resolve: {e}")))?
                     .collect(),
             };
             let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
             gate.check_addrs(&verdict, &ips)
-                .map_err(|d| format!("denied by policy ({}): {}", d.rule, d.reason))?;
+                .map_err(|d| Refusal(format!("denied by policy ({}): {}", d.rule, d.reason)))?;
             addrs
                 .first()
                 .copied()
-                .ok_or_else(|| format!("`{host}` has no addresses"))
+                .ok_or_else(|| Refusal(format!("`{host}` has no addresses")))
         })
     })
 }

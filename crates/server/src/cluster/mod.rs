@@ -213,20 +213,25 @@ impl Cluster {
     /// Queue a run; returns once JetStream has stored the message. Publishing
     /// the same session at the same `seq` twice within two minutes queues it
     /// once.
-    pub async fn submit(&self, work: &Work) -> Result<(), String> {
-        let payload = serde_json::to_vec(work).map_err(|e| e.to_string())?;
+    pub async fn submit(&self, work: &Work) -> Result<(), ClusterError> {
+        let payload = serde_json::to_vec(work).map_err(|e| ClusterError(e.to_string()))?;
         let mut headers = async_nats::HeaderMap::new();
         headers.insert("Nats-Msg-Id", work.message_id().as_str());
         let ack = self
             .js
             .publish_with_headers(RUNS_SUBJECT, headers, payload.into())
             .await
-            .map_err(|e| format!("cannot queue session `{}` on NATS: {e}", work.session_id))?;
+            .map_err(|e| {
+                ClusterError(format!(
+                    "cannot queue session `{}` on NATS: {e}",
+                    work.session_id
+                ))
+            })?;
         ack.await.map_err(|e| {
-            format!(
+            ClusterError(format!(
                 "NATS did not confirm the run of session `{}`: {e}",
                 work.session_id
-            )
+            ))
         })?;
         Ok(())
     }

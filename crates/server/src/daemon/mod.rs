@@ -19,6 +19,7 @@
 //! The pure decisions live in `agentfile_triggers`; the records in
 //! `agentfile_session::fires`; nothing here decides when a cron matches.
 
+mod error;
 pub mod nats;
 pub mod registry;
 pub mod service;
@@ -42,8 +43,9 @@ use agentfile_protocol::rpc::RunParams;
 use agentfile_session::{FireKind, FireOutcome, FireRecord, SessionStatus, SessionStore};
 use agentfile_triggers::{Decision, Overlap, Running, Schedule, Timestamp, UsedToday, catch_up};
 
+pub use error::{DaemonError, NotAnObject, Unfit};
 pub use registry::{Registered, Registry};
-pub use webhook::{Delivered, Deliveries, WebhookRoute};
+pub use webhook::{Delivered, Deliveries, Undelivered, WebhookRoute};
 
 /// How often the workspaces are scanned again when nothing says otherwise.
 pub const DEFAULT_RESCAN: Duration = Duration::from_secs(2);
@@ -131,7 +133,7 @@ pub fn instant_text(t: Timestamp) -> String {
 
 impl Daemon {
     /// Open the engine and store and register what the workspaces hold.
-    pub fn new(options: DaemonOptions) -> Result<Arc<Daemon>, String> {
+    pub fn new(options: DaemonOptions) -> Result<Arc<Daemon>, DaemonError> {
         let mut roots = options.workspaces.clone();
         if roots.is_empty() {
             roots.push(PathBuf::from("."));
@@ -140,12 +142,12 @@ impl Daemon {
             .into_iter()
             .map(|r| {
                 r.canonicalize()
-                    .map_err(|e| format!("workspace {}: {e}", r.display()))
+                    .map_err(|source| DaemonError::Workspace { path: r, source })
             })
             .collect::<Result<_, _>>()?;
         let mut eopts = options.engine.clone();
         eopts.workspace = Some(roots[0].clone());
-        let engine = Engine::new(eopts).map_err(|e| e.message)?;
+        let engine = Engine::new(eopts).map_err(DaemonError::Engine)?;
         Daemon::with_engine(engine, roots, options.rescan)
     }
 
@@ -158,14 +160,14 @@ impl Daemon {
         engine: Arc<Engine>,
         workspaces: Vec<PathBuf>,
         rescan: Duration,
-    ) -> Result<Arc<Daemon>, String> {
+    ) -> Result<Arc<Daemon>, DaemonError> {
         let roots = if workspaces.is_empty() {
             vec![engine.root().to_path_buf()]
         } else {
             workspaces
         };
-        let config = engine.default_config().map_err(|e| e.message)?;
-        let store = engine.store().map_err(|e| e.message)?;
+        let config = engine.default_config().map_err(DaemonError::Engine)?;
+        let store = engine.store().map_err(DaemonError::Engine)?;
         let mut registry = Registry::try_new(roots, config)?;
         let triggers = registry.scan();
         Ok(Arc::new(Daemon {
@@ -367,17 +369,18 @@ impl Daemon {
         key: String,
         scheduled_for: Option<Timestamp>,
         inputs: BTreeMap<String, Value>,
-    ) -> Result<FireResult, String> {
+    ) -> Result<FireResult, DaemonError> {
         let Some(reg) = self.registered(trigger) else {
-            return Err(format!(
-                "no trigger `{trigger}` is registered; `agentfile triggers list` shows them"
-            ));
+            return Err(DaemonError::UnknownTrigger(trigger.to_owned()));
         };
         if let Some(why) = &reg.refused {
-            return Err(format!("trigger `{trigger}` is refused: {why}"));
+            return Err(DaemonError::Refused {
+                trigger: trigger.to_owned(),
+                why: why.clone(),
+            });
         }
         if self.closing.is_cancelled() {
-            return Err("the daemon is shutting down and takes no more fires".into());
+            return Err(DaemonError::ShuttingDown);
         }
         let now = Timestamp::now();
         let record = FireRecord {
@@ -394,7 +397,7 @@ impl Daemon {
         let claimed = self
             .store
             .claim_fire(&record)
-            .map_err(|e| format!("cannot record the fire: {e}"))?;
+            .map_err(DaemonError::Record)?;
         if !claimed {
             let prior = self.store.fire(trigger, &key).ok().flatten();
             return Ok(FireResult {
@@ -517,36 +520,32 @@ impl Daemon {
         &self,
         trigger: &str,
         inputs: &BTreeMap<String, Value>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DaemonError> {
         let Some(reg) = self.registered(trigger) else {
-            return Err(format!(
-                "no trigger `{trigger}` is registered; `agentfile triggers list` shows them"
-            ));
+            return Err(DaemonError::UnknownTrigger(trigger.to_owned()));
         };
         let secrets = self
             .engine
             .default_config()
             .map(|c| agentfile_tools::secrets::Secrets::from_config(&c))
             .unwrap_or_default();
-        let unfit = |why: String| {
-            format!(
-                "the inputs do not fit workflow `{}` ({}): {why}",
-                reg.workflow,
-                reg.path.display()
-            )
+        let unfit = |why: Unfit| DaemonError::Unfit {
+            workflow: reg.workflow.clone(),
+            path: reg.path.clone(),
+            why,
         };
         if let Some((k, v)) = inputs.iter().find(|(k, v)| {
             !(v.is_string() || v.is_number() || v.is_boolean())
                 && agentfile_engine::executor::inputs::reads_as_text(&reg.plan, k)
         }) {
-            return Err(unfit(format!(
-                "`{k}`: expected a string, number or boolean, not {}",
-                agentfile_protocol::rpc::json_kind(v)
-            )));
+            return Err(unfit(Unfit::NotText {
+                key: k.clone(),
+                kind: agentfile_protocol::rpc::json_kind(v),
+            }));
         }
         agentfile_engine::executor::bind_inputs_with(&reg.plan, inputs, &secrets)
             .map(|_| ())
-            .map_err(|e| unfit(e.to_string()))
+            .map_err(|e| unfit(Unfit::Bind(e)))
     }
 
     fn finish(&self, trigger: &str, key: &str, outcome: FireOutcome, reason: Option<&str>) {
@@ -563,7 +562,7 @@ impl Daemon {
         name: &str,
         id: &str,
         payload: Value,
-    ) -> Result<Vec<Result<FireResult, String>>, String> {
+    ) -> Result<Vec<Result<FireResult, DaemonError>>, DaemonError> {
         let inputs = inputs_of(payload)?;
         let subscribed: Vec<String> = self
             .triggers()
@@ -580,7 +579,10 @@ impl Daemon {
             // A payload that does not fit is refused before anything is
             // recorded: the same event id, corrected, can still fire.
             if let Err(e) = self.check_inputs(&t, &inputs) {
-                out.push(Err(format!("{t}: {e}")));
+                out.push(Err(DaemonError::Trigger {
+                    trigger: t,
+                    source: Box::new(e),
+                }));
                 continue;
             }
             out.push(
@@ -605,8 +607,8 @@ impl Daemon {
     pub async fn listen_webhooks(
         self: &Arc<Self>,
         stop: CancellationToken,
-    ) -> Result<Option<std::net::SocketAddr>, String> {
-        let config = self.engine.default_config().map_err(|e| e.message)?;
+    ) -> Result<Option<std::net::SocketAddr>, DaemonError> {
+        let config = self.engine.default_config().map_err(DaemonError::Engine)?;
         let Some(addr) = config
             .other
             .get("daemon")
@@ -619,8 +621,11 @@ impl Daemon {
         };
         let listener = tokio::net::TcpListener::bind(addr)
             .await
-            .map_err(|e| format!("[daemon] webhooks = {addr:?}: cannot listen there: {e}"))?;
-        let bound = listener.local_addr().map_err(|e| e.to_string())?;
+            .map_err(|source| DaemonError::Listen {
+                addr: addr.to_owned(),
+                source,
+            })?;
+        let bound = listener.local_addr().map_err(DaemonError::Bound)?;
         let deliveries: Arc<dyn Deliveries> = Arc::new(self.clone());
         let tokens = std::env::var(crate::auth::TOKEN_VAR)
             .map(|v| crate::auth::parse_tokens(&v))
@@ -668,7 +673,7 @@ impl Daemon {
     pub async fn listen_nats_events(
         self: &Arc<Self>,
         stop: CancellationToken,
-    ) -> Result<bool, String> {
+    ) -> Result<bool, DaemonError> {
         let Some(cluster) = self.engine.options().cluster.clone() else {
             return Ok(false);
         };
@@ -841,19 +846,18 @@ pub fn local_text(s: &Schedule, t: Timestamp) -> String {
 }
 
 /// A JSON payload as a workflow's inputs: an object (or null, for none).
-pub fn inputs_of(payload: Value) -> Result<BTreeMap<String, Value>, String> {
+pub fn inputs_of(payload: Value) -> Result<BTreeMap<String, Value>, NotAnObject> {
     match payload {
         Value::Null => Ok(BTreeMap::new()),
         Value::Object(m) => Ok(m.into_iter().collect()),
-        other => Err(format!(
-            "the payload must be a JSON object (its fields are the workflow's inputs), not {}",
-            match other {
+        other => Err(NotAnObject {
+            kind: match other {
                 Value::Array(_) => "a list",
                 Value::String(_) => "text",
                 Value::Number(_) => "a number",
                 _ => "a boolean",
-            }
-        )),
+            },
+        }),
     }
 }
 
@@ -874,17 +878,21 @@ impl Deliveries for Arc<Daemon> {
         trigger: &str,
         delivery_id: String,
         body: Value,
-    ) -> Pin<Box<dyn Future<Output = Result<Delivered, String>> + Send>> {
+    ) -> Pin<Box<dyn Future<Output = Result<Delivered, Undelivered>> + Send>> {
         let me = self.clone();
         let trigger = trigger.to_owned();
+        let undelivered = |e: DaemonError| Undelivered(e.to_string());
         Box::pin(async move {
-            let inputs = inputs_of(body)?;
+            let inputs = inputs_of(body)
+                .map_err(DaemonError::from)
+                .map_err(undelivered)?;
             // Before the fire is recorded: a body that does not fit leaves
             // no record, so a corrected redelivery with the same id runs.
-            me.check_inputs(&trigger, &inputs)?;
+            me.check_inputs(&trigger, &inputs).map_err(undelivered)?;
             let r = me
                 .fire(&trigger, FireKind::Webhook, delivery_id, None, inputs)
-                .await?;
+                .await
+                .map_err(undelivered)?;
             Ok(match (r.claimed, r.outcome, r.session_id) {
                 (false, _, session_id) => Delivered::Duplicate { session_id },
                 (true, FireOutcome::Fired, Some(session_id)) => Delivered::Started { session_id },
@@ -906,7 +914,7 @@ mod tests {
         assert!(inputs_of(Value::Null).unwrap().is_empty());
         let m = inputs_of(serde_json::json!({"a": 1})).unwrap();
         assert_eq!(m["a"], 1);
-        let e = inputs_of(serde_json::json!([1])).unwrap_err();
+        let e = inputs_of(serde_json::json!([1])).unwrap_err().to_string();
         assert!(e.contains("a list"), "{e}");
     }
 

@@ -48,11 +48,24 @@ pub fn event_name(subject: &str) -> Option<&str> {
 }
 
 /// A message's payload as the event's: empty (or blank) is no payload.
-pub fn event_payload(bytes: &[u8]) -> Result<Value, String> {
+pub fn event_payload(bytes: &[u8]) -> Result<Value, NotJson> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Value::Null);
     }
-    serde_json::from_slice(bytes).map_err(|e| format!("the message is not JSON: {e}"))
+    serde_json::from_slice(bytes).map_err(NotJson)
+}
+
+/// A message whose payload is not JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("the message is not JSON: {0}")]
+pub struct NotJson(serde_json::Error);
+
+/// The event subjects could not be subscribed to.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot subscribe to {subject}: {source}")]
+pub struct SubscribeFailed {
+    subject: String,
+    source: async_nats::SubscribeError,
 }
 
 /// Subscribe to every event subject until `stop`; each message is fired in
@@ -61,12 +74,15 @@ pub async fn serve_events(
     daemon: Arc<Daemon>,
     client: async_nats::Client,
     stop: CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), SubscribeFailed> {
     let subject = format!("{EVENT_PREFIX}.>");
     let mut sub = client
         .queue_subscribe(subject.clone(), QUEUE_GROUP.into())
         .await
-        .map_err(|e| format!("cannot subscribe to {subject}: {e}"))?;
+        .map_err(|source| SubscribeFailed {
+            subject: subject.clone(),
+            source,
+        })?;
     // The subscription is in place once the server has seen it.
     let _ = client.flush().await;
     tokio::spawn(async move {
@@ -108,13 +124,13 @@ async fn handle(daemon: &Arc<Daemon>, msg: &async_nats::Message) -> Value {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(event = name, id = %id, error = %e, "NATS event not fired");
-            return json!({"event": name, "id": id, "error": e});
+            return json!({"event": name, "id": id, "error": e.to_string()});
         }
     };
     match daemon.emit(name, &id, payload).await {
         Err(e) => {
             tracing::warn!(event = name, id = %id, error = %e, "NATS event not fired");
-            json!({"event": name, "id": id, "error": e})
+            json!({"event": name, "id": id, "error": e.to_string()})
         }
         Ok(fires) => {
             if fires.is_empty() {
@@ -124,7 +140,7 @@ async fn handle(daemon: &Arc<Daemon>, msg: &async_nats::Message) -> Value {
                 .into_iter()
                 .map(|f| match f {
                     Ok(r) => serde_json::to_value(r).unwrap_or(Value::Null),
-                    Err(e) => json!({"error": e}),
+                    Err(e) => json!({"error": e.to_string()}),
                 })
                 .collect();
             json!({"event": name, "id": id, "fires": fires})
@@ -154,6 +170,11 @@ mod tests {
         assert_eq!(event_payload(b"").unwrap(), Value::Null);
         assert_eq!(event_payload(b" \n").unwrap(), Value::Null);
         assert_eq!(event_payload(br#"{"a":1}"#).unwrap()["a"], 1);
-        assert!(event_payload(b"{nope").unwrap_err().contains("not JSON"));
+        assert!(
+            event_payload(b"{nope")
+                .unwrap_err()
+                .to_string()
+                .contains("not JSON")
+        );
     }
 }

@@ -104,13 +104,15 @@ impl Defaults {
 /// `max_cost_usd_per_day` from `config` (agent.toml keeps `[daemon]` as
 /// untyped settings, as [`trigger::webhooks_enabled`] reads them). A value
 /// that is not allowed is an error naming the key and what it allows.
-pub fn daemon_defaults(config: &Config) -> Result<Defaults, String> {
+pub fn daemon_defaults(config: &Config) -> Result<Defaults, DefaultsError> {
     let mut d = Defaults::default();
     let Some(section) = config.other.get("daemon") else {
         return Ok(d);
     };
-    let bad = |key: &str, v: &Value, allowed: &str| {
-        format!("agent.toml `[daemon] {key} = {v}` is not allowed; use {allowed}")
+    let bad = |key: &'static str, v: &Value, allowed: &'static str| DefaultsError {
+        key,
+        value: v.clone(),
+        allowed,
     };
     const CATCH_UP: &str = "\"none\", \"latest\" or \"all\"";
     const OVERLAP: &str = "\"skip\", \"queue\" or \"allow\"";
@@ -151,12 +153,34 @@ pub fn daemon_defaults(config: &Config) -> Result<Defaults, String> {
     Ok(d)
 }
 
+/// A `[daemon]` default that is not allowed: the key, its value and what
+/// the key allows.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("agent.toml `[daemon] {key} = {value}` is not allowed; use {allowed}")]
+pub struct DefaultsError {
+    pub key: &'static str,
+    pub value: Value,
+    pub allowed: &'static str,
+}
+
+/// Why a workflow file's triggers are not registered.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotRegistered {
+    /// Its first error.
+    #[error("{code}: {message}")]
+    Invalid { code: &'static str, message: String },
+    #[error("it does not validate")]
+    DoesNotValidate,
+    #[error("analysing it panicked ({0}); please report it")]
+    Panicked(String),
+}
+
 struct FileEntry {
     stamp: Stamp,
     /// The last good registration (kept while the file is invalid).
     triggers: Vec<Registered>,
     /// Why the current content is not registered, if it is not.
-    problem: Option<String>,
+    problem: Option<NotRegistered>,
 }
 
 /// A rescan walks the workspaces again at least this often (in rescans);
@@ -193,7 +217,7 @@ impl Registry {
     }
 
     /// A registry, or why `config`'s `[daemon]` defaults are not allowed.
-    pub fn try_new(roots: Vec<PathBuf>, config: Config) -> Result<Registry, String> {
+    pub fn try_new(roots: Vec<PathBuf>, config: Config) -> Result<Registry, DefaultsError> {
         let defaults = daemon_defaults(&config)?;
         Ok(Registry::with_defaults(roots, config, defaults))
     }
@@ -254,10 +278,9 @@ impl Registry {
                 let analysed =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.analyse(&path)))
                         .unwrap_or_else(|p| {
-                            Err(format!(
-                                "analysing it panicked ({}); please report it",
-                                crate::limits::panic_message(p.as_ref())
-                            ))
+                            Err(NotRegistered::Panicked(crate::limits::panic_message(
+                                p.as_ref(),
+                            )))
                         });
                 let entry = self.files.entry(path.clone()).or_insert(FileEntry {
                     stamp: None,
@@ -338,7 +361,7 @@ impl Registry {
     }
 
     /// The triggers of one file, or why it has none to register.
-    fn analyse(&self, path: &Path) -> Result<Vec<Registered>, String> {
+    fn analyse(&self, path: &Path) -> Result<Vec<Registered>, NotRegistered> {
         // Webhooks are checked here, not by the front end, so that a webhook
         // trigger is registered as refused rather than failing the workflow.
         let mut config = self.config.clone();
@@ -361,8 +384,11 @@ impl Registry {
                 .diagnostics
                 .iter()
                 .find(|d| d.severity == Severity::Error)
-                .map(|d| format!("{}: {}", d.code, d.message))
-                .unwrap_or_else(|| "it does not validate".into());
+                .map(|d| NotRegistered::Invalid {
+                    code: d.code,
+                    message: d.message.clone(),
+                })
+                .unwrap_or(NotRegistered::DoesNotValidate);
             return Err(first);
         };
         let plan = Arc::new(plan);
@@ -546,7 +572,7 @@ mod tests {
         ] {
             c.other
                 .insert("daemon".into(), serde_json::json!({ key: value }));
-            let e = daemon_defaults(&c).unwrap_err();
+            let e = daemon_defaults(&c).unwrap_err().to_string();
             assert!(e.contains(&format!("[daemon] {key} = {value}")), "{e}");
             assert!(e.contains(allowed), "{e}");
             assert!(Registry::try_new(Vec::new(), c.clone()).is_err());

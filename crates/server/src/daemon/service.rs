@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::OnceCell;
 
-use super::{Daemon, FireResult};
+use super::{Daemon, DaemonError, FireResult};
 use crate::engine::Engine;
 use agentfile_protocol::rpc::{
     EmitParams, EmitResult, FireHistory, FireInfo, FireOutcome, FireParams, FireReport, RpcError,
@@ -57,8 +57,8 @@ fn info(f: FireRecord) -> FireInfo {
 }
 
 /// A fire that could not be recorded (the store failed).
-fn fire_error(e: String) -> RpcError {
-    RpcError::new(code::STORE, e)
+fn fire_error(e: DaemonError) -> RpcError {
+    RpcError::new(code::STORE, e.to_string())
 }
 
 fn joined<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, RpcError> {
@@ -186,7 +186,7 @@ impl TriggerService {
         let fires = d
             .emit(&p.name, &id, p.payload)
             .await
-            .map_err(RpcError::invalid_params)?;
+            .map_err(|e| RpcError::invalid_params(e.to_string()))?;
         if fires.is_empty() {
             return Err(RpcError::new(
                 code::UNKNOWN_TRIGGER,

@@ -74,8 +74,14 @@ pub trait Deliveries: Send + Sync + 'static {
         trigger: &str,
         delivery_id: String,
         body: serde_json::Value,
-    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Delivered, String>> + Send>>;
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Delivered, Undelivered>> + Send>>;
 }
+
+/// Why a delivery was not taken (its body does not fit the workflow, the
+/// trigger is gone): the body of the `422` the sender reads.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Undelivered(pub String);
 
 /// Where webhook paths start.
 pub const PATH_PREFIX: &str = "/hooks/";
@@ -353,7 +359,9 @@ impl Front {
                 StatusCode::ACCEPTED,
                 &json!({ "outcome": outcome, "reason": reason }),
             )),
-            Err(message) => Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, message)),
+            Err(Undelivered(message)) => {
+                Err(Refusal::new(StatusCode::UNPROCESSABLE_ENTITY, message))
+            }
         }
     }
 }

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 
 use super::{Engine, LiveRun, RunHooks, failed_result, lock};
-use crate::cluster::{Cluster, Control, ControlReply, Work, control_subject, events_subject};
+use crate::cluster::{
+    Cluster, ClusterError, Control, ControlReply, Work, control_subject, events_subject,
+};
 use agentfile_protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
 use agentfile_protocol::rpc::{RpcError, RunStatus, code};
 use agentfile_session::SessionStatus;
@@ -42,13 +44,17 @@ pub(super) async fn start(
     live: &Arc<LiveRun>,
     work: Work,
     hooks: RunHooks,
-) -> Result<(), String> {
+) -> Result<(), ClusterError> {
     let id = work.session_id.clone();
     let sub = cluster
         .client
         .subscribe(events_subject(&id))
         .await
-        .map_err(|e| format!("cannot subscribe to the events of session `{id}` on NATS: {e}"))?;
+        .map_err(|e| {
+            ClusterError(format!(
+                "cannot subscribe to the events of session `{id}` on NATS: {e}"
+            ))
+        })?;
     cluster.submit(&work).await?;
     let engine = engine.clone();
     let cluster = cluster.clone();

@@ -422,11 +422,11 @@ impl ServerHandler for McpServer {
             };
             return prompts::agent_get(p, request.arguments.as_ref())
                 .map(|r: rmcp::model::GetPromptResult| complete_prompt(r.into()))
-                .map_err(|e| ErrorData::invalid_params(e, None));
+                .map_err(|e| ErrorData::invalid_params(e.to_string(), None));
         }
         prompts::get(&request.name, request.arguments.as_ref())
             .map(|r: rmcp::model::GetPromptResult| complete_prompt(r.into()))
-            .map_err(|e| ErrorData::invalid_params(e, None))
+            .map_err(|e| ErrorData::invalid_params(e.to_string(), None))
     }
 
     async fn get_task(

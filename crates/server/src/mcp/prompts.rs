@@ -98,7 +98,10 @@ pub fn agent_prompt(p: &AgentPrompt) -> Prompt {
 }
 
 /// The command `p` with its arguments substituted, or why not.
-pub fn agent_get(p: &AgentPrompt, args: Option<&JsonObject>) -> Result<GetPromptResult, String> {
+pub fn agent_get(
+    p: &AgentPrompt,
+    args: Option<&JsonObject>,
+) -> Result<GetPromptResult, PromptError> {
     use agentfile_agent_card::commands;
     let names = commands::argument_names(&p.command);
     let mut positional: Vec<String> = names
@@ -116,12 +119,11 @@ pub fn agent_get(p: &AgentPrompt, args: Option<&JsonObject>) -> Result<GetPrompt
             .get(m.position - 1)
             .cloned()
             .unwrap_or_else(|| format!("arg{}", m.position));
-        format!(
-            "prompt `{}` needs argument {} (`{name}`): its text uses ${}",
-            p.name(),
-            m.position,
-            m.position
-        )
+        PromptError::NeedsArgument {
+            prompt: p.name(),
+            position: m.position,
+            name,
+        }
     })?;
     Ok(
         GetPromptResult::new(vec![PromptMessage::new_text(McpRole::User, text)])
@@ -184,15 +186,30 @@ fn arg(args: Option<&JsonObject>, name: &str) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
+/// Why a prompt cannot be given: the message of the `invalid_params`
+/// error the host shows.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    #[error("prompt `{prompt}` needs argument {position} (`{name}`): its text uses ${position}")]
+    NeedsArgument {
+        prompt: String,
+        position: usize,
+        name: String,
+    },
+    #[error("prompt `run` needs the `workflow` argument (a name or path; /list shows them)")]
+    NoWorkflow,
+    #[error("prompt `create`: {0}")]
+    Format(agentfile_author::UnknownFormat),
+    #[error("no prompt `{0}`; the prompts are run, list and create")]
+    Unknown(String),
+}
+
 /// The prompt `name` with its arguments, or why not.
-pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, String> {
+pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, PromptError> {
     let (description, text) = match name {
         "run" => {
             let Some(workflow) = arg(args, "workflow") else {
-                return Err(
-                    "prompt `run` needs the `workflow` argument (a name or path; /list shows them)"
-                        .into(),
-                );
+                return Err(PromptError::NoWorkflow);
             };
             let inputs = arg(args, "inputs");
             ("Run a workflow", run_text(&workflow, inputs.as_deref()))
@@ -201,8 +218,9 @@ pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, Str
         "create" => {
             let target = match arg(args, "format") {
                 None => agentfile_author::Target::WorkflowYaml,
-                Some(name) => agentfile_author::Target::from_name(&name)
-                    .map_err(|e| format!("prompt `create`: {e}"))?,
+                Some(name) => {
+                    agentfile_author::Target::from_name(&name).map_err(PromptError::Format)?
+                }
             };
             let text = match target {
                 agentfile_author::Target::WorkflowYaml => {
@@ -214,11 +232,7 @@ pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, Str
             };
             ("Create a workflow", text)
         }
-        other => {
-            return Err(format!(
-                "no prompt `{other}`; the prompts are run, list and create"
-            ));
-        }
+        other => return Err(PromptError::Unknown(other.to_owned())),
     };
     Ok(
         GetPromptResult::new(vec![PromptMessage::new_text(McpRole::User, text)])
@@ -359,7 +373,12 @@ mod tests {
         args.insert("inputs".into(), "path=lib".into());
         let t = text(&get("run", Some(&args)).unwrap());
         assert!(t.contains("`run` tool") && t.contains("path=lib"), "{t}");
-        assert!(get("run", None).unwrap_err().contains("workflow"));
+        assert!(
+            get("run", None)
+                .unwrap_err()
+                .to_string()
+                .contains("workflow")
+        );
         assert!(text(&get("list", None).unwrap()).contains("`list` tool"));
         let t = text(&get("create", None).unwrap());
         assert!(

@@ -371,7 +371,7 @@ fn snapshot_of(
     meta: SessionMeta,
     events: &[Event],
     after: u64,
-    diagram: Result<Arc<Diagram>, String>,
+    diagram: Result<Arc<Diagram>, NoDiagram>,
 ) -> Snapshot {
     let printer = crate::printer::Progress::plain(false);
     let last_seq = events.last().map_or(meta.last_seq, |e| e.seq);
@@ -415,7 +415,12 @@ fn snapshot_of(
             }
             (GraphView::Drawn(placed), parallels)
         }
-        Err(why) => (GraphView::Unavailable { unavailable: why }, Vec::new()),
+        Err(why) => (
+            GraphView::Unavailable {
+                unavailable: why.to_string(),
+            },
+            Vec::new(),
+        ),
     };
     let timeline = timeline::build(events, &parallels, running);
     let summary = agentfile_session::browse::summarize(events);
@@ -584,9 +589,28 @@ async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
     ))
 }
 
+/// Why a session's plan cannot be drawn: the `unavailable` text the page
+/// shows in place of the graph.
+#[derive(Debug, thiserror::Error)]
+enum NoDiagram {
+    #[error("This run had no workflow file to draw ({how}); its timeline and events are below.")]
+    NoFile { how: &'static str },
+    #[error("The workflow file is no longer there ({}).", .0.display())]
+    Gone(PathBuf),
+    #[error("the workflow file is larger than {0} bytes")]
+    TooLarge(u64),
+    /// The engine's config could not be read: its message.
+    #[error("{}", .0.message)]
+    Config(RpcError),
+    #[error("{0}")]
+    Join(tokio::task::JoinError),
+    #[error("the workflow file no longer reads as a valid workflow")]
+    Invalid,
+}
+
 impl Ui {
     /// The diagram of the plan a session ran, or why there is none.
-    async fn plan(&self, meta: &SessionMeta) -> Result<Arc<Diagram>, String> {
+    async fn plan(&self, meta: &SessionMeta) -> Result<Arc<Diagram>, NoDiagram> {
         let path = PathBuf::from(&meta.path);
         if let Some(name @ ("(goal)" | "(stdin)")) = path.file_name().and_then(|n| n.to_str()) {
             let how = if name == "(goal)" {
@@ -594,17 +618,14 @@ impl Ui {
             } else {
                 "run -"
             };
-            return Err(format!(
-                "This run had no workflow file to draw ({how}); its timeline and events are below."
-            ));
+            return Err(NoDiagram::NoFile { how });
         }
         let file = if path.is_dir() {
             agentfile_frontend::registry::file_in(&path).unwrap_or(path.clone())
         } else {
             path.clone()
         };
-        let stat = std::fs::metadata(&file)
-            .map_err(|_| format!("The workflow file is no longer there ({}).", file.display()))?;
+        let stat = std::fs::metadata(&file).map_err(|_| NoDiagram::Gone(file.clone()))?;
         let modified = stat.modified().unwrap_or(UNIX_EPOCH);
         if let Some((m, len, d)) = self.plans.get(&file)
             && m == modified
@@ -614,9 +635,9 @@ impl Ui {
         }
         let max = self.engine.options().limits.max_source() as u64;
         if stat.len() > max {
-            return Err(format!("the workflow file is larger than {max} bytes"));
+            return Err(NoDiagram::TooLarge(max));
         }
-        let config = self.engine.default_config().map_err(|e| e.message)?;
+        let config = self.engine.default_config().map_err(NoDiagram::Config)?;
         let read = path.clone();
         let diagram = tokio::task::spawn_blocking(move || {
             let options = agentfile_frontend::Options {
@@ -628,8 +649,8 @@ impl Ui {
                 .map(|plan| agentfile_frontend::inspect::diagram(&plan))
         })
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|_| "the workflow file no longer reads as a valid workflow".to_owned())?;
+        .map_err(NoDiagram::Join)?
+        .map_err(|_| NoDiagram::Invalid)?;
         let diagram = Arc::new(diagram);
         self.plans.put(file, modified, stat.len(), diagram.clone());
         Ok(diagram)
@@ -694,12 +715,12 @@ mod tests {
     fn a_very_long_session_sends_its_last_lines_and_says_how_many_it_left_out() {
         let n = MAX_ROWS + 5;
         let events: Vec<Event> = (1..=n).map(event).collect();
-        let snap = snapshot_of(meta(n), &events, 0, Err("none".into()));
+        let snap = snapshot_of(meta(n), &events, 0, Err(NoDiagram::Invalid));
         assert_eq!(snap.events.len() as u64, MAX_ROWS);
         assert_eq!((snap.events[0].seq, snap.events_omitted), (6, 5));
-        let refresh = snapshot_of(meta(n), &events, n - 2, Err("none".into()));
+        let refresh = snapshot_of(meta(n), &events, n - 2, Err(NoDiagram::Invalid));
         assert_eq!((refresh.events.len(), refresh.events_omitted), (2, 0));
-        let short = snapshot_of(meta(3), &events[..3], 0, Err("none".into()));
+        let short = snapshot_of(meta(3), &events[..3], 0, Err(NoDiagram::Invalid));
         assert_eq!((short.events.len(), short.events_omitted), (3, 0));
         // Lines are text as the printer writes it, markup and all.
         assert!(short.events[0].line.contains("<b>event 1</b>"));
