@@ -43,7 +43,7 @@ pub use agentfile_author as author;
 pub use agentfile_config as config;
 pub use agentfile_config::text;
 pub use agentfile_dsl as agentfile;
-pub use agentfile_engine::{executor, run};
+pub use agentfile_engine::{executor, run, service};
 pub use agentfile_frontend as frontend;
 pub use agentfile_frontend::{detect, discover, inspect};
 pub use agentfile_llm as llm;

@@ -1016,3 +1016,92 @@ fn library_errors_are_types_not_strings() {
         .is_empty()
     );
 }
+
+/// Whether `code` names the engine's run API (`agentfile_engine::run`, or
+/// `run` inside an `agentfile_engine::{…}` import): the line of each.
+fn run_api_uses(code: &str) -> Vec<usize> {
+    let mut at: Vec<usize> = code
+        .match_indices("agentfile_engine::run")
+        .filter(|(i, _)| {
+            let next = code.as_bytes().get(i + "agentfile_engine::run".len());
+            !next.is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+        })
+        .map(|(i, _)| line_at(code, i))
+        .collect();
+    for (i, _) in code.match_indices("agentfile_engine::{") {
+        let open = i + "agentfile_engine::".len();
+        let close = matching_brace(code.as_bytes(), open);
+        let inside = &code[open..close];
+        if inside
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == "run")
+        {
+            at.push(line_at(code, i));
+        }
+    }
+    at
+}
+
+/// Every door starts a run through the run service: the server crate names
+/// no piece of the run API (`prepare`, `start_in`, a session choice), and
+/// the CLI calls none of the pieces that start one.
+#[test]
+fn the_server_starts_runs_only_through_the_service() {
+    let mut files = Vec::new();
+    rust_files(&root().join("crates/server/src"), &mut files);
+    let mut found = Vec::new();
+    let mut service = false;
+    for f in &files {
+        let code = strip(&std::fs::read_to_string(f).unwrap());
+        service |= code.contains("agentfile_engine::service");
+        for line in run_api_uses(&code) {
+            found.push(format!(
+                "{}:{line}",
+                f.strip_prefix(root()).unwrap().display()
+            ));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the server reaches past the run service into the run API; call \
+         agentfile_engine::service instead:\n{}",
+        found.join("\n")
+    );
+    assert!(service, "the server does not use the run service at all");
+    let mut cli = Vec::new();
+    rust_files(&root().join("src"), &mut cli);
+    for f in &cli {
+        let code = strip(&std::fs::read_to_string(f).unwrap());
+        for pat in [
+            "::prepare(",
+            "::start_in(",
+            "runapi::start(",
+            "run::start(",
+            "SessionChoice",
+        ] {
+            for (i, _) in code.match_indices(pat) {
+                found.push(format!(
+                    "{}:{}: {pat}",
+                    f.strip_prefix(root()).unwrap().display(),
+                    line_at(&code, i)
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the CLI starts a run without the run service:\n{}",
+        found.join("\n")
+    );
+    // The scanner finds what it should.
+    assert_eq!(
+        run_api_uses("use agentfile_engine::run::{self, X};").len(),
+        1
+    );
+    assert_eq!(
+        run_api_uses("use agentfile_engine::{executor, run};").len(),
+        1
+    );
+    assert!(run_api_uses("use agentfile_engine::{executor, runner};").is_empty());
+    assert!(run_api_uses("agentfile_engine::service::RunService").is_empty());
+}

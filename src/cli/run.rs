@@ -4,16 +4,21 @@
 //! `create` start theirs. The terminal approver lives here: a person at this
 //! terminal answers the run's approvals.
 
-use std::io::{IsTerminal, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use agentfile::events::EventSink;
+use agentfile::executor::{Approval, ApprovalRequest, Approver};
 use agentfile::frontend::{self, Analysis, Options};
 use agentfile::printer::{Live, Progress, StreamJson};
 use agentfile::protocol::events::RunResult;
-use agentfile::run::{self as runapi, RunError, RunRequest, SessionChoice, TerminalApprover};
+use agentfile::protocol::rpc::RpcError;
+use agentfile::run::{self as runapi, RunError, RunRequest};
+use agentfile::service::{
+    LiveRun, LoadError, Reader, RunHooks, RunService, ServiceOptions, Submission,
+};
 
 use super::args::{OutputMode, ReadArgs};
 use super::{exit_code, next_stop_signal};
@@ -189,49 +194,120 @@ fn run_to_exit(args: Args, resume_id: Option<String>) -> std::process::ExitCode 
     exit_code(code)
 }
 
-/// Run (or resume) a workflow; also returns its outputs' names in the order
-/// the plan declares them ([`agentfile::plan::Plan::output_order`]), for
-/// printing them.
+/// Run (or resume) a workflow through the run service, as every door
+/// does; also returns its outputs' names in the order the plan declares
+/// them ([`agentfile::plan::Plan::output_order`]), for printing them.
 pub(super) async fn run_async(
     args: Args,
     resume_id: Option<String>,
     extra: Vec<Arc<dyn EventSink>>,
 ) -> Result<(RunResult, Vec<String>), RunError> {
     let mut req = request(&args)?;
-    let choice = match resume_id.or(args.resume.clone()) {
-        Some(id) => resumed(&args, id, &mut req)?,
+    let resume = match resume_id.or(args.resume.clone()) {
+        Some(id) => {
+            resumed(&args, &id, &mut req)?;
+            Some(id)
+        }
         None => {
             if args.path.is_none() && args.goal.is_none() {
                 return Err(RunError::usage(
                     "run needs a workflow: agentfile run PATH, `agentfile run -` (from standard input) or `agentfile run --goal TEXT`",
                 ));
             }
-            SessionChoice::New
+            None
         }
     };
-    let prepared = runapi::prepare(&req, &|req, config| {
-        let options = Options {
-            config: Some(config),
-            dialect: None,
-            read: req.read.clone(),
-        };
-        Analysis::load_for_run(&req.path, req.source.as_deref(), options).map_err(Into::into)
-    })?;
-    let order = prepared.plan.output_order();
+    let here = std::env::current_dir()
+        .map_err(|e| RunError::usage(format!("cannot read the current folder: {e}")))?;
+    let service = RunService::new(ServiceOptions {
+        root: here,
+        workspace_chosen: false,
+        config: None,
+        policy: None,
+        provider: None,
+        model: None,
+        max_runs: 1,
+        http: None,
+        sampling: None,
+        key_hint: None,
+        reader: Arc::new(Workflows),
+        remote: None,
+    });
     let mut sinks = extra;
     sinks.push(printer(args.output));
-    let cancel = agentfile::llm::CancellationToken::new();
-    let stopped_by = watch_stop(cancel.clone());
-    let approver = TerminalApprover {
-        approve_all: args.control.approve_all,
+    let hooks = RunHooks {
+        sinks,
+        approver: Some(Arc::new(TerminalApprover {
+            approve_all: args.control.approve_all,
+        })),
+        owner: None,
     };
-    let mut result = runapi::start(prepared, choice, sinks, &approver, cancel).await?;
+    let submission = Submission {
+        request: req,
+        resume,
+        unattended: true,
+        ..Submission::default()
+    };
+    let live = service
+        .submit_request(submission, hooks)
+        .await
+        .map_err(refused)?;
+    let order = live.plan().output_order();
+    let stopped_by = watch_stop(live.clone());
+    let mut result = (*live.finished().await).clone();
+    if let Some(e) = live.setup_error() {
+        return Err(e);
+    }
     // A run cancelled by SIGTERM exits 143, as a terminated process does.
     let signal = stopped_by.load(Ordering::SeqCst);
     if result.status == "cancelled" && signal != 0 {
         result.exit_code = signal;
     }
     Ok((result, order))
+}
+
+/// How the command line reads a workflow: the front ends' registry.
+struct Workflows;
+
+impl Reader for Workflows {
+    fn load(
+        &self,
+        req: &RunRequest,
+        config: &agentfile::config::Config,
+    ) -> Result<agentfile::plan::Plan, LoadError> {
+        let options = Options {
+            config: Some(config),
+            dialect: None,
+            read: req.read.clone(),
+        };
+        Analysis::load_for_run(&req.path, req.source.as_deref(), options).map_err(Into::into)
+    }
+
+    fn check_source(&self, _path: &Path) -> Result<(), RpcError> {
+        // The front ends bound what they read (frontend::MAX_WORKFLOW_BYTES).
+        Ok(())
+    }
+
+    fn extension_names(&self) -> Vec<&'static str> {
+        frontend::extension_names()
+    }
+}
+
+/// A run the service did not accept, as the command line reports it: the
+/// service's message, and the exit code it names (a usage error otherwise).
+fn refused(e: RpcError) -> RunError {
+    let exit_code = e
+        .data
+        .as_ref()
+        .and_then(|d| d.get("exit_code"))
+        .and_then(serde_json::Value::as_i64)
+        .and_then(|c| i32::try_from(c).ok())
+        .unwrap_or(agentfile::executor::exit::USAGE);
+    RunError {
+        message: e.message,
+        exit_code,
+        cause: runapi::Cause::Other,
+    }
 }
 
 /// The run request the flags describe (a resume fills in the rest).
@@ -301,12 +377,12 @@ fn workflow(args: &Args) -> Result<(PathBuf, Option<String>), RunError> {
 
 /// Session `id`'s workflow, inputs, workspace and settings into `req`: the
 /// session says which it ran with.
-fn resumed(args: &Args, id: String, req: &mut RunRequest) -> Result<SessionChoice, RunError> {
+fn resumed(args: &Args, id: &str, req: &mut RunRequest) -> Result<(), RunError> {
     let usage = RunError::usage;
     let config = runapi::load_config(args.setup.config.as_deref(), Path::new("."))?;
     let ws = runapi::resolve_workspace(args.setup.workspace.as_deref(), &config)?;
     let store = runapi::open_store(&config, &ws)?;
-    let meta = store.get(&id).map_err(|e| {
+    let meta = store.get(id).map_err(|e| {
         usage(format!(
             "{e} (looked in the session store of {})",
             ws.display()
@@ -323,8 +399,8 @@ fn resumed(args: &Args, id: String, req: &mut RunRequest) -> Result<SessionChoic
     req.inputs = agentfile::executor::inputs::inputs_from_text(&meta.inputs);
     req.workspace = Some(PathBuf::from(&meta.workspace));
     // The run's own settings (model, budgets, …) unless given again.
-    runapi::RunSettings::stored(store.as_ref(), &id).fill(req);
-    Ok(SessionChoice::Resume(id))
+    runapi::RunSettings::stored(store.as_ref(), id).fill(req);
+    Ok(())
 }
 
 /// Progress for people on stderr (live on a terminal), or JSON lines on
@@ -346,14 +422,14 @@ fn printer(output: OutputMode) -> Arc<dyn EventSink> {
 
 /// The first SIGINT/SIGTERM cancels the run (its exit code recorded in the
 /// returned cell); the second ends the process at once.
-fn watch_stop(cancel: agentfile::llm::CancellationToken) -> Arc<AtomicI32> {
+fn watch_stop(run: Arc<LiveRun>) -> Arc<AtomicI32> {
     let stopped_by = Arc::new(AtomicI32::new(0));
     let record = stopped_by.clone();
     tokio::spawn(async move {
         if let Some(code) = next_stop_signal().await {
             record.store(code, Ordering::SeqCst);
             eprintln!("\nagentfile: cancelling (Ctrl-C again to quit at once)");
-            cancel.cancel();
+            run.cancel();
             if next_stop_signal().await.is_some() {
                 std::process::exit(code);
             }
@@ -449,5 +525,59 @@ fn value_text(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+/// Approval on the command line: a question on a terminal; elsewhere nobody can
+/// answer, so the run stops and says how to approve it later.
+struct TerminalApprover {
+    approve_all: bool,
+}
+
+impl Approver for TerminalApprover {
+    fn decide<'a>(
+        &'a self,
+        req: &'a ApprovalRequest,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Approval> + Send + 'a>> {
+        Box::pin(async move {
+            if self.approve_all {
+                return Approval::Approved(Some("with --approve-all".into()));
+            }
+            if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+                return Approval::Unavailable(format!(
+                    "standard input is not a terminal; rerun with --approve-all, or run `agentfile sessions approve {}` and then `agentfile sessions resume {}`",
+                    req.session_id, req.session_id
+                ));
+            }
+            let question = if req.goal.is_empty() {
+                format!(
+                    "\nApprove step `{}`?\n  {}\n[y/N] ",
+                    req.step,
+                    req.outcome.lines().next().unwrap_or("")
+                )
+            } else {
+                format!(
+                    "\nApprove goal `{}` (step `{}`)?\n  {}\n[y/N] ",
+                    req.goal,
+                    req.step,
+                    req.outcome.lines().next().unwrap_or("")
+                )
+            };
+            let answer = tokio::task::spawn_blocking(move || {
+                let mut err = std::io::stderr();
+                let _ = err.write_all(question.as_bytes());
+                let _ = err.flush();
+                let mut line = String::new();
+                std::io::stdin().lock().read_line(&mut line).map(|_| line)
+            })
+            .await;
+            match answer {
+                Ok(Ok(line)) if matches!(line.trim().to_lowercase().as_str(), "y" | "yes") => {
+                    Approval::Approved(Some("at the terminal".into()))
+                }
+                Ok(Ok(_)) => Approval::Rejected(Some("at the terminal".into())),
+                _ => Approval::Unavailable("the terminal could not be read".into()),
+            }
+        })
     }
 }

@@ -800,6 +800,40 @@ pub enum DurationError {
     },
 }
 
+/// The config file a workflow uses, if there is one: `explicit`, else
+/// `agent.json` / `agent.toml` in `dir` (the current folder for the CLI, the
+/// workspace for the servers), else one beside the workflow, else one in its
+/// project. Environment overrides are applied.
+pub fn find_for_workflow(
+    explicit: Option<&Path>,
+    workflow: &Path,
+    dir: &Path,
+) -> Result<Option<Config>, ConfigError> {
+    if let Some(p) = explicit {
+        return Ok(Some(Config::discover(Some(p), dir)?.config));
+    }
+    let here = Config::discover(None, dir)?;
+    if here.source.is_some() {
+        return Ok(Some(here.config));
+    }
+    let beside = if workflow.is_dir() {
+        workflow.to_path_buf()
+    } else {
+        workflow.parent().map(Path::to_path_buf).unwrap_or_default()
+    };
+    if beside.as_os_str().is_empty() {
+        return Ok(None);
+    }
+    let found = Config::discover(None, &beside)?;
+    if found.source.is_none()
+        && let Some(project) = project_of(&beside)
+    {
+        let found = Config::discover(None, &project)?;
+        return Ok(found.source.map(|_| found.config));
+    }
+    Ok(found.source.map(|_| found.config))
+}
+
 /// The project a workflow folder belongs to when it lies at
 /// `<project>/.workflows/<id>/` (where its config and policy live).
 pub fn project_of(workflow_dir: &Path) -> Option<PathBuf> {

@@ -10,3 +10,4 @@
 
 pub mod executor;
 pub mod run;
+pub mod service;

@@ -8,19 +8,15 @@
 //! in where events go and who answers approvals.
 
 use std::collections::HashMap;
-use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use std::time::SystemTime;
 
-use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
-use crate::executor::{
-    self, Approval, ApprovalRequest, Approver, Limits, ModelError, Models, RunSpec, Services, exit,
-};
+use crate::executor::{self, Approver, Limits, ModelError, Models, RunSpec, Services, exit};
 use agentfile_config::Config;
 use agentfile_llm::{self as llm, Cassette, Provider, ProviderOptions};
 use agentfile_plan::Plan;
@@ -559,30 +555,7 @@ pub fn find_config(
     workflow: &Path,
     dir: &Path,
 ) -> Result<Option<Config>, RunError> {
-    let err = |e: agentfile_config::ConfigError| usage(e.to_string());
-    if let Some(p) = explicit {
-        return Ok(Some(Config::discover(Some(p), dir).map_err(err)?.config));
-    }
-    let here = Config::discover(None, dir).map_err(err)?;
-    if here.source.is_some() {
-        return Ok(Some(here.config));
-    }
-    let beside = if workflow.is_dir() {
-        workflow.to_path_buf()
-    } else {
-        workflow.parent().map(Path::to_path_buf).unwrap_or_default()
-    };
-    if beside.as_os_str().is_empty() {
-        return Ok(None);
-    }
-    let found = Config::discover(None, &beside).map_err(err)?;
-    if found.source.is_none()
-        && let Some(project) = agentfile_config::project_of(&beside)
-    {
-        let found = Config::discover(None, &project).map_err(err)?;
-        return Ok(found.source.map(|_| found.config));
-    }
-    Ok(found.source.map(|_| found.config))
+    agentfile_config::find_for_workflow(explicit, workflow, dir).map_err(|e| usage(e.to_string()))
 }
 
 /// The workspace a command works in: `--workspace`, else the config's
@@ -749,57 +722,6 @@ impl Models for ConfigModels {
     }
 }
 
-/// Approval on the command line: a question on a terminal; elsewhere nobody can
-/// answer, so the run stops and says how to approve it later.
-pub struct TerminalApprover {
-    pub approve_all: bool,
-}
-
-impl Approver for TerminalApprover {
-    fn decide<'a>(&'a self, req: &'a ApprovalRequest) -> BoxFuture<'a, Approval> {
-        Box::pin(async move {
-            if self.approve_all {
-                return Approval::Approved(Some("with --approve-all".into()));
-            }
-            if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-                return Approval::Unavailable(format!(
-                    "standard input is not a terminal; rerun with --approve-all, or run `agentfile sessions approve {}` and then `agentfile sessions resume {}`",
-                    req.session_id, req.session_id
-                ));
-            }
-            let question = if req.goal.is_empty() {
-                format!(
-                    "\nApprove step `{}`?\n  {}\n[y/N] ",
-                    req.step,
-                    req.outcome.lines().next().unwrap_or("")
-                )
-            } else {
-                format!(
-                    "\nApprove goal `{}` (step `{}`)?\n  {}\n[y/N] ",
-                    req.goal,
-                    req.step,
-                    req.outcome.lines().next().unwrap_or("")
-                )
-            };
-            let answer = tokio::task::spawn_blocking(move || {
-                let mut err = std::io::stderr();
-                let _ = err.write_all(question.as_bytes());
-                let _ = err.flush();
-                let mut line = String::new();
-                std::io::stdin().lock().read_line(&mut line).map(|_| line)
-            })
-            .await;
-            match answer {
-                Ok(Ok(line)) if matches!(line.trim().to_lowercase().as_str(), "y" | "yes") => {
-                    Approval::Approved(Some("at the terminal".into()))
-                }
-                Ok(Ok(_)) => Approval::Rejected(Some("at the terminal".into())),
-                _ => Approval::Unavailable("the terminal could not be read".into()),
-            }
-        })
-    }
-}
-
 /// Where a run's session comes from.
 pub enum SessionChoice {
     New,
@@ -883,32 +805,7 @@ pub fn record_decision(
     Ok(asked.goal.clone().unwrap_or_default())
 }
 
-/// The suspends of a stored session still waiting: (node path, events).
-pub fn pending_suspends(
-    events: &[agentfile_protocol::events::Event],
-) -> Vec<(String, Vec<String>)> {
-    use agentfile_protocol::events::EventBody;
-    let mut waiting: Vec<(String, Vec<String>)> = Vec::new();
-    for e in events {
-        match (&e.body, &e.node) {
-            (EventBody::Suspended { events, .. }, Some(node)) => {
-                waiting.retain(|(p, _)| p != node);
-                waiting.push((node.clone(), events.clone()));
-            }
-            (EventBody::Signal { event, .. }, _) => {
-                // A signal goes to the first suspend that waits for it.
-                if let Some(i) = waiting.iter().position(|(_, evs)| evs.contains(event)) {
-                    waiting.remove(i);
-                }
-            }
-            (EventBody::StepComplete { .. } | EventBody::NodeComplete { .. }, Some(node)) => {
-                waiting.retain(|(p, _)| p != node);
-            }
-            _ => {}
-        }
-    }
-    waiting
-}
+pub use agentfile_session::pending_suspends;
 
 /// Deliver a signal to a stored, suspended session (`sessions signal`, a
 /// server's `signal`): recorded as a `signal` event after its last one, for the

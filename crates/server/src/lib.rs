@@ -3,9 +3,11 @@
 //! across machines ([`cluster`], [`worker`]); connection bounds ([`limits`]);
 //! the CLI's event printers ([`printer`]); the published schemas ([`schemas`]).
 //!
-//! - [`engine`]: runs in flight on a connection — accept, queue behind a
-//!   concurrency limit, execute through [`agentfile_engine::run`], read events back from
-//!   the session store, cancel, approve, drain or interrupt at shutdown.
+//! - [`engine`]: the servers' door to the run service
+//!   ([`agentfile_engine::service`], which accepts, queues, executes, reads
+//!   events back, cancels, approves, drains and interrupts runs): the paths
+//!   a client may name, the analyses within a connection's bounds, and the
+//!   cluster a `--nats` server queues on.
 //! - [`jsonrpc`]: `agentfile serve` — line framing, the JSON-RPC 2.0 rules
 //!   (batches, notifications, error objects), one stdout writer with
 //!   backpressure, `event` notifications.

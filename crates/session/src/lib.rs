@@ -615,6 +615,31 @@ pub(crate) fn later(a: &str, b: &str) -> String {
     if b > a { b.to_owned() } else { a.to_owned() }
 }
 
+/// The suspends of a stored session still waiting: (node path, events).
+pub fn pending_suspends(events: &[Event]) -> Vec<(String, Vec<String>)> {
+    use agentfile_protocol::events::EventBody;
+    let mut waiting: Vec<(String, Vec<String>)> = Vec::new();
+    for e in events {
+        match (&e.body, &e.node) {
+            (EventBody::Suspended { events, .. }, Some(node)) => {
+                waiting.retain(|(p, _)| p != node);
+                waiting.push((node.clone(), events.clone()));
+            }
+            (EventBody::Signal { event, .. }, _) => {
+                // A signal goes to the first suspend that waits for it.
+                if let Some(i) = waiting.iter().position(|(_, evs)| evs.contains(event)) {
+                    waiting.remove(i);
+                }
+            }
+            (EventBody::StepComplete { .. } | EventBody::NodeComplete { .. }, Some(node)) => {
+                waiting.retain(|(p, _)| p != node);
+            }
+            _ => {}
+        }
+    }
+    waiting
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

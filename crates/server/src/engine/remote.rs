@@ -11,19 +11,56 @@
 //! session is `cancelled`.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 
-use super::{Engine, LiveRun, RunHooks, failed_result, lock};
+use futures::future::BoxFuture;
+
 use crate::cluster::{
-    Cluster, ClusterError, Control, ControlReply, Work, control_subject, events_subject,
+    self, ClusterError, Control, ControlReply, Work, control_subject, events_subject,
+};
+use agentfile_engine::service::{
+    LiveRun, NotQueued, Remote, RemoteWork, RunHooks, RunService, failed_result, result_of,
 };
 use agentfile_protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
-use agentfile_protocol::rpc::{RpcError, RunStatus, code};
+use agentfile_protocol::rpc::{ApproveParams, RpcError, RunStatus, code};
 use agentfile_session::SessionStatus;
 use agentfile_session::events::EventSink;
+
+/// The cluster a `--nats` server queues its runs on, as the run service's
+/// [`Remote`].
+pub(super) struct Cluster(pub(super) cluster::Cluster);
+
+impl Remote for Cluster {
+    fn start<'a>(
+        &'a self,
+        service: &'a Arc<RunService>,
+        live: &'a Arc<LiveRun>,
+        work: RemoteWork,
+        hooks: RunHooks,
+    ) -> BoxFuture<'a, Result<(), NotQueued>> {
+        let work = Work {
+            session_id: work.session_id,
+            from_seq: work.from_seq,
+            params: work.params,
+            trigger: work.trigger,
+        };
+        Box::pin(async move {
+            start(service, &self.0, live, work, hooks)
+                .await
+                .map_err(|e| NotQueued::from(e.0))
+        })
+    }
+
+    fn approve<'a>(
+        &'a self,
+        live: &'a Arc<LiveRun>,
+        p: ApproveParams,
+    ) -> BoxFuture<'a, Result<RunStatus, RpcError>> {
+        Box::pin(approve(&self.0, live, p))
+    }
+}
 
 /// How long the relay waits for a published event before reading the store;
 /// doubled after each read that found nothing new, up to [`POLL_MAX`], and
@@ -38,9 +75,9 @@ const SETTLE: Duration = Duration::from_secs(1);
 const CONTROL_WAIT: Duration = Duration::from_secs(5);
 
 /// Subscribe to the session's events, queue the run, and spawn its relay.
-pub(super) async fn start(
-    engine: &Arc<Engine>,
-    cluster: &Cluster,
+async fn start(
+    service: &Arc<RunService>,
+    cluster: &cluster::Cluster,
     live: &Arc<LiveRun>,
     work: Work,
     hooks: RunHooks,
@@ -56,18 +93,13 @@ pub(super) async fn start(
             ))
         })?;
     cluster.submit(&work).await?;
-    let engine = engine.clone();
+    let service2 = service.clone();
     let cluster = cluster.clone();
     let live = live.clone();
-    engine.clone().tasks.spawn(async move {
-        let result = relay(&cluster, &live, sub, hooks).await;
-        lock(&engine.runs).remove(&live.session_id);
-        let status = result.1;
-        live.update(|s| {
-            s.status = status;
-            s.ended = true;
-            s.result = Some(Arc::new(result.0));
-        });
+    service.track(async move {
+        let (result, status) = relay(&cluster, &live, sub, hooks).await;
+        service2.forget(live.session_id());
+        live.end(result, status);
     });
     Ok(())
 }
@@ -88,7 +120,7 @@ impl Relay<'_> {
             return None;
         }
         self.last = e.seq;
-        self.live.update(|s| s.observe(&e));
+        self.live.observe(&e);
         for sink in &self.sinks {
             sink.send(&e);
         }
@@ -100,13 +132,13 @@ impl Relay<'_> {
             self.cancelled_at = Some((Instant::now(), e));
             return None;
         }
-        Some(result_of(&self.live.session_id, &e))
+        Some(result_of(self.live.session_id(), &e))
     }
 
     /// Deliver what the store holds after the last delivered event.
     async fn backfill(&mut self) -> Option<(RunResult, SessionStatus)> {
-        let store = self.live.store.clone();
-        let id = self.live.session_id.clone();
+        let store = self.live.store().clone();
+        let id = self.live.session_id().to_owned();
         let after = self.last;
         let events = tokio::task::spawn_blocking(move || store.events(&id, after))
             .await
@@ -128,8 +160,8 @@ impl Relay<'_> {
         if at.elapsed() < SETTLE {
             return None;
         }
-        let store = self.live.store.clone();
-        let id = self.live.session_id.clone();
+        let store = self.live.store().clone();
+        let id = self.live.session_id().to_owned();
         let meta = tokio::task::spawn_blocking(move || store.get(&id))
             .await
             .ok()?
@@ -138,7 +170,7 @@ impl Relay<'_> {
             return None;
         }
         if meta.status == SessionStatus::Cancelled {
-            let end = result_of(&self.live.session_id, event);
+            let end = result_of(self.live.session_id(), event);
             return Some(end);
         }
         self.cancelled_at = None;
@@ -147,7 +179,7 @@ impl Relay<'_> {
 }
 
 async fn relay(
-    cluster: &Cluster,
+    cluster: &cluster::Cluster,
     live: &Arc<LiveRun>,
     mut sub: async_nats::Subscriber,
     hooks: RunHooks,
@@ -155,11 +187,11 @@ async fn relay(
     let mut r = Relay {
         live,
         sinks: hooks.sinks,
-        last: live.state.borrow().last_seq,
+        last: live.last_seq(),
         cancel_requested: false,
         cancelled_at: None,
     };
-    let id = live.session_id.clone();
+    let id = live.session_id().to_owned();
     let mut poll = POLL;
     loop {
         let before = r.last;
@@ -189,9 +221,9 @@ async fn relay(
                     None => r.settle().await,
                 }
             },
-            _ = live.cancel.cancelled(), if !r.cancel_requested => {
+            _ = live.cancelled(), if !r.cancel_requested => {
                 r.cancel_requested = true;
-                if live.interrupted.load(Ordering::SeqCst) {
+                if live.is_interrupted() {
                     // This server stops; the run goes on on its worker.
                     let _ = sub.unsubscribe().await;
                     let mut res = failed_result(&id, "this server stopped relaying the run; it goes on on its worker (follow it with `event`)", SessionStatus::Interrupted);
@@ -227,10 +259,10 @@ fn next_poll(poll: Duration, progressed: bool, polled: bool, settling: bool) -> 
 }
 
 /// Hand an `approve` to the worker whose run waits at an approval.
-pub(super) async fn approve(
-    cluster: &Cluster,
+async fn approve(
+    cluster: &cluster::Cluster,
     live: &Arc<LiveRun>,
-    p: agentfile_protocol::rpc::ApproveParams,
+    p: ApproveParams,
 ) -> Result<RunStatus, RpcError> {
     let id = p.session_id.clone();
     let status = live.status();
@@ -284,8 +316,8 @@ pub(super) async fn approve(
 /// Ask the worker holding the run to cancel it; when no worker holds it (still
 /// queued, or its worker died), record the cancellation in the store: the
 /// worker that takes the message then skips it.
-async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
-    let id = live.session_id.clone();
+async fn cancel_remote(cluster: &cluster::Cluster, live: &Arc<LiveRun>) {
+    let id = live.session_id().to_owned();
     let subject = control_subject(&id);
     for _ in 0..20 {
         match tokio::time::timeout(
@@ -305,7 +337,7 @@ async fn cancel_remote(cluster: &Cluster, live: &Arc<LiveRun>) {
         }
         // Nobody holds it: record the end, unless a worker took it meanwhile
         // (then its lease refuses the append and the request is tried again).
-        let store = live.store.clone();
+        let store = live.store().clone();
         let sid = id.clone();
         let recorded = tokio::task::spawn_blocking(move || {
             let meta = store.get(&sid).map_err(|e| e.to_string())?;
@@ -344,64 +376,6 @@ fn cancel_request() -> bytes::Bytes {
     serde_json::to_vec(&Control::Cancel)
         .unwrap_or_default()
         .into()
-}
-
-/// The result a local run would have returned, from its terminal event.
-pub(crate) fn result_of(id: &str, e: &Event) -> (RunResult, SessionStatus) {
-    let mut r = RunResult {
-        kind: "result".into(),
-        session_id: id.to_owned(),
-        status: String::new(),
-        outputs: Default::default(),
-        usage: Usage::default(),
-        termination_reason: TerminationReason::Completed,
-        error: None,
-        exit_code: 0,
-        waiting_for: Vec::new(),
-    };
-    let status = match &e.body {
-        EventBody::RunComplete { outputs, usage } => {
-            r.status = "completed".into();
-            r.outputs = outputs.clone();
-            r.usage = usage.clone();
-            SessionStatus::Completed
-        }
-        EventBody::RunFailed {
-            error,
-            termination_reason,
-            usage,
-        } => {
-            r.status = "failed".into();
-            r.termination_reason = *termination_reason;
-            r.error = Some(error.clone());
-            r.usage = usage.clone();
-            if *termination_reason == TerminationReason::ApprovalUnavailable {
-                SessionStatus::WaitingApproval
-            } else {
-                SessionStatus::Failed
-            }
-        }
-        EventBody::RunCancelled { usage } => {
-            r.status = "cancelled".into();
-            r.termination_reason = TerminationReason::Cancelled;
-            r.usage = usage.clone();
-            SessionStatus::Cancelled
-        }
-        EventBody::RunSuspended { events, usage } => {
-            r.status = "suspended".into();
-            r.termination_reason = TerminationReason::Suspended;
-            r.waiting_for = events.clone();
-            r.usage = usage.clone();
-            SessionStatus::Suspended
-        }
-        _ => {
-            r.status = "failed".into();
-            r.termination_reason = TerminationReason::Error;
-            SessionStatus::Failed
-        }
-    };
-    r.exit_code = r.termination_reason.exit_code();
-    (r, status)
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ fn task(server: &McpServer, id: &str, status: TaskStatus, created: &str, updated
 }
 
 /// The key of the run settings naming the `run_<name>` tool that started a
-/// task (unknown to the engine's [`agentfile_engine::run::RunSettings`],
+/// task (unknown to the engine's `RunSettings`,
 /// which ignores it).
 const TOOL_KEY: &str = "mcp_tool";
 

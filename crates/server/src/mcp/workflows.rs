@@ -29,7 +29,6 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use agentfile_engine::run;
 use agentfile_frontend::discover;
 use agentfile_frontend::{self as frontend, Options};
 use agentfile_plan::Plan;
@@ -216,7 +215,7 @@ impl Scan {
 
     /// The workflow tools under the root, in path order.
     pub fn tools(&self) -> Vec<WorkflowTool> {
-        let config = run::find_config(
+        let config = agentfile_config::find_for_workflow(
             self.config.as_deref(),
             &self.root.join("Agentfile"),
             &self.root,

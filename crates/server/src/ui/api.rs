@@ -454,7 +454,7 @@ fn pending_of(meta: &SessionMeta, events: &[Event]) -> serde_json::Value {
             serde_json::json!({"kind": "approval", "reason": reason, "node": e.node, "seq": seq})
         }
         SessionStatus::Suspended => {
-            let waiting = agentfile_engine::run::pending_suspends(events);
+            let waiting = agentfile_session::pending_suspends(events);
             let names: Vec<String> = waiting.iter().flat_map(|(_, evs)| evs.clone()).collect();
             let node = waiting.first().map(|(p, _)| p.clone());
             serde_json::json!({"kind": "suspend", "events": names, "node": node, "seq": meta.last_seq})
