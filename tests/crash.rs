@@ -152,8 +152,20 @@ fn killed_runs_resume_to_the_same_outputs() {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Spread the kills across the run (its length measured above).
-        std::thread::sleep(total.mul_f64(i as f64 / (points + 1) as f64));
+        // Spread the kills across the run by its progress — the model calls
+        // it has made — not by the clean run's wall time, which a busy
+        // machine stretches and shrinks: kill i lands just after call
+        // `target` reached the model (1 to the next-to-last call), a
+        // millisecond or two later for some.
+        let target = 1 + (i - 1) * (clean_calls - 1) / points;
+        let deadline = Instant::now() + total.max(Duration::from_secs(1)) * 20;
+        while s.server.request_count() < target && Instant::now() < deadline {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        std::thread::sleep(Duration::from_millis((i % 3) as u64));
         let _ = child.kill(); // SIGKILL
         let finished = child.wait_with_output().unwrap();
         let calls_at_kill = s.server.request_count();
@@ -258,6 +270,7 @@ fn killed_runs_resume_to_the_same_outputs() {
             assert_eq!(e.seq, n as u64 + 1, "kill {i}: seq is dense");
         }
     }
+    eprintln!("{resumed_runs} of {points} kills interrupted a run");
     assert!(
         resumed_runs >= 15,
         "only {resumed_runs} of {points} kills interrupted a run"
