@@ -281,6 +281,14 @@ impl ToolSandbox {
         self.mcp_servers
     }
 
+    /// Whether the programs it starts see the run's control files as
+    /// read-only mounts (the whole sandbox). In the partial mode Landlock
+    /// cannot hold a file inside a folder it lets them write; unavailable,
+    /// nothing holds them but the gate.
+    pub fn holds_control_files(&self) -> bool {
+        matches!(self.state, State::On(_)) && self.info.reason.is_none()
+    }
+
     /// The one line a run shows when the sandbox is not enforced here.
     pub fn warning(&self) -> Option<String> {
         if let (State::On(_), Some(reason)) = (&self.state, &self.info.reason) {

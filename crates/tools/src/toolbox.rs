@@ -41,6 +41,21 @@ use agentfile_llm::ToolDef;
 
 pub use memory::{MemoryError, MemoryStore};
 
+/// The run's control files at the tripwire: all of them, for a call that
+/// could write any (a program outside the sandbox, an MCP server it does not
+/// hold), and those not there at the start, for a program in the sandbox
+/// (which mounts the others read-only).
+struct Tripwires {
+    all: Arc<Tripwire>,
+    unmounted: Arc<Tripwire>,
+}
+
+/// One call's turn at a tripwire.
+struct Watch {
+    wire: Arc<Tripwire>,
+    mark: Mark,
+}
+
 /// Limits and timeouts of the tools. The defaults suit an unattended run.
 #[derive(Debug, Clone)]
 pub struct ToolboxOptions {
@@ -146,7 +161,7 @@ pub struct Toolbox {
     warnings: Vec<String>,
     /// Undoes what a call changed in the run's control files (see
     /// [`crate::policy::control`]).
-    tripwire: Arc<Tripwire>,
+    tripwire: Tripwires,
 }
 
 impl std::fmt::Debug for Toolbox {
@@ -267,13 +282,23 @@ impl Toolbox {
             .filter(|s| !gate.mcp_server_possible(s))
             .cloned()
             .collect();
-        let tripwire = Arc::new(Tripwire::new(
-            gate.control_files()
-                .iter()
-                .filter(|(c, writable)| !writable && c.kind != ControlKind::Store)
-                .map(|(c, _)| c.path.clone()),
-            workspace.join(".agentfile").join("quarantine"),
-        ));
+        let watched: Vec<PathBuf> = gate
+            .control_files()
+            .iter()
+            .filter(|(c, writable)| !writable && c.kind != ControlKind::Store)
+            .map(|(c, _)| c.path.clone())
+            .collect();
+        let quarantine = workspace.join(".agentfile").join("quarantine");
+        // The sandbox mounts the control files there are now read-only; a
+        // program in it can only make one that is not there yet.
+        let unmounted = watched
+            .iter()
+            .filter(|p| p.symlink_metadata().is_err())
+            .cloned();
+        let tripwire = Tripwires {
+            all: Arc::new(Tripwire::new(watched.iter().cloned(), quarantine.clone())),
+            unmounted: Arc::new(Tripwire::new(unmounted, quarantine)),
+        };
         Ok(Toolbox {
             tripwire,
             gate,
@@ -311,11 +336,42 @@ impl Toolbox {
         Toolbox::new(config, policy, workspace, memory)
     }
 
+    /// Start a call's turn at the tripwire when the call could change a
+    /// control file itself: a program outside the whole sandbox (which mounts
+    /// them read-only), or an MCP server the sandbox does not hold. The
+    /// built-in file tools cannot (the gate refuses them), and a change made
+    /// while only such calls run is a person's, which takes effect.
+    fn watch(&self, tool: Option<&str>) -> Option<Watch> {
+        let held = self.sandbox.holds_control_files();
+        let sandboxed = match tool.map(Tool::from_name) {
+            // A shell step or a command tool: a program.
+            None | Some(Some(Tool::Bash)) => held,
+            // The file tools: the gate holds every control file.
+            Some(Some(_)) => return None,
+            // An MCP server's tool.
+            Some(None) => held && self.sandbox.covers_mcp_servers(),
+        };
+        // In the sandbox, only a control file not there at the start (not
+        // mounted) could be the call's.
+        let wire = if sandboxed {
+            &self.tripwire.unmounted
+        } else {
+            &self.tripwire.all
+        };
+        Some(Watch {
+            mark: wire.before(),
+            wire: wire.clone(),
+        })
+    }
+
     /// End a call's turn at the tripwire: what it changed in the run's
     /// control files is undone, the model reads that in the call's result,
     /// and the run's log gets it as an `error` event.
-    fn undo_control_changes(&self, mark: Mark, mut out: ToolOutput) -> ToolOutput {
-        let said = self.tripwire.after(mark);
+    fn undo_control_changes(&self, watch: Option<Watch>, mut out: ToolOutput) -> ToolOutput {
+        let Some(Watch { wire, mark }) = watch else {
+            return out;
+        };
+        let said = wire.after(mark);
         if said.is_empty() {
             return out;
         }
@@ -694,7 +750,7 @@ impl ToolSet for Toolbox {
     ) -> BoxFuture<'a, CallResult> {
         Box::pin(async move {
             let started = Instant::now();
-            let mark = self.tripwire.before();
+            let mark = self.watch(Some(name));
             let outcome = AssertUnwindSafe(self.dispatch(name, args, ctx))
                 .catch_unwind()
                 .await
@@ -766,7 +822,7 @@ impl ToolSet for Toolbox {
                         env.retain(|(name, _)| name != k);
                         env.push((k.clone(), v.clone()));
                     }
-                    let mark = self.tripwire.before();
+                    let mark = self.watch(None);
                     let out = bash_tool::run(
                         &command,
                         None,
@@ -849,7 +905,7 @@ impl ToolSet for Toolbox {
                 let out = ToolOutput::error(format!("denied by policy ({}): {}", d.rule, d.reason));
                 return done(out, Some(d));
             }
-            let mark = self.tripwire.before();
+            let mark = self.watch(None);
             let out = bash_tool::run(
                 &line,
                 Some(input),
