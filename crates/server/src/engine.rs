@@ -41,7 +41,7 @@ use agentfile_plan::ReadOptions;
 use agentfile_protocol::diagnostics::ValidateReport;
 use agentfile_protocol::events::{Event, EventBody, RunResult, Usage};
 use agentfile_protocol::rpc::{
-    AgentrcProfile, ApproveParams, CancelParams, EventPage, EventParams, InspectFormat,
+    ApproveParams, CancelParams, ConformanceProfile, EventPage, EventParams, InspectFormat,
     InspectParams, InspectText, ListParams, RpcError, RunParams, RunStatus, SessionList,
     SessionsParams, SignalParams, ValidateParams, code,
 };
@@ -371,7 +371,7 @@ impl Engine {
     fn read_options(
         method: &str,
         lenient: bool,
-        profile: Option<AgentrcProfile>,
+        profile: Option<ConformanceProfile>,
         extensions: &[String],
     ) -> Result<ReadOptions, RpcError> {
         let known = agentfile_frontend::extension_names();
@@ -383,7 +383,7 @@ impl Engine {
         }
         Ok(ReadOptions {
             lenient,
-            core_only: profile == Some(AgentrcProfile::Core),
+            core_only: profile == Some(ConformanceProfile::Core),
             extensions: extensions.to_vec(),
         })
     }
@@ -794,11 +794,11 @@ impl Engine {
             p.timeout = stored.timeout_secs.map(|s| s.to_string());
         }
         if !p.lenient && p.profile.is_none() && p.extensions.is_empty() {
-            p.lenient = stored.lenient;
-            if stored.core_only {
-                p.profile = Some(AgentrcProfile::Core);
+            p.lenient = stored.read.lenient;
+            if stored.read.core_only {
+                p.profile = Some(ConformanceProfile::Core);
             }
-            p.extensions = stored.extensions;
+            p.extensions = stored.read.extensions;
         }
         Ok(p)
     }
@@ -820,9 +820,11 @@ impl Engine {
                 .config
                 .as_deref()
                 .map(|c| self.path(c).display().to_string()),
-            lenient: p.lenient,
-            core_only: p.profile == Some(AgentrcProfile::Core),
-            extensions: p.extensions.clone(),
+            read: ReadOptions {
+                lenient: p.lenient,
+                core_only: p.profile == Some(ConformanceProfile::Core),
+                extensions: p.extensions.clone(),
+            },
             ..run::RunSettings::default()
         }
     }
