@@ -7,8 +7,16 @@
 //!   telemetry lies below the engine and reaches no front end; the workflow
 //!   generator (`agentfile-author`) lies above the registry; the agent-card
 //!   reader (`agentfile-agent-card`) lies below every front end.
+//! - A front end (and the card reader they share) reads a file and nothing
+//!   else: its workspace dependencies are the plan, the syntax helpers, the
+//!   config and the wire types (and, for a front end, the card reader); what
+//!   needs a runtime (describing JavaScript tools) the registry passes in.
 //! - Outside the front ends and the registry, no code compares a format
 //!   name (`plan.format == "…"`, `Dialect::…`): the plan carries typed facts.
+//! - Below the registry (the engine, the tools, the stores, the servers, the
+//!   wire types and what lies beside them), no identifier names a format
+//!   (`agentrc`, `workflow_md`, `AgentMd`, …): they hold format-blind facts
+//!   (declared grants, compiled policies, read options).
 //! - Inside each crate, no two sibling modules (top-level, or inside any
 //!   module folder such as `mcp/`) import each other in a loop (the compiler
 //!   enforces it between crates).
@@ -138,6 +146,44 @@ fn the_card_reader_lies_below_the_front_ends() {
         .filter(|d| FRONT_ENDS.contains(&d.as_str()) || d == REGISTRY)
         .collect();
     assert!(bad.is_empty(), "`{AGENT_CARD}` depends on {bad:?}");
+}
+
+/// What a front end may depend on in the workspace: the plan it lowers
+/// into, the syntax helpers, the config and the wire types.
+const FRONT_END_MAY_USE: &[&str] = &[
+    "agentfile-plan",
+    "agentfile-syntax",
+    "agentfile-config",
+    "agentfile-protocol",
+];
+
+/// A front end reads a file and nothing else: it links no tool, store,
+/// provider, script engine or policy language of the runtime. Each front end
+/// depends on [`FRONT_END_MAY_USE`] and the card reader; the card reader on
+/// [`FRONT_END_MAY_USE`] alone (a registry passes in what needs a runtime).
+#[test]
+fn a_front_end_reads_a_file_and_nothing_else() {
+    let g = graph();
+    let mut problems = Vec::new();
+    for c in FRONT_ENDS.iter().chain(&[AGENT_CARD]) {
+        let bad: Vec<&String> = g[*c]
+            .1
+            .iter()
+            .filter(|d| {
+                let allowed = FRONT_END_MAY_USE.contains(&d.as_str())
+                    || (FRONT_ENDS.contains(c) && d.as_str() == AGENT_CARD);
+                !allowed
+            })
+            .collect();
+        if !bad.is_empty() {
+            problems.push(format!("`{c}` depends on {bad:?}"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "a front end may use only {FRONT_END_MAY_USE:?} (and `{AGENT_CARD}`):\n{}",
+        problems.join("\n")
+    );
 }
 
 /// The kernel sandbox knows nothing of policies, plans or tools: it takes a
@@ -295,6 +341,114 @@ fn no_format_name_is_compared_outside_the_front_ends() {
     assert!(
         problems.is_empty(),
         "format names compared outside the front ends and the registry:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// The crates below the registry (and the servers above it) whose code names
+/// no format: what differs between formats reaches them as typed facts.
+const FORMAT_BLIND: &[&str] = &[
+    "agentfile-protocol",
+    "agentfile-config",
+    "agentfile-triggers",
+    "agentfile-sandbox",
+    "agentfile-llm",
+    "agentfile-session",
+    "agentfile-tools",
+    "agentfile-telemetry",
+    "agentfile-engine",
+    "agentfile-server",
+];
+
+/// Formats named inside an identifier, compared with the identifier in
+/// lower case and without underscores (`agentrc`, `Agentrc…`, `workflow_md`,
+/// `WorkflowYaml`). The DSL's own name, `agentfile`, is every crate's prefix,
+/// so it is not among them; `dsl` is, as a whole word of the identifier.
+const FORMAT_WORDS: &[&str] = &["agentrc", "workflowmd", "workflowyaml", "agentmd"];
+
+/// The identifiers of `code` (already [`strip`]ped) that name a format, with
+/// their byte offsets.
+fn format_identifiers(code: &str) -> Vec<(usize, &str)> {
+    let b = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if !ident(b[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < b.len() && ident(b[i]) {
+            i += 1;
+        }
+        let id = &code[start..i];
+        if id.as_bytes()[0].is_ascii_digit() {
+            continue; // a number, with its suffix
+        }
+        let flat = id.to_ascii_lowercase().replace('_', "");
+        // Words: split at `_` and where a capital follows a small letter.
+        let mut words = Vec::new();
+        let mut word = String::new();
+        let mut prev_small = false;
+        for c in id.chars() {
+            if c == '_' || (c.is_ascii_uppercase() && prev_small) {
+                words.push(std::mem::take(&mut word));
+            }
+            if c != '_' {
+                word.push(c.to_ascii_lowercase());
+            }
+            prev_small = c.is_ascii_lowercase() || c.is_ascii_digit();
+        }
+        words.push(word);
+        if FORMAT_WORDS.iter().any(|w| flat.contains(w)) || words.iter().any(|w| w == "dsl") {
+            out.push((start, id));
+        }
+    }
+    out
+}
+
+#[test]
+fn format_identifiers_are_found_in_code_only() {
+    let text = "let plan_agentrc = 1; // agentrc\nlet x = \"workflow_md\"; AgentMdCard; DSL_NAME; dslx; Part::Dsl; agent_card";
+    let code = strip(text);
+    let found: Vec<&str> = format_identifiers(&code)
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect();
+    assert_eq!(found, ["plan_agentrc", "AgentMdCard", "DSL_NAME", "Dsl"]);
+}
+
+/// Below the registry no identifier names a format: the engine, the tools,
+/// the stores, the servers and the wire types hold format-blind facts
+/// (declared grants and their compiled policies, read options, a profile of
+/// conformance). String literals and comments may name them: a message says
+/// `agentrc: MOUNT`, a wire name stays what it was published as.
+#[test]
+fn no_identifier_names_a_format_below_the_registry() {
+    let g = graph();
+    let mut problems = Vec::new();
+    for c in FORMAT_BLIND {
+        let Some((dir, _)) = g.get(*c) else {
+            problems.push(format!("workspace member `{c}` is missing"));
+            continue;
+        };
+        let mut files = Vec::new();
+        rust_files(&dir.join("src"), &mut files);
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let code = strip(&text);
+            for (at, id) in format_identifiers(&code) {
+                let n = line_at(&code, at);
+                let line = text.lines().nth(n - 1).unwrap_or("").trim();
+                problems.push(format!("{}:{n}: `{id}` in {line}", file.display()));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "identifiers naming a format below the registry (name the fact instead):\n{}",
         problems.join("\n")
     );
 }

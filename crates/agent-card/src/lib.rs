@@ -7,10 +7,12 @@
 //! defaults) and a Markdown body whose headings may also give metadata
 //! (`# Title`, the paragraph after it, `# Avatar`, `## System`, `## Rules`);
 //! the same field given both ways with different values is an error naming
-//! both places. `## Tools` is JavaScript, checked here by evaluating it in the
-//! sandbox ([`agentfile_tools::script`]) with no host functions, so a tool's name and
-//! scheme are known before a run. Commands (inline, files, folders) are read
-//! here too; remote ones are left for a host with network access.
+//! both places. `## Tools` is JavaScript, checked here by describing it
+//! through the [`Describe`] the caller passes (the registry of formats passes
+//! the script engine's, which evaluates the code in its sandbox with no host
+//! functions), so a tool's name and scheme are known before a run. Commands
+//! (inline, files, folders) are read here too; remote ones are left for a host
+//! with network access.
 //!
 //! What this crate promises: every problem is a located diagnostic, one call
 //! reports all of them, files are read only when regular and under 1 MiB, and
@@ -39,6 +41,43 @@ pub const MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// Command files read from one folder, at most.
 pub const MAX_FOLDER_COMMANDS: usize = 200;
+
+/// What describes the JavaScript of a `## Tools` section: evaluates the code
+/// (calling no tool) and returns the tools it defines, in order. The card
+/// reader runs no code itself; the registry of formats passes the script
+/// engine's through every front end that reads agent files.
+pub trait Describe: std::fmt::Debug {
+    fn describe(&self, code: &str) -> Result<Vec<ScriptTool>, Undescribed>;
+}
+
+/// Why a `## Tools` section's code defines no tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undescribed {
+    /// What is wrong, in words (without the position).
+    pub message: String,
+    /// The 1-based line in the code, when the error has one: the diagnostic
+    /// points there rather than at the section's first line.
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+}
+
+/// No script engine: every `## Tools` section is an error saying so. The
+/// default of a front end's options, for callers that read no agent files'
+/// tools (every real caller passes the registry's engine).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoScripts;
+
+impl Describe for NoScripts {
+    fn describe(&self, _code: &str) -> Result<Vec<ScriptTool>, Undescribed> {
+        Err(Undescribed {
+            message:
+                "JavaScript tools cannot be described here: this reader was given no script engine"
+                    .to_owned(),
+            line: None,
+            column: None,
+        })
+    }
+}
 
 /// Whether `path` names an agent file.
 pub fn is_agent_file(path: &Path) -> bool {
@@ -93,6 +132,7 @@ const FOREIGN: &[&str] = &[
 /// `span`), add it to `sources` and load it. Problems go to `diags`.
 pub fn load_path(
     sources: &mut SourceMap,
+    scripts: &dyn Describe,
     path: &Path,
     written: &str,
     span: Option<Span>,
@@ -110,7 +150,7 @@ pub fn load_path(
         }
     };
     let file = sources.add(path.to_owned(), text);
-    load(sources, file, written, diags)
+    load(sources, scripts, file, written, diags)
 }
 
 /// Read a text file of at most [`MAX_FILE_BYTES`]: its text, or a code and
@@ -148,6 +188,7 @@ fn read_bounded(path: &Path) -> Result<String, (&'static str, String)> {
 /// Load the agent file already in `sources` as `file`.
 pub fn load(
     sources: &mut SourceMap,
+    scripts: &dyn Describe,
     file: FileId,
     written: &str,
     diags: &mut Vec<Diagnostic>,
@@ -156,6 +197,7 @@ pub fn load(
     let path = sources.file(file).path.clone();
     let mut l = Loader {
         sources,
+        scripts,
         file,
         text: &text,
         dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
@@ -171,6 +213,7 @@ pub fn load(
 
 struct Loader<'a> {
     sources: &'a mut SourceMap,
+    scripts: &'a dyn Describe,
     file: FileId,
     text: &'a str,
     dir: PathBuf,
@@ -1293,41 +1336,26 @@ impl Loader<'_> {
                 Some("write a function body that returns `{ name: { fn, scheme } }`".into());
             return None;
         }
-        match agentfile_tools::script::describe(&code, &agentfile_tools::script::Limits::default())
-        {
+        match self.scripts.describe(&code) {
             Ok(tools) => Some(AgentScript {
                 code,
                 line: line0,
-                tools: tools
-                    .into_iter()
-                    .map(|t| ScriptTool {
-                        name: t.name,
-                        description: t.description,
-                        parameters: t.parameters,
-                    })
-                    .collect(),
+                tools,
             }),
             Err(e) => {
-                let span = match &e {
-                    agentfile_tools::script::ScriptError::Syntax {
-                        line: Some(l),
-                        column,
-                        ..
-                    } => {
+                let span = match e.line {
+                    Some(l) => {
                         let file = self.sources.file(self.file);
                         let line = line0 + l - 1;
                         let text = file.line_text(line).to_owned();
-                        let start = line_start(self.text, a, *l);
-                        let col = column.unwrap_or(1).saturating_sub(1) as usize;
+                        let start = line_start(self.text, a, l);
+                        let col = e.column.unwrap_or(1).saturating_sub(1) as usize;
                         let s = (start + col.min(text.len())).min(self.text.len());
                         self.span(s, (s + 1).min(start + text.len()).max(s))
                     }
-                    _ => self.span(a, a + code.find('\n').unwrap_or(code.len())),
+                    None => self.span(a, a + code.find('\n').unwrap_or(code.len())),
                 };
-                let e = match e {
-                    agentfile_tools::script::ScriptError::Syntax { message, .. } => message,
-                    other => other.to_string(),
-                };
+                let e = e.message;
                 self.error("js-tools", span, format!("the `## Tools` code does not define tools: {e}"))
                     .hint = Some("the section is a function body that returns `{ name: { fn, scheme: { name, description, parameters } } }`".into());
                 None
@@ -1526,5 +1554,63 @@ mod tests {
         );
         let one = "argument-hint: [message]\n";
         assert_eq!(fix_argument_hints(one), one);
+    }
+    /// A card reader given no script engine says so at the `## Tools` code,
+    /// and what the engine reports is located at its line.
+    #[test]
+    fn tools_are_described_by_the_engine_passed_in() {
+        #[derive(Debug)]
+        struct OneTool;
+        impl Describe for OneTool {
+            fn describe(&self, code: &str) -> Result<Vec<ScriptTool>, Undescribed> {
+                if code.contains("broken") {
+                    return Err(Undescribed {
+                        message: "unexpected token".to_owned(),
+                        line: Some(2),
+                        column: Some(3),
+                    });
+                }
+                Ok(vec![ScriptTool {
+                    name: "shout".to_owned(),
+                    description: String::new(),
+                    parameters: serde_json::json!({"type": "object"}),
+                }])
+            }
+        }
+        let with_tools =
+            |code: &str| format!("# Loud\n\nShouts.\n\n## Tools\n\n```js\n{code}\n```\n");
+        let read = |text: String, scripts: &dyn Describe| {
+            let mut sources = SourceMap::default();
+            let file = sources.add(PathBuf::from("loud.agent.md"), text);
+            let mut diags = Vec::new();
+            let card = load(&mut sources, scripts, file, "loud.agent.md", &mut diags);
+            let shown: Vec<String> = diags
+                .iter()
+                .map(|d| {
+                    let span = d.span.expect("located");
+                    let (line, _) = sources.file(span.file).line_col(span.start);
+                    format!("{line}: {}", d.message)
+                })
+                .collect();
+            (card, shown)
+        };
+        let (card, diags) = read(with_tools("return { shout: {} };"), &OneTool);
+        assert_eq!(diags, Vec::<String>::new());
+        let tools = card.unwrap().script.unwrap().tools;
+        assert_eq!(tools[0].name, "shout");
+        let (card, diags) = read(with_tools("return {\n  broken"), &OneTool);
+        assert!(card.is_none());
+        assert_eq!(
+            diags,
+            ["9: the `## Tools` code does not define tools: unexpected token"]
+        );
+        let (card, diags) = read(with_tools("return {};"), &NoScripts);
+        assert!(card.is_none());
+        assert_eq!(
+            diags,
+            [
+                "8: the `## Tools` code does not define tools: JavaScript tools cannot be described here: this reader was given no script engine"
+            ]
+        );
     }
 }

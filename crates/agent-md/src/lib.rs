@@ -6,17 +6,20 @@
 
 use std::path::Path;
 
-use agentfile_agent_card::{agent_name, load};
+use agentfile_agent_card::{Describe, agent_name, load};
 use agentfile_plan::agent::AgentCard;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap};
 
 pub use agentfile_plan::build::TASK_INPUT;
 
 /// `validate`/`inspect`/`run` of an agent file on its own: the file checked,
-/// and a plan that runs it as one agent on the input `task`.
+/// and a plan that runs it as one agent on the input `task`. `scripts`
+/// describes the file's JavaScript tools (the registry passes the script
+/// engine's).
 pub fn analyze(
     sources: &mut SourceMap,
     file: FileId,
+    scripts: &dyn Describe,
 ) -> (Vec<Diagnostic>, Option<agentfile_plan::Plan>) {
     let path = sources.file(file).path.clone();
     let written = path
@@ -24,7 +27,7 @@ pub fn analyze(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut diags = Vec::new();
-    let card = load(sources, file, &written, &mut diags);
+    let card = load(sources, scripts, file, &written, &mut diags);
     let plan = card.and_then(|card| match standalone_plan(&path, card) {
         Ok(p) => Some(p),
         Err(mut more) => {

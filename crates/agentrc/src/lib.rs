@@ -4,25 +4,27 @@
 //!
 //! - [`syntax`]: lines, continuations, blocks and heredocs.
 //! - [`table`]: every directive, its profile and what a run does with it.
-//! - [`cedar`] (in the policy layer, which also enforces them at run time):
-//!   `POLICY … END` blocks through the `cedar-policy` crate.
+//! - [`cedar`]: `POLICY … END` blocks through the `cedar-policy` crate,
+//!   checked here and compiled into the plan ([`Grants::compiled`]), where
+//!   the gate asks them at run time without knowing their language.
 //! - this crate's root: names and arguments checked, the seven lints, the digest,
 //!   the plan.
 
+pub mod cedar;
 pub mod syntax;
 pub mod table;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
 use agentfile_plan::Plan;
 use agentfile_plan::declared::{
-    Block, Credential, Declaration, DeclaredTool, Directive, Grants, Mount,
+    Block, Compiled, Credential, Declaration, DeclaredTool, Directive, Grants, Mount,
 };
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
-use agentfile_tools::policy::cedar;
 use syntax::{BlockKind, LayoutProblem, RawDirective, Syntax, Token};
 use table::{Entry, Profile, Support};
 
@@ -988,7 +990,7 @@ impl<'a> Checker<'a> {
             ));
         }
         if tool.as_deref().is_some_and(|t| {
-            agentfile_tools::policy::Tool::from_name(t).is_some_and(|t| t.is_path_tool())
+            agentfile_plan::tool::Tool::from_name(t).is_some_and(|t| t.is_path_tool())
         }) {
             self.file_tools.push((declared.to_owned(), span));
         }
@@ -1662,6 +1664,7 @@ impl<'a> Checker<'a> {
                         ));
                     }
                 }
+                self.grants.compiled = Compiled(Some(Arc::new(policies)));
             }
         }
     }
@@ -1865,7 +1868,7 @@ fn plan(
     let mut plan = agentfile_plan::build::single_agent("agentrc", path, &name, &name, &prompt)?;
     plan.description = description;
     plan.timeout_ms = timeout_s.map(|s| s.saturating_mul(1000));
-    plan.agentrc = Some(Box::new(decl));
+    plan.declared = Some(Box::new(decl));
     plan.fingerprint = plan.compute_fingerprint();
     Ok(plan)
 }

@@ -14,10 +14,11 @@ pub mod generate;
 
 pub use error::{AuthorError, BundledSchemaError, Exists, NotPromotable};
 
-/// What `create` writes: a workflow.yaml project (through the generator) or
-/// an Agentfile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What `create` writes: a workflow.yaml project (through the generator, the
+/// default) or an Agentfile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Target {
+    #[default]
     WorkflowYaml,
     Agentfile,
 }
@@ -31,6 +32,12 @@ impl Target {
             "agentfile" | "dsl" => Ok(Target::Agentfile),
             other => Err(UnknownFormat(other.to_owned())),
         }
+    }
+
+    /// Whether `create` writes it by running the generator workflow; else the
+    /// client writes the file itself and checks it with `validate`.
+    pub fn runs_the_generator(self) -> bool {
+        matches!(self, Target::WorkflowYaml)
     }
 }
 

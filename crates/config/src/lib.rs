@@ -1,5 +1,6 @@
 //! Runtime configuration: `agent.json` / `agent.toml`, overridden by the environment,
-//! and small text helpers for people ([`text`]). It sits just above the wire
+//! small text helpers for people ([`text`]), and which variable names are
+//! shaped like a credential's ([`secret_names`]). It sits just above the wire
 //! types, so every other crate can read the config; it runs nothing.
 //!
 //! What this crate is for: turning the files and variables a user wrote into one
@@ -19,6 +20,7 @@
 //! `storage`); unknown keys *inside* the sections we own are rejected, since a typo
 //! there (`max_token`) silently changes behaviour.
 
+pub mod secret_names;
 pub mod text;
 
 use std::collections::BTreeMap;

@@ -112,12 +112,9 @@ pub struct RunSettings {
     pub config: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub lenient: bool,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub core_only: bool,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub extensions: Vec<String>,
+    /// How the workflow is read (stored under the options' own names).
+    #[serde(flatten)]
+    pub read: agentfile_plan::ReadOptions,
 }
 
 fn absolute(p: &Path) -> String {
@@ -141,9 +138,7 @@ impl RunSettings {
             allow: req.allow.clone(),
             config: req.config.as_deref().map(absolute),
             policy: req.policy.as_deref().map(absolute),
-            lenient: req.read.lenient,
-            core_only: req.read.core_only,
-            extensions: req.read.extensions.clone(),
+            read: req.read.clone(),
         }
     }
 
@@ -180,11 +175,7 @@ impl RunSettings {
             req.policy = self.policy.as_ref().map(PathBuf::from);
         }
         if req.read == agentfile_plan::ReadOptions::default() {
-            req.read = agentfile_plan::ReadOptions {
-                lenient: self.lenient,
-                core_only: self.core_only,
-                extensions: self.extensions.clone(),
-            };
+            req.read.clone_from(&self.read);
         }
     }
 
@@ -394,7 +385,7 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
     let inputs =
         executor::bind_inputs_with(&plan, &given, &secrets).map_err(|e| usage(e.to_string()))?;
     check_required_env(&plan)?;
-    if let Some(decl) = &plan.agentrc {
+    if let Some(decl) = &plan.declared {
         agentfile_tools::policy::declared::check_runnable(decl)
             .map_err(|e| usage(e.to_string()))?;
     }
@@ -961,7 +952,7 @@ pub async fn start_in(
         policy.scratch_for_run(executor::scratch_root(&prepared.workspace, &id));
     }
     let mut notes = Vec::new();
-    if let Some(decl) = &prepared.plan.agentrc {
+    if let Some(decl) = &prepared.plan.declared {
         let home = std::env::home_dir();
         let guard = agentfile_tools::policy::declared::DeclarationGuard::new(
             decl,
@@ -1059,5 +1050,36 @@ mod tests {
         );
         std::fs::write(&f, "[1,2]").unwrap();
         assert!(parse_inputs(&[], Some(f.to_str().unwrap())).is_err());
+    }
+
+    /// Settings stored before the read options were one value read back the
+    /// same, and are written under the same names.
+    #[test]
+    fn stored_read_options_keep_their_names() {
+        let stored = serde_json::json!({
+            "model": "m",
+            "lenient": true,
+            "core_only": true,
+            "extensions": ["security"]
+        });
+        let s: RunSettings = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(s.model.as_deref(), Some("m"));
+        assert_eq!(
+            s.read,
+            agentfile_plan::ReadOptions {
+                lenient: true,
+                core_only: true,
+                extensions: vec!["security".to_owned()],
+            }
+        );
+        assert_eq!(serde_json::to_value(&s).unwrap(), stored);
+        let plain = RunSettings {
+            model: Some("m".to_owned()),
+            ..RunSettings::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&plain).unwrap(),
+            serde_json::json!({"model": "m"})
+        );
     }
 }

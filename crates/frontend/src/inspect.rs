@@ -39,7 +39,7 @@ fn source_text(s: &PromptSource) -> String {
 /// A human-readable summary.
 pub fn text(plan: &Plan) -> String {
     let mut o = String::new();
-    if let Some(d) = &plan.agentrc {
+    if let Some(d) = &plan.declared {
         o.push_str(&agentfile_agentrc::summary(d));
         o.push('\n');
     }

@@ -13,6 +13,7 @@ pub mod discover;
 pub mod inspect;
 pub mod registry;
 pub mod report;
+pub mod scripts;
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,7 @@ pub use agentfile_agentrc::extension_names;
 use agentfile_plan::diag::{self, Diagnostic, SourceMap, Span};
 use agentfile_plan::{Plan, ReadOptions};
 use detect::{Detected, Dialect, detect};
+pub use scripts::ScriptEngine;
 
 pub use agentfile_syntax::MAX_WORKFLOW_BYTES;
 

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::Options;
+use crate::scripts::ScriptEngine;
 use agentfile_plan::Plan;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap};
 
@@ -107,6 +108,7 @@ fn analyze_dsl(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Ana
     let (tree, mut diagnostics) = agentfile_dsl::parse(file, &sources.file(file).text);
     let options = agentfile_dsl::Options {
         config: opts.config,
+        scripts: &ScriptEngine,
     };
     let (more, plan) = agentfile_dsl::validate(sources, file, &tree, options);
     diagnostics.extend(more);
@@ -125,6 +127,7 @@ fn analyze_workflow_yaml(sources: &mut SourceMap, file: FileId, opts: &Options<'
     let options = agentfile_workflow_yaml::Options {
         config: opts.config,
         lenient: opts.read.lenient,
+        scripts: &ScriptEngine,
     };
     agentfile_workflow_yaml::analyze(sources, file, options)
 }
@@ -132,12 +135,13 @@ fn analyze_workflow_yaml(sources: &mut SourceMap, file: FileId, opts: &Options<'
 fn analyze_workflow_md(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Analyzed {
     let options = agentfile_workflow_md::Options {
         config: opts.config,
+        scripts: &ScriptEngine,
     };
     agentfile_workflow_md::analyze(sources, file, options)
 }
 
 fn analyze_agent_md(sources: &mut SourceMap, file: FileId, _: &Options<'_>) -> Analyzed {
-    agentfile_agent_md::analyze(sources, file)
+    agentfile_agent_md::analyze(sources, file, &ScriptEngine)
 }
 
 /// The files a folder given as the workflow may hold, in the order tried.

@@ -321,7 +321,7 @@ impl WorkflowBuilder {
             root: Default::default(),
             output_names: Vec::new(),
             unmapped: Default::default(),
-            agentrc: None,
+            declared: None,
             triggers: Vec::new(),
         };
         for e in super::scope::check(&plan) {

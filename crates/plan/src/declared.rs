@@ -4,8 +4,14 @@
 //! `inspect --format json` prints a [`Declaration`] as it is; the run reads
 //! [`Grants`] to build the extra policy layers (the declared tools, mounts and
 //! hosts, and the Cedar policies) that every tool call must also pass.
+//!
+//! The policies reach the run compiled: the front end that read them puts an
+//! [`Authorize`] beside their text ([`Grants::compiled`]), so the gate asks
+//! them without knowing their language or linking its parser.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -107,6 +113,12 @@ pub struct Grants {
     /// `None`: the file's syntax has no Cedar (Dockerfile-shaped).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cedar: Option<Vec<Block>>,
+    /// The policies of `cedar`, compiled by the front end that read them.
+    /// Not part of the plan's JSON: a plan read back from JSON has none, and
+    /// a run of policies that were never compiled is refused.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub compiled: Compiled,
     /// Directives a run leaves aside, with why (placement, requests agentfile
     /// does not act on).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -145,4 +157,67 @@ pub struct Credential {
     pub source: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+}
+
+/// The answer of a declaration's policies to one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub allowed: bool,
+    /// What decided, in one short line for an event's `rule`.
+    pub rule: String,
+    /// Policies that failed to evaluate (and were skipped) and requests that
+    /// could not be built, in words.
+    pub errors: Vec<String>,
+}
+
+/// A declaration's policies, compiled: what the gate asks about every call of
+/// a declared tool. The principal is the agent, the resource a declared
+/// tool's name of `resource_type`, the context a record of `context`'s pairs.
+pub trait Authorize: Send + Sync {
+    /// May `agent` do `action` on `resource`?
+    fn authorize(
+        &self,
+        agent: &str,
+        action: &str,
+        resource_type: &str,
+        resource: &str,
+        context: &[(&str, &str)],
+    ) -> Verdict;
+
+    /// [`Authorize::authorize`] as if the policies also permitted `action`
+    /// on every resource: allowed unless a policy forbids it. For actions no
+    /// permit names ([`Authorize::permits_name`]), so that the forbids still
+    /// hold for them.
+    fn authorize_with_default_permit(
+        &self,
+        agent: &str,
+        action: &str,
+        resource_type: &str,
+        resource: &str,
+        context: &[(&str, &str)],
+    ) -> Verdict;
+
+    /// Whether some permit names `action`.
+    fn permits_name(&self, action: &str) -> bool;
+}
+
+/// [`Grants::compiled`]: the compiled policies, when a front end compiled
+/// them. Compared as equal whatever they hold: they are derived from the
+/// policies' text, which is compared.
+#[derive(Clone, Default)]
+pub struct Compiled(pub Option<Arc<dyn Authorize>>);
+
+impl fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Some(_) => f.write_str("compiled"),
+            None => f.write_str("not compiled"),
+        }
+    }
+}
+
+impl PartialEq for Compiled {
+    fn eq(&self, _: &Compiled) -> bool {
+        true
+    }
 }

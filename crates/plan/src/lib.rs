@@ -1,7 +1,9 @@
 //! The plan: one workflow, lowered, resolved and ready to run — with what
 //! builds and checks it: the step graph ([`graph`]), expressions ([`expr`]),
 //! `$name` templates ([`template`]), scope checks ([`scope`]), the builder
-//! ([`build`]), diagnostics ([`diag`]) and schema checks of values ([`values`]).
+//! ([`build`]), diagnostics ([`diag`]), schema checks of values ([`values`])
+//! and the names of tools ([`tool`]: the built-in tools with their argument
+//! schemas, and the name an MCP tool is offered under).
 //! Not a reader of any file format and not an executor: it depends only on
 //! the wire types and the config.
 //!
@@ -27,6 +29,7 @@ pub mod graph;
 pub mod scope;
 pub mod shell;
 pub mod template;
+pub mod tool;
 pub mod trigger;
 pub mod values;
 
@@ -132,8 +135,10 @@ pub struct Plan {
     #[serde(default, skip_serializing_if = "Unmapped::is_published")]
     pub unmapped: Unmapped,
     /// An agentrc Agentfile's parse tree and grants (CONTRACT §12).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agentrc: Option<Box<declared::Declaration>>,
+    // Named for what it is, a declaration, wherever code reads it; its JSON
+    // key (`inspect`, the published schema) stays as it was.
+    #[serde(rename = "agentrc", default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<Box<declared::Declaration>>,
     /// What starts the workflow besides a command (CONTRACT §15): a
     /// WORKFLOW.md's `triggers:` then its `routines:`, a workflow.yaml's
     /// schedule trigger. Not part of the fingerprint: a changed schedule
@@ -144,17 +149,22 @@ pub struct Plan {
 
 /// How a workflow file is read, whatever its format: one set of options for
 /// every subcommand (`validate`, `inspect`, `run`) and every transport (CLI,
-/// JSON-RPC, MCP). A format takes what applies to it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// JSON-RPC, MCP). A format takes what applies to it; the engine only carries
+/// them (a run's stored settings keep them for a resume).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ReadOptions {
     /// `--lenient`: what a runtime can still interpret is a warning, not an
     /// error (workflow.yaml files in the wild).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub lenient: bool,
     /// agentrc `--profile core`: only the core profile, plus `extensions`
     /// (the default accepts every profile agentfile reads).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub core_only: bool,
     /// agentrc's optional profiles accepted under `core_only`
     /// (`--extensions`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
 }
 

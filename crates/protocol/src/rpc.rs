@@ -64,7 +64,7 @@ pub struct RunParams {
     /// profile is an error unless `extensions` names its profile); `all`, the
     /// default, accepts every profile agentfile reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<AgentrcProfile>,
+    pub profile: Option<ConformanceProfile>,
     /// agentrc, with `profile: core`: the optional profiles to accept
     /// (capability, instruction, security, placement, observability,
     /// experimental, or all).
@@ -73,9 +73,12 @@ pub struct RunParams {
 }
 
 /// Which agentrc profiles a check accepts (`--profile`).
+// A conformance profile of the format that has them; the published schemas
+// keep the name they were first published under.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum AgentrcProfile {
+#[schemars(rename = "AgentrcProfile")]
+pub enum ConformanceProfile {
     /// Every profile agentfile reads (the default).
     #[default]
     All,
@@ -187,7 +190,7 @@ pub struct ValidateParams {
     /// profile is an error unless `extensions` names its profile); `all`, the
     /// default, accepts every profile agentfile reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<AgentrcProfile>,
+    pub profile: Option<ConformanceProfile>,
     /// agentrc, with `profile: core`: the optional profiles to accept
     /// (capability, instruction, security, placement, observability,
     /// experimental, or all).
@@ -222,7 +225,7 @@ pub struct InspectParams {
     /// profile is an error unless `extensions` names its profile); `all`, the
     /// default, accepts every profile agentfile reads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<AgentrcProfile>,
+    pub profile: Option<ConformanceProfile>,
     /// agentrc, with `profile: core`: the optional profiles to accept
     /// (capability, instruction, security, placement, observability,
     /// experimental, or all).

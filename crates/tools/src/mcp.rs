@@ -110,35 +110,9 @@ impl Drop for McpHub {
     }
 }
 
-/// The name a tool is offered under.
-pub fn exposed_name(server: &str, tool: &str) -> String {
-    let raw = format!("mcp_{server}_{tool}");
-    let clean: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    if clean.len() <= 64 {
-        return clean;
-    }
-    // Keep it recognisable and unique: a prefix plus a hash of the whole name.
-    let hash = fnv1a(raw.as_bytes());
-    format!("{}_{hash:08x}", &clean[..55])
-}
-
-fn fnv1a(bytes: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    for b in bytes {
-        h ^= u32::from(*b);
-        h = h.wrapping_mul(0x0100_0193);
-    }
-    h
-}
+/// The name a tool is offered under (the rule lives in the plan crate, so a
+/// front end can name an MCP tool without a client).
+pub use agentfile_plan::tool::exposed_name;
 
 /// What a client of ours tells servers about itself.
 #[derive(Clone, Default)]
@@ -649,22 +623,6 @@ fn render_blocks(content: &Value, structured: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_sanitised_and_bounded() {
-        assert_eq!(exposed_name("fs", "read_file"), "mcp_fs_read_file");
-        assert_eq!(
-            exposed_name("my server", "do.it/now"),
-            "mcp_my_server_do_it_now"
-        );
-        let long = exposed_name("s", &"x".repeat(100));
-        assert_eq!(long.len(), 64);
-        assert_ne!(long, exposed_name("s", &"x".repeat(101)));
-        assert!(
-            long.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        );
-    }
 
     #[test]
     fn blocks_render() {

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use agentfile_config::Config;
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
 use agentfile_plan::expr::{self, Expr, Template, ValueExpr};
+use agentfile_plan::tool::{Tool, exposed_name};
 use agentfile_plan::trigger::{self, RoutineSource, SourceAt, TriggerDecl, TriggerKind};
 pub use agentfile_plan::values::{coerce, typed_inputs};
 use agentfile_plan::{
@@ -41,9 +42,21 @@ pub const MAX_STEPS: usize = 10_000;
 /// contract).
 pub use agentfile_plan::FS_ROOT_INPUT as FS_ROOT_FIELD;
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options<'a> {
     pub config: Option<&'a Config>,
+    /// What describes the JavaScript tools of the agent files it reads (the
+    /// registry passes the script engine's; the default describes none).
+    pub scripts: &'a dyn agentfile_agent_card::Describe,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            config: None,
+            scripts: &agentfile_agent_card::NoScripts,
+        }
+    }
 }
 
 /// Check a WORKFLOW.md already in `sources`; the plan when it has no errors.
@@ -57,6 +70,7 @@ pub fn analyze(
     let mut fe = Front {
         sources,
         config: opts.config,
+        scripts: opts.scripts,
         diags: Vec::new(),
         stack: Vec::new(),
         loaded: HashMap::new(),
@@ -122,6 +136,7 @@ enum Resolved {
 struct Front<'a> {
     sources: &'a mut SourceMap,
     config: Option<&'a Config>,
+    scripts: &'a dyn agentfile_agent_card::Describe,
     diags: Vec<Diagnostic>,
     /// Files being loaded, outermost first (sub-workflow cycles).
     stack: Vec<PathBuf>,
@@ -1219,9 +1234,9 @@ impl Front<'_> {
         };
         let reads: Vec<String> = match resolved {
             Some(Resolved::Agent) => vec!["prompt".into(), "agent".into()],
-            Some(Resolved::Builtin(t)) => match agentfile_tools::policy::Tool::from_name(t) {
-                Some(tool) => agentfile_tools::builtin::definition(tool)
-                    .parameters
+            Some(Resolved::Builtin(t)) => match Tool::from_name(t) {
+                Some(tool) => tool
+                    .parameters()
                     .get("properties")
                     .and_then(Value::as_object)
                     .map(|p| p.keys().cloned().collect())
@@ -1348,8 +1363,14 @@ impl Front<'_> {
             return Some(a.name.clone());
         }
         let path = cx.dir.join(rel);
-        let card =
-            agentfile_agent_card::load_path(self.sources, &path, rel, Some(sp), &mut self.diags)?;
+        let card = agentfile_agent_card::load_path(
+            self.sources,
+            self.scripts,
+            &path,
+            rel,
+            Some(sp),
+            &mut self.diags,
+        )?;
         cx.agents.push(agentfile_plan::AgentDef {
             name: rel.to_owned(),
             source: PromptSource::File {
@@ -1365,7 +1386,7 @@ impl Front<'_> {
     }
 
     fn resolve(&self, id: &str) -> Option<Resolved> {
-        if agentfile_tools::policy::Tool::from_name(id).is_some() {
+        if Tool::from_name(id).is_some() {
             return Some(Resolved::Builtin(id.to_owned()));
         }
         if id == "agent" {
@@ -1375,16 +1396,12 @@ impl Front<'_> {
         if let Some((server, tool)) = id.split_once('.')
             && config.is_some_and(|c| c.mcp.servers.contains_key(server))
         {
-            return Some(Resolved::Mcp(agentfile_tools::mcp::exposed_name(
-                server, tool,
-            )));
+            return Some(Resolved::Mcp(exposed_name(server, tool)));
         }
         let b = config?.tools.get(id)?;
         if let Some(m) = &b.mcp {
             let (server, tool) = m.split_once(':').unwrap_or((m, id));
-            return Some(Resolved::Mcp(agentfile_tools::mcp::exposed_name(
-                server, tool,
-            )));
+            return Some(Resolved::Mcp(exposed_name(server, tool)));
         }
         if let Some(argv) = &b.command {
             return Some(Resolved::Command(argv.clone()));
@@ -1393,10 +1410,7 @@ impl Front<'_> {
     }
 
     fn unresolved(&self, id: &str, has_contract: bool) -> (String, String) {
-        let mut known: Vec<String> = agentfile_tools::policy::Tool::ALL
-            .into_iter()
-            .map(|t| t.name().to_owned())
-            .collect();
+        let mut known: Vec<String> = Tool::ALL.into_iter().map(|t| t.name().to_owned()).collect();
         known.push("agent".into());
         if let Some(c) = self.config {
             known.extend(c.tools.keys().cloned());
@@ -1856,7 +1870,7 @@ fn plan_of(
             .map(|o| o.keys().cloned().collect())
             .unwrap_or_default(),
         unmapped: agentfile_plan::Unmapped::LastStep,
-        agentrc: None,
+        declared: None,
         triggers: Vec::new(),
     }
 }
@@ -1886,7 +1900,14 @@ mod tests {
         );
         let mut sources = SourceMap::default();
         let file = sources.add(dir.join("WORKFLOW.md"), text);
-        let (d, p) = analyze(&mut sources, file, Options { config });
+        let (d, p) = analyze(
+            &mut sources,
+            file,
+            Options {
+                config,
+                ..Options::default()
+            },
+        );
         (d, p, sources)
     }
 

@@ -52,11 +52,24 @@ pub const MAX_PROMPT_FILE: u64 = 1 << 20;
 /// The variable the goal's user prompt reads the step's input from.
 const STEP_INPUT: &str = "step_input";
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options<'a> {
     pub config: Option<&'a Config>,
     /// Report what a runtime can still interpret as warnings, and run it.
     pub lenient: bool,
+    /// What describes the JavaScript tools of the agent files it reads (the
+    /// registry passes the script engine's; the default describes none).
+    pub scripts: &'a dyn agentfile_agent_card::Describe,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            config: None,
+            lenient: false,
+            scripts: &agentfile_agent_card::NoScripts,
+        }
+    }
 }
 
 /// The project a workflow folder belongs to: the folder holding its
@@ -149,6 +162,7 @@ pub fn analyze(
         sources: std::mem::take(sources),
         agent_diags: Vec::new(),
         cards: HashMap::new(),
+        scripts: opts.scripts,
     };
     let plan = fe.lower();
     *sources = std::mem::take(&mut fe.sources);
@@ -283,7 +297,7 @@ fn span(
     Span::new(file, start, end)
 }
 
-struct Front {
+struct Front<'a> {
     doc: Doc,
     /// The workflow.yaml itself.
     file: FileId,
@@ -299,6 +313,8 @@ struct Front {
     agent_diags: Vec<Diagnostic>,
     /// Agent files loaded, by path relative to `dir`.
     cards: HashMap<String, Option<agentfile_plan::agent::AgentCard>>,
+    /// What describes the agent files' JavaScript tools.
+    scripts: &'a dyn agentfile_agent_card::Describe,
 }
 
 /// Artifact paths (tidy; a folder ends in `/`) and the step that writes
@@ -402,7 +418,7 @@ fn literal(s: &str) -> String {
     s.replace('$', "$$")
 }
 
-impl Front {
+impl Front<'_> {
     fn push(&mut self, f: Finding) {
         self.findings.push(f);
     }
@@ -509,7 +525,7 @@ impl Front {
                 root: agentfile_plan::RunRoot::WorkflowFolder {
                     input: ROOT_FIELD.to_owned(),
                 },
-                agentrc: None,
+                declared: None,
                 triggers,
             }
             .sealed(),
@@ -557,7 +573,7 @@ impl Front {
                     )
                     .hint("use letters, digits and `_`, such as `AGENT_INPUT`"),
                 );
-            } else if agentfile_tools::secrets::secret_shaped(v) {
+            } else if agentfile_config::secret_names::secret_shaped(v) {
                 let mut f = Finding::error(
                     "/trigger/input_var",
                     "secret-input-var",
@@ -684,7 +700,13 @@ impl Front {
             return c.clone();
         }
         let file = self.sources.add(self.dir.join(rel), text);
-        let card = agentfile_agent_card::load(&mut self.sources, file, rel, &mut self.agent_diags);
+        let card = agentfile_agent_card::load(
+            &mut self.sources,
+            self.scripts,
+            file,
+            rel,
+            &mut self.agent_diags,
+        );
         self.cards.insert(rel.to_owned(), card.clone());
         card
     }
@@ -1333,14 +1355,22 @@ mod tests {
         assert!(path_problem("outputs/a.md").is_none());
         assert_eq!(tidy("./outputs//a.md"), "outputs/a.md");
         assert_eq!(tidy("outputs/04-agents/"), "outputs/04-agents/");
-        assert!(agentfile_tools::secrets::secret_shaped("OPENAI_API_KEY"));
-        assert!(agentfile_tools::secrets::secret_shaped("GITHUB_TOKEN"));
-        assert!(agentfile_tools::secrets::secret_shaped("APIKEY"));
-        assert!(agentfile_tools::secrets::secret_shaped("db_password"));
-        assert!(!agentfile_tools::secrets::secret_shaped("INPUT_PATH"));
-        assert!(!agentfile_tools::secrets::secret_shaped("AUTHOR_NAME"));
-        assert!(!agentfile_tools::secrets::secret_shaped("KEYWORDS"));
-        assert!(!agentfile_tools::secrets::secret_shaped("WORKFLOW_REQUEST"));
+        assert!(agentfile_config::secret_names::secret_shaped(
+            "OPENAI_API_KEY"
+        ));
+        assert!(agentfile_config::secret_names::secret_shaped(
+            "GITHUB_TOKEN"
+        ));
+        assert!(agentfile_config::secret_names::secret_shaped("APIKEY"));
+        assert!(agentfile_config::secret_names::secret_shaped("db_password"));
+        assert!(!agentfile_config::secret_names::secret_shaped("INPUT_PATH"));
+        assert!(!agentfile_config::secret_names::secret_shaped(
+            "AUTHOR_NAME"
+        ));
+        assert!(!agentfile_config::secret_names::secret_shaped("KEYWORDS"));
+        assert!(!agentfile_config::secret_names::secret_shaped(
+            "WORKFLOW_REQUEST"
+        ));
         assert_eq!(
             project_root(Path::new("/p/workflows/x")),
             PathBuf::from("/p")

@@ -25,12 +25,24 @@ use agentfile_plan::{self as plan, Plan};
 pub const MAX_PROMPT_BYTES: u64 = 1 << 20;
 
 /// What validation may consult besides the workflow folder.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 pub struct Options<'a> {
     /// The loaded config, for REQUIRES profiles and `skills.paths`. `None`: no
     /// config was found, so profiles cannot be checked (a warning, not an error:
     /// the same workflow runs under different configs).
     pub config: Option<&'a Config>,
+    /// What describes the JavaScript tools of the agent files it reads (the
+    /// registry passes the script engine's; the default describes none).
+    pub scripts: &'a dyn agentfile_agent_card::Describe,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            config: None,
+            scripts: &agentfile_agent_card::NoScripts,
+        }
+    }
 }
 
 /// The security modes the runtime knows.

@@ -92,6 +92,7 @@ impl Validator<'_, '_> {
         {
             let card = agentfile_agent_card::load_path(
                 self.map,
+                self.opts.scripts,
                 &resolved,
                 written,
                 Some(span),

@@ -113,7 +113,7 @@ impl Validator<'_, '_> {
             root: Default::default(),
             output_names: Vec::new(),
             unmapped: Default::default(),
-            agentrc: None,
+            declared: None,
             triggers: Vec::new(),
         }
         .sealed()

@@ -45,7 +45,7 @@ use agentfile_llm::{HttpOptions, Provider};
 use agentfile_plan::{Plan, ReadOptions};
 use agentfile_protocol::events::{Event, EventBody, RunResult, Usage};
 use agentfile_protocol::rpc::{
-    AgentrcProfile, ApproveParams, CancelParams, EventPage, EventParams, RpcError, RunParams,
+    ApproveParams, CancelParams, ConformanceProfile, EventPage, EventParams, RpcError, RunParams,
     RunStatus, SignalParams, code,
 };
 use agentfile_session::events::EventSink;
@@ -268,13 +268,13 @@ impl RunService {
     }
 
     /// How a request's workflow is read: its `lenient`, and `profile` and
-    /// `extensions` checked against agentrc's optional profiles (the CLI's
+    /// `extensions` checked against the optional profiles the reader names (the CLI's
     /// `--lenient`, `--profile` and `--extensions`).
     pub fn read_options(
         &self,
         method: &str,
         lenient: bool,
-        profile: Option<AgentrcProfile>,
+        profile: Option<ConformanceProfile>,
         extensions: &[String],
     ) -> Result<ReadOptions, RpcError> {
         let known = self.options.reader.extension_names();
@@ -286,7 +286,7 @@ impl RunService {
         }
         Ok(ReadOptions {
             lenient,
-            core_only: profile == Some(AgentrcProfile::Core),
+            core_only: profile == Some(ConformanceProfile::Core),
             extensions: extensions.to_vec(),
         })
     }
@@ -783,11 +783,11 @@ impl RunService {
             p.timeout = stored.timeout_secs.map(|s| s.to_string());
         }
         if !p.lenient && p.profile.is_none() && p.extensions.is_empty() {
-            p.lenient = stored.lenient;
-            if stored.core_only {
-                p.profile = Some(AgentrcProfile::Core);
+            p.lenient = stored.read.lenient;
+            if stored.read.core_only {
+                p.profile = Some(ConformanceProfile::Core);
             }
-            p.extensions = stored.extensions;
+            p.extensions = stored.read.extensions;
         }
         Ok(p)
     }
@@ -809,9 +809,11 @@ impl RunService {
                 .config
                 .as_deref()
                 .map(|c| self.path(c).display().to_string()),
-            lenient: p.lenient,
-            core_only: p.profile == Some(AgentrcProfile::Core),
-            extensions: p.extensions.clone(),
+            read: ReadOptions {
+                lenient: p.lenient,
+                core_only: p.profile == Some(ConformanceProfile::Core),
+                extensions: p.extensions.clone(),
+            },
             ..run::RunSettings::default()
         }
     }

@@ -40,7 +40,14 @@ pub fn agent_prompts(root: &std::path::Path) -> Vec<AgentPrompt> {
         // One file must not take the list down: a panic while loading it
         // skips it, with a warning.
         let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            agentfile_agent_card::load_path(&mut sources, &path, &written, None, &mut diags)
+            agentfile_agent_card::load_path(
+                &mut sources,
+                &agentfile_frontend::ScriptEngine,
+                &path,
+                &written,
+                None,
+                &mut diags,
+            )
         }));
         let card = match loaded {
             Ok(card) => card,
@@ -217,18 +224,15 @@ pub fn get(name: &str, args: Option<&JsonObject>) -> Result<GetPromptResult, Pro
         "list" => ("List workflows", LIST.to_owned()),
         "create" => {
             let target = match arg(args, "format") {
-                None => agentfile_author::Target::WorkflowYaml,
+                None => agentfile_author::Target::default(),
                 Some(name) => {
                     agentfile_author::Target::from_name(&name).map_err(PromptError::Format)?
                 }
             };
-            let text = match target {
-                agentfile_author::Target::WorkflowYaml => {
-                    generate_text(arg(args, "task").as_deref(), arg(args, "name").as_deref())
-                }
-                agentfile_author::Target::Agentfile => {
-                    create_text(arg(args, "task").as_deref(), arg(args, "path").as_deref())
-                }
+            let text = if target.runs_the_generator() {
+                generate_text(arg(args, "task").as_deref(), arg(args, "name").as_deref())
+            } else {
+                create_text(arg(args, "task").as_deref(), arg(args, "path").as_deref())
             };
             ("Create a workflow", text)
         }
@@ -385,14 +389,14 @@ mod tests {
             t.contains("`create` tool") && t.contains("`promote`"),
             "{t}"
         );
-        let mut dsl = JsonObject::new();
-        dsl.insert("format".into(), "agentfile".into());
-        let t = text(&get("create", Some(&dsl)).unwrap());
+        let mut written = JsonObject::new();
+        written.insert("format".into(), "agentfile".into());
+        let t = text(&get("create", Some(&written)).unwrap());
         assert!(
             t.contains("`validate`") && t.contains("CONVERGE") && t.contains("NAME code-review")
         );
-        dsl.insert("format".into(), "toml".into());
-        assert!(get("create", Some(&dsl)).is_err());
+        written.insert("format".into(), "toml".into());
+        assert!(get("create", Some(&written)).is_err());
         assert!(get("nope", None).is_err());
     }
 

@@ -22,145 +22,18 @@ pub mod memory;
 pub mod search;
 pub mod web;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::policy::Tool;
 use agentfile_llm::ToolDef;
 
-/// The JSON Schema and description of a built-in tool.
+/// The JSON Schema and description of a built-in tool (the data lives with
+/// the tool-name table in the plan crate, which the front ends read too).
 pub fn definition(tool: Tool) -> ToolDef {
-    let (description, parameters) = match tool {
-        Tool::Read => (
-            "Read a text file. Paths are relative to the workspace. Long files are cut at a size cap; use offset/limit (in lines) to read further.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to read."},
-                    "offset": {"type": "integer", "minimum": 1, "description": "First line to return (1-based)."},
-                    "limit": {"type": "integer", "minimum": 1, "description": "How many lines to return."}
-                },
-                "required": ["path"]
-            }),
-        ),
-        Tool::Write => (
-            "Create or overwrite a file with the given content, creating parent directories as needed.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to write."},
-                    "content": {"type": "string", "description": "The whole new content."}
-                },
-                "required": ["path", "content"]
-            }),
-        ),
-        Tool::Edit => (
-            "Replace exact text in a file. `old` must occur exactly once (include surrounding lines to make it unique) unless replace_all is true.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "File to edit."},
-                    "old": {"type": "string", "description": "Exact text to find, whitespace included."},
-                    "new": {"type": "string", "description": "Text to put in its place."},
-                    "replace_all": {"type": "boolean", "description": "Replace every occurrence instead of requiring exactly one."}
-                },
-                "required": ["path", "old", "new"]
-            }),
-        ),
-        Tool::Glob => (
-            "Find files by name pattern: `*` matches within one path segment, `**` any number of segments (e.g. `src/**/*.rs`). Honours .gitignore unless respect_gitignore is false.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Glob pattern, relative to path."},
-                    "path": {"type": "string", "description": "Directory to search (default: the workspace)."},
-                    "respect_gitignore": {"type": "boolean", "description": "Skip files ignored by .gitignore (default true)."}
-                },
-                "required": ["pattern"]
-            }),
-        ),
-        Tool::Grep => (
-            "Search file contents with a regular expression (Rust regex syntax) in a file or a directory tree. Prints path:line:text, with context lines when asked.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression."},
-                    "path": {"type": "string", "description": "File or directory (default: the workspace)."},
-                    "glob": {"type": "string", "description": "Only search files whose path matches this glob (e.g. `*.rs`)."},
-                    "case_insensitive": {"type": "boolean"},
-                    "fixed_strings": {"type": "boolean", "description": "Treat pattern as literal text."},
-                    "context": {"type": "integer", "minimum": 0, "maximum": 10, "description": "Lines of context before and after each match."},
-                    "respect_gitignore": {"type": "boolean", "description": "Skip files ignored by .gitignore (default true)."}
-                },
-                "required": ["pattern"]
-            }),
-        ),
-        Tool::Ls => (
-            "List a directory: names, with `/` after directories and sizes of files.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "path": {"type": "string", "description": "Directory (default: the workspace)."}
-                }
-            }),
-        ),
-        Tool::Bash => (
-            "Run a bash command in the workspace and return its exit code, stdout and stderr. Only commands the policy allows run; each command of a line (after ;, &&, |, inside $(...)) is checked. Runs with a timeout and without secrets in its environment.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "description": "The command line."},
-                    "timeout": {"type": "integer", "minimum": 1, "description": "Seconds before the command is killed (capped by the runtime)."}
-                },
-                "required": ["command"]
-            }),
-        ),
-        Tool::WebFetch => (
-            "Fetch a web page over http(s) and return it as readable text (HTML reduced to text).",
-            json!({
-                "type": "object",
-                "properties": {
-                    "url": {"type": "string", "description": "Absolute http or https URL."}
-                },
-                "required": ["url"]
-            }),
-        ),
-        Tool::WebSearch => (
-            "Search the web and return titles, URLs and snippets.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "query": {"type": "string"},
-                    "max_results": {"type": "integer", "minimum": 1, "maximum": 20}
-                },
-                "required": ["query"]
-            }),
-        ),
-        Tool::MemoryRead => (
-            "Read a value this agent stored earlier (it persists across runs). Without a value for the key, the stored keys are listed.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "key": {"type": "string"}
-                },
-                "required": ["key"]
-            }),
-        ),
-        Tool::MemoryWrite => (
-            "Store a value under a key for this agent; it persists across runs and replaces any earlier value.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "key": {"type": "string"},
-                    "value": {"type": "string"}
-                },
-                "required": ["key", "value"]
-            }),
-        ),
-    };
     ToolDef {
         name: tool.name().to_owned(),
-        description: description.to_owned(),
-        parameters,
+        description: tool.description().to_owned(),
+        parameters: tool.parameters(),
     }
 }
 
@@ -370,6 +243,7 @@ pub(crate) fn some_names(names: &[String], max: usize) -> String {
 mod tests {
     use super::*;
     use agentfile_llm::schema::{SchemaTarget, clean};
+    use serde_json::json;
 
     #[test]
     fn schemas_survive_cleaning_for_every_provider() {

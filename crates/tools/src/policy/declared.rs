@@ -1,6 +1,8 @@
 //! The run-time side of an agentrc declaration: a [`Guard`] on the gate that
 //! allows only what the file declares (its tools, MOUNT paths and hosts) and
-//! what its Cedar policies permit.
+//! what its Cedar policies permit. The policies come compiled with the plan
+//! ([`Grants::compiled`](agentfile_plan::declared::Grants::compiled)): this
+//! module asks them through [`Authorize`] and links no Cedar parser.
 //!
 //! Cedar requests, per call:
 //!
@@ -22,23 +24,36 @@
 
 use std::path::{Path, PathBuf};
 
-use super::cedar;
+use std::sync::Arc;
+
 use crate::Denial;
 use crate::policy::paths::{self, PathPattern};
 use crate::policy::web::DomainPattern;
 use crate::policy::{Guard, Permit, Request, Tool};
-use agentfile_plan::declared::Declaration;
+use agentfile_plan::declared::{Authorize, Declaration, Verdict};
 
 /// The grants of one declaration, bound to a workspace.
-#[derive(Debug)]
 pub struct DeclarationGuard {
     agent: String,
     /// `(built-in or mcp:server:tool, Cedar name)`.
     tools: Vec<(String, String)>,
     mounts: Vec<(PathPattern, bool, String)>,
     hosts: Vec<DomainPattern>,
-    cedar: Option<cedar::Policies>,
+    cedar: Option<Arc<dyn Authorize>>,
     workspace: PathBuf,
+}
+
+impl std::fmt::Debug for DeclarationGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeclarationGuard")
+            .field("agent", &self.agent)
+            .field("tools", &self.tools)
+            .field("mounts", &self.mounts)
+            .field("hosts", &self.hosts)
+            .field("cedar", &self.cedar.is_some())
+            .field("workspace", &self.workspace)
+            .finish()
+    }
 }
 
 fn refuse(tool: &str, rule: impl Into<String>, reason: impl Into<String>) -> Denial {
@@ -68,9 +83,10 @@ pub enum GuardError {
         host: String,
         source: super::web::DomainError,
     },
-    /// The Cedar policy's problems, in order.
-    #[error("{}", .0.join("; "))]
-    Cedar(Vec<String>),
+    /// The declaration has policies, but the plan carries them uncompiled
+    /// (it did not come from the front end that reads them).
+    #[error("its policies were not compiled by the front end that read them")]
+    Uncompiled,
 }
 
 impl DeclarationGuard {
@@ -114,16 +130,10 @@ impl DeclarationGuard {
             .iter()
             .filter_map(|t| Some((t.tool.clone()?, t.name.clone())))
             .collect();
-        let cedar = match &g.cedar {
-            None => None,
-            Some(blocks) => {
-                let blocks: Vec<cedar::Block<'_>> = blocks.iter().map(cedar::Block::from).collect();
-                Some(
-                    cedar::Policies::parse(&blocks).map_err(|p| {
-                        GuardError::Cedar(p.into_iter().map(|p| p.message).collect())
-                    })?,
-                )
-            }
+        let cedar = match (&g.cedar, &g.compiled.0) {
+            (None, _) => None,
+            (Some(_), Some(compiled)) => Some(compiled.clone()),
+            (Some(_), None) => return Err(GuardError::Uncompiled),
         };
         Ok(DeclarationGuard {
             agent: decl.agent.clone(),
@@ -164,7 +174,7 @@ impl DeclarationGuard {
         if !d.allowed {
             return Err(refuse(
                 tool,
-                d.rule(),
+                d.rule.clone(),
                 format!(
                     "Cedar does not permit `tool.invoke` of `{name}`{}",
                     errors(&d)
@@ -184,7 +194,7 @@ impl DeclarationGuard {
                     .map_or(String::new(), |(k, v)| format!(" ({k} {v})"));
                 return Err(refuse(
                     tool,
-                    d.rule(),
+                    d.rule.clone(),
                     format!("Cedar does not permit `{action}`{what}{}", errors(&d)),
                 ));
             }
@@ -236,7 +246,7 @@ impl DeclarationGuard {
     }
 }
 
-fn errors(d: &cedar::Decision) -> String {
+fn errors(d: &Verdict) -> String {
     if d.errors.is_empty() {
         String::new()
     } else {
@@ -391,5 +401,72 @@ pub fn check_runnable(decl: &Declaration) -> Result<(), NotRunnable> {
             agent: decl.agent.to_string(),
             problems,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agentfile_plan::declared::{Compiled, Grants};
+
+    #[derive(Debug)]
+    struct PermitAll;
+
+    impl Authorize for PermitAll {
+        fn authorize(&self, _: &str, _: &str, _: &str, _: &str, _: &[(&str, &str)]) -> Verdict {
+            Verdict {
+                allowed: true,
+                rule: "all".to_owned(),
+                errors: Vec::new(),
+            }
+        }
+
+        fn authorize_with_default_permit(
+            &self,
+            a: &str,
+            b: &str,
+            c: &str,
+            d: &str,
+            e: &[(&str, &str)],
+        ) -> Verdict {
+            self.authorize(a, b, c, d, e)
+        }
+
+        fn permits_name(&self, _: &str) -> bool {
+            true
+        }
+    }
+
+    fn declaration(
+        cedar: Option<Vec<agentfile_plan::declared::Block>>,
+        compiled: Compiled,
+    ) -> Declaration {
+        Declaration {
+            syntax: "core".to_owned(),
+            syntax_directive: None,
+            agent: "a".to_owned(),
+            digest: String::new(),
+            extensions: Vec::new(),
+            directives: Vec::new(),
+            grants: Grants {
+                cedar,
+                compiled,
+                ..Grants::default()
+            },
+        }
+    }
+
+    /// Policies the plan carries as text only (a plan that did not come from
+    /// the front end that compiles them) are refused, never skipped.
+    #[test]
+    fn policies_never_compiled_refuse_the_run() {
+        let ws = std::env::temp_dir();
+        let uncompiled = declaration(Some(Vec::new()), Compiled::default());
+        let err = DeclarationGuard::new(&uncompiled, &ws, None).unwrap_err();
+        assert_eq!(err, GuardError::Uncompiled);
+        let compiled = declaration(Some(Vec::new()), Compiled(Some(Arc::new(PermitAll))));
+        assert!(DeclarationGuard::new(&compiled, &ws, None).is_ok());
+        let none = declaration(None, Compiled::default());
+        assert!(DeclarationGuard::new(&none, &ws, None).is_ok());
     }
 }

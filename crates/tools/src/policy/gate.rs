@@ -534,7 +534,7 @@ impl Gate {
     }
 
     fn tool(&self, tool: Tool) -> &ToolGate {
-        &self.tools[tool.index()]
+        &self.tools[tool as usize]
     }
 
     /// Whether to offer a built-in tool to the model: enabled, and not certain

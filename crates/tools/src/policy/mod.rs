@@ -81,7 +81,6 @@
 //! servers, for the files a client names ([`Gate::workspace_readable`]).
 
 pub mod bash;
-pub mod cedar;
 pub mod control;
 pub mod declared;
 mod gate;
@@ -101,91 +100,19 @@ pub use gate::{Gate, Guard, Permit, Request, SandboxInputs};
 /// The policy file name looked for beside a workflow.
 pub const POLICY_FILE: &str = "policy.toml";
 
-/// A built-in tool the policy has a section for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Tool {
-    Read,
-    Write,
-    Edit,
-    Glob,
-    Grep,
-    Ls,
-    Bash,
-    WebFetch,
-    WebSearch,
-    MemoryRead,
-    MemoryWrite,
-}
+/// A built-in tool the policy has a section for: the table lives with the
+/// plan, which the front ends resolve tool names against.
+pub use agentfile_plan::tool::Tool;
 
-impl Tool {
-    /// Every built-in tool, in the order they are offered to the model.
-    pub const ALL: [Tool; 11] = [
-        Tool::Read,
-        Tool::Write,
-        Tool::Edit,
-        Tool::Glob,
-        Tool::Grep,
-        Tool::Ls,
-        Tool::Bash,
-        Tool::WebFetch,
-        Tool::WebSearch,
-        Tool::MemoryRead,
-        Tool::MemoryWrite,
-    ];
-
-    /// The tool's name, as the model calls it and as its policy section is named.
-    pub fn name(self) -> &'static str {
-        match self {
-            Tool::Read => "read",
-            Tool::Write => "write",
-            Tool::Edit => "edit",
-            Tool::Glob => "glob",
-            Tool::Grep => "grep",
-            Tool::Ls => "ls",
-            Tool::Bash => "bash",
-            Tool::WebFetch => "web_fetch",
-            Tool::WebSearch => "web_search",
-            Tool::MemoryRead => "memory_read",
-            Tool::MemoryWrite => "memory_write",
+/// Keys a section of `tool` may contain.
+fn section_keys(tool: Tool) -> &'static [&'static str] {
+    match tool {
+        Tool::Read | Tool::Write | Tool::Edit | Tool::Glob | Tool::Grep | Tool::Ls => {
+            &["enabled", "allow", "deny", "rate_limit"]
         }
-    }
-
-    pub fn from_name(name: &str) -> Option<Tool> {
-        Tool::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    /// Tools whose argument is a path matched against `allow`/`deny`.
-    pub fn is_path_tool(self) -> bool {
-        matches!(
-            self,
-            Tool::Read | Tool::Write | Tool::Edit | Tool::Glob | Tool::Grep | Tool::Ls
-        )
-    }
-
-    fn is_web(self) -> bool {
-        matches!(self, Tool::WebFetch | Tool::WebSearch)
-    }
-
-    /// Keys a section of this tool may contain.
-    fn keys(self) -> &'static [&'static str] {
-        match self {
-            Tool::Read | Tool::Write | Tool::Edit | Tool::Glob | Tool::Grep | Tool::Ls => {
-                &["enabled", "allow", "deny", "rate_limit"]
-            }
-            Tool::Bash => &["enabled", "allowlist", "denylist", "rate_limit"],
-            Tool::WebFetch => &["enabled", "allow_domains", "rate_limit"],
-            Tool::WebSearch | Tool::MemoryRead | Tool::MemoryWrite => &["enabled", "rate_limit"],
-        }
-    }
-}
-
-impl fmt::Display for Tool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
+        Tool::Bash => &["enabled", "allowlist", "denylist", "rate_limit"],
+        Tool::WebFetch => &["enabled", "allow_domains", "rate_limit"],
+        Tool::WebSearch | Tool::MemoryRead | Tool::MemoryWrite => &["enabled", "rate_limit"],
     }
 }
 
@@ -434,7 +361,7 @@ impl Policy {
         for tool in Tool::ALL {
             let on = tool.is_path_tool() || matches!(tool, Tool::MemoryRead | Tool::MemoryWrite);
             if on {
-                sections[tool.index()] = Some(Section {
+                sections[tool as usize] = Some(Section {
                     label: tool.name().to_owned(),
                     enabled: Some(true),
                     allow: vec![Pat {
@@ -488,7 +415,7 @@ impl Policy {
     }
 
     pub(crate) fn section(&self, tool: Tool) -> Option<&Section> {
-        self.sections[tool.index()].as_ref()
+        self.sections[tool as usize].as_ref()
     }
 
     /// Widen this policy for one run with `--allow TOOL[:PATTERN]` grants, as
@@ -603,7 +530,7 @@ impl Policy {
                 label: s.label.clone(),
             });
         }
-        let section = self.sections[tool.index()].get_or_insert_with(|| Section {
+        let section = self.sections[tool as usize].get_or_insert_with(|| Section {
             label: tool.name().to_owned(),
             ..Section::default()
         });
@@ -931,7 +858,7 @@ fn section(
     };
     match key {
         TopKey::Tool(tool) => {
-            if policy.sections[tool.index()].is_some() {
+            if policy.sections[tool as usize].is_some() {
                 cx.problem(
                     &value.span(),
                     format!("the {tool} section appears twice (as [{tool}] and [tools.{tool}])"),
@@ -944,7 +871,7 @@ fn section(
             };
             for (k, v) in table.iter() {
                 let kname: &str = k.get_ref();
-                if !tool.keys().contains(&kname) {
+                if !section_keys(tool).contains(&kname) {
                     let hint = key_hint(tool, kname);
                     cx.problem(
                         &k.span(),
@@ -964,7 +891,7 @@ fn section(
                     _ => {}
                 }
             }
-            policy.sections[tool.index()] = Some(s);
+            policy.sections[tool as usize] = Some(s);
         }
         TopKey::Mcp => {
             if policy.mcp.is_some() {
@@ -1027,9 +954,9 @@ fn key_hint(tool: Tool, key: &str) -> String {
         }
         _ => {}
     }
-    match agentfile_plan::diag::suggest(key, tool.keys().iter().copied()) {
+    match agentfile_plan::diag::suggest(key, section_keys(tool).iter().copied()) {
         Some(s) => format!("; did you mean `{s}`?"),
-        None => format!("; [{tool}] takes {}", tool.keys().join(", ")),
+        None => format!("; [{tool}] takes {}", section_keys(tool).join(", ")),
     }
 }
 

@@ -21,8 +21,9 @@
 //! a number).
 //!
 //! What this is not: the reader of the Agentfile (it finds the blocks,
-//! `agentrc::syntax`) nor the gate that asks for decisions
-//! ([`super::declared`]).
+//! [`crate::syntax`]) nor the gate that asks for decisions (the tools'
+//! `policy::declared`, which holds the compiled [`Policies`] as an
+//! [`Authorize`] carried by the plan, and knows neither Cedar nor agentrc).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -35,6 +36,7 @@ use cedar_policy::{
 };
 
 use agentfile_config::text;
+use agentfile_plan::declared::{Authorize, Verdict};
 use agentfile_plan::diag;
 
 /// The namespace every entity type of an Agentfile policy lives in.
@@ -479,6 +481,52 @@ impl Policies {
             errors,
             rule,
         }
+    }
+}
+
+impl From<Decision> for Verdict {
+    fn from(d: Decision) -> Verdict {
+        Verdict {
+            allowed: d.allowed,
+            rule: d.rule,
+            errors: d.errors,
+        }
+    }
+}
+
+impl Authorize for Policies {
+    fn authorize(
+        &self,
+        agent: &str,
+        action: &str,
+        resource_type: &str,
+        resource: &str,
+        context: &[(&str, &str)],
+    ) -> Verdict {
+        Policies::authorize(self, agent, action, resource_type, resource, context).into()
+    }
+
+    fn authorize_with_default_permit(
+        &self,
+        agent: &str,
+        action: &str,
+        resource_type: &str,
+        resource: &str,
+        context: &[(&str, &str)],
+    ) -> Verdict {
+        Policies::authorize_with_default_permit(
+            self,
+            agent,
+            action,
+            resource_type,
+            resource,
+            context,
+        )
+        .into()
+    }
+
+    fn permits_name(&self, action: &str) -> bool {
+        Policies::permits_name(self, action)
     }
 }
 
