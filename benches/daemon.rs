@@ -45,7 +45,7 @@ fn main() {
 }
 
 /// The binary measured: `AGENTFILE_BIN` when set (as scripts/bench-cluster.sh
-/// does for tests/cluster.rs), else the one cargo built with this bench.
+/// does for tests/e2e/cluster.rs), else the one cargo built with this bench.
 fn bin() -> PathBuf {
     std::env::var_os("AGENTFILE_BIN")
         .map(PathBuf::from)

@@ -8,7 +8,9 @@
 //! - `resume_read`: `events(id, 0)` of a 1,000-event session in a database that
 //!   also holds 1 or 200 other sessions of 1,000 events, written interleaved
 //!   as concurrent runs would. Resume cost should depend on the session, not on
-//!   the database.
+//!   the database. Run as a test (`cargo test --all-targets`, no `--bench`),
+//!   the sessions hold 100 events: each benchmark runs once, and a debug
+//!   build need not write 201,000 events first.
 //!
 //! Events are a realistic mix (request, response with text and a tool call,
 //! tool call, tool result; about 400 bytes each). The files live under
@@ -170,7 +172,9 @@ fn append_file(bencher: divan::Bencher) {
 
 #[divan::bench(args = [1, 200], sample_count = 30)]
 fn resume_read(bencher: divan::Bencher, others: usize) {
-    const EVENTS: u64 = 1_000;
+    // `cargo bench` passes `--bench`; `cargo test` runs each benchmark once.
+    let benchmarking = std::env::args().any(|a| a == "--bench");
+    let events: u64 = if benchmarking { 1_000 } else { 100 };
     let store = sqlite(&format!("resume-{others}"), Durability::Normal);
     let mut ids: Vec<String> = (0..others).map(|i| format!("other-{i}")).collect();
     ids.push("target".into());
@@ -179,15 +183,15 @@ fn resume_read(bencher: divan::Bencher, others: usize) {
     }
     // Interleaved, as concurrent runs write: the target's rows are spread
     // over the whole table.
-    for seq in 1..=EVENTS {
+    for seq in 1..=events {
         let round: Vec<Event> = ids.iter().map(|id| event(id, seq)).collect();
         store.append_batch(&round).expect("append");
     }
     bencher
-        .counter(ItemsCount::new(EVENTS as usize))
+        .counter(ItemsCount::new(events as usize))
         .bench_local(|| {
-            let events = store.events("target", 0).expect("read");
-            assert_eq!(events.len() as u64, EVENTS);
-            events
+            let read = store.events("target", 0).expect("read");
+            assert_eq!(read.len() as u64, events);
+            read
         });
 }

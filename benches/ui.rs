@@ -30,7 +30,10 @@
 //! `synchronous=NORMAL`): about a minute on two cores.
 //!
 //! Run with `cargo bench --bench ui`; `cargo bench --bench ui -- --test`
-//! builds the workspace and runs each benchmark once.
+//! builds the workspace and runs each benchmark once. `cargo test
+//! --all-targets` (no `--bench`) smoke-tests them over a store a tenth the
+//! size (10,000 sessions and the big one, `target/tmp/bench-ui-smoke`): a
+//! debug build need not fill 100,000 sessions to run each benchmark once.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -56,7 +59,7 @@ fn main() {
     divan::main();
 }
 
-/// Sessions in the store besides the big one.
+/// Sessions in the store besides the big one, when benchmarking.
 const SESSIONS: usize = 100_000;
 /// Events of the big session.
 const BIG_EVENTS: usize = 10_000;
@@ -75,12 +78,23 @@ const FILL_VERSION: u32 = 1;
 /// The address the `Host` header names (nothing listens there).
 const LOCAL: &str = "127.0.0.1:8790";
 
+/// Sessions in the store besides the big one: [`SESSIONS`] under `cargo
+/// bench` (which passes `--bench`), a tenth of them when `cargo test` runs
+/// each benchmark once as a smoke test.
+fn sessions() -> usize {
+    if std::env::args().any(|a| a == "--bench") {
+        SESSIONS
+    } else {
+        SESSIONS / 10
+    }
+}
+
 /// What the benchmarks share: the runtime, the web view and the ids.
 struct Fixture {
     rt: tokio::runtime::Runtime,
     ui: Arc<Ui>,
     big: String,
-    /// The cursor after the 50,000th session of the list.
+    /// The cursor after the 50,000th session of the list (half the store).
     deep: String,
 }
 
@@ -110,7 +124,7 @@ fn fixture() -> &'static Fixture {
             },
         )
         .expect("the web view");
-        let deep = deep_cursor(&ws.join(".agentfile/sessions.db"), 50_000);
+        let deep = deep_cursor(&ws.join(".agentfile/sessions.db"), sessions() / 2);
         let f = Fixture { rt, ui, big, deep };
         // Warm: the plan cache, SQLite's page cache.
         f.get(&format!("/ui/api/sessions/{}", f.big));
@@ -197,7 +211,7 @@ fn list_rare_search(bencher: divan::Bencher) {
     let f = fixture();
     bencher.bench(|| {
         let body = f.get("/ui/api/sessions?q=zanzibar");
-        assert_eq!(rows(&body), SESSIONS / 10_000);
+        assert_eq!(rows(&body), sessions() / 10_000);
         body
     });
 }
@@ -245,7 +259,11 @@ fn stream_first_frame(bencher: divan::Bencher) {
 
 /// The workspace, built when missing, and the big session's id.
 fn workspace() -> (PathBuf, String) {
-    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("bench-ui");
+    let root = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(if sessions() == SESSIONS {
+        "bench-ui"
+    } else {
+        "bench-ui-smoke"
+    });
     let marker = root.join("fill.json");
     if let Ok(text) = std::fs::read_to_string(&marker)
         && let Ok(v) = serde_json::from_str::<serde_json::Value>(&text)
@@ -266,7 +284,7 @@ fn workspace() -> (PathBuf, String) {
         "version": FILL_VERSION,
         "workspace": ws,
         "big": big,
-        "sessions": SESSIONS + 1,
+        "sessions": sessions() + 1,
         "big_events": BIG_EVENTS,
         "fill_s": started.elapsed().as_secs_f64(),
     });
@@ -462,7 +480,7 @@ fn fill(ws: &Path) -> String {
 fn fill_many(store: &SqliteStore, ws: &Path, paths: &BTreeMap<&'static str, PathBuf>) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut batch = Vec::new();
-    for i in 0..SESSIONS {
+    for i in 0..sessions() {
         let start = (BASE_S + i as u64 * 60) * 1000 + rng.below(1000);
         let created = rfc3339(at(start));
         let id = session_id(&created, &mut rng);
@@ -744,7 +762,7 @@ fn fill_big(store: &SqliteStore, ws: &Path, path: &Path) -> String {
     const PLAN_TURNS: u64 = 10;
     const SUMMARY_TURNS: u64 = 10;
     let mut rng = Rng(0x0123_4567_89ab_cdef);
-    let start = (BASE_S + SESSIONS as u64 * 60 + 60) * 1000;
+    let start = (BASE_S + sessions() as u64 * 60 + 60) * 1000;
     let created = rfc3339(at(start));
     let id = session_id(&created, &mut rng);
     let mut m = meta(&id, "review-each", path, ws, &created);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Throughput of `agentfile worker`s over NATS JetStream: runs/s with 1, 2 and 3
-# workers (tests/cluster.rs, throughput_one_vs_three_workers), asserting that 3
+# workers (tests/e2e/cluster.rs, throughput_one_vs_three_workers), asserting that 3
 # workers do at least CLUSTER_MIN_SPEEDUP (default 2.5) times what one does.
 # Needs nats-server and PostgreSQL (scripts/test.sh installs both as root) and
 # enough cores for 3 workers, the server, NATS and PostgreSQL side by side.
@@ -25,4 +25,4 @@ if [ -z "${AGENTFILE_BIN:-}" ] || [ -z "${FAKE_BIN:-}" ]; then
     FAKE_BIN="${FAKE_BIN:-$release/fake-provider}"
 fi
 export AGENTFILE_BIN FAKE_BIN
-exec cargo test --test cluster throughput_one_vs_three_workers -- --nocapture
+exec cargo test --test e2e cluster::throughput_one_vs_three_workers -- --nocapture

@@ -3,7 +3,7 @@
 # demo against the loopback fake provider, scripted by
 # examples/demo/record.script.json, with --record. Run it after changing
 # anything that changes what the runtime sends a model (prompts, tool schemas);
-# tests/demo.rs fails until you do.
+# tests/e2e/demo.rs fails until you do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --bins

@@ -11,7 +11,7 @@ if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
 fi
 
-# The official MCP Python SDK, for tests/mcp_python.rs (`agentfile mcp` driven
+# The official MCP Python SDK, for tests/e2e/mcp_python.rs (`agentfile mcp` driven
 # by another implementation than ours). A venv under target/, made once.
 echo "== MCP Python SDK (target/py-mcp)"
 venv=target/py-mcp
@@ -29,20 +29,20 @@ if [ -x "$venv/bin/python" ]; then
   # The client is written against the SDK's 2.x API (snake_case results, `mcp.Client`).
   "$venv/bin/python" -c 'import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(not v.startswith("2."))' 2>/dev/null \
     || "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
-  # pytest, for the sandbox's "test suites still run" check (tests/sandbox.rs).
+  # pytest, for the sandbox's "test suites still run" check (tests/e2e/sandbox.rs).
   "$venv/bin/python" -c 'import pytest' 2>/dev/null \
     || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pytest>=8,<10'
   AGENTFILE_PY="$PWD/$venv/bin/python"
   export AGENTFILE_PY
   echo "mcp $("$AGENTFILE_PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
 else
-  echo "no python3 with venv: tests/mcp_python.rs will be skipped (or fail under CI)"
+  echo "no python3 with venv: tests/e2e/mcp_python.rs will be skipped (or fail under CI)"
 fi
 
-# A real browser for the web view's tests (tests/ui.rs): Debian's Chromium,
+# A real browser for the web view's tests (tests/e2e/ui.rs): Debian's Chromium,
 # driven by Playwright for Python with that browser (Playwright's own browser
 # download is not used). Playwright 1.64 is the release built for Chromium 156.
-echo "== Chromium and Playwright (tests/ui.rs)"
+echo "== Chromium and Playwright (tests/e2e/ui.rs)"
 chromium=${AGENTFILE_CHROMIUM:-/usr/lib/chromium/chromium}
 if [ ! -x "$chromium" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; } \
@@ -55,10 +55,10 @@ if [ -x "$chromium" ] && [ -x "$venv/bin/python" ]; then
   export AGENTFILE_CHROMIUM
   echo "$("$chromium" --version 2>/dev/null | head -1), playwright $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("playwright"))')"
 else
-  echo "no chromium or no venv: the browser half of tests/ui.rs will be skipped (or fail under CI)"
+  echo "no chromium or no venv: the browser half of tests/e2e/ui.rs will be skipped (or fail under CI)"
 fi
 
-# The programs the sandbox escape corpus drives (tests/sandbox_escapes.rs):
+# The programs the sandbox escape corpus drives (crates/tools/tests/tools/sandbox_escapes.rs):
 # each attempt is made by an allowed program, so they must be there to try.
 echo "== programs for the sandbox escape corpus"
 missing=""
@@ -102,11 +102,11 @@ if [ -x "$node22" ] && [ -f "$conf/v02/node_modules/@modelcontextprotocol/confor
   fi
   echo "node $("$AGENTFILE_NODE" --version), conformance 0.2.0-alpha.12 and 0.1.16"
 else
-  echo "no Node 22 and conformance suite: tests/mcp_conformance.rs will be skipped (or fail under CI)"
+  echo "no Node 22 and conformance suite: tests/e2e/mcp_conformance.rs will be skipped (or fail under CI)"
 fi
 
 # The official MCP TypeScript SDK and its tasks client, for
-# tests/mcp_typescript.rs (runs as tasks driven by another implementation than
+# tests/e2e/mcp_typescript.rs (runs as tasks driven by another implementation than
 # ours). Pinned, under target/mcp-ts, installed once; run by the Node 22 above.
 echo "== MCP TypeScript SDK (target/mcp-ts)"
 ts=target/mcp-ts
@@ -124,11 +124,11 @@ if [ -n "${AGENTFILE_NODE:-}" ] && ts_ok; then
   export AGENTFILE_MCP_TS
   echo "@modelcontextprotocol/client 2.4.0, @modelcontextprotocol/ext-tasks 0.2.2"
 else
-  echo "no Node 22 and MCP TypeScript SDK: tests/mcp_typescript.rs will be skipped (or fail under CI)"
+  echo "no Node 22 and MCP TypeScript SDK: tests/e2e/mcp_typescript.rs will be skipped (or fail under CI)"
 fi
 
 # PostgreSQL server binaries, for the PostgreSQL session store's tests
-# (tests/session_store.rs starts its own throwaway cluster on a free port as the
+# (crates/session/tests/stores/store.rs starts its own throwaway cluster on a free port as the
 # `postgres` user; Debian's own cluster service is neither needed nor started).
 echo "== PostgreSQL (/usr/lib/postgresql/*/bin)"
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
@@ -148,7 +148,7 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 fi
 ls -d /usr/lib/postgresql/*/bin 2>/dev/null | tail -n 1 || true
 
-# nats-server with JetStream, for tests/cluster.rs (which starts its own on a
+# nats-server with JetStream, for tests/e2e/cluster.rs (which starts its own on a
 # free loopback port; the package's service is neither needed nor started).
 echo "== nats-server"
 if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; then
@@ -181,7 +181,7 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-# The conformance suite's fixture server (tests/mcp_conformance.rs): `cargo
+# The conformance suite's fixture server (tests/e2e/mcp_conformance.rs): `cargo
 # test` builds examples only as test harnesses, so build the program itself.
 cargo build --locked --example mcp_fixtures
 cargo test --locked --workspace --all-targets 2>&1 | tee "$log"

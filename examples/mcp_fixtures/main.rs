@@ -1,5 +1,5 @@
 //! `agentfile mcp` with the test tools of the MCP conformance suite's
-//! "everything" server beside agentfile's own, for `tests/mcp_conformance.rs`:
+//! "everything" server beside agentfile's own, for `tests/e2e/mcp_conformance.rs`:
 //! the same server code as the shipped binary (its [`McpOptions`], HTTP front
 //! and stdio transport), plus an [`ExtraTools`] registry that the CLI never
 //! fills. Not a product: the tools answer fixed content.

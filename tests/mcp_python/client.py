@@ -1,6 +1,6 @@
 """An MCP session with `agentfile mcp`, driven by the official MCP Python SDK.
 
-Run by tests/mcp_python.rs, which starts a fake model and a workspace first:
+Run by tests/e2e/mcp_python.rs, which starts a fake model and a workspace first:
 
     python client.py --binary target/debug/agentfile --workspace DIR --key-var NAME --key VALUE
 

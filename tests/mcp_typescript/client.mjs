@@ -1,6 +1,6 @@
 // An MCP session with `agentfile mcp`, driven by the official TypeScript SDK
 // (`@modelcontextprotocol/client` 2.x) and its tasks extension client
-// (`@modelcontextprotocol/ext-tasks`). Run by tests/mcp_typescript.rs, which
+// (`@modelcontextprotocol/ext-tasks`). Run by tests/e2e/mcp_typescript.rs, which
 // starts a fake model and a workspace first:
 //
 //   node client.mjs --modules DIR --binary target/debug/agentfile --workspace WS \

@@ -1,0 +1,267 @@
+//! `agentfile daemon --nats` (CONTRACT §15): a real `nats-server -js` on
+//! loopback, the daemon and one `agentfile worker` on one SQLite store.
+//! `kind: event` workflows fire on `agentfile.emit.<name>`, once per event id
+//! (`Nats-Msg-Id`), and the runs they start go onto the work queue, where the
+//! worker executes them.
+//!
+//! Without nats-server it prints `SKIPPED: …` and passes.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::{Dir, bin};
+use serde_json::Value;
+
+fn nats_server() -> Option<PathBuf> {
+    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/bin"] {
+        let p = Path::new(dir).join("nats-server");
+        if p.is_file() {
+            return Some(p);
+        }
+    }
+    None
+}
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+fn start_nats(dir: &Path) -> (Proc, String) {
+    let port = free_port();
+    let child = Command::new(nats_server().unwrap())
+        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start nats-server");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nats-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Proc(child), format!("nats://127.0.0.1:{port}"))
+}
+
+fn workflow(ws: &Path, id: &str, event: &str) {
+    let d = ws.join(".workflows").join(id);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("WORKFLOW.md"),
+        format!(
+            "---\nname: {id}\nid: {id}\ndescription: A test.\nversion: 1.0.0\ninputs: {{ type: object, properties: {{ topic: {{ type: string }} }} }}\noutputs: {{ type: object }}\ntriggers:\n  - kind: event\n    name: {event}\nsteps:\n  - id: wait\n    kind: tool\n    tool: bash\n    inputs: {{ command: \"sleep 0\" }}\n---\n# {id}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.join("policy.toml"), "[bash]\nallowlist = [\"sleep *\"]\n").unwrap();
+}
+
+fn json_of(ws: &Path, args: &[&str]) -> Value {
+    let out = Command::new(bin())
+        .args(args)
+        .arg("--workspace")
+        .arg(ws)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn sessions(ws: &Path) -> Vec<Value> {
+    match json_of(ws, &["sessions", "list", "--format", "json"]) {
+        Value::Array(a) => a,
+        Value::Object(mut o) => o
+            .remove("sessions")
+            .and_then(|s| s.as_array().cloned())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Start `agentfile ARGS`, wait for a stderr line starting with `ready`
+/// (none when empty).
+fn start(args: &[&str], ws: &Path, ready: &str) -> Proc {
+    let mut child = Command::new(bin())
+        .args(args)
+        .arg("--workspace")
+        .arg(ws)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let wanted = ready.to_owned();
+    std::thread::spawn(move || {
+        let mut told = false;
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if !told && line.starts_with(&wanted) {
+                let _ = tx.send(());
+                told = true;
+            }
+        }
+    });
+    if !ready.is_empty() {
+        rx.recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("{args:?} did not say {ready:?}"));
+    }
+    Proc(child)
+}
+
+#[test]
+fn a_nats_event_fires_each_subscriber_once_per_id_and_the_run_goes_to_a_worker() {
+    if nats_server().is_none() {
+        eprintln!(
+            "SKIPPED: nats-server not installed (`apt-get install nats-server`, or run scripts/test.sh, which installs it)"
+        );
+        return;
+    }
+    let nats_dir = Dir::new("daemon-nats-js");
+    let (_nats, url) = start_nats(&nats_dir.0);
+    let ws = Dir::new("daemon-nats-ws");
+    workflow(&ws.0, "on-deploy", "deploy.done");
+    workflow(&ws.0, "elsewhere", "other.thing");
+    let _daemon = start(
+        &["daemon", "--nats", &url],
+        &ws.0,
+        "agentfile daemon: events on NATS subjects agentfile.emit.",
+    );
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let client = rt.block_on(async_nats::connect(url.as_str())).unwrap();
+    let request = |id: Option<&str>, subject: &str, body: &str| -> Value {
+        rt.block_on(async {
+            let mut headers = async_nats::HeaderMap::new();
+            if let Some(id) = id {
+                headers.insert("Nats-Msg-Id", id);
+            }
+            let m = tokio::time::timeout(
+                Duration::from_secs(20),
+                client.request_with_headers(subject.to_owned(), headers, body.to_owned().into()),
+            )
+            .await
+            .expect("the daemon answers in time")
+            .expect("the daemon answers");
+            serde_json::from_slice(&m.payload).unwrap()
+        })
+    };
+
+    // First delivery of e1: the subscribed workflow fires, and only it.
+    let a = request(
+        Some("e1"),
+        "agentfile.emit.deploy.done",
+        r#"{"topic": "from nats"}"#,
+    );
+    assert_eq!(a["event"], "deploy.done", "{a}");
+    assert_eq!(a["id"], "e1", "{a}");
+    let fires = a["fires"].as_array().unwrap();
+    assert_eq!(fires.len(), 1, "{a}");
+    assert_eq!(fires[0]["trigger"], "on-deploy#0", "{a}");
+    assert_eq!(fires[0]["claimed"], true, "{a}");
+    let session = fires[0]["session_id"]
+        .as_str()
+        .expect("a session")
+        .to_owned();
+
+    // The same id again: nothing new, the first session named.
+    let b = request(Some("e1"), "agentfile.emit.deploy.done", "{}");
+    assert_eq!(b["fires"][0]["claimed"], false, "{b}");
+    assert_eq!(b["fires"][0]["session_id"], session.as_str(), "{b}");
+
+    // An event nobody subscribes to fires nothing; a bad payload is refused.
+    let c = request(Some("n1"), "agentfile.emit.nobody.listens", "");
+    assert_eq!(c["fires"], Value::Array(vec![]), "{c}");
+    let d = request(Some("n2"), "agentfile.emit.deploy.done", "[1]");
+    assert!(
+        d["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("JSON object")),
+        "{d}"
+    );
+
+    // The run was queued, not run here: it stays queued until a worker
+    // takes it from the work queue and completes it.
+    let s = sessions(&ws.0);
+    assert_eq!(s.len(), 1, "{s:#?}");
+    assert_eq!(s[0]["id"], session.as_str());
+    assert_eq!(s[0]["status"], "queued", "{s:#?}");
+    let _worker = start(&["worker", "--nats", &url], &ws.0, "");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = sessions(&ws.0);
+        if s.iter()
+            .any(|x| x["id"] == session.as_str() && x["status"] == "completed")
+        {
+            assert_eq!(s.len(), 1, "{s:#?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{s:#?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let shown = json_of(&ws.0, &["sessions", "show", &session, "--format", "json"]);
+    let started = shown["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "run_started")
+        .cloned()
+        .expect("run_started");
+    assert!(started.to_string().contains("from nats"), "{started}");
+    // The worker wrote `run_started`, with the trigger the daemon's fire
+    // carried on the work queue.
+    let trigger = &started["data"]["trigger"];
+    assert_eq!(trigger["kind"], "event", "{started}");
+    assert_eq!(trigger["id"], "on-deploy#0", "{started}");
+    assert_eq!(trigger["event_id"], "e1", "{started}");
+    assert!(
+        trigger["fired_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{started}"
+    );
+    assert!(trigger.get("scheduled_for").is_none(), "{started}");
+    assert!(trigger.get("delivery_id").is_none(), "{started}");
+
+    // A plain publish (no id header, no reply) fires once more, with a fresh id.
+    rt.block_on(async {
+        client
+            .publish("agentfile.emit.deploy.done", "{}".into())
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let h = json_of(&ws.0, &["triggers", "history", "--format", "json"]);
+        let fires = h["fires"].as_array().unwrap().clone();
+        if fires.len() == 2 {
+            assert!(fires.iter().all(|f| f["trigger"] == "on-deploy#0"), "{h}");
+            assert!(fires.iter().all(|f| f["kind"] == "event"), "{h}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{h}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -1,0 +1,166 @@
+//! What the end-to-end suites share: the built binary, scratch folders, the
+//! fake model on loopback, a config pointing at it, reading a run's result
+//! and its session's events back, and copying a fixture project.
+//!
+//! Two parts live beside the crates they test and are included here too:
+//! [`llm`] (the provider scenarios, `crates/llm/tests/providers/support.rs`)
+//! and [`session`] (the three session stores and the throwaway PostgreSQL
+//! cluster, `crates/session/tests/stores/support.rs`).
+#![allow(dead_code)] // each suite uses its own part
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentfile::llm::fake::{FakeReply, FakeServer};
+use serde_json::Value;
+
+#[path = "../../../crates/llm/tests/providers/support.rs"]
+pub mod llm;
+#[path = "../../../crates/session/tests/stores/support.rs"]
+pub mod session;
+
+/// The environment variable the test configs name for the API key.
+pub const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
+
+/// The checkout's root.
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The built `agentfile` binary.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_agentfile")
+}
+
+/// The name libtest knows the test `f` of module `module` (its
+/// `module_path!()`) by, for a test that runs one test of this binary again
+/// in a child process (`--exact`): the module path without the crate's name.
+pub fn test_name(module: &str, f: &str) -> String {
+    match module.split_once("::") {
+        Some((_, path)) => format!("{path}::{f}"),
+        None => f.to_owned(),
+    }
+}
+
+/// A fresh, empty folder `agentfile-<label>-<pid>-<n>` under the system's
+/// temporary folder, canonical, left in place after the test (to look at
+/// when one fails). Every call gets its own: the suites share one process.
+pub fn tmp_dir(label: &str) -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "agentfile-{label}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d.canonicalize().unwrap()
+}
+
+/// [`tmp_dir`] named for a suite and a test.
+pub fn tmp(suite: &str, name: &str) -> PathBuf {
+    tmp_dir(&format!("{suite}-{name}"))
+}
+
+/// A scratch folder removed when dropped.
+pub struct Dir(pub PathBuf);
+
+impl Dir {
+    /// A fresh one, as [`tmp_dir`] makes it.
+    pub fn new(label: &str) -> Dir {
+        Dir(tmp_dir(label))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Copy the folder `from` to `to`, recursively, leaving out entries named in
+/// `skip` (at any depth).
+pub fn copy_dir(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if skip.iter().any(|s| name == *s) {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(&name), skip);
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+/// `agent.toml` in `dir`: the OpenAI dialect at the fake model `server`.
+pub fn config(dir: &Path, server: &FakeServer) {
+    std::fs::write(
+        dir.join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n",
+            server.base_url()
+        ),
+    )
+    .unwrap();
+}
+
+/// The built binary with `args`, run in `dir` with no standard input, the
+/// test key set, colours off, and the variables the suites' workflows read
+/// cleared unless `env` sets them.
+pub fn agentfile(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_agentfile"));
+    c.args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .env(KEY_VAR, "test-key-0123456789")
+        .env("NO_COLOR", "1");
+    for var in ["RUST_LOG", "INPUT_PATH", "CHANGES", "AGENTFILE_TEST_ABSENT"] {
+        c.env_remove(var);
+    }
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+/// Standard output then standard error, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// Standard output as the run's JSON result.
+pub fn result_of(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not a result ({e}):\n{}", text(o)))
+}
+
+/// The session's events, as stored (`sessions show --format json`).
+pub fn events(dir: &Path, session: &str) -> Vec<Value> {
+    let o = agentfile(dir, &["sessions", "show", session, "--format", "json"], &[]);
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&o)));
+    v["events"].as_array().unwrap().clone()
+}
+
+/// One runtime per test process for the fake model's server.
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
+    RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())
+}
+
+/// The fake model on loopback, answering with `replies`.
+pub fn fake(replies: Vec<FakeReply>) -> FakeServer {
+    runtime().block_on(FakeServer::start(replies)).unwrap()
+}
