@@ -1070,9 +1070,11 @@ fn a_webhook_body_never_becomes_shell_code() {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
         let s = sessions(ws.path());
-        if s.iter()
-            .any(|s| s["id"] == id.as_str() && s["status"] != "running")
-        {
+        // Queued too: the 202 comes once the session is recorded, before
+        // its run has started.
+        if s.iter().any(|s| {
+            s["id"] == id.as_str() && !matches!(s["status"].as_str(), Some("running" | "queued"))
+        }) {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{s:?}");
