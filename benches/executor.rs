@@ -24,10 +24,10 @@ use agentfile::llm::{
     StreamEvent, ToolCall, ToolDef, Usage,
 };
 use agentfile::plan::Plan;
-use agentfile::protocol::events::{Event, EventBody, ToolCallInfo};
 use agentfile::session::sqlite::SqliteStore;
 use agentfile::session::{SessionMeta, SessionStatus, SessionStore};
 use agentfile::tools::{CallResult, ToolContext, ToolOutput, ToolSet};
+use agentfile::wire::events::{Event, EventBody, ToolCallInfo};
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use serde_json::{Value, json};

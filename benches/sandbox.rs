@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use agentfile::config::Config;
+use agentfile::tools::confine::ToolSandbox;
 use agentfile::tools::policy::{Policy, control};
-use agentfile::tools::sandbox::ToolSandbox;
 use agentfile::tools::{MemoryStore, ToolContext, ToolSet, Toolbox};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 fn main() {
-    if let Some(why) = agentfile::tools::sandbox::unavailable() {
+    if let Some(why) = agentfile::tools::confine::unavailable() {
         eprintln!(
             "the sandbox is unavailable here ({why}): the sandboxed figures measure the gated path"
         );
@@ -103,7 +103,7 @@ fn bash_true_gated(bencher: divan::Bencher) {
 #[divan::bench(sample_count = 300)]
 fn bash_true_sandboxed(bencher: divan::Bencher) {
     let b = bench(true);
-    assert!(b.tb.tool_sandbox().is_on() || agentfile::tools::sandbox::unavailable().is_some());
+    assert!(b.tb.tool_sandbox().is_on() || agentfile::tools::confine::unavailable().is_some());
     bencher.bench_local(|| call(&b));
 }
 
@@ -115,6 +115,6 @@ fn setup_per_run(bencher: divan::Bencher) {
     let p = policy(true);
     let gate = Arc::new(p.bind(ws, None).unwrap());
     let env: Vec<(String, String)> = Vec::new();
-    let _ = agentfile::tools::sandbox::unavailable();
+    let _ = agentfile::tools::confine::unavailable();
     bencher.bench_local(|| ToolSandbox::new(&p, gate.clone(), &env, None));
 }

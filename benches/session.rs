@@ -22,11 +22,11 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use agentfile::protocol::events::{Event, EventBody, ToolCallInfo, rfc3339};
 use agentfile::session::sqlite::Options;
 use agentfile::session::{
     Durability, FileStore, SessionMeta, SessionStatus, SessionStore, SqliteStore,
 };
+use agentfile::wire::events::{Event, EventBody, ToolCallInfo, rfc3339};
 use divan::counter::ItemsCount;
 use serde_json::json;
 

@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agentfile::config::{Config, TelemetryProtocol, TelemetrySection};
-use agentfile::protocol::events::{Event, EventBody, ToolCallInfo};
 use agentfile::telemetry::{RunInfo, Telemetry};
+use agentfile::wire::events::{Event, EventBody, ToolCallInfo};
 
 /// One model turn's events: request, answer (1 KiB, one tool call), the call
 /// and its result (2 KiB).

@@ -40,15 +40,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use agentfile::protocol::events::{
-    Event, EventBody, RunTrigger, TerminationReason, ToolCallInfo, Usage, rfc3339,
-};
 use agentfile::server::auth::Tokens;
-use agentfile::server::engine::{Engine, EngineOptions};
+use agentfile::server::gateway::{Gateway, GatewayOptions};
 use agentfile::server::ui::{Ui, UiOptions};
 use agentfile::session::sqlite::Options;
 use agentfile::session::{
     Cursor, Durability, SessionMeta, SessionStatus, SessionStore, SqliteStore,
+};
+use agentfile::wire::events::{
+    Event, EventBody, RunTrigger, TerminationReason, ToolCallInfo, Usage, rfc3339,
 };
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -107,13 +107,13 @@ fn fixture() -> &'static Fixture {
             .enable_all()
             .build()
             .expect("a runtime");
-        let engine = Engine::new(EngineOptions {
+        let gateway = Gateway::new(GatewayOptions {
             workspace: Some(ws.clone()),
-            ..EngineOptions::default()
+            ..GatewayOptions::default()
         })
-        .expect("an engine over the workspace");
+        .expect("an gateway over the workspace");
         let ui = Ui::new(
-            engine,
+            gateway,
             UiOptions {
                 tokens: Tokens::new(&[]),
                 allowed_origins: Vec::new(),

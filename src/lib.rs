@@ -6,7 +6,7 @@
 //! one crate per layer, and their dependency graph is the architecture
 //! (ARCHITECTURE.md):
 //!
-//! - [`protocol`] (`agentfile-protocol`): wire types, a leaf.
+//! - [`wire`] (`agentfile-wire`): wire types, a leaf.
 //! - [`config`], [`text`] (`agentfile-config`): configuration, text for people.
 //! - [`plan`], [`diag`] (`agentfile-plan`): the plan every front end lowers
 //!   into, expressions, templates, diagnostics, schema checks of values.
@@ -49,7 +49,6 @@ pub use agentfile_frontend::{detect, discover, inspect};
 pub use agentfile_llm as llm;
 pub use agentfile_plan as plan;
 pub use agentfile_plan::diag;
-pub use agentfile_protocol as protocol;
 pub use agentfile_server as server;
 pub use agentfile_server::{cluster, printer, schemas};
 pub use agentfile_session as session;
@@ -58,5 +57,6 @@ pub use agentfile_syntax as syntax;
 pub use agentfile_telemetry as telemetry;
 pub use agentfile_tools as tools;
 pub use agentfile_tools::script;
+pub use agentfile_wire as wire;
 pub use agentfile_workflow_md as workflow_md;
 pub use agentfile_workflow_yaml as workflow_yaml;

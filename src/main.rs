@@ -7,7 +7,7 @@
 //!   async runtime, stop signals.
 //! - `cli::args`: flag groups several commands read (how a workflow is read,
 //!   the session store, report and output formats).
-//! - `cli::server`: the servers' flag groups (the engine, a connection's
+//! - `cli::server`: the servers' flag groups (the gateway, a connection's
 //!   bounds, the NATS queue, the worker's timings).
 //! - One module per command, each owning its flags: `validate`, `inspect`,
 //!   `list`, `run` (also how `sessions resume|signal` and `create` start a

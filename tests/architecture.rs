@@ -154,7 +154,7 @@ const FRONT_END_MAY_USE: &[&str] = &[
     "agentfile-plan",
     "agentfile-syntax",
     "agentfile-config",
-    "agentfile-protocol",
+    "agentfile-wire",
 ];
 
 /// A front end reads a file and nothing else: it links no tool, store,
@@ -348,7 +348,7 @@ fn no_format_name_is_compared_outside_the_front_ends() {
 /// The crates below the registry (and the servers above it) whose code names
 /// no format: what differs between formats reaches them as typed facts.
 const FORMAT_BLIND: &[&str] = &[
-    "agentfile-protocol",
+    "agentfile-wire",
     "agentfile-config",
     "agentfile-triggers",
     "agentfile-sandbox",
@@ -1036,7 +1036,7 @@ const TYPED_ERRORS: &[&str] = &[
     "server",
     "sandbox",
     "author",
-    "protocol",
+    "wire",
     "telemetry",
     "triggers",
 ];

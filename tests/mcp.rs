@@ -417,7 +417,7 @@ async fn agentfile_run_uses_mcp_tools_behind_the_policy() {
 /// its tools still answer but it writes nothing outside the workspace; without
 /// the setting it is not sandboxed.
 async fn a_sandboxed_server_writes_only_in_the_workspace() {
-    if let Some(why) = agentfile::tools::sandbox::unavailable() {
+    if let Some(why) = agentfile::tools::confine::unavailable() {
         eprintln!("SKIPPED: the sandbox is unavailable on this machine: {why}");
         return;
     }
@@ -470,13 +470,13 @@ async fn a_crashed_server_is_a_tool_error_not_a_stuck_run() {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let s = seen.clone();
     bus.subscribe(std::sync::Arc::new(
-        move |e: &agentfile::protocol::events::Event| s.lock().unwrap().push(e.clone()),
+        move |e: &agentfile::wire::events::Event| s.lock().unwrap().push(e.clone()),
     ));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     let said = loop {
         bus.emit(
             &agentfile::events::Scope::default(),
-            agentfile::protocol::events::EventBody::Warning {
+            agentfile::wire::events::EventBody::Warning {
                 message: "tick".into(),
             },
         );
@@ -485,7 +485,7 @@ async fn a_crashed_server_is_a_tool_error_not_a_stuck_run() {
             .unwrap()
             .iter()
             .filter_map(|e| match &e.body {
-                agentfile::protocol::events::EventBody::Error { message } => Some(message.clone()),
+                agentfile::wire::events::EventBody::Error { message } => Some(message.clone()),
                 _ => None,
             })
             .collect();

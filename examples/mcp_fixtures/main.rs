@@ -26,7 +26,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentfile::server::engine::EngineOptions;
+use agentfile::server::gateway::GatewayOptions;
 use agentfile::server::mcp::{ExtraAnswer, ExtraTools, McpOptions, ToolHost};
 use rmcp::RoleServer;
 use rmcp::model::{
@@ -395,10 +395,10 @@ fn main() {
         extra_tools: Some(Arc::new(Fixtures)),
         ..McpOptions::default()
     };
-    let mut engine = EngineOptions::default();
+    let mut gateway = GatewayOptions::default();
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--workspace" => engine.workspace = args.next().map(Into::into),
+            "--workspace" => gateway.workspace = args.next().map(Into::into),
             "--http" => {
                 options.http = Some(
                     args.next()
@@ -412,7 +412,7 @@ fn main() {
             }
         }
     }
-    options.engine = engine;
+    options.gateway = gateway;
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let code = if options.http.is_some() {
         runtime.block_on(agentfile::server::mcp::http::serve_http(options))

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agentfile::author::create::{self, Begun, Created};
-use agentfile::protocol::events::RunResult;
+use agentfile::wire::events::RunResult;
 
 use super::EXIT_INVALID;
 use super::args::OutputMode;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use agentfile::server::daemon::{Daemon, DaemonError, DaemonOptions, FireResult};
-use agentfile::server::engine::{DEFAULT_MAX_RUNS, EngineOptions};
+use agentfile::server::gateway::{DEFAULT_MAX_RUNS, GatewayOptions};
 
 use super::server::{QueueArgs, WorkerQueueArgs, check_provider};
 use super::{EXIT_INVALID, async_runtime, exit_code, spawn_signal_watch};
@@ -66,7 +66,7 @@ impl TriggerArgs {
     pub(super) fn options(&self, runs: &FireArgs, max_runs: usize) -> DaemonOptions {
         DaemonOptions {
             workspaces: self.workspace.clone(),
-            engine: EngineOptions {
+            gateway: GatewayOptions {
                 config: self.config.clone(),
                 policy: runs.policy.clone(),
                 provider: runs.provider.clone(),
@@ -82,7 +82,7 @@ impl TriggerArgs {
 /// The daemon `options` describe, or the exit after saying why there is none
 /// (an unknown provider, a workspace or config that cannot be read).
 pub(super) fn open_daemon(command: &str, options: DaemonOptions) -> Result<Arc<Daemon>, ExitCode> {
-    check_provider(command, options.engine.provider.as_deref())?;
+    check_provider(command, options.gateway.provider.as_deref())?;
     Daemon::new(options).map_err(|e| {
         eprintln!("agentfile {command}: error: {e}");
         ExitCode::from(EXIT_INVALID)
@@ -122,7 +122,7 @@ async fn serve(args: Args) -> i32 {
         .connect("daemon", &section, &WorkerQueueArgs::default())
         .await;
     match connected {
-        Ok(c) => options.engine.cluster = c,
+        Ok(c) => options.gateway.cluster = c,
         Err(_) => return i32::from(EXIT_INVALID),
     }
     let daemon = match open_daemon("daemon", options) {

@@ -24,7 +24,7 @@ pub(super) struct Args {
     #[command(flatten)]
     runs: FireArgs,
     /// Runs executing at once; more wait as `queued`.
-    #[arg(long, default_value_t = agentfile::server::engine::DEFAULT_MAX_RUNS)]
+    #[arg(long, default_value_t = agentfile::server::gateway::DEFAULT_MAX_RUNS)]
     max_runs: usize,
 }
 

@@ -174,7 +174,7 @@ fn sandbox(
     // As a run does: the config's session store is hidden, its
     // `[bash] max_processes` bounds the processes.
     let cfg = config_for(None, path).ok().flatten().unwrap_or_default();
-    let sb = agentfile::tools::sandbox::ToolSandbox::new(
+    let sb = agentfile::tools::confine::ToolSandbox::new(
         &policy,
         gate,
         &env,

@@ -30,25 +30,25 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(args: Args) -> ExitCode {
-    if let Err(code) = args.server.engine.check("mcp") {
+    if let Err(code) = args.server.gateway.check("mcp") {
         return code;
     }
     let runtime = match async_runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let mut engine = args.server.engine_options();
-    let cluster = match args.server.engine.cluster_config("mcp") {
+    let mut gateway = args.server.engine_options();
+    let cluster = match args.server.gateway.cluster_config("mcp") {
         Ok(c) => c,
         Err(code) => return code,
     };
     let queue = &args.server.queue;
     match runtime.block_on(queue.connect("mcp", &cluster, &WorkerQueueArgs::default())) {
-        Ok(c) => engine.cluster = c,
+        Ok(c) => gateway.cluster = c,
         Err(code) => return code,
     }
     let options = McpOptions {
-        engine,
+        gateway,
         heartbeat: Duration::from_millis(args.heartbeat_ms.max(10)),
         poll: Duration::from_millis(args.poll_ms.max(10)),
         http: args.http,

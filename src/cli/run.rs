@@ -13,12 +13,12 @@ use agentfile::events::EventSink;
 use agentfile::executor::{Approval, ApprovalRequest, Approver};
 use agentfile::frontend::{self, Analysis, Options};
 use agentfile::printer::{Live, Progress, StreamJson};
-use agentfile::protocol::events::RunResult;
-use agentfile::protocol::rpc::RpcError;
 use agentfile::run::{self as runapi, RunError, RunRequest};
 use agentfile::service::{
     LiveRun, LoadError, Reader, RunHooks, RunService, ServiceOptions, Submission,
 };
+use agentfile::wire::events::RunResult;
+use agentfile::wire::rpc::RpcError;
 
 use super::args::{OutputMode, ReadArgs};
 use super::{exit_code, next_stop_signal};
@@ -150,7 +150,7 @@ impl ResumeArgs {
 pub(super) fn run(args: Args) -> std::process::ExitCode {
     // The sandbox's kernel probe (a fork, about a millisecond) runs beside
     // the run's set-up instead of before its first event.
-    agentfile::tools::sandbox::probe_soon();
+    agentfile::tools::confine::probe_soon();
     run_to_exit(args, None)
 }
 

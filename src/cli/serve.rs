@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use agentfile::executor::exit;
-use agentfile::server::{engine::Engine, jsonrpc};
+use agentfile::server::{gateway::Gateway, jsonrpc};
 
 use super::server::{ServerArgs, WorkerQueueArgs};
 use super::{async_runtime, exit_code, spawn_signal_watch};
@@ -18,7 +18,7 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(Args { server: args }: Args) -> ExitCode {
-    if let Err(code) = args.engine.check("serve") {
+    if let Err(code) = args.gateway.check("serve") {
         return code;
     }
     let runtime = match async_runtime() {
@@ -34,7 +34,7 @@ pub(super) fn run(Args { server: args }: Args) -> ExitCode {
     };
     let code = runtime.block_on(async move {
         let mut options = args.engine_options();
-        let cluster = match args.engine.cluster_config("serve") {
+        let cluster = match args.gateway.cluster_config("serve") {
             Ok(c) => c,
             Err(_) => return exit::USAGE,
         };
@@ -46,7 +46,7 @@ pub(super) fn run(Args { server: args }: Args) -> ExitCode {
             Ok(c) => options.cluster = c,
             Err(_) => return exit::USAGE,
         }
-        let engine = match Engine::new(options) {
+        let gateway = match Gateway::new(options) {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("agentfile: error: {e}");
@@ -54,12 +54,12 @@ pub(super) fn run(Args { server: args }: Args) -> ExitCode {
             }
         };
         // Sessions a killed process left `running` read `interrupted` from now on.
-        let reaper = engine.clone();
+        let reaper = gateway.clone();
         let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
         let stop = agentfile::llm::CancellationToken::new();
         let signalled = Arc::new(AtomicI32::new(0));
         spawn_signal_watch(stop.clone(), signalled.clone());
-        jsonrpc::serve(engine, tokio::io::stdin(), outbox, stop).await;
+        jsonrpc::serve(gateway, tokio::io::stdin(), outbox, stop).await;
         signalled.load(Ordering::SeqCst)
     });
     // Every reply is queued; the writer ends once it has written them.

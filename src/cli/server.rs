@@ -1,5 +1,5 @@
 //! Flag groups of the long-lived servers (`serve`, `mcp`, `worker`, and the
-//! queue of `daemon`), each flattened only where it applies: the engine's
+//! queue of `daemon`), each flattened only where it applies: the gateway's
 //! settings (every server), a connection's bounds (`serve`, `mcp`), the NATS
 //! queue (`serve`, `mcp`, `worker`, `daemon`) and the worker's own timings.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agentfile::cluster::{Cluster, ClusterOptions};
 use agentfile::config::ClusterSection;
-use agentfile::server::engine::{DEFAULT_MAX_RUNS, EngineOptions};
+use agentfile::server::gateway::{DEFAULT_MAX_RUNS, GatewayOptions};
 use agentfile::server::limits;
 
 use super::EXIT_INVALID;
@@ -18,7 +18,7 @@ use super::EXIT_INVALID;
 #[derive(clap::Args, Clone, Default)]
 pub(super) struct ServerArgs {
     #[command(flatten)]
-    pub(super) engine: EngineArgs,
+    pub(super) gateway: GatewayArgs,
     #[command(flatten)]
     connection: ConnectionArgs,
     #[command(flatten)]
@@ -26,17 +26,17 @@ pub(super) struct ServerArgs {
 }
 
 impl ServerArgs {
-    pub(super) fn engine_options(&self) -> EngineOptions {
-        EngineOptions {
+    pub(super) fn engine_options(&self) -> GatewayOptions {
+        GatewayOptions {
             limits: self.connection.limits(),
-            ..self.engine.options()
+            ..self.gateway.options()
         }
     }
 }
 
-/// The engine every server runs: where it works, what it runs with.
+/// The gateway every server runs: where it works, what it runs with.
 #[derive(clap::Args, Clone, Default)]
-pub(super) struct EngineArgs {
+pub(super) struct GatewayArgs {
     /// The folder tools work in, relative request paths start from, and
     /// sessions are stored in (default: the current folder).
     #[arg(long)]
@@ -61,7 +61,7 @@ pub(super) struct EngineArgs {
     pub(super) max_runs: usize,
 }
 
-impl EngineArgs {
+impl GatewayArgs {
     /// The `[cluster]` section of the server's config (`--config`, else
     /// `agent.json`/`agent.toml` in the workspace); empty without one. A
     /// config that cannot be read is a usage error.
@@ -81,8 +81,8 @@ impl EngineArgs {
         check_provider(command, self.provider.as_deref())
     }
 
-    pub(super) fn options(&self) -> EngineOptions {
-        EngineOptions {
+    pub(super) fn options(&self) -> GatewayOptions {
+        GatewayOptions {
             config: self.config.clone(),
             workspace: self.workspace.clone(),
             policy: self.policy.clone(),

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use agentfile::server::daemon::Daemon;
-use agentfile::server::engine::DEFAULT_MAX_RUNS;
+use agentfile::server::gateway::DEFAULT_MAX_RUNS;
 use agentfile::session::{self, FireKind};
 
 use super::args::ReportFormat;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use agentfile::server::{auth, engine::EngineOptions, ui};
+use agentfile::server::{auth, gateway::GatewayOptions, ui};
 
 use super::{async_runtime, exit_code};
 
@@ -36,7 +36,7 @@ pub(super) fn run(args: Args) -> ExitCode {
         Err(code) => return code,
     };
     let options = ui::ServeOptions {
-        engine: EngineOptions {
+        gateway: GatewayOptions {
             config: args.config,
             workspace: args.workspace,
             policy: args.policy,

@@ -7,16 +7,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use agentfile::executor::exit;
-use agentfile::server::engine::{DEFAULT_MAX_RUNS, Engine, EngineOptions};
+use agentfile::server::gateway::{DEFAULT_MAX_RUNS, Gateway, GatewayOptions};
 use agentfile::server::limits;
 
-use super::server::{EngineArgs, QueueArgs, WorkerQueueArgs};
+use super::server::{GatewayArgs, QueueArgs, WorkerQueueArgs};
 use super::{EXIT_INVALID, async_runtime, exit_code, spawn_signal_watch};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
     #[command(flatten)]
-    engine: EngineArgs,
+    gateway: GatewayArgs,
     /// Largest workflow file a request may have analysed, in bytes.
     #[arg(long, default_value_t = limits::DEFAULT_MAX_SOURCE)]
     max_source_bytes: usize,
@@ -27,10 +27,10 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(args: Args) -> ExitCode {
-    if let Err(code) = args.engine.check("worker") {
+    if let Err(code) = args.gateway.check("worker") {
         return code;
     }
-    let cluster = match args.engine.cluster_config("worker") {
+    let cluster = match args.gateway.cluster_config("worker") {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -49,14 +49,14 @@ pub(super) fn run(args: Args) -> ExitCode {
             Ok(Some(c)) => c,
             _ => return exit::USAGE,
         };
-        let options = EngineOptions {
+        let options = GatewayOptions {
             limits: limits::Limits {
                 max_source: args.max_source_bytes,
                 ..Default::default()
             },
-            ..args.engine.options()
+            ..args.gateway.options()
         };
-        let engine = match Engine::new(options) {
+        let gateway = match Gateway::new(options) {
             Ok(e) => e,
             Err(e) => {
                 eprintln!("agentfile worker: error: {e}");
@@ -66,12 +66,12 @@ pub(super) fn run(args: Args) -> ExitCode {
         let stop = agentfile::llm::CancellationToken::new();
         let signalled = Arc::new(AtomicI32::new(0));
         spawn_signal_watch(stop.clone(), signalled.clone());
-        let max = if args.engine.max_runs == 0 {
+        let max = if args.gateway.max_runs == 0 {
             DEFAULT_MAX_RUNS
         } else {
-            args.engine.max_runs
+            args.gateway.max_runs
         };
-        if let Err(e) = agentfile::server::worker::serve(cluster, engine, max, stop).await {
+        if let Err(e) = agentfile::server::worker::serve(cluster, gateway, max, stop).await {
             eprintln!("agentfile worker: error: {e}");
             return 1;
         }

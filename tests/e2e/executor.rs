@@ -20,8 +20,8 @@ use agentfile::llm::{
     provider_from_config_with,
 };
 use agentfile::plan::Plan;
-use agentfile::protocol::events::{Event, EventBody, LoopStop};
 use agentfile::tools::{CallResult, Denial, ToolContext, ToolOutput, ToolSet};
+use agentfile::wire::events::{Event, EventBody, LoopStop};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -123,7 +123,7 @@ impl ToolSet for TestTools {
 }
 
 struct Run {
-    result: agentfile::protocol::events::RunResult,
+    result: agentfile::wire::events::RunResult,
     events: Vec<Event>,
 }
 

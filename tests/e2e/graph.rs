@@ -17,10 +17,10 @@ use agentfile::executor::{
 use agentfile::llm::fake::{FakeReply, FakeServer};
 use agentfile::llm::{Provider, ProviderOptions, provider_from_config_with};
 use agentfile::plan::{Backoff, Plan, define_step, define_workflow};
-use agentfile::protocol::events::{Event, EventBody, RunResult};
 use agentfile::session::{SessionMeta, SessionStatus, SessionStore, sqlite::SqliteStore};
 use agentfile::tools::policy::Policy;
 use agentfile::tools::{MemoryStore, Toolbox};
+use agentfile::wire::events::{Event, EventBody, RunResult};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

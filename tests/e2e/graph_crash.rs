@@ -21,11 +21,11 @@ use agentfile::executor::{
 };
 use agentfile::llm::Provider;
 use agentfile::plan::{Plan, define_step, define_workflow};
-use agentfile::protocol::events::{Event, EventBody};
 use agentfile::session::sqlite::SqliteStore;
 use agentfile::session::{SessionMeta, SessionStatus, SessionStore};
 use agentfile::tools::policy::Policy;
 use agentfile::tools::{MemoryStore, Toolbox};
+use agentfile::wire::events::{Event, EventBody};
 use tokio_util::sync::CancellationToken;
 
 const CHILD: &str = "AGENTFILE_GRAPH_CRASH_CHILD";

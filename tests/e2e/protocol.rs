@@ -74,7 +74,7 @@ fn openrpc_references_resolve() {
 /// (the compiler holds the rest once the manifest names none).
 #[test]
 fn protocol_depends_on_nothing_else_in_the_workspace() {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/protocol/Cargo.toml");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/wire/Cargo.toml");
     let text = std::fs::read_to_string(&manifest).unwrap();
     let offenders: Vec<&str> = text
         .lines()

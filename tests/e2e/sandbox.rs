@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::support;
 
 fn skip() -> bool {
-    if let Some(why) = agentfile::tools::sandbox::unavailable() {
+    if let Some(why) = agentfile::tools::confine::unavailable() {
         eprintln!("SKIPPED: the sandbox is unavailable on this machine: {why}");
         return true;
     }

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agentfile::llm::fake::{FakeReply, FakeServer};
-use agentfile::protocol::telemetry::{MessageKind, TelemetryMessage};
+use agentfile::wire::telemetry::{MessageKind, TelemetryMessage};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -926,7 +926,7 @@ fn an_exporter_that_gives_up_mid_run_is_an_error_event() {
         .unwrap()
         .into_iter()
         .filter_map(|e| match e.body {
-            agentfile::protocol::events::EventBody::Error { message } => Some(message),
+            agentfile::wire::events::EventBody::Error { message } => Some(message),
             _ => None,
         })
         .collect();

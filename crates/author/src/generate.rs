@@ -20,9 +20,9 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use agentfile_protocol::events::Event;
 use agentfile_session::events::EventSink;
 use agentfile_session::file::write_atomic;
+use agentfile_wire::events::Event;
 
 use super::{AuthorError, BundledSchemaError, Exists, NotPromotable};
 

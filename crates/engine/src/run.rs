@@ -20,11 +20,11 @@ use crate::executor::{self, Approver, Limits, ModelError, Models, RunSpec, Servi
 use agentfile_config::Config;
 use agentfile_llm::{self as llm, Cassette, Provider, ProviderOptions};
 use agentfile_plan::Plan;
-use agentfile_protocol::events::{RunResult, rfc3339};
 use agentfile_session::events::{EventBus, EventSink};
 use agentfile_session::{self as session, SessionMeta, SessionStatus, SessionStore};
 use agentfile_telemetry as telemetry;
 use agentfile_tools::{MemoryStore, Policy, Toolbox};
+use agentfile_wire::events::{RunResult, rfc3339};
 
 /// What the caller asks for. Every field but `path` is optional.
 #[derive(Clone, Default)]
@@ -273,7 +273,7 @@ pub struct Prepared {
     pub settings: RunSettings,
     /// The trigger that started the run, for `run_started` (set by the
     /// daemon after [`prepare`]; never from a caller's request).
-    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
+    pub trigger: Option<agentfile_wire::events::RunTrigger>,
     /// The workflow file and every file it loads: control files, out of
     /// the run's tools' reach.
     pub workflow_files: Vec<PathBuf>,
@@ -788,7 +788,7 @@ pub fn record_decision(
     };
     bus.emit(
         &scope,
-        agentfile_protocol::events::EventBody::ApprovalResolved { approved, note },
+        agentfile_wire::events::EventBody::ApprovalResolved { approved, note },
     );
     if let Some(e) = bus.store_error() {
         return Err(usage(format!("cannot record the decision: {e}")));
@@ -838,7 +838,7 @@ pub fn record_signal(
     let bus = EventBus::new(id, last, Some(store.clone()));
     bus.emit(
         &agentfile_session::events::Scope::default(),
-        agentfile_protocol::events::EventBody::Signal {
+        agentfile_wire::events::EventBody::Signal {
             event: event.to_owned(),
             payload,
         },
@@ -1015,9 +1015,7 @@ pub async fn start_in(
     if let Some(t) = shipping {
         t.finish(telemetry::FINISH_WAIT).await;
     }
-    if result.termination_reason
-        == agentfile_protocol::events::TerminationReason::ApprovalUnavailable
-    {
+    if result.termination_reason == agentfile_wire::events::TerminationReason::ApprovalUnavailable {
         // Not a failure: the run waits for `sessions approve`, then resumes.
         let _ = store.set_status(&id, SessionStatus::WaitingApproval);
     }

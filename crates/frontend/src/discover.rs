@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::detect::Dialect;
 use crate::{self as frontend, Options};
 use agentfile_config::Config;
-use agentfile_protocol::workflows::{WorkflowEntry, WorkflowInput, WorkflowList};
+use agentfile_wire::workflows::{WorkflowEntry, WorkflowInput, WorkflowList};
 
 /// Is this file a workflow we know how to recognise?
 pub fn is_workflow_file(path: &Path) -> bool {

@@ -3,7 +3,7 @@
 
 use crate::Analysis;
 use agentfile_plan::diag::{Diagnostic, SourceMap};
-use agentfile_protocol::diagnostics::{
+use agentfile_wire::diagnostics::{
     DiagnosticJson, FileReport, NoteJson, REPORT_SCHEMA_VERSION, ValidateReport,
 };
 

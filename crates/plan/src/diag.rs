@@ -11,7 +11,7 @@
 //!   = hint: did you mean `creative`?
 //! ```
 //!
-//! or as JSON for machines ([`agentfile_protocol::diagnostics`]). It deliberately knows
+//! or as JSON for machines ([`agentfile_wire::diagnostics`]). It deliberately knows
 //! nothing about any workflow format: a span is a file, a line, a column and a
 //! length, all counted the way an editor counts them (1-based lines, 1-based columns
 //! in characters).
@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub use agentfile_protocol::diagnostics::Severity;
+pub use agentfile_wire::diagnostics::Severity;
 
 /// Every diagnostic class the front ends emit: code, severity, what it means.
 /// Documented in the README; the fixture tests check that each has a fixture.

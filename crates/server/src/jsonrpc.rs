@@ -9,10 +9,10 @@
 //! - [`Connection::handle_line`]: the JSON-RPC rules — parse error `-32700`
 //!   with `id: null`, invalid request `-32600`, unknown method `-32601`, bad
 //!   params `-32602` naming the field, application errors with the codes in
-//!   [`agentfile_protocol::rpc::code`]. Every request runs in its own task, so a
+//!   [`agentfile_wire::rpc::code`]. Every request runs in its own task, so a
 //!   `run` that waits for its outputs does not hold up the requests behind it.
 //! - the trigger methods (`triggers`, `trigger_history`, `fire`, `emit`)
-//!   go to a [`TriggerService`]: a daemon over this server's engine, so the
+//!   go to a [`TriggerService`]: a daemon over this server's gateway, so the
 //!   runs a `fire` or `emit` starts are followed like any other.
 //! - [`Outbox`]: the only writer of stdout, a thread fed by a bounded channel.
 //!   Each message is written whole, so lines never interleave; when the reader
@@ -42,11 +42,11 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use crate::daemon::service::TriggerService;
-use crate::engine::{Engine, RunHooks};
+use crate::gateway::{Gateway, RunHooks};
 use crate::limits::{self, Limits};
-use agentfile_protocol::events::Event;
-use agentfile_protocol::rpc::{self, RpcError, code};
 use agentfile_session::events::EventSink;
+use agentfile_wire::events::Event;
+use agentfile_wire::rpc::{self, RpcError, code};
 
 /// The longest line read; longer ones are answered with a parse error.
 pub const MAX_LINE: usize = limits::MAX_LINE;
@@ -150,16 +150,16 @@ fn write_all(out: Box<dyn Write + Send>, rx: Receiver<Vec<u8>>) {
     let _ = out.flush();
 }
 
-/// One client connection: the engine and the way back.
+/// One client connection: the gateway and the way back.
 pub struct Connection {
-    engine: Arc<Engine>,
+    gateway: Arc<Gateway>,
     /// `triggers`, `trigger_history`, `fire`, `emit` (CONTRACT §15).
     triggers: TriggerService,
     outbox: Outbox,
     /// In-flight request handlers.
     requests: TaskTracker,
     /// Requests read but not yet accepted or refused: at end of input these are
-    /// waited for before the engine stops taking runs, so a `run` piped just
+    /// waited for before the gateway stops taking runs, so a `run` piped just
     /// before EOF still runs.
     admissions: TaskTracker,
     /// Cancelled once stdin closed and every run finished: long polls answer.
@@ -174,15 +174,15 @@ pub struct Connection {
 /// Run a connection over `input` until it closes (or `stop` fires: a signal),
 /// writing to `outbox`.
 pub async fn serve(
-    engine: Arc<Engine>,
+    gateway: Arc<Gateway>,
     input: impl AsyncRead + Unpin,
     outbox: Outbox,
     stop: CancellationToken,
 ) {
-    let limits = engine.options().limits;
+    let limits = gateway.options().limits;
     let conn = Arc::new(Connection {
-        engine: engine.clone(),
-        triggers: TriggerService::new(engine.clone()),
+        gateway: gateway.clone(),
+        triggers: TriggerService::new(gateway.clone()),
         outbox,
         requests: TaskTracker::new(),
         admissions: TaskTracker::new(),
@@ -223,10 +223,10 @@ pub async fn serve(
     };
     conn.admissions.close();
     if interrupted {
-        engine.interrupt(Duration::from_secs(5)).await;
+        gateway.interrupt(Duration::from_secs(5)).await;
     } else {
         conn.admissions.wait().await;
-        engine.drain().await;
+        gateway.drain().await;
     }
     conn.closed.cancel();
     conn.requests.close();
@@ -448,9 +448,9 @@ impl Connection {
         match m {
             "run" => {
                 let p: rpc::RunParams = rpc::params(m, params)?;
-                self.engine.check_run_paths(&p)?;
+                self.gateway.check_run_paths(&p)?;
                 let wait = p.wait.unwrap_or(true);
-                let live = self.engine.submit(p, self.hooks()).await;
+                let live = self.gateway.submit(p, self.hooks()).await;
                 drop(admission.take());
                 let live = live?;
                 if wait {
@@ -469,16 +469,16 @@ impl Connection {
                     ..p.clone()
                 };
                 let page = tokio::select! {
-                    page = self.engine.events(p) => page?,
+                    page = self.gateway.events(p) => page?,
                     // The connection is closing: answer with what there is.
-                    _ = self.closed.cancelled() => self.engine.events(now).await?,
+                    _ = self.closed.cancelled() => self.gateway.events(now).await?,
                 };
                 to_value(&page)
             }
-            "cancel" => to_value(&self.engine.cancel(rpc::params(m, params)?).await?),
+            "cancel" => to_value(&self.gateway.cancel(rpc::params(m, params)?).await?),
             "approve" => {
                 let status = self
-                    .engine
+                    .gateway
                     .approve(rpc::params(m, params)?, self.hooks())
                     .await;
                 drop(admission.take());
@@ -486,7 +486,7 @@ impl Connection {
             }
             "signal" => {
                 let status = self
-                    .engine
+                    .gateway
                     .signal(rpc::params(m, params)?, self.hooks())
                     .await;
                 drop(admission.take());
@@ -494,15 +494,15 @@ impl Connection {
             }
             "validate" => to_value(
                 &self
-                    .engine
+                    .gateway
                     .validate_bounded(rpc::params(m, params)?)
                     .await?,
             ),
-            "inspect" => self.engine.inspect_bounded(rpc::params(m, params)?).await,
-            "list" => to_value(&self.engine.list_bounded(rpc::params(m, params)?).await?),
+            "inspect" => self.gateway.inspect_bounded(rpc::params(m, params)?).await,
+            "list" => to_value(&self.gateway.list_bounded(rpc::params(m, params)?).await?),
             "sessions" => {
                 let mut list = self
-                    .engine
+                    .gateway
                     .sessions_bounded(rpc::params(m, params)?)
                     .await?;
                 list.sessions = self.visible(list.sessions).await?;
@@ -550,7 +550,7 @@ impl Connection {
         }
         let who = crate::access::Principal::local();
         if crate::access::Rule::OWNED
-            .may(self.engine.store().ok(), &who, id, action)
+            .may(self.gateway.store().ok(), &who, id, action)
             .await
         {
             return Ok(());
@@ -566,7 +566,7 @@ impl Connection {
         &self,
         sessions: Vec<agentfile_session::SessionMeta>,
     ) -> Result<Vec<agentfile_session::SessionMeta>, RpcError> {
-        let store = self.engine.store()?;
+        let store = self.gateway.store()?;
         let who = crate::access::Principal::local();
         tokio::task::spawn_blocking(move || {
             crate::access::Rule::OWNED.visible(&*store, &who, sessions, |m| &m.id)

@@ -1,5 +1,5 @@
 //! The servers: `agentfile serve` (JSON-RPC 2.0 on stdio) and `agentfile mcp`
-//! (an MCP server on stdio), two transports over one [`engine::Engine`]; runs
+//! (an MCP server on stdio), two transports over one [`gateway::Gateway`]; runs
 //! across machines ([`cluster`], [`worker`]); connection bounds ([`limits`]);
 //! the CLI's event printers ([`printer`]); the published schemas ([`schemas`]).
 //!
@@ -12,7 +12,7 @@
 //!   (batches, notifications, error objects), one stdout writer with
 //!   backpressure, `event` notifications.
 //! - [`mcp`]: `agentfile mcp` — an rmcp server handler and stdio transport:
-//!   the engine's operations as tools (plus one `run_<name>` tool per workflow
+//!   the gateway's operations as tools (plus one `run_<name>` tool per workflow
 //!   in the workspace, kept current), run events as progress and log
 //!   notifications, approvals by elicitation, the host's model as a provider
 //!   through sampling, and the `run`/`list`/`create` prompts.
@@ -21,13 +21,13 @@
 //!   read or steered.
 //!
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
-//! engine, and encodes the answer and the run's events in its own protocol.
+//! gateway, and encodes the answer and the run's events in its own protocol.
 
 pub mod access;
 pub mod auth;
 pub mod cluster;
 pub mod daemon;
-pub mod engine;
+pub mod gateway;
 pub mod jsonrpc;
 pub mod limits;
 pub mod mcp;

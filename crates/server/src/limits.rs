@@ -22,7 +22,7 @@ use tokio::io::AsyncBufReadExt;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use agentfile_protocol::rpc::{RpcError, code};
+use agentfile_wire::rpc::{RpcError, code};
 
 /// The longest request line read (a longer one is answered without being kept).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;

@@ -1,5 +1,5 @@
 //! `agentfile worker`: take runs from the queue and execute them with a local
-//! [`Engine`], publishing their events and answering control requests.
+//! [`Gateway`], publishing their events and answering control requests.
 //!
 //! Per message: the session is read from the shared store; one that already
 //! ended (or waits for a human or a signal) is acked and skipped; one another
@@ -21,11 +21,11 @@ use tokio_util::task::TaskTracker;
 use crate::cluster::{
     Cluster, ClusterError, Control, ControlReply, Work, control_subject, events_subject,
 };
-use crate::engine::{Engine, LiveRun, RunHooks};
-use agentfile_protocol::events::Event;
-use agentfile_protocol::rpc::RunParams;
+use crate::gateway::{Gateway, LiveRun, RunHooks};
 use agentfile_session::events::EventSink;
 use agentfile_session::{SessionStatus, StoreError};
+use agentfile_wire::events::Event;
+use agentfile_wire::rpc::RunParams;
 
 /// The longest wait for NATS on the way out (a flush, an ack): the connection
 /// may be gone, and the store holds the truth anyway.
@@ -38,7 +38,7 @@ pub const STOP_GRACE: Duration = Duration::from_secs(10);
 /// flight and hand them back to the queue.
 pub async fn serve(
     cluster: Cluster,
-    engine: Arc<Engine>,
+    gateway: Arc<Gateway>,
     max_runs: usize,
     stop: CancellationToken,
 ) -> Result<(), ClusterError> {
@@ -94,24 +94,24 @@ pub async fn serve(
                 },
             };
             let cluster = cluster.clone();
-            let engine = engine.clone();
+            let gateway = gateway.clone();
             tasks.spawn(async move {
                 let _permit = permit;
-                handle(cluster, engine, msg).await;
+                handle(cluster, gateway, msg).await;
             });
         }
     }
     // Stopped: no more pulling; interrupt what runs (sessions left
     // `interrupted`), and each task NAKs its message for redelivery.
-    engine.interrupt(STOP_GRACE).await;
+    gateway.interrupt(STOP_GRACE).await;
     tasks.close();
     let _ = tokio::time::timeout(STOP_GRACE, tasks.wait()).await;
     let _ = tokio::time::timeout(NATS_WAIT, cluster.client.flush()).await;
     Ok(())
 }
 
-async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) {
-    let (work, control, store) = match claim(&cluster, &engine, &msg).await {
+async fn handle(cluster: Cluster, gateway: Arc<Gateway>, msg: jetstream::Message) {
+    let (work, control, store) = match claim(&cluster, &gateway, &msg).await {
         Ok(claimed) => claimed,
         Err(how) => {
             settle(&msg, how).await;
@@ -131,7 +131,7 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         }
     });
     let Some(live) = start(
-        &engine,
+        &gateway,
         &msg,
         &store,
         &id,
@@ -145,7 +145,7 @@ async fn handle(cluster: Cluster, engine: Arc<Engine>, msg: jetstream::Message) 
         publisher.abort();
         return;
     };
-    watch(&cluster, &engine, &msg, &live, &id, control).await;
+    watch(&cluster, &gateway, &msg, &live, &id, control).await;
     // Events are all handed to the publisher; let it finish sending them.
     let _ = tokio::time::timeout(Duration::from_secs(5), publisher).await;
     if live.status() == SessionStatus::Interrupted {
@@ -182,7 +182,7 @@ async fn settle(msg: &jetstream::Message, how: Settle) {
 /// elsewhere, a store that cannot be reached).
 async fn claim(
     cluster: &Cluster,
-    engine: &Engine,
+    gateway: &Gateway,
     msg: &jetstream::Message,
 ) -> Result<
     (
@@ -212,7 +212,7 @@ async fn claim(
         }
     };
     let _ = tokio::time::timeout(NATS_WAIT, cluster.client.flush()).await;
-    let store = match engine.store() {
+    let store = match gateway.store() {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(session = %id, error = %e.message, "cannot open the session store");
@@ -263,12 +263,12 @@ async fn claim(
 /// message is answered already.
 #[allow(clippy::too_many_arguments)]
 async fn start(
-    engine: &Arc<Engine>,
+    gateway: &Arc<Gateway>,
     msg: &jetstream::Message,
     store: &Arc<dyn agentfile_session::SessionStore>,
     id: &str,
     params: RunParams,
-    trigger: Option<agentfile_protocol::events::RunTrigger>,
+    trigger: Option<agentfile_wire::events::RunTrigger>,
     sink: Arc<dyn EventSink>,
     ack_wait: Duration,
 ) -> Option<Arc<LiveRun>> {
@@ -287,14 +287,14 @@ async fn start(
     };
     // The trigger the submitter's fire carried: the `run_started` this
     // worker writes names it.
-    match engine.submit_with_trigger(params, hooks, trigger).await {
+    match gateway.submit_with_trigger(params, hooks, trigger).await {
         Ok(l) => Some(l),
-        Err(e) if e.code == agentfile_protocol::rpc::code::SHUTTING_DOWN => {
+        Err(e) if e.code == agentfile_wire::rpc::code::SHUTTING_DOWN => {
             // This worker is stopping: another one takes it.
             let _ = tokio::time::timeout(NATS_WAIT, msg.ack_with(AckKind::Nak(None))).await;
             None
         }
-        Err(e) if e.code == agentfile_protocol::rpc::code::SESSION_STATE => {
+        Err(e) if e.code == agentfile_wire::rpc::code::SESSION_STATE => {
             // Already running here (a redelivery that overtook its own run).
             tracing::info!(session = %id, error = %e.message, "not started; retrying later");
             let _ = msg.ack_with(AckKind::Nak(Some(ack_wait))).await;
@@ -319,7 +319,7 @@ async fn start(
 /// requests for it, and release it after the approval hold.
 async fn watch(
     cluster: &Cluster,
-    engine: &Arc<Engine>,
+    gateway: &Arc<Gateway>,
     msg: &jetstream::Message,
     live: &LiveRun,
     id: &str,
@@ -351,11 +351,11 @@ async fn watch(
                     "no decision came within the worker's approval hold ({}); `approve` it and it is queued again",
                     humantime::format_duration(hold)
                 );
-                engine.release_approval(id, reason);
+                gateway.release_approval(id, reason);
             }
             req = control.next() => {
                 let Some(req) = req else { continue };
-                let answer = obey(engine, live, id, &req.payload).await;
+                let answer = obey(gateway, live, id, &req.payload).await;
                 if let Some(reply) = req.reply {
                     let bytes = serde_json::to_vec(&answer).unwrap_or_default();
                     let _ = cluster.client.publish(reply, bytes.into()).await;
@@ -384,13 +384,13 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 }
 
 /// Carry out one control request for the run held here.
-async fn obey(engine: &Arc<Engine>, live: &LiveRun, id: &str, payload: &[u8]) -> ControlReply {
+async fn obey(gateway: &Arc<Gateway>, live: &LiveRun, id: &str, payload: &[u8]) -> ControlReply {
     let request = match serde_json::from_slice::<Control>(payload) {
         Ok(r) => r,
         Err(e) => {
             return ControlReply {
                 error: Some(format!("not a control request: {e}")),
-                code: Some(agentfile_protocol::rpc::code::INVALID_PARAMS),
+                code: Some(agentfile_wire::rpc::code::INVALID_PARAMS),
             };
         }
     };
@@ -400,12 +400,12 @@ async fn obey(engine: &Arc<Engine>, live: &LiveRun, id: &str, payload: &[u8]) ->
             ControlReply::default()
         }
         Control::Approve { approve, note } => {
-            let params = agentfile_protocol::rpc::ApproveParams {
+            let params = agentfile_wire::rpc::ApproveParams {
                 session_id: id.to_owned(),
                 approve,
                 note,
             };
-            match engine.approve(params, RunHooks::default()).await {
+            match gateway.approve(params, RunHooks::default()).await {
                 Ok(_) => ControlReply::default(),
                 Err(e) => ControlReply {
                     error: Some(e.message),
@@ -434,9 +434,9 @@ fn record_failure(store: &Arc<dyn agentfile_session::SessionStore>, id: &str, me
     let bus = agentfile_session::events::EventBus::new(id, meta.last_seq, Some(store.clone()));
     bus.emit(
         &agentfile_session::events::Scope::default(),
-        agentfile_protocol::events::EventBody::RunFailed {
+        agentfile_wire::events::EventBody::RunFailed {
             error: format!("the worker could not start the run: {message}"),
-            termination_reason: agentfile_protocol::events::TerminationReason::Error,
+            termination_reason: agentfile_wire::events::TerminationReason::Error,
             usage: Default::default(),
         },
     );

@@ -8,7 +8,7 @@
 //! them to `list` and `events`; SQLite answers the same questions with
 //! indexed queries, so a page stays a few milliseconds over 100,000 sessions.
 
-use agentfile_protocol::events::{Event, EventBody, Usage};
+use agentfile_wire::events::{Event, EventBody, Usage};
 
 use crate::{SessionMeta, SessionStatus};
 

@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use crate::SessionStore;
 use crate::owner::HEARTBEAT_INTERVAL;
-use agentfile_protocol::events::{EVENT_SCHEMA_VERSION, Event, EventBody, rfc3339};
+use agentfile_wire::events::{EVENT_SCHEMA_VERSION, Event, EventBody, rfc3339};
 
 /// Receives every event after it has been stored.
 pub trait EventSink: Send + Sync {

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use serde_json::{Value, json};
 
 use super::SessionMeta;
-use agentfile_protocol::events::{Event, EventBody, Usage};
+use agentfile_wire::events::{Event, EventBody, Usage};
 
 /// Tool arguments and results longer than this (in characters) are cut in the
 /// Markdown transcript, with a note; the JSON export always has them in full.

@@ -63,7 +63,7 @@ use super::{
     Approval, SessionMeta, SessionStatus, SessionStore, StoreError, io_is_full, is_live,
     is_valid_id, later, now, pending_approval_in, status_after,
 };
-use agentfile_protocol::events::Event;
+use agentfile_wire::events::Event;
 
 /// A session store in a folder of JSON files.
 #[derive(Debug)]

@@ -269,7 +269,7 @@ pub fn instant_ms(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentfile_protocol::events::rfc3339;
+    use agentfile_wire::events::rfc3339;
     use std::time::Duration;
 
     #[test]

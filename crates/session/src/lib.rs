@@ -42,7 +42,7 @@ use std::time::SystemTime;
 use serde::{Deserialize, Serialize};
 
 use agentfile_config::Config;
-use agentfile_protocol::events::{Event, EventBody, rfc3339};
+use agentfile_wire::events::{Event, EventBody, rfc3339};
 
 pub mod browse;
 pub mod events;
@@ -54,7 +54,7 @@ pub mod postgres;
 mod row;
 pub mod sqlite;
 
-pub use agentfile_protocol::sessions::{SessionMeta, SessionStatus};
+pub use agentfile_wire::sessions::{SessionMeta, SessionStatus};
 pub use browse::{Cursor, SessionQuery, SessionSummary};
 pub use file::FileStore;
 pub use fires::{FireKind, FireOutcome, FireRecord};
@@ -617,7 +617,7 @@ pub(crate) fn later(a: &str, b: &str) -> String {
 
 /// The suspends of a stored session still waiting: (node path, events).
 pub fn pending_suspends(events: &[Event]) -> Vec<(String, Vec<String>)> {
-    use agentfile_protocol::events::EventBody;
+    use agentfile_wire::events::EventBody;
     let mut waiting: Vec<(String, Vec<String>)> = Vec::new();
     for e in events {
         match (&e.body, &e.node) {

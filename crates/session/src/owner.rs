@@ -30,7 +30,7 @@ use std::time::{Duration, SystemTime};
 use serde::{Deserialize, Serialize};
 
 use super::SessionStatus;
-use agentfile_protocol::events::rfc3339;
+use agentfile_wire::events::rfc3339;
 
 /// How often a running bus refreshes its session's heartbeat.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(10);

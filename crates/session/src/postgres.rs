@@ -100,7 +100,7 @@ use super::{
     Approval, SessionMeta, SessionStatus, SessionStore, StoreError, is_live, is_valid_id,
     new_session_id, now, status_after,
 };
-use agentfile_protocol::events::{Event, EventBody};
+use agentfile_wire::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher version in
 /// `schema_migrations` is refused, untouched.

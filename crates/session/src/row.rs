@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::owner::{Owner, OwnerRecord, effective_status};
 use super::{SessionMeta, SessionStatus, StoreError};
-use agentfile_protocol::events::EventBody;
+use agentfile_wire::events::EventBody;
 
 /// A `sessions` row as stored, before it is checked; the columns in the
 /// order both stores' `META_COLUMNS` select them.

@@ -95,7 +95,7 @@ use super::{
     Approval, SessionMeta, SessionQuery, SessionStatus, SessionStore, SessionSummary, StoreError,
     is_live, is_valid_id, now, status_after,
 };
-use agentfile_protocol::events::{Event, EventBody, Usage};
+use agentfile_wire::events::{Event, EventBody, Usage};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
@@ -2081,7 +2081,7 @@ mod tests {
     /// every bind cost a fifth of a commit.
     #[test]
     fn appends_do_not_recompile_their_queries() {
-        use agentfile_protocol::events::EventBody;
+        use agentfile_wire::events::EventBody;
         let dir = std::env::temp_dir().join(format!("agentfile-qpsg-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -2186,7 +2186,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("sessions.db");
-        let old = agentfile_protocol::events::rfc3339(
+        let old = agentfile_wire::events::rfc3339(
             SystemTime::now() - super::super::owner::STALE_AFTER * 2,
         );
         let fresh = now();
@@ -2329,7 +2329,7 @@ mod tests {
     /// encoding would have stored.
     #[test]
     fn events_read_back_the_same_by_either_way_of_storing() {
-        use agentfile_protocol::events::{EventBody, Usage};
+        use agentfile_wire::events::{EventBody, Usage};
         let big = "z".repeat(BLOB_THRESHOLD);
         let bodies = [
             EventBody::NodeComplete {

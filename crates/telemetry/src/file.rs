@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use agentfile_protocol::events::Event;
+use agentfile_wire::events::Event;
 
 use super::message::Converter;
 use super::{Exporter, RunInfo, Settings, Shared, StartError};

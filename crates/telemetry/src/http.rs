@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use reqwest::blocking::Client;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 
-use agentfile_protocol::events::Event;
-use agentfile_protocol::telemetry::TelemetryMessage;
+use agentfile_wire::events::Event;
+use agentfile_wire::telemetry::TelemetryMessage;
 
 use super::message::Converter;
 use super::{Exporter, RunInfo, Settings, Shared, StartError, redact_url};
@@ -214,7 +214,7 @@ impl Exporter for HttpExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentfile_protocol::events::EventBody;
+    use agentfile_wire::events::EventBody;
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
     use std::sync::Mutex;

@@ -10,7 +10,7 @@
 //!   agent, model call and tool call, built from the events with their own
 //!   timestamps and following the GenAI semantic conventions, plus one log
 //!   record per telemetry message;
-//! - [`http`]: the seed's JSON messages ([`agentfile_protocol::telemetry`]),
+//! - [`http`]: the seed's JSON messages ([`agentfile_wire::telemetry`]),
 //!   POSTed in batches with retries;
 //! - [`file`]: the same messages as JSON lines, one file per session;
 //! - `noop`: nothing (no worker at all).
@@ -42,8 +42,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use agentfile_config::{Config, TelemetryProtocol};
 use agentfile_plan::Plan;
-use agentfile_protocol::events::Event;
 use agentfile_session::events::EventSink;
+use agentfile_wire::events::Event;
 
 /// Events waiting for the exporter; beyond this, events are dropped and counted.
 pub const QUEUE_CAPACITY: usize = 4096;
@@ -531,7 +531,7 @@ fn work(mut exporter: Box<dyn Exporter>, rx: Receiver<Event>, shared: &Shared) {
     exporter.finish(deadline);
 }
 
-/// An event's `ts` (RFC 3339 UTC, as [`agentfile_protocol::events::rfc3339`]
+/// An event's `ts` (RFC 3339 UTC, as [`agentfile_wire::events::rfc3339`]
 /// writes it) as a time; `None` when it is not in that form.
 pub fn parse_ts(ts: &str) -> Option<SystemTime> {
     let b = ts.as_bytes();
@@ -591,7 +591,7 @@ pub(crate) use agentfile_config::text::truncate;
 mod tests {
     use super::*;
     use agentfile_config::TelemetrySection;
-    use agentfile_protocol::events::rfc3339;
+    use agentfile_wire::events::rfc3339;
 
     #[test]
     fn timestamps_read_back() {

@@ -6,8 +6,8 @@
 //! arguments and results — is left out unless capture is on. Log lines never
 //! carry model content, so they are the same either way.
 
-use agentfile_protocol::events::{Event, EventBody, ToolCallInfo, Usage};
-use agentfile_protocol::telemetry::{
+use agentfile_wire::events::{Event, EventBody, ToolCallInfo, Usage};
+use agentfile_wire::telemetry::{
     MessageData, MessageKind, TELEMETRY_SCHEMA_VERSION, TelemetryMessage, Tokens,
 };
 
@@ -439,7 +439,7 @@ mod tests {
         );
         let failed = c.message(&event(EventBody::RunFailed {
             error: "boom".into(),
-            termination_reason: agentfile_protocol::events::TerminationReason::Error,
+            termination_reason: agentfile_wire::events::TerminationReason::Error,
             usage: Usage::default(),
         }));
         assert_eq!(failed.data.level.as_deref(), Some("error"));

@@ -50,7 +50,7 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::logs::{LogBatch, LogExporter, SdkLogger, SdkLoggerProvider};
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
 
-use agentfile_protocol::events::{Event, EventBody, Usage};
+use agentfile_wire::events::{Event, EventBody, Usage};
 
 use super::message::{Converter, Level as LogLevel};
 use super::{Exporter, RunInfo, Settings, Shared, StartError, event_time, truncate};
@@ -1174,7 +1174,7 @@ fn strings(key: &'static str, values: &[String]) -> KeyValue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentfile_protocol::events::ToolCallInfo;
+    use agentfile_wire::events::ToolCallInfo;
     use opentelemetry::trace::SpanId;
     use std::sync::Mutex;
 
@@ -1221,7 +1221,7 @@ mod tests {
                 schema_version: 1,
                 session_id: "s1".into(),
                 seq: self.seq,
-                ts: agentfile_protocol::events::rfc3339(
+                ts: agentfile_wire::events::rfc3339(
                     std::time::UNIX_EPOCH + Duration::from_millis(1_795_341_600_000 + ms),
                 ),
                 step: scope.0.map(str::to_owned),
@@ -1404,7 +1404,7 @@ mod tests {
         let (mut t, keep, _p) = tree(false);
         let mut events = opening(&mut Feed { seq: 0 }).to_vec();
         if let EventBody::RunStarted { trigger, .. } = &mut events[0].body {
-            *trigger = Some(Box::new(agentfile_protocol::events::RunTrigger {
+            *trigger = Some(Box::new(agentfile_wire::events::RunTrigger {
                 id: "nightly#0".into(),
                 kind: "schedule".into(),
                 fired_at: "2026-07-01T09:00:00.002Z".into(),
@@ -1641,7 +1641,7 @@ mod tests {
                 (None, None, None),
                 EventBody::RunFailed {
                     error: "model call failed: 500".into(),
-                    termination_reason: agentfile_protocol::events::TerminationReason::Error,
+                    termination_reason: agentfile_wire::events::TerminationReason::Error,
                     usage: Usage::default(),
                 },
             ),

@@ -24,7 +24,10 @@
 //! - [`secrets`]: which environment variables reach bash, bound commands,
 //!   shell steps, MCP servers and a JavaScript tool's `env()`: one predicate
 //!   and one allowlist for all of them.
-//! - [`script`]: the QuickJS sandbox for agent files' JavaScript tools.
+//! - [`confine`]: how the run's programs are confined: the kernel sandbox
+//!   (the `agentfile-sandbox` crate enforces it) derived from the same policy
+//!   the gate applies, and the egress proxy's judge.
+//! - [`script`]: the QuickJS runtime for agent files' JavaScript tools.
 //! - [`isolate`]: work in a child process under limits (the shell analysis,
 //!   the sandbox), each worker kind declaring its own hook.
 //!
@@ -52,10 +55,10 @@ use tokio_util::sync::CancellationToken;
 use agentfile_llm::ToolDef;
 
 pub mod builtin;
+pub mod confine;
 pub mod isolate;
 pub mod mcp;
 pub mod policy;
-pub mod sandbox;
 pub mod script;
 pub mod secrets;
 pub mod toolbox;
@@ -264,7 +267,7 @@ pub trait ToolSet: Send + Sync {
 
     /// What the kernel sandbox of the programs this tool set starts
     /// enforces, for `run_started` (`None`: it starts none).
-    fn sandbox(&self) -> Option<agentfile_protocol::events::SandboxInfo> {
+    fn sandbox(&self) -> Option<agentfile_wire::events::SandboxInfo> {
         None
     }
 }

@@ -46,8 +46,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::ToolOutput;
+use crate::confine::ToolSandbox;
 use crate::policy::Gate;
-use crate::sandbox::ToolSandbox;
 use crate::secrets::Secrets;
 use agentfile_config::McpServer;
 use agentfile_llm::ToolDef;
@@ -494,7 +494,7 @@ fn spawn(
     env: Vec<(String, String)>,
     sandbox: Option<&ToolSandbox>,
     stderr_tail: &Arc<Mutex<String>>,
-) -> Result<(TokioChildProcess, Option<crate::sandbox::Jail>), SpawnError> {
+) -> Result<(TokioChildProcess, Option<crate::confine::Jail>), SpawnError> {
     if cfg.command.trim().is_empty() {
         return Err(SpawnError::NoCommand);
     }

@@ -30,10 +30,10 @@ use serde_json::{Value, json};
 use url::Url;
 
 use super::builtin::{self, bash as bash_tool, fs, memory, search, web};
+use super::confine::ToolSandbox;
 use super::mcp::{self, McpHub};
 use super::policy::control::{ControlKind, Mark, Tripwire};
 use super::policy::{Gate, Policy, PolicyError, Request, Tool};
-use super::sandbox::ToolSandbox;
 use super::secrets::Secrets;
 use super::{CallResult, Denial, Script, ToolContext, ToolOutput, ToolSet};
 use agentfile_config::Config;
@@ -846,7 +846,7 @@ impl ToolSet for Toolbox {
         })
     }
 
-    fn sandbox(&self) -> Option<agentfile_protocol::events::SandboxInfo> {
+    fn sandbox(&self) -> Option<agentfile_wire::events::SandboxInfo> {
         Some(self.sandbox.info().clone())
     }
 

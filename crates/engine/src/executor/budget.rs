@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use agentfile_protocol::events::Usage;
+use agentfile_wire::events::Usage;
 
 /// Limits for one run. `None` means unlimited.
 #[derive(Debug, Clone, Default)]
@@ -57,8 +57,8 @@ impl Limits {
 
 impl BudgetKind {
     /// The `termination_reason` of a run this budget stopped.
-    pub fn reason(self) -> agentfile_protocol::events::TerminationReason {
-        use agentfile_protocol::events::TerminationReason as R;
+    pub fn reason(self) -> agentfile_wire::events::TerminationReason {
+        use agentfile_wire::events::TerminationReason as R;
         match self {
             BudgetKind::MaxTurns => R::MaxTurns,
             BudgetKind::MaxTokens => R::MaxTokens,

@@ -24,7 +24,7 @@ use agentfile_llm::{
     ChatRequest, ChatResponse, ContentBlock, LlmError, Message, Provider, StreamEvent, ToolCall,
     ToolDef, ToolResult,
 };
-use agentfile_protocol::events::{EventBody, ToolCallInfo};
+use agentfile_wire::events::{EventBody, ToolCallInfo};
 
 /// Replies with unparseable tool arguments the model may send in one
 /// conversation before the goal fails.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use agentfile_protocol::events::{Event, EventBody, Usage};
+use agentfile_wire::events::{Event, EventBody, Usage};
 
 /// A goal's completion, as `goal_complete` records it.
 #[derive(Debug, Clone, Default)]

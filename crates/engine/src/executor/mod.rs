@@ -53,12 +53,12 @@ pub use interp::{ResumeError, check_resume};
 
 use agentfile_llm::{Provider, ToolDef};
 use agentfile_plan::{Node, Plan};
-use agentfile_protocol::events::{EventBody, RunResult};
 use agentfile_session::events::{EventBus, Scope};
 use agentfile_tools::{ToolContext, ToolSet};
+use agentfile_wire::events::{EventBody, RunResult};
 
 /// Exit codes (CONTRACT §3), defined with the wire types.
-pub use agentfile_protocol::exit;
+pub use agentfile_wire::exit;
 
 /// Which model serves an agent: the config's `llm`, or the profile an agent
 /// `REQUIRES`.
@@ -131,12 +131,12 @@ pub struct RunSpec {
     /// Where the default provider's calls go, for `run_started`.
     pub endpoint: Option<String>,
     /// Earlier events of this session when resuming (empty for a new run).
-    pub prior_events: Vec<agentfile_protocol::events::Event>,
+    pub prior_events: Vec<agentfile_wire::events::Event>,
     /// Problems found while setting up (a policy section ignored, an MCP server
     /// that did not start), emitted as `warning` events after `run_started`.
     pub warnings: Vec<String>,
     /// The trigger that started the run (the daemon's runs), for `run_started`.
-    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
+    pub trigger: Option<agentfile_wire::events::RunTrigger>,
 }
 
 /// Everything the executor talks to.
@@ -215,7 +215,7 @@ impl RunCx<'_> {
         items.push((
             scope.clone(),
             body,
-            agentfile_protocol::events::rfc3339(std::time::SystemTime::now()),
+            agentfile_wire::events::rfc3339(std::time::SystemTime::now()),
         ));
         self.svc.bus.post_timed(items);
     }
@@ -236,7 +236,7 @@ impl RunCx<'_> {
             .push((
                 scope.clone(),
                 body,
-                agentfile_protocol::events::rfc3339(std::time::SystemTime::now()),
+                agentfile_wire::events::rfc3339(std::time::SystemTime::now()),
             ));
     }
 
@@ -431,7 +431,7 @@ async fn run_with_files(
         Err(stop) => (Err(stop), env::Env::default()),
     };
     if outcome.is_ok() && !plan.files.is_empty() {
-        let now = agentfile_protocol::events::rfc3339(std::time::SystemTime::now());
+        let now = agentfile_wire::events::rfc3339(std::time::SystemTime::now());
         let tokens = files::Tokens {
             run_id: session,
             workflow_id: plan.id.as_deref().unwrap_or(&plan.name),
@@ -501,10 +501,10 @@ fn ending(
     limits: &Limits,
 ) -> (
     &'static str,
-    agentfile_protocol::events::TerminationReason,
+    agentfile_wire::events::TerminationReason,
     Option<String>,
 ) {
-    use agentfile_protocol::events::TerminationReason as R;
+    use agentfile_wire::events::TerminationReason as R;
     match outcome {
         Ok(()) => ("completed", R::Completed, None),
         Err(Stop::Cancelled) => ("cancelled", R::Cancelled, None),
@@ -528,8 +528,8 @@ fn close(
     cx: &RunCx<'_>,
     outcome: &Result<(), Stop>,
     mut outputs: BTreeMap<String, Value>,
-    usage: &agentfile_protocol::events::Usage,
-    reason: agentfile_protocol::events::TerminationReason,
+    usage: &agentfile_wire::events::Usage,
+    reason: agentfile_wire::events::TerminationReason,
     error: &Option<String>,
 ) -> BTreeMap<String, Value> {
     // The outputs go into the run's last event and into its result, but are

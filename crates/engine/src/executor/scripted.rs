@@ -15,10 +15,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::{RunCx, Stop};
 use agentfile_plan::agent::AgentCard;
-use agentfile_protocol::events::EventBody;
 use agentfile_session::events::Scope;
 use agentfile_tools::ToolOutput;
 use agentfile_tools::script::{self, HostError, HostFn, ScriptError};
+use agentfile_wire::events::EventBody;
 
 /// One host function call, sent from the script's thread.
 struct HostRequest {

@@ -5,8 +5,8 @@ use super::env::{Env, resolve_limit};
 use super::goal::{self, Answer, Conversation};
 use super::{RunCx, Stop, prompt};
 use agentfile_plan::{GoalDef, GoalKind, Plan};
-use agentfile_protocol::events::{EventBody, LoopStop};
 use agentfile_session::events::Scope;
+use agentfile_wire::events::{EventBody, LoopStop};
 use std::sync::Arc;
 
 use agentfile_llm::Provider;

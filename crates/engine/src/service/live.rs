@@ -9,9 +9,9 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::executor::{Approval, ApprovalRequest, Approver, exit};
-use agentfile_protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
 use agentfile_session::events::EventSink;
 use agentfile_session::{self as session, SessionStatus, SessionStore};
+use agentfile_wire::events::{Event, EventBody, RunResult, TerminationReason, Usage};
 
 /// What a transport attaches to one run.
 #[derive(Clone, Default)]
@@ -249,7 +249,7 @@ pub fn failed_result(id: &str, message: &str, status: SessionStatus) -> RunResul
         .into(),
         outputs: Default::default(),
         usage: Usage::default(),
-        termination_reason: agentfile_protocol::events::TerminationReason::Error,
+        termination_reason: agentfile_wire::events::TerminationReason::Error,
         error: Some(message.to_owned()),
         exit_code: exit::FAILED,
         waiting_for: Vec::new(),

@@ -43,13 +43,13 @@ use crate::run::{self, RunError, SessionChoice, Stores};
 use agentfile_config::Config;
 use agentfile_llm::{HttpOptions, Provider};
 use agentfile_plan::{Plan, ReadOptions};
-use agentfile_protocol::events::{Event, EventBody, RunResult, Usage};
-use agentfile_protocol::rpc::{
+use agentfile_session::events::EventSink;
+use agentfile_session::{self as session, SessionMeta, SessionStatus, SessionStore, StoreError};
+use agentfile_wire::events::{Event, EventBody, RunResult, Usage};
+use agentfile_wire::rpc::{
     ApproveParams, CancelParams, ConformanceProfile, EventPage, EventParams, RpcError, RunParams,
     RunStatus, SignalParams, code,
 };
-use agentfile_session::events::EventSink;
-use agentfile_session::{self as session, SessionMeta, SessionStatus, SessionStore, StoreError};
 
 pub use crate::run::{LoadError, RunRequest};
 pub use live::{LiveRun, RunHooks, failed_result, result_of};
@@ -108,7 +108,7 @@ pub struct RemoteWork {
     /// The caller's parameters, the workflow and inputs left out (the
     /// session holds them) and the config path made absolute.
     pub params: RunParams,
-    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
+    pub trigger: Option<agentfile_wire::events::RunTrigger>,
 }
 
 /// A run asked for whole: the CLI's, whose flags reach further than the
@@ -121,7 +121,7 @@ pub struct Submission {
     /// What a new session records for whoever resumes it; `None`: what
     /// `request` sets ([`run::RunSettings::of`]).
     pub settings: Option<run::RunSettings>,
-    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
+    pub trigger: Option<agentfile_wire::events::RunTrigger>,
     /// Nobody can call `approve` while the run waits (a run on the command
     /// line): the hooks' approver answers alone, and when it cannot, the run
     /// ends as `waiting_approval`.
@@ -389,7 +389,7 @@ impl RunService {
         self: &Arc<Self>,
         params: RunParams,
         hooks: RunHooks,
-        trigger: Option<agentfile_protocol::events::RunTrigger>,
+        trigger: Option<agentfile_wire::events::RunTrigger>,
     ) -> Result<Arc<LiveRun>, RpcError> {
         self.check_open()?;
         let params = self.with_stored_settings(params)?;
@@ -433,7 +433,7 @@ impl RunService {
         &self,
         req: &RunRequest,
         settings: Option<run::RunSettings>,
-        trigger: Option<agentfile_protocol::events::RunTrigger>,
+        trigger: Option<agentfile_wire::events::RunTrigger>,
     ) -> Result<run::Prepared, RpcError> {
         let reader = self.options.reader.clone();
         let mut prepared =
@@ -588,7 +588,7 @@ impl RunService {
         last_seq: u64,
         params: RunParams,
         hooks: RunHooks,
-        trigger: Option<agentfile_protocol::events::RunTrigger>,
+        trigger: Option<agentfile_wire::events::RunTrigger>,
     ) -> Result<(), RpcError> {
         let id = &live.session_id;
         let store = &live.store;
@@ -709,7 +709,7 @@ impl RunService {
             let _ = live.store.set_status(&id, status);
             let mut r = failed_result(&id, "cancelled before it started", status);
             r.status = "cancelled".into();
-            r.termination_reason = agentfile_protocol::events::TerminationReason::Cancelled;
+            r.termination_reason = agentfile_wire::events::TerminationReason::Cancelled;
             r.exit_code = exit::CANCELLED;
             return r;
         };
@@ -1324,7 +1324,7 @@ fn structured_inputs(p: &RunParams, plan: &agentfile_plan::Plan) -> Result<(), R
     {
         Some((k, v)) => Err(RpcError::invalid_params(format!(
             "run: invalid params: `inputs.{k}`: expected a string, number or boolean, not {}",
-            agentfile_protocol::rpc::json_kind(v)
+            agentfile_wire::rpc::json_kind(v)
         ))),
         None => Ok(()),
     }

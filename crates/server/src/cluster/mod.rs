@@ -28,7 +28,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, stream};
 use serde::{Deserialize, Serialize};
 
-use agentfile_protocol::rpc::RunParams;
+use agentfile_wire::rpc::RunParams;
 
 /// The stream runs are queued in.
 pub const DEFAULT_STREAM: &str = "AGENTFILE_RUNS";
@@ -105,7 +105,7 @@ pub struct Work {
     /// The trigger that started the run (a daemon's fire), for the worker's
     /// `run_started`. Absent for other runs: their messages are as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger: Option<agentfile_protocol::events::RunTrigger>,
+    pub trigger: Option<agentfile_wire::events::RunTrigger>,
 }
 
 impl Work {
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn work_carries_its_trigger() {
-        let trigger = agentfile_protocol::events::RunTrigger {
+        let trigger = agentfile_wire::events::RunTrigger {
             id: "deploy#0".into(),
             kind: "event".into(),
             fired_at: "2025-01-01T00:00:00Z".into(),

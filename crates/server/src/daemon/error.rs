@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use agentfile_engine::executor::BindError;
-use agentfile_protocol::rpc::RpcError;
 use agentfile_session::StoreError;
+use agentfile_wire::rpc::RpcError;
 
 use super::nats::SubscribeFailed;
 use super::registry::DefaultsError;
@@ -19,9 +19,9 @@ pub enum DaemonError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// The engine, its config or its store could not be opened: its message.
+    /// The gateway, its config or its store could not be opened: its message.
     #[error("{}", .0.message)]
-    Engine(RpcError),
+    Gateway(RpcError),
     #[error(transparent)]
     Defaults(#[from] DefaultsError),
     #[error("no trigger `{0}` is registered; `agentfile triggers list` shows them")]

@@ -9,7 +9,7 @@
 //!   on, so two daemons on one store fire each instant, delivery and event
 //!   once — then decides with [`FirePolicy::decide`] (quota over the
 //!   trigger's local day, overlap with its runs still going), records the
-//!   outcome and starts the run through the same [`Engine`] as `serve`.
+//!   outcome and starts the run through the same [`Gateway`] as `serve`.
 //! - Schedules: one task per schedule trigger sleeps until its next instant;
 //!   on start it fires what [`catch_up`] says was missed since the last
 //!   recorded fire. The key of a scheduled fire is the instant, written as
@@ -36,12 +36,12 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Engine, EngineOptions, LiveRun, RunHooks};
+use crate::gateway::{Gateway, GatewayOptions, LiveRun, RunHooks};
 use agentfile_plan::trigger::TriggerKind;
-use agentfile_protocol::events::RunTrigger;
-use agentfile_protocol::rpc::RunParams;
 use agentfile_session::{FireKind, FireOutcome, FireRecord, SessionStatus, SessionStore};
 use agentfile_triggers::{Decision, Overlap, Running, Schedule, Timestamp, UsedToday, catch_up};
+use agentfile_wire::events::RunTrigger;
+use agentfile_wire::rpc::RunParams;
 
 pub use error::{DaemonError, NotAnObject, Unfit};
 pub use registry::{Registered, Registry};
@@ -66,11 +66,11 @@ const QUEUE_POLL: Duration = Duration::from_millis(250);
 /// The daemon's settings.
 #[derive(Clone, Default)]
 pub struct DaemonOptions {
-    /// The folders scanned for workflows (the first is also the engine's
+    /// The folders scanned for workflows (the first is also the gateway's
     /// workspace: sessions and fire records are stored there). Empty: `.`.
     pub workspaces: Vec<PathBuf>,
     /// How runs are executed (config, policy, provider, limits, cluster).
-    pub engine: EngineOptions,
+    pub gateway: GatewayOptions,
     /// How often workflows are scanned again ([`DEFAULT_RESCAN`] when zero).
     pub rescan: Duration,
 }
@@ -109,7 +109,7 @@ pub struct TriggerRow {
 
 /// The daemon: a registry, the schedules it drives, and the fire path.
 pub struct Daemon {
-    engine: Arc<Engine>,
+    gateway: Arc<Gateway>,
     store: Arc<dyn SessionStore>,
     registry: Mutex<Registry>,
     triggers: Mutex<BTreeMap<String, Registered>>,
@@ -132,7 +132,7 @@ pub fn instant_text(t: Timestamp) -> String {
 }
 
 impl Daemon {
-    /// Open the engine and store and register what the workspaces hold.
+    /// Open the gateway and store and register what the workspaces hold.
     pub fn new(options: DaemonOptions) -> Result<Arc<Daemon>, DaemonError> {
         let mut roots = options.workspaces.clone();
         if roots.is_empty() {
@@ -145,33 +145,33 @@ impl Daemon {
                     .map_err(|source| DaemonError::Workspace { path: r, source })
             })
             .collect::<Result<_, _>>()?;
-        let mut eopts = options.engine.clone();
+        let mut eopts = options.gateway.clone();
         eopts.workspace = Some(roots[0].clone());
-        let engine = Engine::new(eopts).map_err(DaemonError::Engine)?;
-        Daemon::with_engine(engine, roots, options.rescan)
+        let gateway = Gateway::new(eopts).map_err(DaemonError::Gateway)?;
+        Daemon::with_engine(gateway, roots, options.rescan)
     }
 
-    /// A daemon over an engine that exists already (`serve` and `mcp` answer
+    /// A daemon over a gateway that exists already (`serve` and `mcp` answer
     /// the trigger methods with one): it registers what `workspaces` hold
-    /// (the engine's workspace when empty), keeps fire records in the
-    /// engine's session store, and starts runs in that engine. Nothing fires
+    /// (the gateway's workspace when empty), keeps fire records in the
+    /// gateway's session store, and starts runs in that gateway. Nothing fires
     /// on its own until [`Daemon::run`].
     pub fn with_engine(
-        engine: Arc<Engine>,
+        gateway: Arc<Gateway>,
         workspaces: Vec<PathBuf>,
         rescan: Duration,
     ) -> Result<Arc<Daemon>, DaemonError> {
         let roots = if workspaces.is_empty() {
-            vec![engine.root().to_path_buf()]
+            vec![gateway.root().to_path_buf()]
         } else {
             workspaces
         };
-        let config = engine.default_config().map_err(DaemonError::Engine)?;
-        let store = engine.store().map_err(DaemonError::Engine)?;
+        let config = gateway.default_config().map_err(DaemonError::Gateway)?;
+        let store = gateway.store().map_err(DaemonError::Gateway)?;
         let mut registry = Registry::try_new(roots, config)?;
         let triggers = registry.scan();
         Ok(Arc::new(Daemon {
-            engine,
+            gateway,
             store,
             registry: Mutex::new(registry),
             triggers: Mutex::new(triggers),
@@ -186,8 +186,8 @@ impl Daemon {
         }))
     }
 
-    pub fn engine(&self) -> &Arc<Engine> {
-        &self.engine
+    pub fn gateway(&self) -> &Arc<Gateway> {
+        &self.gateway
     }
 
     pub fn store(&self) -> &Arc<dyn SessionStore> {
@@ -479,7 +479,7 @@ impl Daemon {
         };
         let started_by = run_trigger(trigger, kind, &key, now, scheduled_for);
         match self
-            .engine
+            .gateway
             .submit_with_trigger(params, RunHooks::default(), Some(started_by))
             .await
         {
@@ -525,7 +525,7 @@ impl Daemon {
             return Err(DaemonError::UnknownTrigger(trigger.to_owned()));
         };
         let secrets = self
-            .engine
+            .gateway
             .default_config()
             .map(|c| agentfile_tools::secrets::Secrets::from_config(&c))
             .unwrap_or_default();
@@ -540,7 +540,7 @@ impl Daemon {
         }) {
             return Err(unfit(Unfit::NotText {
                 key: k.clone(),
-                kind: agentfile_protocol::rpc::json_kind(v),
+                kind: agentfile_wire::rpc::json_kind(v),
             }));
         }
         agentfile_engine::executor::bind_inputs_with(&reg.plan, inputs, &secrets)
@@ -608,7 +608,10 @@ impl Daemon {
         self: &Arc<Self>,
         stop: CancellationToken,
     ) -> Result<Option<std::net::SocketAddr>, DaemonError> {
-        let config = self.engine.default_config().map_err(DaemonError::Engine)?;
+        let config = self
+            .gateway
+            .default_config()
+            .map_err(DaemonError::Gateway)?;
         let Some(addr) = config
             .other
             .get("daemon")
@@ -655,7 +658,7 @@ impl Daemon {
                 read_timeout: config.mcp.read_timeout(),
                 rule: crate::access::Rule::of_config(&config),
             };
-            crate::ui::Ui::new(self.engine.clone(), options).ok()
+            crate::ui::Ui::new(self.gateway.clone(), options).ok()
         };
         tokio::spawn(webhook::serve_webhooks(
             listener,
@@ -674,7 +677,7 @@ impl Daemon {
         self: &Arc<Self>,
         stop: CancellationToken,
     ) -> Result<bool, DaemonError> {
-        let Some(cluster) = self.engine.options().cluster.clone() else {
+        let Some(cluster) = self.gateway.options().cluster.clone() else {
             return Ok(false);
         };
         nats::serve_events(self.clone(), cluster.client.clone(), stop).await?;
@@ -685,7 +688,7 @@ impl Daemon {
     /// Then no more fires are taken and runs in flight are interrupted,
     /// resumable (as `serve` does on a signal).
     pub async fn run(self: &Arc<Self>, stop: CancellationToken) {
-        let reaper = self.engine.clone();
+        let reaper = self.gateway.clone();
         let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
         let mut tasks: HashMap<String, (String, CancellationToken)> = HashMap::new();
         loop {
@@ -701,7 +704,7 @@ impl Daemon {
         for (_, (_, t)) in tasks.drain() {
             t.cancel();
         }
-        self.engine.interrupt(Duration::from_secs(5)).await;
+        self.gateway.interrupt(Duration::from_secs(5)).await;
     }
 
     /// Start a task for each new or changed schedule, stop those gone.

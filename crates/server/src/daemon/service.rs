@@ -1,7 +1,7 @@
 //! The trigger methods of `serve` and `mcp` (CONTRACT §15): `triggers`,
 //! `trigger_history`, `fire`, `emit`, answered by a [`Daemon`] over the
-//! server's own [`Engine`], built on the first call. Runs they start are the
-//! engine's runs, followed with `event`, `approve` and `cancel` like any run.
+//! server's own [`Gateway`], built on the first call. Runs they start are the
+//! gateway's runs, followed with `event`, `approve` and `cancel` like any run.
 //! The server does not fire schedules or listen for webhooks: that is
 //! `agentfile daemon`; these methods show and fire by hand.
 
@@ -11,19 +11,19 @@ use std::time::Duration;
 use tokio::sync::OnceCell;
 
 use super::{Daemon, DaemonError, FireResult};
-use crate::engine::Engine;
-use agentfile_protocol::rpc::{
+use crate::gateway::Gateway;
+use agentfile_session::{FireKind, FireRecord};
+use agentfile_wire::rpc::{
     EmitParams, EmitResult, FireHistory, FireInfo, FireOutcome, FireParams, FireReport, RpcError,
     TriggerHistoryParams, TriggerInfo, TriggerList, TriggerState, TriggersParams, code,
 };
-use agentfile_session::{FireKind, FireRecord};
 
 /// How many fires `trigger_history` answers when the call names no `limit`.
 pub const DEFAULT_HISTORY: usize = 50;
 
-/// The trigger methods of one server (one per engine).
+/// The trigger methods of one server (one per gateway).
 pub struct TriggerService {
-    engine: Arc<Engine>,
+    gateway: Arc<Gateway>,
     daemon: OnceCell<Arc<Daemon>>,
 }
 
@@ -66,9 +66,9 @@ fn joined<T>(r: Result<T, tokio::task::JoinError>) -> Result<T, RpcError> {
 }
 
 impl TriggerService {
-    pub fn new(engine: Arc<Engine>) -> TriggerService {
+    pub fn new(gateway: Arc<Gateway>) -> TriggerService {
         TriggerService {
-            engine,
+            gateway,
             daemon: OnceCell::new(),
         }
     }
@@ -81,10 +81,10 @@ impl TriggerService {
             .daemon
             .get_or_try_init(|| async {
                 fresh = true;
-                let engine = self.engine.clone();
+                let gateway = self.gateway.clone();
                 joined(
                     tokio::task::spawn_blocking(move || {
-                        Daemon::with_engine(engine, Vec::new(), Duration::ZERO)
+                        Daemon::with_engine(gateway, Vec::new(), Duration::ZERO)
                     })
                     .await,
                 )?

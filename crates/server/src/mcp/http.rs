@@ -4,7 +4,7 @@
 //! The handler is the one stdio uses ([`McpServer`]); rmcp's
 //! [`StreamableHttpService`] does the HTTP framing, SSE streams and sessions
 //! (`Mcp-Session-Id`, one [`McpServer`] per session, made by a factory that
-//! gives each its own [`Client`] and shares the process's one [`Engine`],
+//! gives each its own [`Client`] and shares the process's one [`Gateway`],
 //! workflow catalog and watcher). In front of it, every request passes, in
 //! this order:
 //!
@@ -40,7 +40,7 @@
 //! The [`Principal`] (the token's digest, or "loopback") goes into the HTTP
 //! request's extensions, where [`Principal::of`] finds it for the handlers.
 //!
-//! `--provider mcp-sampling` is refused at start (exit 2): the engine has one
+//! `--provider mcp-sampling` is refused at start (exit 2): the gateway has one
 //! provider for all clients, and which client's model would answer is not
 //! defined. SIGTERM or SIGINT stops accepting, interrupts the runs (sessions
 //! are left `interrupted`, resumable), lets the calls they held answer, closes
@@ -76,7 +76,7 @@ use super::{
 };
 pub use crate::auth::{TOKEN_VAR, parse_tokens};
 use crate::auth::{Tokens, origin_of, own_origins};
-use crate::engine::{Engine, EngineOptions};
+use crate::gateway::{Gateway, GatewayOptions};
 use crate::limits;
 
 /// The path the MCP endpoint is served at.
@@ -102,9 +102,9 @@ pub async fn serve_http_until(
     if let Err(code) = check_options(&mut options, addr) {
         return code;
     }
-    let config_path = options.engine.config.clone();
-    let limits = options.engine.limits;
-    let (engine, config) = match open_engine(options.engine) {
+    let config_path = options.gateway.config.clone();
+    let limits = options.gateway.limits;
+    let (gateway, config) = match open_engine(options.gateway) {
         Ok(opened) => opened,
         Err(code) => return code,
     };
@@ -116,19 +116,19 @@ pub async fn serve_http_until(
         }
     };
     let local = listener.local_addr().unwrap_or(addr);
-    let reaper = engine.clone();
+    let reaper = gateway.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
     // Tasks a stopped or killed server left interrupted resume here, as on stdio.
-    super::tasks::resume_interrupted(&engine).await;
+    super::tasks::resume_interrupted(&gateway).await;
 
-    let (scan, catalog) = super::first_scan(&engine, config_path);
+    let (scan, catalog) = super::first_scan(&gateway, config_path);
 
     let ct = CancellationToken::new();
     let sessions = Arc::new(Sessions::default());
     let host = super::ToolHost::default();
     let service = mcp_service(
         Shared {
-            engine: &engine,
+            gateway: &gateway,
             catalog: &catalog,
             sessions: &sessions,
             host: &host,
@@ -139,7 +139,7 @@ pub async fn serve_http_until(
         &ct,
         local,
     );
-    let ui = match web_view(&engine, &options.tokens, &config, local, &ct) {
+    let ui = match web_view(&gateway, &options.tokens, &config, local, &ct) {
         Ok(u) => u,
         Err(code) => return code,
     };
@@ -171,7 +171,7 @@ pub async fn serve_http_until(
     // New requests are refused from here; runs stop and are left resumable;
     // the calls that held them answer; then the sessions and streams close.
     front.closing.cancel();
-    engine.interrupt(INTERRUPT_GRACE).await;
+    gateway.interrupt(INTERRUPT_GRACE).await;
     let _ = tokio::time::timeout(ANSWER_GRACE, front.in_flight.idle()).await;
     ct.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
@@ -198,8 +198,8 @@ fn check_options(options: &mut McpOptions, addr: SocketAddr) -> Result<(), ExitC
             return Err(2);
         }
     }
-    // One engine serves every client: there is no one host model to sample.
-    if options.engine.provider.as_deref() == Some(super::sampling::NAME) {
+    // One gateway serves every client: there is no one host model to sample.
+    if options.gateway.provider.as_deref() == Some(super::sampling::NAME) {
         eprintln!(
             "agentfile mcp: --provider {} needs one host, so it works on stdio only; \
              drop --http, or choose a provider with an API key",
@@ -207,43 +207,43 @@ fn check_options(options: &mut McpOptions, addr: SocketAddr) -> Result<(), ExitC
         );
         return Err(2);
     }
-    options.engine.sampling = None;
-    if options.engine.key_hint.is_none() {
-        options.engine.key_hint = Some(KEY_HINT.to_owned());
+    options.gateway.sampling = None;
+    if options.gateway.key_hint.is_none() {
+        options.gateway.key_hint = Some(KEY_HINT.to_owned());
     }
     Ok(())
 }
 
-/// The one engine every client shares, and its workspace's config.
-fn open_engine(options: EngineOptions) -> Result<(Arc<Engine>, Config), ExitCode> {
-    let engine = match Engine::new(options) {
+/// The one gateway every client shares, and its workspace's config.
+fn open_engine(options: GatewayOptions) -> Result<(Arc<Gateway>, Config), ExitCode> {
+    let gateway = match Gateway::new(options) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("agentfile mcp: {e}");
             return Err(2);
         }
     };
-    let config = match engine.default_config() {
+    let config = match gateway.default_config() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("agentfile mcp: {}", e.message);
             return Err(2);
         }
     };
-    Ok((engine, config))
+    Ok((gateway, config))
 }
 
-/// What every HTTP session shares: one engine, one catalog of workflow tools,
+/// What every HTTP session shares: one gateway, one catalog of workflow tools,
 /// the list of sessions, the extra tools' host.
 struct Shared<'a> {
-    engine: &'a Arc<Engine>,
+    gateway: &'a Arc<Gateway>,
     catalog: &'a Arc<super::workflows::Catalog>,
     sessions: &'a Arc<Sessions>,
     host: &'a super::ToolHost,
 }
 
 /// rmcp's Streamable HTTP service: a new [`McpServer`] per session, each with
-/// its own client (its peer, log level), all over one engine.
+/// its own client (its peer, log level), all over one gateway.
 fn mcp_service(
     shared: Shared<'_>,
     heartbeat: Duration,
@@ -253,23 +253,23 @@ fn mcp_service(
     local: SocketAddr,
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
     let factory = {
-        let (engine, catalog, sessions) = (
-            shared.engine.clone(),
+        let (gateway, catalog, sessions) = (
+            shared.gateway.clone(),
             shared.catalog.clone(),
             shared.sessions.clone(),
         );
         let fixed_tools = Arc::new(tools::fixed());
-        let triggers = Arc::new(crate::daemon::service::TriggerService::new(engine.clone()));
+        let triggers = Arc::new(crate::daemon::service::TriggerService::new(gateway.clone()));
         let host = shared.host.clone();
         move || {
-            // Each session its own client (its peer, log level), all one engine.
+            // Each session its own client (its peer, log level), all one gateway.
             let client = Arc::new(Client::new(
                 Arc::new(transport::Conn::new(limits)),
                 heartbeat,
             ));
             sessions.add(&client);
             Ok(McpServer {
-                engine: engine.clone(),
+                gateway: gateway.clone(),
                 triggers: triggers.clone(),
                 client,
                 catalog: catalog.clone(),
@@ -296,14 +296,14 @@ fn mcp_service(
 
 /// The web view served at `/ui/` beside the endpoint.
 fn web_view(
-    engine: &Arc<Engine>,
+    gateway: &Arc<Gateway>,
     tokens: &[String],
     config: &Config,
     local: SocketAddr,
     ct: &CancellationToken,
 ) -> Result<Arc<crate::ui::Ui>, ExitCode> {
     crate::ui::Ui::new(
-        engine.clone(),
+        gateway.clone(),
         crate::ui::UiOptions {
             tokens: Tokens::new(tokens),
             allowed_origins: config.mcp.allowed_origins.clone(),
@@ -746,7 +746,7 @@ fn too_many_streams(max: usize) -> Response<HttpBody> {
 }
 
 /// 429 with `error` as the JSON-RPC error stdio answers past a bound.
-fn too_many_with(error: agentfile_protocol::rpc::RpcError) -> Response<HttpBody> {
+fn too_many_with(error: agentfile_wire::rpc::RpcError) -> Response<HttpBody> {
     let body = serde_json::json!({
         "jsonrpc": "2.0",
         "id": null,

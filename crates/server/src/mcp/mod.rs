@@ -1,10 +1,10 @@
 //! `agentfile mcp`: an MCP server on stdio for IDE agents (Claude Code, Cursor,
-//! Cline, VS Code), over the same [`Engine`] as `agentfile serve`.
+//! Cline, VS Code), over the same [`Gateway`] as `agentfile serve`.
 //!
 //! - [`transport`]: stdin/stdout framing; holds back the end of input until
 //!   every request is answered.
 //! - [`tools`]: the tools `run`, `event`, `cancel`, `approve`, `validate`,
-//!   `inspect`, `list`, their schemas (from [`agentfile_protocol::rpc`]) and results.
+//!   `inspect`, `list`, their schemas (from [`agentfile_wire::rpc`]) and results.
 //! - [`results`]: what a tool call returns: result builders, output schemas,
 //!   a finished run as a tool result (shared by the tools, tasks and MRTR).
 //! - [`workflows`]: one `run_<name>` tool per workflow in the workspace, kept
@@ -30,7 +30,7 @@
 //! stateless (`server/discover`, per-request `_meta`). What rmcp does with
 //! the messages is rmcp's; this module supplies the handler and the transport.
 //!
-//! Lifetime (stdio): one connection per process. The end of stdin drains the engine
+//! Lifetime (stdio): one connection per process. The end of stdin drains the gateway
 //! (accepted runs finish, sessions complete); SIGTERM or SIGINT interrupts it
 //! (runs stop, sessions are left `interrupted` and resumable). Nothing but
 //! protocol messages is written to stdout; diagnostics go to stderr.
@@ -72,7 +72,7 @@ use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::{Engine, EngineOptions};
+use crate::gateway::{Gateway, GatewayOptions};
 use crate::signals::signal;
 
 /// How long runs get to stop after a signal before the process exits anyway.
@@ -91,7 +91,7 @@ pub const KEY_HINT: &str = "MCP hosts start servers with a reduced environment: 
 /// `agentfile mcp`'s settings.
 #[derive(Clone)]
 pub struct McpOptions {
-    pub engine: EngineOptions,
+    pub gateway: GatewayOptions,
     /// Progress heartbeat interval while a run is quiet (hosts time out quiet calls).
     pub heartbeat: Duration,
     /// How often the workspace is rescanned for workflow tools.
@@ -170,7 +170,7 @@ pub type ExtraAnswer =
 impl Default for McpOptions {
     fn default() -> Self {
         McpOptions {
-            engine: EngineOptions::default(),
+            gateway: GatewayOptions::default(),
             heartbeat: HEARTBEAT,
             poll: POLL,
             http: None,
@@ -231,8 +231,8 @@ impl Client {
 /// The MCP handler: one per connection.
 #[derive(Clone)]
 pub struct McpServer {
-    engine: Arc<Engine>,
-    /// `triggers`, `trigger_history`, `fire`, `emit`: one per engine.
+    gateway: Arc<Gateway>,
+    /// `triggers`, `trigger_history`, `fire`, `emit`: one per gateway.
     triggers: Arc<crate::daemon::service::TriggerService>,
     client: Arc<Client>,
     catalog: Arc<workflows::Catalog>,
@@ -373,7 +373,7 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        let root = self.engine.root().to_owned();
+        let root = self.gateway.root().to_owned();
         let agents = tokio::task::spawn_blocking(move || prompts::agent_prompts(&root))
             .await
             .unwrap_or_default();
@@ -398,7 +398,7 @@ impl ServerHandler for McpServer {
             return answer.map(complete_prompt);
         }
         if request.name.contains('.') {
-            let root = self.engine.root().to_owned();
+            let root = self.gateway.root().to_owned();
             let agents = tokio::task::spawn_blocking(move || prompts::agent_prompts(&root))
                 .await
                 .unwrap_or_default();
@@ -507,17 +507,17 @@ pub async fn serve(
     mut options: McpOptions,
     stop: impl Future<Output = ExitCode>,
 ) -> ExitCode {
-    let io = Arc::new(transport::Conn::new(options.engine.limits));
+    let io = Arc::new(transport::Conn::new(options.gateway.limits));
     let client = Arc::new(Client::new(io.clone(), options.heartbeat));
-    options.engine.sampling = Some(Arc::new(sampling::SamplingProvider::new(
+    options.gateway.sampling = Some(Arc::new(sampling::SamplingProvider::new(
         client.clone(),
-        options.engine.model.clone(),
+        options.gateway.model.clone(),
     )));
-    if options.engine.key_hint.is_none() {
-        options.engine.key_hint = Some(KEY_HINT.to_owned());
+    if options.gateway.key_hint.is_none() {
+        options.gateway.key_hint = Some(KEY_HINT.to_owned());
     }
-    let config = options.engine.config.clone();
-    let engine = match Engine::new(options.engine) {
+    let config = options.gateway.config.clone();
+    let gateway = match Gateway::new(options.gateway) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("agentfile mcp: {e}");
@@ -525,14 +525,14 @@ pub async fn serve(
         }
     };
     // Sessions a killed process left `running` read `interrupted` from now on.
-    let reaper = engine.clone();
+    let reaper = gateway.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
-    tasks::resume_interrupted(&engine).await;
-    let (scan, catalog) = first_scan(&engine, config);
+    tasks::resume_interrupted(&gateway).await;
+    let (scan, catalog) = first_scan(&gateway, config);
     let host = ToolHost::default();
     let handler = McpServer {
-        engine: engine.clone(),
-        triggers: Arc::new(crate::daemon::service::TriggerService::new(engine.clone())),
+        gateway: gateway.clone(),
+        triggers: Arc::new(crate::daemon::service::TriggerService::new(gateway.clone())),
         client,
         catalog: catalog.clone(),
         fixed_tools: Arc::new(tools::fixed()),
@@ -596,9 +596,9 @@ pub async fn serve(
             // The input ended and every request was answered; runs started with
             // `wait: false` still finish. A signal while they do interrupts them.
             tokio::select! {
-                _ = engine.drain() => 0,
+                _ = gateway.drain() => 0,
                 code = &mut stop => {
-                    engine.interrupt(INTERRUPT_GRACE).await;
+                    gateway.interrupt(INTERRUPT_GRACE).await;
                     code
                 }
             }
@@ -606,7 +606,7 @@ pub async fn serve(
         Some(code) => {
             // Runs stop first, and the calls waiting on them answer while the
             // connection is still up; then the service loop ends.
-            engine.interrupt(INTERRUPT_GRACE).await;
+            gateway.interrupt(INTERRUPT_GRACE).await;
             let _ = tokio::time::timeout(ANSWER_GRACE, io.idle()).await;
             io.shutdown.cancel();
             ct.cancel();
@@ -622,19 +622,19 @@ pub async fn serve(
 /// The first scan runs beside the handshake, so `initialize` is not kept
 /// waiting (stdio and HTTP alike).
 fn first_scan(
-    engine: &Arc<Engine>,
+    gateway: &Arc<Gateway>,
     config: Option<std::path::PathBuf>,
 ) -> (workflows::Scan, Arc<workflows::Catalog>) {
     let scan = workflows::Scan::new(
-        engine.root().to_owned(),
+        gateway.root().to_owned(),
         config.map(|c| {
             if c.is_absolute() {
                 c
             } else {
-                engine.root().join(c)
+                gateway.root().join(c)
             }
         }),
-        engine.options().limits.max_source() as u64,
+        gateway.options().limits.max_source() as u64,
     );
     let catalog = Arc::new(workflows::Catalog::default());
     let (first, filled) = (scan.clone(), catalog.clone());

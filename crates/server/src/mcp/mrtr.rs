@@ -29,8 +29,8 @@ use sha2::{Digest, Sha256};
 
 use super::McpServer;
 use super::principal::Principal;
-use agentfile_protocol::rpc::{ApproveParams, CancelParams, SignalParams};
 use agentfile_session::SessionStatus;
+use agentfile_wire::rpc::{ApproveParams, CancelParams, SignalParams};
 
 /// How often a waiting call reads the store.
 const POLL: Duration = Duration::from_millis(200);
@@ -216,7 +216,7 @@ pub async fn suspended(
     principal: &Principal,
     id: &str,
 ) -> Option<CallToolResponse> {
-    let store = server.engine.store().ok()?;
+    let store = server.gateway.store().ok()?;
     let i = id.to_owned();
     let meta = tokio::task::spawn_blocking(move || store.get(&i))
         .await
@@ -225,14 +225,14 @@ pub async fn suspended(
     if meta.status != SessionStatus::Suspended {
         return None;
     }
-    let events = server.engine.stored_result(id).ok()??.waiting_for;
+    let events = server.gateway.stored_result(id).ok()??.waiting_for;
     ask_signal(principal, id, meta.last_seq, &events).ok()
 }
 
 /// The seq of the session's pending approval, read from the store (the run
 /// may record it a moment after it said so).
 pub async fn pending(server: &McpServer, id: &str) -> Option<u64> {
-    let store = server.engine.store().ok()?;
+    let store = server.gateway.store().ok()?;
     for _ in 0..50 {
         let (s, i) = (store.clone(), id.to_owned());
         if let Ok(Ok(Some(seq))) = tokio::task::spawn_blocking(move || s.pending_approval(&i)).await
@@ -277,14 +277,14 @@ pub async fn retry(
         .filter(|n| !n.is_empty())
         .map(str::to_owned)
         .or_else(|| Some("answered in the MCP client".to_owned()));
-    if server.engine.store().ok().is_some() && pending(server, &id).await == Some(seq) {
-        let hooks = crate::engine::RunHooks {
+    if server.gateway.store().ok().is_some() && pending(server, &id).await == Some(seq) {
+        let hooks = crate::gateway::RunHooks {
             sinks: Vec::new(),
             approver: None,
             owner: None,
         };
         server
-            .engine
+            .gateway
             .approve(
                 ApproveParams {
                     session_id: id.clone(),
@@ -328,7 +328,7 @@ async fn retry_signal(
         Some(other) => other.clone(),
     };
     let store = server
-        .engine
+        .gateway
         .store()
         .map_err(|e| ErrorData::internal_error(e.message, None))?;
     let i = id.to_owned();
@@ -338,13 +338,13 @@ async fn retry_signal(
         .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     let mut after = meta.last_seq;
     if meta.status == SessionStatus::Suspended && meta.last_seq == seq {
-        let hooks = crate::engine::RunHooks {
+        let hooks = crate::gateway::RunHooks {
             sinks: Vec::new(),
             approver: None,
             owner: None,
         };
         server
-            .engine
+            .gateway
             .signal(
                 SignalParams {
                     session_id: id.to_owned(),
@@ -358,7 +358,7 @@ async fn retry_signal(
         // The signal's own events are recorded by now: a suspend after them
         // is a new one.
         let store = server
-            .engine
+            .gateway
             .store()
             .map_err(|e| ErrorData::internal_error(e.message, None))?;
         let i = id.to_owned();
@@ -379,8 +379,8 @@ async fn wait(
     answered: u64,
     ctx: &RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let engine = &server.engine;
-    let store = engine
+    let gateway = &server.gateway;
+    let store = gateway
         .store()
         .map_err(|e| ErrorData::internal_error(e.message, None))?;
     loop {
@@ -398,7 +398,7 @@ async fn wait(
                 return ask(principal, id, seq);
             }
             (SessionStatus::Suspended, _, last) if last > answered => {
-                let r = engine
+                let r = gateway
                     .stored_result(id)
                     .map_err(|e| ErrorData::internal_error(e.message, None))?;
                 if let Some(r) = r {
@@ -406,7 +406,7 @@ async fn wait(
                 }
             }
             (s, _, _) if s.is_terminal() => {
-                if let Some(r) = engine
+                if let Some(r) = gateway
                     .stored_result(id)
                     .map_err(|e| ErrorData::internal_error(e.message, None))?
                 {
@@ -418,7 +418,7 @@ async fn wait(
         tokio::select! {
             _ = tokio::time::sleep(POLL) => {}
             _ = ctx.ct.cancelled() => {
-                let _ = engine.cancel(CancelParams { session_id: id.to_owned() }).await;
+                let _ = gateway.cancel(CancelParams { session_id: id.to_owned() }).await;
                 return Err(ErrorData::internal_error("cancelled", None));
             }
         }

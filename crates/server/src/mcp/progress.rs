@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use super::Client;
 use super::approval::Phase;
 use crate::printer::Progress;
-use agentfile_protocol::events::{Event, EventBody};
 use agentfile_session::events::EventSink;
+use agentfile_wire::events::{Event, EventBody};
 
 /// Events queued for the forwarder before progress is dropped.
 const QUEUE: usize = 256;
@@ -454,7 +454,7 @@ fn quiet_line(e: &Event) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentfile_protocol::events::EVENT_SCHEMA_VERSION;
+    use agentfile_wire::events::EVENT_SCHEMA_VERSION;
 
     fn event(seq: u64, body: EventBody) -> Event {
         Event {
@@ -509,7 +509,7 @@ mod tests {
             }),
             phase: Arc::new(phase),
         };
-        let usage = agentfile_protocol::events::Usage::default();
+        let usage = agentfile_wire::events::Usage::default();
         sink.send(&event(
             1,
             EventBody::Warning {

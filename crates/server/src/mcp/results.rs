@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde_json::{Value, json};
 
-use agentfile_protocol::events::RunResult;
+use agentfile_wire::events::RunResult;
 
 fn strip(root: schemars::Schema) -> Arc<JsonObject> {
     let mut o = match serde_json::to_value(root) {

@@ -28,12 +28,12 @@ impl Timing {
 }
 
 /// This process's [`Timing`], read from the server's config once (a server
-/// process has one engine, one config).
+/// process has one gateway, one config).
 pub fn timing(server: &McpServer) -> Timing {
     static TIMING: std::sync::OnceLock<Timing> = std::sync::OnceLock::new();
     *TIMING.get_or_init(|| {
         let mcp = server
-            .engine
+            .gateway
             .default_config()
             .map(|c| c.mcp)
             .unwrap_or_default();
@@ -55,7 +55,7 @@ pub fn expired(server: &McpServer, meta: &agentfile_session::SessionMeta) -> boo
 /// so string order is time order) lies more than `ttl_ms` before `now`.
 fn ended_before(updated_at: &str, ttl_ms: u64, now: std::time::SystemTime) -> bool {
     now.checked_sub(Duration::from_millis(ttl_ms))
-        .is_some_and(|cutoff| updated_at < agentfile_protocol::events::rfc3339(cutoff).as_str())
+        .is_some_and(|cutoff| updated_at < agentfile_wire::events::rfc3339(cutoff).as_str())
 }
 
 #[cfg(test)]

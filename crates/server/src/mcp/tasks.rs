@@ -26,9 +26,9 @@ use serde_json::{Value, json};
 
 use super::McpServer;
 use super::principal::Principal;
-use crate::engine::RunHooks;
-use agentfile_protocol::rpc::{ApproveParams, CancelParams, RunParams, SignalParams};
+use crate::gateway::RunHooks;
 use agentfile_session::SessionStatus;
+use agentfile_wire::rpc::{ApproveParams, CancelParams, RunParams, SignalParams};
 
 /// Whether the client of `ctx` declared the tasks extension (in its 2026
 /// `_meta` capabilities, or at `initialize`).
@@ -78,14 +78,14 @@ const RESUME_SCAN: usize = 1_000;
 /// session someone holds (a live owner, here or in another process on the
 /// same store) does not read `interrupted` and is left alone; one that
 /// another server resumed in the moment between the look and the start is
-/// refused by the engine or seen running, and skipped. Returns the ids
+/// refused by the gateway or seen running, and skipped. Returns the ids
 /// resumed.
-pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) -> Vec<String> {
-    let Ok(store) = engine.store() else {
+pub async fn resume_interrupted(gateway: &std::sync::Arc<crate::gateway::Gateway>) -> Vec<String> {
+    let Ok(store) = gateway.store() else {
         return Vec::new();
     };
-    let max = match engine.options().max_runs {
-        0 => crate::engine::DEFAULT_MAX_RUNS,
+    let max = match gateway.options().max_runs {
+        0 => crate::gateway::DEFAULT_MAX_RUNS,
         n => n,
     };
     let found = {
@@ -115,10 +115,10 @@ pub async fn resume_interrupted(engine: &std::sync::Arc<crate::engine::Engine>) 
     };
     let mut resumed = Vec::new();
     for id in ids {
-        if engine.is_live_here(&id) || !claim(&store, &id).await {
+        if gateway.is_live_here(&id) || !claim(&store, &id).await {
             continue;
         }
-        match engine
+        match gateway
             .submit(
                 RunParams {
                     resume: Some(id.clone()),
@@ -166,7 +166,7 @@ pub async fn start(
     server: &McpServer,
     p: RunParams,
     ctx: &RequestContext<RoleServer>,
-) -> Result<CallToolResponse, agentfile_protocol::rpc::RpcError> {
+) -> Result<CallToolResponse, agentfile_wire::rpc::RpcError> {
     start_tool(server, p, ctx, None).await
 }
 
@@ -178,10 +178,10 @@ pub async fn start_tool(
     mut p: RunParams,
     ctx: &RequestContext<RoleServer>,
     tool: Option<&str>,
-) -> Result<CallToolResponse, agentfile_protocol::rpc::RpcError> {
+) -> Result<CallToolResponse, agentfile_wire::rpc::RpcError> {
     p.wait = Some(false);
-    let engine = &server.engine;
-    let store = engine.store()?;
+    let gateway = &server.gateway;
+    let store = gateway.store()?;
     // The run's events wake the status watcher.
     let wake = std::sync::Arc::new(tokio::sync::Notify::new());
     let principal = Principal::of(ctx);
@@ -191,10 +191,10 @@ pub async fn start_tool(
     {
         let wake = wake.clone();
         hooks.sinks.push(std::sync::Arc::new(
-            move |_: &agentfile_protocol::events::Event| wake.notify_one(),
+            move |_: &agentfile_wire::events::Event| wake.notify_one(),
         ));
     }
-    let live = engine.submit(p, hooks).await?;
+    let live = gateway.submit(p, hooks).await?;
     let id = live.session_id().to_owned();
     let recorded = {
         let (store, id) = (store.clone(), id.clone());
@@ -217,13 +217,13 @@ pub async fn start_tool(
     let meta = match recorded {
         Ok(Ok(m)) => m,
         Ok(Err(e)) => {
-            let _ = engine.cancel(CancelParams { session_id: id }).await;
-            return Err(agentfile_protocol::rpc::RpcError::internal(format!(
+            let _ = gateway.cancel(CancelParams { session_id: id }).await;
+            return Err(agentfile_wire::rpc::RpcError::internal(format!(
                 "cannot record the task: {e}"
             )));
         }
         Err(e) => {
-            return Err(agentfile_protocol::rpc::RpcError::internal(format!(
+            return Err(agentfile_wire::rpc::RpcError::internal(format!(
                 "cannot record the task: {e}"
             )));
         }
@@ -253,7 +253,7 @@ pub async fn may_touch(server: &McpServer, id: &str, ctx: &RequestContext<RoleSe
     }
     crate::access::Rule::OWNED
         .may(
-            server.engine.store().ok(),
+            server.gateway.store().ok(),
             &Principal::of(ctx),
             id,
             crate::access::Action::Steer,
@@ -270,7 +270,7 @@ async fn owned(
     if !agentfile_session::is_valid_id(id) {
         return Err(unknown(id));
     }
-    let store = server.engine.store().map_err(|e| internal(e.message))?;
+    let store = server.gateway.store().map_err(|e| internal(e.message))?;
     let principal = Principal::of(ctx);
     let id2 = id.to_owned();
     let found = tokio::task::spawn_blocking(move || {
@@ -375,7 +375,7 @@ async fn view(
     meta: &agentfile_session::SessionMeta,
     resume: bool,
 ) -> Result<DetailedTask, ErrorData> {
-    let engine = &server.engine;
+    let gateway = &server.gateway;
     let id = meta.id.as_str();
     let t = |s| task(server, id, s, &meta.created_at, &meta.updated_at);
     let payload = match meta.status {
@@ -384,11 +384,11 @@ async fn view(
             // Its server died or stopped: run it on here, unless someone
             // (this server, or another with a live lease) holds it already.
             if resume
-                && !engine.is_live_here(id)
-                && let Ok(store) = engine.store()
+                && !gateway.is_live_here(id)
+                && let Ok(store) = gateway.store()
                 && claim(&store, id).await
             {
-                let started = engine
+                let started = gateway
                     .submit(
                         RunParams {
                             resume: Some(id.to_owned()),
@@ -403,8 +403,10 @@ async fn view(
             }
             TaskPayload::Working
         }
+        // Answered here, its `approval_resolved` not stored yet: going on.
+        SessionStatus::WaitingApproval if gateway.approval_answered(id) => TaskPayload::Working,
         SessionStatus::WaitingApproval => {
-            let store = engine.store().map_err(|e| internal(e.message))?;
+            let store = gateway.store().map_err(|e| internal(e.message))?;
             let id2 = id.to_owned();
             let seq = tokio::task::spawn_blocking(move || store.pending_approval(&id2))
                 .await
@@ -423,7 +425,7 @@ async fn view(
             }
         }
         SessionStatus::Suspended => {
-            let result = engine.stored_result(id).map_err(|e| internal(e.message))?;
+            let result = gateway.stored_result(id).map_err(|e| internal(e.message))?;
             let events = result.map(|r| r.waiting_for).unwrap_or_default();
             let mut reqs = InputRequests::new();
             reqs.insert(
@@ -438,7 +440,7 @@ async fn view(
         SessionStatus::Completed | SessionStatus::Failed => {
             // Completed either way: a failed run is a tool result with
             // `isError: true`, as a blocking call returns it.
-            match engine.stored_result(id).map_err(|e| internal(e.message))? {
+            match gateway.stored_result(id).map_err(|e| internal(e.message))? {
                 Some(r) => {
                     let mut result = super::results::run_result(&r);
                     if let Some(tool) = started_by(server, id).await {
@@ -457,7 +459,7 @@ async fn view(
 
 /// The `run_<name>` tool that started task `id`, if it still exists.
 async fn started_by(server: &McpServer, id: &str) -> Option<rmcp::model::Tool> {
-    let store = server.engine.store().ok()?;
+    let store = server.gateway.store().ok()?;
     let id2 = id.to_owned();
     let settings = tokio::task::spawn_blocking(move || store.run_settings(&id2))
         .await
@@ -486,7 +488,7 @@ fn watch_status(
     wake: std::sync::Arc<tokio::sync::Notify>,
 ) {
     tokio::spawn(async move {
-        let Ok(store) = server.engine.store() else {
+        let Ok(store) = server.gateway.store() else {
             return;
         };
         let mut last = TaskStatus::Working;
@@ -546,7 +548,7 @@ pub async fn update(
     {
         return local;
     }
-    let engine = &server.engine;
+    let gateway = &server.gateway;
     let meta = owned(server, &p.task_id, ctx).await?;
     let id = meta.id.clone();
     for (key, answer) in &p.input_responses {
@@ -574,7 +576,7 @@ pub async fn update(
                 .filter(|n| !n.is_empty())
                 .map(str::to_owned)
                 .or_else(|| Some("answered in the MCP client".to_owned()));
-            engine
+            gateway
                 .approve(
                     ApproveParams {
                         session_id: id.clone(),
@@ -607,7 +609,7 @@ pub async fn update(
                 Some(Value::String(_)) | None => Value::Null,
                 Some(other) => other.clone(),
             };
-            engine
+            gateway
                 .signal(
                     SignalParams {
                         session_id: id.clone(),
@@ -639,7 +641,7 @@ pub async fn cancel(
     );
     if !terminal {
         server
-            .engine
+            .gateway
             .cancel(CancelParams {
                 session_id: meta.id,
             })

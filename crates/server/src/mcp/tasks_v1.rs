@@ -43,8 +43,8 @@ use serde_json::{Map, Value, json};
 use super::McpServer;
 use super::principal::Principal;
 use super::task_timing::{expired, timing};
-use agentfile_protocol::rpc::RunParams;
 use agentfile_session::SessionStatus;
+use agentfile_wire::rpc::RunParams;
 
 /// Where a v1 client's `capabilities.tasks` is kept once rmcp has parsed
 /// `initialize` (under `capabilities.experimental`).
@@ -340,7 +340,7 @@ async fn call(
             ..RunParams::default()
         }
     };
-    if let Err(e) = server.engine.check_run_paths(&p) {
+    if let Err(e) = server.gateway.check_run_paths(&p) {
         return tool_error(e.message);
     }
     // A workflow's own tool checks the result against its output schema.
@@ -497,7 +497,7 @@ async fn result(
         let mut out = match &view.task.payload {
             TaskPayload::Completed { result } => Value::Object(result.clone()),
             TaskPayload::Cancelled => match server
-                .engine
+                .gateway
                 .stored_result(id)
                 .map_err(|e| internal(e.message))?
             {
@@ -523,7 +523,7 @@ async fn result(
             // not yet past it: wait as for working.
             TaskPayload::InputRequired { input_requests }
                 if !input_requests.keys().all(|k| answered.contains(k))
-                    && !server.engine.approval_answered(id) =>
+                    && !server.gateway.approval_answered(id) =>
             {
                 let asked = if can_elicit {
                     ask(server, id, input_requests, ctx).await?
@@ -609,7 +609,7 @@ async fn ask(
 /// for: what a blocking call returns then.
 async fn waiting(server: &McpServer, id: &str) -> Result<Value, ErrorData> {
     if let Some(r) = server
-        .engine
+        .gateway
         .stored_result(id)
         .map_err(|e| internal(e.message))?
         && r.status == SessionStatus::Suspended.as_str()
@@ -655,7 +655,7 @@ async fn list(
             .and_then(|c| c.parse::<usize>().ok())
             .ok_or_else(|| ErrorData::invalid_params("invalid cursor", None))?,
     };
-    let store = server.engine.store().map_err(|e| internal(e.message))?;
+    let store = server.gateway.store().map_err(|e| internal(e.message))?;
     let principal = Principal::of(ctx);
     let timing = timing(server);
     let mine = tokio::task::spawn_blocking(move || {

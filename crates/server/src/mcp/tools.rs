@@ -2,7 +2,7 @@
 //! `list`, the daemon's `triggers`, `trigger_history`, `fire`, `emit` (plus
 //! the `run_<name>` workflow tools of [`super::workflows`]).
 //!
-//! Input schemas come from the parameter types of [`agentfile_protocol::rpc`] (the
+//! Input schemas come from the parameter types of [`agentfile_wire::rpc`] (the
 //! same ones `agentfile serve` decodes), output schemas from the result types.
 //! Every result is readable text for the model plus, where the result is an
 //! object, `structuredContent`. A request the model can fix — bad arguments,
@@ -29,18 +29,18 @@ use super::results::{
     text_result, value_text,
 };
 use super::sampling;
-use crate::engine::RunHooks;
+use crate::gateway::RunHooks;
 use crate::printer::Progress;
-use agentfile_protocol::diagnostics::ValidateReport;
-use agentfile_protocol::events::{EventBody, RunResult};
-use agentfile_protocol::rpc::{
+use agentfile_session::SessionStatus;
+use agentfile_wire::diagnostics::ValidateReport;
+use agentfile_wire::events::{EventBody, RunResult};
+use agentfile_wire::rpc::{
     ApproveParams, CancelParams, CreateParams, EmitParams, EmitResult, EventPage, EventParams,
     FireHistory, FireParams, FireReport, InspectParams, ListParams, PromoteParams, RpcError,
     RunParams, RunStatus, SignalParams, TriggerHistoryParams, TriggerList, TriggersParams,
     ValidateParams, params,
 };
-use agentfile_protocol::workflows::WorkflowList;
-use agentfile_session::SessionStatus;
+use agentfile_wire::workflows::WorkflowList;
 
 /// How long the last progress notifications may take to go out before a result.
 const FLUSH: Duration = Duration::from_secs(2);
@@ -199,7 +199,7 @@ async fn create(
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     use agentfile_author::create as c;
-    let root = server.engine.root().to_path_buf();
+    let root = server.gateway.root().to_path_buf();
     let begun = match c::begin(&root, &p.description, p.name.as_deref()) {
         Ok(b) => b,
         Err(e) => return text_result(e.to_string(), None, true),
@@ -308,7 +308,7 @@ pub async fn call(
         && !super::tasks::may_touch(server, &id, &ctx).await
     {
         return Ok(
-            tool_error(&agentfile_protocol::rpc::RpcError::invalid_params(format!(
+            tool_error(&agentfile_wire::rpc::RpcError::invalid_params(format!(
                 "unknown session `{id}`"
             )))
             .into(),
@@ -317,7 +317,7 @@ pub async fn call(
     let result = match name {
         "run" => match params::<RunParams>("run", args) {
             Ok(p) if super::tasks::wanted(&ctx) => {
-                if let Err(e) = server.engine.check_run_paths(&p) {
+                if let Err(e) = server.gateway.check_run_paths(&p) {
                     return Ok(tool_error(&e).into());
                 }
                 return Ok(super::tasks::start(server, p, &ctx)
@@ -340,7 +340,7 @@ pub async fn call(
                 let verdict = if p.approve { "approved" } else { "rejected" };
                 let (hooks, _forwarder) = resume_hooks(server);
                 resumed(
-                    server.engine.approve(p, hooks).await,
+                    server.gateway.approve(p, hooks).await,
                     &format!("Goal {verdict}"),
                 )
             }
@@ -350,7 +350,7 @@ pub async fn call(
             Ok(p) => {
                 let what = format!("Signal `{}` delivered", p.event);
                 let (hooks, _forwarder) = resume_hooks(server);
-                resumed(server.engine.signal(p, hooks).await, &what)
+                resumed(server.gateway.signal(p, hooks).await, &what)
             }
             Err(e) => tool_error(&e),
         },
@@ -399,7 +399,7 @@ pub async fn call(
             Err(e) => tool_error(&e),
         },
         "list" => match params::<ListParams>("list", args) {
-            Ok(p) => match server.engine.list_bounded(p).await {
+            Ok(p) => match server.gateway.list_bounded(p).await {
                 Ok(list) => text_result(list_text(&list), structured(&list), false),
                 Err(e) => tool_error(&e),
             },
@@ -460,7 +460,7 @@ async fn event(
     ctx: &RequestContext<RoleServer>,
 ) -> CallToolResult {
     let page = tokio::select! {
-        r = server.engine.events(p) => r,
+        r = server.gateway.events(p) => r,
         _ = ctx.ct.cancelled() => return text_result("cancelled".into(), None, true),
     };
     match page {
@@ -471,7 +471,7 @@ async fn event(
 
 /// `cancel`.
 async fn cancel(server: &McpServer, p: CancelParams) -> CallToolResult {
-    match server.engine.cancel(p).await {
+    match server.gateway.cancel(p).await {
         Ok(s) => text_result(
             format!("Session {} is {}.", s.session_id, s.status.as_str()),
             structured(&s),
@@ -483,7 +483,7 @@ async fn cancel(server: &McpServer, p: CancelParams) -> CallToolResult {
 
 /// `validate`.
 async fn validate(server: &McpServer, p: ValidateParams) -> CallToolResult {
-    match server.engine.validate_bounded(p).await {
+    match server.gateway.validate_bounded(p).await {
         // A report of thousands of diagnostics takes a while to render:
         // off the async threads, like the validation.
         Ok(report) => match tokio::task::spawn_blocking(move || {
@@ -502,7 +502,7 @@ async fn validate(server: &McpServer, p: ValidateParams) -> CallToolResult {
 
 /// `inspect`: the rendering as text when there is one, else the JSON.
 async fn inspect(server: &McpServer, p: InspectParams) -> CallToolResult {
-    match server.engine.inspect_bounded(p).await {
+    match server.gateway.inspect_bounded(p).await {
         Ok(v) => {
             let text = match v.get("text").and_then(Value::as_str) {
                 Some(t) => t.to_owned(),
@@ -516,11 +516,11 @@ async fn inspect(server: &McpServer, p: InspectParams) -> CallToolResult {
 
 /// `promote`: a generated run becomes a workflow of the project.
 fn promote(server: &McpServer, p: PromoteParams) -> CallToolResult {
-    let engine = &server.engine;
-    if let Err(e) = engine.request_path(&p.run) {
+    let gateway = &server.gateway;
+    if let Err(e) = gateway.request_path(&p.run) {
         return tool_error(&e);
     }
-    let root = engine.root().to_path_buf();
+    let root = gateway.root().to_path_buf();
     match agentfile_author::generate::promote(&root, std::path::Path::new(&p.run)) {
         Ok(done) => text_result(
             format!(
@@ -573,7 +573,7 @@ async fn workflow(
 async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>) -> CallToolResult {
     // The paths a client names must be readable in the workspace; `create`'s
     // generator (under `.agentfile/`) is the server's own and is not judged.
-    if let Err(e) = server.engine.check_run_paths(&p) {
+    if let Err(e) = server.gateway.check_run_paths(&p) {
         return tool_error(&e);
     }
     run_with(server, p, ctx, Vec::new()).await.0
@@ -590,7 +590,7 @@ async fn run_with(
     let provider = p
         .provider
         .as_deref()
-        .or(server.engine.options().provider.as_deref());
+        .or(server.gateway.options().provider.as_deref());
     if provider == Some(sampling::NAME) && !server.client.can_sample() {
         return (
             text_result(
@@ -628,7 +628,7 @@ async fn run_with(
         // Over HTTP the run is its token's alone (crate::access).
         owner: super::principal::Principal::run_owner(ctx),
     };
-    let live = match server.engine.submit(p, hooks).await {
+    let live = match server.gateway.submit(p, hooks).await {
         Ok(l) => l,
         Err(e) => {
             forwarder.finish(FLUSH).await;
@@ -662,7 +662,7 @@ async fn run_with(
             r = live.finished() => break Some(r),
             _ = ctx.ct.cancelled() => {
                 // The client cancelled this call (notifications/cancelled): stop the run.
-                let _ = server.engine.cancel(CancelParams { session_id: id.clone() }).await;
+                let _ = server.gateway.cancel(CancelParams { session_id: id.clone() }).await;
                 break None;
             }
             changed = phase_rx.changed() => {
@@ -818,8 +818,8 @@ fn triggers_text(list: &TriggerList) -> String {
     let mut out = String::new();
     for t in &list.triggers {
         let state = match t.state {
-            agentfile_protocol::rpc::TriggerState::Active => "active",
-            agentfile_protocol::rpc::TriggerState::Refused => "refused",
+            agentfile_wire::rpc::TriggerState::Active => "active",
+            agentfile_wire::rpc::TriggerState::Refused => "refused",
         };
         let _ = write!(out, "{} ({} of {}): {state}", t.id, t.kind, t.workflow);
         if let Some(n) = &t.next_fire {
@@ -833,11 +833,11 @@ fn triggers_text(list: &TriggerList) -> String {
     out
 }
 
-fn outcome_name(o: agentfile_protocol::rpc::FireOutcome) -> &'static str {
+fn outcome_name(o: agentfile_wire::rpc::FireOutcome) -> &'static str {
     match o {
-        agentfile_protocol::rpc::FireOutcome::Fired => "fired",
-        agentfile_protocol::rpc::FireOutcome::Skipped => "skipped",
-        agentfile_protocol::rpc::FireOutcome::Refused => "refused",
+        agentfile_wire::rpc::FireOutcome::Fired => "fired",
+        agentfile_wire::rpc::FireOutcome::Skipped => "skipped",
+        agentfile_wire::rpc::FireOutcome::Refused => "refused",
     }
 }
 
@@ -945,7 +945,7 @@ mod tests {
             status: "failed".into(),
             outputs: Default::default(),
             usage: Default::default(),
-            termination_reason: agentfile_protocol::events::TerminationReason::Error,
+            termination_reason: agentfile_wire::events::TerminationReason::Error,
             error: Some("model call failed: boom".into()),
             exit_code: 1,
             waiting_for: Vec::new(),

@@ -54,7 +54,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::limits::{self, Limits};
-use agentfile_protocol::rpc::RpcError;
+use agentfile_wire::rpc::RpcError;
 
 /// The longest message accepted (one line).
 pub const MAX_LINE: usize = limits::MAX_LINE;

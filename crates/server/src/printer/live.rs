@@ -16,8 +16,8 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::Progress;
 use agentfile_config::text::{for_terminal, prefix};
-use agentfile_protocol::events::{Event, EventBody};
 use agentfile_session::events::EventSink;
+use agentfile_wire::events::{Event, EventBody};
 
 /// Width of a lane's last-line preview.
 const PREVIEW: usize = 70;

@@ -14,8 +14,8 @@ use std::sync::Mutex;
 pub use live::Live;
 
 use agentfile_config::text::for_terminal;
-use agentfile_protocol::events::{Event, EventBody, LoopStop};
 use agentfile_session::events::EventSink;
+use agentfile_wire::events::{Event, EventBody, LoopStop};
 
 /// Human-readable progress lines on stderr (colour on a terminal).
 pub struct Progress {

@@ -1,10 +1,10 @@
 //! The documents published under `protocol/` at the repository root: every wire
 //! type's JSON Schema and the OpenRPC document of `agentfile serve`, generated
-//! from the types in [`agentfile_protocol`] (and the plan).
+//! from the types in [`agentfile_wire`] (and the plan).
 
 pub mod openrpc;
 
-use agentfile_protocol as protocol;
+use agentfile_wire as protocol;
 
 /// Every published schema: file name under `protocol/`, and the schema.
 pub fn published() -> Vec<(&'static str, schemars::Schema)> {

@@ -7,15 +7,15 @@ use schemars::generate::{SchemaGenerator, SchemaSettings};
 use schemars::{JsonSchema, Schema};
 use serde_json::{Map, Value, json};
 
-use agentfile_protocol::diagnostics::ValidateReport;
-use agentfile_protocol::events::{Event, RunResult};
-use agentfile_protocol::rpc::{
+use agentfile_wire::diagnostics::ValidateReport;
+use agentfile_wire::events::{Event, RunResult};
+use agentfile_wire::rpc::{
     ApproveParams, CancelParams, EmitParams, EmitResult, EventPage, EventParams, FireHistory,
     FireParams, FireReport, InspectParams, ListParams, PingParams, Pong, RpcError, RunParams,
     RunStatus, SessionList, SessionsParams, SignalParams, TriggerHistoryParams, TriggerList,
     TriggersParams, ValidateParams, code,
 };
-use agentfile_protocol::workflows::WorkflowList;
+use agentfile_wire::workflows::WorkflowList;
 
 struct Method {
     name: &'static str,
@@ -203,7 +203,7 @@ fn methods(g: &mut SchemaGenerator) -> [Method; 14] {
     };
     let inspect_result = {
         let plan = g.subschema_for::<agentfile_plan::Plan>();
-        let text = g.subschema_for::<agentfile_protocol::rpc::InspectText>();
+        let text = g.subschema_for::<agentfile_wire::rpc::InspectText>();
         one_of([plan, text], "The plan (format json), or rendered text")
     };
     [

@@ -1,5 +1,5 @@
 //! The JSON the page reads and the actions it takes, each over the
-//! [`Engine`](crate::engine::Engine): a page of sessions, one session's
+//! [`Gateway`](crate::gateway::Gateway): a page of sessions, one session's
 //! snapshot (rows of its events, its graph and timeline, outputs, usage,
 //! what it waits for), one event in full, and approve / signal / cancel /
 //! resume, the operations JSON-RPC and MCP call.
@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agentfile_frontend::inspect::Diagram;
-use agentfile_protocol::events::{Event, EventBody, Usage};
-use agentfile_protocol::rpc::{ApproveParams, CancelParams, RpcError, SignalParams, code};
 use agentfile_session::{Cursor, SessionMeta, SessionQuery, SessionStatus, SessionStore};
 use agentfile_telemetry::parse_ts;
+use agentfile_wire::events::{Event, EventBody, Usage};
+use agentfile_wire::rpc::{ApproveParams, CancelParams, RpcError, SignalParams, code};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::rows::{EventRow, event_row};
 use super::{Body, Ui, graph, json, json_error, read_body, sse, timeline};
 use crate::access::{Action, Principal};
-use crate::engine::RunHooks;
+use crate::gateway::RunHooks;
 
 /// `GET /ui/api/me`.
 #[derive(Serialize)]
@@ -137,7 +137,7 @@ fn bad(message: &str) -> Response<Body> {
     json_error(StatusCode::BAD_REQUEST, message)
 }
 
-/// An engine error as an HTTP status with its message.
+/// A gateway error as an HTTP status with its message.
 fn failed(e: RpcError) -> Response<Body> {
     let status = match e.code {
         code::UNKNOWN_SESSION => StatusCode::NOT_FOUND,
@@ -178,7 +178,7 @@ async fn with_store<T: Send + 'static>(
     ui: &Ui,
     work: impl FnOnce(&dyn SessionStore) -> Result<T, Response<Body>> + Send + 'static,
 ) -> Result<T, Response<Body>> {
-    let store = ui.engine.store().map_err(failed)?;
+    let store = ui.gateway.store().map_err(failed)?;
     tokio::task::spawn_blocking(move || work(&*store))
         .await
         .map_err(|e| json_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?
@@ -525,7 +525,7 @@ struct Signal {
 #[serde(deny_unknown_fields)]
 struct Nothing {}
 
-/// `POST /ui/api/sessions/<id>/<action>`: the engine's operation.
+/// `POST /ui/api/sessions/<id>/<action>`: the gateway's operation.
 async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
     fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Response<Body>> {
         let body = if body.iter().all(u8::is_ascii_whitespace) {
@@ -535,12 +535,12 @@ async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
         };
         serde_json::from_slice(body).map_err(|e| bad(&format!("the request body: {e}")))
     }
-    let engine = &ui.engine;
+    let gateway = &ui.gateway;
     let status = match action {
         "approve" => {
             let d: Decide = parse(body)?;
             let note = d.note.filter(|n| !n.trim().is_empty());
-            engine
+            gateway
                 .approve(
                     ApproveParams {
                         session_id: id,
@@ -556,7 +556,7 @@ async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
             if s.event.trim().is_empty() {
                 return Err(bad("a signal needs an event name"));
             }
-            engine
+            gateway
                 .signal(
                     SignalParams {
                         session_id: id,
@@ -569,11 +569,11 @@ async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
         }
         "cancel" => {
             let _: Nothing = parse(body)?;
-            engine.cancel(CancelParams { session_id: id }).await
+            gateway.cancel(CancelParams { session_id: id }).await
         }
         "resume" => {
             let _: Nothing = parse(body)?;
-            engine.resume(id, RunHooks::default()).await
+            gateway.resume(id, RunHooks::default()).await
         }
         other => {
             return Err(json_error(
@@ -599,7 +599,7 @@ enum NoDiagram {
     Gone(PathBuf),
     #[error("the workflow file is larger than {0} bytes")]
     TooLarge(u64),
-    /// The engine's config could not be read: its message.
+    /// The gateway's config could not be read: its message.
     #[error("{}", .0.message)]
     Config(RpcError),
     #[error("{0}")]
@@ -633,11 +633,11 @@ impl Ui {
         {
             return Ok(d);
         }
-        let max = self.engine.options().limits.max_source() as u64;
+        let max = self.gateway.options().limits.max_source() as u64;
         if stat.len() > max {
             return Err(NoDiagram::TooLarge(max));
         }
-        let config = self.engine.default_config().map_err(NoDiagram::Config)?;
+        let config = self.gateway.default_config().map_err(NoDiagram::Config)?;
         let read = path.clone();
         let diagram = tokio::task::spawn_blocking(move || {
             let options = agentfile_frontend::Options {

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use agentfile_frontend::inspect::{Diagram, DiagramNode};
-use agentfile_protocol::events::{Event, EventBody};
+use agentfile_wire::events::{Event, EventBody};
 use serde::Serialize;
 
 use super::timeline::template;
@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn states_come_from_events_with_map_badges() {
-        use agentfile_protocol::events::EventBody as B;
+        use agentfile_wire::events::EventBody as B;
         let ev = |seq: u64, node: &str, body: B| Event {
             schema_version: 1,
             session_id: "s".into(),

@@ -3,12 +3,12 @@
 //! daemon.
 //!
 //! What it is: a few hand-written pages embedded in the binary
-//! ([`assets`]), a JSON API over the [`Engine`] ([`api`]), a live stream of
+//! ([`assets`]), a JSON API over the [`Gateway`] ([`api`]), a live stream of
 //! a session's events as server-sent events ([`sse`]), both sending an
 //! event as the same row of the log ([`rows`]), and the two pictures
 //! computed here rather than in the page: the plan's graph laid out
 //! ([`graph`]) and the timeline's lanes ([`timeline`]). Every action
-//! (approve, signal, cancel, resume) is the engine's own operation, the one
+//! (approve, signal, cancel, resume) is the gateway's own operation, the one
 //! JSON-RPC and MCP call.
 //!
 //! What it is not: a second way to run anything, or a place event text is
@@ -50,7 +50,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::access::{Principal, Rule};
 use crate::auth::{self, Tokens};
-use crate::engine::Engine;
+use crate::gateway::Gateway;
 
 mod api;
 mod assets;
@@ -108,9 +108,9 @@ pub struct UiOptions {
     pub rule: Rule,
 }
 
-/// The web view of one engine's store.
+/// The web view of one gateway's store.
 pub struct Ui {
-    engine: Arc<Engine>,
+    gateway: Arc<Gateway>,
     tokens: Tokens,
     origins: HashSet<String>,
     local: SocketAddr,
@@ -160,9 +160,9 @@ impl Access {
 impl Ui {
     /// A web view of `engine`'s store. Fails only when the system has no
     /// randomness to make the CSRF tokens with.
-    pub fn new(engine: Arc<Engine>, options: UiOptions) -> std::io::Result<Arc<Ui>> {
+    pub fn new(gateway: Arc<Gateway>, options: UiOptions) -> std::io::Result<Arc<Ui>> {
         Ok(Arc::new(Ui {
-            engine,
+            gateway,
             tokens: options.tokens,
             origins: auth::own_origins(options.local)
                 .into_iter()
@@ -733,7 +733,7 @@ pub async fn serve(
 
 /// What `agentfile ui` serves.
 pub struct ServeOptions {
-    pub engine: crate::engine::EngineOptions,
+    pub gateway: crate::gateway::GatewayOptions,
     pub listen: SocketAddr,
     /// `AGENTFILE_MCP_TOKEN`'s tokens.
     pub tokens: Vec<String>,
@@ -767,21 +767,21 @@ pub async fn run(
             return 2;
         }
     }
-    let engine = match Engine::new(options.engine) {
+    let gateway = match Gateway::new(options.gateway) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("agentfile ui: {}", e.message);
             return 2;
         }
     };
-    let config = match engine.default_config() {
+    let config = match gateway.default_config() {
         Ok(c) => c,
         Err(e) => {
             eprintln!("agentfile ui: {}", e.message);
             return 2;
         }
     };
-    if let Err(e) = engine.store() {
+    if let Err(e) = gateway.store() {
         eprintln!("agentfile ui: {}", e.message);
         return 2;
     }
@@ -793,11 +793,11 @@ pub async fn run(
         }
     };
     let local = listener.local_addr().unwrap_or(addr);
-    let reaper = engine.clone();
+    let reaper = gateway.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
     let ct = CancellationToken::new();
     let ui = match Ui::new(
-        engine.clone(),
+        gateway.clone(),
         UiOptions {
             tokens: Tokens::new(&options.tokens),
             allowed_origins: config.mcp.allowed_origins.clone(),
@@ -818,7 +818,7 @@ pub async fn run(
     let server = tokio::spawn(serve(listener, ui, ct.clone(), config.mcp.read_timeout()));
     let code = stop.await;
     ct.cancel();
-    engine.interrupt(Duration::from_secs(5)).await;
+    gateway.interrupt(Duration::from_secs(5)).await;
     let _ = server.await;
     code
 }

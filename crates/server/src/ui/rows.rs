@@ -2,7 +2,7 @@
 //! short description for the events it leaves out. The snapshot ([`super::api`])
 //! and the live stream ([`super::sse`]) both send rows, so they read the same.
 
-use agentfile_protocol::events::{Event, EventBody};
+use agentfile_wire::events::{Event, EventBody};
 use serde::Serialize;
 
 /// A stored event as a line of the log; the whole event is fetched when a

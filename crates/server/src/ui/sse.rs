@@ -14,8 +14,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use agentfile_protocol::rpc::EventParams;
 use agentfile_session::SessionStatus;
+use agentfile_wire::rpc::EventParams;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, StreamBody};
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::rows::event_row;
 use super::{Body, Ui, json_error};
-use crate::engine::Engine;
+use crate::gateway::Gateway;
 
 /// How long one wait for new events lasts before a keep-alive comment.
 const WAIT: Duration = Duration::from_secs(15);
@@ -33,7 +33,7 @@ const WAIT: Duration = Duration::from_secs(15);
 const ENDED_POLL: Duration = Duration::from_secs(1);
 
 struct State {
-    engine: Arc<Engine>,
+    gateway: Arc<Gateway>,
     id: String,
     after: u64,
     status: Option<SessionStatus>,
@@ -62,7 +62,7 @@ pub(super) fn stream(ui: &Ui, id: &str, headers: &HeaderMap, query: &str) -> Res
         .find(|(k, _)| k == "after")
         .and_then(|(_, v)| v.parse::<u64>().ok());
     let state = State {
-        engine: ui.engine.clone(),
+        gateway: ui.gateway.clone(),
         id: id.to_owned(),
         after: resumed.max(asked).unwrap_or(0),
         status: None,
@@ -95,7 +95,7 @@ async fn next_chunk(s: &mut State) -> Option<String> {
         out.push_str("retry: 1000\n\n");
     }
     let wait = if s.done { 0 } else { WAIT.as_millis() as u64 };
-    let asked = s.engine.events(EventParams {
+    let asked = s.gateway.events(EventParams {
         session_id: s.id.clone(),
         after_seq: s.after,
         wait_ms: wait,

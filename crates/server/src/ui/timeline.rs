@@ -8,8 +8,8 @@
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agentfile_protocol::events::{Event, EventBody};
 use agentfile_telemetry::parse_ts;
+use agentfile_wire::events::{Event, EventBody};
 use serde::Serialize;
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -413,7 +413,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agentfile_protocol::events::EventBody as B;
+    use agentfile_wire::events::EventBody as B;
 
     fn ev(seq: u64, ms: u64, node: Option<&str>, agent: Option<&str>, body: B) -> Event {
         let t = UNIX_EPOCH + std::time::Duration::from_millis(1_700_000_000_000 + ms);
@@ -421,7 +421,7 @@ mod tests {
             schema_version: 1,
             session_id: "s".into(),
             seq,
-            ts: agentfile_protocol::events::rfc3339(t),
+            ts: agentfile_wire::events::rfc3339(t),
             step: None,
             goal: None,
             agent: agent.map(str::to_owned),

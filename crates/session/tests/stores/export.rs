@@ -9,8 +9,8 @@
 use std::path::PathBuf;
 
 use crate::support::{Kind, TempDir};
-use agentfile_protocol::events::Event;
 use agentfile_session::{SessionMeta, export};
+use agentfile_wire::events::Event;
 use serde::Deserialize;
 
 #[derive(Deserialize)]

@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use crate::support::*;
 use agentfile_config::Config;
-use agentfile_protocol::events::{Event, EventBody};
 use agentfile_session::postgres::{Options as PgOptions, PgStore};
 use agentfile_session::{
     self as session, FireKind, FireOutcome, FireRecord, Owner, OwnerRecord, SessionStatus,
     SessionStore, SqliteStore, StoreError, new_session_id,
 };
+use agentfile_wire::events::{Event, EventBody};
 use serde_json::json;
 
 /// Declares one `#[test]` per conformance case for each backend.
@@ -345,7 +345,7 @@ fn pages_walk_newest_first_without_gaps(kind: Kind) {
 }
 
 fn summaries_read_trigger_end_and_usage(kind: Kind) {
-    use agentfile_protocol::events::RunTrigger;
+    use agentfile_wire::events::RunTrigger;
     let dir = TempDir::new(kind.name());
     let store = kind.open(dir.path());
     store.create(&meta("done")).unwrap();
@@ -537,7 +537,7 @@ fn status_follows_events(kind: Kind) {
             "f",
             EventBody::RunFailed {
                 error: "boom".into(),
-                termination_reason: agentfile_protocol::events::TerminationReason::Error,
+                termination_reason: agentfile_wire::events::TerminationReason::Error,
                 usage: usage(),
             },
             SessionStatus::Failed,
@@ -923,7 +923,7 @@ fn threads_on_many_sessions(kind: Kind) {
 /// time, fired `late_ms` after it.
 fn scheduled_fire(trigger: &str, n: u64, late_ms: u64) -> FireRecord {
     let at = |ms: u64| {
-        agentfile_protocol::events::rfc3339(
+        agentfile_wire::events::rfc3339(
             std::time::UNIX_EPOCH + Duration::from_millis(1_795_341_600_000 + ms),
         )
     };

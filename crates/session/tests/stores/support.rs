@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, UNIX_EPOCH};
 
-use agentfile_protocol::events::{Event, EventBody, LoopStop, ToolCallInfo, Usage, rfc3339};
 use agentfile_session::{
     FileStore, Owner, OwnerRecord, PgStore, SessionMeta, SessionStatus, SessionStore, SqliteStore,
 };
+use agentfile_wire::events::{Event, EventBody, LoopStop, ToolCallInfo, Usage, rfc3339};
 use serde_json::json;
 
 /// A folder under `target/tmp` (a real disk, so fsync means something),

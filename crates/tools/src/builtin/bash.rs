@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
 use super::human_bytes;
-use crate::sandbox::ToolSandbox;
+use crate::confine::ToolSandbox;
 use crate::{CommandOutcome, ToolOutput};
 use agentfile_config::BashSection;
 

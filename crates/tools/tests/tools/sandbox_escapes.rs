@@ -671,7 +671,7 @@ async fn partial_mode_corpus() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_escape_is_stopped_by_the_kernel() {
-    if let Some(why) = agentfile_tools::sandbox::unavailable() {
+    if let Some(why) = agentfile_tools::confine::unavailable() {
         eprintln!("SKIPPED: the sandbox is unavailable on this machine: {why}");
         return;
     }

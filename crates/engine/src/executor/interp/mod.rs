@@ -34,8 +34,8 @@ use agentfile_plan::expr::{Expr, Root, truthy};
 use agentfile_plan::{
     ApprovalClass, GoalKind, LoopUntil, Next, Node, NodeKind, OnTimeout, Plan, Supervision,
 };
-use agentfile_protocol::events::{Event, EventBody, LoopStop};
 use agentfile_session::events::Scope;
+use agentfile_wire::events::{Event, EventBody, LoopStop};
 
 mod approval;
 mod branch;

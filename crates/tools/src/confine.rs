@@ -18,9 +18,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use agentfile_protocol::events::SandboxInfo;
 use agentfile_sandbox::proxy::{self, Refusal};
 use agentfile_sandbox::{Guest, Sandbox, Spec};
+use agentfile_wire::events::SandboxInfo;
 use url::Url;
 
 use crate::Denial;

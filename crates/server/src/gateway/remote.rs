@@ -23,10 +23,10 @@ use crate::cluster::{
 use agentfile_engine::service::{
     LiveRun, NotQueued, Remote, RemoteWork, RunHooks, RunService, failed_result, result_of,
 };
-use agentfile_protocol::events::{Event, EventBody, RunResult, TerminationReason, Usage};
-use agentfile_protocol::rpc::{ApproveParams, RpcError, RunStatus, code};
 use agentfile_session::SessionStatus;
 use agentfile_session::events::EventSink;
+use agentfile_wire::events::{Event, EventBody, RunResult, TerminationReason, Usage};
+use agentfile_wire::rpc::{ApproveParams, RpcError, RunStatus, code};
 
 /// The cluster a `--nats` server queues its runs on, as the run service's
 /// [`Remote`].

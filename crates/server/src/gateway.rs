@@ -2,7 +2,7 @@
 //! the daemon and workers share on top of [`agentfile_engine::service`].
 //! Runs go to the [`RunService`] as they come (their wire is already
 //! [`RunParams`]); what stays here is what only a server does: judging the
-//! paths a client names ([`Engine::request_path`]), the analyses (`validate`,
+//! paths a client names ([`Gateway::request_path`]), the analyses (`validate`,
 //! `inspect`, `list`, `sessions`) within the connection's bounds, and the
 //! cluster a `--nats` server queues runs on ([`remote`]).
 
@@ -18,15 +18,15 @@ use agentfile_engine::service::{self, LoadError, Reader, RunRequest, RunService,
 use agentfile_frontend as frontend;
 use agentfile_frontend::{discover, inspect};
 use agentfile_llm::{HttpOptions, Provider};
-use agentfile_protocol::diagnostics::ValidateReport;
-use agentfile_protocol::events::RunResult;
-use agentfile_protocol::rpc::{
+use agentfile_session::{SessionStore, StoreError};
+use agentfile_wire::diagnostics::ValidateReport;
+use agentfile_wire::events::RunResult;
+use agentfile_wire::rpc::{
     ApproveParams, CancelParams, EventPage, EventParams, InspectFormat, InspectParams, InspectText,
     ListParams, RpcError, RunParams, RunStatus, SessionList, SessionsParams, SignalParams,
     ValidateParams, code,
 };
-use agentfile_protocol::workflows::WorkflowList;
-use agentfile_session::{SessionStore, StoreError};
+use agentfile_wire::workflows::WorkflowList;
 
 pub use agentfile_engine::service::{
     DEFAULT_EVENT_LIMIT, DEFAULT_MAX_RUNS, LiveRun, MAX_WAIT_MS, failed_result, result_of,
@@ -36,7 +36,7 @@ mod remote;
 
 /// Server-wide settings, from the `serve` / `mcp` command line.
 #[derive(Clone, Default)]
-pub struct EngineOptions {
+pub struct GatewayOptions {
     /// `--config`: used for every request that names none.
     pub config: Option<PathBuf>,
     /// `--workspace`: where tools work, relative request paths start, and
@@ -88,9 +88,9 @@ impl RunHooks {
     }
 }
 
-/// The servers' engine: the run service, and what a server adds to it.
-pub struct Engine {
-    options: EngineOptions,
+/// The servers' gateway: the run service, and what a server adds to it.
+pub struct Gateway {
+    options: GatewayOptions,
     /// Canonical workspace: relative request paths start here.
     root: PathBuf,
     runs: Arc<RunService>,
@@ -147,8 +147,8 @@ fn source_size(path: &Path, max: usize) -> Result<u64, RpcError> {
     Ok(size)
 }
 
-impl Engine {
-    pub fn new(options: EngineOptions) -> Result<Arc<Engine>, RpcError> {
+impl Gateway {
+    pub fn new(options: GatewayOptions) -> Result<Arc<Gateway>, RpcError> {
         let ws = options
             .workspace
             .clone()
@@ -187,7 +187,7 @@ impl Engine {
                 .clone()
                 .map(|c| Arc::new(remote::Cluster(c)) as Arc<dyn service::Remote>),
         });
-        Ok(Arc::new(Engine {
+        Ok(Arc::new(Gateway {
             options,
             root,
             runs,
@@ -215,7 +215,7 @@ impl Engine {
         &self.root
     }
 
-    pub fn options(&self) -> &EngineOptions {
+    pub fn options(&self) -> &GatewayOptions {
         &self.options
     }
 
@@ -270,7 +270,7 @@ impl Engine {
     }
 
     /// The paths of a client's `run` (the workflow, a config), judged by
-    /// [`Engine::request_path`]. Runs a worker takes from the cluster were
+    /// [`Gateway::request_path`]. Runs a worker takes from the cluster were
     /// judged where they were submitted.
     pub fn check_run_paths(&self, p: &RunParams) -> Result<(), RpcError> {
         if !p.path.trim().is_empty() {
@@ -325,12 +325,12 @@ impl Engine {
         self.runs.submit(params, hooks.into_service()).await
     }
 
-    /// [`Engine::submit`] for a run a trigger started (the daemon's fires).
+    /// [`Gateway::submit`] for a run a trigger started (the daemon's fires).
     pub async fn submit_with_trigger(
         self: &Arc<Self>,
         params: RunParams,
         hooks: RunHooks,
-        trigger: Option<agentfile_protocol::events::RunTrigger>,
+        trigger: Option<agentfile_wire::events::RunTrigger>,
     ) -> Result<Arc<LiveRun>, RpcError> {
         self.runs
             .submit_with_trigger(params, hooks.into_service(), trigger)
@@ -410,7 +410,7 @@ impl Engine {
     async fn analyse<T: Send + 'static>(
         self: &Arc<Self>,
         weight: u64,
-        work: impl FnOnce(&Engine) -> Result<T, RpcError> + Send + 'static,
+        work: impl FnOnce(&Gateway) -> Result<T, RpcError> + Send + 'static,
     ) -> Result<T, RpcError> {
         let budget = self.analysis_budget();
         // At most ANALYSES_AT_ONCE at a time whatever their size: a small file
@@ -423,10 +423,10 @@ impl Engine {
             .acquire_many_owned(weight)
             .await
             .map_err(|_| RpcError::internal("the analysis budget was closed"))?;
-        let engine = self.clone();
+        let gateway = self.clone();
         let out = tokio::task::spawn_blocking(move || {
             let _permit = permit;
-            work(&engine)
+            work(&gateway)
         })
         .await;
         match out {
@@ -447,7 +447,7 @@ impl Engine {
             .min(u32::MAX as usize)
     }
 
-    /// [`Engine::validate`] within the source-size and analysis bounds, off the
+    /// [`Gateway::validate`] within the source-size and analysis bounds, off the
     /// async threads.
     pub async fn validate_bounded(
         self: &Arc<Self>,
@@ -472,7 +472,7 @@ impl Engine {
         self.analyse(weight, move |e| e.validate(p)).await
     }
 
-    /// [`Engine::inspect`] within the same bounds as validation.
+    /// [`Gateway::inspect`] within the same bounds as validation.
     pub async fn inspect_bounded(
         self: &Arc<Self>,
         p: InspectParams,
@@ -485,20 +485,20 @@ impl Engine {
         self.analyse(weight, move |e| e.inspect(p)).await
     }
 
-    /// [`Engine::list`] analyses every workflow under a folder: it takes the
+    /// [`Gateway::list`] analyses every workflow under a folder: it takes the
     /// whole analysis budget, one listing at a time and nothing beside it.
     pub async fn list_bounded(self: &Arc<Self>, p: ListParams) -> Result<WorkflowList, RpcError> {
         let all = self.analysis_budget() as u64;
         self.analyse(all, move |e| e.list(p)).await
     }
 
-    /// [`Engine::sessions`] off the async threads.
+    /// [`Gateway::sessions`] off the async threads.
     pub async fn sessions_bounded(
         self: &Arc<Self>,
         p: SessionsParams,
     ) -> Result<SessionList, RpcError> {
-        let engine = self.clone();
-        match tokio::task::spawn_blocking(move || engine.sessions(p)).await {
+        let gateway = self.clone();
+        match tokio::task::spawn_blocking(move || gateway.sessions(p)).await {
             Ok(r) => r,
             Err(e) => Err(RpcError::internal(format!(
                 "internal error: the request handler failed ({e}); please report it"
