@@ -10,7 +10,9 @@ use clap::{Subcommand, ValueEnum};
 
 use agentfile::printer::Progress;
 use agentfile::run::{self as runapi, RunError};
+use agentfile::service;
 use agentfile::session::{self, SessionStatus};
+use agentfile::wire::rpc::ApproveParams;
 
 use super::args::{ReportFormat, StoreArgs};
 use super::run::ResumeArgs;
@@ -28,10 +30,13 @@ pub(super) struct Args {
 enum Command {
     /// Sessions, newest first.
     List {
-        #[arg(long)]
+        /// Only sessions in this state.
+        #[arg(long, value_parser = statuses())]
         status: Option<String>,
-        #[arg(long, default_value_t = 50)]
+        /// Most sessions to show.
+        #[arg(long, default_value_t = 50, value_name = "N")]
         limit: usize,
+        /// Text for people, json for programs.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
         #[command(flatten)]
@@ -39,7 +44,9 @@ enum Command {
     },
     /// One session: its state and events.
     Show {
+        /// The session's id (`sessions list` shows them).
         id: String,
+        /// Text for people, json for programs.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
         #[command(flatten)]
@@ -47,7 +54,9 @@ enum Command {
     },
     /// The full transcript as JSON or markdown.
     Export {
+        /// The session's id (`sessions list` shows them).
         id: String,
+        /// Markdown for people, json for programs (every event in full).
         #[arg(long, value_enum, default_value_t = ExportFormat::Markdown)]
         format: ExportFormat,
         #[command(flatten)]
@@ -55,12 +64,14 @@ enum Command {
     },
     /// Continue an interrupted session.
     Resume {
+        /// The session's id (`sessions list` shows them).
         id: String,
         #[command(flatten)]
         run: ResumeArgs,
     },
     /// Deliver an event to a suspended session, then resume it.
     Signal {
+        /// The suspended session's id.
         id: String,
         /// The event's name, one the session's suspend step waits for.
         event: String,
@@ -75,10 +86,12 @@ enum Command {
     },
     /// Record a decision for a session waiting for approval.
     Approve {
+        /// The id of the session waiting for approval.
         id: String,
         /// Reject instead of approving.
         #[arg(long)]
         reject: bool,
+        /// Recorded with the decision (default: "with `agentfile sessions approve`").
         #[arg(long)]
         note: Option<String>,
         #[command(flatten)]
@@ -176,6 +189,11 @@ fn signal(
     super::run::resume(id, run)
 }
 
+/// Every session state `--status` takes, as the store writes it.
+fn statuses() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(SessionStatus::ALL.map(SessionStatus::as_str))
+}
+
 fn list(
     out: &mut impl Write,
     status: Option<&str>,
@@ -185,10 +203,10 @@ fn list(
 ) -> anyhow::Result<()> {
     let status = match status {
         None => None,
-        Some(s) => Some(
-            serde_json::from_value::<SessionStatus>(serde_json::Value::String(s.to_owned()))
-                .map_err(|_| anyhow::anyhow!("unknown status `{s}`; use queued, running, waiting_approval, completed, failed, cancelled or interrupted"))?,
-        ),
+        Some(s) => Some(SessionStatus::parse(s).ok_or_else(|| {
+            let all: Vec<&str> = SessionStatus::ALL.map(SessionStatus::as_str).to_vec();
+            anyhow::anyhow!("unknown status `{s}`; use one of {}", all.join(", "))
+        })?),
     };
     let list = open(at)?.list(status, limit)?;
     match format {
@@ -287,12 +305,13 @@ fn approve(
     at: &StoreArgs,
 ) -> anyhow::Result<()> {
     let store = open(at)?;
-    let goal = runapi::record_decision(
-        &store,
-        id,
-        !reject,
-        note.or(Some("with `agentfile sessions approve`".into())),
-    )?;
+    let decision = ApproveParams {
+        session_id: id.to_owned(),
+        approve: !reject,
+        note: note.or(Some("with `agentfile sessions approve`".into())),
+    };
+    let goal =
+        service::record_approval(&store, &decision).map_err(|e| anyhow::anyhow!(e.message))?;
     let verb = if reject { "rejected" } else { "approved" };
     // A WORKFLOW.md approval step or tool step has no goal name.
     let what = if goal.is_empty() {

@@ -959,6 +959,16 @@ async fn a_run_waiting_in_another_live_process_is_approved_there_not_here() {
         .unwrap()
         .to_owned();
     assert!(said.contains("waits for its approval in process"), "{said}");
+    // Nor from the command line, which records a decision for `sessions
+    // resume` to act on: the same rule, in the run service.
+    let cli = agentfile(&ws.0)
+        .args(["sessions", "approve", &id])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&cli.stderr);
+    assert_eq!(cli.status.code(), Some(2), "{err}");
+    assert!(err.contains("waits for its approval in process"), "{err}");
+    wait_status(&c, &s, &id, "waiting_approval").await;
     let decide = json!({"jsonrpc": "2.0", "id": 2, "method": "approve",
         "params": {"session_id": id, "approve": true, "note": "from serve"}});
     stdin

@@ -143,6 +143,10 @@ pub struct ServiceOptions {
     pub policy: Option<PathBuf>,
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// `--base-url`: the provider's endpoint for every run (a local server).
+    pub base_url: Option<String>,
+    /// `--script`: what `--provider fake` answers, for every run (absolute).
+    pub script: Option<PathBuf>,
     /// Runs executing at once; more wait as `queued`. 0 means the default.
     pub max_runs: usize,
     pub http: Option<HttpOptions>,
@@ -896,8 +900,9 @@ impl RunService {
             ),
             provider: p.provider.clone().or_else(|| self.options.provider.clone()),
             model: p.model.clone().or_else(|| self.options.model.clone()),
-            base_url: None,
+            base_url: self.options.base_url.clone(),
             cassette: None,
+            script: self.options.script.clone(),
             record: None,
             max_turns: p.max_turns,
             max_tokens: p.max_tokens,
@@ -1209,18 +1214,7 @@ impl RunService {
                 ),
             ));
         }
-        if let Some(holder) = waiting_elsewhere(&store, &meta)? {
-            return Err(RpcError::new(
-                code::SESSION_STATE,
-                format!(
-                    "session `{}` waits for its approval in process {} on {}; approve it there \
-                     (a decision recorded here would run it twice)",
-                    p.session_id, holder.pid, holder.host
-                ),
-            ));
-        }
-        run::record_decision(&store, &p.session_id, p.approve, p.note.clone())
-            .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))?;
+        record_approval_in(&store, &meta, &p)?;
         deliver_recorded(&store, &p.session_id, meta.last_seq, &hooks);
         self.resume_here(p.session_id, hooks).await
     }
@@ -1269,6 +1263,48 @@ impl RunService {
 /// the session for an approval: its last event is the request (a run that
 /// stopped waiting ended with a terminal event) and its owner is alive on
 /// this machine.
+/// Record decision `p` for a stored session that waits at an approval, and
+/// leave it there (`agentfile sessions approve`, in a process that holds no
+/// run; [`RunService::approve`] records and resumes). Refused, with the
+/// reason, while a live process waits at that approval: a decision recorded
+/// beside a waiting run would run the session twice. Returns the goal the
+/// approval was for (empty for a step's approval).
+pub fn record_approval(
+    store: &Arc<dyn SessionStore>,
+    p: &ApproveParams,
+) -> Result<String, RpcError> {
+    let meta = store.get(&p.session_id).map_err(|e| match e {
+        StoreError::NotFound(_) | StoreError::InvalidId(_) => RpcError::new(
+            code::UNKNOWN_SESSION,
+            format!(
+                "no session `{}`; `agentfile sessions list` shows them",
+                p.session_id
+            ),
+        ),
+        other => RpcError::new(code::STORE, other.to_string()),
+    })?;
+    record_approval_in(store, &meta, p)
+}
+
+fn record_approval_in(
+    store: &Arc<dyn SessionStore>,
+    meta: &SessionMeta,
+    p: &ApproveParams,
+) -> Result<String, RpcError> {
+    if let Some(holder) = waiting_elsewhere(store, meta)? {
+        return Err(RpcError::new(
+            code::SESSION_STATE,
+            format!(
+                "session `{}` waits for its approval in process {} on {}; approve it there \
+                 (a decision recorded here would run it twice)",
+                p.session_id, holder.pid, holder.host
+            ),
+        ));
+    }
+    run::record_decision(store, &p.session_id, p.approve, p.note.clone())
+        .map_err(|e| RpcError::new(code::SESSION_STATE, e.message))
+}
+
 fn waiting_elsewhere(
     store: &Arc<dyn SessionStore>,
     meta: &SessionMeta,
