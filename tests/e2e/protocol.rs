@@ -42,6 +42,63 @@ fn mcp_tools_match_the_code() {
     }
 }
 
+/// The MCP tools' schemas use only the `format`s JSON Schema defines:
+/// clients warn on the user's terminal about any other (Claude Code prints
+/// `unknown format "uint64" ignored` once per use), and schemars writes one
+/// for every Rust number type.
+#[test]
+fn mcp_tool_schemas_use_only_formats_json_schema_defines() {
+    const KNOWN: &[&str] = &[
+        "date-time",
+        "date",
+        "time",
+        "duration",
+        "email",
+        "idn-email",
+        "hostname",
+        "idn-hostname",
+        "ipv4",
+        "ipv6",
+        "uri",
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "uuid",
+        "uri-template",
+        "json-pointer",
+        "relative-json-pointer",
+        "regex",
+    ];
+    fn walk(v: &serde_json::Value, at: &str, bad: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if let Some(serde_json::Value::String(f)) = m.get("format")
+                    && !KNOWN.contains(&f.as_str())
+                {
+                    bad.push(format!("{at}: {f}"));
+                }
+                for (k, x) in m {
+                    walk(x, &format!("{at}/{k}"), bad);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, x) in a.iter().enumerate() {
+                    walk(x, &format!("{at}/{i}"), bad);
+                }
+            }
+            _ => {}
+        }
+    }
+    let tools = serde_json::to_value(agentfile::server::mcp::tools::fixed()).unwrap();
+    let mut bad = Vec::new();
+    walk(&tools, "", &mut bad);
+    assert!(
+        bad.is_empty(),
+        "formats no client knows:\n{}",
+        bad.join("\n")
+    );
+}
+
 /// Every `$ref` in the OpenRPC document points at something in it.
 #[test]
 fn openrpc_references_resolve() {

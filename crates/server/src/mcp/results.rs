@@ -16,14 +16,48 @@ use serde_json::{Value, json};
 use agentfile_wire::events::RunResult;
 
 fn strip(root: schemars::Schema) -> Arc<JsonObject> {
-    let mut o = match serde_json::to_value(root) {
-        Ok(Value::Object(o)) => o,
+    let mut v = serde_json::to_value(root).unwrap_or(Value::Null);
+    portable_formats(&mut v);
+    let mut o = match v {
+        Value::Object(o) => o,
         _ => JsonObject::new(),
     };
     // The type's name and doc comment are noise to a model; the tool says it.
     o.remove("title");
     o.remove("description");
     Arc::new(o)
+}
+
+/// The `format`s schemars writes for Rust's number types (`uint64`,
+/// `int32`, `double`, …) are none of JSON Schema's: clients warn about each
+/// one they meet (Claude Code prints `unknown format "uint64" ignored` on the
+/// user's terminal, once per use). Dropped here; an unsigned type keeps its
+/// `minimum: 0`, which says the same in words every validator knows.
+fn portable_formats(v: &mut Value) {
+    match v {
+        Value::Object(o) => {
+            let numeric = o.get("format").and_then(Value::as_str).is_some_and(|f| {
+                matches!(f, "int" | "uint" | "double" | "float")
+                    || ["int", "uint"].iter().any(|p| {
+                        f.strip_prefix(p)
+                            .is_some_and(|bits| matches!(bits, "8" | "16" | "32" | "64" | "128"))
+                    })
+            });
+            if numeric {
+                let unsigned = o
+                    .get("format")
+                    .and_then(Value::as_str)
+                    .is_some_and(|f| f.starts_with("uint"));
+                o.shift_remove("format");
+                if unsigned && !o.contains_key("minimum") {
+                    o.insert("minimum".into(), json!(0));
+                }
+            }
+            o.values_mut().for_each(portable_formats);
+        }
+        Value::Array(a) => a.iter_mut().for_each(portable_formats),
+        _ => {}
+    }
 }
 
 /// JSON Schema (2020-12, no `$ref`s: some clients cannot follow them) of what
