@@ -58,8 +58,12 @@ fn extension_parser() -> clap::builder::PossibleValuesParser {
 /// Where the session store is: the config and workspace decide, as for `run`.
 #[derive(clap::Args, Clone)]
 pub(super) struct StoreArgs {
+    /// Config file whose `[session]` names the store (default: agent.toml or
+    /// agent.json in the current folder).
     #[arg(long)]
     pub(super) config: Option<PathBuf>,
+    /// The workspace whose store to read (default: agent.workspace in the
+    /// config, else the current folder).
     #[arg(long)]
     pub(super) workspace: Option<PathBuf>,
 }

@@ -23,22 +23,35 @@ pub(super) struct Args {
     /// The project folder (default: the current folder).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// Config file for the generator's run (default: agent.toml or agent.json
+    /// in the project folder).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Policy file for the generator's run (default: the safe default).
     #[arg(long)]
     policy: Option<PathBuf>,
+    /// The model provider the generator uses: anthropic, openai, openrouter,
+    /// ollama, gemini or replay.
     #[arg(long)]
     provider: Option<String>,
+    /// The model the generator uses (default: the config's, else the provider's).
     #[arg(long)]
     model: Option<String>,
-    #[arg(long)]
+    /// The provider's API endpoint (default: the config's `llm.base_url`).
+    #[arg(long, value_name = "URL")]
     base_url: Option<String>,
+    /// How the run reports: text (progress on stderr, the answer on stdout),
+    /// json (one result object at the end) or stream-json (every event as a
+    /// JSON line).
     #[arg(long, value_enum, default_value_t = OutputMode::Text)]
     output: OutputMode,
-    #[arg(long)]
+    /// Most model turns the generator may take.
+    #[arg(long, value_name = "N")]
     max_turns: Option<u64>,
-    #[arg(long)]
+    /// Most the generator's model calls may cost, in US dollars.
+    #[arg(long, value_name = "USD")]
     max_cost_usd: Option<f64>,
+    /// Wall-clock limit such as 90s, 10m or 1h.
     #[arg(long)]
     timeout: Option<String>,
 }

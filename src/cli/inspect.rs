@@ -21,10 +21,15 @@ pub(super) struct Args {
     /// The workflow (not needed with --support-matrix).
     #[arg(required_unless_present_any = ["support_matrix", "sandbox"])]
     path: Option<PathBuf>,
+    /// Text for people, json for programs, mermaid for a diagram of the steps.
     #[arg(long, value_enum, default_value_t = InspectFormat::Text)]
     format: InspectFormat,
+    /// Config file (agent.toml or agent.json; default: one in the current
+    /// folder, else one beside the workflow).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Read the file as this format, whatever its name (default: from the
+    /// file's name and content).
     #[arg(long, value_enum)]
     dialect: Option<DialectArg>,
     #[command(flatten)]

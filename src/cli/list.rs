@@ -14,6 +14,7 @@ use super::quiet_pipe;
 pub(super) struct Args {
     /// Folder to search (default: the current folder).
     dir: Option<PathBuf>,
+    /// Text for people, json for programs.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     format: ReportFormat,
 }

@@ -261,3 +261,71 @@ async fn next_stop_signal() -> Option<i32> {
         tokio::signal::ctrl_c().await.ok().map(|_| 130)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// What `--help` shows for every command and subcommand, walked from the
+    /// parser itself: each option and positional has a help line, and each
+    /// command says what it does. Fails naming every one that does not.
+    #[test]
+    fn every_option_of_every_command_has_a_help_line() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    let name = a
+                        .get_long()
+                        .map(|l| format!("--{l}"))
+                        .unwrap_or_else(|| format!("<{}>", id.to_uppercase()));
+                    missing.push(format!("`{path} {name}`"));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                let here = format!("{path} {}", sub.get_name());
+                if sub.get_name() != "help" && sub.get_about().is_none() {
+                    missing.push(format!("`{here}` (the command itself)"));
+                }
+                walk(sub, &here, missing);
+            }
+        }
+        let mut cli = super::Cli::command();
+        cli.build();
+        let mut missing = Vec::new();
+        walk(&cli, "agentfile", &mut missing);
+        assert!(
+            missing.is_empty(),
+            "without a help line:\n  {}",
+            missing.join("\n  ")
+        );
+    }
+
+    /// A value list names every value the command accepts.
+    #[test]
+    fn sessions_list_offers_every_status_it_accepts() {
+        let cli = super::Cli::command();
+        let list = cli
+            .find_subcommand("sessions")
+            .and_then(|s| s.find_subcommand("list"))
+            .expect("sessions list");
+        let status = list
+            .get_arguments()
+            .find(|a| a.get_id() == "status")
+            .expect("--status");
+        let offered: Vec<String> = status
+            .get_possible_values()
+            .iter()
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        for s in agentfile::session::SessionStatus::ALL {
+            assert!(
+                offered.iter().any(|o| o == s.as_str()),
+                "{s:?} not in {offered:?}"
+            );
+        }
+    }
+}

@@ -23,6 +23,7 @@ pub(super) struct Args {
 enum Command {
     /// Each registered trigger: its state, next fire (in its zone) and quota use.
     List {
+        /// Text for people, json for programs.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
         #[command(flatten)]
@@ -33,8 +34,10 @@ enum Command {
         /// Only this trigger's fires.
         #[arg(long)]
         trigger: Option<String>,
-        #[arg(long, default_value_t = 50)]
+        /// Most fires to show.
+        #[arg(long, default_value_t = 50, value_name = "N")]
         limit: usize,
+        /// Text for people, json for programs.
         #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
         format: ReportFormat,
         #[command(flatten)]
@@ -42,6 +45,7 @@ enum Command {
     },
     /// Fire trigger ID now, by hand: wait for the run and print its session id.
     Fire {
+        /// The trigger's id (`triggers list` shows them).
         id: String,
         #[command(flatten)]
         triggers: TriggerArgs,

@@ -18,6 +18,7 @@ pub(super) struct Args {
     /// the config, else here).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// Config file (default: agent.toml or agent.json in the current folder).
     #[arg(long)]
     config: Option<PathBuf>,
     /// The policy runs resumed here (approved, signalled) use.
@@ -26,6 +27,7 @@ pub(super) struct Args {
     /// The provider runs resumed here use (default: what they ran with).
     #[arg(long)]
     provider: Option<String>,
+    /// The model runs resumed here use (default: what they ran with).
     #[arg(long)]
     model: Option<String>,
 }

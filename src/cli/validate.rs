@@ -19,6 +19,7 @@ pub(super) struct Args {
     /// then agent.json / agent.toml beside each workflow).
     #[arg(long)]
     config: Option<PathBuf>,
+    /// Text for people (carets under the source), json for programs.
     #[arg(long, value_enum, default_value_t = ReportFormat::Text)]
     format: ReportFormat,
     /// Which Agentfile dialect to read, instead of guessing.
