@@ -52,12 +52,19 @@ pub(super) struct FireArgs {
     /// Policy file for every run (default: policy.toml beside each workflow).
     #[arg(long)]
     policy: Option<PathBuf>,
-    /// Provider for every run, overriding the config.
+    /// Provider for every run, overriding the config (`fake`: a scripted
+    /// model, offline; see --script).
     #[arg(long)]
     provider: Option<String>,
     /// Model for every run.
     #[arg(long)]
     model: Option<String>,
+    /// The provider's API endpoint for every run (a local server, a proxy).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The script `--provider fake` answers every run from.
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
 }
 
 impl TriggerArgs {
@@ -71,6 +78,8 @@ impl TriggerArgs {
                 policy: runs.policy.clone(),
                 provider: runs.provider.clone(),
                 model: runs.model.clone(),
+                base_url: runs.base_url.clone(),
+                script: runs.script.clone(),
                 max_runs,
                 ..Default::default()
             },

@@ -37,7 +37,7 @@ pub(super) fn run(args: Args) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let mut gateway = args.server.engine_options();
+    let mut gateway = args.server.gateway_options();
     let cluster = match args.server.gateway.cluster_config("mcp") {
         Ok(c) => c,
         Err(code) => return code,

@@ -48,6 +48,9 @@ pub(super) struct Args {
     /// Record every model exchange of this run to a cassette.
     #[arg(long)]
     pub(super) record: Option<PathBuf>,
+    /// How the run reports: text (progress on stderr, the answer on stdout),
+    /// json (one result object at the end) or stream-json (every event as a
+    /// JSON line).
     #[arg(long, value_enum, default_value_t = OutputMode::Text)]
     pub(super) output: OutputMode,
     /// Continue an interrupted session instead of starting a new one.
@@ -62,6 +65,8 @@ pub(super) struct Args {
 /// Where a run's settings come from and which model answers it.
 #[derive(clap::Args, Clone, Default)]
 pub(super) struct SetupArgs {
+    /// Config file (agent.toml or agent.json; default: one in the current
+    /// folder, else one beside the workflow).
     #[arg(long)]
     pub(super) config: Option<PathBuf>,
     /// Policy file (default: policy.toml beside the workflow, else the safe default).
@@ -70,9 +75,12 @@ pub(super) struct SetupArgs {
     /// The folder tools work in (default: agent.workspace in the config, else here).
     #[arg(long)]
     pub(super) workspace: Option<PathBuf>,
-    /// anthropic, openai, openrouter, ollama, gemini, replay or mcp-sampling.
+    /// anthropic, openai, openrouter, ollama, gemini, replay, fake (a scripted
+    /// model, offline: see --script) or mcp-sampling.
     #[arg(long)]
     pub(super) provider: Option<String>,
+    /// The model to ask (default: the config's `llm.model`, else the
+    /// provider's default).
     #[arg(long)]
     pub(super) model: Option<String>,
     /// The provider's API endpoint (a local server, a proxy); kept when
@@ -83,17 +91,25 @@ pub(super) struct SetupArgs {
     /// The cassette `--provider replay` answers from.
     #[arg(long)]
     pub(super) cassette: Option<PathBuf>,
+    /// The script `--provider fake` answers from: a JSON array of replies
+    /// (`[{"tool_calls": [{"name": "ls", "arguments": {}}]}, {"text": "done"}]`);
+    /// see "The fake model" in the README.
+    #[arg(long, value_name = "FILE")]
+    pub(super) script: Option<PathBuf>,
 }
 
 /// A run's limits and how it answers what it meets; a resumed run takes
 /// them anew.
 #[derive(clap::Args, Clone, Default)]
 pub(super) struct ControlArgs {
-    #[arg(long)]
+    /// Most model turns per goal (default: the config's `[limits]`).
+    #[arg(long, value_name = "N")]
     pub(super) max_turns: Option<u64>,
-    #[arg(long)]
+    /// Most tokens, input and output, the whole run may use.
+    #[arg(long, value_name = "N")]
     pub(super) max_tokens: Option<u64>,
-    #[arg(long)]
+    /// Most the run's model calls may cost, in US dollars.
+    #[arg(long, value_name = "USD")]
     pub(super) max_cost_usd: Option<f64>,
     /// Wall-clock limit such as 90s, 10m or 1h.
     #[arg(long)]
@@ -124,6 +140,9 @@ pub(super) struct ResumeArgs {
     allow: Vec<String>,
     #[command(flatten)]
     pub(super) setup: SetupArgs,
+    /// How the run reports: text (progress on stderr, the answer on stdout),
+    /// json (one result object at the end) or stream-json (every event as a
+    /// JSON line).
     #[arg(long, value_enum, default_value_t = OutputMode::Text)]
     output: OutputMode,
     #[command(flatten)]
@@ -226,6 +245,8 @@ pub(super) async fn run_async(
         policy: None,
         provider: None,
         model: None,
+        base_url: None,
+        script: None,
         max_runs: 1,
         http: None,
         sampling: None,
@@ -328,6 +349,7 @@ fn request(args: &Args) -> Result<RunRequest, RunError> {
         model: s.model.clone(),
         base_url: s.base_url.clone(),
         cassette: s.cassette.clone(),
+        script: s.script.clone(),
         record: args.record.clone(),
         max_turns: c.max_turns,
         max_tokens: c.max_tokens,

@@ -33,7 +33,7 @@ pub(super) fn run(Args { server: args }: Args) -> ExitCode {
         }
     };
     let code = runtime.block_on(async move {
-        let mut options = args.engine_options();
+        let mut options = args.gateway_options();
         let cluster = match args.gateway.cluster_config("serve") {
             Ok(c) => c,
             Err(_) => return exit::USAGE,

@@ -26,7 +26,7 @@ pub(super) struct ServerArgs {
 }
 
 impl ServerArgs {
-    pub(super) fn engine_options(&self) -> GatewayOptions {
+    pub(super) fn gateway_options(&self) -> GatewayOptions {
         GatewayOptions {
             limits: self.connection.limits(),
             ..self.gateway.options()
@@ -49,13 +49,22 @@ pub(super) struct GatewayArgs {
     #[arg(long)]
     policy: Option<PathBuf>,
     /// Provider for every run, overriding the config: anthropic, openai,
-    /// openrouter, ollama, gemini, replay, or (under `mcp`) mcp-sampling, the
-    /// MCP host's own model, which needs no API key.
+    /// openrouter, ollama, gemini, replay, fake (a scripted model, offline:
+    /// see --script), or (under `mcp`) mcp-sampling, the MCP host's own
+    /// model, which needs no API key.
     #[arg(long)]
     provider: Option<String>,
     /// Model for every run (with mcp-sampling: the model the host is asked for).
     #[arg(long)]
     model: Option<String>,
+    /// The provider's API endpoint for every run (a local server, a proxy);
+    /// default: the config's `llm.base_url` or AGENTFILE_BASE_URL.
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// The script `--provider fake` answers every run from (a JSON array of
+    /// replies; see "The fake model" in the README).
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
     /// Runs executing at once; more wait as `queued`.
     #[arg(long, default_value_t = DEFAULT_MAX_RUNS)]
     pub(super) max_runs: usize,
@@ -88,6 +97,8 @@ impl GatewayArgs {
             policy: self.policy.clone(),
             provider: self.provider.clone(),
             model: self.model.clone(),
+            base_url: self.base_url.clone(),
+            script: self.script.clone(),
             max_runs: self.max_runs,
             ..Default::default()
         }

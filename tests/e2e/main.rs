@@ -31,6 +31,7 @@ mod daemon;
 mod daemon_nats;
 mod demo;
 mod executor;
+mod fake_model;
 mod first_use;
 mod fixtures;
 mod graph;

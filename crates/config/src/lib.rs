@@ -37,6 +37,7 @@ pub const PROVIDERS: &[&str] = &[
     "gemini",
     "replay",
     "mcp-sampling",
+    "fake",
 ];
 
 /// A configuration problem, always tied to the file it came from.
@@ -147,6 +148,9 @@ pub struct LlmConfig {
     pub temperature: Option<f32>,
     /// The cassette `provider = "replay"` answers from.
     pub cassette: Option<PathBuf>,
+    /// The script `provider = "fake"` answers from (the fake model's JSON
+    /// script; relative to the config's folder).
+    pub script: Option<PathBuf>,
     /// Longest one model call may take, request to last byte (`"10m"`,
     /// `"90s"`); default 10 minutes.
     pub call_timeout: Option<String>,
@@ -176,6 +180,7 @@ impl LlmConfig {
             base_url: inherit(&over.base_url, &self.base_url),
             temperature: over.temperature.or(self.temperature),
             cassette: over.cassette.clone().or_else(|| self.cassette.clone()),
+            script: over.script.clone().or_else(|| self.script.clone()),
             call_timeout: over
                 .call_timeout
                 .clone()
@@ -609,8 +614,14 @@ impl Config {
         if let Some(c) = self.llm.cassette.as_mut() {
             fix(c);
         }
+        if let Some(c) = self.llm.script.as_mut() {
+            fix(c);
+        }
         for p in self.profiles.values_mut() {
             if let Some(c) = p.cassette.as_mut() {
+                fix(c);
+            }
+            if let Some(c) = p.script.as_mut() {
                 fix(c);
             }
         }
@@ -669,6 +680,9 @@ impl Config {
         }
         if let Some(v) = get("AGENTFILE_BASE_URL") {
             self.llm.base_url = Some(v);
+        }
+        if let Some(v) = get("AGENTFILE_SCRIPT") {
+            self.llm.script = Some(PathBuf::from(v));
         }
         if let Some(v) = get("AGENTFILE_API_KEY_ENV") {
             self.llm.api_key_env = Some(v);

@@ -49,6 +49,8 @@ pub struct RunRequest {
     pub base_url: Option<String>,
     /// `--cassette` for `--provider replay`.
     pub cassette: Option<PathBuf>,
+    /// `--script` for `--provider fake`.
+    pub script: Option<PathBuf>,
     /// `--record FILE`.
     pub record: Option<PathBuf>,
     pub max_turns: Option<u64>,
@@ -96,6 +98,9 @@ pub struct RunSettings {
     pub model: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// The fake model's script (absolute), so a resume answers from it too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_turns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -131,6 +136,7 @@ impl RunSettings {
             provider: req.provider.clone(),
             model: req.model.clone(),
             base_url: req.base_url.clone(),
+            script: req.script.as_deref().map(absolute),
             max_turns: req.max_turns,
             max_tokens: req.max_tokens,
             max_cost_usd: req.max_cost_usd,
@@ -157,6 +163,9 @@ impl RunSettings {
         or(&mut req.provider, &self.provider);
         or(&mut req.model, &self.model);
         or(&mut req.base_url, &self.base_url);
+        if req.script.is_none() {
+            req.script = self.script.as_ref().map(PathBuf::from);
+        }
         or(&mut req.max_turns, &self.max_turns);
         or(&mut req.max_tokens, &self.max_tokens);
         or(&mut req.max_cost_usd, &self.max_cost_usd);
@@ -393,6 +402,7 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
     let options = ProviderOptions {
         http: req.http.unwrap_or_default(),
         cassette: req.cassette.clone().or_else(|| config.llm.cassette.clone()),
+        script: req.script.clone().or_else(|| config.llm.script.clone()),
         record: None,
         sampling: req.sampling.clone(),
     };

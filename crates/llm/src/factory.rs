@@ -25,6 +25,9 @@ pub struct ProviderOptions {
     pub http: HttpOptions,
     /// The cassette `--provider replay` answers from (`--cassette FILE`).
     pub cassette: Option<PathBuf>,
+    /// The script `--provider fake` answers from (`--script FILE`); the
+    /// config's `llm.script` when not given.
+    pub script: Option<PathBuf>,
     /// Record every exchange to this cassette (`--record FILE`).
     pub record: Option<PathBuf>,
     /// The host's model when running under `agentfile mcp` (`--provider
@@ -37,6 +40,7 @@ impl std::fmt::Debug for ProviderOptions {
         f.debug_struct("ProviderOptions")
             .field("http", &self.http)
             .field("cassette", &self.cassette)
+            .field("script", &self.script)
             .field("record", &self.record)
             .field(
                 "sampling",
@@ -83,6 +87,7 @@ pub fn provider_from_config_with(
             })?;
             Arc::new(ReplayProvider::open(path)?)
         }
+        "fake" => Arc::new(fake_provider(llm, options)?),
         "mcp-sampling" => options.sampling.clone().ok_or_else(|| LlmError::Unavailable {
             provider: name.clone(),
             message: "only available when running under `agentfile mcp`, where the MCP host's own model answers through sampling; choose another provider for `agentfile run`"
@@ -146,6 +151,92 @@ fn defaults(name: &str) -> (&'static str, Option<&'static str>, &'static str) {
         ),
         // Ollama runs locally without a key.
         _ => (openai::OLLAMA_BASE_URL, None, "llama3.1"),
+    }
+}
+
+/// `--provider fake`: the fake model (see [`crate::fake`]) answering from a
+/// JSON script, on loopback in this process, spoken to in OpenAI's wire format
+/// like any compatible server. Needs no key and no model (it reports
+/// `fake`); what it answers is the script's.
+fn fake_provider(llm: &LlmConfig, options: &ProviderOptions) -> Result<ScriptedModel, LlmError> {
+    let config = |message: String| LlmError::Config {
+        provider: "fake".to_owned(),
+        message,
+    };
+    let path = options
+        .script
+        .as_ref()
+        .or(llm.script.as_ref())
+        .ok_or_else(|| {
+            config(
+                "the fake model needs a script; pass --script FILE (or set llm.script): a JSON \
+             array of replies such as [{\"text\": \"done\"}]"
+                    .to_owned(),
+            )
+        })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| config(format!("cannot read the script {}: {e}", path.display())))?;
+    let script = crate::fake::FakeScript::from_json(&text)
+        .map_err(|e| config(format!("{}: not a fake-model script: {e}", path.display())))?;
+    let server = crate::fake::FakeThread::start(script)
+        .map_err(|e| config(format!("cannot start the fake model on loopback: {e}")))?;
+    let settings = ProviderSettings {
+        name: "fake".to_owned(),
+        model: llm
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or_else(|| "fake".to_owned()),
+        api_key: None,
+        base_url: server.base_url().to_owned(),
+        max_tokens: llm.max_tokens,
+        temperature: llm.temperature,
+        pricing: Pricing::free(BTreeMap::new()),
+        options: options.http,
+    };
+    let wire = crate::openai::OpenAi::for_provider("openai");
+    Ok(ScriptedModel {
+        inner: HttpProvider::new(settings, Box::new(wire))?,
+        script: path.clone(),
+        _server: server,
+    })
+}
+
+/// The fake model's provider: HTTP to its loopback server, which lives as
+/// long as this does.
+struct ScriptedModel {
+    inner: HttpProvider,
+    script: PathBuf,
+    _server: crate::fake::FakeThread,
+}
+
+impl Provider for ScriptedModel {
+    fn name(&self) -> &str {
+        "fake"
+    }
+
+    fn model(&self) -> &str {
+        self.inner.model()
+    }
+
+    fn endpoint(&self) -> Option<String> {
+        Some(format!("script {}", self.script.display()))
+    }
+
+    fn chat(
+        &self,
+        request: crate::ChatRequest,
+        cancel: crate::CancellationToken,
+    ) -> futures::future::BoxFuture<'_, Result<crate::ChatResponse, LlmError>> {
+        self.inner.chat(request, cancel)
+    }
+
+    fn stream(
+        &self,
+        request: crate::ChatRequest,
+        cancel: crate::CancellationToken,
+    ) -> futures::stream::BoxStream<'_, Result<crate::StreamEvent, LlmError>> {
+        self.inner.stream(request, cancel)
     }
 }
 

@@ -265,6 +265,34 @@ pub struct FakeScript {
     pub repeat: bool,
 }
 
+impl FakeScript {
+    /// A script from its JSON text, with the error's line and column: a
+    /// plain array of replies, or `{"replies": […], "repeat": bool}`.
+    pub fn from_json(text: &str) -> Result<FakeScript, serde_json::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            replies: Vec<FakeReply>,
+            #[serde(default)]
+            repeat: bool,
+        }
+        // Parsed as the form its first character says, so an error points
+        // into that form rather than saying "no variant matched".
+        if text.trim_start().starts_with('{') {
+            let f: Full = serde_json::from_str(text)?;
+            Ok(FakeScript {
+                replies: f.replies,
+                repeat: f.repeat,
+            })
+        } else {
+            Ok(FakeScript {
+                replies: serde_json::from_str(text)?,
+                repeat: false,
+            })
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for FakeScript {
     /// Either a plain array of replies or `{"replies": […], "repeat": bool}`.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -343,6 +371,70 @@ impl Shared {
             }
             None if s.repeat => s.last.clone(),
             None => None,
+        }
+    }
+}
+
+/// A fake server on a thread of its own (with its own runtime), for a caller
+/// that has no async runtime at hand: `--provider fake` builds its provider
+/// synchronously. Dropping it stops the server; the thread then ends.
+pub struct FakeThread {
+    base_url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl FakeThread {
+    /// Start `script` on a free loopback port.
+    pub fn start(script: FakeScript) -> std::io::Result<FakeThread> {
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("fake-model".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let at = SocketAddr::from(([127, 0, 0, 1], 0));
+                    match FakeServer::start_script(script, at).await {
+                        Ok(server) => {
+                            let _ = ready_tx.send(Ok(server.base_url()));
+                            // Until the provider is dropped (or the process ends).
+                            let _ = stopped.await;
+                            drop(server);
+                        }
+                        Err(e) => {
+                            let _ = ready_tx.send(Err(e));
+                        }
+                    }
+                });
+            })?;
+        let base_url = ready_rx.recv().map_err(|_| {
+            std::io::Error::other("the fake model's thread ended before it listened")
+        })??;
+        Ok(FakeThread {
+            base_url,
+            stop: Some(stop),
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+impl Drop for FakeThread {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 }

@@ -46,6 +46,10 @@ pub struct GatewayOptions {
     pub policy: Option<PathBuf>,
     pub provider: Option<String>,
     pub model: Option<String>,
+    /// `--base-url`: the provider's endpoint for every run.
+    pub base_url: Option<String>,
+    /// `--script`: what `--provider fake` answers, for every run.
+    pub script: Option<PathBuf>,
     /// Runs executing at once; more wait as `queued`. 0 means the default.
     pub max_runs: usize,
     pub http: Option<HttpOptions>,
@@ -175,6 +179,12 @@ impl Gateway {
             policy: options.policy.as_ref().map(absolute),
             provider: options.provider.clone(),
             model: options.model.clone(),
+            base_url: options.base_url.clone(),
+            // As given on the command line: from the folder it was started in.
+            script: options
+                .script
+                .as_ref()
+                .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.clone())),
             max_runs: options.max_runs,
             http: options.http,
             sampling: options.sampling.clone(),
