@@ -102,12 +102,18 @@ fn plan(
             color: std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
         };
         let mut err = std::io::stderr().lock();
+        // A file that could not be read is its one diagnostic, said once.
+        let unreadable = a.diagnostics.len() == 1 && a.diagnostics[0].span.is_none();
         let explained = print_diagnostics(&mut err, &a, style).and_then(|()| {
+            if unreadable {
+                return Ok(());
+            }
             writeln!(
                 err,
-                "{}: invalid — {}; fix them to inspect it",
+                "{}: invalid — {}; fix {} to inspect it",
                 a.path.display(),
-                plural(a.errors(), "error")
+                plural(a.errors(), "error"),
+                if a.errors() == 1 { "it" } else { "them" }
             )
         });
         return explained.map_or_else(

@@ -217,16 +217,29 @@ fn list(
         ReportFormat::Text => {
             if list.is_empty() {
                 writeln!(out, "no sessions")?;
+                return Ok(());
             }
+            // Columns as wide as their longest cell (ids are all one width).
+            let id = list.iter().map(|m| m.id.len()).max().unwrap_or(0);
+            let wf = list
+                .iter()
+                .map(|m| m.workflow.chars().count())
+                .max()
+                .unwrap_or(0)
+                .max("WORKFLOW".len());
+            writeln!(
+                out,
+                "{:id$}  {:16}  {:wf$}  UPDATED",
+                "SESSION", "STATUS", "WORKFLOW"
+            )?;
             for m in list {
-                let status = serde_json::to_value(m.status)?
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned();
                 writeln!(
                     out,
-                    "{}  {:16}  {:20}  {}",
-                    m.id, status, m.workflow, m.updated_at
+                    "{:id$}  {:16}  {:wf$}  {}",
+                    m.id,
+                    m.status.as_str(),
+                    m.workflow,
+                    m.updated_at
                 )?;
             }
         }

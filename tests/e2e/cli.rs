@@ -680,3 +680,144 @@ fn cluster_settings_come_from_flags_or_the_config() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("natz"), "{}", stderr(&o));
 }
+
+/// A workflow that is not there is one sentence with its fix, said once:
+/// not `error: nosuch: error: cannot read …` followed by a count and an offer
+/// to list the same one problem again (issue 45).
+#[test]
+fn a_missing_workflow_file_is_said_once_with_its_fix() {
+    let dir = std::env::temp_dir();
+    for command in ["run", "inspect", "validate"] {
+        let o = bin()
+            .args([command, "no-such-workflow.md"])
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        // `validate` reports on stdout, the others explain on stderr.
+        let err = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(o.status.code(), Some(2), "{command}: {err}");
+        assert!(
+            err.contains("no-such-workflow.md: ") && err.contains("cannot read workflow file"),
+            "{command}: {err}"
+        );
+        assert!(err.contains("hint: check the path"), "{command}: {err}");
+        assert_eq!(err.matches("error:").count(), 1, "{command}: {err}");
+        assert!(!err.contains("shows the same list"), "{command}: {err}");
+    }
+}
+
+/// `sessions list` says what its columns are, and lines them up (issue 45).
+#[test]
+fn sessions_list_has_a_header_row() {
+    let dir = crate::support::tmp_dir("cli-sessions-header");
+    std::fs::write(
+        dir.join("Agentfile"),
+        "NAME hello\nGOAL greet \"Say hello\"\nRUN main USING greet\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("model.json"), r#"[{"text": "hello"}]"#).unwrap();
+    let ran = bin()
+        .args([
+            "run",
+            "Agentfile",
+            "--provider",
+            "fake",
+            "--script",
+            "model.json",
+        ])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let o = bin()
+        .args(["sessions", "list"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let head: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(head, ["SESSION", "STATUS", "WORKFLOW", "UPDATED"], "{text}");
+    assert_eq!(
+        lines[0].find("STATUS"),
+        lines[1].find("completed"),
+        "{text}"
+    );
+    assert_eq!(lines[0].find("WORKFLOW"), lines[1].find("hello"), "{text}");
+}
+
+/// Progress lines of steps without goals (a WORKFLOW.md tool step) end at
+/// the step's name, never at an empty `: ` (issue 45).
+#[test]
+fn progress_lines_of_tool_steps_do_not_end_in_an_empty_list() {
+    let dir = crate::support::tmp_dir("cli-progress-steps");
+    std::fs::write(dir.join("file.txt"), "hi\n").unwrap();
+    std::fs::write(
+        dir.join("WORKFLOW.md"),
+        "---\nname: Steps\nid: steps\ndescription: Two steps.\nversion: 1.0.0\ninputs: { type: object }\noutputs: { type: object }\nsteps:\n  - id: look\n    kind: tool\n    tool: ls\n    inputs: { path: \".\" }\n    next: read\n  - id: read\n    kind: tool\n    tool: read\n    inputs: { path: file.txt }\n---\nLook, then read.\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["run", "WORKFLOW.md"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("look"), "{err}");
+    for line in err.lines() {
+        assert!(
+            !line.trim_end().ends_with(':'),
+            "a line ends in an empty list: {line:?}\n{err}"
+        );
+    }
+}
+
+/// `inspect` says an input the workflow does not require is optional, as
+/// `list` and the JSON do (issue 45).
+#[test]
+fn inspect_text_says_an_optional_input_is_optional() {
+    let dir = crate::support::tmp_dir("cli-inspect-optional");
+    std::fs::write(
+        dir.join("WORKFLOW.md"),
+        "---\nname: Count\nid: count\ndescription: A count.\nversion: 1.0.0\noutputs: { type: object }\ninputs:\n  type: object\n  properties:\n    count: { type: integer }\n    path: { type: string }\n  required: [path]\nsteps:\n  - id: look\n    kind: tool\n    tool: ls\n    inputs: { path: $input.path }\n---\nLook.\n",
+    )
+    .unwrap();
+    let o = bin()
+        .args(["inspect", "WORKFLOW.md"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let text = stdout(&o);
+    assert!(
+        o.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no input {name}: {text}"))
+            .to_owned()
+    };
+    assert!(line("count").ends_with("optional"), "{text}");
+    assert!(line("path").ends_with("required"), "{text}");
+    let out_json = bin()
+        .args(["inspect", "WORKFLOW.md", "--format", "json"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let v = json(&out_json);
+    let inputs = v["inputs"].as_array().unwrap();
+    let count = inputs.iter().find(|i| i["name"] == "count").unwrap();
+    assert_eq!(count["required"], false, "{v}");
+}

@@ -87,7 +87,10 @@ pub fn text(plan: &Plan) -> String {
                     );
                 }
                 None => {
-                    let _ = writeln!(o, "  {:width$}  required", i.name);
+                    // What `list` and the JSON say: an input may be left out
+                    // unless the workflow requires it.
+                    let what = if i.required { "required" } else { "optional" };
+                    let _ = writeln!(o, "  {:width$}  {what}", i.name);
                 }
             },
         }

@@ -60,18 +60,35 @@ pub struct Analysis {
 }
 
 /// A workflow that did not lower into a plan. Shown as every diagnostic
-/// rendered for a person, then `PATH: invalid — N error(s); …`.
+/// rendered for a person, then `PATH: invalid — N error(s); …`; a file that
+/// could not be read at all as that one sentence and its hint (there is no
+/// list for `validate` to show again).
 #[derive(Debug, Clone, thiserror::Error)]
-#[error(
-    "{rendered}{}: invalid — {errors} error(s); `agentfile validate` shows the same list",
-    path.display()
-)]
 pub struct Invalid {
     pub path: PathBuf,
     /// Errors found, listed or omitted.
     pub errors: usize,
     /// The diagnostics rendered, and the note on any the cap left out.
     pub rendered: String,
+    /// Why the file could not be read, with the hint, when that is the one
+    /// problem.
+    pub unreadable: Option<String>,
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.unreadable {
+            Some(why) => f.write_str(why),
+            None => write!(
+                f,
+                "{}{}: invalid — {} error{}; `agentfile validate` shows the same list",
+                self.rendered,
+                self.path.display(),
+                self.errors,
+                if self.errors == 1 { "" } else { "s" }
+            ),
+        }
+    }
 }
 
 impl Analysis {
@@ -105,10 +122,18 @@ impl Analysis {
             rendered.push_str(&note);
             rendered.push('\n');
         }
+        let unreadable = match self.diagnostics.as_slice() {
+            [d] if d.code == "missing-file" && d.span.is_none() => Some(match &d.hint {
+                Some(h) => format!("{}: {}\n  = hint: {h}", self.path.display(), d.message),
+                None => format!("{}: {}", self.path.display(), d.message),
+            }),
+            _ => None,
+        };
         Err(Invalid {
             errors: self.errors(),
             path: self.path,
             rendered,
+            unreadable,
         })
     }
 

@@ -126,12 +126,18 @@ impl Progress {
                 let lim = limit
                     .map(|l| format!(", at most {l} iterations"))
                     .unwrap_or_default();
+                // A step of a graph (a tool step, a branch) has no goals:
+                // its line ends at its name, not at an empty list.
+                let what = if goals.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", goals.join(" → "))
+                };
                 format!(
-                    "{} {} {}: {}{lim}",
+                    "{} {} {}{what}{lim}",
                     self.paint("1;34", "▶"),
                     kind.to_uppercase(),
                     e.step.as_deref().unwrap_or(""),
-                    goals.join(" → ")
                 )
             }
             EventBody::LoopIteration { limit } if e.goal.is_none() => format!(
