@@ -25,6 +25,7 @@ mod daemon;
 mod emit;
 mod inspect;
 mod list;
+mod manual;
 mod mcp;
 mod promote;
 mod run;
@@ -106,6 +107,11 @@ enum Command {
     /// Promote a validated generation run (artifacts/NAME/RUN_ID) to
     /// workflows/NAME/, archiving the run to outputs/NAME/RUN_ID/build/.
     Promote(promote::Args),
+    /// Print the shell completion script for bash, zsh, fish, elvish or
+    /// powershell.
+    Completions(manual::CompletionsArgs),
+    /// Print the manual page agentfile(1), or write a page per command with --dir.
+    Man(manual::ManArgs),
 }
 
 /// Exit code for usage and validation errors.
@@ -137,6 +143,8 @@ pub fn main() -> ExitCode {
         Command::Triggers(args) => return triggers::run(args),
         Command::Emit(args) => return emit::run(args),
         Command::Create(args) => return create::run(args),
+        Command::Completions(args) => return manual::completions(args),
+        Command::Man(args) => return manual::man(args),
     };
     finish(result)
 }

@@ -821,3 +821,52 @@ fn inspect_text_says_an_optional_input_is_optional() {
     let count = inputs.iter().find(|i| i["name"] == "count").unwrap();
     assert_eq!(count["required"], false, "{v}");
 }
+
+/// Shell completions and manual pages come from the parser: every command
+/// and flag is in them (issue 45).
+#[test]
+fn completions_and_manual_pages_name_every_command() {
+    for shell in ["bash", "zsh", "fish"] {
+        let o = bin().args(["completions", shell]).output().unwrap();
+        let script = stdout(&o);
+        assert!(
+            o.status.success(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // (fish writes a flag as `-l approve-all`)
+        for word in [
+            "sessions",
+            "triggers",
+            "script",
+            "approve-all",
+            "waiting_approval",
+        ] {
+            assert!(script.contains(word), "{shell} completions lack {word}");
+        }
+    }
+    let o = bin().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let page = bin().arg("man").output().unwrap();
+    assert!(
+        stdout(&page).contains(".TH agentfile 1"),
+        "{}",
+        stdout(&page)
+    );
+    let dir = crate::support::tmp_dir("cli-man");
+    let o = bin().args(["man", "--dir"]).arg(&dir).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for name in [
+        "agentfile",
+        "agentfile-run",
+        "agentfile-sessions-list",
+        "agentfile-triggers-fire",
+    ] {
+        let text = std::fs::read_to_string(dir.join(format!("{name}.1")))
+            .unwrap_or_else(|e| panic!("{name}.1: {e}"));
+        assert!(text.contains(".TH"), "{name}.1: {text}");
+    }
+    let run = std::fs::read_to_string(dir.join("agentfile-run.1")).unwrap();
+    assert!(run.contains("\\-\\-provider"), "{run}");
+    assert!(!dir.join("agentfile-help.1").exists(), "no page for `help`");
+}
