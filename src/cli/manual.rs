@@ -13,10 +13,10 @@ use super::{Cli, EXIT_INVALID, finish, quiet_pipe};
 
 #[derive(clap::Args)]
 pub(super) struct CompletionsArgs {
-    /// The shell to complete for. Install, e.g.: `agentfile completions bash
-    /// > ~/.local/share/bash-completion/completions/agentfile`, `agentfile
-    /// completions zsh > "${fpath[1]}/_agentfile"`, `agentfile completions fish
-    /// > ~/.config/fish/completions/agentfile.fish`.
+    /// The shell to complete for. Install for bash with `agentfile
+    /// completions bash >~/.local/share/bash-completion/completions/agentfile`;
+    /// for zsh, into a folder on `$fpath` as `_agentfile`; for fish, as
+    /// `~/.config/fish/completions/agentfile.fish`.
     #[arg(value_enum)]
     shell: Shell,
 }
