@@ -179,6 +179,13 @@ pub(super) fn resume(id: String, args: ResumeArgs) -> std::process::ExitCode {
 }
 
 fn run_to_exit(args: Args, resume_id: Option<String>) -> std::process::ExitCode {
+    for wide in args.allow.iter().filter(|a| a.trim() == "bash") {
+        eprintln!(
+            "agentfile: warning: --allow {wide} lets the model run any command in bash, \
+             `rm -rf` included (with no sandbox, anywhere this user may write); allow what the \
+             workflow needs instead, e.g. --allow bash:\"cargo test *\""
+        );
+    }
     // One run needs no worker threads: the executor's concurrency (agents,
     // parallel branches, map items) is async, and blocking work goes to the
     // blocking pool. A current-thread runtime starts faster and wakes less.

@@ -870,3 +870,39 @@ fn completions_and_manual_pages_name_every_command() {
     assert!(run.contains("\\-\\-provider"), "{run}");
     assert!(!dir.join("agentfile-help.1").exists(), "no page for `help`");
 }
+
+/// `--allow bash` lets every command through: said, with the narrower form
+/// to use (issue 45). A pattern is not warned about.
+#[test]
+fn allow_bash_without_a_pattern_is_warned_about() {
+    let dir = crate::support::tmp_dir("cli-allow-bash");
+    std::fs::write(dir.join("model.json"), r#"[{"text": "fine"}]"#).unwrap();
+    let run = |allow: &str| {
+        bin()
+            .args([
+                "run",
+                "--goal",
+                "say fine",
+                "--provider",
+                "fake",
+                "--script",
+                "model.json",
+            ])
+            .args(["--allow", allow])
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let o = run("bash");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("warning: --allow bash lets the model run any command"),
+        "{err}"
+    );
+    assert!(err.contains("--allow bash:\"cargo test *\""), "{err}");
+    let o = run("bash:ls *");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("warning: --allow"), "{err}");
+}
