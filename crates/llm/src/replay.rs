@@ -290,6 +290,10 @@ impl Provider for ReplayProvider {
         &self.model
     }
 
+    fn endpoint(&self) -> Option<String> {
+        Some(format!("cassette {}", self.path.display()))
+    }
+
     fn chat(
         &self,
         request: ChatRequest,
