@@ -511,6 +511,12 @@ fn step_started(out: &mut String, e: &Event) {
     let limit = limit
         .map(|l| format!(", at most {l} iterations"))
         .unwrap_or_default();
+    // A step of a graph (a tool step, a branch) has no goals: its heading
+    // says what it is, and its events what it did.
+    if goals.is_empty() {
+        let _ = writeln!(out, "## Step `{name}` ({kind}{limit})\n");
+        return;
+    }
     let goals = code_list(goals);
     let what = match kind.as_str() {
         "run" => format!("Runs {goals}"),
@@ -768,6 +774,19 @@ fn fenced_full(out: &mut String, lang: &str, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_step_without_goals_is_headed_by_its_kind_not_an_empty_list() {
+        let e: Event = serde_json::from_value(serde_json::json!({
+            "schema_version": 1, "session_id": "s", "seq": 2,
+            "ts": "2026-01-01T00:00:00.000Z", "step": "look",
+            "type": "step_started", "data": {"kind": "tool", "goals": []}
+        }))
+        .unwrap();
+        let mut s = String::new();
+        step_started(&mut s, &e);
+        assert_eq!(s, "## Step `look` (tool)\n\n");
+    }
 
     #[test]
     fn fences_outgrow_backticks() {
