@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Whole-process benchmark of `agentfile run`: a two-turn run (one `ls` call,
 # then an answer) against the zero-latency loopback fake model, with the
-# default SQLite session store.
+# default SQLite session store. With SCENARIO=three-step, a durable
+# three-step workflow instead (a WORKFLOW.md of three tool steps — ls, read,
+# glob — no model), every event in the same store.
 #
 # Reports, as medians over RUNS runs (default 200, after 10 warm-up runs):
 #   total           exec to exit of the whole process
 #   to run_started  exec to the moment the `run_started` line reaches our pipe
 #                   (stream-json flushes per line, so this is when it was emitted)
+#   in run          the `run_started` line to the `run_complete` line: the run
+#                   itself (steps, turns, events stored)
 #   after complete  the `run_complete` line to process exit
 #   --version       exec to exit of `agentfile --version` in the same loop: the
 #                   floor (loading the binary), which no run can beat
@@ -22,12 +26,19 @@
 #        AGENTFILE_BIN=/path/agentfile FAKE_BIN=/path/fake-provider scripts/bench-process.sh
 #        RUNS=500 scripts/bench-process.sh
 #        COMPARE=/tmp/agentfile-before scripts/bench-process.sh
+#        SCENARIO=three-step scripts/bench-process.sh
 # Needs: cargo (unless both binaries are given), python3 (installed with
 # apt-get when missing and running as root).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 RUNS="${RUNS:-200}"
+SCENARIO="${SCENARIO:-two-turn}"
+case "$SCENARIO" in
+two-turn) workflow=Agentfile ;;
+three-step) workflow=WORKFLOW.md ;;
+*) echo "bench-process: SCENARIO is two-turn or three-step, not '$SCENARIO'" >&2; exit 2 ;;
+esac
 
 if ! command -v python3 >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
@@ -51,11 +62,41 @@ if [ -n "${COMPARE:-}" ]; then COMPARE="$(realpath "$COMPARE")"; fi
 # shellcheck source=lib/two-turn-workflow.sh
 . scripts/lib/two-turn-workflow.sh
 two_turn_workflow "$FAKE_BIN" bench-process
+if [ "$SCENARIO" = three-step ]; then
+    # Three tool steps, no model: what a run costs around its steps (plan,
+    # store, events, gate) when the steps themselves are next to free.
+    cat >"$work/WORKFLOW.md" <<'MD'
+---
+name: Three steps
+id: three-step
+description: List the workspace, read its file, find the text files.
+version: 1.0.0
+inputs: { type: object }
+outputs: { type: object }
+steps:
+  - id: look
+    kind: tool
+    tool: ls
+    inputs: { path: "." }
+    next: read
+  - id: read
+    kind: tool
+    tool: read
+    inputs: { path: file.txt }
+    next: find
+  - id: find
+    kind: tool
+    tool: glob
+    inputs: { pattern: "*.txt" }
+---
+List the workspace, read its file, find the text files.
+MD
+fi
 
-python3 - "$work" "$RUNS" "$AGENTFILE_BIN" ${COMPARE:+"$COMPARE"} <<'PY'
+python3 - "$work" "$RUNS" "$workflow" "$SCENARIO" "$AGENTFILE_BIN" ${COMPARE:+"$COMPARE"} <<'PY'
 import json, os, statistics, subprocess, sys, time
 
-work, runs, exes = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+work, runs, workflow, scenario, exes = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 env = dict(os.environ, BENCH_KEY="bench-key-0123456789", NO_COLOR="1")
 
 # Compared binaries keep separate session databases (one may have a newer schema).
@@ -65,7 +106,7 @@ envs = {exe: env if len(exes) == 1 else
 
 def one(exe):
     t0 = time.perf_counter()
-    p = subprocess.Popen([exe, "run", "Agentfile", "--output", "stream-json"],
+    p = subprocess.Popen([exe, "run", workflow, "--output", "stream-json"],
                          cwd=work, env=envs[exe], stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL)
     started = complete = None
@@ -83,7 +124,7 @@ def one(exe):
     end = time.perf_counter()
     if code != 0 or started is None or complete is None:
         sys.exit(f"bench-process: a run failed (exit {code})")
-    return (end - t0) * 1e3, (started - t0) * 1e3, (end - complete) * 1e3
+    return (end - t0) * 1e3, (started - t0) * 1e3, (complete - started) * 1e3, (end - complete) * 1e3
 
 def floor(exe):
     # The same spawn and wait for `agentfile --version`: loading the binary,
@@ -109,9 +150,11 @@ def row(name, runs_of, i):
 if len(exes) > 1:
     print(f"{len(exes)} binaries, alternating run by run")
 for exe in exes:
-    print(f"agentfile run, two turns (one ls call), {runs} runs: {exe}")
+    what = "two turns (one ls call)" if scenario == "two-turn" else "three tool steps, durable"
+    print(f"agentfile run, {what}, {runs} runs: {exe}")
     row("total", samples[exe], 0)
     row("to run_started", samples[exe], 1)
-    row("after complete", samples[exe], 2)
+    row("in run", samples[exe], 2)
+    row("after complete", samples[exe], 3)
     row("--version", [(f,) for f in floors[exe]], 0)
 PY

@@ -167,9 +167,9 @@ impl ResumeArgs {
 
 /// `agentfile run`.
 pub(super) fn run(args: Args) -> std::process::ExitCode {
-    // The sandbox's kernel probe (a fork, about a millisecond) runs beside
-    // the run's set-up instead of before its first event.
-    agentfile::tools::confine::probe_soon();
+    // No kernel probe here: a run whose tools start no program never needs
+    // the sandbox (see `ToolSandbox::deferred`), and one that does probes
+    // when its toolbox is made.
     run_to_exit(args, None)
 }
 

@@ -978,8 +978,22 @@ pub async fn start_in(
                 .map(|i| format!("agentrc: not acted on: {i}")),
         );
     }
-    let toolbox = Toolbox::new(&prepared.config, policy, &prepared.workspace, stores.memory)
-        .map_err(|e| usage(e.to_string()))?;
+    let mut programs_declared = false;
+    prepared.plan.graph.walk(&mut |n| {
+        programs_declared |= matches!(n.kind, agentfile_plan::NodeKind::Shell { .. });
+    });
+    let options = agentfile_tools::ToolboxOptions {
+        programs_declared,
+        ..Default::default()
+    };
+    let toolbox = Toolbox::with_options(
+        &prepared.config,
+        policy,
+        &prepared.workspace,
+        stores.memory,
+        options,
+    )
+    .map_err(|e| usage(e.to_string()))?;
     toolbox.ready().await;
 
     let last_seq = prior.last().map(|e| e.seq).unwrap_or(0);

@@ -16,7 +16,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use agentfile_sandbox::proxy::{self, Refusal};
 use agentfile_sandbox::{Guest, Sandbox, Spec};
@@ -25,7 +25,7 @@ use url::Url;
 
 use crate::Denial;
 use crate::policy::paths::PathPattern;
-use crate::policy::{Gate, Policy, Request};
+use crate::policy::{Gate, Policy, Request, SandboxSection};
 
 /// Secrets folders and files hidden from every program, under the home
 /// directory.
@@ -66,21 +66,42 @@ enum State {
     },
 }
 
-/// A run's sandbox, as the toolbox uses it.
+/// A run's sandbox, as the toolbox uses it. Prepared when the toolbox is
+/// made for a run that may start programs ([`ToolSandbox::new`]), else when
+/// its first program starts ([`ToolSandbox::deferred`]): a run that starts
+/// none pays nothing for it — no kernel probe (a fork and four namespaces),
+/// no temporary folder, no Landlock ruleset.
 pub struct ToolSandbox {
-    state: State,
     gate: Arc<Gate>,
     mcp_servers: bool,
+    prepared: OnceLock<Prepared>,
+    /// What preparing takes, until it is done.
+    recipe: Mutex<Option<Recipe>>,
+    /// What `run_started.sandbox` says of a run not prepared at its start.
+    deferred: SandboxInfo,
+}
+
+/// The sandbox as prepared.
+struct Prepared {
+    state: State,
     info: SandboxInfo,
     gate_only: Vec<String>,
     /// The run's private temporary folder, removed with the toolbox.
     _tmp: Option<TempDir>,
 }
 
+struct Recipe {
+    section: SandboxSection,
+    environment: Vec<(String, String)>,
+    store: Option<PathBuf>,
+    /// `[bash] max_processes` when the config sets it ([`ToolSandbox::bounded_by`]).
+    max_processes: Option<Option<u64>>,
+}
+
 impl std::fmt::Debug for ToolSandbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ToolSandbox")
-            .field("info", &self.info)
+            .field("info", self.info())
             .finish()
     }
 }
@@ -120,152 +141,235 @@ fn private_tmp() -> std::io::Result<TempDir> {
     ))
 }
 
+/// The sandbox `section` asks for, for the programs of a run bound as
+/// `gate`; `environment` is the one programs derive theirs from (for
+/// `XDG_RUNTIME_DIR`); `store` is a session store configured outside the
+/// workspace (`session.path`), hidden like the one inside it.
+fn prepare(
+    section: &SandboxSection,
+    gate: &Gate,
+    environment: &[(String, String)],
+    store: Option<&Path>,
+) -> Prepared {
+    let inputs = gate.sandbox_inputs();
+    let mut gate_only = inputs.gate_only.clone();
+    if section.enabled == Some(false) {
+        return Prepared {
+            state: State::Off,
+            info: SandboxInfo {
+                enforced: false,
+                fs: "none".into(),
+                net: "host".into(),
+                reason: Some("[sandbox] enabled = false".into()),
+            },
+            gate_only,
+            _tmp: None,
+        };
+    }
+    let required = section.required == Some(true);
+    let unavailable = |reason: String, gate_only| Prepared {
+        info: SandboxInfo {
+            enforced: false,
+            fs: "none".into(),
+            net: "host".into(),
+            reason: Some(reason.clone()),
+        },
+        state: State::Unavailable { reason, required },
+        gate_only,
+        _tmp: None,
+    };
+    let probe = agentfile_sandbox::probe();
+    if let Some(why) = probe.landlock.clone().or_else(|| probe.seccomp.clone()) {
+        return unavailable(why, gate_only);
+    }
+    let tmp = match private_tmp() {
+        Ok(t) => t,
+        Err(e) => {
+            return unavailable(
+                format!("cannot make the run's temporary folder: {e}"),
+                gate_only,
+            );
+        }
+    };
+    // The run's scratch folder (`runs/<session>/fs`) is staged by a
+    // rename once the run starts, so what is bound into the hidden store
+    // is the run's own folder above it, made now if need be.
+    let run_dir: Option<PathBuf> = inputs
+        .scratch
+        .as_ref()
+        .and_then(|s| s.parent())
+        .map(Path::to_path_buf);
+    if let Some(d) = &run_dir {
+        let _ = std::fs::create_dir_all(d);
+    }
+    let mut writable = inputs.writable.clone();
+    writable.extend(run_dir.clone());
+    for p in &section.writable {
+        match PathPattern::compile(&p.text, gate.workspace(), gate.home()) {
+            Ok(c) => writable.push(c.plain_root().unwrap_or_else(|| c.literal_root())),
+            Err(e) => gate_only.push(format!("[sandbox] writable {:?}: {e}", p.text)),
+        }
+    }
+    let hidden = hidden_paths(gate, environment, &inputs, store);
+    // A writable root that a hidden path covers, or that is hidden
+    // itself, would undo the hiding; the hiding wins.
+    let writable: Vec<PathBuf> = resolve_all(writable)
+        .into_iter()
+        .filter(|w| !hidden.iter().any(|h| w.starts_with(h)) || Some(w) == inputs.scratch.as_ref())
+        .collect();
+    let ws = gate.workspace();
+    let mut read_only = vec![ws.join(".git/hooks"), ws.join(".git/config")];
+    read_only.extend(inputs.read_only.iter().cloned());
+    let read_only = resolve_all(read_only);
+    let exposed = run_dir
+        .as_ref()
+        .filter(|s| s.is_dir())
+        .map(|s| (inputs.store.clone(), s.clone()));
+    let spec = Spec {
+        writable,
+        hidden,
+        read_only,
+        exposed,
+        tmp: tmp.0.clone(),
+        proxy: inputs.hosts.is_some(),
+        ports: section.ports.clone(),
+        max_processes: Some(agentfile_sandbox::DEFAULT_MAX_PROCESSES),
+    };
+    match Sandbox::new(spec) {
+        Ok(sb) => {
+            let partial = sb.partial().map(str::to_owned);
+            let net = describe_net(
+                &sb,
+                inputs.hosts.as_deref(),
+                &section.ports,
+                partial.is_some(),
+            );
+            let (fs, reason) = match &partial {
+                None => (format!("landlock (ABI {})", sb.landlock_abi()), None),
+                Some(why) => (
+                    format!("landlock (ABI {}), without namespaces", sb.landlock_abi()),
+                    Some(format!("partial: {why}")),
+                ),
+            };
+            Prepared {
+                info: SandboxInfo {
+                    enforced: true,
+                    fs,
+                    net,
+                    reason,
+                },
+                state: State::On(sb),
+                gate_only,
+                _tmp: Some(tmp),
+            }
+        }
+        Err(e) => unavailable(e.0, gate_only),
+    }
+}
+
 impl ToolSandbox {
-    /// The sandbox of a run under `policy`, bound as `gate`; `environment` is
-    /// the one programs derive theirs from (for `XDG_RUNTIME_DIR`); `store` is
-    /// a session store configured outside the workspace (`session.path`),
-    /// hidden like the one inside it.
+    /// The sandbox of a run under `policy`, bound as `gate`, prepared now: for
+    /// a run that may start programs. `environment` is the one programs derive
+    /// theirs from (for `XDG_RUNTIME_DIR`); `store` is a session store
+    /// configured outside the workspace (`session.path`), hidden like the one
+    /// inside it.
     pub fn new(
         policy: &Policy,
         gate: Arc<Gate>,
         environment: &[(String, String)],
         store: Option<&Path>,
     ) -> ToolSandbox {
-        let section = policy.sandbox();
-        let inputs = gate.sandbox_inputs();
-        let mcp_servers = section.mcp_servers == Some(true);
-        let mut gate_only = inputs.gate_only.clone();
-        if section.enabled == Some(false) {
-            return ToolSandbox {
-                state: State::Off,
-                info: SandboxInfo {
-                    enforced: false,
-                    fs: "none".into(),
-                    net: "host".into(),
-                    reason: Some("[sandbox] enabled = false".into()),
-                },
-                gate,
-                mcp_servers,
-                gate_only,
-                _tmp: None,
-            };
-        }
-        let required = section.required == Some(true);
-        let unavailable = |reason: String, gate: Arc<Gate>, gate_only| ToolSandbox {
-            info: SandboxInfo {
+        let sb = Self::deferred(policy, gate, environment, store);
+        sb.prepared();
+        sb
+    }
+
+    /// The same sandbox, prepared when the run's first program starts (a run
+    /// whose tools start none: bash off, no MCP server the sandbox holds, no
+    /// shell step). Until then `run_started` says it was not needed.
+    pub fn deferred(
+        policy: &Policy,
+        gate: Arc<Gate>,
+        environment: &[(String, String)],
+        store: Option<&Path>,
+    ) -> ToolSandbox {
+        let section = policy.sandbox().clone();
+        let sb = ToolSandbox {
+            mcp_servers: section.mcp_servers == Some(true),
+            deferred: SandboxInfo {
                 enforced: false,
                 fs: "none".into(),
                 net: "host".into(),
-                reason: Some(reason.clone()),
+                reason: Some(
+                    "not prepared: no tool of this run starts a program (bash is off, no shell \
+                     step, no MCP server in the sandbox); it is prepared if one does"
+                        .into(),
+                ),
             },
-            state: State::Unavailable { reason, required },
             gate,
-            mcp_servers,
-            gate_only,
-            _tmp: None,
+            prepared: OnceLock::new(),
+            recipe: Mutex::new(Some(Recipe {
+                // Turned off costs nothing to say so: said at once.
+                section,
+                environment: environment.to_vec(),
+                store: store.map(Path::to_path_buf),
+                max_processes: None,
+            })),
         };
-        let probe = agentfile_sandbox::probe();
-        if let Some(why) = probe.landlock.clone().or_else(|| probe.seccomp.clone()) {
-            return unavailable(why, gate, gate_only);
-        }
-        let tmp = match private_tmp() {
-            Ok(t) => t,
-            Err(e) => {
-                return unavailable(
-                    format!("cannot make the run's temporary folder: {e}"),
-                    gate,
-                    gate_only,
-                );
-            }
-        };
-        // The run's scratch folder (`runs/<session>/fs`) is staged by a
-        // rename once the run starts, so what is bound into the hidden store
-        // is the run's own folder above it, made now if need be.
-        let run_dir: Option<PathBuf> = inputs
-            .scratch
+        if sb
+            .lock_recipe()
             .as_ref()
-            .and_then(|s| s.parent())
-            .map(Path::to_path_buf);
-        if let Some(d) = &run_dir {
-            let _ = std::fs::create_dir_all(d);
+            .is_some_and(|r| r.section.enabled == Some(false))
+        {
+            sb.prepared();
         }
-        let mut writable = inputs.writable.clone();
-        writable.extend(run_dir.clone());
-        for p in &section.writable {
-            match PathPattern::compile(&p.text, gate.workspace(), gate.home()) {
-                Ok(c) => writable.push(c.plain_root().unwrap_or_else(|| c.literal_root())),
-                Err(e) => gate_only.push(format!("[sandbox] writable {:?}: {e}", p.text)),
-            }
-        }
-        let hidden = hidden_paths(&gate, environment, &inputs, store);
-        // A writable root that a hidden path covers, or that is hidden
-        // itself, would undo the hiding; the hiding wins.
-        let writable: Vec<PathBuf> = resolve_all(writable)
-            .into_iter()
-            .filter(|w| {
-                !hidden.iter().any(|h| w.starts_with(h)) || Some(w) == inputs.scratch.as_ref()
-            })
-            .collect();
-        let ws = gate.workspace();
-        let mut read_only = vec![ws.join(".git/hooks"), ws.join(".git/config")];
-        read_only.extend(inputs.read_only.iter().cloned());
-        let read_only = resolve_all(read_only);
-        let exposed = run_dir
-            .as_ref()
-            .filter(|s| s.is_dir())
-            .map(|s| (inputs.store.clone(), s.clone()));
-        let spec = Spec {
-            writable,
-            hidden,
-            read_only,
-            exposed,
-            tmp: tmp.0.clone(),
-            proxy: inputs.hosts.is_some(),
-            ports: section.ports.clone(),
-            max_processes: Some(agentfile_sandbox::DEFAULT_MAX_PROCESSES),
-        };
-        match Sandbox::new(spec) {
-            Ok(sb) => {
-                let partial = sb.partial().map(str::to_owned);
-                let net = describe_net(
-                    &sb,
-                    inputs.hosts.as_deref(),
-                    &section.ports,
-                    partial.is_some(),
-                );
-                let (fs, reason) = match &partial {
-                    None => (format!("landlock (ABI {})", sb.landlock_abi()), None),
-                    Some(why) => (
-                        format!("landlock (ABI {}), without namespaces", sb.landlock_abi()),
-                        Some(format!("partial: {why}")),
-                    ),
-                };
-                ToolSandbox {
-                    info: SandboxInfo {
-                        enforced: true,
-                        fs,
-                        net,
-                        reason,
-                    },
-                    state: State::On(sb),
-                    gate,
-                    mcp_servers,
-                    gate_only,
-                    _tmp: Some(tmp),
-                }
-            }
-            Err(e) => unavailable(e.0, gate, gate_only),
-        }
+        sb
     }
 
-    /// What `run_started.sandbox` says.
+    fn lock_recipe(&self) -> std::sync::MutexGuard<'_, Option<Recipe>> {
+        self.recipe.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The sandbox, prepared now if it was not.
+    fn prepared(&self) -> &Prepared {
+        self.prepared.get_or_init(|| {
+            let Some(r) = self.lock_recipe().take() else {
+                // Unreachable: the recipe is taken only here, once.
+                return Prepared {
+                    state: State::Unavailable {
+                        reason: "the sandbox could not be prepared".into(),
+                        required: true,
+                    },
+                    info: SandboxInfo {
+                        enforced: false,
+                        fs: "none".into(),
+                        net: "host".into(),
+                        reason: Some("the sandbox could not be prepared".into()),
+                    },
+                    gate_only: Vec::new(),
+                    _tmp: None,
+                };
+            };
+            let p = prepare(&r.section, &self.gate, &r.environment, r.store.as_deref());
+            if let (State::On(sb), Some(max)) = (&p.state, r.max_processes) {
+                sb.set_max_processes(max);
+            }
+            p
+        })
+    }
+
+    /// What `run_started.sandbox` says: the prepared sandbox, or that a run
+    /// that starts no program did not need one.
     pub fn info(&self) -> &SandboxInfo {
-        &self.info
+        match self.prepared.get() {
+            Some(p) => &p.info,
+            None => &self.deferred,
+        }
     }
 
     /// What is enforced, for `inspect --sandbox`.
     pub fn spec(&self) -> Option<&Spec> {
-        match &self.state {
+        match &self.prepared().state {
             State::On(sb) => Some(sb.spec()),
             _ => None,
         }
@@ -273,7 +377,7 @@ impl ToolSandbox {
 
     /// Rules only the gate applies.
     pub fn gate_only(&self) -> &[String] {
-        &self.gate_only
+        &self.prepared().gate_only
     }
 
     /// Stdio MCP servers run in the sandbox too.
@@ -286,17 +390,20 @@ impl ToolSandbox {
     /// cannot hold a file inside a folder it lets them write; unavailable,
     /// nothing holds them but the gate.
     pub fn holds_control_files(&self) -> bool {
-        matches!(self.state, State::On(_)) && self.info.reason.is_none()
+        let p = self.prepared();
+        matches!(p.state, State::On(_)) && p.info.reason.is_none()
     }
 
-    /// The one line a run shows when the sandbox is not enforced here.
+    /// The one line a run shows when the sandbox is not enforced here (for
+    /// a sandbox prepared at the start; one prepared later warns nobody).
     pub fn warning(&self) -> Option<String> {
-        if let (State::On(_), Some(reason)) = (&self.state, &self.info.reason) {
+        let p = self.prepared.get()?;
+        if let (State::On(_), Some(reason)) = (&p.state, &p.info.reason) {
             return Some(format!(
                 "sandbox: {reason}; files are held by Landlock and the network by Landlock and seccomp, but the session store, .git and the run's protected folders by the gate only, and a program can outlive its call if agentfile is killed"
             ));
         }
-        match &self.state {
+        match &p.state {
             State::Unavailable { reason, required } => Some(if *required {
                 format!(
                     "sandbox: unavailable: {reason}; programs will not be started ([sandbox] required = true)"
@@ -313,7 +420,7 @@ impl ToolSandbox {
     /// Whether a program may be started at all: refused only where the
     /// sandbox is required and unavailable.
     pub fn admit(&self, tool: &str) -> Result<(), Denial> {
-        match &self.state {
+        match &self.prepared().state {
             State::Unavailable {
                 reason,
                 required: true,
@@ -330,7 +437,7 @@ impl ToolSandbox {
     /// [`Jail::started`] once it is spawned. `cmd` must not set a process
     /// group.
     pub fn enter(&self, cmd: &mut tokio::process::Command) -> std::io::Result<Option<Jail>> {
-        let State::On(sb) = &self.state else {
+        let State::On(sb) = &self.prepared().state else {
             return Ok(None);
         };
         cmd.envs(sb.env());
@@ -344,7 +451,7 @@ impl ToolSandbox {
 
     /// Whether programs are put in a sandbox.
     pub fn is_on(&self) -> bool {
-        matches!(self.state, State::On(_))
+        matches!(self.prepared().state, State::On(_))
     }
 
     /// Honour `[bash] max_processes` as the bound on each call's processes
@@ -352,12 +459,21 @@ impl ToolSandbox {
     /// set in the config is the bound (0: none); the config's default
     /// leaves the sandbox's own, [`agentfile_sandbox::DEFAULT_MAX_PROCESSES`].
     pub fn bounded_by(self, configured_max_processes: u64) -> ToolSandbox {
-        if let State::On(sb) = &self.state
-            && configured_max_processes != agentfile_config::BashSection::default().max_processes
-        {
-            sb.set_max_processes(
-                (configured_max_processes > 0).then_some(configured_max_processes),
-            );
+        if configured_max_processes == agentfile_config::BashSection::default().max_processes {
+            return self;
+        }
+        let max = (configured_max_processes > 0).then_some(configured_max_processes);
+        match self.prepared.get() {
+            Some(p) => {
+                if let State::On(sb) = &p.state {
+                    sb.set_max_processes(max);
+                }
+            }
+            None => {
+                if let Some(r) = self.lock_recipe().as_mut() {
+                    r.max_processes = Some(max);
+                }
+            }
         }
         self
     }
@@ -514,6 +630,7 @@ pub fn shown(p: &Path, ws: &Path) -> String {
 impl ToolSandbox {
     /// What is enforced here, for `inspect --sandbox --format json`.
     pub fn describe(&self) -> serde_json::Value {
+        let this = self.prepared();
         let probe = agentfile_sandbox::probe();
         let paths = |v: &[PathBuf], only_present: bool| -> Vec<String> {
             v.iter()
@@ -522,21 +639,21 @@ impl ToolSandbox {
                 .collect()
         };
         let mut out = serde_json::json!({
-            "enforced": self.info.enforced,
-            "fs": self.info.fs,
-            "net": self.info.net,
+            "enforced": this.info.enforced,
+            "fs": this.info.fs,
+            "net": this.info.net,
             "kernel": {
                 "landlock_abi": probe.landlock_abi,
                 "landlock": probe.landlock.as_deref().unwrap_or("available"),
                 "namespaces": probe.namespaces.as_deref().unwrap_or("available"),
                 "seccomp": probe.seccomp.as_deref().unwrap_or("available"),
             },
-            "gate_only": self.gate_only,
+            "gate_only": this.gate_only,
         });
-        if let Some(r) = &self.info.reason {
+        if let Some(r) = &this.info.reason {
             out["reason"] = r.clone().into();
         }
-        if let State::Unavailable { required, .. } = &self.state {
+        if let State::Unavailable { required, .. } = &this.state {
             out["when_unavailable"] = if *required {
                 "programs are not started ([sandbox] required = true)"
             } else {
@@ -550,7 +667,7 @@ impl ToolSandbox {
         if let Some(spec) = self.spec() {
             out["writable"] = paths(&spec.writable, false).into();
             out["temporary_folder"] = "private to the run (TMPDIR)".into();
-            let partial = self.info.reason.is_some();
+            let partial = this.info.reason.is_some();
             let inside_writable = |p: &PathBuf| spec.writable.iter().any(|w| p.starts_with(w));
             let (held, unheld): (Vec<PathBuf>, Vec<PathBuf>) = spec
                 .hidden
@@ -594,7 +711,7 @@ impl ToolSandbox {
             });
             out["mcp_servers"] = self.mcp_servers.into();
         }
-        if let State::On(sb) = &self.state {
+        if let State::On(sb) = &this.state {
             let iso = sb.isolation();
             out["isolation"] = serde_json::json!({
                 "unix_sockets": {
@@ -616,6 +733,7 @@ impl ToolSandbox {
 
     /// The same, as text.
     pub fn describe_text(&self) -> String {
+        let this = self.prepared();
         let d = self.describe();
         let mut s = String::new();
         let line = |s: &mut String, t: String| {
@@ -632,7 +750,7 @@ impl ToolSandbox {
                 .unwrap_or_default()
         };
         let k = &d["kernel"];
-        match (self.info.enforced, &self.info.reason) {
+        match (this.info.enforced, &this.info.reason) {
             (true, None) => line(&mut s, "sandbox: enforced".into()),
             (true, Some(r)) => line(&mut s, format!("sandbox: enforced, {r}")),
             (false, r) => line(
@@ -666,7 +784,7 @@ impl ToolSandbox {
             );
         }
         if self.spec().is_some() {
-            line(&mut s, format!("files: {}", self.info.fs));
+            line(&mut s, format!("files: {}", this.info.fs));
             for (label, key) in [
                 ("writable", "writable"),
                 ("hidden", "hidden"),
@@ -690,13 +808,13 @@ impl ToolSandbox {
             );
             let iso = &d["isolation"];
             if iso["unix_sockets"]["isolated"] == true {
-                line(&mut s, format!("network: {}", self.info.net));
+                line(&mut s, format!("network: {}", this.info.net));
             } else {
                 line(
                     &mut s,
                     format!(
                         "network: {} (IP; named unix sockets: see below)",
-                        self.info.net
+                        this.info.net
                     ),
                 );
             }
@@ -738,12 +856,12 @@ impl ToolSandbox {
                 ),
             );
         }
-        if !self.gate_only.is_empty() {
+        if !this.gate_only.is_empty() {
             line(
                 &mut s,
                 "gate only (no kernel rule can express these):".into(),
             );
-            for g in &self.gate_only {
+            for g in &this.gate_only {
                 line(&mut s, format!("  {g}"));
             }
         }
@@ -753,16 +871,6 @@ impl ToolSandbox {
 
 fn probe_abi(k: &serde_json::Value) -> i64 {
     k["landlock_abi"].as_i64().unwrap_or(0)
-}
-
-/// Start finding what the kernel offers on another thread, so that the first
-/// run's set-up need not wait for it.
-pub fn probe_soon() {
-    let _ = std::thread::Builder::new()
-        .name("sandbox-probe".into())
-        .spawn(|| {
-            agentfile_sandbox::probe();
-        });
 }
 
 /// Why this machine cannot hold the sandbox, if it cannot.

@@ -85,6 +85,11 @@ pub struct ToolboxOptions {
     /// The environment bash's and MCP servers' environments are derived from
     /// (secrets are removed either way); `None`: this process's.
     pub environment: Option<Vec<(String, String)>>,
+    /// Whether the workflow itself starts programs (shell steps), whatever
+    /// the policy lets the model do. With it, or with bash on or an MCP server
+    /// in the sandbox, the kernel sandbox is prepared with the toolbox;
+    /// otherwise when a program first starts, if one does.
+    pub programs_declared: bool,
 }
 
 impl Default for ToolboxOptions {
@@ -103,6 +108,7 @@ impl Default for ToolboxOptions {
             mcp_call_timeout: Duration::from_secs(60),
             home: None,
             environment: None,
+            programs_declared: true,
         }
     }
 }
@@ -217,8 +223,20 @@ impl Toolbox {
             .iter()
             .map(|s| format!("policy: section [{s}] is not used by agentfile and was ignored"))
             .collect();
+        // Prepared now for a run that may start programs, so its
+        // `run_started` says what holds them; a run whose tools start none
+        // (the safe default: file tools only) does not pay for a kernel probe,
+        // a temporary folder and a ruleset it would never use.
+        let may_start_programs = options.programs_declared
+            || gate.offers(Tool::Bash)
+            || (policy.sandbox().mcp_servers == Some(true) && !config.mcp.servers.is_empty());
+        let sandbox = if may_start_programs {
+            ToolSandbox::new
+        } else {
+            ToolSandbox::deferred
+        };
         let sandbox = Arc::new(
-            ToolSandbox::new(
+            sandbox(
                 &policy,
                 gate.clone(),
                 &environment,
@@ -342,14 +360,13 @@ impl Toolbox {
     /// built-in file tools cannot (the gate refuses them), and a change made
     /// while only such calls run is a person's, which takes effect.
     fn watch(&self, tool: Option<&str>) -> Option<Watch> {
-        let held = self.sandbox.holds_control_files();
         let sandboxed = match tool.map(Tool::from_name) {
             // A shell step or a command tool: a program.
-            None | Some(Some(Tool::Bash)) => held,
+            None | Some(Some(Tool::Bash)) => self.sandbox.holds_control_files(),
             // The file tools: the gate holds every control file.
             Some(Some(_)) => return None,
             // An MCP server's tool.
-            Some(None) => held && self.sandbox.covers_mcp_servers(),
+            Some(None) => self.sandbox.covers_mcp_servers() && self.sandbox.holds_control_files(),
         };
         // In the sandbox, only a control file not there at the start (not
         // mounted) could be the call's.
