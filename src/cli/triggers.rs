@@ -113,7 +113,7 @@ fn list(d: &Daemon, format: ReportFormat) -> ExitCode {
                     line.push_str(&format!("  next {n}"));
                 }
                 if let Some(why) = &r.reason {
-                    line.push_str(&format!("  ({why})"));
+                    line.push_str(&format!("  ({})", one_line(why)));
                 }
                 println!("{line}");
             }
@@ -158,11 +158,38 @@ fn history(d: &Daemon, trigger: Option<&str>, limit: usize, format: ReportFormat
                     line.push_str(&format!("  {s}"));
                 }
                 if let Some(r) = &f.reason {
-                    line.push_str(&format!("  ({r})"));
+                    line.push_str(&format!("  ({})", one_line(r)));
                 }
                 println!("{line}");
             }
         }
     }
     ExitCode::SUCCESS
+}
+
+/// A reason as one row's worth: its first line (a diagnostic's
+/// `file:line:col: error: …`), and a pointer to the rest when it has more
+/// (the carets and hints of a rendered diagnostic). `--format json` keeps
+/// the whole text.
+fn one_line(reason: &str) -> String {
+    let mut lines = reason.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("").to_owned();
+    if lines.next().is_some() {
+        format!("{first} …; --format json has all of it")
+    } else {
+        first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_reason_of_many_lines_is_one_row() {
+        let caret = "w.md:3:1: error: unknown key `stpes`\n  |\n3 | stpes:\n  | ^^^^^\n  = hint: did you mean `steps`?\n";
+        assert_eq!(
+            super::one_line(caret),
+            "w.md:3:1: error: unknown key `stpes` …; --format json has all of it"
+        );
+        assert_eq!(super::one_line("overlap: skipped"), "overlap: skipped");
+    }
 }
