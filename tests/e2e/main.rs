@@ -30,6 +30,7 @@ mod crash;
 mod daemon;
 mod daemon_nats;
 mod demo;
+mod examples;
 mod executor;
 mod fake_model;
 mod first_use;
