@@ -265,25 +265,32 @@ pub struct FakeScript {
     pub repeat: bool,
 }
 
+/// The object form of a script: `{"replies": […], "repeat": bool}`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FullScript {
+    replies: Vec<FakeReply>,
+    #[serde(default)]
+    repeat: bool,
+}
+
+impl From<FullScript> for FakeScript {
+    fn from(f: FullScript) -> FakeScript {
+        FakeScript {
+            replies: f.replies,
+            repeat: f.repeat,
+        }
+    }
+}
+
 impl FakeScript {
     /// A script from its JSON text, with the error's line and column: a
     /// plain array of replies, or `{"replies": […], "repeat": bool}`.
     pub fn from_json(text: &str) -> Result<FakeScript, serde_json::Error> {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Full {
-            replies: Vec<FakeReply>,
-            #[serde(default)]
-            repeat: bool,
-        }
         // Parsed as the form its first character says, so an error points
         // into that form rather than saying "no variant matched".
         if text.trim_start().starts_with('{') {
-            let f: Full = serde_json::from_str(text)?;
-            Ok(FakeScript {
-                replies: f.replies,
-                repeat: f.repeat,
-            })
+            Ok(serde_json::from_str::<FullScript>(text)?.into())
         } else {
             Ok(FakeScript {
                 replies: serde_json::from_str(text)?,
@@ -297,27 +304,17 @@ impl<'de> Deserialize<'de> for FakeScript {
     /// Either a plain array of replies or `{"replies": […], "repeat": bool}`.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        struct Full {
-            replies: Vec<FakeReply>,
-            #[serde(default)]
-            repeat: bool,
-        }
-        #[derive(Deserialize)]
         #[serde(untagged)]
         enum Form {
             List(Vec<FakeReply>),
-            Full(Full),
+            Full(FullScript),
         }
         Ok(match Form::deserialize(d)? {
             Form::List(replies) => FakeScript {
                 replies,
                 repeat: false,
             },
-            Form::Full(f) => FakeScript {
-                replies: f.replies,
-                repeat: f.repeat,
-            },
+            Form::Full(f) => f.into(),
         })
     }
 }
