@@ -53,6 +53,7 @@ mod sandbox;
 mod secrets;
 mod serve;
 mod server_limits;
+mod service;
 mod telemetry;
 mod triggers_rpc;
 mod ui;

@@ -355,6 +355,19 @@ impl RunService {
         lock(&self.runs).get(id).cloned()
     }
 
+    /// Wait for a run of the session that has stored its last event (it
+    /// completed, failed, or stopped at a suspend or an approval) but whose
+    /// task is still closing, so that a signal, decision or resume sent the
+    /// moment that event arrives finds the session at rest, not "running".
+    async fn settle(&self, id: &str) {
+        let Some(live) = self.live(id) else {
+            return;
+        };
+        if live.state.borrow().ended {
+            live.finished().await;
+        }
+    }
+
     /// Whether this process runs the session now.
     pub fn is_live_here(&self, id: &str) -> bool {
         self.live(id).is_some()
@@ -462,6 +475,9 @@ impl RunService {
     ) -> Result<Arc<LiveRun>, RpcError> {
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
+        if let Some(id) = &resume {
+            self.settle(id).await;
+        }
         let (id, choice) = self.choose_session(&store, &prepared, resume)?;
         if let (SessionChoice::Created(_), Some(owner)) = (&choice, &hooks.owner)
             && let Err(e) = store.set_principal(&id, owner.as_str())
@@ -1092,6 +1108,7 @@ impl RunService {
         p: SignalParams,
         hooks: RunHooks,
     ) -> Result<RunStatus, RpcError> {
+        self.settle(&p.session_id).await;
         if let Some(live) = self.live(&p.session_id)
             && matches!(
                 live.status(),
@@ -1160,6 +1177,7 @@ impl RunService {
         p: ApproveParams,
         hooks: RunHooks,
     ) -> Result<RunStatus, RpcError> {
+        self.settle(&p.session_id).await;
         if let Some(remote) = &self.options.remote
             && let Some(live) = self.live(&p.session_id)
         {
