@@ -30,6 +30,7 @@ mod crash;
 mod daemon;
 mod daemon_nats;
 mod demo;
+mod docs;
 mod examples;
 mod executor;
 mod fake_model;
