@@ -143,3 +143,185 @@ fn protocol_depends_on_nothing_else_in_the_workspace() {
         manifest.display()
     );
 }
+
+/// The book's event reference (`docs/src/reference/events.md`) is generated
+/// from the event schema, field by field, with the schema's descriptions; this
+/// test fails when it drifts. Regenerate with `UPDATE_SNAPSHOTS=1 cargo test
+/// --test e2e protocol::`.
+#[test]
+fn the_event_reference_page_matches_the_code() {
+    let schema = serde_json::to_value(schemars::schema_for!(agentfile::wire::events::Event)).unwrap();
+    let page = events_page(&schema);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/events.md");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &page).unwrap();
+    } else {
+        assert!(
+            std::fs::read_to_string(&path).ok().as_deref() == Some(page.as_str()),
+            "docs/src/reference/events.md is out of date; run UPDATE_SNAPSHOTS=1 cargo test --test e2e protocol::"
+        );
+    }
+}
+
+/// One Markdown page: the envelope's fields, then a section per event type.
+fn events_page(schema: &serde_json::Value) -> String {
+    use std::fmt::Write;
+    let mut out = String::from(
+        "# Events\n\n\
+         <!-- Generated from the wire types by tests/e2e/protocol.rs; do not edit. -->\n\n\
+         Every run produces one ordered stream of events. The same objects appear in\n\
+         `--output stream-json`, in JSON-RPC `event` notifications, in MCP progress\n\
+         and log notifications, in the session store (`agentfile sessions show ID\n\
+         --format json`) and in telemetry. Their JSON Schema is\n\
+         `protocol/event.schema.json`.\n\n\
+         ```json\n\
+         {\"schema_version\":1,\"session_id\":\"…\",\"seq\":7,\"ts\":\"2026-11-22T10:00:00.123Z\",\"type\":\"tool_call\",\n \
+         \"step\":\"implementation\",\"goal\":\"fix\",\"agent\":\"creative\",\"iteration\":2,\"data\":{…}}\n\
+         ```\n\n\
+         `seq` is dense and increasing per session over stored events: a consumer\n\
+         that saw `seq` N asks for everything after N. `llm_delta` is transient:\n\
+         never stored, it carries the `seq` of the last stored event.\n\n\
+         ## Every event\n\n",
+    );
+    fields_table(&mut out, schema, &schema["properties"], &schema["required"]);
+    let defs = &schema["$defs"];
+    for variant in schema["oneOf"].as_array().unwrap() {
+        let name = variant["properties"]["type"]["const"].as_str().unwrap();
+        let _ = write!(out, "\n## `{name}`\n\n");
+        if let Some(d) = variant["description"].as_str() {
+            let _ = writeln!(out, "{}\n", one_paragraph(d));
+        }
+        let data = &variant["properties"]["data"];
+        match data["properties"].as_object() {
+            Some(p) if !p.is_empty() => {
+                fields_table(&mut out, defs, &data["properties"], &data["required"])
+            }
+            _ => out.push_str("No `data` fields.\n"),
+        }
+    }
+    out
+}
+
+fn fields_table(
+    out: &mut String,
+    root: &serde_json::Value,
+    props: &serde_json::Value,
+    required: &serde_json::Value,
+) {
+    use std::fmt::Write;
+    let _ = root;
+    out.push_str("| field | type | |\n|---|---|---|\n");
+    let required: Vec<&str> = required
+        .as_array()
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    for (name, p) in props.as_object().unwrap() {
+        let optional = if required.contains(&name.as_str()) {
+            ""
+        } else {
+            " (optional)"
+        };
+        let desc = p["description"]
+            .as_str()
+            .map(one_paragraph)
+            .unwrap_or_default()
+            .replace('|', "\\|");
+        let _ = writeln!(
+            out,
+            "| `{name}` | {}{optional} | {desc} |",
+            type_name(p).replace('|', "\\|")
+        );
+    }
+}
+
+/// A schema's type in a few words: `string`, `integer or null`, `Usage`.
+fn type_name(p: &serde_json::Value) -> String {
+    if let Some(r) = p["$ref"].as_str() {
+        return r.rsplit('/').next().unwrap_or(r).to_owned();
+    }
+    if let Some(any) = p["anyOf"].as_array().or(p["oneOf"].as_array()) {
+        return any.iter().map(type_name).collect::<Vec<_>>().join(" or ");
+    }
+    if let Some(c) = p.get("const") {
+        return format!("`{c}`");
+    }
+    if let Some(e) = p["enum"].as_array() {
+        return e
+            .iter()
+            .map(|v| format!("`{v}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    let one = |t: &str| match t {
+        "array" => format!("list of {}", type_name(&p["items"])),
+        "object" => match p.get("additionalProperties") {
+            Some(a) if a.is_object() => format!("map of {}", type_name(a)),
+            _ => "object".to_owned(),
+        },
+        other => other.to_owned(),
+    };
+    match &p["type"] {
+        serde_json::Value::String(t) => one(t),
+        serde_json::Value::Array(ts) => ts
+            .iter()
+            .filter_map(|t| t.as_str())
+            .map(one)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "any".to_owned(),
+    }
+}
+
+/// A doc comment's lines as one paragraph.
+fn one_paragraph(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The book's MCP reference (`docs/src/reference/mcp.md`): the fixed tools
+/// as `tools/list` describes them, generated like `protocol/mcp-tools.json`.
+#[test]
+fn the_mcp_reference_page_matches_the_code() {
+    use std::fmt::Write;
+    let tools = serde_json::to_value(agentfile::server::mcp::tools::fixed()).unwrap();
+    let mut page = String::from(
+        "# MCP\n\n\
+         <!-- Generated from the server's tool definitions by tests/e2e/protocol.rs; do not edit. -->\n\n\
+         `agentfile mcp` serves MCP on stdio, and on HTTP with `--http ADDR`. It speaks\n\
+         revision 2026-07-28 and revisions 2024-11-05 to 2025-11-25, runs workflows as\n\
+         MCP tasks, reports progress, asks approvals by elicitation, and can run on the\n\
+         host's own model by sampling. How each of these works, and how to add the\n\
+         server to an editor, is in [Editors and MCP](../guides/editors-and-mcp.md).\n\n\
+         Besides the tools below, each valid workflow in the workspace is a tool of its\n\
+         own, `run_<name>`, whose input schema is the workflow's inputs. The prompts\n\
+         `run`, `list` and `create` show as slash commands in most hosts. The full\n\
+         schemas are in `protocol/mcp-tools.json`; the tools take the same parameters\n\
+         as the JSON-RPC methods of `agentfile serve` ([JSON-RPC](json-rpc.md)).\n\n\
+         ## Tools\n",
+    );
+    for tool in tools.as_array().unwrap() {
+        let name = tool["name"].as_str().unwrap();
+        let _ = write!(page, "\n### `{name}`\n\n");
+        if let Some(d) = tool["description"].as_str() {
+            let _ = writeln!(page, "{}\n", one_paragraph(d));
+        }
+        let schema = &tool["inputSchema"];
+        match schema["properties"].as_object() {
+            Some(p) if !p.is_empty() => {
+                fields_table(&mut page, schema, &schema["properties"], &schema["required"])
+            }
+            _ => page.push_str("No parameters.\n"),
+        }
+        if tool["annotations"]["readOnlyHint"] == serde_json::Value::Bool(true) {
+            page.push_str("\nRead-only (`readOnlyHint`).\n");
+        }
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/mcp.md");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &page).unwrap();
+    } else {
+        assert!(
+            std::fs::read_to_string(&path).ok().as_deref() == Some(page.as_str()),
+            "docs/src/reference/mcp.md is out of date; run UPDATE_SNAPSHOTS=1 cargo test --test e2e protocol::"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! spoken to over HTTP (auth, CSRF, headers, paging, the live stream,
 //! actions), on the listeners of `mcp --http` and the daemon, and in a real
 //! browser: headless Chromium driven by Playwright for Python
-//! (`tests/ui_browser/check.py`), which also takes the README's screenshots.
+//! (`tests/ui_browser/check.py`), which also takes the book's screenshots.
 //!
 //! The browser half needs `AGENTFILE_PY` (a python with `playwright`) and
 //! `AGENTFILE_CHROMIUM` (scripts/test.sh installs and sets both); without
@@ -1075,9 +1075,9 @@ async fn the_web_view_works_in_a_real_browser() {
             "{shot}"
         );
     }
-    // `UPDATE_SCREENSHOTS=1` refreshes the README's pictures.
+    // `UPDATE_SCREENSHOTS=1` refreshes the book's pictures.
     if std::env::var_os("UPDATE_SCREENSHOTS").is_some() {
-        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+        let docs = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/images");
         std::fs::create_dir_all(&docs).unwrap();
         for (shot, name) in [
             ("list.png", "ui-list.png"),

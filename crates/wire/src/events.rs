@@ -139,6 +139,9 @@ pub struct SandboxInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", content = "data", rename_all = "snake_case")]
 pub enum EventBody {
+    /// The run began: the workflow, its inputs, the provider and model, the
+    /// workspace, and what the sandbox enforces. Always the first event of a run
+    /// (and of each resume).
     RunStarted {
         workflow: String,
         path: String,
@@ -166,21 +169,25 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         sandbox: Option<SandboxInfo>,
     },
+    /// A top-level step (`RUN`, `LOOP`, a workflow step) began.
     StepStarted {
         kind: String,
         goals: Vec<String>,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         limit: Option<u32>,
     },
+    /// A goal began, with its outcome filled in and the agents that pursue it.
     GoalStarted {
         /// The outcome with variables filled in.
         outcome: String,
         agents: Vec<String>,
     },
+    /// An agent began its part of a goal (or the synthesis of several).
     AgentStarted {
         /// `synthesis` for the call that reconciles several agents.
         role: String,
     },
+    /// A request to the model: its turn, the messages and the tools offered.
     LlmRequest {
         model: String,
         turn: u32,
@@ -199,6 +206,7 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "std::ops::Not::not", default)]
         restart: bool,
     },
+    /// The model's answer to one request: tokens, latency, cost, why it stopped.
     LlmResponse {
         model: String,
         turn: u32,
@@ -210,11 +218,13 @@ pub enum EventBody {
         text: String,
         tool_calls: Vec<ToolCallInfo>,
     },
+    /// The model (or a tool step) called a tool, after the policy allowed it.
     ToolCall {
         id: String,
         tool: String,
         arguments: serde_json::Value,
     },
+    /// A tool call's result: what it returned, whether it was an error, how long it took.
     ToolResult {
         id: String,
         tool: String,
@@ -222,12 +232,14 @@ pub enum EventBody {
         is_error: bool,
         duration_ms: u64,
     },
+    /// The policy refused a tool call, naming the rule; the call did not run.
     PolicyDenied {
         id: String,
         tool: String,
         rule: String,
         reason: String,
     },
+    /// The run waits for a human decision (`approve`, `sessions approve`).
     ApprovalRequired {
         reason: String,
         /// When an unanswered request times out (Unix milliseconds); it holds
@@ -235,14 +247,15 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         deadline_ms: Option<u64>,
     },
+    /// The decision on the approval the run waited for.
     ApprovalResolved {
         approved: bool,
         #[serde(skip_serializing_if = "Option::is_none", default)]
         note: Option<String>,
     },
-    LoopIteration {
-        limit: u32,
-    },
+    /// A `LOOP` or `CONVERGE` began another iteration (`iteration` on the event).
+    LoopIteration { limit: u32 },
+    /// A goal finished, with its output and structured fields.
     GoalComplete {
         output: String,
         /// Structured fields (`-> a, b`), when the goal declares them.
@@ -258,6 +271,7 @@ pub enum EventBody {
         #[serde(skip_serializing_if = "std::ops::Not::not", default)]
         done: bool,
     },
+    /// A top-level step finished: its iterations, why a loop stopped, its output.
     StepComplete {
         #[serde(skip_serializing_if = "Option::is_none", default)]
         iterations: Option<u32>,
@@ -271,9 +285,7 @@ pub enum EventBody {
         next: Option<String>,
     },
     /// A plan node below the top level began (goals have `goal_started`).
-    NodeStarted {
-        kind: String,
-    },
+    NodeStarted { kind: String },
     /// A plan node below the top level finished; its output is what later
     /// nodes read as `$steps.<id>`.
     NodeComplete {
@@ -313,33 +325,26 @@ pub enum EventBody {
     },
     /// A node failed for good: the completed nodes' compensations run, in
     /// reverse completion order, before the run fails.
-    Compensating {
-        error: String,
-        nodes: Vec<String>,
-    },
-    Warning {
-        message: String,
-    },
-    Error {
-        message: String,
-    },
+    Compensating { error: String, nodes: Vec<String> },
+    /// Something the user should know that did not stop the run.
+    Warning { message: String },
+    /// An error the run went on after (an exporter that failed, a tripwire that undid a change).
+    Error { message: String },
+    /// The run finished: the workflow's outputs and the usage totals. Terminal.
     RunComplete {
         outputs: BTreeMap<String, serde_json::Value>,
         usage: Usage,
     },
+    /// The run failed: the error, why it ended, the usage totals. Terminal.
     RunFailed {
         error: String,
         termination_reason: TerminationReason,
         usage: Usage,
     },
-    RunCancelled {
-        usage: Usage,
-    },
+    /// The run was cancelled (`cancel`, Ctrl-C). Terminal.
+    RunCancelled { usage: Usage },
     /// The run waits at a suspend node; a signal resumes it.
-    RunSuspended {
-        events: Vec<String>,
-        usage: Usage,
-    },
+    RunSuspended { events: Vec<String>, usage: Usage },
 }
 
 impl EventBody {
