@@ -150,7 +150,8 @@ fn protocol_depends_on_nothing_else_in_the_workspace() {
 /// --test e2e protocol::`.
 #[test]
 fn the_event_reference_page_matches_the_code() {
-    let schema = serde_json::to_value(schemars::schema_for!(agentfile::wire::events::Event)).unwrap();
+    let schema =
+        serde_json::to_value(schemars::schema_for!(agentfile::wire::events::Event)).unwrap();
     let page = events_page(&schema);
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/events.md");
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
@@ -306,9 +307,12 @@ fn the_mcp_reference_page_matches_the_code() {
         }
         let schema = &tool["inputSchema"];
         match schema["properties"].as_object() {
-            Some(p) if !p.is_empty() => {
-                fields_table(&mut page, schema, &schema["properties"], &schema["required"])
-            }
+            Some(p) if !p.is_empty() => fields_table(
+                &mut page,
+                schema,
+                &schema["properties"],
+                &schema["required"],
+            ),
             _ => page.push_str("No parameters.\n"),
         }
         if tool["annotations"]["readOnlyHint"] == serde_json::Value::Bool(true) {
