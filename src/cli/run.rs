@@ -93,7 +93,7 @@ pub(super) struct SetupArgs {
     pub(super) cassette: Option<PathBuf>,
     /// The script `--provider fake` answers from: a JSON array of replies
     /// (`[{"tool_calls": [{"name": "ls", "arguments": {}}]}, {"text": "done"}]`);
-    /// see "The fake model" in the README.
+    /// see "Testing offline" in the book, docs/src/guides/testing-offline.md.
     #[arg(long, value_name = "FILE")]
     pub(super) script: Option<PathBuf>,
 }

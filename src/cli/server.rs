@@ -62,7 +62,7 @@ pub(super) struct GatewayArgs {
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
     /// The script `--provider fake` answers every run from (a JSON array of
-    /// replies; see "The fake model" in the README).
+    /// replies; see "Testing offline" in the book, docs/src/guides/testing-offline.md).
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
     /// Runs executing at once; more wait as `queued`.

@@ -186,7 +186,11 @@ fn run_page(page: &Path, base_url: &str) -> Vec<String> {
     if steps.is_empty() {
         return Vec::new();
     }
-    let name = page.strip_prefix(repo()).unwrap_or(page).display().to_string();
+    let name = page
+        .strip_prefix(repo())
+        .unwrap_or(page)
+        .display()
+        .to_string();
     let dir = tmp("docs", &name.replace(['/', '.'], "-"));
     copy_dir(
         &repo().join("examples"),
@@ -204,7 +208,10 @@ fn run_page(page: &Path, base_url: &str) -> Vec<String> {
     std::fs::write(&pwd_file, dir.join("").display().to_string()).unwrap();
     let mut failures = Vec::new();
     for step in steps {
-        let cwd = std::fs::read_to_string(&pwd_file).unwrap().trim_end().to_owned();
+        let cwd = std::fs::read_to_string(&pwd_file)
+            .unwrap()
+            .trim_end()
+            .to_owned();
         let script = format!(
             "cd {cwd:?} || exit 99\n{{\n{}\n}} 2>&1\nrc=$?\npwd > {pwd:?}\nexit $rc\n",
             step.command,
@@ -294,10 +301,104 @@ fn console_blocks_are_read_as_transcripts() {
     assert_eq!(s[1].command, "echo one \\\n  two   # exits 3");
     assert_eq!(s[1].exit, 3);
     assert_eq!(s[1].expected, vec!["one [..]"]);
-    assert!(line_matches("run x (session [..], fake)", "run x (session 42, fake)"));
-    assert!(!line_matches("run x (session [..], fake)", "run y (session 42, fake)"));
+    assert!(line_matches(
+        "run x (session [..], fake)",
+        "run x (session 42, fake)"
+    ));
+    assert!(!line_matches(
+        "run x (session [..], fake)",
+        "run y (session 42, fake)"
+    ));
     assert!(line_matches("[..]hello[..]", "a hello b"));
     let expected = vec!["b".to_owned(), "d".to_owned()];
     assert_eq!(first_missing(&expected, "a\nb\nc\nd\n"), None);
     assert_eq!(first_missing(&expected, "d\nb\n"), Some("d"));
+}
+
+/// The book builds: every page under `docs/src` is in `SUMMARY.md` and every
+/// chapter it names exists, every relative link of the README and the book
+/// reaches a file, and no page still sends the reader to a README section
+/// that moved into the book.
+#[test]
+fn the_book_is_whole_and_its_links_resolve() {
+    let src = repo().join("docs/src");
+    let summary = std::fs::read_to_string(src.join("SUMMARY.md")).unwrap();
+    let chapters: Vec<String> = links(&summary)
+        .into_iter()
+        .filter(|l| !l.is_empty())
+        .collect();
+    let mut problems = Vec::new();
+    for c in &chapters {
+        if !src.join(c).is_file() {
+            problems.push(format!("SUMMARY.md names {c}, which does not exist"));
+        }
+    }
+    for page in pages() {
+        let rel = page
+            .strip_prefix(&src)
+            .map(|p| p.display().to_string())
+            .ok();
+        if let Some(rel) = &rel
+            && rel != "SUMMARY.md"
+            && !chapters.contains(rel)
+        {
+            problems.push(format!("docs/src/{rel} is not in SUMMARY.md"));
+        }
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.strip_prefix(repo()).unwrap().display().to_string();
+        for link in links(&text) {
+            let target = link.split('#').next().unwrap_or("");
+            if target.is_empty() {
+                continue;
+            }
+            if !page.parent().unwrap().join(target).exists() {
+                problems.push(format!("{name}: the link `{link}` leads nowhere"));
+            }
+        }
+        if rel.is_some() {
+            for (i, line) in text.lines().enumerate() {
+                if line.contains("in the README") || line.contains("the README's \"") {
+                    problems.push(format!(
+                        "{name}:{}: points into the README, whose reference moved into this book: {line}",
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The relative targets of a page's Markdown links (`[text](target)`),
+/// outside code: web addresses and `mailto:` are left out.
+fn links(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        if fence {
+            continue;
+        }
+        // Inline code spans hold no links.
+        let mut plain = String::new();
+        for (i, part) in line.split('`').enumerate() {
+            if i % 2 == 0 {
+                plain.push_str(part);
+            }
+        }
+        let mut rest = plain.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else { break };
+            let target = after[..end].trim();
+            if !target.contains("://") && !target.starts_with("mailto:") {
+                out.push(target.to_owned());
+            }
+            rest = &after[end..];
+        }
+    }
+    out
 }

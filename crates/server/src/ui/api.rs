@@ -125,7 +125,7 @@ where
         )),
         _ => Err(json_error(
             StatusCode::NOT_FOUND,
-            "no such API route: see the web view's README section",
+            "no such API route: see \"The web view\" in the book, docs/src/guides/web-view.md",
         )),
     };
     out.unwrap_or_else(|r| r)
