@@ -4,13 +4,13 @@
 //! `triggers` and `emit` share with it: where the triggers are, how a fire's
 //! runs run, and how fires are reported.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use agentfile::server::daemon::{Daemon, DaemonError, DaemonOptions, FireResult};
+use agentfile::server::daemon::{Daemon, DaemonError, DaemonOptions, FireResult, InvalidFile};
 use agentfile::server::gateway::{DEFAULT_MAX_RUNS, GatewayOptions};
 
 use super::server::{QueueArgs, WorkerQueueArgs, check_provider};
@@ -144,6 +144,12 @@ async fn serve(args: Args) -> i32 {
             Some(r) => eprintln!("agentfile daemon: {} ({}) refused: {r}", t.id, t.kind),
         }
     }
+    for f in daemon.invalid_files() {
+        eprintln!(
+            "agentfile daemon: {}",
+            invalid_file_line(&f, Teller::Daemon)
+        );
+    }
     let stop = agentfile::llm::CancellationToken::new();
     let signalled = Arc::new(AtomicI32::new(0));
     spawn_signal_watch(stop.clone(), signalled.clone());
@@ -176,6 +182,52 @@ async fn listen(daemon: &Arc<Daemon>, stop: &agentfile::llm::CancellationToken) 
         }
     }
     Ok(())
+}
+
+/// Who says [`invalid_file_line`]: `triggers list` (a process of its own,
+/// which registers nothing) or the daemon itself.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Teller {
+    List,
+    Daemon,
+}
+
+/// One line on a workflow file that does not validate: that its triggers
+/// are not listed (registered), where its errors are shown, and what a
+/// daemon does meanwhile — it keeps serving the triggers of the file's last
+/// good content, which only the daemon that saw it knows.
+pub(super) fn invalid_file_line(f: &InvalidFile, teller: Teller) -> String {
+    let file = shown(&f.path);
+    let errors = format!("{file} has errors");
+    let validate = format!("`agentfile validate {file}` shows them");
+    if !f.kept.is_empty() {
+        return format!(
+            "{errors} — {validate}; its last good registration ({}) is kept until the file is \
+             valid again",
+            f.kept.join(", ")
+        );
+    }
+    match teller {
+        Teller::List => format!(
+            "{errors}, so its triggers are not listed — {validate}; a daemon that registered the \
+             file while it was valid keeps that registration until the file is valid again"
+        ),
+        Teller::Daemon => format!(
+            "{errors}, so its triggers are not registered — {validate}; they are once the file \
+             is valid"
+        ),
+    }
+}
+
+/// `path` relative to the current folder when it is under it.
+fn shown(path: &Path) -> String {
+    std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .ok()
+        .and_then(|d| path.strip_prefix(d).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
 }
 
 /// Print each fire's session id (or why it did not run); 0 when every one started.

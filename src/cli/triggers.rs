@@ -11,7 +11,7 @@ use agentfile::session::{self, FireKind};
 
 use super::args::ReportFormat;
 use super::async_runtime;
-use super::daemon::{FireArgs, TriggerArgs, open_daemon, report_fires};
+use super::daemon::{FireArgs, Teller, TriggerArgs, invalid_file_line, open_daemon, report_fires};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -104,8 +104,14 @@ fn list(d: &Daemon, format: ReportFormat) -> ExitCode {
             println!("{}", serde_json::json!({ "triggers": rows }));
         }
         ReportFormat::Text => {
-            if rows.is_empty() {
+            // A file that does not validate has no triggers to list, which
+            // is not the same as having none: say which and why.
+            let invalid = d.invalid_files();
+            if rows.is_empty() && invalid.is_empty() {
                 println!("no triggers under the workspace");
+            }
+            for f in &invalid {
+                println!("{}", invalid_file_line(f, Teller::List));
             }
             for r in rows {
                 let mut line = format!("{}  {}  {}", r.id, r.kind, r.state);

@@ -791,6 +791,18 @@ fn a_workflow_that_turns_invalid_keeps_its_registration_and_the_daemon_says_why(
         // Why: the first error, here the YAML parser's.
         assert!(notice.contains("not valid YAML"), "{notice}");
     }
+    // `triggers list` (a process of its own, which never saw the file
+    // valid) names the file and says it has errors, not "no triggers".
+    let (code, out, err) = cli(ws.path(), &["triggers", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("no triggers"), "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains(&file.display().to_string()))
+        .unwrap_or_else(|| panic!("the broken file is not named: {out}"));
+    assert!(line.contains("has errors"), "{line}");
+    assert!(line.contains("agentfile validate"), "{line}");
+    assert!(line.contains("keeps that registration"), "{line}");
 
     // Fixed again: still the one trigger, runs start again.
     let fixed_at = now_ms();
@@ -801,7 +813,26 @@ fn a_workflow_that_turns_invalid_keeps_its_registration_and_the_daemon_says_why(
             .count()
             >= 2
     });
+    // Said as the breakage was: on stderr at the default level, naming the
+    // file and the triggers registered again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !stderr.lock().unwrap().contains("valid again") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no notice that the file is valid again: {}",
+            stderr.lock().unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     assert_eq!(stop(d), Some(143));
+    {
+        let err = stderr.lock().unwrap();
+        let notice = err.lines().find(|l| l.contains("valid again")).unwrap();
+        assert!(notice.contains(&file.display().to_string()), "{notice}");
+        assert!(notice.contains("its triggers are registered"), "{notice}");
+        assert!(notice.contains("tick#0"), "{notice}");
+        assert_eq!(err.matches("valid again").count(), 1, "{err}");
+    }
     // One registration throughout: every fire is `tick#0`, one per second,
     // none missed, none twice.
     assert!(h.iter().all(|f| f["trigger"] == "tick#0"), "{h:#?}");
@@ -811,6 +842,51 @@ fn a_workflow_that_turns_invalid_keeps_its_registration_and_the_daemon_says_why(
     // Said once per change, not once per rescan.
     let err = stderr.lock().unwrap();
     assert_eq!(err.matches("no longer valid").count(), 1, "{err}");
+}
+
+/// A workflow file that does not validate has no triggers to list, which is
+/// not the same as having none: `triggers list` names it, says it has
+/// errors and where to see them, beside the triggers of the valid files —
+/// and with no valid file, instead of "no triggers".
+#[test]
+fn triggers_list_names_a_workflow_file_with_errors_instead_of_saying_no_triggers() {
+    let ws = workspace(&[("tick", EVERY_SECOND, "0"), ("tock", EVERY_SECOND, "0")]);
+    let broken = ws.path().join(".workflows/tock/WORKFLOW.md");
+    let text = std::fs::read_to_string(&broken).unwrap();
+    std::fs::write(&broken, text.replace("cron:", "cronn:")).unwrap();
+    let named = |out: &str| {
+        let line = out
+            .lines()
+            .find(|l| l.contains(&broken.display().to_string()))
+            .unwrap_or_else(|| panic!("the broken file is not named: {out}"))
+            .to_owned();
+        assert!(line.contains("has errors"), "{line}");
+        assert!(
+            line.contains(&format!("`agentfile validate {}`", broken.display())),
+            "{line}"
+        );
+    };
+    let (code, out, err) = cli(ws.path(), &["triggers", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("tick#0  schedule  active")),
+        "{out}"
+    );
+    named(&out);
+
+    std::fs::remove_dir_all(ws.path().join(".workflows/tick")).unwrap();
+    let (code, out, err) = cli(ws.path(), &["triggers", "list"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("no triggers"), "{out}");
+    assert_eq!(out.lines().count(), 1, "one line: {out}");
+    named(&out);
+    // The JSON answer is as the contract has it: the registered triggers.
+    let (_, out, _) = cli(ws.path(), &["triggers", "list", "--format", "json"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap()["triggers"],
+        serde_json::json!([])
+    );
 }
 
 /// `[daemon] max_runs_per_day = 2` holds for a trigger that writes no quota

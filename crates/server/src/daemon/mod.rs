@@ -44,7 +44,7 @@ use agentfile_wire::events::RunTrigger;
 use agentfile_wire::rpc::RunParams;
 
 pub use error::{DaemonError, NotAnObject, Unfit};
-pub use registry::{Registered, Registry};
+pub use registry::{InvalidFile, Registered, Registry};
 pub use webhook::{Delivered, Deliveries, Undelivered, WebhookRoute};
 
 /// How often the workspaces are scanned again when nothing says otherwise.
@@ -207,6 +207,13 @@ impl Daemon {
     pub fn rescan(&self) {
         let found = lock(&self.registry).scan();
         *lock(&self.triggers) = found;
+    }
+
+    /// The workflow files under the workspaces that do not validate now: a
+    /// trigger they declare is not registered, or (when this daemon saw the
+    /// file valid before) is served as it was then.
+    pub fn invalid_files(&self) -> Vec<InvalidFile> {
+        lock(&self.registry).invalid_files()
     }
 
     /// `triggers list`: every registered trigger, its next fire and quota use.

@@ -4,7 +4,8 @@
 //!
 //! A rescan analyses only files whose size or modification time changed. A
 //! file that stops validating keeps its last good registration, and the
-//! reason is logged once per change. A trigger the daemon cannot serve (a
+//! reason is logged once per change, as is its validating again;
+//! [`Registry::invalid_files`] names the files that do not validate now. A trigger the daemon cannot serve (a
 //! webhook while the listener is off) is registered as `refused` with the
 //! reason, so `triggers list` shows why it never fires.
 //!
@@ -175,6 +176,32 @@ pub enum NotRegistered {
     Panicked(String),
 }
 
+/// A workflow file whose current content does not validate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvalidFile {
+    /// The file, absolute.
+    pub path: PathBuf,
+    pub reason: NotRegistered,
+    /// The ids of the triggers of its last good content, still served; empty
+    /// when this process never saw it valid.
+    pub kept: Vec<String>,
+}
+
+/// Say that `path`, invalid at the last scan, validates again — at the
+/// level its breakage was reported at (`warn`, so that an operator who saw
+/// one line sees the other), unless it was never registered and declares
+/// no trigger, which concerns nobody.
+fn valid_again(path: &Path, kept: &[Registered], now: &[Registered]) {
+    let ids: Vec<&str> = now.iter().map(|t| t.decl.id.as_str()).collect();
+    if !ids.is_empty() {
+        tracing::warn!(file = %path.display(), triggers = %ids.join(", "), "valid again; its triggers are registered");
+    } else if !kept.is_empty() {
+        tracing::warn!(file = %path.display(), "valid again; it declares no trigger now, so none of it is registered");
+    } else {
+        tracing::debug!(file = %path.display(), "valid again; it declares no trigger");
+    }
+}
+
 struct FileEntry {
     stamp: Stamp,
     /// The last good registration (kept while the file is invalid).
@@ -291,7 +318,7 @@ impl Registry {
                 match analysed {
                     Ok(triggers) => {
                         if entry.problem.take().is_some() {
-                            tracing::info!(file = %path.display(), "valid again; its triggers are registered anew");
+                            valid_again(&path, &entry.triggers, &triggers);
                         }
                         entry.triggers = triggers;
                     }
@@ -321,6 +348,24 @@ impl Registry {
             }
         }
         self.refuse_shared_webhook_paths(&mut out);
+        out
+    }
+
+    /// The workflow files whose current content does not validate, by
+    /// path: why, and the triggers of the last good content still served.
+    pub fn invalid_files(&self) -> Vec<InvalidFile> {
+        let mut out: Vec<InvalidFile> = self
+            .files
+            .iter()
+            .filter_map(|(path, f)| {
+                Some(InvalidFile {
+                    path: path.clone(),
+                    reason: f.problem.clone()?,
+                    kept: f.triggers.iter().map(|t| t.decl.id.clone()).collect(),
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.path.cmp(&b.path));
         out
     }
 
