@@ -29,7 +29,8 @@ pub(super) struct Args {
     /// workflow from standard input.
     pub(super) path: Option<PathBuf>,
     /// Run one goal in the workspace, no workflow file needed:
-    /// `agentfile run --goal "list the files" --allow ls`.
+    /// `agentfile run --goal "list the files"` (the file tools need no
+    /// `--allow`; `--allow bash:PATTERN` adds commands).
     #[arg(long, value_name = "TEXT", conflicts_with = "path")]
     pub(super) goal: Option<String>,
     /// Allow a tool for this run, on top of the policy: `TOOL` or
