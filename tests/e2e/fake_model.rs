@@ -128,6 +128,86 @@ fn a_resumed_run_answers_from_the_script_it_started_with() {
     assert_eq!(r["outputs"]["look"], "there are three files", "{r}");
 }
 
+/// Two agent steps in parallel branches, the left one slow to answer, so
+/// their events interleave in the store: the Markdown export writes each
+/// step's section once, with its conversation under it, left (which
+/// started first) before right — and no empty output for the branches.
+#[test]
+fn the_markdown_export_gives_each_parallel_agent_step_one_section() {
+    let ws = workspace();
+    let p = ws.path();
+    let agent = |side: &str| {
+        format!(
+            "      - id: {side}\n        steps:\n          - id: look\n            kind: tool\n            tool: agent\n            inputs: {{ prompt: \"Look {side}\" }}\n"
+        )
+    };
+    std::fs::write(
+        p.join("WORKFLOW.md"),
+        format!(
+            "---\nname: par\nid: par\ndescription: Two agents at once.\nversion: 1.0.0\ninputs: {{ type: object }}\noutputs: {{ type: object }}\nsteps:\n  - id: fan\n    kind: parallel\n    branches:\n{}{}    next: $end\n---\n# par\n",
+            agent("left"),
+            agent("right")
+        ),
+    )
+    .unwrap();
+    // Each side lists the folder, then answers; the left's first answer
+    // comes late, so the right's whole conversation falls inside the left's.
+    std::fs::write(
+        p.join("par.json"),
+        r#"{"replies": [
+  {"when": ["Look left"], "unless": ["file.txt"], "latency_ms": 300,
+   "tool_calls": [{"name": "ls", "arguments": {"path": "."}}]},
+  {"when": ["Look right"], "unless": ["file.txt"],
+   "tool_calls": [{"name": "ls", "arguments": {"path": "."}}]},
+  {"when": ["Look left"], "text": "left done"},
+  {"when": ["Look right"], "text": "right done"}
+]}"#,
+    )
+    .unwrap();
+    let o = bare(p)
+        .args([
+            "run",
+            "WORKFLOW.md",
+            "--provider",
+            "fake",
+            "--script",
+            "par.json",
+        ])
+        .args(["--output", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let id = r["session_id"].as_str().unwrap();
+    let shown = bare(p)
+        .args(["sessions", "show", id, "--format", "json"])
+        .output()
+        .unwrap();
+    let events = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        events.find("right done") < events.find("left done"),
+        "the branches did not interleave: {events}"
+    );
+    let o = bare(p)
+        .args(["sessions", "export", id, "--format", "markdown"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", said(&o));
+    let md = String::from_utf8_lossy(&o.stdout);
+    for heading in [
+        "## Step `fan`",
+        "### Goal `agent:fan/left/look`",
+        "### Goal `agent:fan/right/look`",
+    ] {
+        assert_eq!(md.matches(heading).count(), 1, "{heading}:\n{md}");
+    }
+    let at = |text: &str| md.find(text).unwrap_or_else(|| panic!("{text}:\n{md}"));
+    assert!(at("> Look left") < at("> left done"), "{md}");
+    assert!(at("> left done") < at("> Look right"), "{md}");
+    assert!(at("> Look right") < at("> right done"), "{md}");
+    assert!(!md.contains("null"), "{md}");
+}
+
 #[test]
 fn the_config_can_name_the_fake_model_and_its_script() {
     let ws = workspace();

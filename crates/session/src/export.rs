@@ -5,9 +5,10 @@
 //! export is the same from either store and can be snapshot-tested on a fixed
 //! event list (`fixtures/session/`). What this module is not: a second source of
 //! truth. It reads nothing but what it is given and never reorders what happened,
-//! except that the events of agents running concurrently within one goal are
-//! grouped per agent (in the order the agents first spoke), so that each agent's
-//! conversation reads as one piece.
+//! except that the Markdown groups the events of what ran at once — the agents
+//! of one goal, the branches of a parallel step, the items of a map — each in
+//! the order it first appeared, so that each step, goal and agent has one
+//! section and each conversation reads as one piece.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -16,6 +17,9 @@ use serde_json::{Value, json};
 
 use super::SessionMeta;
 use agentfile_wire::events::{Event, EventBody, Usage};
+
+/// The provider `run_started` names for a run that asks no model.
+const NO_MODEL: &str = "none";
 
 /// Tool arguments and results longer than this (in characters) are cut in the
 /// Markdown transcript, with a note; the JSON export always has them in full.
@@ -233,7 +237,7 @@ pub fn markdown(meta: &SessionMeta, events: &[Event]) -> String {
     let mut out = String::new();
     header(&mut out, meta, events);
     let mut at = Context::default();
-    for e in group_agents(events) {
+    for e in transcript_order(events) {
         at.enter(&mut out, e);
         render(&mut out, e);
     }
@@ -246,12 +250,14 @@ fn header(out: &mut String, meta: &SessionMeta, events: &[Event]) {
     let _ = writeln!(out, "# Session `{}`: {}\n", meta.id, meta.workflow);
     let _ = writeln!(out, "- Workflow: `{}`", meta.path);
     let _ = writeln!(out, "- Workspace: `{}`", meta.workspace);
+    // A run of tools alone asks no model: its provider is `none`.
     if let Some(EventBody::RunStarted {
         provider, model, ..
     }) = events
         .iter()
         .map(|e| &e.body)
         .find(|b| matches!(b, EventBody::RunStarted { .. }))
+        && provider != NO_MODEL
     {
         let _ = writeln!(out, "- Model: `{model}` ({provider})");
     }
@@ -270,52 +276,83 @@ fn header(out: &mut String, meta: &SessionMeta, events: &[Event]) {
     out.push('\n');
 }
 
-/// Within each stretch of events of one goal (same step, goal and iteration),
-/// put each agent's events together, agents in the order they first appear.
-/// Events of the goal itself (no agent) stay where they are relative to the
-/// agents: those before the first agent's first event first, the rest last.
-fn group_agents(events: &[Event]) -> Vec<&Event> {
+/// The events in the transcript's order: what ran at once (the agents of one
+/// goal, the branches of a parallel step, the items of a map) each read as
+/// one piece, so that a heading is written once. Every event has a place in
+/// the run's tree ([`place`]); at each level, an event of the level itself
+/// stays where it happened and each part below it is written whole where
+/// it first appeared. Things that ran one after another come out as they
+/// were; a resumed run's events stay after the resumption.
+fn transcript_order(events: &[Event]) -> Vec<&Event> {
     let mut out = Vec::with_capacity(events.len());
-    let mut i = 0;
-    while i < events.len() {
-        let key = (&events[i].step, &events[i].goal, events[i].iteration);
-        let mut j = i + 1;
-        while j < events.len()
-            && events[i].goal.is_some()
-            && (&events[j].step, &events[j].goal, events[j].iteration) == key
-            && !matches!(events[j].body, EventBody::RunStarted { .. })
-        {
-            j += 1;
+    let mut run: Vec<(&Event, Vec<String>)> = Vec::new();
+    for e in events {
+        if matches!(e.body, EventBody::RunStarted { .. }) && !run.is_empty() {
+            nest(std::mem::take(&mut run), 0, &mut out);
         }
-        let stretch = &events[i..j];
-        let mut agents: Vec<&str> = Vec::new();
-        for e in stretch {
-            if let Some(a) = &e.agent
-                && !agents.contains(&a.as_str())
-            {
-                agents.push(a);
+        run.push((e, place(e)));
+    }
+    nest(run, 0, &mut out);
+    out
+}
+
+/// Where an event is in the run's tree, from the top: its step, the node
+/// path below the step in a graph (`fan/left/look`, `each[0]/say`,
+/// `again#1/relook`), its goal with the iteration, its agent. Empty for the
+/// run's own events.
+fn place(e: &Event) -> Vec<String> {
+    let Some(step) = &e.step else {
+        return Vec::new();
+    };
+    let mut at = vec![format!("step {step}")];
+    if let Some(node) = &e.node {
+        let mut parts = node.split('/').peekable();
+        // A top-level node's path starts with its step's id.
+        parts.next_if(|p| p == step);
+        at.extend(parts.map(|p| format!("node {p}")));
+    }
+    if let Some(goal) = &e.goal {
+        at.push(format!("goal {goal} {:?}", e.iteration));
+    }
+    if let Some(agent) = &e.agent {
+        at.push(format!("agent {agent}"));
+    }
+    at
+}
+
+/// Write `events` (all below the same place, `depth` levels down) in the
+/// transcript's order: those of this level where they are, each part one
+/// level down whole where it first appeared.
+fn nest<'a>(events: Vec<(&'a Event, Vec<String>)>, depth: usize, out: &mut Vec<&'a Event>) {
+    enum Item<'a> {
+        Here(&'a Event),
+        Below(Vec<(&'a Event, Vec<String>)>),
+    }
+    let mut items: Vec<Item<'a>> = Vec::new();
+    let mut below: BTreeMap<String, usize> = BTreeMap::new();
+    for (e, at) in events {
+        let Some(key) = at.get(depth).cloned() else {
+            items.push(Item::Here(e));
+            continue;
+        };
+        match below.get(&key) {
+            Some(&i) => {
+                if let Item::Below(part) = &mut items[i] {
+                    part.push((e, at));
+                }
+            }
+            None => {
+                below.insert(key, items.len());
+                items.push(Item::Below(vec![(e, at)]));
             }
         }
-        let mut seen_agent = false;
-        let mut keyed: Vec<(usize, &Event)> = stretch
-            .iter()
-            .map(|e| {
-                let rank = match &e.agent {
-                    Some(a) => {
-                        seen_agent = true;
-                        1 + agents.iter().position(|x| x == a).unwrap_or(0)
-                    }
-                    None if !seen_agent => 0,
-                    None => usize::MAX,
-                };
-                (rank, e)
-            })
-            .collect();
-        keyed.sort_by_key(|(rank, _)| *rank);
-        out.extend(keyed.into_iter().map(|(_, e)| e));
-        i = j;
     }
-    out
+    for item in items {
+        match item {
+            Item::Here(e) => out.push(e),
+            Item::Below(part) => nest(part, depth + 1, out),
+        }
+    }
 }
 
 /// Where the transcript is, so headings are written only when it moves.
@@ -405,7 +442,7 @@ fn render(out: &mut String, e: &Event) {
             tool,
             arguments,
         } => {
-            let _ = writeln!(out, "**Tool call** `{tool}` (`{id}`):\n");
+            let _ = writeln!(out, "**Tool call** `{tool}`{}:\n", call_id(id));
             let pretty =
                 serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
             fenced(out, "json", &pretty);
@@ -417,9 +454,15 @@ fn render(out: &mut String, e: &Event) {
             rule,
             reason,
         } => {
+            let rule = if rule.is_empty() {
+                String::new()
+            } else {
+                format!(" by rule `{rule}`")
+            };
             let _ = writeln!(
                 out,
-                "**Denied** `{tool}` (`{id}`) by rule `{rule}`: {}\n",
+                "**Denied** `{tool}`{}{rule}: {}\n",
+                call_id(id),
                 one_line(reason)
             );
         }
@@ -467,11 +510,10 @@ fn render(out: &mut String, e: &Event) {
             usage_line(out, usage);
         }
         EventBody::RunSuspended { events, usage } => {
-            let _ = writeln!(
-                out,
-                "## Result: suspended\n\nWaiting for: {}\n",
-                events.join(", ")
-            );
+            out.push_str("## Result: suspended\n\n");
+            if !events.is_empty() {
+                let _ = writeln!(out, "Waiting for: {}\n", events.join(", "));
+            }
             usage_line(out, usage);
         }
         EventBody::NodeStarted { .. } => {}
@@ -482,21 +524,26 @@ fn render(out: &mut String, e: &Event) {
         EventBody::NodeFailed { .. } => node_failed(out, e),
         EventBody::Suspended { events, .. } => {
             let name = e.node.as_deref().unwrap_or("?");
-            let _ = writeln!(
-                out,
-                "Step `{name}` suspended the run, waiting for: {}.\n",
-                events.join(", ")
-            );
+            let waiting = if events.is_empty() {
+                String::new()
+            } else {
+                format!(", waiting for: {}", events.join(", "))
+            };
+            let _ = writeln!(out, "Step `{name}` suspended the run{waiting}.\n");
         }
         EventBody::Signal { event, .. } => {
             let _ = writeln!(out, "Signal `{event}` delivered.\n");
         }
         EventBody::Compensating { error, nodes } => {
+            let undoing = if nodes.is_empty() {
+                String::new()
+            } else {
+                format!("; undoing {}", nodes.join(", "))
+            };
             let _ = writeln!(
                 out,
-                "**Compensating** after: {}; undoing {}.\n",
-                one_line(error),
-                nodes.join(", ")
+                "**Compensating** after: {}{undoing}.\n",
+                one_line(error)
             );
         }
     }
@@ -544,10 +591,15 @@ fn llm_response(out: &mut String, e: &Event) {
         return;
     };
     let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+    let stop = if stop_reason.is_empty() {
+        String::new()
+    } else {
+        format!(", {stop_reason}")
+    };
     let _ = writeln!(
         out,
         "**Model** (`{model}`, turn {turn}, {input_tokens} in / {output_tokens} out, \
-             {}{cost}, {stop_reason}):\n",
+             {}{cost}{stop}):\n",
         millis(*latency_ms)
     );
     if text.trim().is_empty() {
@@ -578,11 +630,12 @@ fn tool_result(out: &mut String, e: &Event) {
     } else {
         "Tool result"
     };
-    let _ = writeln!(
-        out,
-        "**{what}** `{tool}` (`{id}`, {}):\n",
-        millis(*duration_ms)
-    );
+    let id = if id.is_empty() {
+        String::new()
+    } else {
+        format!("`{id}`, ")
+    };
+    let _ = writeln!(out, "**{what}** `{tool}` ({id}{}):\n", millis(*duration_ms));
     fenced(out, "text", content);
 }
 
@@ -651,12 +704,20 @@ fn run_complete(out: &mut String, e: &Event) {
     usage_line(out, usage);
 }
 
-/// A node's output.
+/// A node's output; nothing for a node without one (a branch, a sequence).
 fn node_complete(out: &mut String, e: &Event) {
     let EventBody::NodeComplete { output, .. } = &e.body else {
         return;
     };
     let name = e.node.as_deref().unwrap_or("?");
+    match output {
+        Value::Null => return,
+        Value::String(s) if s.trim().is_empty() => {
+            let _ = writeln!(out, "**Output of step `{name}`:** *(empty)*\n");
+            return;
+        }
+        _ => {}
+    }
     let _ = writeln!(out, "**Output of step `{name}`:**\n");
     match output {
         Value::String(s) => quote(out, s),
@@ -686,6 +747,15 @@ fn node_failed(out: &mut String, e: &Event) {
         "**Step `{name}` failed (attempt {attempt}){retry}:** {}\n",
         one_line(error)
     );
+}
+
+/// A call's id in parentheses, or nothing when it has none.
+fn call_id(id: &str) -> String {
+    if id.is_empty() {
+        String::new()
+    } else {
+        format!(" (`{id}`)")
+    }
 }
 
 fn usage_line(out: &mut String, u: &Usage) {
@@ -786,6 +856,202 @@ mod tests {
         let mut s = String::new();
         step_started(&mut s, &e);
         assert_eq!(s, "## Step `look` (tool)\n\n");
+    }
+
+    /// An event at `(step, node, goal)` of type `kind` with `data`; `seq`
+    /// is its place in the list.
+    fn event(seq: u64, at: (&str, Option<&str>, Option<&str>), kind: &str, data: Value) -> Event {
+        let mut v = json!({
+            "schema_version": 1, "session_id": "s", "seq": seq,
+            "ts": "2026-01-01T00:00:00.000Z", "step": at.0, "type": kind, "data": data,
+        });
+        if let Some(n) = at.1 {
+            v["node"] = json!(n);
+        }
+        if let Some(g) = at.2 {
+            v["goal"] = json!(g);
+        }
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn session(events: &mut Vec<Event>, provider: &str) -> SessionMeta {
+        let run = json!({"workflow": "par", "path": "par.md", "inputs": {},
+            "provider": provider, "model": provider, "workspace": "/w"});
+        events.insert(
+            0,
+            serde_json::from_value(json!({
+                "schema_version": 1, "session_id": "s", "seq": 0,
+                "ts": "2026-01-01T00:00:00.000Z", "type": "run_started", "data": run,
+            }))
+            .unwrap(),
+        );
+        serde_json::from_value(json!({
+            "id": "s", "workflow": "par", "path": "/w/par.md", "workspace": "/w",
+            "inputs": {}, "status": "completed", "created_at": "2026-01-01T00:00:00.000Z",
+            "updated_at": "2026-01-01T00:00:01.000Z", "last_seq": events.len(),
+        }))
+        .unwrap()
+    }
+
+    fn reply(text: &str, turn: u32) -> Value {
+        json!({"model": "fake", "turn": turn, "input_tokens": 10, "output_tokens": 2,
+            "latency_ms": 5, "cost_usd": null, "stop_reason": "stop", "text": text,
+            "tool_calls": []})
+    }
+
+    /// Two agent steps in parallel branches whose events interleave: each
+    /// goal's section is written once, its events under it, in the order the
+    /// goals first appeared — not a heading each time the events switch.
+    #[test]
+    fn interleaved_branches_each_get_one_section() {
+        let l = ("fan", Some("fan/left/look"), Some("agent:fan/left/look"));
+        let r = ("fan", Some("fan/right/look"), Some("agent:fan/right/look"));
+        let (left, right) = (
+            ("fan", Some("fan/left"), None),
+            ("fan", Some("fan/right"), None),
+        );
+        let step = ("fan", Some("fan"), None);
+        let call = |id: &str| json!({"id": id, "tool": "ls", "arguments": {"path": "."}});
+        let result = |id: &str, says: &str| json!({"id": id, "tool": "ls", "content": says, "is_error": false, "duration_ms": 1});
+        let mut events = vec![
+            event(
+                1,
+                step,
+                "step_started",
+                json!({"kind": "parallel", "goals": []}),
+            ),
+            event(2, left, "node_started", json!({"kind": "sequence"})),
+            event(
+                3,
+                l,
+                "goal_started",
+                json!({"outcome": "Look left", "agents": []}),
+            ),
+            event(4, right, "node_started", json!({"kind": "sequence"})),
+            event(
+                5,
+                r,
+                "goal_started",
+                json!({"outcome": "Look right", "agents": []}),
+            ),
+            event(6, l, "tool_call", call("c1")),
+            event(7, r, "tool_call", call("c2")),
+            event(8, l, "tool_result", result("c1", "left files")),
+            event(9, r, "tool_result", result("c2", "right files")),
+            event(10, r, "llm_response", reply("right done", 2)),
+            event(11, l, "llm_response", reply("left done", 2)),
+            event(12, r, "goal_complete", json!({"output": "right done"})),
+            event(13, right, "node_complete", json!({"output": null})),
+            event(14, l, "goal_complete", json!({"output": "left done"})),
+            event(15, left, "node_complete", json!({"output": null})),
+            event(16, step, "step_complete", json!({})),
+        ];
+        let meta = session(&mut events, "fake");
+        let md = markdown(&meta, &events);
+        for heading in [
+            "## Step `fan`",
+            "### Goal `agent:fan/left/look`",
+            "### Goal `agent:fan/right/look`",
+        ] {
+            assert_eq!(md.matches(heading).count(), 1, "{heading}:\n{md}");
+        }
+        let at = |text: &str| md.find(text).unwrap_or_else(|| panic!("{text}:\n{md}"));
+        // Left first (it started first), each goal's events together.
+        assert!(at("> Look left") < at("`c1`"), "{md}");
+        assert!(at("`c1`, 1 ms") < at("> left done"), "{md}");
+        assert!(
+            at("Output of `agent:fan/left/look`") < at("> Look right"),
+            "{md}"
+        );
+        assert!(at("> Look right") < at("`c2`"), "{md}");
+        assert!(at("`c2`, 1 ms") < at("> right done"), "{md}");
+        // A branch has no output of its own: nothing is written for it.
+        assert!(!md.contains("`fan/left`"), "{md}");
+        assert!(!md.contains("null"), "{md}");
+    }
+
+    /// Map items whose tool calls overlap: each item's call, result and
+    /// output read together, items in the order they started; what ran
+    /// one after another (the loop's iterations) keeps its order.
+    #[test]
+    fn map_items_are_grouped_and_iterations_keep_their_order() {
+        let item = |i: usize| ("each", Some(["each[0]/say", "each[1]/say"][i]), None);
+        let turn = |i: u32| ("again", Some(["again#1", "again#2"][i as usize - 1]), None);
+        let relook = |i: u32| {
+            (
+                "again",
+                Some(["again#1/relook", "again#2/relook"][i as usize - 1]),
+                None,
+            )
+        };
+        let call = |id: &str| json!({"id": id, "tool": "bash", "arguments": {"command": "echo"}});
+        let result = |id: &str| json!({"id": id, "tool": "bash", "content": "ok", "is_error": false, "duration_ms": 1});
+        let mut events = vec![
+            event(
+                1,
+                ("each", Some("each"), None),
+                "step_started",
+                json!({"kind": "map", "goals": []}),
+            ),
+            event(2, item(0), "node_started", json!({"kind": "tool"})),
+            event(3, item(0), "tool_call", call("m0")),
+            event(4, item(1), "node_started", json!({"kind": "tool"})),
+            event(5, item(1), "tool_call", call("m1")),
+            event(6, item(1), "tool_result", result("m1")),
+            event(7, item(1), "node_complete", json!({"output": "one"})),
+            event(8, item(0), "tool_result", result("m0")),
+            event(9, item(0), "node_complete", json!({"output": ""})),
+            event(10, ("each", Some("each"), None), "step_complete", json!({})),
+            event(
+                11,
+                ("again", Some("again"), None),
+                "step_started",
+                json!({"kind": "loop", "goals": [], "limit": 2}),
+            ),
+            event(12, turn(1), "loop_iteration", json!({"limit": 2})),
+            event(13, relook(1), "tool_call", call("r1")),
+            event(14, relook(1), "tool_result", result("r1")),
+            event(15, turn(2), "loop_iteration", json!({"limit": 2})),
+            event(16, relook(2), "tool_call", call("r2")),
+            event(17, relook(2), "tool_result", result("r2")),
+        ];
+        let meta = session(&mut events, NO_MODEL);
+        let order: Vec<u64> = transcript_order(&events).iter().map(|e| e.seq).collect();
+        assert_eq!(
+            order,
+            [0, 1, 2, 3, 8, 9, 4, 5, 6, 7, 10, 11, 12, 13, 14, 15, 16, 17]
+        );
+        let md = markdown(&meta, &events);
+        assert!(
+            md.contains("**Output of step `each[0]/say`:** *(empty)*"),
+            "{md}"
+        );
+        // A run of tools alone asked no model: no `Model: none (none)`.
+        assert!(!md.contains("Model"), "{md}");
+    }
+
+    #[test]
+    fn fields_without_a_value_are_left_out() {
+        let at = ("s", None, Some("g"));
+        let mut events = vec![
+            event(
+                1,
+                at,
+                "tool_call",
+                json!({"id": "", "tool": "read", "arguments": {}}),
+            ),
+            event(
+                2,
+                at,
+                "policy_denied",
+                json!({"id": "", "tool": "read", "rule": "", "reason": "no"}),
+            ),
+        ];
+        let meta = session(&mut events, "fake");
+        let md = markdown(&meta, &events);
+        assert!(md.contains("**Tool call** `read`:"), "{md}");
+        assert!(md.contains("**Denied** `read`: no"), "{md}");
+        assert!(!md.contains("(``)") && !md.contains("rule ``"), "{md}");
     }
 
     #[test]
