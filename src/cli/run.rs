@@ -80,8 +80,8 @@ pub(super) struct SetupArgs {
     /// model, offline: see --script) or mcp-sampling.
     #[arg(long)]
     pub(super) provider: Option<String>,
-    /// The model to ask (default: the config's `llm.model`, else the
-    /// provider's default).
+    /// The model to ask (default: the config's `llm.model`; there is no
+    /// built-in model, except `fake` for --provider fake).
     #[arg(long)]
     pub(super) model: Option<String>,
     /// The provider's API endpoint (a local server, a proxy); kept when
@@ -103,7 +103,8 @@ pub(super) struct SetupArgs {
 /// them anew.
 #[derive(clap::Args, Clone, Default)]
 pub(super) struct ControlArgs {
-    /// Most model turns per goal (default: the config's `[limits]`).
+    /// Most model turns the whole run may take (default: the config's
+    /// `[limits] max_turns`, else no limit; one conversation stops at 40).
     #[arg(long, value_name = "N")]
     pub(super) max_turns: Option<u64>,
     /// Most tokens, input and output, the whole run may use.
@@ -203,9 +204,9 @@ fn run_to_exit(args: Args, resume_id: Option<String>) -> std::process::ExitCode 
     let mode = args.output;
     let code = runtime.block_on(async move {
         match run_async(args, resume_id, Vec::new()).await {
-            Ok((result, order)) => {
-                print_result(&result, mode, &order);
-                result.exit_code
+            Ok(ran) => {
+                print_result(&ran.result, mode, &ran.order, Some(&ran.stored));
+                ran.result.exit_code
             }
             Err(e) => {
                 eprintln!("agentfile: error: {e}");
@@ -221,14 +222,101 @@ fn run_to_exit(args: Args, resume_id: Option<String>) -> std::process::ExitCode 
     exit_code(code)
 }
 
-/// Run (or resume) a workflow through the run service, as every door
-/// does; also returns its outputs' names in the order the plan declares
-/// them ([`agentfile::plan::Plan::output_order`]), for printing them.
+/// A run that ended, as the command line reports it.
+pub(super) struct Ran {
+    pub(super) result: RunResult,
+    /// Its outputs' names in the order the plan declares them
+    /// ([`agentfile::plan::Plan::output_order`]), for printing them.
+    pub(super) order: Vec<String>,
+    pub(super) stored: Stored,
+}
+
+/// Where a run's session is stored, and how `agentfile sessions` reaches
+/// it from the current folder.
+pub(super) struct Stored {
+    /// The store, as [`agentfile::session::location`] names it.
+    at: PathBuf,
+    /// The flags `sessions show|resume` need here to open that store (`""`
+    /// when none); `None` when no `--config`/`--workspace` this run knows of
+    /// reaches it.
+    flags: Option<String>,
+}
+
+impl Stored {
+    /// The store of `live`, and the flags that reach it from here: none,
+    /// `--workspace` (the run's workspace is elsewhere, as for
+    /// `agentfile run examples/demo`), and the run's own `--config`.
+    fn of(live: &LiveRun, config: Option<&Path>) -> Stored {
+        let at = live.stored_at().to_path_buf();
+        let ws = live.workspace();
+        let reaches = |config: Option<&Path>, ws: Option<&Path>| {
+            let c = runapi::load_config(config, Path::new(".")).ok()?;
+            let w = runapi::resolve_workspace(ws, &c).ok()?;
+            agentfile::session::location(&c, &w).ok().map(|(_, p)| p)
+        };
+        let ws_flag = format!(" --workspace {}", shell_word(&super::shown_path(ws)));
+        let mut tries = vec![
+            (None, None, String::new()),
+            (None, Some(ws), ws_flag.clone()),
+        ];
+        if let Some(c) = config {
+            let c_flag = format!(" --config {}", shell_word(&c.display().to_string()));
+            tries.push((Some(c), None, c_flag.clone()));
+            tries.push((Some(c), Some(ws), format!("{c_flag}{ws_flag}")));
+        }
+        let flags = tries
+            .into_iter()
+            .find(|(c, w, _)| reaches(*c, *w).as_ref() == Some(&at))
+            .map(|(_, _, f)| f);
+        Stored { at, flags }
+    }
+
+    /// The store for people: a path from here, or the PostgreSQL variable.
+    fn place(&self) -> String {
+        let text = self.at.display().to_string();
+        match text.strip_prefix("postgres:") {
+            Some(var) => format!("the PostgreSQL database {var} names"),
+            None => super::shown_path(&self.at),
+        }
+    }
+
+    /// `session ID stored in PLACE — WHAT with `agentfile sessions VERB ID``.
+    fn line(&self, id: &str, what: &str, verb: &str) -> String {
+        let place = self.place();
+        match &self.flags {
+            Some(flags) => {
+                format!(
+                    "session {id} stored in {place} — {what} `agentfile sessions {verb} {id}{flags}`"
+                )
+            }
+            None => format!(
+                "session {id} stored in {place} — {what} `agentfile sessions {verb} {id}` with the \
+                 --config and --workspace that reach it"
+            ),
+        }
+    }
+}
+
+/// `word` as one shell word: quoted when it holds anything but plain path
+/// characters.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+,:@".contains(c))
+    {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// Run (or resume) a workflow through the run service, as every door does.
 pub(super) async fn run_async(
     args: Args,
     resume_id: Option<String>,
     extra: Vec<Arc<dyn EventSink>>,
-) -> Result<(RunResult, Vec<String>), RunError> {
+) -> Result<Ran, RunError> {
     let mut req = request(&args)?;
     let resume = match resume_id.or(args.resume.clone()) {
         Some(id) => {
@@ -282,6 +370,7 @@ pub(super) async fn run_async(
         .await
         .map_err(refused)?;
     let order = live.plan().output_order();
+    let stored = Stored::of(&live, args.setup.config.as_deref());
     let stopped_by = watch_stop(live.clone());
     let mut result = (*live.finished().await).clone();
     if let Some(e) = live.setup_error() {
@@ -292,7 +381,11 @@ pub(super) async fn run_async(
     if result.status == "cancelled" && signal != 0 {
         result.exit_code = signal;
     }
-    Ok((result, order))
+    Ok(Ran {
+        result,
+        order,
+        stored,
+    })
 }
 
 /// How the command line reads a workflow: the front ends' registry.
@@ -493,9 +586,15 @@ fn read_workflow_stdin() -> Result<String, RunError> {
     })
 }
 
-/// A run's result on stdout: JSON, a JSON line, or its outputs as text (on
-/// a failure, why and how to resume, on stderr).
-pub(super) fn print_result(result: &RunResult, mode: OutputMode, order: &[String]) {
+/// A run's result on stdout: JSON, a JSON line, or its outputs as text —
+/// then, on stderr, where its session is stored and how to see it (on a
+/// failure, why and how to resume it).
+pub(super) fn print_result(
+    result: &RunResult,
+    mode: OutputMode,
+    order: &[String],
+    stored: Option<&Stored>,
+) {
     let mut out = std::io::stdout().lock();
     match mode {
         OutputMode::Json => {
@@ -504,17 +603,24 @@ pub(super) fn print_result(result: &RunResult, mode: OutputMode, order: &[String
         }
         OutputMode::StreamJson => StreamJson::stdout().write_line(result),
         OutputMode::Text => {
+            let id = &result.session_id;
             if result.status != "completed" {
                 if let Some(e) = &result.error {
                     eprintln!("agentfile: {}: {e}", result.termination_reason);
                 }
-                eprintln!(
-                    "session {} — resume with `agentfile sessions resume {}`",
-                    result.session_id, result.session_id
-                );
+                match stored {
+                    Some(s) => eprintln!("{}", s.line(id, "resume with", "resume")),
+                    None => {
+                        eprintln!("session {id} — resume with `agentfile sessions resume {id}`")
+                    }
+                }
                 return;
             }
             print_outputs(&mut out, result, order);
+            if let Some(s) = stored {
+                let _ = out.flush();
+                eprintln!("{}", s.line(id, "see it with", "show"));
+            }
         }
     }
 }

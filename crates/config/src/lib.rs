@@ -625,9 +625,10 @@ impl Config {
                 fix(c);
             }
         }
-        if let Some(p) = self.session.path.as_mut() {
-            fix(p);
-        }
+        // `session.path` is left as written: a relative one is taken under
+        // the workspace when the store opens (`agentfile_session::location`),
+        // as `AGENTFILE_SESSION_PATH` is; joining it to this folder first
+        // put it under the workspace twice over.
         if let Some(p) = self.telemetry.path.as_mut() {
             fix(p);
         }
@@ -673,6 +674,11 @@ impl Config {
         get: impl Fn(&'static str) -> Option<String>,
     ) -> Result<(), ConfigError> {
         if let Some(v) = get("AGENTFILE_PROVIDER") {
+            if self.llm.provider.as_deref() != Some(v.as_str()) {
+                // As `--provider` does: the file's key variable belonged to the
+                // provider it named, and must not be sent to another service.
+                self.llm.api_key_env = None;
+            }
             self.llm.provider = Some(v);
         }
         if let Some(v) = get("AGENTFILE_MODEL") {
@@ -1014,6 +1020,31 @@ mod tests {
         assert!(err.to_string().contains("AGENTFILE_MAX_TOKENS"));
     }
 
+    /// `AGENTFILE_PROVIDER` naming another provider drops the file's key
+    /// variable, as `--provider` does: one service's key is never sent to
+    /// another. `AGENTFILE_API_KEY_ENV` can name one for the new provider.
+    #[test]
+    fn env_provider_does_not_inherit_the_files_key_variable() {
+        let mut c = Config::default();
+        c.llm.provider = Some("anthropic".into());
+        c.llm.api_key_env = Some("MY_ANTHROPIC_KEY".into());
+        c.apply_env(|k| (k == "AGENTFILE_PROVIDER").then(|| "anthropic".to_owned()))
+            .unwrap();
+        assert_eq!(c.llm.api_key_env.as_deref(), Some("MY_ANTHROPIC_KEY"));
+        c.apply_env(|k| (k == "AGENTFILE_PROVIDER").then(|| "openai".to_owned()))
+            .unwrap();
+        assert_eq!(c.llm.provider.as_deref(), Some("openai"));
+        assert_eq!(c.llm.api_key_env, None);
+        c.llm.provider = Some("anthropic".into());
+        c.apply_env(|k| match k {
+            "AGENTFILE_PROVIDER" => Some("openai".to_owned()),
+            "AGENTFILE_API_KEY_ENV" => Some("MY_OPENAI_KEY".to_owned()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.llm.api_key_env.as_deref(), Some("MY_OPENAI_KEY"));
+    }
+
     #[test]
     fn env_moves_the_session_store() {
         let mut c = Config::default();
@@ -1071,6 +1102,11 @@ mod tests {
         assert_eq!(c.agent.workspace, Some(dir.join(".")));
         assert_eq!(c.llm.cassette, Some(dir.join("demo.jsonl")));
         assert_eq!(c.session.path, Some(PathBuf::from("/abs/s.db")));
+        // A relative session path stays relative: the store takes it under
+        // the workspace, wherever the config file was found.
+        std::fs::write(&f, "[session]\npath = \"state/s.db\"\n").unwrap();
+        let c = Config::from_file(&f).unwrap();
+        assert_eq!(c.session.path, Some(PathBuf::from("state/s.db")));
     }
 
     #[test]
