@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agentfile::author::create::{self, Begun, Created};
-use agentfile::wire::events::RunResult;
 
 use super::EXIT_INVALID;
 use super::args::OutputMode;
@@ -31,15 +30,19 @@ pub(super) struct Args {
     #[arg(long)]
     policy: Option<PathBuf>,
     /// The model provider the generator uses: anthropic, openai, openrouter,
-    /// ollama, gemini or replay.
+    /// ollama, gemini, replay or fake (a scripted model, offline: see --script).
     #[arg(long)]
     provider: Option<String>,
-    /// The model the generator uses (default: the config's, else the provider's).
+    /// The model the generator uses (default: the config's `llm.model`).
     #[arg(long)]
     model: Option<String>,
     /// The provider's API endpoint (default: the config's `llm.base_url`).
     #[arg(long, value_name = "URL")]
     base_url: Option<String>,
+    /// The script `--provider fake` answers the generator from (a JSON array
+    /// of replies; see "Testing offline" in the book).
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
     /// How the run reports: text (progress on stderr, the answer on stdout),
     /// json (one result object at the end) or stream-json (every event as a
     /// JSON line).
@@ -89,8 +92,8 @@ pub(super) fn run(a: Args) -> ExitCode {
         vec![sink],
     ));
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
-    let result = match outcome {
-        Ok((r, _)) => r,
+    let ran = match outcome {
+        Ok(ran) => ran,
         Err(e) => {
             create::finish(&begun, &ws, "failed", Some(&e.message));
             return fail(e.message, u8::try_from(e.exit_code).unwrap_or(1));
@@ -99,12 +102,13 @@ pub(super) fn run(a: Args) -> ExitCode {
     if let Some(e) = begun.sink.error() {
         eprintln!("agentfile: warning: the manifest could not be kept: {e}");
     }
+    let result = &ran.result;
     let created = create::finish(&begun, &ws, &result.status, result.error.as_deref());
     let mut code = u8::try_from(result.exit_code).unwrap_or(1);
     if result.status == "completed" && !created.valid {
         code = EXIT_INVALID;
     }
-    report(&created, &result, a.output);
+    report(&created, &ran, a.output);
     ExitCode::from(code)
 }
 
@@ -124,6 +128,7 @@ fn run_args(a: &Args, begun: &Begun, ws: PathBuf) -> run::Args {
             provider: a.provider.clone(),
             model: a.model.clone(),
             base_url: a.base_url.clone(),
+            script: a.script.clone(),
             ..SetupArgs::default()
         },
         output: a.output,
@@ -137,7 +142,8 @@ fn run_args(a: &Args, begun: &Begun, ws: PathBuf) -> run::Args {
     }
 }
 
-fn report(created: &Created, result: &RunResult, output: OutputMode) {
+fn report(created: &Created, ran: &run::Ran, output: OutputMode) {
+    let result = &ran.result;
     let rel = &created.artifacts;
     match output {
         OutputMode::Json | OutputMode::StreamJson => {
@@ -148,7 +154,7 @@ fn report(created: &Created, result: &RunResult, output: OutputMode) {
         }
         OutputMode::Text => {
             if result.status != "completed" {
-                run::print_result(result, output, &[]);
+                run::print_result(result, output, &[], Some(&ran.stored));
                 eprintln!(
                     "the generation run stopped ({}); its files are in {rel}",
                     result.status

@@ -1309,7 +1309,7 @@ impl Front<'_> {
                         ),
                     )
                     .with_hint(
-                        "drop `raw(…)` so the value is passed as one quoted word, unless the value is trusted to be shell code (see \"Values in commands\" in the book, docs/src/formats/expressions.md)",
+                        "drop `raw(…)` so the value is passed as one quoted word, unless the value is trusted to be shell code (see \"Values in commands\" in the book, docs/src/formats/expressions.md#values-in-commands)",
                     ),
                 ),
                 agentfile_plan::shell::Lint::Unquotable(why) => self.error(
