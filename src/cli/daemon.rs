@@ -4,7 +4,7 @@
 //! `triggers` and `emit` share with it: where the triggers are, how a fire's
 //! runs run, and how fires are reported.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -14,7 +14,7 @@ use agentfile::server::daemon::{Daemon, DaemonError, DaemonOptions, FireResult, 
 use agentfile::server::gateway::{DEFAULT_MAX_RUNS, GatewayOptions};
 
 use super::server::{QueueArgs, WorkerQueueArgs, check_provider};
-use super::{EXIT_INVALID, async_runtime, exit_code, spawn_signal_watch};
+use super::{EXIT_INVALID, async_runtime, exit_code, shown_path, spawn_signal_watch};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
@@ -197,7 +197,7 @@ pub(super) enum Teller {
 /// daemon does meanwhile — it keeps serving the triggers of the file's last
 /// good content, which only the daemon that saw it knows.
 pub(super) fn invalid_file_line(f: &InvalidFile, teller: Teller) -> String {
-    let file = shown(&f.path);
+    let file = shown_path(&f.path);
     let errors = format!("{file} has errors");
     let validate = format!("`agentfile validate {file}` shows them");
     if !f.kept.is_empty() {
@@ -217,17 +217,6 @@ pub(super) fn invalid_file_line(f: &InvalidFile, teller: Teller) -> String {
              is valid"
         ),
     }
-}
-
-/// `path` relative to the current folder when it is under it.
-fn shown(path: &Path) -> String {
-    std::env::current_dir()
-        .and_then(|d| d.canonicalize())
-        .ok()
-        .and_then(|d| path.strip_prefix(d).ok().map(Path::to_path_buf))
-        .unwrap_or_else(|| path.to_path_buf())
-        .display()
-        .to_string()
 }
 
 /// Print each fire's session id (or why it did not run); 0 when every one started.

@@ -175,6 +175,24 @@ fn config_for(explicit: Option<&Path>, workflow: &Path) -> anyhow::Result<Option
     )?)
 }
 
+/// `path` relative to the current folder when it is under it, else as is.
+fn shown_path(path: &Path) -> String {
+    std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .ok()
+        .and_then(|d| path.strip_prefix(d).ok().map(Path::to_path_buf))
+        .map(|p| {
+            if p.as_os_str().is_empty() {
+                ".".into()
+            } else {
+                p
+            }
+        })
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
 fn color_for_stdout() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }

@@ -63,6 +63,9 @@ impl LiveState {
 pub struct LiveRun {
     pub(super) session_id: String,
     pub(super) store: Arc<dyn SessionStore>,
+    /// Where that store is ([`session::location`]), and the run's workspace.
+    pub(super) stored_at: std::path::PathBuf,
+    pub(super) workspace: std::path::PathBuf,
     /// The plan it runs.
     pub(super) plan: Arc<agentfile_plan::Plan>,
     pub(super) cancel: CancellationToken,
@@ -132,6 +135,17 @@ impl LiveRun {
     /// The store the run's session is in.
     pub fn store(&self) -> &Arc<dyn SessionStore> {
         &self.store
+    }
+
+    /// Where the store is, as [`session::location`] names it: a database
+    /// file or folder (absolute), or `postgres:$VAR`.
+    pub fn stored_at(&self) -> &std::path::Path {
+        &self.stored_at
+    }
+
+    /// The run's workspace, canonical.
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.workspace
     }
 
     /// The `seq` of the last event delivered.

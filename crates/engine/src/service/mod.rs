@@ -320,18 +320,24 @@ impl RunService {
     }
 
     fn stores_for(&self, config: &Config, workspace: &Path) -> Result<Stores, RpcError> {
+        Ok(self.stores_at(config, workspace)?.1)
+    }
+
+    /// The stores of `config` and `workspace`, and where the session store
+    /// is ([`session::location`]).
+    fn stores_at(&self, config: &Config, workspace: &Path) -> Result<(PathBuf, Stores), RpcError> {
         let key = match session::location(config, workspace) {
             Ok((_, p)) => p,
             Err(e) => return Err(RpcError::new(code::STORE, e.to_string())),
         };
         let mut stores = lock(&self.stores);
         if let Some(s) = stores.get(&key) {
-            return Ok(s.clone());
+            return Ok((key, s.clone()));
         }
         let opened = run::open_stores(config, workspace)
             .map_err(|e| RpcError::new(code::STORE, e.message))?;
-        stores.insert(key, opened.clone());
-        Ok(opened)
+        stores.insert(key.clone(), opened.clone());
+        Ok((key, opened))
     }
 
     /// The store sessions are looked up in when no live run names one: the
@@ -473,7 +479,7 @@ impl RunService {
         forward: Option<RunParams>,
         unattended: bool,
     ) -> Result<Arc<LiveRun>, RpcError> {
-        let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
+        let (stored_at, stores) = self.stores_at(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
         if let Some(id) = &resume {
             self.settle(id).await;
@@ -500,6 +506,8 @@ impl RunService {
         let live = Arc::new(LiveRun {
             session_id: id.clone(),
             store: store.clone(),
+            stored_at,
+            workspace: prepared.workspace.clone(),
             plan: prepared.plan.clone(),
             cancel: CancellationToken::new(),
             state,
