@@ -98,10 +98,11 @@ fn steps(text: &str) -> Vec<Step> {
                 expected: Vec::new(),
                 exit,
             });
-        } else if let Some(step) = out.last_mut() {
-            if !line.trim().is_empty() && line.trim() != "..." {
-                step.expected.push(line.trim_end().to_owned());
-            }
+        } else if let Some(step) = out.last_mut()
+            && !line.trim().is_empty()
+            && line.trim() != "..."
+        {
+            step.expected.push(line.trim_end().to_owned());
         }
     }
     out

@@ -329,3 +329,37 @@ fn the_mcp_reference_page_matches_the_code() {
         );
     }
 }
+
+/// The book's list of diagnostics (`docs/src/reference/diagnostics.md`),
+/// generated from `diag::CODES`, the table the fixture tests hold to one
+/// fixture per code.
+#[test]
+fn the_diagnostics_reference_page_matches_the_code() {
+    use std::fmt::Write;
+    let mut page = String::from(
+        "# Diagnostics\n\n\
+         <!-- Generated from agentfile::diag::CODES by tests/e2e/protocol.rs; do not edit. -->\n\n\
+         Every problem `agentfile validate` reports has a code: `--format json` gives\n\
+         it as `code`, and `fixtures/invalid/<code>/` (or a variant of the name) holds\n\
+         a file that produces it with the exact output expected. How to read a\n\
+         report is in [Checking and inspecting](../guides/checking.md).\n\n\
+         | code | severity | what it means |\n|---|---|---|\n",
+    );
+    for (code, severity, meaning) in agentfile::diag::CODES {
+        let severity = severity.as_str();
+        let _ = writeln!(
+            page,
+            "| `{code}` | {severity} | {} |",
+            meaning.replace('|', "\\|")
+        );
+    }
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/diagnostics.md");
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, &page).unwrap();
+    } else {
+        assert!(
+            std::fs::read_to_string(&path).ok().as_deref() == Some(page.as_str()),
+            "docs/src/reference/diagnostics.md is out of date; run UPDATE_SNAPSHOTS=1 cargo test --test e2e protocol::"
+        );
+    }
+}

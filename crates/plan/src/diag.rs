@@ -23,7 +23,8 @@ use std::sync::Arc;
 pub use agentfile_wire::diagnostics::Severity;
 
 /// Every diagnostic class the front ends emit: code, severity, what it means.
-/// Documented in the README; the fixture tests check that each has a fixture.
+/// Listed in the book (`docs/src/reference/diagnostics.md`, generated from
+/// this table); the fixture tests check that each has a fixture.
 pub const CODES: &[(&str, Severity, &str)] = &[
     (
         "syntax",
@@ -316,6 +317,11 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "unknown-input",
         Severity::Error,
         "`$input.<name>` naming an undeclared input",
+    ),
+    (
+        "unknown-variable",
+        Severity::Error,
+        "a bare `$name` that is no input, goal or goal field (`$env.HOME`, a typo)",
     ),
     (
         "file-contract",

@@ -102,6 +102,26 @@ impl<'n> Visible<'n> {
 }
 
 impl<'p> Cx<'p> {
+    /// Whether a bare `$name` names something a run can hold: a declared
+    /// input (read as a variable), a goal (its text) or a goal's structured
+    /// field. Only goals set variables; nothing else does.
+    fn is_variable(&self, name: &str) -> bool {
+        self.variables().any(|v| v == name)
+    }
+
+    fn variables(&self) -> impl Iterator<Item = &'p str> + '_ {
+        let plan = self.plan;
+        plan.inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .chain(plan.goals.iter().map(|g| g.name.as_str()))
+            .chain(
+                plan.goals
+                    .iter()
+                    .flat_map(|g| g.outputs.iter().map(String::as_str)),
+            )
+    }
+
     fn paths(&mut self, path: &str, what: &str, paths: &[&Path], visible: &Visible, in_map: bool) {
         for p in paths {
             let problem = match &p.root {
@@ -112,6 +132,17 @@ impl<'p> Cx<'p> {
                 Root::Item | Root::Index if !in_map => Some((
                     "item-outside-map",
                     format!("{what} reads `{p}`, which exists only inside a map step"),
+                )),
+                Root::Var(name) if !self.is_variable(name) => Some((
+                    "unknown-variable",
+                    match super::diag::suggest(name, self.variables()) {
+                        Some(near) => format!(
+                            "{what} reads `${name}`, which is not an input, a step or a variable; did you mean `${near}`?"
+                        ),
+                        None => format!(
+                            "{what} reads `${name}`, which is not an input, a step or a variable (paths start with `$input.`, `$steps.`, `$item` or `$index`)"
+                        ),
+                    },
                 )),
                 Root::Input => match p.fields.first() {
                     Some(name)

@@ -554,6 +554,9 @@ impl Front<'_> {
             let sp = self.locate(cx, &e.path, e.subject.as_deref(), false);
             let hint = match e.code {
                 "unknown-input" => "declare it under `inputs.properties`, or fix the name",
+                "unknown-variable" => {
+                    "read an input as `$input.<name>`, a step's output as `$steps.<id>.<field>`; there is no `$env`"
+                }
                 "item-outside-map" => {
                     "`$item` and `$index` exist only in the steps of a `kind: map` step"
                 }
