@@ -281,16 +281,17 @@ impl Stored {
     }
 
     /// `session ID stored in PLACE — WHAT with `agentfile sessions VERB ID``.
-    fn line(&self, id: &str, what: &str, verb: &str) -> String {
+    /// `command` is the `sessions` subcommand with its arguments, `{id}`
+    /// standing for the session (`show {id}`, `signal {id} EVENT`).
+    fn line(&self, id: &str, what: &str, command: &str) -> String {
         let place = self.place();
+        let command = command.replace("{id}", id);
         match &self.flags {
             Some(flags) => {
-                format!(
-                    "session {id} stored in {place} — {what} `agentfile sessions {verb} {id}{flags}`"
-                )
+                format!("session {id} stored in {place} — {what} `agentfile sessions {command}{flags}`")
             }
             None => format!(
-                "session {id} stored in {place} — {what} `agentfile sessions {verb} {id}` with the \
+                "session {id} stored in {place} — {what} `agentfile sessions {command}` with the \
                  --config and --workspace that reach it"
             ),
         }
@@ -608,18 +609,27 @@ pub(super) fn print_result(
                 if let Some(e) = &result.error {
                     eprintln!("agentfile: {}: {e}", result.termination_reason);
                 }
-                match stored {
-                    Some(s) => eprintln!("{}", s.line(id, "resume with", "resume")),
-                    None => {
-                        eprintln!("session {id} — resume with `agentfile sessions resume {id}`")
+                // A suspended run goes on when one of its events arrives, not
+                // by being resumed: name the command that delivers one.
+                let (what, verb) = match result.waiting_for.first() {
+                    Some(event) if result.status == "suspended" => {
+                        ("signal it with", format!("signal {{id}} {}", shell_word(event)))
                     }
+                    _ => ("resume with", "resume {id}".to_owned()),
+                };
+                match stored {
+                    Some(s) => eprintln!("{}", s.line(id, what, &verb)),
+                    None => eprintln!(
+                        "session {id} — {what} `agentfile sessions {}`",
+                        verb.replace("{id}", id)
+                    ),
                 }
                 return;
             }
             print_outputs(&mut out, result, order);
             if let Some(s) = stored {
                 let _ = out.flush();
-                eprintln!("{}", s.line(id, "see it with", "show"));
+                eprintln!("{}", s.line(id, "see it with", "show {id}"));
             }
         }
     }

@@ -82,8 +82,14 @@ impl Progress {
                     .as_deref()
                     .map(|u| format!(" at {u}"))
                     .unwrap_or_default();
+                // A workflow of tools alone asks no model (`none`/`none`).
+                let model = if provider == "none" && model == "none" {
+                    "no model".to_owned()
+                } else {
+                    format!("{provider}/{model}")
+                };
                 format!(
-                    "{} {workflow} (session {}, {provider}/{model}{at}{resumed})",
+                    "{} {workflow} (session {}, {model}{at}{resumed})",
                     self.paint("1", "run"),
                     e.session_id
                 )
