@@ -288,7 +288,9 @@ impl Stored {
         let command = command.replace("{id}", id);
         match &self.flags {
             Some(flags) => {
-                format!("session {id} stored in {place} — {what} `agentfile sessions {command}{flags}`")
+                format!(
+                    "session {id} stored in {place} — {what} `agentfile sessions {command}{flags}`"
+                )
             }
             None => format!(
                 "session {id} stored in {place} — {what} `agentfile sessions {command}` with the \
@@ -612,9 +614,10 @@ pub(super) fn print_result(
                 // A suspended run goes on when one of its events arrives, not
                 // by being resumed: name the command that delivers one.
                 let (what, verb) = match result.waiting_for.first() {
-                    Some(event) if result.status == "suspended" => {
-                        ("signal it with", format!("signal {{id}} {}", shell_word(event)))
-                    }
+                    Some(event) if result.status == "suspended" => (
+                        "signal it with",
+                        format!("signal {{id}} {}", shell_word(event)),
+                    ),
                     _ => ("resume with", "resume {id}".to_owned()),
                 };
                 match stored {
