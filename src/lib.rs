@@ -31,6 +31,9 @@
 //!   format.
 //! - [`telemetry`] (`agentfile-telemetry`): events to OTLP, HTTP or a file,
 //!   and the process's logs; beside the engine, which attaches it to a run.
+//! - [`testing`] (`agentfile-testing`): test files for workflows
+//!   (`*.test.yaml`): read with diagnostics, a finished run checked against
+//!   their expectations, the cases reported; it runs nothing itself.
 //! - [`server`], [`cluster`], [`printer`], [`schemas`]
 //!   (`agentfile-server`): JSON-RPC, MCP, NATS workers, the CLI's printers.
 //!
@@ -55,6 +58,7 @@ pub use agentfile_session as session;
 pub use agentfile_session::events;
 pub use agentfile_syntax as syntax;
 pub use agentfile_telemetry as telemetry;
+pub use agentfile_testing as testing;
 pub use agentfile_tools as tools;
 pub use agentfile_tools::script;
 pub use agentfile_wire as wire;

@@ -1039,6 +1039,7 @@ const TYPED_ERRORS: &[&str] = &[
     "wire",
     "telemetry",
     "triggers",
+    "testing",
 ];
 
 /// A crate's library code without comments and without its tests: `//`
