@@ -638,6 +638,36 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         Severity::Warning,
         "lint 7: a placement directive inline (ISOLATION IMAGE SLICE BACKEND BIND BROKER PLUGIN)",
     ),
+    (
+        "test-file",
+        Severity::Error,
+        "a test file (`*.test.yaml`) that is empty or not a mapping, a field of the wrong type or missing (`workflow`, `cases`, a case's `name`), or a matcher with no kind or two",
+    ),
+    (
+        "unknown-field",
+        Severity::Error,
+        "a key a test file does not define, with a did-you-mean",
+    ),
+    (
+        "duplicate-name",
+        Severity::Error,
+        "two cases of one test file with the same name",
+    ),
+    (
+        "missing-file",
+        Severity::Error,
+        "a test file's `workflow` or `cassette` that does not exist",
+    ),
+    (
+        "unknown-status",
+        Severity::Error,
+        "a test case's `expect.status` other than completed, failed, waiting_approval, suspended or cancelled",
+    ),
+    (
+        "bad-matcher",
+        Severity::Error,
+        "a test case's `matches:` that is no regular expression, or `schema:` that is no valid JSON Schema",
+    ),
 ];
 
 /// At most this many diagnostics are kept per file; the rest are only counted
