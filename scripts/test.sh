@@ -59,6 +59,9 @@ if [ -x "$venv/bin/python" ]; then
   # pytest, for the sandbox's "test suites still run" check (tests/e2e/sandbox.rs).
   "$venv/bin/python" -c 'import pytest' 2>/dev/null \
     || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pytest>=8,<10'
+  # junitparser, which reads `agentfile test --format junit` back (tests/e2e/test_cmd.rs).
+  "$venv/bin/python" -c 'import junitparser' 2>/dev/null \
+    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'junitparser>=3,<5'
   AGENTFILE_PY="$PWD/$venv/bin/python"
   export AGENTFILE_PY
   echo "mcp $("$AGENTFILE_PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"

@@ -32,6 +32,7 @@ mod run;
 mod serve;
 mod server;
 mod sessions;
+mod test;
 mod triggers;
 mod ui;
 mod validate;
@@ -71,6 +72,10 @@ enum Command {
     Validate(validate::Args),
     /// Show a workflow's inputs, agents, goals and steps.
     Inspect(inspect::Args),
+    /// Run the cases of workflow test files (*.test.yaml): each in a scratch
+    /// copy of the workspace, the model replayed from its cassette, its
+    /// expectations checked (exit 0 all passed, 1 a case failed, 2 invalid).
+    Test(test::Args),
     /// Run a workflow: goals as model/tool loops behind the policy, every event stored.
     Run(run::Args),
     /// List, show, export, resume and approve stored sessions.
@@ -134,6 +139,7 @@ pub fn main() -> ExitCode {
         Command::List(args) => list::run(args),
         Command::Promote(args) => promote::run(args),
         Command::Run(args) => return run::run(args),
+        Command::Test(args) => return test::run(args),
         Command::Sessions(args) => return sessions::run(args),
         Command::Serve(args) => return serve::run(args),
         Command::Worker(args) => return worker::run(args),

@@ -392,7 +392,7 @@ pub(super) async fn run_async(
 }
 
 /// How the command line reads a workflow: the front ends' registry.
-struct Workflows;
+pub(super) struct Workflows;
 
 impl Reader for Workflows {
     fn load(

@@ -56,6 +56,7 @@ mod serve;
 mod server_limits;
 mod service;
 mod telemetry;
+mod test_cmd;
 mod triggers_rpc;
 mod ui;
 mod workflow_md;
