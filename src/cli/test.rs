@@ -368,6 +368,8 @@ async fn run_once(settings: &Settings, job: &Job) -> (Outcome, Option<String>) {
             .map(|n| scratch.path().join(n))
             .find(|p| p.is_file()),
     };
+    let config_for_judge = config.clone();
+    let path_for_judge = path.clone();
     let mut request = RunRequest {
         path,
         inputs: case.inputs.clone(),
@@ -446,7 +448,25 @@ async fn run_once(settings: &Settings, job: &Job) -> (Outcome, Option<String>) {
         result: &result,
         events: &events,
     };
-    let failures = testing::check(&case.expect, &observed);
+    let mut failures = testing::check(&case.expect, &observed);
+    // The judge grades with a model, so only a live run asks it.
+    if settings.mode == Mode::Live
+        && let Some(judge) = &case.judge
+    {
+        match ask_judge(
+            settings,
+            config_for_judge.as_deref(),
+            &path_for_judge,
+            judge,
+            &result,
+        )
+        .await
+        {
+            Ok(None) => {}
+            Ok(Some(f)) => failures.push(f),
+            Err(e) => return (Outcome::Error(e), None),
+        }
+    }
     let outcome = if !failures.is_empty() {
         // A run that could not ask its model (an unrecorded request) is the
         // reason every other expectation failed: say that first.
@@ -599,5 +619,93 @@ impl Approver for NobodyApproves {
         Box::pin(async {
             Approval::Unavailable("nobody answers approvals in `agentfile test`".into())
         })
+    }
+}
+
+/// Ask the configured model whether `judge.output` meets its criteria: a
+/// failure with the model's reason when it does not.
+async fn ask_judge(
+    settings: &Settings,
+    config: Option<&Path>,
+    workflow: &Path,
+    judge: &testing::Judge,
+    result: &agentfile::wire::events::RunResult,
+) -> Result<Option<testing::Failure>, String> {
+    use agentfile::llm::{ChatRequest, Message, ProviderOptions, provider_from_config_with};
+    let what = format!("judge (outputs.{})", judge.output);
+    let Some(output) = testing::output(result, &judge.output).cloned() else {
+        return Ok(Some(testing::Failure {
+            what,
+            expected: judge.criteria.clone(),
+            actual: "missing".into(),
+        }));
+    };
+    let mut cfg = agentfile::run::load_config(config, workflow).map_err(|e| e.message)?;
+    if let Some(p) = &settings.provider {
+        if cfg.llm.provider.as_deref() != Some(p.as_str()) {
+            cfg.llm.api_key_env = None;
+        }
+        cfg.llm.provider = Some(p.clone());
+    }
+    if let Some(m) = &settings.model {
+        cfg.llm.model = Some(m.clone());
+    }
+    if let Some(u) = &settings.base_url {
+        cfg.llm.base_url = Some(u.clone());
+    }
+    let options = ProviderOptions {
+        script: settings.script.clone(),
+        ..ProviderOptions::default()
+    };
+    let model =
+        provider_from_config_with(&cfg.llm, &cfg.pricing, &|k| std::env::var(k).ok(), &options)
+            .map_err(|e| format!("the judge's model: {e}"))?;
+    let text = match &output {
+        serde_json::Value::String(s) => s.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    };
+    let request = ChatRequest {
+        system: Some(
+            "You grade one output of an automated workflow against the criteria you are given. \
+             Judge only what the output says. Answer with one JSON object and nothing else: \
+             {\"pass\": true or false, \"reason\": \"one sentence\"}."
+                .into(),
+        ),
+        messages: vec![Message::user(format!(
+            "Criteria: {}\n\nThe output `{}`:\n<output>\n{text}\n</output>",
+            judge.criteria, judge.output
+        ))],
+        ..ChatRequest::default()
+    };
+    let answer = model
+        .chat(request, agentfile::llm::CancellationToken::new())
+        .await
+        .map_err(|e| format!("the judge's model call failed: {e}"))?
+        .text();
+    let verdict = answer
+        .find('{')
+        .zip(answer.rfind('}'))
+        .and_then(|(a, b)| serde_json::from_str::<serde_json::Value>(&answer[a..=b]).ok());
+    let pass = verdict
+        .as_ref()
+        .and_then(|v| v.get("pass"))
+        .and_then(serde_json::Value::as_bool);
+    let reason = verdict
+        .as_ref()
+        .and_then(|v| v.get("reason"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("")
+        .to_owned();
+    match pass {
+        Some(true) => Ok(None),
+        Some(false) => Ok(Some(testing::Failure {
+            what,
+            expected: judge.criteria.clone(),
+            actual: format!("judged not met: {reason}"),
+        })),
+        None => Err(format!(
+            "the judge answered no verdict (wanted {{\"pass\": …, \"reason\": …}}): {}",
+            answer.chars().take(200).collect::<String>()
+        )),
     }
 }

@@ -230,3 +230,55 @@ fn the_junit_report_is_read_back_by_a_junit_parser() {
         "{v}"
     );
 }
+
+/// `--live` asks the configured model, and a case's judge grades an output
+/// with it: here the scripted model, which answers the workflow's request in
+/// order and the judge's by what it is asked (`when`).
+#[test]
+fn live_runs_ask_the_model_and_the_judge_grades_an_output() {
+    let dir = example("workflow-md");
+    let file = dir.join("tests/summarize.test.yaml");
+    let mut text = std::fs::read_to_string(&file).unwrap();
+    text.push_str("    judge: { output: result, criteria: \"names the release\" }\n");
+    std::fs::write(&file, text).unwrap();
+    // The script lives outside the workspace: a file added there would change
+    // what `ls` shows the model, and the cassette with it.
+    let script = tmp_dir("test-cmd-live-script").join("live.json");
+    for (verdict, code, shown) in [
+        (
+            r#"{\"pass\": true, \"reason\": \"it names the release\"}"#,
+            0,
+            "1 passed",
+        ),
+        (
+            r#"{\"pass\": false, \"reason\": \"it never says which release\"}"#,
+            1,
+            "judged not met: it never says which release",
+        ),
+    ] {
+        std::fs::write(
+            &script,
+            format!(
+                r#"[{{"when": ["You grade one output"], "text": "{verdict}"}},
+                    {{"text": "A note about the release, and the workflow that reads it."}}]"#
+            ),
+        )
+        .unwrap();
+        let o = test_cmd(
+            &dir,
+            &[
+                "--live",
+                "--provider",
+                "fake",
+                "--script",
+                script.to_str().unwrap(),
+            ],
+        );
+        let out = support::text(&o);
+        assert_eq!(o.status.code(), Some(code), "{out}");
+        assert!(out.contains(shown), "{out}");
+    }
+    // Replayed, the judge is not asked (it would need a live model).
+    let o = test_cmd(&dir, &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", support::text(&o));
+}

@@ -130,7 +130,7 @@ fn ceilings(
 }
 
 /// The output `name`: a key of the outputs, else `goal.field`.
-fn output<'r>(result: &'r RunResult, name: &str) -> Option<&'r Value> {
+pub fn output<'r>(result: &'r RunResult, name: &str) -> Option<&'r Value> {
     if let Some(v) = result.outputs.get(name) {
         return Some(v);
     }

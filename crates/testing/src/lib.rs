@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use agentfile_plan::diag::{self, Diagnostic, SourceMap};
 
-pub use check::{Failure, Observed, check};
+pub use check::{Failure, Observed, check, output};
 pub use discover::{discover, is_test_file};
 
 /// One test file: the workflow it tests and its cases.
