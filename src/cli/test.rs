@@ -358,71 +358,10 @@ async fn run_once(settings: &Settings, job: &Job) -> (Outcome, Option<String>) {
         Ok(d) => d,
         Err(e) => return (Outcome::Error(e), None),
     };
-    let path = scratch.path().join(&workflow);
-    // The config `run` would find in the current folder, found in the copy
-    // (a lookup from the process's folder would reach the user's files).
-    let config = match &settings.config {
-        Some(c) => Some(relocate(&settings.workspace, scratch.path(), c)),
-        None => ["agent.json", "agent.toml"]
-            .iter()
-            .map(|n| scratch.path().join(n))
-            .find(|p| p.is_file()),
-    };
-    let config_for_judge = config.clone();
-    let path_for_judge = path.clone();
-    let mut request = RunRequest {
-        path,
-        inputs: case.inputs.clone(),
-        workspace: Some(scratch.path().to_owned()),
-        config,
-        ..RunRequest::default()
-    };
-    match settings.mode {
-        Mode::Replay => {
-            request.provider = Some("replay".into());
-            // No cassette: a workflow that asks no model still runs; one that
-            // does fails at its first request, saying so.
-            request.cassette = Some(match cassette {
-                Some(c) => c,
-                None => scratch.path().join(".agentfile-empty.cassette.jsonl"),
-            });
-            if let Some(c) = &request.cassette
-                && !c.exists()
-            {
-                let _ = std::fs::write(c, "");
-            }
-        }
-        Mode::Record | Mode::Live => {
-            request.provider = settings.provider.clone();
-            request.model = settings.model.clone();
-            request.base_url = settings.base_url.clone();
-            request.script = settings.script.clone();
-            if settings.mode == Mode::Record {
-                if let Some(c) = &cassette
-                    && let Some(dir) = c.parent()
-                {
-                    let _ = std::fs::create_dir_all(dir);
-                }
-                request.record = cassette;
-            }
-        }
-    }
-    let service = RunService::new(ServiceOptions {
-        root: scratch.path().to_owned(),
-        workspace_chosen: true,
-        config: None,
-        policy: None,
-        provider: None,
-        model: None,
-        base_url: None,
-        script: None,
-        max_runs: 1,
-        http: None,
-        sampling: None,
-        key_hint: None,
-        reader: Arc::new(super::run::Workflows),
-        remote: None,
-    });
+    let request = request_for(settings, case, &scratch, &workflow, cassette);
+    let config_for_judge = request.config.clone();
+    let path_for_judge = request.path.clone();
+    let service = service_for(&scratch);
     let events = Arc::new(Collect::default());
     let hooks = RunHooks {
         sinks: vec![events.clone() as Arc<dyn EventSink>],
@@ -471,7 +410,9 @@ async fn run_once(settings: &Settings, job: &Job) -> (Outcome, Option<String>) {
         // A run that could not ask its model (an unrecorded request) is the
         // reason every other expectation failed: say that first.
         match result.error.as_deref() {
-            Some(e) if e.contains("cassette") => Outcome::Error(e.to_owned()),
+            Some(e) if settings.mode == Mode::Replay && e.contains("cassette") => {
+                Outcome::Error(e.to_owned())
+            }
             _ => Outcome::Failed(failures),
         }
     } else {
@@ -490,6 +431,80 @@ async fn run_once(settings: &Settings, job: &Job) -> (Outcome, Option<String>) {
         return (outcome, Some(session));
     }
     (outcome, None)
+}
+
+/// The run request of one case: its workflow, inputs and config in the
+/// scratch workspace, and the model the mode asks for.
+fn request_for(
+    settings: &Settings,
+    case: &Case,
+    scratch: &Scratch,
+    workflow: &Path,
+    cassette: Option<PathBuf>,
+) -> RunRequest {
+    let path = scratch.path().join(workflow);
+    // The config `run` would find in the current folder, found in the copy
+    // (a lookup from the process's folder would reach the user's files).
+    let config = match &settings.config {
+        Some(c) => Some(relocate(&settings.workspace, scratch.path(), c)),
+        None => ["agent.json", "agent.toml"]
+            .iter()
+            .map(|n| scratch.path().join(n))
+            .find(|p| p.is_file()),
+    };
+    let mut request = RunRequest {
+        path,
+        inputs: case.inputs.clone(),
+        workspace: Some(scratch.path().to_owned()),
+        config,
+        ..RunRequest::default()
+    };
+    match settings.mode {
+        Mode::Replay => {
+            request.provider = Some("replay".into());
+            // No cassette: a workflow that asks no model still runs; one that
+            // does fails at its first request, saying so.
+            let c =
+                cassette.unwrap_or_else(|| scratch.path().join(".agentfile-empty.cassette.jsonl"));
+            if !c.exists() {
+                let _ = std::fs::write(&c, "");
+            }
+            request.cassette = Some(c);
+        }
+        Mode::Record | Mode::Live => {
+            request.provider = settings.provider.clone();
+            request.model = settings.model.clone();
+            request.base_url = settings.base_url.clone();
+            request.script = settings.script.clone();
+            if settings.mode == Mode::Record {
+                if let Some(dir) = cassette.as_deref().and_then(Path::parent) {
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                request.record = cassette;
+            }
+        }
+    }
+    request
+}
+
+/// A run service of its own for a case, rooted in its scratch workspace.
+fn service_for(scratch: &Scratch) -> Arc<RunService> {
+    RunService::new(ServiceOptions {
+        root: scratch.path().to_owned(),
+        workspace_chosen: true,
+        config: None,
+        policy: None,
+        provider: None,
+        model: None,
+        base_url: None,
+        script: None,
+        max_runs: 1,
+        http: None,
+        sampling: None,
+        key_hint: None,
+        reader: Arc::new(super::run::Workflows),
+        remote: None,
+    })
 }
 
 /// `path` (absolute, or relative to the current folder) as a path inside
