@@ -116,6 +116,7 @@ fn event(id: &str, seq: u64) -> Event {
         iteration: None,
         node: None,
         node_kind: None,
+        replayed: false,
         body,
     }
 }

@@ -23,6 +23,7 @@ fn turn(seq: u64) -> Vec<Event> {
         iteration: None,
         node: None,
         node_kind: None,
+        replayed: false,
         body,
     };
     let args = serde_json::json!({"path": "src/lib.rs"});

@@ -343,6 +343,7 @@ fn event(id: &str, seq: u64, ms: u64, body: EventBody) -> Event {
         iteration: None,
         node: None,
         node_kind: None,
+        replayed: false,
         body,
     }
 }
@@ -375,6 +376,7 @@ fn run_started(m: &SessionMeta, trigger: Option<RunTrigger>) -> EventBody {
         digests: BTreeMap::new(),
         trigger: trigger.map(Box::new),
         sandbox: None,
+        forked_from: None,
     }
 }
 
@@ -866,6 +868,7 @@ fn fill_big(store: &SqliteStore, ws: &Path, path: &Path) -> String {
                 iteration: None,
                 node: p.node,
                 node_kind: p.node_kind.map(str::to_owned),
+                replayed: false,
                 body: p.body,
             }
         })

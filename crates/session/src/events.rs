@@ -408,6 +408,7 @@ impl EventBus {
             iteration: scope.iteration,
             node: scope.node.clone(),
             node_kind: scope.node_kind.map(str::to_owned),
+            replayed: false,
             body,
         }
     }

@@ -104,7 +104,7 @@ use agentfile_wire::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher version in
 /// `schema_migrations` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long a call keeps retrying after the connection broke.
 pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(60);
@@ -125,6 +125,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_3,
     MIGRATION_4,
     MIGRATION_5,
+    MIGRATION_6,
 ];
 
 /// The principal each session belongs to, whatever door started it (see
@@ -135,6 +136,14 @@ const MIGRATIONS: &[&str] = &[
 const MIGRATION_5: &str = r#"
 ALTER TABLE sessions ADD COLUMN principal TEXT;
 UPDATE sessions SET principal = task_owner WHERE task_owner IS NOT NULL;
+"#;
+
+/// Whether an event was copied from another session's journal by a fork
+/// (`sessions fork`, the event's `replayed`) rather than produced by this
+/// session's run, as in SQLite's migration 9. Every event stored before was
+/// its own run's.
+const MIGRATION_6: &str = r#"
+ALTER TABLE events ADD COLUMN replayed BOOLEAN NOT NULL DEFAULT FALSE;
 "#;
 
 /// The principal a session belongs to as an MCP task; NULL for sessions not
@@ -291,7 +300,7 @@ const META_COLUMNS: &str = "SELECT id, workflow, path, workspace, inputs, status
                             heartbeat_at FROM sessions";
 
 const EVENT_COLUMNS: &str =
-    "seq, schema_version, ts, type, step, goal, agent, iteration, data, node, node_kind";
+    "seq, schema_version, ts, type, step, goal, agent, iteration, data, node, node_kind, replayed";
 
 /// How to open a store.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1808,7 +1817,7 @@ impl Worker {
             &release,
             &renew,
         ];
-        let insert_params: [&(dyn ToSql + Sync); 12] = [
+        let insert_params: [&(dyn ToSql + Sync); 13] = [
             id,
             &seq,
             &schema_version,
@@ -1821,6 +1830,7 @@ impl Worker {
             &data_text,
             &event.node,
             &event.node_kind,
+            &event.replayed,
         ];
         let update = self.exec(
             c,
@@ -1839,8 +1849,8 @@ impl Worker {
         let insert = self.exec(
             c,
             "INSERT INTO events(session_id, seq, schema_version, ts, type, step, goal, agent, \
-             iteration, data, node, node_kind) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, \
-             $11, $12)",
+             iteration, data, node, node_kind, replayed) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, \
+             $9, $10, $11, $12, $13)",
             &insert_params,
             "store the event",
         );
@@ -2246,6 +2256,7 @@ impl Worker {
                 .transpose()?,
             node: self.get(r, 9)?,
             node_kind: self.get(r, 10)?,
+            replayed: self.get(r, 11)?,
             body,
         })
     }

@@ -99,7 +99,7 @@ use agentfile_wire::events::{Event, EventBody, Usage};
 
 /// The schema version this code writes; a database with a higher
 /// `PRAGMA user_version` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// JSON strings at least this long (in bytes) are stored once in `blobs`.
 /// Below it, the reference and the hashing would cost more than they save.
@@ -133,6 +133,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_6,
     MIGRATION_7,
     MIGRATION_8,
+    MIGRATION_9,
 ];
 
 const MIGRATION_1: &str = r#"
@@ -312,6 +313,13 @@ CREATE INDEX fires_by_trigger_schedule ON fires(trigger, scheduled_ms);
 const MIGRATION_8: &str = r#"
 ALTER TABLE sessions ADD COLUMN principal TEXT;
 UPDATE sessions SET principal = task_owner WHERE task_owner IS NOT NULL;
+"#;
+
+/// Whether an event was copied from another session's journal by a fork
+/// (`sessions fork`, the event's `replayed`) rather than produced by this
+/// session's run: 1 or 0. Every event stored before was its own run's.
+const MIGRATION_9: &str = r#"
+ALTER TABLE events ADD COLUMN replayed INTEGER NOT NULL DEFAULT 0;
 "#;
 
 /// The columns `read_fire` reads, in its order, and the history order.
@@ -747,8 +755,8 @@ impl SqliteStore {
         let iteration = event.iteration.map(i64::from);
         tx.prepare_cached(
             "INSERT INTO events(session_id, seq, schema_version, ts, type, step, goal, agent, \
-             iteration, data, node, node_kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, \
-             ?11, ?12)",
+             iteration, data, node, node_kind, replayed) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, \
+             ?9, ?10, ?11, ?12, ?13)",
         )
         .and_then(|mut s| {
             s.execute(params![
@@ -764,6 +772,7 @@ impl SqliteStore {
                 data_text,
                 event.node,
                 event.node_kind,
+                event.replayed,
             ])
         })
         .map_err(self.err("store the event"))?;
@@ -1249,7 +1258,8 @@ impl SessionStore for SqliteStore {
         let mut stmt = tx
             .prepare_cached(
                 "SELECT seq, schema_version, ts, type, step, goal, agent, iteration, data, \
-                 node, node_kind FROM events WHERE session_id = ?1 AND seq > ?2 ORDER BY seq",
+                 node, node_kind, replayed FROM events WHERE session_id = ?1 AND seq > ?2 \
+                 ORDER BY seq",
             )
             .map_err(self.err("read events"))?;
         let rows = stmt
@@ -1867,6 +1877,7 @@ struct RawEvent {
     data: String,
     node: Option<String>,
     node_kind: Option<String>,
+    replayed: bool,
 }
 
 impl RawEvent {
@@ -1883,6 +1894,7 @@ impl RawEvent {
             data: r.get(8)?,
             node: r.get(9)?,
             node_kind: r.get(10)?,
+            replayed: r.get(11)?,
         })
     }
 
@@ -1925,6 +1937,7 @@ impl RawEvent {
                 .transpose()?,
             node: self.node,
             node_kind: self.node_kind,
+            replayed: self.replayed,
             body,
         })
     }
@@ -2109,6 +2122,7 @@ mod tests {
             iteration: None,
             node: None,
             node_kind: None,
+            replayed: false,
             body,
         };
         for n in 1..=20u64 {
@@ -2212,6 +2226,72 @@ mod tests {
         assert_eq!(store.get("recent").unwrap().status, SessionStatus::Running);
         assert_eq!(store.owner("old").unwrap(), None);
         assert_eq!(store.reap_orphans().unwrap(), ["old"]);
+        drop(store);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A database built by the real migrations 1 to 8 (before `replayed`
+    /// events), holding an event written with version 8's columns, migrates
+    /// to 9: that event reads back as its run's own, and a fork's copied
+    /// event is stored and read back `replayed`.
+    #[test]
+    fn a_version_8_database_reads_its_events_as_not_replayed() {
+        let dir = std::env::temp_dir().join(format!("agentfile-migrate8-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sessions.db");
+        let t = now();
+        {
+            let conn = Connection::open(&path).unwrap();
+            for (i, sql) in MIGRATIONS[..8].iter().enumerate() {
+                conn.execute_batch(sql).unwrap();
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?1, 'then')",
+                    params![i as i64 + 1],
+                )
+                .unwrap();
+            }
+            conn.execute_batch("PRAGMA user_version = 8;").unwrap();
+            conn.execute(
+                "INSERT INTO sessions(id, workflow, path, workspace, inputs, status, created_at, \
+                 updated_at, last_seq) VALUES ('old', 'w', '/p', '/ws', '{}', 'running', ?1, ?1, 0)",
+                params![t],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO events(session_id, seq, schema_version, ts, type, step, goal, agent, \
+                 iteration, data, node, node_kind) VALUES ('old', 1, 1, ?1, 'warning', NULL, \
+                 NULL, NULL, NULL, '{\"message\":\"then\"}', 'main', 'goal')",
+                params![t],
+            )
+            .unwrap();
+        }
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        let old = Event {
+            schema_version: 1,
+            session_id: "old".into(),
+            seq: 1,
+            ts: t.clone(),
+            step: None,
+            goal: None,
+            agent: None,
+            iteration: None,
+            node: Some("main".into()),
+            node_kind: Some("goal".into()),
+            replayed: false,
+            body: EventBody::Warning {
+                message: "then".into(),
+            },
+        };
+        assert_eq!(store.events("old", 0).unwrap(), std::slice::from_ref(&old));
+        let copied = Event {
+            seq: 2,
+            replayed: true,
+            ..old.clone()
+        };
+        store.append(&copied).unwrap();
+        assert_eq!(store.events("old", 0).unwrap(), [old, copied]);
         drop(store);
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -2396,6 +2476,7 @@ mod tests {
                 iteration: None,
                 node: Some("n".into()),
                 node_kind: None,
+                replayed: false,
                 body: body.clone(),
             })
             .collect();

@@ -274,6 +274,7 @@ mod tests {
                 iteration: None,
                 node: None,
                 node_kind: None,
+                replayed: false,
                 body: EventBody::Warning {
                     message: format!("w{seq}"),
                 },

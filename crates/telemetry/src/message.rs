@@ -324,6 +324,7 @@ mod tests {
             iteration: Some(2),
             node: None,
             node_kind: None,
+            replayed: false,
             body,
         }
     }

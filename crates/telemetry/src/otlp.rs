@@ -1230,6 +1230,7 @@ mod tests {
                 iteration: None,
                 node: None,
                 node_kind: None,
+                replayed: false,
                 body,
             }
         }
@@ -1254,6 +1255,7 @@ mod tests {
                     digests: Default::default(),
                     trigger: None,
                     sandbox: None,
+                    forked_from: None,
                 },
             ),
             f.ev(

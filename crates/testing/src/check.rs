@@ -264,6 +264,7 @@ mod tests {
             iteration: None,
             node: None,
             node_kind: None,
+            replayed: false,
             body,
         }
     }

@@ -43,6 +43,10 @@ pub struct Event {
     /// That node's kind (`goal`, `tool`, `map`, …).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub node_kind: Option<String>,
+    /// Copied from another session's journal by a fork (`sessions fork`), not
+    /// produced by this run: its node completed there.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
     #[serde(flatten)]
     pub body: EventBody,
 }
@@ -119,6 +123,16 @@ pub struct RunTrigger {
     pub event_id: Option<String>,
 }
 
+/// The session and node a forked run comes from (`run_started.forked_from`,
+/// CONTRACT §19).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ForkedFrom {
+    /// The session whose journal the completed nodes were copied from.
+    pub session: String,
+    /// The node (by node path) this run runs live from.
+    pub node: String,
+}
+
 /// What the kernel sandbox of a run's programs enforces (CONTRACT §16).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxInfo {
@@ -168,6 +182,10 @@ pub enum EventBody {
         /// What the kernel sandbox of the run's programs enforces.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         sandbox: Option<SandboxInfo>,
+        /// Set when this run is a fork: the session it was forked from and the
+        /// node it runs live from.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        forked_from: Option<Box<ForkedFrom>>,
     },
     /// A top-level step (`RUN`, `LOOP`, a workflow step) began.
     StepStarted {
@@ -533,6 +551,7 @@ mod tests {
             iteration: Some(2),
             node: None,
             node_kind: None,
+            replayed: false,
             body: EventBody::ToolCall {
                 id: "c1".into(),
                 tool: "bash".into(),
@@ -544,7 +563,18 @@ mod tests {
         assert_eq!(v["data"]["tool"], "bash");
         assert_eq!(v["iteration"], 2);
         assert!(v.get("agent").is_none());
+        assert!(v.get("replayed").is_none(), "only when true");
         let back: Event = serde_json::from_value(v).unwrap();
         assert_eq!(back, e);
+
+        // A fork's copied event says so; read back, it still does.
+        let copied = Event {
+            replayed: true,
+            ..e
+        };
+        let v = serde_json::to_value(&copied).unwrap();
+        assert_eq!(v["replayed"], true);
+        let back: Event = serde_json::from_value(v).unwrap();
+        assert_eq!(back, copied);
     }
 }

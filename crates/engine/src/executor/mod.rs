@@ -404,6 +404,7 @@ fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Optio
             digests: spec.plan.digests(),
             trigger: spec.trigger.clone().map(Box::new),
             sandbox: cx.tools.sandbox(),
+            forked_from: None,
         },
     );
     for w in &spec.warnings {

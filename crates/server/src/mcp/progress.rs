@@ -468,6 +468,7 @@ mod tests {
             iteration: None,
             node: None,
             node_kind: None,
+            replayed: false,
             body,
         }
     }

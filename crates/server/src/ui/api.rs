@@ -691,6 +691,7 @@ mod tests {
             iteration: None,
             node: Some("main".into()),
             node_kind: None,
+            replayed: false,
             body: EventBody::Warning {
                 message: format!("<b>event {seq}</b>"),
             },

@@ -530,6 +530,7 @@ mod tests {
             iteration: None,
             node: Some(node.into()),
             node_kind: None,
+            replayed: false,
             body,
         };
         let started = || B::NodeStarted {

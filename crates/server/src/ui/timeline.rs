@@ -428,6 +428,7 @@ mod tests {
             iteration: None,
             node: node.map(str::to_owned),
             node_kind: None,
+            replayed: false,
             body,
         }
     }

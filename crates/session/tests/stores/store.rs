@@ -66,6 +66,7 @@ conformance!(
     one_claimer_of_many_takes_an_interrupted_session,
     pages_walk_newest_first_without_gaps,
     summaries_read_trigger_end_and_usage,
+    replayed_events_read_back_as_written,
 );
 
 fn running(id: &str) -> session::SessionMeta {
@@ -435,6 +436,53 @@ fn events_read_back_exactly(kind: Kind) {
     assert_eq!(m.updated_at, events[events.len() - 1].ts);
     assert_eq!(m.status, SessionStatus::Completed);
     assert_eq!(m.created_at, meta("run").created_at);
+}
+
+/// A fork's session (CONTRACT §19): its `run_started` names where it was
+/// forked from, the events copied from the other session's journal are
+/// `replayed`, the ones its own run produced are not. Each reads back as
+/// written, through a single append and a batch, and after reopening; on the
+/// wire `replayed` appears only when true.
+fn replayed_events_read_back_as_written(kind: Kind) {
+    use agentfile_wire::events::ForkedFrom;
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("fork")).unwrap();
+    let mut events = small_events("fork", 1, 6);
+    for (i, e) in events.iter_mut().enumerate() {
+        e.node = Some(if i < 3 { "gather" } else { "review" }.into());
+        e.node_kind = Some("goal".into());
+        e.replayed = (1..3).contains(&i);
+    }
+    events[0].body = run_started();
+    if let EventBody::RunStarted { forked_from, .. } = &mut events[0].body {
+        *forked_from = Some(Box::new(ForkedFrom {
+            session: "original".into(),
+            node: "review".into(),
+        }));
+    }
+    store.append(&events[0]).unwrap();
+    store.append(&events[1]).unwrap();
+    store.append_batch(&events[2..]).unwrap();
+    let back = store.events("fork", 0).unwrap();
+    assert_eq!(back, events, "{kind:?}");
+    assert_eq!(
+        back.iter().map(|e| e.replayed).collect::<Vec<_>>(),
+        [false, true, true, false, false, false]
+    );
+    let json = wire(&back);
+    assert!(!json[0].contains("\"replayed\""), "{}", json[0]);
+    assert!(json[0].contains(r#""forked_from":{"session":"original","node":"review"}"#));
+    assert!(json[1].contains(r#""replayed":true"#), "{}", json[1]);
+    assert!(!json[3].contains("\"replayed\""), "{}", json[3]);
+    drop(store);
+    let store = kind.open(dir.path());
+    assert_eq!(
+        store.events("fork", 0).unwrap(),
+        events,
+        "{kind:?} reopened"
+    );
+    assert_eq!(store.events("fork", 1).unwrap(), events[1..]);
 }
 
 fn events_after_a_seq(kind: Kind) {
@@ -1828,6 +1876,44 @@ fn processes_claim_each_fire_once() {
     }
 }
 
+/// A version-8 database (before `replayed` events) opens as version 9: the
+/// events stored then read back as this run's own, and a fork's copied event
+/// is stored and read back `replayed`.
+#[test]
+fn sqlite_migrates_events_to_replayed_flags() {
+    let dir = TempDir::new("replayed-migrate");
+    {
+        let store = sqlite(&dir);
+        store.create(&meta("old")).unwrap();
+        store.append_batch(&small_events("old", 1, 5)).unwrap();
+    }
+    // Back to exactly what version 8 had: migration 9 only added the column.
+    raw(&dir)
+        .execute_batch(
+            "ALTER TABLE events DROP COLUMN replayed; \
+             DELETE FROM schema_migrations WHERE version = 9; PRAGMA user_version = 8;",
+        )
+        .unwrap();
+    let store = sqlite(&dir);
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile_session::sqlite::SCHEMA_VERSION
+    );
+    assert_eq!(store.events("old", 0).unwrap(), small_events("old", 1, 5));
+    let mut copied = small_events("old", 6, 1).remove(0);
+    copied.replayed = true;
+    store.append(&copied).unwrap();
+    assert!(store.events("old", 5).unwrap()[0].replayed);
+    let flags: Vec<i64> = raw(&dir)
+        .prepare("SELECT replayed FROM events WHERE session_id = 'old' ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(flags, [0, 0, 0, 0, 0, 1]);
+}
+
 /// A version-7 database (before session principals) opens as version 8: a
 /// task's owner becomes its session's principal, a session with none stays
 /// the operator's, and the events stay.
@@ -1843,8 +1929,8 @@ fn sqlite_migrates_task_owners_to_principals() {
     }
     raw(&dir)
         .execute_batch(
-            "ALTER TABLE sessions DROP COLUMN principal; \
-             DELETE FROM schema_migrations WHERE version = 8; PRAGMA user_version = 7;",
+            "ALTER TABLE events DROP COLUMN replayed; ALTER TABLE sessions DROP COLUMN principal; \
+             DELETE FROM schema_migrations WHERE version >= 8; PRAGMA user_version = 7;",
         )
         .unwrap();
     let store = sqlite(&dir);
@@ -1879,10 +1965,11 @@ fn sqlite_migrates_to_fire_records_keeping_sessions() {
         store.append_batch(&small_events("kept", 1, 5)).unwrap();
     }
     // Back to exactly what version 6 had: migration 7 only added `fires`,
-    // migration 8 `sessions.principal`.
+    // migration 8 `sessions.principal`, migration 9 `events.replayed`.
     raw(&dir)
         .execute_batch(
             "DROP TABLE fires; ALTER TABLE sessions DROP COLUMN principal; \
+             ALTER TABLE events DROP COLUMN replayed; \
              DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;",
         )
         .unwrap();
@@ -2332,6 +2419,53 @@ fn postgres_a_newer_schema_is_refused_untouched() {
     assert_eq!(cluster.psql(db, "SELECT id FROM sessions").unwrap(), "kept");
 }
 
+/// A version-5 database (before `replayed` events) opens as version 6: the
+/// events stored then read back as this run's own, and a fork's copied event
+/// is stored and read back `replayed`.
+#[test]
+fn postgres_migrates_events_to_replayed_flags() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-replayed-migrate");
+    let url = pg::url_for(dir.path());
+    {
+        let store = PgStore::open(&url).unwrap();
+        store.create(&meta("old")).unwrap();
+        store.append_batch(&small_events("old", 1, 5)).unwrap();
+    }
+    let cluster = pg::shared();
+    let db = db_name(&url);
+    // Back to exactly what version 5 had: migration 6 only added the column.
+    cluster
+        .psql(
+            db,
+            "ALTER TABLE events DROP COLUMN replayed; \
+             DELETE FROM schema_migrations WHERE version = 6",
+        )
+        .unwrap();
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile_session::postgres::SCHEMA_VERSION
+    );
+    assert_eq!(store.events("old", 0).unwrap(), small_events("old", 1, 5));
+    let mut copied = small_events("old", 6, 1).remove(0);
+    copied.replayed = true;
+    store.append(&copied).unwrap();
+    assert!(store.events("old", 5).unwrap()[0].replayed);
+    assert_eq!(
+        cluster
+            .psql(
+                db,
+                "SELECT string_agg(replayed::text, ',' ORDER BY seq) FROM events \
+                 WHERE session_id = 'old'"
+            )
+            .unwrap(),
+        "false,false,false,false,false,true"
+    );
+}
+
 /// A version-4 database (before session principals) opens as version 5: a
 /// task's owner becomes its session's principal, a session with none stays
 /// the operator's.
@@ -2352,8 +2486,8 @@ fn postgres_migrates_task_owners_to_principals() {
     pg::shared()
         .psql(
             db_name(&url),
-            "ALTER TABLE sessions DROP COLUMN principal; \
-             DELETE FROM schema_migrations WHERE version = 5",
+            "ALTER TABLE events DROP COLUMN replayed; ALTER TABLE sessions DROP COLUMN principal; \
+             DELETE FROM schema_migrations WHERE version >= 5",
         )
         .unwrap();
     let store = PgStore::open(&url).unwrap();
@@ -2393,6 +2527,7 @@ fn postgres_migrates_to_fire_records_keeping_sessions() {
         .psql(
             db,
             "DROP TABLE fires; ALTER TABLE sessions DROP COLUMN principal; \
+             ALTER TABLE events DROP COLUMN replayed; \
              DELETE FROM schema_migrations WHERE version >= 4",
         )
         .unwrap();

@@ -160,6 +160,7 @@ impl Log {
             iteration: self.iteration,
             node: None,
             node_kind: None,
+            replayed: false,
             body,
         };
         self.events.push(e.clone());
@@ -181,6 +182,7 @@ pub fn run_started() -> EventBody {
         digests: BTreeMap::new(),
         trigger: None,
         sandbox: None,
+        forked_from: None,
     }
 }
 
@@ -320,6 +322,7 @@ pub fn small_events(id: &str, first_seq: u64, n: u64) -> Vec<Event> {
             iteration: None,
             node: None,
             node_kind: None,
+            replayed: false,
             body: EventBody::LlmRequest {
                 model: "fake-model".into(),
                 turn: seq as u32,
