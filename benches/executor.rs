@@ -245,6 +245,7 @@ fn run_with_bus(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>, bus: EventBus) -
         prior_events: Vec::new(),
         warnings: Vec::new(),
         trigger: None,
+        forked_from: None,
     };
     let result = rt.block_on(execute(spec, &svc, CancellationToken::new()));
     assert_eq!(result.status, "completed", "{result:?}");

@@ -101,6 +101,7 @@ fn run(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> usize {
             prior_events: Vec::new(),
             warnings: Vec::new(),
             trigger: None,
+            forked_from: None,
         };
         let r = execute(spec, &svc, CancellationToken::new()).await;
         assert_eq!(r.status, "completed", "{:?}", r.error);

@@ -89,6 +89,7 @@ pub(super) fn run(a: Args) -> ExitCode {
     let outcome = runtime.block_on(run::run_async(
         run_args(&a, &begun, ws.clone()),
         None,
+        None,
         vec![sink],
     ));
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));

@@ -15,7 +15,7 @@ use agentfile::frontend::{self, Analysis, Options};
 use agentfile::printer::{Live, Progress, StreamJson};
 use agentfile::run::{self as runapi, RunError, RunRequest};
 use agentfile::service::{
-    LiveRun, LoadError, Reader, RunHooks, RunService, ServiceOptions, Submission,
+    ForkFrom, LiveRun, LoadError, Reader, RunHooks, RunService, ServiceOptions, Submission,
 };
 use agentfile::wire::events::RunResult;
 use agentfile::wire::rpc::RpcError;
@@ -172,15 +172,37 @@ pub(super) fn run(args: Args) -> std::process::ExitCode {
     // No kernel probe here: a run whose tools start no program never needs
     // the sandbox (see `ToolSandbox::deferred`), and one that does probes
     // when its toolbox is made.
-    run_to_exit(args, None)
+    run_to_exit(args, None, None)
 }
 
 /// Continue session `id` (`sessions resume`, `sessions signal`).
 pub(super) fn resume(id: String, args: ResumeArgs) -> std::process::ExitCode {
-    run_to_exit(args.into_run(), Some(id))
+    run_to_exit(args.into_run(), Some(id), None)
 }
 
-fn run_to_exit(args: Args, resume_id: Option<String>) -> std::process::ExitCode {
+/// A new session from session `id`'s journal, run live from node `at`
+/// (`sessions fork`): another workflow file and other inputs may be given.
+pub(super) fn fork(
+    id: String,
+    at: String,
+    workflow: Option<PathBuf>,
+    inputs: Vec<String>,
+    args: ResumeArgs,
+) -> std::process::ExitCode {
+    let mut args = args.into_run();
+    if workflow.is_some() {
+        args.path = workflow;
+    }
+    args.inputs = inputs;
+    let from = ForkFrom { session: id, at };
+    run_to_exit(args, None, Some(from))
+}
+
+fn run_to_exit(
+    args: Args,
+    resume_id: Option<String>,
+    fork: Option<ForkFrom>,
+) -> std::process::ExitCode {
     for wide in args.allow.iter().filter(|a| a.trim() == "bash") {
         eprintln!(
             "agentfile: warning: --allow {wide} lets the model run any command in bash, \
@@ -203,7 +225,7 @@ fn run_to_exit(args: Args, resume_id: Option<String>) -> std::process::ExitCode 
     };
     let mode = args.output;
     let code = runtime.block_on(async move {
-        match run_async(args, resume_id, Vec::new()).await {
+        match run_async(args, resume_id, fork, Vec::new()).await {
             Ok(ran) => {
                 print_result(&ran.result, mode, &ran.order, Some(&ran.stored));
                 ran.result.exit_code
@@ -318,10 +340,17 @@ fn shell_word(word: &str) -> String {
 pub(super) async fn run_async(
     args: Args,
     resume_id: Option<String>,
+    fork: Option<ForkFrom>,
     extra: Vec<Arc<dyn EventSink>>,
 ) -> Result<Ran, RunError> {
     let mut req = request(&args)?;
     let resume = match resume_id.or(args.resume.clone()) {
+        _ if fork.is_some() => {
+            if let Some(f) = &fork {
+                forked(&args, &f.session, &mut req)?;
+            }
+            None
+        }
         Some(id) => {
             resumed(&args, &id, &mut req)?;
             Some(id)
@@ -366,6 +395,7 @@ pub(super) async fn run_async(
         request: req,
         resume,
         unattended: true,
+        fork,
         ..Submission::default()
     };
     let live = service
@@ -525,6 +555,30 @@ fn resumed(args: &Args, id: &str, req: &mut RunRequest) -> Result<(), RunError> 
     req.inputs = agentfile::executor::inputs::inputs_from_text(&meta.inputs);
     req.workspace = Some(PathBuf::from(&meta.workspace));
     // The run's own settings (model, budgets, …) unless given again.
+    runapi::RunSettings::stored(store.as_ref(), id).fill(req);
+    Ok(())
+}
+
+/// What a fork takes from the session it starts from: its workflow (unless
+/// another is given), its inputs with the ones given on top, its workspace
+/// and its settings (unless given again).
+fn forked(args: &Args, id: &str, req: &mut RunRequest) -> Result<(), RunError> {
+    let config = runapi::load_config(args.setup.config.as_deref(), Path::new("."))?;
+    let ws = runapi::resolve_workspace(args.setup.workspace.as_deref(), &config)?;
+    let store = runapi::open_store(&config, &ws)?;
+    let meta = store.get(id).map_err(|e| {
+        RunError::usage(format!(
+            "{e} (looked in the session store of {})",
+            ws.display()
+        ))
+    })?;
+    if args.path.is_none() {
+        req.path = PathBuf::from(&meta.path);
+    }
+    let given = std::mem::take(&mut req.inputs);
+    req.inputs = agentfile::executor::inputs::inputs_from_text(&meta.inputs);
+    req.inputs.extend(given);
+    req.workspace = Some(PathBuf::from(&meta.workspace));
     runapi::RunSettings::stored(store.as_ref(), id).fill(req);
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! resume or signal one (a run, as `run` starts it).
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -84,6 +84,27 @@ enum Command {
         #[command(flatten)]
         run: ResumeArgs,
     },
+    /// Start a new session from this one's journal and run it live from a
+    /// node: every node that completed before it is taken over (no model
+    /// call, no tool), the node and all after it run again, with an edited
+    /// workflow, other inputs or another model if given.
+    Fork {
+        /// The session to fork (`sessions list` shows them); it is left as it is.
+        id: String,
+        /// The node to run live from, by its path as events name it
+        /// (`main/report`, `flow/triage-each[3]/triage`; `sessions show` lists them).
+        #[arg(long, value_name = "NODE")]
+        at: String,
+        /// The workflow to run (default: the session's own); it must be
+        /// unchanged in what the fork takes over.
+        #[arg(long, value_name = "FILE")]
+        workflow: Option<PathBuf>,
+        /// An input as name=value, replacing the session's (repeatable).
+        #[arg(long = "input", value_name = "NAME=VALUE")]
+        inputs: Vec<String>,
+        #[command(flatten)]
+        run: ResumeArgs,
+    },
     /// Record a decision for a session waiting for approval.
     Approve {
         /// The id of the session waiting for approval.
@@ -108,6 +129,13 @@ enum ExportFormat {
 pub(super) fn run(args: Args) -> ExitCode {
     match args.command {
         Command::Resume { id, run } => super::run::resume(id, run),
+        Command::Fork {
+            id,
+            at,
+            workflow,
+            inputs,
+            run,
+        } => super::run::fork(id, at, workflow, inputs, run),
         Command::Signal {
             id,
             event,
@@ -139,7 +167,7 @@ fn print(command: Command) -> anyhow::Result<u8> {
             note,
             at,
         } => approve(&mut out, &id, reject, note, &at)?,
-        Command::Resume { .. } | Command::Signal { .. } => {
+        Command::Resume { .. } | Command::Signal { .. } | Command::Fork { .. } => {
             anyhow::bail!("internal error: resume and signal are handled by `run`")
         }
     }

@@ -166,6 +166,7 @@ async fn run_with(
         prior_events: prior,
         warnings: Vec::new(),
         trigger: None,
+        forked_from: None,
     };
     let result = execute(spec, &svc, cancel).await;
     let events = seen.lock().unwrap().clone();
@@ -565,6 +566,7 @@ async fn text_streams_as_transient_deltas_that_are_never_stored() {
         prior_events: Vec::new(),
         warnings: Vec::new(),
         trigger: None,
+        forked_from: None,
     };
     let result = execute(spec, &svc, CancellationToken::new()).await;
     assert_eq!(result.status, "completed");

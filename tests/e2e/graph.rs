@@ -133,6 +133,7 @@ async fn run_stored(
         prior_events: prior,
         warnings: Vec::new(),
         trigger: None,
+        forked_from: None,
     };
     let result = execute(spec, &svc, CancellationToken::new()).await;
     let events = seen.lock().unwrap().clone();

@@ -154,6 +154,7 @@ fn child_main(dir: &Path) -> ! {
             prior_events: prior,
             warnings: Vec::new(),
             trigger: None,
+            forked_from: None,
         };
         execute(spec, &svc, CancellationToken::new())
             .await

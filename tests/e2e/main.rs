@@ -36,6 +36,7 @@ mod executor;
 mod fake_model;
 mod first_use;
 mod fixtures;
+mod fork;
 mod graph;
 mod graph_crash;
 mod hardening;

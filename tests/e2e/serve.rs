@@ -411,6 +411,7 @@ fn batches_and_notifications() {
         names,
         [
             "run",
+            "fork",
             "event",
             "cancel",
             "approve",

@@ -283,6 +283,9 @@ pub struct Prepared {
     /// The trigger that started the run, for `run_started` (set by the
     /// daemon after [`prepare`]; never from a caller's request).
     pub trigger: Option<agentfile_wire::events::RunTrigger>,
+    /// The session and node this run is a fork of, for `run_started` (set
+    /// by the run service's fork; never from a caller's request).
+    pub forked_from: Option<agentfile_wire::events::ForkedFrom>,
     /// The workflow file and every file it loads: control files, out of
     /// the run's tools' reach.
     pub workflow_files: Vec<PathBuf>,
@@ -447,6 +450,7 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         force_changed: req.force_changed,
         settings: RunSettings::of(req),
         trigger: None,
+        forked_from: None,
     })
 }
 
@@ -1033,6 +1037,7 @@ pub async fn start_in(
         prior_events: prior,
         warnings: toolbox.warnings().into_iter().chain(notes).collect(),
         trigger: prepared.trigger.clone(),
+        forked_from: prepared.forked_from.clone(),
     };
     let result = executor::execute(spec, &svc, cancel).await;
     toolbox.shutdown();

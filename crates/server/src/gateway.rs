@@ -365,6 +365,19 @@ impl Gateway {
         self.runs.resume(session_id, hooks.into_service()).await
     }
 
+    /// A new session from a stored one's journal, run live from one node:
+    /// see [`RunService::fork`].
+    pub async fn fork(
+        self: &Arc<Self>,
+        p: agentfile_wire::rpc::ForkParams,
+        hooks: RunHooks,
+    ) -> Result<Arc<LiveRun>, RpcError> {
+        if let Some(w) = &p.workflow {
+            self.request_path(w)?;
+        }
+        self.runs.fork(p, hooks.into_service()).await
+    }
+
     /// Deliver a signal to a suspended session and resume it here.
     pub async fn signal(
         self: &Arc<Self>,

@@ -57,8 +57,9 @@ const PARSE_INLINE: usize = 64 * 1024;
 const OUTBOX_CAPACITY: usize = 256;
 
 /// The methods, for `-32601` hints and `rpc.discover`.
-pub const METHODS: [&str; 14] = [
+pub const METHODS: [&str; 15] = [
     "run",
+    "fork",
     "event",
     "cancel",
     "approve",
@@ -441,7 +442,7 @@ impl Connection {
         let params = call.params.clone();
         let m = call.method.as_str();
         let mut admission = Some(admission);
-        if !matches!(m, "run" | "approve" | "signal" | "fire" | "emit") {
+        if !matches!(m, "run" | "fork" | "approve" | "signal" | "fire" | "emit") {
             admission = None;
         }
         self.owner_rule(m, params.as_ref()).await?;
@@ -451,6 +452,21 @@ impl Connection {
                 self.gateway.check_run_paths(&p)?;
                 let wait = p.wait.unwrap_or(true);
                 let live = self.gateway.submit(p, self.hooks()).await;
+                drop(admission.take());
+                let live = live?;
+                if wait {
+                    to_value(&*live.finished().await)
+                } else {
+                    to_value(&rpc::RunStatus {
+                        session_id: live.session_id().to_owned(),
+                        status: live.status(),
+                    })
+                }
+            }
+            "fork" => {
+                let p: rpc::ForkParams = rpc::params(m, params)?;
+                let wait = p.wait.unwrap_or(true);
+                let live = self.gateway.fork(p, self.hooks()).await;
                 drop(admission.take());
                 let live = live?;
                 if wait {
@@ -537,7 +553,7 @@ impl Connection {
     /// or a plain run) owns; such a session reads as unknown, as in MCP.
     async fn owner_rule(&self, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
         let (key, action) = match method {
-            "event" => ("session_id", crate::access::Action::Read),
+            "event" | "fork" => ("session_id", crate::access::Action::Read),
             "cancel" | "approve" | "signal" => ("session_id", crate::access::Action::Steer),
             "run" => ("resume", crate::access::Action::Steer),
             _ => return Ok(()),

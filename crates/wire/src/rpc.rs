@@ -152,6 +152,36 @@ pub struct ApproveParams {
     pub note: Option<String>,
 }
 
+/// `fork`: a new session from a stored session's journal, run live from
+/// one node (CONTRACT §19): every node that completed before `at` is taken
+/// over, `at` and all after it run again.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkParams {
+    /// The session to fork; it is left as it is.
+    pub session_id: String,
+    /// The node to run live from, by its path as events name it
+    /// (`main/report`, `flow/each[3]/triage`).
+    pub at: String,
+    /// The workflow to run instead of the session's own (an edited copy);
+    /// what the fork takes over must be unchanged in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// Inputs replacing the session's, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub inputs: BTreeMap<String, serde_json::Value>,
+    /// Provider for the live part, instead of the session's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Model for the live part, instead of the session's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Wait for the new run to end (default true), as `run` does; with
+    /// false the answer is its session id at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<bool>,
+}
+
 /// `signal`: deliver an event to a suspended session, which then resumes
 /// (CONTRACT §9).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

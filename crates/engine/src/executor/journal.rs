@@ -64,7 +64,7 @@ pub(crate) struct Journal {
 }
 
 /// The path the DSL lowering gives an event without one.
-fn legacy_path(e: &Event) -> Option<String> {
+pub(super) fn legacy_path(e: &Event) -> Option<String> {
     let step = e.step.as_deref()?;
     Some(match (&e.goal, e.iteration) {
         (None, None) => step.to_owned(),

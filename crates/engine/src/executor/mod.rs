@@ -29,6 +29,7 @@ mod artifacts;
 pub mod budget;
 mod env;
 mod files;
+pub mod fork;
 pub mod goal;
 pub mod inputs;
 mod interp;
@@ -137,6 +138,8 @@ pub struct RunSpec {
     pub warnings: Vec<String>,
     /// The trigger that started the run (the daemon's runs), for `run_started`.
     pub trigger: Option<agentfile_wire::events::RunTrigger>,
+    /// The session and node this run is a fork of, for `run_started`.
+    pub forked_from: Option<agentfile_wire::events::ForkedFrom>,
 }
 
 /// Everything the executor talks to.
@@ -404,7 +407,7 @@ fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Optio
             digests: spec.plan.digests(),
             trigger: spec.trigger.clone().map(Box::new),
             sandbox: cx.tools.sandbox(),
-            forked_from: None,
+            forked_from: spec.forked_from.clone().map(Box::new),
         },
     );
     for w in &spec.warnings {

@@ -126,6 +126,17 @@ pub struct Submission {
     /// line): the hooks' approver answers alone, and when it cannot, the run
     /// ends as `waiting_approval`.
     pub unattended: bool,
+    /// Start a new session from another's journal: every node that completed
+    /// before `at` is taken from it, and `at` and all after run live.
+    pub fork: Option<ForkFrom>,
+}
+
+/// The session a fork starts from and the node it runs live from.
+#[derive(Debug, Clone, Default)]
+pub struct ForkFrom {
+    pub session: String,
+    /// A node path, as events name it (`main/report`, `flow/each[3]/triage`).
+    pub at: String,
 }
 
 /// Service-wide settings, from the `serve` / `mcp` / `daemon` command line.
@@ -435,8 +446,137 @@ impl RunService {
         hooks: RunHooks,
     ) -> Result<Arc<LiveRun>, RpcError> {
         self.check_open()?;
-        let prepared = self.prepare(&sub.request, sub.settings, sub.trigger)?;
-        self.accept(prepared, sub.resume, hooks, None, sub.unattended)
+        let mut prepared = self.prepare(&sub.request, sub.settings, sub.trigger)?;
+        match sub.fork {
+            None => {
+                self.accept(prepared, sub.resume, hooks, None, sub.unattended)
+                    .await
+            }
+            Some(fork) => {
+                let kept = self.fork_events(&prepared, &fork)?;
+                prepared.forked_from = Some(agentfile_wire::events::ForkedFrom {
+                    session: fork.session.clone(),
+                    node: fork.at.trim_matches('/').to_owned(),
+                });
+                self.accept_fork(prepared, kept, hooks, sub.unattended)
+                    .await
+            }
+        }
+    }
+
+    /// A fork asked for over the wire (JSON-RPC `fork`, the MCP tool): the
+    /// session's workflow, inputs and settings, with the caller's changes on
+    /// top, run live from `p.at` in a new session.
+    pub async fn fork(
+        self: &Arc<Self>,
+        p: agentfile_wire::rpc::ForkParams,
+        hooks: RunHooks,
+    ) -> Result<Arc<LiveRun>, RpcError> {
+        self.check_open()?;
+        if !session::is_valid_id(&p.session_id) {
+            return Err(RpcError::invalid_params(format!(
+                "fork: invalid params: `session_id`: `{}` is not a session id",
+                p.session_id
+            )));
+        }
+        if p.at.trim_matches('/').is_empty() {
+            return Err(RpcError::invalid_params(
+                "fork: invalid params: `at`: name the node to run live from (`main/report`)",
+            ));
+        }
+        let store = self.default_store()?;
+        let meta = self.meta(&store, &p.session_id)?;
+        // The session's own settings, as a resume of it would take them.
+        let mut params = self.with_stored_settings(RunParams {
+            path: p.workflow.clone().unwrap_or_else(|| meta.path.clone()),
+            provider: p.provider.clone(),
+            model: p.model.clone(),
+            resume: Some(p.session_id.clone()),
+            ..RunParams::default()
+        })?;
+        params.resume = None;
+        let mut inputs = crate::executor::inputs::inputs_from_text(&meta.inputs);
+        inputs.extend(p.inputs.clone());
+        params.inputs = inputs;
+        let (request, _) = self.request(&params)?;
+        let settings = self.settings_of(&params);
+        let mut prepared = self.prepare(&request, Some(settings), None)?;
+        structured_inputs(&params, &prepared.plan)?;
+        let fork = ForkFrom {
+            session: p.session_id.clone(),
+            at: p.at.clone(),
+        };
+        let kept = self.fork_events(&prepared, &fork)?;
+        prepared.forked_from = Some(agentfile_wire::events::ForkedFrom {
+            session: fork.session,
+            node: fork.at.trim_matches('/').to_owned(),
+        });
+        self.accept_fork(prepared, kept, hooks, false).await
+    }
+
+    /// The events a fork of `fork.session` at `fork.at` takes over, checked
+    /// against the plan it will run: refused when the workflow changed in
+    /// what it keeps.
+    fn fork_events(
+        &self,
+        prepared: &run::Prepared,
+        fork: &ForkFrom,
+    ) -> Result<Vec<agentfile_wire::events::Event>, RpcError> {
+        use crate::executor::fork;
+        let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
+        let meta = self.meta(&stores.sessions, &fork.session)?;
+        if matches!(meta.status, SessionStatus::Running | SessionStatus::Queued)
+            && self.live(&fork.session).is_some()
+        {
+            return Err(RpcError::new(
+                code::SESSION_STATE,
+                format!(
+                    "session `{}` is still running here; fork it once it has settled",
+                    fork.session
+                ),
+            ));
+        }
+        let source = stores
+            .sessions
+            .events(&fork.session, 0)
+            .map_err(|e| RpcError::new(code::STORE, e.to_string()))?;
+        let kept = fork::events_before(&fork.session, &source, &fork.at)
+            .map_err(|e| self.rejected(RunError::usage(e.to_string())))?;
+        fork::check_unchanged(&fork.session, &source, &kept, &fork.at, &prepared.plan)
+            .map_err(|e| self.rejected(RunError::usage(e.to_string())))?;
+        Ok(kept)
+    }
+
+    /// A fork's session: created, the kept events written into it (renumbered
+    /// from 1, marked `replayed`), then run as a resume of it.
+    async fn accept_fork(
+        self: &Arc<Self>,
+        prepared: run::Prepared,
+        kept: Vec<agentfile_wire::events::Event>,
+        hooks: RunHooks,
+        unattended: bool,
+    ) -> Result<Arc<LiveRun>, RpcError> {
+        let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
+        let id = run::create_session(stores.sessions.as_ref(), &prepared, SessionStatus::Queued)
+            .map_err(|e| RpcError::new(code::STORE, format!("cannot record the session: {e}")))?;
+        let copied: Vec<_> = kept
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut e)| {
+                e.session_id = id.clone();
+                e.seq = i as u64 + 1;
+                e
+            })
+            .collect();
+        if let Err(e) = stores.sessions.append_batch(&copied) {
+            let _ = stores.sessions.set_status(&id, SessionStatus::Failed);
+            return Err(RpcError::new(
+                code::STORE,
+                format!("cannot copy the journal into session `{id}`: {e}"),
+            ));
+        }
+        let _ = stores.sessions.set_status(&id, SessionStatus::Interrupted);
+        self.accept(prepared, Some(id), hooks, None, unattended)
             .await
     }
 

@@ -36,9 +36,9 @@ use agentfile_wire::diagnostics::ValidateReport;
 use agentfile_wire::events::{EventBody, RunResult};
 use agentfile_wire::rpc::{
     ApproveParams, CancelParams, CreateParams, EmitParams, EmitResult, EventPage, EventParams,
-    FireHistory, FireParams, FireReport, InspectParams, ListParams, PromoteParams, RpcError,
-    RunParams, RunStatus, SignalParams, TriggerHistoryParams, TriggerList, TriggersParams,
-    ValidateParams, params,
+    FireHistory, FireParams, FireReport, ForkParams, InspectParams, ListParams, PromoteParams,
+    RpcError, RunParams, RunStatus, SignalParams, TriggerHistoryParams, TriggerList,
+    TriggersParams, ValidateParams, params,
 };
 use agentfile_wire::workflows::WorkflowList;
 
@@ -79,6 +79,11 @@ const APPROVE: &str = "Record a human's decision on a supervised goal a run wait
 const SIGNAL: &str = "Deliver an event to a suspended run (status `suspended`, waiting at a suspend step for named events), which then resumes. \
 `event` must be one the run waits for (the error lists them); `payload` is any JSON the step receives. Afterwards follow the run with `event` until `done`.";
 
+const FORK: &str = "Start a new session from a stored one and run it live from one node: every node that completed before `at` is taken from the stored session's journal (no model call, no tool run), `at` and everything after it run again. \
+Use it to retry a failed run from the step that went wrong after fixing the workflow (`workflow`: the edited file), or to see what a step would do with other `inputs` or another `model`. \
+`at` is a node path as events name it (`main/report`; `flow/each[3]/triage` for a step of a map's fourth item); a fork whose workflow changed before `at` is refused with the change named. The stored session is left as it is. \
+Waits for the new run like `run` (or pass `wait: false` and follow it with `event`).";
+
 const VALIDATE: &str = "Check workflow files without running them, like a compiler: every problem with file:line:col, a message and a hint. \
 Pass `path` (or `paths`) relative to the workspace, or `source` with the text of an Agentfile you are writing (with `path` set to where it will be saved, so its FROM files resolve). \
 The result says `ok` and lists the diagnostics; fix them and validate again until `ok` is true.";
@@ -112,6 +117,16 @@ pub fn fixed() -> Vec<Tool> {
                 false,
                 false,
                 false,
+            )),
+        Tool::new("fork", FORK, input_schema::<ForkParams>())
+            .with_title("Fork a session from a node")
+            .with_raw_output_schema(run_output_schema())
+            .with_annotations(annotations(
+                "Fork a session from a node",
+                false,
+                false,
+                false,
+                true,
             )),
         Tool::new("approve", APPROVE, input_schema::<ApproveParams>())
             .with_title("Approve or reject a supervised goal")
@@ -354,6 +369,10 @@ pub async fn call(
             }
             Err(e) => tool_error(&e),
         },
+        "fork" => match params::<ForkParams>("fork", args) {
+            Ok(p) => fork(server, p).await,
+            Err(e) => tool_error(&e),
+        },
         "validate" => match params::<ValidateParams>("validate", args) {
             Ok(p) => validate(server, p).await,
             Err(e) => tool_error(&e),
@@ -570,6 +589,29 @@ async fn workflow(
 }
 
 /// `run` and the `run_<name>` tools.
+/// The `fork` tool: a new session from a stored one, run live from a node.
+async fn fork(server: &McpServer, p: ForkParams) -> CallToolResult {
+    let wait = p.wait.unwrap_or(true);
+    let (hooks, _forwarder) = resume_hooks(server);
+    let live = match server.gateway.fork(p, hooks).await {
+        Ok(l) => l,
+        Err(e) => return tool_error(&e),
+    };
+    let id = live.session_id().to_owned();
+    if !wait {
+        let status = live.status();
+        return text_result(
+            format!(
+                "Forked into session {id} (status {}). Follow it with `event` {{\"session_id\": \"{id}\", \"after_seq\": 0, \"wait_ms\": 20000}} until `done`.",
+                status.as_str()
+            ),
+            Some(json!({"session_id": id, "status": status.as_str()})),
+            false,
+        );
+    }
+    run_result(&*live.finished().await)
+}
+
 async fn run(server: &McpServer, p: RunParams, ctx: &RequestContext<RoleServer>) -> CallToolResult {
     // The paths a client names must be readable in the workspace; `create`'s
     // generator (under `.agentfile/`) is the server's own and is not judged.
@@ -803,7 +845,7 @@ fn list_text(l: &WorkflowList) -> String {
 fn session_named(tool: &str, args: Option<&Value>) -> Option<String> {
     let args = args?;
     let key = match tool {
-        "event" | "cancel" | "approve" | "signal" => "session_id",
+        "event" | "cancel" | "approve" | "signal" | "fork" => "session_id",
         "run" => "resume",
         _ => return None,
     };

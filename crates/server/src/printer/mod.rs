@@ -73,11 +73,14 @@ impl Progress {
                 model,
                 endpoint,
                 resumed_from_seq,
+                forked_from,
                 ..
             } => {
-                let resumed = resumed_from_seq
-                    .map(|s| format!(", resuming after event {s}"))
-                    .unwrap_or_default();
+                let resumed = match (forked_from, resumed_from_seq) {
+                    (Some(f), _) => format!(", forked from {} at {}", f.session, f.node),
+                    (None, Some(s)) => format!(", resuming after event {s}"),
+                    (None, None) => String::new(),
+                };
                 let at = endpoint
                     .as_deref()
                     .map(|u| format!(" at {u}"))

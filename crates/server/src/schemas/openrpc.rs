@@ -129,6 +129,19 @@ const ERRORS: [(i64, &str); 13] = [
 ];
 
 /// The errors of a method that acts on a stored session.
+/// What a method that starts a run can answer with.
+const RUN_ERRORS: &[i64] = &[
+    code::INVALID_PARAMS,
+    code::RUN_REJECTED,
+    code::UNKNOWN_SESSION,
+    code::SESSION_STATE,
+    code::SHUTTING_DOWN,
+    code::STORE,
+    code::NOT_FOUND,
+    code::LIMIT,
+    code::INTERNAL,
+];
+
 const SESSION_ERRORS: &[i64] = &[
     code::INVALID_PARAMS,
     code::UNKNOWN_SESSION,
@@ -191,7 +204,7 @@ fn one_of(schemas: [Schema; 2], description: &str) -> Schema {
 }
 
 /// Every method, in the document's order.
-fn methods(g: &mut SchemaGenerator) -> [Method; 14] {
+fn methods(g: &mut SchemaGenerator) -> [Method; 15] {
     use code::*;
     let run_result = {
         let finished = g.subschema_for::<RunResult>();
@@ -212,18 +225,16 @@ fn methods(g: &mut SchemaGenerator) -> [Method; 14] {
             "run",
             "Run (or resume) a workflow; events arrive as `event` notifications while it runs",
             "result",
+            run_result.clone(),
+            RUN_ERRORS,
+        ),
+        method_with::<agentfile_wire::rpc::ForkParams>(
+            g,
+            "fork",
+            "Start a new session from a stored one's journal and run it live from a node: every node that completed before it is taken over (no model call, no tool); the session forked is left as it is",
+            "result",
             run_result,
-            &[
-                INVALID_PARAMS,
-                RUN_REJECTED,
-                UNKNOWN_SESSION,
-                SESSION_STATE,
-                SHUTTING_DOWN,
-                STORE,
-                NOT_FOUND,
-                LIMIT,
-                INTERNAL,
-            ],
+            RUN_ERRORS,
         ),
         method::<EventParams, EventPage>(
             g,
