@@ -890,6 +890,7 @@ async fn over_http_a_blocking_run_keeps_to_its_token() {
             ("signal", json!({"session_id": id, "event": "go"})),
             ("cancel", json!({"session_id": id})),
             ("run", json!({"resume": id})),
+            ("fork", json!({"session_id": id, "at": "main"})),
         ] {
             let r = b
                 .request("tools/call", json!({"name": tool, "arguments": args}))

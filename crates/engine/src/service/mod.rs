@@ -559,6 +559,17 @@ impl RunService {
         let stores = self.stores_for(&prepared.config, &prepared.workspace)?;
         let id = run::create_session(stores.sessions.as_ref(), &prepared, SessionStatus::Queued)
             .map_err(|e| RpcError::new(code::STORE, format!("cannot record the session: {e}")))?;
+        // The new session is its caller's, as a new run's is (the resume
+        // below keeps an owner and never records one).
+        if let Some(owner) = &hooks.owner
+            && let Err(e) = stores.sessions.set_principal(&id, owner.as_str())
+        {
+            let _ = stores.sessions.set_status(&id, SessionStatus::Failed);
+            return Err(RpcError::new(
+                code::STORE,
+                format!("cannot record the session's owner: {e}"),
+            ));
+        }
         let copied: Vec<_> = kept
             .into_iter()
             .enumerate()

@@ -370,7 +370,7 @@ pub async fn call(
             Err(e) => tool_error(&e),
         },
         "fork" => match params::<ForkParams>("fork", args) {
-            Ok(p) => fork(server, p).await,
+            Ok(p) => fork(server, p, &ctx).await,
             Err(e) => tool_error(&e),
         },
         "validate" => match params::<ValidateParams>("validate", args) {
@@ -590,9 +590,15 @@ async fn workflow(
 
 /// `run` and the `run_<name>` tools.
 /// The `fork` tool: a new session from a stored one, run live from a node.
-async fn fork(server: &McpServer, p: ForkParams) -> CallToolResult {
+async fn fork(
+    server: &McpServer,
+    p: ForkParams,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
     let wait = p.wait.unwrap_or(true);
-    let (hooks, _forwarder) = resume_hooks(server);
+    let (mut hooks, _forwarder) = resume_hooks(server);
+    // Over HTTP the new session is its token's alone, as a run's is.
+    hooks.owner = super::principal::Principal::run_owner(ctx);
     let live = match server.gateway.fork(p, hooks).await {
         Ok(l) => l,
         Err(e) => return tool_error(&e),
