@@ -350,7 +350,7 @@ fn the_diagnostics_reference_page_matches_the_code() {
         let _ = writeln!(
             page,
             "| `{code}` | {severity} | {} |",
-            meaning.replace('|', "\\|")
+            markdown_text(meaning).replace('|', "\\|")
         );
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/src/reference/diagnostics.md");
@@ -362,4 +362,20 @@ fn the_diagnostics_reference_page_matches_the_code() {
             "docs/src/reference/diagnostics.md is out of date; run UPDATE_SNAPSHOTS=1 cargo test --test e2e protocol::"
         );
     }
+}
+
+/// Text for a Markdown page: `<` and `>` outside code spans written as
+/// entities, so `sh:<command>` is not read as an HTML tag.
+fn markdown_text(text: &str) -> String {
+    text.split('`')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                part.to_owned()
+            } else {
+                part.replace('<', "&lt;").replace('>', "&gt;")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("`")
 }
