@@ -18,7 +18,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-STEPS = ["list", "session", "map", "live", "approve", "hostile", "screenshots", "token"]
+STEPS = ["list", "session", "map", "live", "approve", "fork", "hostile", "screenshots", "token"]
 RENDERED = "() => performance.getEntriesByName('rendered').length > 0"
 RENDERED_MS = "() => performance.getEntriesByName('rendered')[0].startTime"
 
@@ -254,6 +254,36 @@ class Check:
             raise Fail(f"#status is {page.text_content('#status')!r} after 60 s; #message {page.text_content('#message')!r}")
         status = self.api(page, f"/ui/api/sessions/{sid}")["session"]["status"]
         check(status == "completed", f"the API says {status!r}")
+        watch.assert_clean()
+        page.context.close()
+
+    def step_fork(self):
+        """"Fork from here" on a node of a settled session opens the new session, which completes."""
+        watch = Watch()
+        page = self.new_page(watch)
+        sid = self.sc["sessions"]["parallel"]
+        self.open(page, f"/ui/sessions/{sid}")
+        box = page.locator("details.fork")
+        box.wait_for(state="visible", timeout=10_000)
+        options = page.eval_on_selector_all("#fork-at option", "os => os.map(o => o.value)")
+        check(len(options) >= 1, "no node to fork from in #fork-at")
+        # A click on the node in the graph picks it.
+        at = options[-1]
+        page.locator(f'svg#graph g.node[data-path="{at}"]').first.click()
+        check(page.eval_on_selector("#fork-at", "s => s.value") == at, f"clicking node {at!r} did not pick it")
+        page.click("button#fork")
+        try:
+            page.wait_for_url(lambda url: "/ui/sessions/" in url and sid not in url, timeout=30_000)
+        except Exception:
+            raise Fail(f"no new session opened; #message {page.text_content('#message')!r}")
+        new = page.url.rsplit("/", 1)[-1]
+        try:
+            page.wait_for_function("() => document.querySelector('#status')?.textContent === 'completed'", timeout=60_000)
+        except Exception:
+            raise Fail(f"the fork's #status is {page.text_content('#status')!r}; #message {page.text_content('#message')!r}")
+        snap = self.api(page, f"/ui/api/sessions/{new}")
+        check(snap["session"]["status"] == "completed", f"the API says {snap['session']['status']!r}")
+        self.summary["forked"] = {"from": sid, "at": at, "session": new}
         watch.assert_clean()
         page.context.close()
 

@@ -115,7 +115,7 @@ where
             let id = (*id).to_owned();
             let action = (*action).to_owned();
             match read_body(req, super::MAX_BODY, ui.read_timeout).await {
-                Ok(body) => act(ui, id, &action, &body).await,
+                Ok(body) => act(ui, who, id, &action, &body).await,
                 Err(r) => return r,
             }
         }
@@ -525,8 +525,16 @@ struct Signal {
 #[serde(deny_unknown_fields)]
 struct Nothing {}
 
-/// `POST /ui/api/sessions/<id>/<action>`: the gateway's operation.
-async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
+/// The body of `fork`: the node to run live from.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Fork {
+    at: String,
+}
+
+/// `POST /ui/api/sessions/<id>/<action>`: the gateway's operation. The
+/// reply names the session it acted on (for `fork`, the new one).
+async fn act(ui: &Ui, who: &Principal, id: String, action: &str, body: &[u8]) -> Answer {
     fn parse<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, Response<Body>> {
         let body = if body.iter().all(u8::is_ascii_whitespace) {
             b"{}"
@@ -575,17 +583,38 @@ async fn act(ui: &Ui, id: String, action: &str, body: &[u8]) -> Answer {
             let _: Nothing = parse(body)?;
             gateway.resume(id, RunHooks::default()).await
         }
+        "fork" => {
+            let f: Fork = parse(body)?;
+            let hooks = RunHooks {
+                // With tokens, the new session is its token's, as a run's is.
+                owner: Some(who.clone()).filter(Principal::is_token),
+                ..RunHooks::default()
+            };
+            let params = agentfile_wire::rpc::ForkParams {
+                session_id: id,
+                at: f.at,
+                wait: Some(false),
+                ..Default::default()
+            };
+            gateway
+                .fork(params, hooks)
+                .await
+                .map(|live| agentfile_wire::rpc::RunStatus {
+                    session_id: live.session_id().to_owned(),
+                    status: live.status(),
+                })
+        }
         other => {
             return Err(json_error(
                 StatusCode::NOT_FOUND,
-                &format!("no action `{other}`: approve, signal, cancel or resume"),
+                &format!("no action `{other}`: approve, signal, cancel, resume or fork"),
             ));
         }
     }
     .map_err(failed)?;
     Ok(json(
         StatusCode::OK,
-        &serde_json::json!({ "status": status.status }),
+        &serde_json::json!({ "status": status.status, "session_id": status.session_id }),
     ))
 }
 

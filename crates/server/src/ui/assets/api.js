@@ -97,7 +97,7 @@ export function streamUrl(id, after) {
   return `/ui/api/sessions/${seg(id)}/stream${since}`;
 }
 
-/** POST an action (`approve`, `signal`, `cancel`, `resume`) with a JSON body. */
+/** POST an action (`approve`, `signal`, `cancel`, `resume`, `fork`) with a JSON body. */
 export function act(id, action, body) {
   return request("POST", `/ui/api/sessions/${seg(id)}/${seg(action)}`, body);
 }

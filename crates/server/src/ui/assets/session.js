@@ -66,6 +66,12 @@ class SessionPage {
     el.signalBox = h("details", { class: "signal" }, h("summary", null, "Send a signal"),
       h("div", { class: "signal-form" }, el.signalEvent, el.signalEvents, el.signalPayload, h("div", { class: "buttons" }, el.signal)));
 
+    el.forkAt = h("select", { id: "fork-at", "aria-label": "Node to fork from" });
+    el.fork = h("button", { id: "fork", type: "button" }, "Fork from here");
+    el.forkBox = h("details", { class: "fork", hidden: true }, h("summary", null, "Fork from a node"),
+      h("p", { class: "muted" }, "A new session takes over every node finished before this one and runs it and all after it again."),
+      h("div", { class: "fork-form" }, el.forkAt, h("div", { class: "buttons" }, el.fork)));
+
     el.cancel = h("button", { id: "cancel", type: "button", class: "danger", hidden: true }, "Cancel");
     el.resume = h("button", { id: "resume", type: "button", hidden: true }, "Resume");
 
@@ -88,7 +94,7 @@ class SessionPage {
       (el.actions = h("section", { class: "panel actions", "aria-label": "Actions" },
         el.pending, el.approval,
         h("div", { class: "buttons" }, el.cancel, el.resume),
-        el.signalBox)),
+        el.signalBox, el.forkBox)),
       section("Graph", el.graph),
       section("Timeline", el.timeline),
       h("div", { class: "columns" }, section("Outputs", el.outputs), section("Usage", el.usage)),
@@ -99,6 +105,49 @@ class SessionPage {
     el.cancel.addEventListener("click", () => this.run("cancel", {}));
     el.resume.addEventListener("click", () => this.run("resume", {}));
     el.signal.addEventListener("click", () => this.sendSignal());
+    el.fork.addEventListener("click", () => this.fork());
+    // A click on a node of the graph picks it as the node to fork from.
+    el.graph.addEventListener("click", (ev) => {
+      const node = ev.target instanceof Element ? ev.target.closest("g.node") : null;
+      const path = node?.dataset?.path;
+      if (path && !el.forkBox.hidden && [...el.forkAt.options].some((o) => o.value === path)) {
+        el.forkAt.value = path;
+        el.forkBox.open = true;
+      }
+    });
+  }
+
+  /** Forks the session at the chosen node and opens the new session. */
+  async fork() {
+    const at = this.el.forkAt.value;
+    if (!at) return this.say("Choose the node to fork from.", true);
+    this.el.fork.disabled = true;
+    this.say(`fork at ${at}…`, false);
+    try {
+      const res = await act(this.id, "fork", { at });
+      if (typeof res?.session_id === "string" && res.session_id !== this.id) {
+        window.location.assign(`/ui/sessions/${encodeURIComponent(res.session_id)}`);
+        return;
+      }
+      this.say("fork: done", false);
+    } catch (err) {
+      this.say(`fork failed: ${err.message}`, true);
+    } finally {
+      this.el.fork.disabled = false;
+    }
+  }
+
+  /** The nodes a settled session can be forked from: the graph's, in order. */
+  showForkNodes(graph) {
+    const paths = [];
+    for (const n of Array.isArray(graph?.nodes) ? graph.nodes : []) {
+      if (typeof n?.path === "string" && n.path && !paths.includes(n.path)) paths.push(n.path);
+    }
+    const known = [...this.el.forkAt.options].map((o) => o.value).join("\n");
+    if (known !== paths.join("\n")) fill(this.el.forkAt, paths.map((p) => h("option", { value: p }, p)));
+    this.forkable = paths.length > 0;
+    this.el.forkBox.hidden = !(this.forkable && SETTLED.has(this.status));
+    this.showActionsPanel();
   }
 
   noteValue() {
@@ -172,6 +221,7 @@ class SessionPage {
     if (graphKey !== this.graphKey) {
       this.graphKey = graphKey;
       fill(this.el.graph, renderGraph(snap?.graph));
+      this.showForkNodes(snap?.graph);
     }
     const timelineKey = JSON.stringify(snap?.timeline ?? null);
     if (timelineKey !== this.timelineKey) {
@@ -205,6 +255,8 @@ class SessionPage {
     this.el.resume.hidden = !RESUMABLE.has(status);
     // Signals only make sense while the run can still go on.
     this.el.signalBox.hidden = status === "completed" || status === "cancelled";
+    // A fork starts from a session that has settled.
+    this.el.forkBox.hidden = !(this.forkable && SETTLED.has(status));
     this.showActionsPanel();
     this.followIfLive();
   }
@@ -250,7 +302,7 @@ class SessionPage {
   /** Hides the actions panel when none of its parts apply (a finished session). */
   showActionsPanel() {
     const el = this.el;
-    el.actions.hidden = [el.pending, el.approval, el.cancel, el.resume, el.signalBox].every((x) => x.hidden);
+    el.actions.hidden = [el.pending, el.approval, el.cancel, el.resume, el.signalBox, el.forkBox].every((x) => x.hidden);
   }
 
   showOutputs(outputs) {
