@@ -246,6 +246,7 @@ fn run_with_bus(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>, bus: EventBus) -
         warnings: Vec::new(),
         trigger: None,
         forked_from: None,
+        replay: None,
     };
     let result = rt.block_on(execute(spec, &svc, CancellationToken::new()));
     assert_eq!(result.status, "completed", "{result:?}");
@@ -383,6 +384,7 @@ fn turn_events(turn: u32) -> [EventBody; 4] {
             turn,
             messages: 3,
             tools: 1,
+            digests: Default::default(),
         },
         EventBody::LlmResponse {
             model: "bench-model".into(),

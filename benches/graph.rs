@@ -102,6 +102,7 @@ fn run(rt: &tokio::runtime::Runtime, plan: &Arc<Plan>) -> usize {
             warnings: Vec::new(),
             trigger: None,
             forked_from: None,
+            replay: None,
         };
         let r = execute(spec, &svc, CancellationToken::new()).await;
         assert_eq!(r.status, "completed", "{:?}", r.error);

@@ -76,6 +76,7 @@ fn event(id: &str, seq: u64) -> Event {
             turn: (seq / 4) as u32,
             messages: 6,
             tools: 8,
+            digests: Default::default(),
         },
         1 => EventBody::LlmResponse {
             model: "fake-model".into(),

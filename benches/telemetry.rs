@@ -35,6 +35,7 @@ fn turn(seq: u64) -> Vec<Event> {
                 turn: 1,
                 messages: 5,
                 tools: 8,
+                digests: Default::default(),
             },
         ),
         ev(

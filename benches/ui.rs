@@ -377,6 +377,7 @@ fn run_started(m: &SessionMeta, trigger: Option<RunTrigger>) -> EventBody {
         trigger: trigger.map(Box::new),
         sandbox: None,
         forked_from: None,
+        replay_of: None,
     }
 }
 
@@ -629,6 +630,7 @@ fn agent_goal(
         turn: turn as u32,
         messages: 2 + 2 * turn as usize,
         tools: 9,
+        digests: Default::default(),
     };
     for turn in 1..=turns {
         let tool = TOOLS[rng.below(4) as usize];

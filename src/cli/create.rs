@@ -88,8 +88,7 @@ pub(super) fn run(a: Args) -> ExitCode {
     let sink: Arc<dyn agentfile::events::EventSink> = begun.sink.clone();
     let outcome = runtime.block_on(run::run_async(
         run_args(&a, &begun, ws.clone()),
-        None,
-        None,
+        run::Start::New,
         vec![sink],
     ));
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));

@@ -172,12 +172,12 @@ pub(super) fn run(args: Args) -> std::process::ExitCode {
     // No kernel probe here: a run whose tools start no program never needs
     // the sandbox (see `ToolSandbox::deferred`), and one that does probes
     // when its toolbox is made.
-    run_to_exit(args, None, None)
+    run_to_exit(args, Start::New)
 }
 
 /// Continue session `id` (`sessions resume`, `sessions signal`).
 pub(super) fn resume(id: String, args: ResumeArgs) -> std::process::ExitCode {
-    run_to_exit(args.into_run(), Some(id), None)
+    run_to_exit(args.into_run(), Start::Resume(id))
 }
 
 /// A new session from session `id`'s journal, run live from node `at`
@@ -195,14 +195,32 @@ pub(super) fn fork(
     }
     args.inputs = inputs;
     let from = ForkFrom { session: id, at };
-    run_to_exit(args, None, Some(from))
+    run_to_exit(args, Start::Fork(from))
 }
 
-fn run_to_exit(
-    args: Args,
-    resume_id: Option<String>,
-    fork: Option<ForkFrom>,
+/// Session `id` run again from its own journal (`sessions replay`): no
+/// model asked, no tool run; with another workflow file, until it diverges.
+pub(super) fn replay(
+    id: String,
+    workflow: Option<PathBuf>,
+    args: ResumeArgs,
 ) -> std::process::ExitCode {
+    let mut args = args.into_run();
+    if workflow.is_some() {
+        args.path = workflow;
+    }
+    run_to_exit(args, Start::Replay(id))
+}
+
+/// How a run of the command line begins.
+pub(super) enum Start {
+    New,
+    Resume(String),
+    Fork(ForkFrom),
+    Replay(String),
+}
+
+fn run_to_exit(args: Args, start: Start) -> std::process::ExitCode {
     for wide in args.allow.iter().filter(|a| a.trim() == "bash") {
         eprintln!(
             "agentfile: warning: --allow {wide} lets the model run any command in bash, \
@@ -225,7 +243,7 @@ fn run_to_exit(
     };
     let mode = args.output;
     let code = runtime.block_on(async move {
-        match run_async(args, resume_id, fork, Vec::new()).await {
+        match run_async(args, start, Vec::new()).await {
             Ok(ran) => {
                 print_result(&ran.result, mode, &ran.order, Some(&ran.stored));
                 ran.result.exit_code
@@ -339,18 +357,27 @@ fn shell_word(word: &str) -> String {
 /// Run (or resume) a workflow through the run service, as every door does.
 pub(super) async fn run_async(
     args: Args,
-    resume_id: Option<String>,
-    fork: Option<ForkFrom>,
+    start: Start,
     extra: Vec<Arc<dyn EventSink>>,
 ) -> Result<Ran, RunError> {
     let mut req = request(&args)?;
-    let resume = match resume_id.or(args.resume.clone()) {
-        _ if fork.is_some() => {
-            if let Some(f) = &fork {
-                forked(&args, &f.session, &mut req)?;
-            }
+    let (mut fork, mut replay) = (None, None);
+    let resume_id = match start {
+        Start::New => None,
+        Start::Resume(id) => Some(id),
+        Start::Fork(f) => {
+            forked(&args, &f.session, &mut req)?;
+            fork = Some(f);
             None
         }
+        Start::Replay(id) => {
+            forked(&args, &id, &mut req)?;
+            replay = Some(id);
+            None
+        }
+    };
+    let resume = match resume_id.or(args.resume.clone()) {
+        _ if fork.is_some() || replay.is_some() => None,
         Some(id) => {
             resumed(&args, &id, &mut req)?;
             Some(id)
@@ -396,6 +423,7 @@ pub(super) async fn run_async(
         resume,
         unattended: true,
         fork,
+        replay,
         ..Submission::default()
     };
     let live = service

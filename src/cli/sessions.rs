@@ -105,6 +105,19 @@ enum Command {
         #[command(flatten)]
         run: ResumeArgs,
     },
+    /// Run a session again from its own journal: every model answer and tool
+    /// result as recorded, no model asked and no tool run, in a new session.
+    /// With an edited workflow it stops where a request first differs
+    /// (`replay-diverged`, naming the node and the part of the request).
+    Replay {
+        /// The session to replay; it is left as it is.
+        id: String,
+        /// The workflow to replay (default: the session's own), e.g. an edited copy.
+        #[arg(long, value_name = "FILE")]
+        workflow: Option<PathBuf>,
+        #[command(flatten)]
+        run: ResumeArgs,
+    },
     /// Record a decision for a session waiting for approval.
     Approve {
         /// The id of the session waiting for approval.
@@ -136,6 +149,7 @@ pub(super) fn run(args: Args) -> ExitCode {
             inputs,
             run,
         } => super::run::fork(id, at, workflow, inputs, run),
+        Command::Replay { id, workflow, run } => super::run::replay(id, workflow, run),
         Command::Signal {
             id,
             event,
@@ -167,7 +181,10 @@ fn print(command: Command) -> anyhow::Result<u8> {
             note,
             at,
         } => approve(&mut out, &id, reject, note, &at)?,
-        Command::Resume { .. } | Command::Signal { .. } | Command::Fork { .. } => {
+        Command::Resume { .. }
+        | Command::Signal { .. }
+        | Command::Fork { .. }
+        | Command::Replay { .. } => {
             anyhow::bail!("internal error: resume and signal are handled by `run`")
         }
     }

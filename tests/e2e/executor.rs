@@ -167,6 +167,7 @@ async fn run_with(
         warnings: Vec::new(),
         trigger: None,
         forked_from: None,
+        replay: None,
     };
     let result = execute(spec, &svc, cancel).await;
     let events = seen.lock().unwrap().clone();
@@ -567,6 +568,7 @@ async fn text_streams_as_transient_deltas_that_are_never_stored() {
         warnings: Vec::new(),
         trigger: None,
         forked_from: None,
+        replay: None,
     };
     let result = execute(spec, &svc, CancellationToken::new()).await;
     assert_eq!(result.status, "completed");

@@ -134,6 +134,7 @@ async fn run_stored(
         warnings: Vec::new(),
         trigger: None,
         forked_from: None,
+        replay: None,
     };
     let result = execute(spec, &svc, CancellationToken::new()).await;
     let events = seen.lock().unwrap().clone();

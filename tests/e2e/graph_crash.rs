@@ -155,6 +155,7 @@ fn child_main(dir: &Path) -> ! {
             warnings: Vec::new(),
             trigger: None,
             forked_from: None,
+            replay: None,
         };
         execute(spec, &svc, CancellationToken::new())
             .await

@@ -50,6 +50,7 @@ mod mcp_tasks_v1;
 mod mcp_typescript;
 mod outputs;
 mod protocol;
+mod replay;
 mod run;
 mod sandbox;
 mod secrets;

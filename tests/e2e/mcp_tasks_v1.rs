@@ -891,6 +891,7 @@ async fn over_http_a_blocking_run_keeps_to_its_token() {
             ("cancel", json!({"session_id": id})),
             ("run", json!({"resume": id})),
             ("fork", json!({"session_id": id, "at": "main"})),
+            ("replay", json!({"session_id": id})),
         ] {
             let r = b
                 .request("tools/call", json!({"name": tool, "arguments": args}))

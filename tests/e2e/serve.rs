@@ -412,6 +412,7 @@ fn batches_and_notifications() {
         [
             "run",
             "fork",
+            "replay",
             "event",
             "cancel",
             "approve",

@@ -286,6 +286,8 @@ pub struct Prepared {
     /// The session and node this run is a fork of, for `run_started` (set
     /// by the run service's fork; never from a caller's request).
     pub forked_from: Option<agentfile_wire::events::ForkedFrom>,
+    /// The journal a replay answers from (set by the run service's replay).
+    pub replay: Option<Arc<executor::replay::ReplayJournal>>,
     /// The workflow file and every file it loads: control files, out of
     /// the run's tools' reach.
     pub workflow_files: Vec<PathBuf>,
@@ -451,6 +453,7 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         settings: RunSettings::of(req),
         trigger: None,
         forked_from: None,
+        replay: None,
     })
 }
 
@@ -982,14 +985,7 @@ pub async fn start_in(
                 .map(|i| format!("agentrc: not acted on: {i}")),
         );
     }
-    let mut programs_declared = false;
-    prepared.plan.graph.walk(&mut |n| {
-        programs_declared |= matches!(n.kind, agentfile_plan::NodeKind::Shell { .. });
-    });
-    let options = agentfile_tools::ToolboxOptions {
-        programs_declared,
-        ..Default::default()
-    };
+    let options = toolbox_options(&prepared.plan);
     let toolbox = Toolbox::with_options(
         &prepared.config,
         policy,
@@ -1038,6 +1034,7 @@ pub async fn start_in(
         warnings: toolbox.warnings().into_iter().chain(notes).collect(),
         trigger: prepared.trigger.clone(),
         forked_from: prepared.forked_from.clone(),
+        replay: prepared.replay.clone(),
     };
     let result = executor::execute(spec, &svc, cancel).await;
     toolbox.shutdown();
@@ -1049,6 +1046,19 @@ pub async fn start_in(
         let _ = store.set_status(&id, SessionStatus::WaitingApproval);
     }
     Ok(result)
+}
+
+/// What the toolbox needs to know of the plan before any call: whether it
+/// declares programs (shell steps), so the sandbox is prepared at once.
+fn toolbox_options(plan: &agentfile_plan::Plan) -> agentfile_tools::ToolboxOptions {
+    let mut programs_declared = false;
+    plan.graph.walk(&mut |n| {
+        programs_declared |= matches!(n.kind, agentfile_plan::NodeKind::Shell { .. });
+    });
+    agentfile_tools::ToolboxOptions {
+        programs_declared,
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -61,7 +61,7 @@ pub use error::{LlmError, TimeoutPhase};
 pub use factory::{ProviderOptions, provider_for, provider_from_config, provider_from_config_with};
 pub use http::{HttpOptions, HttpProvider, ProviderSettings};
 pub use pricing::Pricing;
-pub use replay::{Cassette, Recorder, ReplayProvider};
+pub use replay::{Cassette, Recorder, ReplayProvider, request_digests};
 pub use retry::RetryPolicy;
 pub use types::{
     ChatRequest, ChatResponse, ContentBlock, Message, Role, StopReason, StreamEvent, ToolCall,

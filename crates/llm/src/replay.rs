@@ -321,6 +321,27 @@ impl Provider for ReplayProvider {
 }
 
 /// The request as compared: everything but the model name.
+/// A digest of each part of a request a replay compares (`system`,
+/// `messages`, `tools`, `max_tokens`, `temperature`; the model aside, as a
+/// cassette's match does): 16 hex digits of FNV-1a over the part's JSON.
+/// Small enough to record with every `llm_request` event, stable across
+/// builds, and enough to say which part of a request changed.
+pub fn request_digests(request: &ChatRequest) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    if let Value::Object(parts) = comparable(request) {
+        for (k, v) in parts {
+            let bytes = serde_json::to_vec(&v).unwrap_or_default();
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            for b in bytes {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+            out.insert(k, format!("{h:016x}"));
+        }
+    }
+    out
+}
+
 fn comparable(request: &ChatRequest) -> Value {
     let mut v = serde_json::to_value(request).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut v {

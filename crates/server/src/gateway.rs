@@ -378,6 +378,19 @@ impl Gateway {
         self.runs.fork(p, hooks.into_service()).await
     }
 
+    /// A stored session run again from its own journal: see
+    /// [`RunService::replay`].
+    pub async fn replay(
+        self: &Arc<Self>,
+        p: agentfile_wire::rpc::ReplayParams,
+        hooks: RunHooks,
+    ) -> Result<Arc<LiveRun>, RpcError> {
+        if let Some(w) = &p.workflow {
+            self.request_path(w)?;
+        }
+        self.runs.replay(p, hooks.into_service()).await
+    }
+
     /// Deliver a signal to a suspended session and resume it here.
     pub async fn signal(
         self: &Arc<Self>,

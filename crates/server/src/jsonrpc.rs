@@ -57,9 +57,10 @@ const PARSE_INLINE: usize = 64 * 1024;
 const OUTBOX_CAPACITY: usize = 256;
 
 /// The methods, for `-32601` hints and `rpc.discover`.
-pub const METHODS: [&str; 15] = [
+pub const METHODS: [&str; 16] = [
     "run",
     "fork",
+    "replay",
     "event",
     "cancel",
     "approve",
@@ -442,7 +443,10 @@ impl Connection {
         let params = call.params.clone();
         let m = call.method.as_str();
         let mut admission = Some(admission);
-        if !matches!(m, "run" | "fork" | "approve" | "signal" | "fire" | "emit") {
+        if !matches!(
+            m,
+            "run" | "fork" | "replay" | "approve" | "signal" | "fire" | "emit"
+        ) {
             admission = None;
         }
         self.owner_rule(m, params.as_ref()).await?;
@@ -463,10 +467,16 @@ impl Connection {
                     })
                 }
             }
-            "fork" => {
-                let p: rpc::ForkParams = rpc::params(m, params)?;
-                let wait = p.wait.unwrap_or(true);
-                let live = self.gateway.fork(p, self.hooks()).await;
+            "fork" | "replay" => {
+                let (live, wait) = if m == "fork" {
+                    let p: rpc::ForkParams = rpc::params(m, params)?;
+                    let wait = p.wait.unwrap_or(true);
+                    (self.gateway.fork(p, self.hooks()).await, wait)
+                } else {
+                    let p: rpc::ReplayParams = rpc::params(m, params)?;
+                    let wait = p.wait.unwrap_or(true);
+                    (self.gateway.replay(p, self.hooks()).await, wait)
+                };
                 drop(admission.take());
                 let live = live?;
                 if wait {
@@ -553,7 +563,7 @@ impl Connection {
     /// or a plain run) owns; such a session reads as unknown, as in MCP.
     async fn owner_rule(&self, method: &str, params: Option<&Value>) -> Result<(), RpcError> {
         let (key, action) = match method {
-            "event" | "fork" => ("session_id", crate::access::Action::Read),
+            "event" | "fork" | "replay" => ("session_id", crate::access::Action::Read),
             "cancel" | "approve" | "signal" => ("session_id", crate::access::Action::Steer),
             "run" => ("resume", crate::access::Action::Steer),
             _ => return Ok(()),

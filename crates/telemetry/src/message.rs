@@ -198,6 +198,7 @@ pub fn log_line(body: &EventBody) -> (Level, String) {
             turn,
             messages,
             tools,
+            ..
         } => format!("model call {turn} to {model}: {messages} messages, {tools} tools"),
         EventBody::LlmDelta { turn, text, .. } => {
             format!("model call {turn}: {} more bytes", text.len())

@@ -733,6 +733,7 @@ impl SpanTree {
             turn,
             messages,
             tools,
+            ..
         } = &e.body
         else {
             return None;
@@ -1256,6 +1257,7 @@ mod tests {
                     trigger: None,
                     sandbox: None,
                     forked_from: None,
+                    replay_of: None,
                 },
             ),
             f.ev(
@@ -1276,6 +1278,7 @@ mod tests {
             turn: 1,
             messages: 1,
             tools: 2,
+            digests: Default::default(),
         }
     }
 

@@ -181,11 +181,15 @@ pub enum EventBody {
         trigger: Option<Box<RunTrigger>>,
         /// What the kernel sandbox of the run's programs enforces.
         #[serde(skip_serializing_if = "Option::is_none", default)]
-        sandbox: Option<SandboxInfo>,
+        sandbox: Option<Box<SandboxInfo>>,
         /// Set when this run is a fork: the session it was forked from and the
         /// node it runs live from.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         forked_from: Option<Box<ForkedFrom>>,
+        /// Set when this run replays another session (`sessions replay`):
+        /// every model answer and tool result comes from that session's journal.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        replay_of: Option<String>,
     },
     /// A top-level step (`RUN`, `LOOP`, a workflow step) began.
     StepStarted {
@@ -211,6 +215,11 @@ pub enum EventBody {
         turn: u32,
         messages: usize,
         tools: usize,
+        /// A digest of each part of the request (`system`, `messages`,
+        /// `tools`, and `max_tokens`/`temperature` when set): a replay
+        /// compares them to say which part of a request changed.
+        #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+        digests: BTreeMap<String, String>,
     },
     /// A piece of the model's answer as it streams in. Transient: sent to live
     /// consumers (stream-json, JSON-RPC notifications, MCP progress, the

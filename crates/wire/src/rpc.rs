@@ -182,6 +182,23 @@ pub struct ForkParams {
     pub wait: Option<bool>,
 }
 
+/// `replay`: a stored session run again from its own journal in a new
+/// session (CONTRACT §19): every model answer and tool result as recorded.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayParams {
+    /// The session to replay; it is left as it is.
+    pub session_id: String,
+    /// The workflow to replay instead of the session's own (an edited
+    /// copy): the replay stops where a request first differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// Wait for the replay to end (default true); with false the answer is
+    /// its session id at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<bool>,
+}
+
 /// `signal`: deliver an event to a suspended session, which then resumes
 /// (CONTRACT §9).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]

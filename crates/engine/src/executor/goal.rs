@@ -187,6 +187,7 @@ impl RunCx<'_> {
         talk: &mut Talk,
         turn: u32,
     ) -> Result<Option<ChatResponse>, Stop> {
+        let digests = agentfile_llm::request_digests(&talk.request);
         self.emit(
             &conv.scope,
             EventBody::LlmRequest {
@@ -194,8 +195,16 @@ impl RunCx<'_> {
                 turn,
                 messages: talk.request.messages.len(),
                 tools: talk.request.tools.len(),
+                digests: digests.clone(),
             },
         );
+        if let Some(replay) = &self.replay {
+            // A replay asks no model: the recorded answer, or where it diverges.
+            return replay
+                .answer(&conv.scope, &digests)
+                .map(Some)
+                .map_err(|d| Stop::Failed(d.to_string()));
+        }
         match self
             .stream_turn(
                 &conv.scope,
@@ -297,9 +306,10 @@ impl RunCx<'_> {
         conv: &Conversation<'_>,
         call: &ToolCall,
     ) -> Result<ToolResult, Stop> {
-        let script_card = conv
-            .card
-            .filter(|c| conv.use_tools && c.script_tool(&call.name).is_some());
+        // A replay serves the agent's own script tools from the journal too.
+        let script_card = conv.card.filter(|c| {
+            self.replay.is_none() && conv.use_tools && c.script_tool(&call.name).is_some()
+        });
         let Some(card) = script_card else {
             return self.call_tool(&conv.scope, call).await;
         };
@@ -404,7 +414,24 @@ impl RunCx<'_> {
             },
         );
         let started = Instant::now();
-        let result = self.tools.call(name, arguments, &self.tool_cx).await;
+        let result = match &self.replay {
+            // A replay runs no tool: the recorded result, or where it diverges.
+            Some(replay) => {
+                let (content, is_error) = replay
+                    .result(scope, id, name, &arguments)
+                    .map_err(|d| Stop::Failed(d.to_string()))?;
+                agentfile_tools::CallResult {
+                    output: agentfile_tools::ToolOutput {
+                        content,
+                        is_error,
+                        command: None,
+                    },
+                    denied: None,
+                    duration: std::time::Duration::ZERO,
+                }
+            }
+            None => self.tools.call(name, arguments, &self.tool_cx).await,
+        };
         if let Some(d) = &result.denied {
             self.emit(
                 scope,

@@ -35,6 +35,7 @@ pub mod inputs;
 mod interp;
 mod journal;
 mod prompt;
+pub mod replay;
 mod scripted;
 mod work;
 
@@ -140,6 +141,9 @@ pub struct RunSpec {
     pub trigger: Option<agentfile_wire::events::RunTrigger>,
     /// The session and node this run is a fork of, for `run_started`.
     pub forked_from: Option<agentfile_wire::events::ForkedFrom>,
+    /// Answer every model request and tool call from this journal instead
+    /// (`sessions replay`).
+    pub replay: Option<Arc<replay::ReplayJournal>>,
 }
 
 /// Everything the executor talks to.
@@ -204,6 +208,9 @@ pub(crate) struct RunCx<'a> {
     /// What the plan's file paths (read_files, write_file, shell) are
     /// relative to: the plan's [`agentfile_plan::RunRoot`], else the workspace.
     pub(crate) root: PathBuf,
+    /// A replay's journal: every model request and tool call is answered
+    /// from it (see [`replay`]).
+    pub(crate) replay: Option<Arc<replay::ReplayJournal>>,
 }
 
 impl RunCx<'_> {
@@ -386,6 +393,7 @@ fn run_cx<'a>(
         replay_only: AtomicBool::new(false),
         started: AtomicU32::new(0),
         deferred: Mutex::new(Vec::new()),
+        replay: spec.replay.clone(),
     }
 }
 
@@ -406,8 +414,9 @@ fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Optio
             fingerprint: (!spec.plan.fingerprint.is_empty()).then(|| spec.plan.fingerprint.clone()),
             digests: spec.plan.digests(),
             trigger: spec.trigger.clone().map(Box::new),
-            sandbox: cx.tools.sandbox(),
+            sandbox: cx.tools.sandbox().map(Box::new),
             forked_from: spec.forked_from.clone().map(Box::new),
+            replay_of: spec.replay.as_ref().map(|r| r.session().to_owned()),
         },
     );
     for w in &spec.warnings {

@@ -129,6 +129,9 @@ pub struct Submission {
     /// Start a new session from another's journal: every node that completed
     /// before `at` is taken from it, and `at` and all after run live.
     pub fork: Option<ForkFrom>,
+    /// Replay this session in a new one: every model answer and tool result
+    /// from its journal, nothing asked or run (`sessions replay`).
+    pub replay: Option<String>,
 }
 
 /// The session a fork starts from and the node it runs live from.
@@ -446,7 +449,21 @@ impl RunService {
         hooks: RunHooks,
     ) -> Result<Arc<LiveRun>, RpcError> {
         self.check_open()?;
+        let mut sub = sub;
+        let journal = match &sub.replay {
+            Some(source) => {
+                // Nothing is asked of a model: the replay provider, over no
+                // exchanges, stands in for the session's so that no key is
+                // needed; the journal answers every request.
+                sub.request.provider = Some("replay".into());
+                sub.request.cassette = Some(empty_cassette()?);
+                sub.request.model = None;
+                Some(Arc::new(self.replay_journal(&sub.request, source)?))
+            }
+            None => None,
+        };
         let mut prepared = self.prepare(&sub.request, sub.settings, sub.trigger)?;
+        prepared.replay = journal;
         match sub.fork {
             None => {
                 self.accept(prepared, sub.resume, hooks, None, sub.unattended)
@@ -512,6 +529,71 @@ impl RunService {
             node: fork.at.trim_matches('/').to_owned(),
         });
         self.accept_fork(prepared, kept, hooks, false).await
+    }
+
+    /// The journal of the session a replay answers from.
+    fn replay_journal(
+        &self,
+        request: &RunRequest,
+        source: &str,
+    ) -> Result<crate::executor::replay::ReplayJournal, RpcError> {
+        let config = match self.find_config(
+            request.config.as_deref().and_then(Path::to_str),
+            &request.path,
+        )? {
+            Some(c) => c,
+            None => {
+                run::default_config().map_err(|e| RpcError::new(code::RUN_REJECTED, e.message))?
+            }
+        };
+        let workspace = request
+            .workspace
+            .clone()
+            .unwrap_or_else(|| self.options.root.clone());
+        let stores = self.stores_for(&config, &workspace)?;
+        self.meta(&stores.sessions, source)?;
+        let events = stores
+            .sessions
+            .events(source, 0)
+            .map_err(|e| RpcError::new(code::STORE, e.to_string()))?;
+        Ok(crate::executor::replay::ReplayJournal::from_events(
+            source, &events,
+        ))
+    }
+
+    /// A replay asked for over the wire (JSON-RPC `replay`, the MCP tool):
+    /// the session's workflow (or `p.workflow`), inputs and settings, run in a
+    /// new session from the session's journal.
+    pub async fn replay(
+        self: &Arc<Self>,
+        p: agentfile_wire::rpc::ReplayParams,
+        hooks: RunHooks,
+    ) -> Result<Arc<LiveRun>, RpcError> {
+        self.check_open()?;
+        if !session::is_valid_id(&p.session_id) {
+            return Err(RpcError::invalid_params(format!(
+                "replay: invalid params: `session_id`: `{}` is not a session id",
+                p.session_id
+            )));
+        }
+        let store = self.default_store()?;
+        let meta = self.meta(&store, &p.session_id)?;
+        let mut params = self.with_stored_settings(RunParams {
+            path: p.workflow.clone().unwrap_or_else(|| meta.path.clone()),
+            resume: Some(p.session_id.clone()),
+            ..RunParams::default()
+        })?;
+        params.resume = None;
+        params.inputs = crate::executor::inputs::inputs_from_text(&meta.inputs);
+        let (request, _) = self.request(&params)?;
+        let settings = self.settings_of(&params);
+        let sub = Submission {
+            request,
+            settings: Some(settings),
+            replay: Some(p.session_id),
+            ..Submission::default()
+        };
+        self.submit_request(sub, hooks).await
     }
 
     /// The events a fork of `fork.session` at `fork.at` takes over, checked
@@ -1552,4 +1634,18 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     } else {
         "a panic without a message".to_owned()
     }
+}
+
+/// An empty cassette for a replay's stand-in provider (never asked).
+fn empty_cassette() -> Result<PathBuf, RpcError> {
+    let path = std::env::temp_dir().join("agentfile-replay-empty.cassette.jsonl");
+    if !path.is_file() {
+        std::fs::write(&path, "").map_err(|e| {
+            RpcError::new(
+                code::RUN_REJECTED,
+                format!("cannot write {}: {e}", path.display()),
+            )
+        })?;
+    }
+    Ok(path)
 }

@@ -492,6 +492,7 @@ mod tests {
                 turn: 1,
                 messages: 2,
                 tools: 0,
+                digests: Default::default(),
             },
         );
         assert_eq!(summary(&p, &e), "[g] asking the model (turn 1)");

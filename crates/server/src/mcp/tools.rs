@@ -37,7 +37,7 @@ use agentfile_wire::events::{EventBody, RunResult};
 use agentfile_wire::rpc::{
     ApproveParams, CancelParams, CreateParams, EmitParams, EmitResult, EventPage, EventParams,
     FireHistory, FireParams, FireReport, ForkParams, InspectParams, ListParams, PromoteParams,
-    RpcError, RunParams, RunStatus, SignalParams, TriggerHistoryParams, TriggerList,
+    ReplayParams, RpcError, RunParams, RunStatus, SignalParams, TriggerHistoryParams, TriggerList,
     TriggersParams, ValidateParams, params,
 };
 use agentfile_wire::workflows::WorkflowList;
@@ -84,6 +84,9 @@ Use it to retry a failed run from the step that went wrong after fixing the work
 `at` is a node path as events name it (`main/report`; `flow/each[3]/triage` for a step of a map's fourth item); a fork whose workflow changed before `at` is refused with the change named. The stored session is left as it is. \
 Waits for the new run like `run` (or pass `wait: false` and follow it with `event`).";
 
+const REPLAY: &str = "Run a stored session again, in a new session, from its own journal: every model answer and tool result as recorded, so no model is asked and no tool runs. \
+Pass `workflow` (an edited copy of the session's workflow) to see whether a change still gives the same run: the replay stops with `replay-diverged`, naming the node and the part of the request, where a request first differs. The stored session is left as it is.";
+
 const VALIDATE: &str = "Check workflow files without running them, like a compiler: every problem with file:line:col, a message and a hint. \
 Pass `path` (or `paths`) relative to the workspace, or `source` with the text of an Agentfile you are writing (with `path` set to where it will be saved, so its FROM files resolve). \
 The result says `ok` and lists the diagnostics; fix them and validate again until `ok` is true.";
@@ -128,6 +131,10 @@ pub fn fixed() -> Vec<Tool> {
                 false,
                 true,
             )),
+        Tool::new("replay", REPLAY, input_schema::<ReplayParams>())
+            .with_title("Replay a session")
+            .with_raw_output_schema(run_output_schema())
+            .with_annotations(annotations("Replay a session", false, false, false, false)),
         Tool::new("approve", APPROVE, input_schema::<ApproveParams>())
             .with_title("Approve or reject a supervised goal")
             .with_raw_output_schema(output_schema::<RunStatus>())
@@ -373,6 +380,10 @@ pub async fn call(
             Ok(p) => fork(server, p, &ctx).await,
             Err(e) => tool_error(&e),
         },
+        "replay" => match params::<ReplayParams>("replay", args) {
+            Ok(p) => replay(server, p, &ctx).await,
+            Err(e) => tool_error(&e),
+        },
         "validate" => match params::<ValidateParams>("validate", args) {
             Ok(p) => validate(server, p).await,
             Err(e) => tool_error(&e),
@@ -589,6 +600,32 @@ async fn workflow(
 }
 
 /// `run` and the `run_<name>` tools.
+/// The `replay` tool: a stored session run again from its journal.
+async fn replay(
+    server: &McpServer,
+    p: ReplayParams,
+    ctx: &RequestContext<RoleServer>,
+) -> CallToolResult {
+    let wait = p.wait.unwrap_or(true);
+    let (mut hooks, _forwarder) = resume_hooks(server);
+    hooks.owner = super::principal::Principal::run_owner(ctx);
+    match server.gateway.replay(p, hooks).await {
+        Err(e) => tool_error(&e),
+        Ok(live) if !wait => {
+            let (id, status) = (live.session_id().to_owned(), live.status());
+            text_result(
+                format!(
+                    "Replaying into session {id} (status {}). Follow it with `event` until `done`.",
+                    status.as_str()
+                ),
+                Some(json!({"session_id": id, "status": status.as_str()})),
+                false,
+            )
+        }
+        Ok(live) => run_result(&*live.finished().await),
+    }
+}
+
 /// The `fork` tool: a new session from a stored one, run live from a node.
 async fn fork(
     server: &McpServer,
@@ -851,7 +888,7 @@ fn list_text(l: &WorkflowList) -> String {
 fn session_named(tool: &str, args: Option<&Value>) -> Option<String> {
     let args = args?;
     let key = match tool {
-        "event" | "cancel" | "approve" | "signal" | "fork" => "session_id",
+        "event" | "cancel" | "approve" | "signal" | "fork" | "replay" => "session_id",
         "run" => "resume",
         _ => return None,
     };

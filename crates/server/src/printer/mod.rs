@@ -74,8 +74,17 @@ impl Progress {
                 endpoint,
                 resumed_from_seq,
                 forked_from,
+                replay_of,
                 ..
             } => {
+                if let Some(of) = replay_of {
+                    // Nothing is asked of a model: say whose journal answers.
+                    return Some(format!(
+                        "{} {workflow} (session {}, a replay of session {of}: no model asked, no tool run)",
+                        self.paint("1", "run"),
+                        e.session_id
+                    ));
+                }
                 let resumed = match (forked_from, resumed_from_seq) {
                     (Some(f), _) => format!(", forked from {} at {}", f.session, f.node),
                     (None, Some(s)) => format!(", resuming after event {s}"),

@@ -204,7 +204,7 @@ fn one_of(schemas: [Schema; 2], description: &str) -> Schema {
 }
 
 /// Every method, in the document's order.
-fn methods(g: &mut SchemaGenerator) -> [Method; 15] {
+fn methods(g: &mut SchemaGenerator) -> [Method; 16] {
     use code::*;
     let run_result = {
         let finished = g.subschema_for::<RunResult>();
@@ -232,6 +232,14 @@ fn methods(g: &mut SchemaGenerator) -> [Method; 15] {
             g,
             "fork",
             "Start a new session from a stored one's journal and run it live from a node: every node that completed before it is taken over (no model call, no tool); the session forked is left as it is",
+            "result",
+            run_result.clone(),
+            RUN_ERRORS,
+        ),
+        method_with::<agentfile_wire::rpc::ReplayParams>(
+            g,
+            "replay",
+            "Run a stored session again in a new one from its own journal: every model answer and tool result as recorded, nothing asked or run; with an edited workflow it stops where a request first differs (`replay-diverged`)",
             "result",
             run_result,
             RUN_ERRORS,

@@ -42,6 +42,7 @@ fn describe(b: &EventBody) -> String {
             turn,
             messages,
             tools,
+            ..
         } => {
             format!("turn {turn}: {model}, {messages} messages, {tools} tools")
         }

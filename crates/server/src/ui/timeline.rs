@@ -439,6 +439,7 @@ mod tests {
             turn,
             messages: 1,
             tools: 0,
+            digests: Default::default(),
         }
     }
 

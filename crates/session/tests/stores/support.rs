@@ -183,6 +183,7 @@ pub fn run_started() -> EventBody {
         trigger: None,
         sandbox: None,
         forked_from: None,
+        replay_of: None,
     }
 }
 
@@ -233,6 +234,7 @@ pub fn full_run(id: &str) -> Vec<Event> {
         turn: 1,
         messages: 2,
         tools: 5,
+        digests: Default::default(),
     });
     let args = json!({
         "path": "src/lib.rs",
@@ -328,6 +330,7 @@ pub fn small_events(id: &str, first_seq: u64, n: u64) -> Vec<Event> {
                 turn: seq as u32,
                 messages: 3,
                 tools: 4,
+                digests: Default::default(),
             },
         })
         .collect()

@@ -23,9 +23,12 @@ impl<'a> RunCx<'a> {
             EventBody::ToolCall {
                 id: id.clone(),
                 tool: "shell".into(),
-                arguments,
+                arguments: arguments.clone(),
             },
         );
+        if let Some(replay) = &self.replay {
+            return self.replayed_step(scope, replay, path, &id, "shell", &arguments);
+        }
         let file = self.root.join(script);
         let r = self
             .tools

@@ -72,6 +72,9 @@ impl<'a> RunCx<'a> {
                 arguments: args.clone(),
             },
         );
+        if let Some(replay) = &self.replay {
+            return self.replayed_step(scope, replay, path, &id, tool, &args);
+        }
         let input = serde_json::to_vec(&args).unwrap_or_default();
         let r = self.tools.run_command(argv, input, &self.tool_cx).await;
         if let Some(d) = &r.denied {
@@ -140,4 +143,40 @@ pub(super) fn parse_output(content: &str) -> Value {
         return v;
     }
     Value::String(content.to_owned())
+}
+
+impl RunCx<'_> {
+    /// A command or script step of a replay: its recorded result and output,
+    /// nothing run.
+    pub(super) fn replayed_step(
+        &self,
+        scope: &Scope,
+        replay: &super::super::replay::ReplayJournal,
+        path: &str,
+        id: &str,
+        tool: &str,
+        args: &Value,
+    ) -> Result<Outcome, Stop> {
+        let (content, is_error) = replay
+            .result(scope, id, tool, args)
+            .map_err(|d| Stop::Failed(d.to_string()))?;
+        self.emit(
+            scope,
+            EventBody::ToolResult {
+                id: id.to_owned(),
+                tool: tool.to_owned(),
+                content,
+                is_error,
+                duration_ms: 0,
+            },
+        );
+        let value = replay
+            .output(path)
+            .map_err(|d| Stop::Failed(d.to_string()))?;
+        Ok(Outcome {
+            value: Arc::new(value),
+            tool_calls: 1,
+            ..Outcome::default()
+        })
+    }
 }
