@@ -221,8 +221,6 @@ fn a_fork_inside_a_map_item_runs_that_item_and_what_follows() {
 /// session whose `run_started` names the session and node it came from.
 #[test]
 fn fork_is_a_json_rpc_method_and_an_mcp_tool() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
     let server = fake(vec![
         FakeReply::text("red"),
         FakeReply::text("cherry"),
@@ -238,33 +236,7 @@ fn fork_is_a_json_rpc_method_and_an_mcp_tool() {
         FakeReply::text("grape"),
         FakeReply::text("Grapes grow in bunches."),
     ]);
-    // One exchange of lines with a server on stdio; the reply with `id` 1.
-    let ask = |command: &str, lines: &[String]| -> Value {
-        let mut child = Command::new(support::bin())
-            .arg(command)
-            .current_dir(&dir)
-            .env(support::KEY_VAR, "test-key-0123456789")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        for l in lines {
-            writeln!(stdin, "{l}").unwrap();
-        }
-        let mut reply = Value::Null;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
-            if v["id"] == 1 {
-                reply = v;
-                break;
-            }
-        }
-        drop(stdin);
-        let _ = child.wait();
-        reply
-    };
+    let ask = |command: &str, lines: &[String]| support::stdio_reply(&dir, command, lines);
     let params = serde_json::json!({"session_id": id, "at": "main/b"});
     let rpc = ask(
         "serve",

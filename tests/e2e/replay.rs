@@ -142,8 +142,6 @@ fn replays_offline_after(dir: &Path, server: &FakeServer, marker: &Path) -> Stri
 /// The same replay over JSON-RPC (`replay`) and as the MCP tool `replay`.
 #[test]
 fn replay_is_a_json_rpc_method_and_an_mcp_tool() {
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::{Command, Stdio};
     let server = fake(vec![
         FakeReply::tool_call("write", json!({"path": "marker.txt", "content": "done"})),
         FakeReply::text("wrote it"),
@@ -156,32 +154,7 @@ fn replay_is_a_json_rpc_method_and_an_mcp_tool() {
     assert_eq!(code, Some(0), "{first}");
     std::fs::remove_file(dir.join("marker.txt")).unwrap();
     let id = first["session_id"].as_str().unwrap().to_owned();
-    let ask = |command: &str, lines: &[String]| -> Value {
-        let mut child = Command::new(support::bin())
-            .arg(command)
-            .current_dir(&dir)
-            .env(support::KEY_VAR, "test-key-0123456789")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        for l in lines {
-            writeln!(stdin, "{l}").unwrap();
-        }
-        let mut reply = Value::Null;
-        for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-            let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
-            if v["id"] == 1 {
-                reply = v;
-                break;
-            }
-        }
-        drop(stdin);
-        let _ = child.wait();
-        reply
-    };
+    let ask = |command: &str, lines: &[String]| support::stdio_reply(&dir, command, lines);
     let params = json!({"session_id": id});
     let rpc = ask(
         "serve",

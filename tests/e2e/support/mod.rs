@@ -164,3 +164,33 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
 pub fn fake(replies: Vec<FakeReply>) -> FakeServer {
     runtime().block_on(FakeServer::start(replies)).unwrap()
 }
+
+/// One exchange with `agentfile COMMAND` (`serve`, `mcp`) on stdio: `lines`
+/// written in order, then the reply with `id` 1 (`Null` if none came).
+pub fn stdio_reply(dir: &Path, command: &str, lines: &[String]) -> Value {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(bin())
+        .arg(command)
+        .current_dir(dir)
+        .env(KEY_VAR, "test-key-0123456789")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for l in lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    let mut reply = Value::Null;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["id"] == 1 {
+            reply = v;
+            break;
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    reply
+}
