@@ -167,6 +167,7 @@ fn a_fork_inside_a_map_item_runs_that_item_and_what_follows() {
         rate("bob", "2"),
         rate("cy", "4"),
         FakeReply::text("9 in all").when(["Sum up the ratings"]),
+        FakeReply::text("nine, all told").when(["Add up the ratings"]),
     ]);
     let dir = tmp("fork", "map");
     config(&dir, &server);
@@ -187,6 +188,12 @@ fn a_fork_inside_a_map_item_runs_that_item_and_what_follows() {
     let id = first["session_id"].as_str().unwrap().to_owned();
     assert_eq!(server.request_count(), 4);
     let before = support::events(&dir, &id);
+    // An edit after the fork point: the sum is asked another way.
+    std::fs::write(
+        dir.join(".workflows/triage/WORKFLOW.md"),
+        TRIAGE.replace("Sum up the ratings", "Add up the ratings"),
+    )
+    .unwrap();
 
     let forked = run_json(
         &dir,
@@ -205,11 +212,11 @@ fn a_fork_inside_a_map_item_runs_that_item_and_what_follows() {
     assert_eq!(later.len(), 2, "item 1 and the sum: {later:#?}");
     assert!(later[0].contains("Rate the lead bob"), "{}", later[0]);
     assert!(
-        later[1].contains(r#"Sum up the ratings: [\"3\",\"2\",\"4\"]"#),
+        later[1].contains(r#"Add up the ratings: [\"3\",\"2\",\"4\"]"#),
         "{}",
         later[1]
     );
-    assert_eq!(forked["outputs"]["result"], "9 in all", "{forked}");
+    assert_eq!(forked["outputs"]["result"], "nine, all told", "{forked}");
     assert_eq!(
         support::events(&dir, &id),
         before,
