@@ -154,7 +154,7 @@ fn report(created: &Created, ran: &run::Ran, output: OutputMode) {
         }
         OutputMode::Text => {
             if result.status != "completed" {
-                run::print_result(result, output, &[], Some(&ran.stored));
+                run::print_result(result, output, &[], ran.stored.as_ref());
                 eprintln!(
                     "the generation run stopped ({}); its files are in {rel}",
                     result.status

@@ -245,7 +245,7 @@ fn run_to_exit(args: Args, start: Start) -> std::process::ExitCode {
     let code = runtime.block_on(async move {
         match run_async(args, start, Vec::new()).await {
             Ok(ran) => {
-                print_result(&ran.result, mode, &ran.order, Some(&ran.stored));
+                print_result(&ran.result, mode, &ran.order, ran.stored.as_ref());
                 ran.result.exit_code
             }
             Err(e) => {
@@ -268,7 +268,8 @@ pub(super) struct Ran {
     /// Its outputs' names in the order the plan declares them
     /// ([`agentfile::plan::Plan::output_order`]), for printing them.
     pub(super) order: Vec<String>,
-    pub(super) stored: Stored,
+    /// Where the session is stored, for text output (`None` otherwise).
+    pub(super) stored: Option<Stored>,
 }
 
 /// Where a run's session is stored, and how `agentfile sessions` reaches
@@ -393,22 +394,7 @@ pub(super) async fn run_async(
     };
     let here = std::env::current_dir()
         .map_err(|e| RunError::usage(format!("cannot read the current folder: {e}")))?;
-    let service = RunService::new(ServiceOptions {
-        root: here,
-        workspace_chosen: false,
-        config: None,
-        policy: None,
-        provider: None,
-        model: None,
-        base_url: None,
-        script: None,
-        max_runs: 1,
-        http: None,
-        sampling: None,
-        key_hint: None,
-        reader: Arc::new(Workflows),
-        remote: None,
-    });
+    let service = local_service(here, false);
     let mut sinks = extra;
     sinks.push(printer(args.output));
     let hooks = RunHooks {
@@ -431,9 +417,13 @@ pub(super) async fn run_async(
         .await
         .map_err(refused)?;
     let order = live.plan().output_order();
-    let stored = Stored::of(&live, args.setup.config.as_deref());
     let stopped_by = watch_stop(live.clone());
     let mut result = (*live.finished().await).clone();
+    // Only text output names where the session is stored, and working that
+    // out reads the config again: done then, once the run is over, never
+    // before its first step.
+    let stored =
+        (args.output == OutputMode::Text).then(|| Stored::of(&live, args.setup.config.as_deref()));
     if let Some(e) = live.setup_error() {
         return Err(e);
     }
@@ -446,6 +436,27 @@ pub(super) async fn run_async(
         result,
         order,
         stored,
+    })
+}
+
+/// A run service for one run of this process, rooted at `root` (with
+/// `workspace_chosen`, the request's workspace wins over a config's).
+pub(super) fn local_service(root: PathBuf, workspace_chosen: bool) -> Arc<RunService> {
+    RunService::new(ServiceOptions {
+        root,
+        workspace_chosen,
+        config: None,
+        policy: None,
+        provider: None,
+        model: None,
+        base_url: None,
+        script: None,
+        max_runs: 1,
+        http: None,
+        sampling: None,
+        key_hint: None,
+        reader: Arc::new(Workflows),
+        remote: None,
     })
 }
 

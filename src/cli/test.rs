@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use agentfile::events::EventSink;
 use agentfile::executor::{Approval, ApprovalRequest, Approver};
 use agentfile::run::RunRequest;
-use agentfile::service::{RunHooks, RunService, ServiceOptions, Submission};
+use agentfile::service::{RunHooks, RunService, Submission};
 use agentfile::testing::report::{CaseReport, Outcome};
 use agentfile::testing::{self, Case, Observed, TestFile};
 use agentfile::wire::events::Event;
@@ -489,22 +489,7 @@ fn request_for(
 
 /// A run service of its own for a case, rooted in its scratch workspace.
 fn service_for(scratch: &Scratch) -> Arc<RunService> {
-    RunService::new(ServiceOptions {
-        root: scratch.path().to_owned(),
-        workspace_chosen: true,
-        config: None,
-        policy: None,
-        provider: None,
-        model: None,
-        base_url: None,
-        script: None,
-        max_runs: 1,
-        http: None,
-        sampling: None,
-        key_hint: None,
-        reader: Arc::new(super::run::Workflows),
-        remote: None,
-    })
+    super::run::local_service(scratch.path().to_owned(), true)
 }
 
 /// `path` (absolute, or relative to the current folder) as a path inside
