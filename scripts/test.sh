@@ -14,7 +14,8 @@ fi
 # Debian packages the tests drive, installed in one apt transaction when
 # missing and running as root (CI): one `apt-get update` instead of one per
 # section below, whose own installs are then no-ops. Services that packages
-# would start (PostgreSQL, NATS) are held off by a policy-rc.d for the install.
+# would start (PostgreSQL, NATS, the Docker registry) are held off by a
+# policy-rc.d for the install.
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   pkgs=""
   for p in python3 perl make git curl; do
@@ -25,6 +26,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$pkgs postgresql"
   { command -v nats-server || [ -x /usr/sbin/nats-server ]; } >/dev/null 2>&1 || pkgs="$pkgs nats-server"
+  { command -v docker-registry || [ -x /usr/bin/docker-registry ]; } >/dev/null 2>&1 || pkgs="$pkgs docker-registry"
+  command -v skopeo >/dev/null 2>&1 || pkgs="$pkgs skopeo"
   if [ -n "$pkgs" ]; then
     echo "== apt-get install$pkgs"
     made_policy=
@@ -62,6 +65,10 @@ if [ -x "$venv/bin/python" ]; then
   # junitparser, which reads `agentfile test --format junit` back (tests/e2e/test_cmd.rs).
   "$venv/bin/python" -c 'import junitparser' 2>/dev/null \
     || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'junitparser>=3,<5'
+  # cryptography, for tests/oci/verify_cosign.py: cosign's keyed signature
+  # verification written independently of ours (tests/e2e/support/registry.rs).
+  "$venv/bin/python" -c 'import cryptography' 2>/dev/null \
+    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'cryptography>=42,<51'
   AGENTFILE_PY="$PWD/$venv/bin/python"
   export AGENTFILE_PY
   echo "mcp $("$AGENTFILE_PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
@@ -195,6 +202,30 @@ if ! command -v nats-server >/dev/null 2>&1 && [ ! -x /usr/sbin/nats-server ]; t
   fi
 fi
 { command -v nats-server || ls /usr/sbin/nats-server; } 2>/dev/null || true
+
+# An OCI registry (Debian's docker-registry, distribution v2.8) and skopeo, for
+# the package tests (tests/e2e/support/registry.rs starts its own registry on a
+# free loopback port; the package's service is neither needed nor started).
+echo "== docker-registry and skopeo"
+missing=""
+{ command -v docker-registry || [ -x /usr/bin/docker-registry ]; } >/dev/null 2>&1 || missing="$missing docker-registry"
+command -v skopeo >/dev/null 2>&1 || missing="$missing skopeo"
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    made_policy=
+    if [ ! -e /usr/sbin/policy-rc.d ]; then
+      printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+    fi
+    # shellcheck disable=SC2086
+    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null; } \
+      || echo "could not install$missing: the package registry tests will be SKIPPED"
+    if [ -n "$made_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi
+  else
+    echo "no$missing: the package registry tests will be SKIPPED (apt-get install$missing)"
+  fi
+fi
+{ command -v docker-registry || ls /usr/bin/docker-registry; } 2>/dev/null || true
+command -v skopeo 2>/dev/null || true
 
 # A clean clone gains nothing from incremental compilation, and its cache is
 # gigabytes of disk.

@@ -5,7 +5,8 @@
 //! Two parts live beside the crates they test and are included here too:
 //! [`llm`] (the provider scenarios, `crates/llm/tests/providers/support.rs`)
 //! and [`session`] (the three session stores and the throwaway PostgreSQL
-//! cluster, `crates/session/tests/stores/support.rs`).
+//! cluster, `crates/session/tests/stores/support.rs`). [`registry`] is the
+//! OCI registry and the outside checkers of signed packages.
 #![allow(dead_code)] // each suite uses its own part
 
 use std::path::{Path, PathBuf};
@@ -19,6 +20,10 @@ use serde_json::Value;
 pub mod llm;
 #[path = "../../../crates/session/tests/stores/support.rs"]
 pub mod session;
+
+/// A real OCI registry on loopback, skopeo and the independent cosign
+/// verifier (`tests/oci/verify_cosign.py`), for the package suite.
+pub mod registry;
 
 /// The environment variable the test configs name for the API key.
 pub const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
