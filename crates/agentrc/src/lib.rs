@@ -4,12 +4,15 @@
 //!
 //! - [`syntax`]: lines, continuations, blocks and heredocs.
 //! - [`table`]: every directive, its profile and what a run does with it.
+//! - [`base`]: FROM's base, found by the caller ([`Bases`]): what the file
+//!   does not write it inherits, what it writes may only narrow the base.
 //! - [`cedar`]: `POLICY … END` blocks through the `cedar-policy` crate,
 //!   checked here and compiled into the plan ([`Grants::compiled`]), where
 //!   the gate asks them at run time without knowing their language.
 //! - this crate's root: names and arguments checked, the seven lints, the digest,
 //!   the plan.
 
+pub mod base;
 pub mod cedar;
 pub mod syntax;
 pub mod table;
@@ -22,11 +25,13 @@ use sha2::{Digest, Sha256};
 
 use agentfile_plan::Plan;
 use agentfile_plan::declared::{
-    Block, Compiled, Credential, Declaration, DeclaredTool, Directive, Grants, Mount,
+    Base, Block, Compiled, Credential, Declaration, DeclaredTool, Directive, Grants, Mount,
 };
 use agentfile_plan::diag::{Diagnostic, FileId, SourceMap, Span};
 use syntax::{BlockKind, LayoutProblem, RawDirective, Syntax, Token};
 use table::{Entry, Profile, Support};
+
+pub use base::Bases;
 
 /// The input a run of an agentrc agent takes: what to do.
 pub use agentfile_plan::build::TASK_INPUT;
@@ -34,7 +39,7 @@ pub use agentfile_plan::build::TASK_INPUT;
 /// SOP text read from a file named by `COPY … /mnt/SOP` is limited to this.
 const MAX_SOP_FILE: u64 = 1 << 20;
 
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Default, Clone, Copy)]
 pub struct Options<'a> {
     /// `--profile core`: check core conformance — a directive of an optional
     /// profile is an error unless `extensions` names its profile. Without
@@ -43,6 +48,19 @@ pub struct Options<'a> {
     /// Optional profiles accepted under `core_only` (`--extensions`):
     /// `capability`, `placement`, …, or `all`.
     pub extensions: &'a [String],
+    /// Finds the base a FROM names. `None`: FROM is checked and linted, and
+    /// no base is looked for.
+    pub bases: Option<&'a dyn Bases>,
+}
+
+impl std::fmt::Debug for Options<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("core_only", &self.core_only)
+            .field("extensions", &self.extensions)
+            .field("bases", &self.bases.map(|_| "…"))
+            .finish()
+    }
 }
 
 /// Check an agentrc Agentfile and lower it into a plan (only when it has no
@@ -71,6 +89,7 @@ pub fn analyze(
         timeout_s,
         cedar_blocks,
         identity,
+        base,
         ..
     } = c;
     let has_errors = diags.iter().any(Diagnostic::is_error);
@@ -80,7 +99,9 @@ pub fn analyze(
     let agent_name = agent
         .map(|(a, _)| a)
         .unwrap_or_else(|| fallback_name(&path));
-    grants.cedar = (syntax == Syntax::Core).then_some(cedar_blocks);
+    // A file with a base and no policy of its own lives under the base's.
+    let inherits_policy = base.is_some() && cedar_blocks.is_empty();
+    grants.cedar = (syntax == Syntax::Core && !inherits_policy).then_some(cedar_blocks);
     let decl = Declaration {
         syntax: syntax.as_str().to_owned(),
         syntax_directive: layout.syntax_directive.as_ref().map(|s| s.0.clone()),
@@ -96,6 +117,7 @@ pub fn analyze(
         },
         directives,
         grants,
+        base: base.map(Box::new),
     };
     match plan(&path, decl, identity.get("description").cloned(), timeout_s) {
         Ok(p) => (diags, Some(p)),
@@ -165,6 +187,17 @@ struct Checker<'a> {
     tool_spans: Vec<(String, Span)>,
     /// Byte offsets where lines start.
     line_starts: Vec<usize>,
+    /// Finds FROM's base (`None`: FROM is not looked up).
+    bases: Option<&'a dyn Bases>,
+    /// The (first) FROM's reference, when looked up.
+    from: Option<Span>,
+    /// The base it resolved to.
+    base: Option<Base>,
+    /// Where each mount, host and credential of `grants` was written, in
+    /// the order of their lists (a host: its first mention).
+    mount_spans: Vec<Span>,
+    host_spans: Vec<(String, Span)>,
+    cred_spans: Vec<Span>,
 }
 
 impl<'a> Checker<'a> {
@@ -174,7 +207,7 @@ impl<'a> Checker<'a> {
         path: &'a Path,
         syntax: Syntax,
         evidence: Option<(usize, usize)>,
-        opts: Options<'_>,
+        opts: Options<'a>,
     ) -> Checker<'a> {
         Checker {
             file,
@@ -198,6 +231,12 @@ impl<'a> Checker<'a> {
             line_starts: std::iter::once(0)
                 .chain(text.match_indices('\n').map(|(i, _)| i + 1))
                 .collect(),
+            bases: opts.bases,
+            from: None,
+            base: None,
+            mount_spans: Vec::new(),
+            host_spans: Vec::new(),
+            cred_spans: Vec::new(),
         }
     }
 
@@ -676,7 +715,8 @@ impl<'a> Checker<'a> {
                 if self.count(d, args, 1, 1, "URL https://api.github.com")
                     && let Some(host) = self.url(args[0])
                 {
-                    push_unique(&mut self.grants.hosts, host);
+                    let s = self.tspan(args[0]);
+                    self.host(host, s);
                 }
             }
             (Syntax::Core, "POLICY") => self.core_policy(d, args),
@@ -879,6 +919,7 @@ impl<'a> Checker<'a> {
     }
 
     fn from(&mut self, t: &Token) {
+        self.resolve_base(t);
         let r = t.text.as_str();
         if r == "scratch" || r.contains("@sha256:") {
             return;
@@ -1058,6 +1099,7 @@ impl<'a> Checker<'a> {
             pattern,
             write: args[1].text == "rw",
         });
+        self.mount_spans.push(s);
     }
 
     fn cred(&mut self, d: &RawDirective, args: &[&Token]) {
@@ -1130,6 +1172,8 @@ impl<'a> Checker<'a> {
             source: source.to_owned(),
             url,
         });
+        let s = self.tspan(args[0]);
+        self.cred_spans.push(s);
     }
 
     fn plaintext(&mut self, span: Span, what: &str) {
@@ -1156,6 +1200,14 @@ impl<'a> Checker<'a> {
         let v = unquote(value);
         if (named && !v.is_empty() && !v.starts_with('$')) || looks_secret(&v) {
             self.plaintext(span, &format!("ENV {key}"));
+        }
+    }
+
+    /// A host web_fetch may reach (URL, `POLICY network`), once.
+    fn host(&mut self, host: String, span: Span) {
+        if !self.grants.hosts.contains(&host) {
+            self.host_spans.push((host.clone(), span));
+            self.grants.hosts.push(host);
         }
     }
 
@@ -1437,7 +1489,7 @@ impl<'a> Checker<'a> {
                     self.hint("write `POLICY network dns:api.github.com:443`");
                     continue;
                 }
-                push_unique(&mut self.grants.hosts, host.to_owned());
+                self.host(host.to_owned(), s);
             }
         } else if key == "agent.timeout" {
             let v = args[1].text.as_str();
@@ -1587,6 +1639,7 @@ impl<'a> Checker<'a> {
     }
 
     fn finish(&mut self) {
+        self.apply_base();
         let start = Span::new(self.file, 0, 0);
         if self.agent.is_none() && !self.named {
             let (code_msg, hint) = match self.syntax {
@@ -1623,14 +1676,19 @@ impl<'a> Checker<'a> {
         }
         if self.syntax != Syntax::Core {
             // No MOUNT in this syntax: the agent's files are the workspace
-            // (still bounded by the operator's policy).
-            if !self.file_tools.is_empty() {
+            // (still bounded by the operator's policy), or with a base, the
+            // base's mounts.
+            if !self.file_tools.is_empty() && self.base.is_none() {
                 self.grants.mounts.push(Mount {
                     path: "/workspace".to_owned(),
                     pattern: "$WORKSPACE/**".to_owned(),
                     write: true,
                 });
             }
+            return;
+        }
+        if self.base.is_some() && self.cedar_blocks.is_empty() {
+            // No policy of its own: the base's apply (`analyze`).
             return;
         }
         // Cedar: parse every block, then lint the tools no policy permits.
@@ -1697,12 +1755,6 @@ fn dedup(mut v: Vec<&str>) -> Vec<&str> {
     let mut seen = BTreeSet::new();
     v.retain(|x| seen.insert(*x));
     v
-}
-
-fn push_unique(v: &mut Vec<String>, s: String) {
-    if !v.contains(&s) {
-        v.push(s);
-    }
 }
 
 fn unquote(v: &str) -> String {
@@ -1880,6 +1932,9 @@ pub fn summary(d: &Declaration) -> String {
     let _ = writeln!(o, "agentrc Agentfile ({} syntax)", d.syntax);
     let _ = writeln!(o, "  agent:     {}", d.agent);
     let _ = writeln!(o, "  digest:    {}", d.digest);
+    if let Some(b) = &d.base {
+        let _ = writeln!(o, "  base:      {} (agent {})", b.pinned(), b.agent);
+    }
     if let Some(s) = &d.syntax_directive {
         let _ = writeln!(o, "  syntax:    {s}");
     }

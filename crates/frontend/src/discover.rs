@@ -71,6 +71,7 @@ pub fn list(root: &Path, config: Option<&Config>) -> WorkflowList {
                     config,
                     dialect: None,
                     read: Default::default(),
+                    packages: None,
                 },
             );
             let folder = path

@@ -9,6 +9,7 @@
 //! nor the workflow generator (`create`, `promote`), which is
 //! `agentfile-author`, above it.
 
+mod base;
 pub mod discover;
 pub mod inspect;
 pub mod registry;
@@ -32,13 +33,46 @@ pub use scripts::ScriptEngine;
 pub use agentfile_syntax::MAX_WORKFLOW_BYTES;
 
 /// What reading a file takes besides the file: the config (profiles a
-/// workflow requires), a forced dialect, and the options every format shares.
-#[derive(Debug, Default, Clone)]
+/// workflow requires), a forced dialect, the options every format shares,
+/// and where the packages a workflow's base names are found.
+#[derive(Default, Clone)]
 pub struct Options<'a> {
     pub config: Option<&'a Config>,
     /// Force a dialect instead of guessing (`--dialect`).
     pub dialect: Option<Dialect>,
     pub read: ReadOptions,
+    /// Finds the package an agentrc FROM names (CONTRACT §20). `None`: FROM
+    /// is checked and linted, and no base is looked for.
+    pub packages: Option<&'a dyn Packages>,
+}
+
+impl std::fmt::Debug for Options<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("config", &self.config)
+            .field("dialect", &self.dialect)
+            .field("read", &self.read)
+            .field("packages", &self.packages.map(|_| "…"))
+            .finish()
+    }
+}
+
+/// Finds the package a workflow's base names (agentrc FROM) on this machine.
+pub trait Packages: Send + Sync {
+    /// The local workflow file of the package `reference` names (as FROM writes it, without `oci://`), and its manifest digest (`sha256:…`).
+    fn resolve(
+        &self,
+        reference: &str,
+    ) -> Result<ResolvedBase, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+/// A package [`Packages::resolve`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedBase {
+    /// Its workflow file (an agentrc Agentfile), or the folder holding it.
+    pub workflow: PathBuf,
+    /// Its manifest digest, `sha256:…`.
+    pub digest: String,
 }
 
 /// The result of reading one workflow file.

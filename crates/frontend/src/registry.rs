@@ -116,9 +116,14 @@ fn analyze_dsl(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Ana
 }
 
 fn analyze_agentrc(sources: &mut SourceMap, file: FileId, opts: &Options<'_>) -> Analyzed {
+    let bases = opts.packages.map(|packages| crate::base::Resolver {
+        packages,
+        options: opts,
+    });
     let options = agentfile_agentrc::Options {
         core_only: opts.read.core_only,
         extensions: &opts.read.extensions,
+        bases: bases.as_ref().map(|b| b as &dyn agentfile_agentrc::Bases),
     };
     agentfile_agentrc::analyze(sources, file, options)
 }

@@ -5,6 +5,10 @@
 //! [`Grants`] to build the extra policy layers (the declared tools, mounts and
 //! hosts, and the Cedar policies) that every tool call must also pass.
 //!
+//! A declaration whose FROM was resolved carries its [`Base`]: the base's
+//! grants bound the file's own (the front end refuses a widening), and the
+//! run asks the base's grants and policies as one more layer.
+//!
 //! The policies reach the run compiled: the front end that read them puts an
 //! [`Authorize`] beside their text ([`Grants::compiled`]), so the gate asks
 //! them without knowing their language or linking its parser.
@@ -37,7 +41,45 @@ pub struct Declaration {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extensions: Vec<String>,
     pub directives: Vec<Directive>,
+    /// What this declaration may use: its own directives, and what it
+    /// inherits from its base for those it does not write.
     pub grants: Grants,
+    /// The base package FROM names, when the caller resolved it (CONTRACT
+    /// §20): its grants are a ceiling `grants` stays under, and its policies
+    /// keep applying beside this declaration's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<Box<Base>>,
+}
+
+/// The base a FROM resolved to: what it is, and what it allows.
+///
+/// A run asks the base's grants and policies too ([`Base::grants`] and
+/// [`Base::base`], all the way down): a call must pass every layer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Base {
+    /// The reference as FROM writes it (without `oci://`).
+    pub reference: String,
+    /// The package's manifest digest (`sha256:…`).
+    pub digest: String,
+    /// The base's agent: the principal its policies are asked about.
+    pub agent: String,
+    /// The base's grants as resolved (within its own base's, if it has one);
+    /// its policies, compiled, in [`Grants::compiled`].
+    pub grants: Grants,
+    /// The base's own base.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<Box<Base>>,
+}
+
+impl Base {
+    /// `reference@digest`, or the reference when it already pins a digest.
+    pub fn pinned(&self) -> String {
+        if self.reference.contains('@') {
+            self.reference.clone()
+        } else {
+            format!("{}@{}", self.reference, self.digest)
+        }
+    }
 }
 
 /// One directive, as written.
@@ -110,7 +152,8 @@ pub struct Grants {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<String>,
     /// Cedar policies (core syntax): a call runs only if they allow it too.
-    /// `None`: the file's syntax has no Cedar (Dockerfile-shaped).
+    /// `None`: the file's syntax has no Cedar (Dockerfile-shaped), or it has
+    /// a base and writes no policy of its own (the base's apply, [`Base`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cedar: Option<Vec<Block>>,
     /// The policies of `cedar`, compiled by the front end that read them.

@@ -579,6 +579,16 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a `COPY … /mnt/SOP` whose file is missing, unreadable or too large",
     ),
     (
+        "agentrc-from-unresolved",
+        Severity::Error,
+        "a FROM whose base package cannot be used: the resolver cannot find it, its Agentfile is invalid, or the bases form a cycle or nest too deep",
+    ),
+    (
+        "agentrc-from-widens",
+        Severity::Error,
+        "a TOOL, MOUNT, URL (or POLICY network) or CRED that allows more than the base package FROM names",
+    ),
+    (
         "agentrc-empty-block",
         Severity::Warning,
         "an empty POLICY block",

@@ -15,6 +15,14 @@
 //! | each path a bash line reads / writes (arguments, redirections) | `filesystem.read` / `filesystem.write` | bash | `path` |
 //! | web_fetch (and each redirect) | `network.connect` | the same tool | `host`, `port`, `url` |
 //!
+//! A declaration whose FROM was resolved carries its base
+//! ([`Declaration::base`]): the guard holds the base's grants and policies as
+//! a layer of their own ([`DeclarationGuard::base`]), asked after the file's,
+//! so a call must be allowed by both (and by the base's base, all the way
+//! down). The policy sets are never merged, which would let either's permits
+//! stand for the other's. Each layer asks its policies about its own agent
+//! and its own name of the tool called.
+//!
 //! The principal is `AgentRC::Agent::"<agent>"`. `tool.invoke` must be
 //! permitted (deny by default). The finer action is decided by Cedar when a
 //! permit of the file names it; when none does, the runtime adds
@@ -30,7 +38,7 @@ use crate::Denial;
 use crate::policy::paths::{self, PathPattern};
 use crate::policy::web::DomainPattern;
 use crate::policy::{Guard, Permit, Request, Tool};
-use agentfile_plan::declared::{Authorize, Declaration, Verdict};
+use agentfile_plan::declared::{Authorize, Base, Declaration, Grants, Verdict};
 
 /// The grants of one declaration, bound to a workspace.
 pub struct DeclarationGuard {
@@ -41,6 +49,8 @@ pub struct DeclarationGuard {
     hosts: Vec<DomainPattern>,
     cedar: Option<Arc<dyn Authorize>>,
     workspace: PathBuf,
+    /// The base's layer (FROM), with what it says in a denial's rule.
+    base: Option<(Box<DeclarationGuard>, String)>,
 }
 
 impl std::fmt::Debug for DeclarationGuard {
@@ -52,6 +62,7 @@ impl std::fmt::Debug for DeclarationGuard {
             .field("hosts", &self.hosts)
             .field("cedar", &self.cedar.is_some())
             .field("workspace", &self.workspace)
+            .field("base", &self.base)
             .finish()
     }
 }
@@ -87,10 +98,17 @@ pub enum GuardError {
     /// (it did not come from the front end that reads them).
     #[error("its policies were not compiled by the front end that read them")]
     Uncompiled,
+    /// The base FROM names cannot be compiled.
+    #[error("its base `{reference}`: {source}")]
+    Base {
+        reference: String,
+        source: Box<GuardError>,
+    },
 }
 
 impl DeclarationGuard {
-    /// Compile a declaration's grants for a workspace.
+    /// Compile a declaration's grants for a workspace, with its base's (and
+    /// their bases') as layers below.
     pub fn new(
         decl: &Declaration,
         workspace: &Path,
@@ -103,15 +121,48 @@ impl DeclarationGuard {
             }
         })?;
         let home = home.and_then(|h| paths::realpath(&paths::normalize(h)).ok());
-        let g = &decl.grants;
+        DeclarationGuard::layer(
+            &decl.agent,
+            &decl.grants,
+            decl.base.as_deref(),
+            workspace,
+            home.as_deref(),
+        )
+    }
+
+    /// One declaration's grants (a file's, or a base's), its base below.
+    fn layer(
+        agent: &str,
+        g: &Grants,
+        base: Option<&Base>,
+        workspace: PathBuf,
+        home: Option<&Path>,
+    ) -> Result<DeclarationGuard, GuardError> {
+        let base = match base {
+            Some(b) => {
+                let layer = DeclarationGuard::layer(
+                    &b.agent,
+                    &b.grants,
+                    b.base.as_deref(),
+                    workspace.clone(),
+                    home,
+                )
+                .map_err(|e| GuardError::Base {
+                    reference: b.reference.clone(),
+                    source: Box::new(e),
+                })?;
+                Some((Box::new(layer), b.pinned()))
+            }
+            None => None,
+        };
         let mut mounts = Vec::new();
         for m in &g.mounts {
-            let p = PathPattern::compile(&m.pattern, &workspace, home.as_deref()).map_err(
-                |source| GuardError::Mount {
+            let p = PathPattern::compile(&m.pattern, &workspace, home).map_err(|source| {
+                GuardError::Mount {
                     path: m.path.clone(),
                     source,
-                },
-            )?;
+                }
+            })?;
             mounts.push((
                 p,
                 m.write,
@@ -136,12 +187,13 @@ impl DeclarationGuard {
             (Some(_), None) => return Err(GuardError::Uncompiled),
         };
         Ok(DeclarationGuard {
-            agent: decl.agent.clone(),
+            agent: agent.to_owned(),
             tools,
             mounts,
             hosts,
             cedar,
             workspace,
+            base,
         })
     }
 
@@ -255,7 +307,50 @@ fn errors(d: &Verdict) -> String {
 }
 
 impl Guard for DeclarationGuard {
+    /// This declaration's word, then its base's.
     fn judge(&self, req: &Request<'_>, permit: &Permit) -> Result<(), Denial> {
+        self.judge_here(req, permit)?;
+        match &self.base {
+            Some((base, shown)) => base.judge(req, permit).map_err(|d| in_base(d, shown)),
+            None => Ok(()),
+        }
+    }
+
+    fn judge_file(&self, tool: Tool, real: &Path, writes: bool) -> Result<(), Denial> {
+        self.judge_file_here(tool, real, writes)?;
+        match &self.base {
+            Some((base, shown)) => base
+                .judge_file(tool, real, writes)
+                .map_err(|d| in_base(d, shown)),
+            None => Ok(()),
+        }
+    }
+
+    fn offers(&self, tool: Tool) -> bool {
+        self.declared(tool.name()).is_some()
+            && self.base.as_ref().is_none_or(|(b, _)| b.offers(tool))
+    }
+
+    fn offers_mcp(&self, server: &str, tool: &str) -> bool {
+        self.declared(&format!("mcp:{server}:{tool}")).is_some()
+            && self
+                .base
+                .as_ref()
+                .is_none_or(|(b, _)| b.offers_mcp(server, tool))
+    }
+}
+
+/// A denial of a base's layer, saying so.
+fn in_base(d: Denial, shown: &str) -> Denial {
+    Denial {
+        tool: d.tool,
+        rule: format!("base {shown}: {}", d.rule),
+        reason: format!("{} (the base `{shown}` FROM names)", d.reason),
+    }
+}
+
+impl DeclarationGuard {
+    fn judge_here(&self, req: &Request<'_>, permit: &Permit) -> Result<(), Denial> {
         let (tool_name, called) = match *req {
             Request::Path { tool, .. } | Request::Plain(tool) => {
                 (tool.name().to_owned(), tool.name().to_owned())
@@ -320,7 +415,7 @@ impl Guard for DeclarationGuard {
         }
     }
 
-    fn judge_file(&self, tool: Tool, real: &Path, writes: bool) -> Result<(), Denial> {
+    fn judge_file_here(&self, tool: Tool, real: &Path, writes: bool) -> Result<(), Denial> {
         let Some(name) = self.declared(tool.name()).map(str::to_owned) else {
             return Err(refuse(
                 tool.name(),
@@ -331,14 +426,6 @@ impl Guard for DeclarationGuard {
             ));
         };
         self.file(tool, &name, real, writes)
-    }
-
-    fn offers(&self, tool: Tool) -> bool {
-        self.declared(tool.name()).is_some()
-    }
-
-    fn offers_mcp(&self, server: &str, tool: &str) -> bool {
-        self.declared(&format!("mcp:{server}:{tool}")).is_some()
     }
 }
 
@@ -453,6 +540,7 @@ mod tests {
                 compiled,
                 ..Grants::default()
             },
+            base: None,
         }
     }
 
@@ -468,5 +556,38 @@ mod tests {
         assert!(DeclarationGuard::new(&compiled, &ws, None).is_ok());
         let none = declaration(None, Compiled::default());
         assert!(DeclarationGuard::new(&none, &ws, None).is_ok());
+    }
+
+    /// A base's policies are a layer of their own: never compiled, they
+    /// refuse the run as the file's would.
+    #[test]
+    fn a_base_whose_policies_were_never_compiled_refuses_the_run() {
+        let ws = std::env::temp_dir();
+        let mut child = declaration(None, Compiled::default());
+        let base = declaration(Some(Vec::new()), Compiled::default());
+        child.base = Some(Box::new(Base {
+            reference: "reg/base:1".to_owned(),
+            digest: "sha256:00".to_owned(),
+            agent: base.agent.clone(),
+            grants: base.grants.clone(),
+            base: None,
+        }));
+        let err = DeclarationGuard::new(&child, &ws, None).unwrap_err();
+        assert_eq!(
+            err,
+            GuardError::Base {
+                reference: "reg/base:1".to_owned(),
+                source: Box::new(GuardError::Uncompiled),
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "its base `reg/base:1`: its policies were not compiled by the front end that read them"
+        );
+        let b = child.base.as_mut().unwrap();
+        b.grants.compiled = Compiled(Some(Arc::new(PermitAll)));
+        let guard = DeclarationGuard::new(&child, &ws, None).unwrap();
+        // The base declares no tool: nothing is offered, whatever the file says.
+        assert!(!guard.offers(Tool::Read));
     }
 }
