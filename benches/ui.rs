@@ -378,6 +378,7 @@ fn run_started(m: &SessionMeta, trigger: Option<RunTrigger>) -> EventBody {
         sandbox: None,
         forked_from: None,
         replay_of: None,
+        package: None,
     }
 }
 

@@ -50,6 +50,7 @@ pub use agentfile_engine::{executor, run, service};
 pub use agentfile_frontend as frontend;
 pub use agentfile_frontend::{detect, discover, inspect};
 pub use agentfile_llm as llm;
+pub use agentfile_package as package;
 pub use agentfile_plan as plan;
 pub use agentfile_plan::diag;
 pub use agentfile_server as server;

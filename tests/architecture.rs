@@ -1020,6 +1020,7 @@ fn no_two_modules_of_a_crate_import_each_other_in_a_loop() {
 /// JavaScript host's reply), a named type says so (`script::HostError`).
 const TYPED_ERRORS: &[&str] = &[
     "tools",
+    "package",
     "engine",
     "session",
     "llm",

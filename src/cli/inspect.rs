@@ -91,6 +91,7 @@ fn plan(
     let a = frontend::analyze(
         path,
         Options {
+            packages: None,
             config: cfg.as_ref(),
             dialect,
             read,
@@ -221,6 +222,7 @@ fn workflow_files(path: &Path) -> Vec<PathBuf> {
         frontend::analyze(
             path,
             Options {
+                packages: None,
                 config: cfg.as_ref(),
                 dialect: None,
                 read: ReadOptions::default(),

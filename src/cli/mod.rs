@@ -27,6 +27,7 @@ mod inspect;
 mod list;
 mod manual;
 mod mcp;
+mod package;
 mod promote;
 mod run;
 mod serve;
@@ -112,6 +113,22 @@ enum Command {
     /// Promote a validated generation run (artifacts/NAME/RUN_ID) to
     /// workflows/NAME/, archiving the run to outputs/NAME/RUN_ID/build/.
     Promote(promote::Args),
+    /// Pack a workflow and everything it loads as a reproducible OCI package
+    /// and print its digest (-o FILE: an OCI image layout archive).
+    Pack(package::PackArgs),
+    /// Pack a workflow and push it to an OCI registry; prints REF@sha256:….
+    Push(package::PushArgs),
+    /// Pull a package into the cache, checked; prints REF@sha256:….
+    Pull(package::PullArgs),
+    /// Sign a package in its registry with a private key (cosign-compatible:
+    /// `cosign verify --key` accepts it).
+    Sign(package::SignArgs),
+    /// Check a package's signature against trusted public keys (exit 3 when
+    /// none verifies).
+    Verify(package::VerifyArgs),
+    /// Make an ECDSA P-256 key pair for `sign` and `verify` (PREFIX.key,
+    /// PREFIX.pub).
+    Keygen(package::KeygenArgs),
     /// Print the shell completion script for bash, zsh, fish, elvish or
     /// powershell.
     Completions(manual::CompletionsArgs),
@@ -149,6 +166,12 @@ pub fn main() -> ExitCode {
         Command::Triggers(args) => return triggers::run(args),
         Command::Emit(args) => return emit::run(args),
         Command::Create(args) => return create::run(args),
+        Command::Pack(args) => return package::pack(args),
+        Command::Push(args) => return package::push(args),
+        Command::Pull(args) => return package::pull(args),
+        Command::Sign(args) => return package::sign(args),
+        Command::Verify(args) => return package::verify(args),
+        Command::Keygen(args) => return package::keygen(args),
         Command::Completions(args) => return manual::completions(args),
         Command::Man(args) => return manual::man(args),
     };

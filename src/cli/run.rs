@@ -470,6 +470,7 @@ impl Reader for Workflows {
         config: &agentfile::config::Config,
     ) -> Result<agentfile::plan::Plan, LoadError> {
         let options = Options {
+            packages: None,
             config: Some(config),
             dialect: None,
             read: req.read.clone(),

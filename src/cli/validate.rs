@@ -80,6 +80,7 @@ fn workflow(args: &Args, p: &Path) -> anyhow::Result<Analysis> {
     let mut a = frontend::analyze(
         p,
         Options {
+            packages: None,
             config: cfg.as_ref(),
             dialect: args.dialect.map(Into::into),
             read: args.read.options(),

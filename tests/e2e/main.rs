@@ -49,6 +49,7 @@ mod mcp_tasks;
 mod mcp_tasks_v1;
 mod mcp_typescript;
 mod outputs;
+mod package;
 mod protocol;
 mod replay;
 mod run;

@@ -31,7 +31,12 @@ use crate::syntax::Token;
 pub trait Bases {
     /// The base `reference` names (as FROM writes it, without `oci://`),
     /// checked and lowered; an error says why it cannot be used.
-    fn base(&self, reference: &str) -> Result<Base, Box<dyn std::error::Error + Send + Sync>>;
+    /// `None`: it names a container image, not an agentfile package, and
+    /// there are no boundaries to inherit.
+    fn base(
+        &self,
+        reference: &str,
+    ) -> Result<Option<Base>, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 /// Whether the base's tool `base` allows the declared tool `child`: the same
@@ -141,7 +146,7 @@ impl Checker<'_> {
         }
         self.from = Some(s);
         match bases.base(&reference) {
-            Ok(base) => self.base = Some(base),
+            Ok(base) => self.base = base,
             Err(e) => {
                 self.error(
                     "agentrc-from-unresolved",

@@ -140,8 +140,8 @@ pub const TABLE: &[Entry] = &[
         "FROM",
         C,
         P::Core,
-        S::Validated,
-        "reference checked (mutable tags warned); a base package is not pulled",
+        S::Enforced,
+        "a package in a named registry is pulled by digest and its TOOL/URL/MOUNT/CRED/POLICY are a ceiling; a Docker Hub name is a container image, checked only",
     ),
     e(
         "CMD",
@@ -385,8 +385,8 @@ pub const TABLE: &[Entry] = &[
         "FROM",
         D,
         P::Dockerfile,
-        S::Validated,
-        "reference checked (mutable tags warned); not pulled",
+        S::Enforced,
+        "as in the core syntax: a package in a named registry is a ceiling; a container image is checked only",
     ),
     e(
         "CMD",

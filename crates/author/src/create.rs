@@ -134,14 +134,7 @@ pub fn finish(b: &Begun, ws: &Path, status: &str, error: Option<&str>) -> Create
                 m.fail(g::VALIDATION, Some("generate-config"), &e);
             }
             Ok(()) => {
-                let an = frontend::analyze(
-                    &stage.join("workflow.yaml"),
-                    Options {
-                        config: None,
-                        dialect: None,
-                        read: Default::default(),
-                    },
-                );
+                let an = frontend::analyze(&stage.join("workflow.yaml"), Options::default());
                 for d in &an.diagnostics {
                     // Named as the run folder has them: the staged copy goes.
                     let at = d

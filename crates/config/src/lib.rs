@@ -100,6 +100,9 @@ pub struct Config {
     pub tools: BTreeMap<String, ToolBinding>,
     /// `action:` references, each bound to a tool id.
     pub actions: BTreeMap<String, ActionBinding>,
+    /// Workflows from OCI packages (CONTRACT §20): which signatures a
+    /// package needs before it runs.
+    pub packages: PackagesSection,
     /// Sections we do not own (written for other tools); kept so they are not errors.
     #[serde(flatten, skip_serializing)]
     pub other: BTreeMap<String, serde_json::Value>,
@@ -559,6 +562,24 @@ impl Default for BashSection {
     }
 }
 
+/// `[packages]`: what a workflow from an OCI package (`oci://REF`) must show
+/// before it runs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PackagesSection {
+    /// Refuse a package that no key of `trusted_keys` signed.
+    pub require_signature: bool,
+    /// Public keys (PEM, as `cosign.pub`) whose signatures are trusted;
+    /// relative to the config's folder.
+    pub trusted_keys: Vec<PathBuf>,
+    /// Speak plain HTTP to a registry on this machine (as `--plain-http`);
+    /// a remote registry is always reached over HTTPS.
+    pub plain_http: bool,
+    /// Where pulled packages are kept (default: `AGENTFILE_CACHE_DIR`,
+    /// else the user's cache folder); relative to the config's folder.
+    pub cache: Option<PathBuf>,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct SkillsSection {
@@ -633,6 +654,12 @@ impl Config {
             fix(p);
         }
         for p in &mut self.skills.paths {
+            fix(p);
+        }
+        for p in &mut self.packages.trusted_keys {
+            fix(p);
+        }
+        if let Some(p) = self.packages.cache.as_mut() {
             fix(p);
         }
     }

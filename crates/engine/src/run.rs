@@ -389,7 +389,9 @@ pub fn prepare(req: &RunRequest, load: Load<'_>) -> Result<Prepared, RunError> {
         );
         let project = agentfile_plan::project_of_folder(&root);
         match (req.workspace.as_deref(), &config.agent.workspace) {
-            (None, None) => resolve_workspace(Some(&project), &config)?,
+            // A package's folder is the cache's, read-only: its runs work in
+            // the caller's workspace.
+            (None, None) if plan.package.is_none() => resolve_workspace(Some(&project), &config)?,
             (flag, _) => resolve_workspace(flag, &config)?,
         }
     } else {

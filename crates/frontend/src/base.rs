@@ -71,7 +71,10 @@ fn shown(chain: &[(String, String)], next: &str) -> String {
 }
 
 impl agentfile_agentrc::Bases for Resolver<'_, '_> {
-    fn base(&self, reference: &str) -> Result<Base, Box<dyn std::error::Error + Send + Sync>> {
+    fn base(
+        &self,
+        reference: &str,
+    ) -> Result<Option<Base>, Box<dyn std::error::Error + Send + Sync>> {
         let chain = CHAIN.with(|c| c.borrow().clone());
         if chain.iter().any(|(r, _)| r == reference) {
             return Err(BaseError::Cycle(shown(&chain, reference)).into());
@@ -79,7 +82,9 @@ impl agentfile_agentrc::Bases for Resolver<'_, '_> {
         if chain.len() >= MAX_BASE_DEPTH {
             return Err(BaseError::TooDeep(shown(&chain, reference)).into());
         }
-        let found = self.packages.resolve(reference)?;
+        let Some(found) = self.packages.resolve(reference)? else {
+            return Ok(None);
+        };
         if chain.iter().any(|(_, d)| *d == found.digest) {
             return Err(BaseError::Cycle(shown(&chain, reference)).into());
         }
@@ -105,12 +110,12 @@ impl agentfile_agentrc::Bases for Resolver<'_, '_> {
         let Some(decl) = plan.declared else {
             return Err(BaseError::NotAgentrc(a.path.display().to_string()).into());
         };
-        Ok(Base {
+        Ok(Some(Base {
             reference: reference.to_owned(),
             digest: found.digest,
             agent: decl.agent,
             grants: decl.grants,
             base: decl.base,
-        })
+        }))
     }
 }

@@ -12,6 +12,7 @@
 mod base;
 pub mod discover;
 pub mod inspect;
+pub mod package;
 pub mod registry;
 pub mod report;
 pub mod scripts;
@@ -60,10 +61,13 @@ impl std::fmt::Debug for Options<'_> {
 /// Finds the package a workflow's base names (agentrc FROM) on this machine.
 pub trait Packages: Send + Sync {
     /// The local workflow file of the package `reference` names (as FROM writes it, without `oci://`), and its manifest digest (`sha256:…`).
+    /// `None`: the reference names no agentfile package but a container
+    /// image (a Docker Hub name such as `python:3.11-slim`, or an image in a
+    /// registry), whose boundaries there are none to inherit.
     fn resolve(
         &self,
         reference: &str,
-    ) -> Result<ResolvedBase, Box<dyn std::error::Error + Send + Sync>>;
+    ) -> Result<Option<ResolvedBase>, Box<dyn std::error::Error + Send + Sync>>;
 }
 
 /// A package [`Packages::resolve`] found.
@@ -215,6 +219,9 @@ impl Analysis {
 
 /// Read and analyse a workflow file (or a folder holding an `Agentfile`).
 pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
+    if package::is_package(path) {
+        return analyze_package(path, opts);
+    }
     let path = if path.is_dir() {
         match registry::file_in(path) {
             Some(p) => p,
@@ -281,9 +288,40 @@ pub fn analyze(path: &Path, opts: Options<'_>) -> Analysis {
     }
 }
 
+/// Read the workflow of the package `path` names (`oci://REF`): resolved,
+/// pulled and checked first ([`package::resolve`]); the plan says which
+/// package and digest it came from.
+fn analyze_package(path: &Path, opts: Options<'_>) -> Analysis {
+    let text = path.to_string_lossy();
+    let resolved = match package::resolve(&text, opts.config) {
+        Ok(r) => r,
+        Err(e) => {
+            let (code, hint) = package::diagnostic_code(&e);
+            return Analysis::failed(
+                path.to_owned(),
+                Diagnostic::file_error(code, path, e.to_string()).with_hint(hint),
+            );
+        }
+    };
+    let mut a = analyze(&resolved.workflow, opts);
+    if let Some(plan) = a.plan.as_mut() {
+        plan.package = Some(resolved.package);
+    }
+    a
+}
+
 /// Analyse workflow text that is already in memory. Prompt files named by FROM
 /// are still read relative to `path`.
 pub fn analyze_bytes(path: PathBuf, bytes: Vec<u8>, opts: Options<'_>) -> Analysis {
+    // A base an agentrc FROM names is found under the config's [packages]
+    // unless the caller brought its own finder.
+    let default = package::ConfigPackages {
+        config: opts.config,
+    };
+    let opts = Options {
+        packages: opts.packages.or(Some(&default)),
+        ..opts
+    };
     let mut sources = SourceMap::default();
     let (text, bad_utf8) = match String::from_utf8(bytes) {
         Ok(t) => (t, None),

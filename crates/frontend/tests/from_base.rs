@@ -61,15 +61,15 @@ impl Packages for Fake {
     fn resolve(
         &self,
         reference: &str,
-    ) -> Result<ResolvedBase, Box<dyn std::error::Error + Send + Sync>> {
+    ) -> Result<Option<ResolvedBase>, Box<dyn std::error::Error + Send + Sync>> {
         let folder = self
             .0
             .get(reference)
             .ok_or_else(|| format!("no package `{reference}` on this machine"))?;
-        Ok(ResolvedBase {
+        Ok(Some(ResolvedBase {
             workflow: folder.clone(),
             digest: digest_of(folder),
-        })
+        }))
     }
 }
 

@@ -323,6 +323,7 @@ impl WorkflowBuilder {
             unmapped: Default::default(),
             declared: None,
             triggers: Vec::new(),
+            package: None,
         };
         for e in super::scope::check(&plan) {
             diags.push(

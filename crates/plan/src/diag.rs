@@ -99,6 +99,16 @@ pub const CODES: &[(&str, Severity, &str)] = &[
         "a FROM path (or the workflow itself) does not exist",
     ),
     (
+        "package-unavailable",
+        Severity::Error,
+        "an `oci://` workflow could not be pulled from its registry or does not match its digests",
+    ),
+    (
+        "untrusted-package",
+        Severity::Error,
+        "`[packages] require_signature` is set and no trusted key signed the package",
+    ),
+    (
         "too-large",
         Severity::Error,
         "an Agentfile step with more than 64 goals, or steps with more than 20,000 goals together",

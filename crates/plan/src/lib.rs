@@ -145,6 +145,11 @@ pub struct Plan {
     /// does not change what a run does.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub triggers: Vec<trigger::TriggerDecl>,
+    /// The OCI package the workflow was read from (CONTRACT §20), set by
+    /// the front door that resolved it. Not part of the fingerprint: the
+    /// files it holds are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<agentfile_wire::events::PackageRef>,
 }
 
 /// How a workflow file is read, whatever its format: one set of options for
@@ -436,10 +441,61 @@ impl Plan {
         self
     }
 
+    /// The JSON Schema of a workflow's inputs: its own (a WORKFLOW.md's
+    /// `inputs`, less the field the runtime fills in), else one built from its
+    /// INPUTs.
+    pub fn input_schema_or_built(&self) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::{Map, Value, json};
+        let plan = self;
+        if let Some(Value::Object(own)) = &plan.input_schema {
+            let mut schema = own.clone();
+            schema.insert("type".into(), json!("object"));
+            let reserved = FS_ROOT_INPUT;
+            if let Some(Value::Object(props)) = schema.get_mut("properties") {
+                props.remove(reserved);
+            }
+            if let Some(Value::Array(req)) = schema.get_mut("required") {
+                req.retain(|r| r != reserved);
+            }
+            return schema;
+        }
+        let mut properties = Map::new();
+        let mut required = Vec::new();
+        for i in &plan.inputs {
+            let mut p = Map::new();
+            p.insert("type".into(), json!("string"));
+            match &i.default {
+                Some(d) => {
+                    p.insert("default".into(), json!(d));
+                    p.insert(
+                        "description".into(),
+                        json!(format!("INPUT {} (default {d:?}).", i.name)),
+                    );
+                }
+                None => {
+                    required.push(json!(i.name));
+                    p.insert(
+                        "description".into(),
+                        json!(format!("INPUT {} (required).", i.name)),
+                    );
+                }
+            }
+            properties.insert(i.name.clone(), Value::Object(p));
+        }
+        let mut schema = Map::new();
+        schema.insert("type".into(), json!("object"));
+        schema.insert("properties".into(), Value::Object(properties));
+        if !required.is_empty() {
+            schema.insert("required".into(), Value::Array(required));
+        }
+        schema.insert("additionalProperties".into(), json!(false));
+        schema
+    }
+
     /// A digest of what decides the run's behaviour: everything but where the
     /// file lies, what starts it (`triggers`) and the fingerprint itself.
     pub fn compute_fingerprint(&self) -> String {
-        digest(self, &["path", "fingerprint", "triggers"])
+        digest(self, &["path", "fingerprint", "triggers", "package"])
     }
 
     /// A digest per node path (and per goal and agent definition), so a resume

@@ -112,6 +112,7 @@ struct Workflows {
 impl Reader for Workflows {
     fn load(&self, req: &RunRequest, config: &Config) -> Result<agentfile_plan::Plan, LoadError> {
         let options = frontend::Options {
+            packages: None,
             config: Some(config),
             dialect: None,
             read: req.read.clone(),
@@ -235,6 +236,10 @@ impl Gateway {
     }
 
     fn path(&self, p: &str) -> PathBuf {
+        // A package (`oci://REF`) is not a file of the workspace.
+        if frontend::package::is_package(Path::new(p)) {
+            return PathBuf::from(p);
+        }
         let p = Path::new(p);
         if p.is_absolute() {
             p.to_owned()
@@ -262,6 +267,12 @@ impl Gateway {
                 Ok,
             )
             .map_err(|e| RpcError::internal(format!("the workspace policy: {e}")))?;
+        // A package is read from its registry and checked against its
+        // digests (and, under `[packages] require_signature`, its
+        // signature), never from the workspace.
+        if frontend::package::is_package(Path::new(raw)) {
+            return Ok(self.path(raw));
+        }
         match gate.workspace_readable(raw) {
             Ok(_) => Ok(self.path(raw)),
             Err(d) => {
@@ -575,6 +586,7 @@ impl Gateway {
                 at.clone(),
                 source.into_bytes(),
                 frontend::Options {
+                    packages: None,
                     config: config.as_ref(),
                     dialect: None,
                     read: read.clone(),
@@ -597,6 +609,7 @@ impl Gateway {
                 let mut a = frontend::analyze(
                     &path,
                     frontend::Options {
+                        packages: None,
                         config: config.as_ref(),
                         dialect: None,
                         read: read.clone(),
@@ -627,6 +640,7 @@ impl Gateway {
         let a = frontend::analyze(
             &path,
             frontend::Options {
+                packages: None,
                 config: config.as_ref(),
                 dialect: None,
                 read: read.clone(),

@@ -1258,6 +1258,7 @@ mod tests {
                     sandbox: None,
                     forked_from: None,
                     replay_of: None,
+                    package: None,
                 },
             ),
             f.ev(

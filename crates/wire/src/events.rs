@@ -133,6 +133,22 @@ pub struct ForkedFrom {
     pub node: String,
 }
 
+/// The OCI package a run's workflow came from (`run_started.package`,
+/// CONTRACT §20).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct PackageRef {
+    /// The reference as given (`HOST/REPO:TAG`, or with `@sha256:…`).
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The manifest digest that ran (`sha256:…`): an upgrade of the
+    /// workflow is another digest.
+    pub digest: String,
+    /// The trusted key whose signature was checked before the run, when
+    /// one was required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
+}
+
 /// What the kernel sandbox of a run's programs enforces (CONTRACT §16).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct SandboxInfo {
@@ -190,6 +206,10 @@ pub enum EventBody {
         /// every model answer and tool result comes from that session's journal.
         #[serde(skip_serializing_if = "Option::is_none", default)]
         replay_of: Option<String>,
+        /// Set when the workflow came from an OCI package: its reference and
+        /// the digest that ran.
+        #[serde(skip_serializing_if = "Option::is_none", default)]
+        package: Option<Box<PackageRef>>,
     },
     /// A top-level step (`RUN`, `LOOP`, a workflow step) began.
     StepStarted {

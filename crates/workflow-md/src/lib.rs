@@ -1875,6 +1875,7 @@ fn plan_of(
         unmapped: agentfile_plan::Unmapped::LastStep,
         declared: None,
         triggers: Vec::new(),
+        package: None,
     }
 }
 

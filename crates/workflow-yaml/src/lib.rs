@@ -527,6 +527,7 @@ impl Front<'_> {
                 },
                 declared: None,
                 triggers,
+                package: None,
             }
             .sealed(),
         )

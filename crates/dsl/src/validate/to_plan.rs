@@ -115,6 +115,7 @@ impl Validator<'_, '_> {
             unmapped: Default::default(),
             declared: None,
             triggers: Vec::new(),
+            package: None,
         }
         .sealed()
     }

@@ -417,6 +417,7 @@ fn announce(cx: &RunCx<'_>, spec: &RunSpec, inputs: &Inputs, resumed_from: Optio
             sandbox: cx.tools.sandbox().map(Box::new),
             forked_from: spec.forked_from.clone().map(Box::new),
             replay_of: spec.replay.as_ref().map(|r| r.session().to_owned()),
+            package: spec.plan.package.clone().map(Box::new),
         },
     );
     for w in &spec.warnings {

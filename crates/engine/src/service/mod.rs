@@ -271,6 +271,10 @@ impl RunService {
     }
 
     fn path(&self, p: &str) -> PathBuf {
+        // A package (`oci://REF`) is not a file of the workspace.
+        if p.starts_with("oci://") {
+            return PathBuf::from(p);
+        }
         let p = Path::new(p);
         if p.is_absolute() {
             p.to_owned()
@@ -1124,7 +1128,9 @@ impl RunService {
                 self.path(&p.path)
             }
         };
-        if !path.exists() {
+        // A package (`oci://REF`) is pulled and checked when it is read.
+        let package = path.to_str().is_some_and(|p| p.starts_with("oci://"));
+        if !package && !path.exists() {
             return Err(RpcError::new(
                 code::NOT_FOUND,
                 format!("{}: no such workflow file or folder", path.display()),
@@ -1132,7 +1138,9 @@ impl RunService {
         }
         // Preparing a run parses the workflow inline: a huge file is refused
         // before it is read.
-        self.options.reader.check_source(&path)?;
+        if !package {
+            self.options.reader.check_source(&path)?;
+        }
         let loaded = match self.find_config(p.config.as_deref(), &path)? {
             Some(c) => c,
             None => {

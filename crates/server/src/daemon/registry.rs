@@ -419,6 +419,7 @@ impl Registry {
         let a = frontend::analyze(
             path,
             Options {
+                packages: None,
                 config: Some(&config),
                 dialect: None,
                 read: Default::default(),

@@ -411,6 +411,7 @@ mod tests {
             std::path::PathBuf::from("review.agent"),
             example.as_bytes().to_vec(),
             agentfile_frontend::Options {
+                packages: None,
                 config: None,
                 dialect: None,
                 read: Default::default(),

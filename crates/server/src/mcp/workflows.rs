@@ -189,6 +189,7 @@ impl Scan {
         let a = frontend::analyze(
             path,
             Options {
+                packages: None,
                 config,
                 dialect: None,
                 read: Default::default(),
@@ -349,53 +350,9 @@ pub fn tool_name(workflow: &str, taken: &mut HashSet<String>) -> String {
     name
 }
 
-/// The JSON Schema of a workflow's inputs: its own (a WORKFLOW.md's
-/// `inputs`, less the field the runtime fills in), else one built from its
-/// INPUTs.
+/// The JSON Schema of a workflow's inputs ([`Plan::input_schema_or_built`]).
 pub fn input_schema(plan: &Plan) -> Map<String, Value> {
-    if let Some(Value::Object(own)) = &plan.input_schema {
-        let mut schema = own.clone();
-        schema.insert("type".into(), json!("object"));
-        let reserved = agentfile_plan::FS_ROOT_INPUT;
-        if let Some(Value::Object(props)) = schema.get_mut("properties") {
-            props.remove(reserved);
-        }
-        if let Some(Value::Array(req)) = schema.get_mut("required") {
-            req.retain(|r| r != reserved);
-        }
-        return schema;
-    }
-    let mut properties = Map::new();
-    let mut required = Vec::new();
-    for i in &plan.inputs {
-        let mut p = Map::new();
-        p.insert("type".into(), json!("string"));
-        match &i.default {
-            Some(d) => {
-                p.insert("default".into(), json!(d));
-                p.insert(
-                    "description".into(),
-                    json!(format!("INPUT {} (default {d:?}).", i.name)),
-                );
-            }
-            None => {
-                required.push(json!(i.name));
-                p.insert(
-                    "description".into(),
-                    json!(format!("INPUT {} (required).", i.name)),
-                );
-            }
-        }
-        properties.insert(i.name.clone(), Value::Object(p));
-    }
-    let mut schema = Map::new();
-    schema.insert("type".into(), json!("object"));
-    schema.insert("properties".into(), Value::Object(properties));
-    if !required.is_empty() {
-        schema.insert("required".into(), Value::Array(required));
-    }
-    schema.insert("additionalProperties".into(), json!(false));
-    schema
+    plan.input_schema_or_built()
 }
 
 /// The schema of what a workflow's tool returns: `run`'s, with `outputs`

@@ -75,6 +75,7 @@ impl Progress {
                 resumed_from_seq,
                 forked_from,
                 replay_of,
+                package,
                 ..
             } => {
                 if let Some(of) = replay_of {
@@ -100,8 +101,16 @@ impl Progress {
                 } else {
                     format!("{provider}/{model}")
                 };
+                // The digest that runs, so an upgrade shows.
+                let from = package
+                    .as_deref()
+                    .map(|p| match &p.signed_by {
+                        Some(k) => format!(" from {} (signed, {k})", pinned(p)),
+                        None => format!(" from {}", pinned(p)),
+                    })
+                    .unwrap_or_default();
                 format!(
-                    "{} {workflow} (session {}, {model}{at}{resumed})",
+                    "{} {workflow}{from} (session {}, {model}{at}{resumed})",
                     self.paint("1", "run"),
                     e.session_id
                 )
@@ -313,5 +322,14 @@ impl EventSink for StreamJson {
     /// Streamed text, as it comes (JSON escapes any control characters).
     fn send_transient(&self, e: &Event) {
         self.write_line(e);
+    }
+}
+
+/// `REF@sha256:…`: a package's reference with the digest that ran.
+fn pinned(p: &agentfile_wire::events::PackageRef) -> String {
+    if p.reference.contains('@') {
+        p.reference.clone()
+    } else {
+        format!("{}@{}", p.reference, p.digest)
     }
 }

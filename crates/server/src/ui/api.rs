@@ -670,6 +670,7 @@ impl Ui {
         let read = path.clone();
         let diagram = tokio::task::spawn_blocking(move || {
             let options = agentfile_frontend::Options {
+                packages: None,
                 config: Some(&config),
                 dialect: None,
                 read: Default::default(),

@@ -184,6 +184,7 @@ pub fn run_started() -> EventBody {
         sandbox: None,
         forked_from: None,
         replay_of: None,
+        package: None,
     }
 }
 
