@@ -42,8 +42,9 @@ pub struct Options<'a> {
     /// Force a dialect instead of guessing (`--dialect`).
     pub dialect: Option<Dialect>,
     pub read: ReadOptions,
-    /// Finds the package an agentrc FROM names (CONTRACT §20). `None`: FROM
-    /// is checked and linted, and no base is looked for.
+    /// Finds the package an agentrc FROM names (CONTRACT §20). `None`: the
+    /// config's `[packages]` ([`package::ConfigPackages`]), as every door
+    /// wants.
     pub packages: Option<&'a dyn Packages>,
 }
 

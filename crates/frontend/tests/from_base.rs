@@ -619,13 +619,30 @@ fn a_base_that_cannot_be_found_or_used_is_an_error_at_from() {
 }
 
 #[test]
-fn without_packages_from_is_only_checked() {
+fn a_from_that_names_no_package_is_only_checked() {
+    // A container image (what a resolver answers `None` for) has no
+    // boundaries to inherit.
+    struct Images;
+    impl Packages for Images {
+        fn resolve(
+            &self,
+            _: &str,
+        ) -> Result<Option<ResolvedBase>, Box<dyn std::error::Error + Send + Sync>> {
+            Ok(None)
+        }
+    }
     let (dir, _) = with_base();
     let child = dir.agentfile(
         "child",
         "# syntax=agentrc.agentfile/v0.1\nAGENT child\nFROM registry.example/base:1.0\nAUDIT all\nURL https://api.other.com\n",
     );
-    let a = analyze(&child, Options::default());
+    let a = analyze(
+        &child,
+        Options {
+            packages: Some(&Images),
+            ..Options::default()
+        },
+    );
     let d = declaration(&a);
     assert_eq!(d.base, None);
     assert_eq!(d.grants.hosts, ["api.other.com"]);

@@ -480,7 +480,26 @@ fn ask_helper(helper: &str, registry: &str) -> Result<Option<RegistryAuth>> {
         ));
     }
     let program = format!("docker-credential-{helper}");
-    let child = std::process::Command::new(&program)
+    // A helper gets what finds its store (the user's home, the session's
+    // keyring bus), never the rest of this process's environment.
+    let mut command = std::process::Command::new(&program);
+    command.env_clear();
+    for var in [
+        "PATH",
+        "HOME",
+        "USER",
+        "XDG_RUNTIME_DIR",
+        "XDG_CONFIG_HOME",
+        "XDG_DATA_HOME",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "PASSWORD_STORE_DIR",
+        "GNUPGHOME",
+    ] {
+        if let Some(v) = std::env::var_os(var) {
+            command.env(var, v);
+        }
+    }
+    let child = command
         .arg("get")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
