@@ -101,7 +101,23 @@ fn list(d: &Daemon, format: ReportFormat) -> ExitCode {
     let rows = d.list();
     match format {
         ReportFormat::Json => {
-            println!("{}", serde_json::json!({ "triggers": rows }));
+            // A file that does not validate, and why (its last good
+            // triggers, if any, are still served and listed).
+            let invalid: Vec<serde_json::Value> = d
+                .invalid_files()
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "path": f.path.display().to_string(),
+                        "reason": f.reason.to_string(),
+                        "kept": f.kept,
+                    })
+                })
+                .collect();
+            println!(
+                "{}",
+                serde_json::json!({ "triggers": rows, "invalid": invalid })
+            );
         }
         ReportFormat::Text => {
             // A file that does not validate has no triggers to list, which

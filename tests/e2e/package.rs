@@ -226,6 +226,13 @@ fn a_pushed_package_is_pulled_and_run_by_digest_with_the_folders_outputs() {
         format!("{}/team/notes@{digest}", reg.host()),
         "{started}"
     );
+    // The web view names the package and the digest that ran.
+    let snap = ui_snapshot(&run, session);
+    assert_eq!(snap["package"]["digest"], digest.as_str(), "{snap}");
+    assert!(
+        snap["events"].to_string().contains(&digest),
+        "the run line: {snap}"
+    );
     // The tools ran in the runner's workspace, not in the cache.
     assert_eq!(
         events[0]["data"]["workspace"],
@@ -444,4 +451,129 @@ fn an_agentrc_child_may_narrow_its_base_and_never_widen_it() {
         "{}",
         text(&o)
     );
+}
+
+/// A WORKFLOW.md fired by the event `x`, whose one step runs a command its
+/// own policy allows.
+fn event_workflow(dir: &Path, id: &str) -> PathBuf {
+    let d = dir.join(id);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("WORKFLOW.md"),
+        format!(
+            "---\nname: {id}\nid: {id}\ndescription: A packaged workflow.\nversion: 1.0.0\ninputs: {{ type: object }}\noutputs: {{ type: object }}\ntriggers:\n  - kind: event\n    name: x\nsteps:\n  - id: wait\n    kind: tool\n    tool: bash\n    inputs: {{ command: \"sleep 0\" }}\n---\n# {id}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(d.join("policy.toml"), "[bash]\nallowlist = [\"sleep *\"]\n").unwrap();
+    d
+}
+
+#[test]
+fn the_daemon_and_mcp_serve_packages_by_digest_and_refuse_an_unsigned_one() {
+    let Some(reg) = registry::registry() else {
+        return;
+    };
+    let dir = Dir::new("package-serve");
+    let host = reg.host();
+    event_workflow(dir.path(), "signedwf");
+    event_workflow(dir.path(), "unsignedwf");
+    let o = agentfile(dir.path(), &["keygen", "team"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let push = |folder: &str, repo: &str| {
+        let o = agentfile(
+            dir.path(),
+            &["push", folder, &format!("{host}/{repo}:1"), "--plain-http"],
+            &[],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+        stdout(&o)
+    };
+    let signed = push("signedwf", "flows/signed");
+    let unsigned = push("unsignedwf", "flows/unsigned");
+    let o = agentfile(
+        dir.path(),
+        &["sign", &signed, "--key", "team.key", "--plain-http"],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    std::fs::write(
+        ws.join("agent.toml"),
+        format!(
+            "[agent]\nworkspace = \".\"\n\n[packages]\nplain_http = true\ncache = \"cache\"\nrequire_signature = true\ntrusted_keys = [\"{}\"]\nserve = [\"{signed}\", \"oci://{unsigned}\"]\n",
+            dir.path().join("team.pub").display()
+        ),
+    )
+    .unwrap();
+    let o = agentfile(&ws, &["triggers", "list", "--format", "json"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let listed = text(&o);
+    assert!(listed.contains("signedwf#0"), "{listed}");
+    assert!(!listed.contains("unsignedwf#0"), "{listed}");
+    assert!(
+        listed.contains("is not signed"),
+        "the refused package is named: {listed}"
+    );
+    let o = agentfile(&ws, &["triggers", "fire", "signedwf#0"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+    let session = stdout(&o).rsplit(' ').next().unwrap_or_default().to_owned();
+    let o = agentfile(&ws, &["sessions", "list", "--format", "json"], &[]);
+    let sessions: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    let id = sessions
+        .as_array()
+        .and_then(|a| a.first())
+        .map(|s| s["id"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or(session);
+    let started = support::events(&ws, &id)[0]["data"].clone();
+    assert_eq!(
+        started["package"]["digest"],
+        digest_of_pinned(&signed),
+        "{started}"
+    );
+
+    // mcp offers the signed package as a tool, and not the unsigned one.
+    let mcp = support::stdio_reply(
+        &ws,
+        "mcp",
+        &[
+            json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).to_string(),
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string(),
+        ],
+    );
+    let tools = mcp["result"]["tools"].to_string();
+    assert!(tools.contains("run_signedwf"), "{tools}");
+    assert!(!tools.contains("run_unsignedwf"), "{tools}");
+}
+
+/// `GET /ui/api/sessions/ID` of an `agentfile ui` on `ws`.
+fn ui_snapshot(ws: &Path, id: &str) -> Value {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(support::bin())
+        .args(["ui", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(ws)
+        .current_dir(ws)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut url = None;
+    for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if let Some(u) = line.strip_prefix("agentfile ui: serving ") {
+            url = Some(u.trim().split("/ui/").next().unwrap().to_owned());
+            break;
+        }
+    }
+    let base = url.expect("the web view said where it listens");
+    let snap = reqwest::blocking::get(format!("{base}/ui/api/sessions/{id}"))
+        .and_then(|r| r.json::<Value>())
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    snap
 }

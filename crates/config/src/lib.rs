@@ -578,6 +578,10 @@ pub struct PackagesSection {
     /// Where pulled packages are kept (default: `AGENTFILE_CACHE_DIR`,
     /// else the user's cache folder); relative to the config's folder.
     pub cache: Option<PathBuf>,
+    /// Packages (`HOST/REPO@sha256:…`) the daemon registers and `mcp`
+    /// offers as tools, beside the workspace's workflow files: an upgrade
+    /// is a new digest here.
+    pub serve: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]

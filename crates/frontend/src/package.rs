@@ -26,6 +26,21 @@ pub struct Resolved {
     pub package: PackageRef,
 }
 
+/// The packages `[packages] serve` names, as workflow paths (`oci://…`).
+pub fn served(config: Option<&Config>) -> Vec<PathBuf> {
+    config
+        .map(|c| c.packages.serve.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|r| {
+            let bare = r
+                .strip_prefix(agentfile_package::reference::SCHEME)
+                .unwrap_or(r);
+            PathBuf::from(format!("{}{bare}", agentfile_package::reference::SCHEME))
+        })
+        .collect()
+}
+
 /// Whether a workflow path names a package.
 pub fn is_package(path: &std::path::Path) -> bool {
     path.to_str().is_some_and(Reference::is_package)

@@ -288,6 +288,7 @@ impl Registry {
                 found.push(path);
             }
         }
+        found.extend(frontend::package::served(Some(&self.config)));
         found
     }
 
@@ -299,7 +300,14 @@ impl Registry {
             for path in self.workflow_files() {
                 seen.insert(path.clone());
                 let now = stamp(&path);
-                if self.files.get(&path).is_some_and(|f| f.stamp == now) {
+                // A package by digest never changes; one that failed (its
+                // registry did not answer) is asked again.
+                let package = frontend::package::is_package(&path);
+                if self
+                    .files
+                    .get(&path)
+                    .is_some_and(|f| f.stamp == now && !(package && f.problem.is_some()))
+                {
                     continue;
                 }
                 let analysed =

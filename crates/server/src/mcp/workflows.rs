@@ -204,6 +204,10 @@ impl Scan {
             }
         }
         let plan = a.plan.map(Arc::new);
+        if plan.is_none() && frontend::package::is_package(path) {
+            // A registry that did not answer is asked again next scan.
+            return None;
+        }
         cache.entries.insert(
             path.to_owned(),
             Cached {
@@ -229,7 +233,8 @@ impl Scan {
             cache.entries.clear();
             cache.config = config_now;
         }
-        let found = discover::find(&self.root);
+        let mut found = discover::find(&self.root);
+        found.extend(frontend::package::served(config.as_ref()));
         // Forget workflows that are gone.
         let keep: HashSet<&PathBuf> = found.iter().collect();
         cache.entries.retain(|p, _| keep.contains(p));

@@ -355,6 +355,8 @@ struct Snapshot {
     /// sends its last lines only (any one event stays readable by its seq).
     events_omitted: u64,
     last_seq: u64,
+    /// The OCI package the run's workflow came from (its latest start's).
+    package: Option<agentfile_wire::events::PackageRef>,
 }
 
 /// The most event lines one snapshot carries.
@@ -423,6 +425,10 @@ fn snapshot_of(
         ),
     };
     let timeline = timeline::build(events, &parallels, running);
+    let package = events.iter().rev().find_map(|e| match &e.body {
+        EventBody::RunStarted { package, .. } => Some(package.as_deref().cloned()),
+        _ => None,
+    });
     let summary = agentfile_session::browse::summarize(events);
     Snapshot {
         session: row(meta, summary),
@@ -434,6 +440,7 @@ fn snapshot_of(
         events: rows,
         events_omitted: from - after,
         last_seq,
+        package: package.flatten(),
     }
 }
 

@@ -212,7 +212,7 @@ class SessionPage {
       document.title = `${workflow} — agentfile`;
     }
     this.setStatus(String(row.status ?? ""));
-    this.showMeta(row);
+    this.showMeta(row, snap?.package);
     this.showPending(snap?.pending || null);
     this.el.error.hidden = !snap?.error;
     this.el.error.textContent = snap?.error ? String(snap.error) : "";
@@ -261,12 +261,18 @@ class SessionPage {
     this.followIfLive();
   }
 
-  showMeta(row) {
+  showMeta(row, pkg) {
     const items = [
       ["Started", fmt.dateTime(row.created_at)],
       ["Duration", typeof row.duration_ms === "number" ? fmt.duration(row.duration_ms) : row.status === "running" ? "running…" : fmt.NONE],
       ["Trigger", row.trigger ? `${row.trigger.kind ?? ""} ${row.trigger.id ?? ""}`.trim() : "manual"],
     ];
+    // A workflow from an OCI package: the digest that ran (an upgrade is another).
+    if (pkg && typeof pkg.digest === "string") {
+      const ref = String(pkg.ref ?? "");
+      const pinned = ref.includes("@") ? ref : `${ref}@${pkg.digest}`;
+      items.push(["Package", pkg.signed_by ? `${pinned} (signed, ${pkg.signed_by})` : pinned]);
+    }
     const inputs = row.inputs && typeof row.inputs === "object" ? Object.entries(row.inputs) : [];
     fill(this.el.meta, items.map(([k, v]) => [h("dt", null, k), h("dd", null, v)]),
       inputs.length ? [h("dt", null, "Inputs"), h("dd", { class: "inputs" },
