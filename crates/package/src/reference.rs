@@ -24,11 +24,11 @@ impl Reference {
                 format!("`{text}` is not a package reference (HOST/REPOSITORY[:TAG][@sha256:…])"),
             ));
         }
-        let inner: oci_client::Reference = bare.parse().map_err(|e| {
+        let inner = parse_reference(bare).map_err(|why| {
             Error::new(
                 Kind::Usage,
                 format!(
-                    "`{text}` is not a package reference (HOST/REPOSITORY[:TAG][@sha256:…]): {e}"
+                    "`{text}` is not a package reference (HOST/REPOSITORY[:TAG][@sha256:…]): {why}"
                 ),
             )
         })?;
@@ -118,6 +118,85 @@ impl Reference {
     pub(crate) fn oci(&self) -> &oci_client::Reference {
         &self.inner
     }
+}
+
+/// The distribution reference grammar, read by hand: `oci_client`'s parser
+/// compiles a large regular expression on first use, which every run by
+/// package paid for (a quarter of a second in a debug build).
+fn parse_reference(text: &str) -> std::result::Result<oci_client::Reference, &'static str> {
+    let (name_tag, digest) = match text.split_once('@') {
+        Some((n, d)) => (n, Some(d)),
+        None => (text, None),
+    };
+    let last_slash = name_tag.rfind('/');
+    let (name, tag) = match name_tag.rfind(':') {
+        Some(colon) if last_slash.is_none_or(|s| colon > s) => {
+            (&name_tag[..colon], Some(&name_tag[colon + 1..]))
+        }
+        _ => (name_tag, None),
+    };
+    let (registry, repository) = match name.split_once('/') {
+        Some((first, rest))
+            if first == "localhost" || first.contains('.') || first.contains(':') =>
+        {
+            (first.to_owned(), rest.to_owned())
+        }
+        Some(_) => ("docker.io".to_owned(), name.to_owned()),
+        None => ("docker.io".to_owned(), format!("library/{name}")),
+    };
+    if registry.is_empty()
+        || !registry
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+    {
+        return Err("the registry is not a host name");
+    }
+    if repository.is_empty() || repository.len() > 255 || !repository.split('/').all(component) {
+        return Err(
+            "the repository is lowercase letters, digits and `._-` separators in `/`-separated parts",
+        );
+    }
+    if let Some(t) = tag
+        && (t.is_empty()
+            || t.len() > 128
+            || t.starts_with(['.', '-'])
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c)))
+    {
+        return Err("a tag is up to 128 letters, digits and `_.-`, not starting with `.` or `-`");
+    }
+    if let Some(d) = digest
+        && !d.contains(':')
+    {
+        return Err("a digest is ALGORITHM:HEX");
+    }
+    Ok(match (tag, digest) {
+        (Some(t), Some(d)) => oci_client::Reference::with_tag_and_digest(
+            registry,
+            repository,
+            t.to_owned(),
+            d.to_owned(),
+        ),
+        (None, Some(d)) => oci_client::Reference::with_digest(registry, repository, d.to_owned()),
+        (Some(t), None) => oci_client::Reference::with_tag(registry, repository, t.to_owned()),
+        (None, None) => oci_client::Reference::with_tag(registry, repository, "latest".to_owned()),
+    })
+}
+
+/// One path component: `[a-z0-9]+` joined by `.`, `_`, `__` or dashes.
+fn component(c: &str) -> bool {
+    let b = c.as_bytes();
+    let alnum = |x: u8| x.is_ascii_lowercase() || x.is_ascii_digit();
+    !b.is_empty()
+        && alnum(b[0])
+        && alnum(b[b.len() - 1])
+        && b.iter()
+            .all(|&x| alnum(x) || x == b'.' || x == b'_' || x == b'-')
+        && !c.contains("..")
+        && !c.contains("___")
+        && !c.contains("._")
+        && !c.contains("_.")
 }
 
 impl fmt::Display for Reference {
