@@ -324,6 +324,20 @@ fn signatures_are_checked_and_an_untrusted_package_never_runs() {
         "{started}"
     );
 
+    // Signed, but by a key this runner does not trust: refused.
+    let other = runner(
+        dir.path(),
+        "other",
+        &format!(
+            "require_signature = true\ntrusted_keys = [\"{}\"]\n",
+            dir.path().join("other.pub").display()
+        ),
+    );
+    let o = run_json(&other, &format!("oci://{reference}"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(text(&o).contains("none by a trusted key"), "{}", text(&o));
+    assert!(!other.join(".agentfile").exists(), "nothing ran");
+
     let unsigned = format!("{host}/team/unsigned:1.0");
     let o = agentfile(dir.path(), &["push", "src", &unsigned, "--plain-http"], &[]);
     assert!(o.status.success(), "{}", text(&o));
