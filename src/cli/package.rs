@@ -36,14 +36,28 @@ pub(super) struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    fn settings(&self, workflow: &Path) -> anyhow::Result<(Option<Config>, PackagesSection)> {
-        let config = config_for(self.config.as_deref(), workflow)?;
+    /// `[packages]` of the config for `workflow`, with the flags on top.
+    fn settings(&self, workflow: &Path) -> Result<PackagesSection, Error> {
+        let config = config_for(self.config.as_deref(), workflow)
+            .map_err(|e| Error::new(Kind::Usage, format!("{e:#}")))?;
         let mut settings = config
             .as_ref()
-            .map(|c| c.packages.clone())
+            .map(|c: &Config| c.packages.clone())
             .unwrap_or_default();
         settings.plain_http |= self.plain_http;
-        Ok((config, settings))
+        Ok(settings)
+    }
+
+    /// The reference, the settings, and a client for its registry.
+    fn remote(
+        &self,
+        reference: &str,
+        workflow: &Path,
+    ) -> Result<(Reference, PackagesSection, Remote), Error> {
+        let r = Reference::parse(reference)?;
+        let settings = self.settings(workflow)?;
+        let remote = Remote::new(&r, &door::remote_options(&settings))?;
+        Ok((r, settings, remote))
     }
 }
 
@@ -216,12 +230,7 @@ pub(super) fn push(args: PushArgs) -> ExitCode {
         Err(code) => return code,
     };
     let result = (|| {
-        let r = Reference::parse(&args.reference)?;
-        let (_, settings) = args
-            .registry
-            .settings(&args.path)
-            .map_err(|e| Error::new(Kind::Usage, format!("{e:#}")))?;
-        let remote = Remote::new(&r, &door::remote_options(&settings))?;
+        let (r, _, remote) = args.registry.remote(&args.reference, &args.path)?;
         let digest = door::block_on(remote.push(&r, &package))?;
         Ok::<_, Error>(r.with_digest(&digest))
     })();
@@ -242,13 +251,8 @@ pub(super) fn push(args: PushArgs) -> ExitCode {
 
 pub(super) fn pull(args: PullArgs) -> ExitCode {
     let result = (|| {
-        let r = Reference::parse(&args.reference)?;
-        let (_, settings) = args
-            .registry
-            .settings(Path::new("."))
-            .map_err(|e| Error::new(Kind::Usage, format!("{e:#}")))?;
+        let (r, settings, remote) = args.registry.remote(&args.reference, Path::new("."))?;
         let cache = door::cache(&settings)?;
-        let remote = Remote::new(&r, &door::remote_options(&settings))?;
         let cached = door::block_on(remote.pull(&r, &cache))?;
         Ok::<_, Error>((r.with_digest(&cached.digest), cached))
     })();
@@ -271,12 +275,7 @@ pub(super) fn pull(args: PullArgs) -> ExitCode {
 pub(super) fn sign(args: SignArgs) -> ExitCode {
     let result = (|| {
         let key = PrivateKey::read(&args.key)?;
-        let r = Reference::parse(&args.reference)?;
-        let (_, settings) = args
-            .registry
-            .settings(Path::new("."))
-            .map_err(|e| Error::new(Kind::Usage, format!("{e:#}")))?;
-        let remote = Remote::new(&r, &door::remote_options(&settings))?;
+        let (r, _, remote) = args.registry.remote(&args.reference, Path::new("."))?;
         door::block_on(async {
             let digest = remote.resolve(&r).await?;
             let record = key.sign(&r.repository_name(), &digest);
@@ -303,18 +302,13 @@ pub(super) fn sign(args: SignArgs) -> ExitCode {
 
 pub(super) fn verify(args: VerifyArgs) -> ExitCode {
     let result = (|| {
-        let r = Reference::parse(&args.reference)?;
-        let (_, settings) = args
-            .registry
-            .settings(Path::new("."))
-            .map_err(|e| Error::new(Kind::Usage, format!("{e:#}")))?;
+        let (r, settings, remote) = args.registry.remote(&args.reference, Path::new("."))?;
         let paths = if args.key.is_empty() {
             settings.trusted_keys.clone()
         } else {
             args.key.clone()
         };
         let keys = PublicKey::read_all(&paths)?;
-        let remote = Remote::new(&r, &door::remote_options(&settings))?;
         door::block_on(async {
             let digest = remote.resolve(&r).await?;
             let records = remote.signatures(&r, &digest).await?;
