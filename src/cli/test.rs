@@ -442,7 +442,11 @@ fn request_for(
     workflow: &Path,
     cassette: Option<PathBuf>,
 ) -> RunRequest {
-    let path = scratch.path().join(workflow);
+    let path = if agentfile::frontend::package::is_package(workflow) {
+        workflow.to_owned()
+    } else {
+        scratch.path().join(workflow)
+    };
     // The config `run` would find in the current folder, found in the copy
     // (a lookup from the process's folder would reach the user's files).
     let config = match &settings.config {
@@ -495,6 +499,10 @@ fn service_for(scratch: &Scratch) -> Arc<RunService> {
 /// `path` (absolute, or relative to the current folder) as a path inside
 /// `workspace`, relative to it.
 fn inside(workspace: &Path, path: &Path) -> Result<PathBuf, String> {
+    // A package (`oci://REF`) is read from its registry, by every case.
+    if agentfile::frontend::package::is_package(path) {
+        return Ok(path.to_owned());
+    }
     let abs = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let abs = abs.canonicalize().unwrap_or(abs);
     abs.strip_prefix(workspace)

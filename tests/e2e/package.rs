@@ -239,6 +239,31 @@ fn a_pushed_package_is_pulled_and_run_by_digest_with_the_folders_outputs() {
         run.canonicalize().unwrap().display().to_string()
     );
 
+    // A test file may name the package: its cases record and replay.
+    std::fs::write(
+        run.join("notes.test.yaml"),
+        format!(
+            "workflow: {by_digest}\ncases:\n  - name: reads the notes\n    inputs: {{ task: \"What does notes.txt say?\" }}\n    cassette: notes.cassette.jsonl\n    expect:\n      status: completed\n"
+        ),
+    )
+    .unwrap();
+    let o = agentfile(
+        &run,
+        &[
+            "test",
+            "notes.test.yaml",
+            "--record",
+            "--provider",
+            "fake",
+            "--script",
+            "model.json",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let o = agentfile(&run, &["test", "notes.test.yaml"], &[]);
+    assert!(o.status.success(), "{}", text(&o));
+
     // By digest, a cached package needs no registry.
     drop(reg);
     let o = run_json(&run, &by_digest);

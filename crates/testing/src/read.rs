@@ -163,6 +163,10 @@ fn folder(path: &Path) -> PathBuf {
 /// `written` joined to `dir`, without `.` components (`..` stays: a symbolic
 /// link may stand before it).
 fn resolve(dir: &Path, written: &str) -> PathBuf {
+    // A package (`oci://REF`) is no path of this folder.
+    if written.starts_with("oci://") {
+        return PathBuf::from(written);
+    }
     let joined = dir.join(written);
     let mut out: PathBuf = joined
         .components()
@@ -321,7 +325,8 @@ impl Reader<'_> {
     fn path(&mut self, v: &Value, ptr: &str, what: &str, must_exist: bool) -> Option<PathBuf> {
         let written = self.text(v, ptr)?;
         let resolved = resolve(&self.dir, &written);
-        if !must_exist || resolved.exists() {
+        // A package (`oci://REF`) is pulled when the case runs.
+        if !must_exist || resolved.exists() || written.starts_with("oci://") {
             return Some(resolved);
         }
         let message = format!("the {what} `{written}` does not exist");
