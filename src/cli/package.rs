@@ -195,6 +195,7 @@ pub(super) fn pack(args: PackArgs) -> ExitCode {
                 "artifactType": agentfile::package::ARTIFACT_TYPE,
                 "name": package.config.name,
                 "format": package.config.format,
+                "version": package.config.version,
                 "entry": package.config.entry,
                 "files": package.config.files.keys().collect::<Vec<_>>(),
                 "bytes": package.unpacked_bytes(),

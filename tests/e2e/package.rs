@@ -530,6 +530,10 @@ fn the_daemon_and_mcp_serve_packages_by_digest_and_refuse_an_unsigned_one() {
         assert!(o.status.success(), "{}", text(&o));
         stdout(&o)
     };
+    // The config blob says the workflow's version.
+    let o = agentfile(dir.path(), &["pack", "signedwf", "--format", "json"], &[]);
+    let packed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(packed["version"], "1.0.0", "{packed}");
     let signed = push("signedwf", "flows/signed");
     let unsigned = push("unsignedwf", "flows/unsigned");
     let o = agentfile(

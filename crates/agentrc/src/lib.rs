@@ -1919,6 +1919,15 @@ fn plan(
     };
     let mut plan = agentfile_plan::build::single_agent("agentrc", path, &name, &name, &prompt)?;
     plan.description = description;
+    plan.version = decl
+        .directives
+        .iter()
+        .find_map(|d| {
+            d.fields
+                .get("version")
+                .filter(|_| d.directive == "IDENTITY")
+        })
+        .cloned();
     plan.timeout_ms = timeout_s.map(|s| s.saturating_mul(1000));
     plan.declared = Some(Box::new(decl));
     plan.fingerprint = plan.compute_fingerprint();

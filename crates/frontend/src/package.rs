@@ -251,7 +251,7 @@ pub fn pack(
     let meta = Meta {
         format: plan.format.clone(),
         name: plan.name.clone(),
-        version: None,
+        version: plan.version.clone(),
         description: plan.description.clone(),
         entry,
         inputs: serde_json::Value::Object(plan.input_schema_or_built()),

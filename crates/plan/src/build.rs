@@ -324,6 +324,7 @@ impl WorkflowBuilder {
             declared: None,
             triggers: Vec::new(),
             package: None,
+            version: None,
         };
         for e in super::scope::check(&plan) {
             diags.push(

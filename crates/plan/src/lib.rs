@@ -70,6 +70,11 @@ pub struct Plan {
     /// What the workflow does, in its author's words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The workflow's own version, when its format has one (WORKFLOW.md's
+    /// and workflow.yaml's `version`, agentrc's `IDENTITY version=`): what
+    /// a package's config says. Not part of the fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// Which front end produced it (`agentfile`).
     pub format: String,
     /// The workflow file, as given.
@@ -495,7 +500,10 @@ impl Plan {
     /// A digest of what decides the run's behaviour: everything but where the
     /// file lies, what starts it (`triggers`) and the fingerprint itself.
     pub fn compute_fingerprint(&self) -> String {
-        digest(self, &["path", "fingerprint", "triggers", "package"])
+        digest(
+            self,
+            &["path", "fingerprint", "triggers", "package", "version"],
+        )
     }
 
     /// A digest per node path (and per goal and agent definition), so a resume

@@ -1876,6 +1876,7 @@ fn plan_of(
         declared: None,
         triggers: Vec::new(),
         package: None,
+        version: str_at(root, "version").map(|v| v.trim().to_owned()),
     }
 }
 

@@ -528,6 +528,7 @@ impl Front<'_> {
                 declared: None,
                 triggers,
                 package: None,
+                version: str_at(&root, "version").map(|v| v.trim().to_owned()),
             }
             .sealed(),
         )

@@ -116,6 +116,7 @@ impl Validator<'_, '_> {
             declared: None,
             triggers: Vec::new(),
             package: None,
+            version: None,
         }
         .sealed()
     }
