@@ -42,6 +42,17 @@ impl Cached {
 
 const SIGNATURES: &str = "signatures.json";
 
+/// A name no other writer in this process or another uses at once: two runs
+/// of a server may pull the same package together.
+fn unique(prefix: &str) -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
 impl Cache {
     pub fn at(root: impl Into<PathBuf>) -> Cache {
         Cache { root: root.into() }
@@ -142,11 +153,10 @@ impl Cache {
         let dir = self.dir_of(digest)?;
         let parent = dir.parent().expect("under sha256/");
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent.display(), e))?;
-        let tmp = parent.join(format!(
-            ".tmp-{}-{}",
-            std::process::id(),
+        let tmp = parent.join(unique(&format!(
+            ".tmp-{}",
             &digest_hex(digest).unwrap_or_default()[..12]
-        ));
+        )));
         let _ = make_writable(&tmp);
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(tmp.join("files")).map_err(|e| Error::io(tmp.display(), e))?;
@@ -195,7 +205,7 @@ impl Cache {
             return Ok(());
         }
         let path = dir.join(SIGNATURES);
-        let tmp = dir.join(format!(".{SIGNATURES}.{}", std::process::id()));
+        let tmp = dir.join(unique(&format!(".{SIGNATURES}")));
         let bytes = serde_json::to_vec_pretty(records).expect("JSON");
         std::fs::write(&tmp, bytes).map_err(|e| Error::io(tmp.display(), e))?;
         std::fs::rename(&tmp, &path).map_err(|e| Error::io(path.display(), e))
@@ -429,6 +439,27 @@ mod tests {
         // Stored twice: the same entry.
         c.store(&p.digest, &p.manifest, &p.config_bytes, &p.layer)
             .unwrap();
+        let _ = remove(c.root());
+    }
+
+    #[test]
+    fn the_same_package_stored_by_many_threads_at_once_is_kept_once() {
+        let c = cache();
+        let p = package("NAME demo\n");
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    c.store(&p.digest, &p.manifest, &p.config_bytes, &p.layer)
+                        .unwrap();
+                });
+            }
+        });
+        assert!(c.load(&p.digest).unwrap().is_some());
+        let left: Vec<_> = std::fs::read_dir(c.root().join("sha256"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "no temporary folder is left: {left:?}");
         let _ = remove(c.root());
     }
 
