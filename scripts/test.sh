@@ -69,6 +69,9 @@ if [ -x "$venv/bin/python" ]; then
   # verification written independently of ours (tests/e2e/support/registry.rs).
   "$venv/bin/python" -c 'import cryptography' 2>/dev/null \
     || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'cryptography>=42,<51'
+  # The official A2A Python SDK, a client written by others for tests/e2e/a2a.rs.
+  "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(not m.version("a2a-sdk").startswith("1."))' 2>/dev/null \
+    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'a2a-sdk>=1.0,<2'
   AGENTFILE_PY="$PWD/$venv/bin/python"
   export AGENTFILE_PY
   echo "mcp $("$AGENTFILE_PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
