@@ -49,6 +49,13 @@ mod worker;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    #[command(flatten)]
+    globals: Globals,
+}
+
+/// The flags every command takes.
+#[derive(clap::Args)]
+struct Globals {
     /// Log lines on stderr as text or JSON lines.
     #[arg(long, global = true, value_enum, default_value_t = LogFormatArg::Text)]
     log_format: LogFormatArg,
@@ -56,6 +63,43 @@ struct Cli {
     /// `agentfile=debug`; default: RUST_LOG, else warn.
     #[arg(long, global = true, value_name = "LEVEL")]
     log_level: Option<String>,
+}
+
+/// The parser of `agentfile run` alone. Building the whole tree of commands
+/// and flags is a tenth of a run's start-up; a command line that starts with
+/// `run` is read with this one, and anything it does not accept (help,
+/// version, a bad flag) is read again by the whole parser, so what is printed
+/// is the same (issue 44).
+#[derive(Parser)]
+#[command(name = "agentfile", version, propagate_version = true)]
+struct RunOnly {
+    #[command(subcommand)]
+    command: RunCommand,
+    #[command(flatten)]
+    globals: Globals,
+}
+
+#[derive(Subcommand)]
+enum RunCommand {
+    Run(run::Args),
+}
+
+impl Cli {
+    /// The command line, read by the parser of `run` alone where it can be.
+    fn read() -> Cli {
+        let run_first = std::env::args_os()
+            .skip(1)
+            .find(|a| !a.to_str().is_some_and(|a| a.starts_with('-')))
+            .is_some_and(|a| a == "run");
+        if run_first && let Ok(only) = RunOnly::try_parse() {
+            let RunCommand::Run(args) = only.command;
+            return Cli {
+                command: Command::Run(args),
+                globals: only.globals,
+            };
+        }
+        Cli::parse()
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum, Default)]
@@ -141,12 +185,12 @@ const EXIT_INVALID: u8 = 2;
 
 /// Parse the command line, start logging, run the command; its exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let format = match cli.log_format {
+    let cli = Cli::read();
+    let format = match cli.globals.log_format {
         LogFormatArg::Text => logs::LogFormat::Text,
         LogFormatArg::Json => logs::LogFormat::Json,
     };
-    if let Err(e) = logs::init(format, cli.log_level.as_deref()) {
+    if let Err(e) = logs::init(format, cli.globals.log_level.as_deref()) {
         eprintln!("agentfile: error: {e}");
         return ExitCode::from(EXIT_INVALID);
     }
