@@ -12,6 +12,7 @@
 //! builders live with their data, and the published documents built from them
 //! in `agentfile_server::schemas`.
 
+pub mod a2a;
 pub mod diagnostics;
 pub mod events;
 pub mod exit;
