@@ -254,9 +254,18 @@ impl FileStore {
         Ok(log)
     }
 
-    /// Parse a whole log. The last line may be torn and is then left out;
-    /// anything else that is not the next event is an error.
-    fn parse_log(&self, id: &str, bytes: &[u8]) -> Result<Vec<Event>, StoreError> {
+    /// Parse a log's events with `seq > after`, at most `limit` of them. The
+    /// last line may be torn and is then left out; anything else that is not
+    /// the next event is an error. Seqs are dense, so the lines before
+    /// `after` are skipped unparsed (only the first is read, for where the
+    /// log starts): a page costs what it holds, not what the log holds.
+    fn parse_log(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<Event>, StoreError> {
         let path = self.log_path(id);
         let corrupt = |message: String| StoreError::Corrupt {
             path: path.display().to_string(),
@@ -268,13 +277,12 @@ impl FileStore {
             None => return Ok(Vec::new()),
         };
         let lines: Vec<&[u8]> = complete.split(|&b| b == b'\n').collect();
-        let mut events: Vec<Event> = Vec::with_capacity(lines.len());
-        for (i, line) in lines.iter().enumerate() {
-            let event = match serde_json::from_slice::<Event>(line) {
+        let parse = |i: usize| -> Result<Option<Event>, StoreError> {
+            let event = match serde_json::from_slice::<Event>(lines[i]) {
                 Ok(e) => e,
                 // A garbled *last* line is what a crash during a write leaves
                 // (power loss can persist a length before the bytes).
-                Err(_) if i + 1 == lines.len() => break,
+                Err(_) if i + 1 == lines.len() => return Ok(None),
                 Err(e) => return Err(corrupt(format!("line {}: not an event: {e}", i + 1))),
             };
             if event.session_id != id {
@@ -284,18 +292,40 @@ impl FileStore {
                     event.session_id
                 )));
             }
-            if let Some(prev) = events.last()
-                && event.seq != prev.seq + 1
-            {
+            Ok(Some(event))
+        };
+        let Some(first) = parse(0)? else {
+            return Ok(Vec::new());
+        };
+        // Lines before the first event after `after`.
+        let skip = match after.checked_sub(first.seq) {
+            Some(d) => usize::try_from(d.saturating_add(1)).unwrap_or(usize::MAX),
+            None => 0,
+        }
+        .min(lines.len());
+        // The seq the line at `i` must hold.
+        let first_seq = first.seq;
+        let want = |i: usize| first_seq.saturating_add(i as u64);
+        let mut events: Vec<Event> = Vec::with_capacity(limit.min(lines.len() - skip));
+        if skip == 0 && limit > 0 {
+            events.push(first);
+        }
+        for i in skip.max(1)..lines.len() {
+            if events.len() >= limit {
+                break;
+            }
+            let Some(event) = parse(i)? else { break };
+            if event.seq != want(i) {
                 return Err(corrupt(format!(
                     "line {}: seq {} follows seq {}",
                     i + 1,
                     event.seq,
-                    prev.seq
+                    want(i).saturating_sub(1)
                 )));
             }
             events.push(event);
         }
+        events.retain(|e| e.seq > after);
         Ok(events)
     }
 
@@ -709,9 +739,22 @@ impl SessionStore for FileStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(io_err(&path, "cannot read", e)),
         };
-        let mut events = self.parse_log(id, &bytes)?;
+        // Every line is parsed (and so checked), as a resume reads it.
+        let mut events = self.parse_log(id, &bytes, 0, usize::MAX)?;
         events.retain(|e| e.seq > after);
         Ok(events)
+    }
+
+    /// Only the lines of the page are parsed (see `parse_log`).
+    fn events_page(&self, id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.read_meta(id)?;
+        let path = self.log_path(id);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io_err(&path, "cannot read", e)),
+        };
+        self.parse_log(id, &bytes, after, limit)
     }
 
     fn record_approval(

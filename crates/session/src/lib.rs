@@ -204,6 +204,17 @@ pub trait SessionStore: Send + Sync {
     /// A session's events with `seq > after`, in order.
     fn events(&self, id: &str, after: u64) -> Result<Vec<Event>, StoreError>;
 
+    /// At most `limit` of a session's events with `seq > after`, in order:
+    /// the start of what [`events`](Self::events) returns. The default reads
+    /// them all and cuts; every real store reads only those it returns (the
+    /// limit is in the query), so a poll for the next hundred events of a
+    /// session of a million costs a hundred.
+    fn events_page(&self, id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        let mut events = self.events(id, after)?;
+        events.truncate(limit);
+        Ok(events)
+    }
+
     /// Append several events with one durable commit (group commit): all of them
     /// or, on any error, none. Each must follow the one before, as for
     /// [`SessionStore::append`].

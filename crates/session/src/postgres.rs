@@ -524,7 +524,14 @@ impl SessionStore for PgStore {
     }
 
     fn events(&self, id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
-        match self.call(Op::Events(id.to_owned(), after))? {
+        match self.call(Op::Events(id.to_owned(), after, None))? {
+            Reply::Events(e) => Ok(e),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn events_page(&self, id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        match self.call(Op::Events(id.to_owned(), after, Some(limit)))? {
             Reply::Events(e) => Ok(e),
             other => Err(self.unexpected(other)),
         }
@@ -724,7 +731,8 @@ enum Op {
     SetStatus(String, SessionStatus),
     Get(String),
     List(Option<SessionStatus>, usize),
-    Events(String, u64),
+    /// After a seq, at most a limit of them (all with `None`).
+    Events(String, u64, Option<usize>),
     Pending(String),
     RecordApproval {
         id: String,
@@ -1137,7 +1145,9 @@ impl Worker {
                 None => Err(StoreError::NotFound(id.clone()).into()),
             },
             Op::List(status, limit) => self.list(c, *status, *limit).await.map(Reply::Metas),
-            Op::Events(id, after) => self.events(c, id, *after).await.map(Reply::Events),
+            Op::Events(id, after, limit) => {
+                self.events(c, id, *after, *limit).await.map(Reply::Events)
+            }
             Op::Pending(id) => {
                 if self.read_meta(c, id).await?.is_none() {
                     return Err(StoreError::NotFound(id.clone()).into());
@@ -2206,8 +2216,16 @@ impl Worker {
         Ok(out)
     }
 
-    async fn events(&self, c: &Conn, id: &str, after: u64) -> Result<Vec<Event>, Failure> {
+    async fn events(
+        &self,
+        c: &Conn,
+        id: &str,
+        after: u64,
+        limit: Option<usize>,
+    ) -> Result<Vec<Event>, Failure> {
         let after = i64::try_from(after).unwrap_or(i64::MAX);
+        // `LIMIT NULL` is no limit.
+        let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
         let exists = self
             .query_opt(
                 c,
@@ -2220,9 +2238,12 @@ impl Worker {
             return Err(StoreError::NotFound(id.to_owned()).into());
         }
         let sql = format!(
-            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq"
+            "SELECT {EVENT_COLUMNS} FROM events WHERE session_id = $1 AND seq > $2 ORDER BY seq \
+             LIMIT $3"
         );
-        let rows = self.query(c, &sql, &[&id, &after], "read events").await?;
+        let rows = self
+            .query(c, &sql, &[&id, &after, &limit], "read events")
+            .await?;
         rows.iter().map(|r| self.event_from_row(id, r)).collect()
     }
 

@@ -1241,55 +1241,11 @@ impl SessionStore for SqliteStore {
     }
 
     fn events(&self, id: &str, after: u64) -> Result<Vec<Event>, StoreError> {
-        let after = i64::try_from(after).unwrap_or(i64::MAX);
-        let mut conn = self.lock();
-        // One read transaction, so the events and the blobs they refer to are
-        // one consistent snapshot even while another process appends.
-        let tx = conn
-            .transaction_with_behavior(TransactionBehavior::Deferred)
-            .map_err(self.err("begin the read"))?;
-        let exists: Option<i64> = tx
-            .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")
-            .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
-            .map_err(self.err("read the session"))?;
-        if exists.is_none() {
-            return Err(StoreError::NotFound(id.to_owned()));
-        }
-        let mut stmt = tx
-            .prepare_cached(
-                "SELECT seq, schema_version, ts, type, step, goal, agent, iteration, data, \
-                 node, node_kind, replayed FROM events WHERE session_id = ?1 AND seq > ?2 \
-                 ORDER BY seq",
-            )
-            .map_err(self.err("read events"))?;
-        let rows = stmt
-            .query_map(params![id, after], RawEvent::from_row)
-            .map_err(self.err("read events"))?;
-        let mut blob_stmt = tx
-            .prepare_cached("SELECT content FROM blobs WHERE hash = ?1")
-            .map_err(self.err("read blobs"))?;
-        // A blob referenced by many events (a goal's output) is read once.
-        let mut cache: HashMap<String, String> = HashMap::new();
-        let mut out = Vec::new();
-        for row in rows {
-            let raw = row.map_err(self.err("read events"))?;
-            let event = raw.into_event(id, self, &mut |hash: &str| {
-                if let Some(hit) = cache.get(hash) {
-                    return Ok(hit.clone());
-                }
-                let content: Option<String> = blob_stmt
-                    .query_row([hash], |r| r.get(0))
-                    .optional()
-                    .map_err(self.err("read a blob"))?;
-                let content = content.ok_or_else(|| {
-                    self.corrupt(format!("blob {hash} is referenced but missing"))
-                })?;
-                cache.insert(hash.to_owned(), content.clone());
-                Ok(content)
-            })?;
-            out.push(event);
-        }
-        Ok(out)
+        self.read_events(id, after, None)
+    }
+
+    fn events_page(&self, id: &str, after: u64, limit: usize) -> Result<Vec<Event>, StoreError> {
+        self.read_events(id, after, Some(limit))
     }
 
     fn pending_approval(&self, id: &str) -> Result<Option<u64>, StoreError> {
@@ -1679,6 +1635,69 @@ impl SessionStore for SqliteStore {
             })
             .map_err(self.err("count the fires"))?;
         Ok((from_sql_int(count, "count", self)?, cost))
+    }
+}
+
+impl SqliteStore {
+    /// A session's events after `after`, at most `limit` of them (all with
+    /// `None`): the limit is in the query, so only what is returned is read.
+    fn read_events(
+        &self,
+        id: &str,
+        after: u64,
+        limit: Option<usize>,
+    ) -> Result<Vec<Event>, StoreError> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        // SQLite reads a negative limit as none.
+        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        let mut conn = self.lock();
+        // One read transaction, so the events and the blobs they refer to are
+        // one consistent snapshot even while another process appends.
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Deferred)
+            .map_err(self.err("begin the read"))?;
+        let exists: Option<i64> = tx
+            .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")
+            .and_then(|mut s| s.query_row([id], |r| r.get(0)).optional())
+            .map_err(self.err("read the session"))?;
+        if exists.is_none() {
+            return Err(StoreError::NotFound(id.to_owned()));
+        }
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT seq, schema_version, ts, type, step, goal, agent, iteration, data, \
+                 node, node_kind, replayed FROM events WHERE session_id = ?1 AND seq > ?2 \
+                 ORDER BY seq LIMIT ?3",
+            )
+            .map_err(self.err("read events"))?;
+        let rows = stmt
+            .query_map(params![id, after, limit], RawEvent::from_row)
+            .map_err(self.err("read events"))?;
+        let mut blob_stmt = tx
+            .prepare_cached("SELECT content FROM blobs WHERE hash = ?1")
+            .map_err(self.err("read blobs"))?;
+        // A blob referenced by many events (a goal's output) is read once.
+        let mut cache: HashMap<String, String> = HashMap::new();
+        let mut out = Vec::new();
+        for row in rows {
+            let raw = row.map_err(self.err("read events"))?;
+            let event = raw.into_event(id, self, &mut |hash: &str| {
+                if let Some(hit) = cache.get(hash) {
+                    return Ok(hit.clone());
+                }
+                let content: Option<String> = blob_stmt
+                    .query_row([hash], |r| r.get(0))
+                    .optional()
+                    .map_err(self.err("read a blob"))?;
+                let content = content.ok_or_else(|| {
+                    self.corrupt(format!("blob {hash} is referenced but missing"))
+                })?;
+                cache.insert(hash.to_owned(), content.clone());
+                Ok(content)
+            })?;
+            out.push(event);
+        }
+        Ok(out)
     }
 }
 

@@ -1233,8 +1233,9 @@ impl RunService {
                 None => (None, None),
             };
             let meta = self.meta(&store, &p.session_id)?;
+            // One more than the page, to tell whether the page is all.
             let mut events = store
-                .events(&p.session_id, p.after_seq)
+                .events_page(&p.session_id, p.after_seq, limit + 1)
                 .map_err(|e| RpcError::new(code::STORE, e.to_string()))?;
             let complete = events.len() <= limit;
             events.truncate(limit);

@@ -43,6 +43,7 @@ conformance!(
     create_get_and_list,
     events_read_back_exactly,
     events_after_a_seq,
+    event_pages_are_the_start_of_the_events,
     out_of_order_writes_nothing,
     status_follows_events,
     set_status_sticks_until_the_next_status_event,
@@ -498,6 +499,45 @@ fn events_after_a_seq(kind: Kind) {
     assert!(store.events("x", u64::MAX).unwrap().is_empty());
     store.create(&meta("empty")).unwrap();
     assert!(store.events("empty", 0).unwrap().is_empty());
+}
+
+/// `events_page`: the start of `events` after a seq, at most a limit, read
+/// with the limit in the query (issue 49) — the same answer on every store,
+/// and for a log that starts past seq 1 (a session created with a
+/// `last_seq`).
+fn event_pages_are_the_start_of_the_events(kind: Kind) {
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    store.create(&meta("x")).unwrap();
+    let events = small_events("x", 1, 30);
+    store.append_batch(&events).unwrap();
+    for after in [0, 1, 7, 29, 30, 31, u64::MAX] {
+        let all = store.events("x", after).unwrap();
+        for limit in [0, 1, 5, 29, 30, 31, usize::MAX] {
+            let page = store.events_page("x", after, limit).unwrap();
+            assert_eq!(
+                page,
+                all[..all.len().min(limit)],
+                "after {after}, limit {limit}"
+            );
+        }
+    }
+    let mut later = meta("later");
+    later.last_seq = 10;
+    store.create(&later).unwrap();
+    let events = small_events("later", 11, 10);
+    store.append_batch(&events).unwrap();
+    assert_eq!(store.events_page("later", 0, 3).unwrap(), events[..3]);
+    assert_eq!(store.events_page("later", 10, 3).unwrap(), events[..3]);
+    assert_eq!(store.events_page("later", 12, 3).unwrap(), events[2..5]);
+    assert_eq!(store.events_page("later", 18, 9).unwrap(), events[8..]);
+    assert!(store.events_page("later", 20, 9).unwrap().is_empty());
+    store.create(&meta("empty")).unwrap();
+    assert!(store.events_page("empty", 0, 10).unwrap().is_empty());
+    assert!(matches!(
+        store.events_page("nope", 0, 10),
+        Err(StoreError::NotFound(_))
+    ));
 }
 
 fn out_of_order_writes_nothing(kind: Kind) {
@@ -1602,6 +1642,7 @@ fn file_torn_last_line_is_ignored_then_cut() {
         }
         append_raw(&dir, "x", torn);
         assert_eq!(store.events("x", 0).unwrap(), events[..5]);
+        assert_eq!(store.events_page("x", 3, 10).unwrap(), events[3..5]);
         assert_eq!(store.get("x").unwrap().last_seq, 5);
         assert_eq!(store.list(None, 9).unwrap()[0].last_seq, 5);
         // The next append cuts the torn line off and continues.
@@ -1631,6 +1672,13 @@ fn file_garbage_inside_the_log_is_an_error() {
     let err = store.events("x", 0).unwrap_err();
     assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
     assert!(err.to_string().contains("line 3"), "{err}");
+    // A page that reaches the garbage says so too; one before it does not
+    // read that far.
+    assert!(matches!(
+        store.events_page("x", 1, 5),
+        Err(StoreError::Corrupt { .. })
+    ));
+    assert_eq!(store.events_page("x", 0, 2).unwrap(), events[..2]);
 
     // A log whose seqs skip is damaged too.
     let dir = TempDir::new("gap");
@@ -1651,6 +1699,15 @@ fn file_garbage_inside_the_log_is_an_error() {
         store.events("x", 0),
         Err(StoreError::Corrupt { .. })
     ));
+    for after in [0, 1, 2] {
+        assert!(
+            matches!(
+                store.events_page("x", after, 5),
+                Err(StoreError::Corrupt { .. })
+            ),
+            "after {after}"
+        );
+    }
 
     // And a meta file that is not one.
     std::fs::write(dir.path().join("sessions/y.json"), "{").unwrap();
