@@ -283,6 +283,11 @@ async fn a_run_as_a_task_asks_for_approval_and_completes_like_a_blocking_call() 
         .to_owned();
     assert_eq!(task["status"], "working", "{r}");
     assert!(task["pollIntervalMs"].is_u64(), "{r}");
+    // Status is pushed to a subscription that asks for this task.
+    let mut sub = json!({"notifications": {"taskIds": [id]}});
+    sub["_meta"] = meta(true);
+    raw.send_json(json!({"jsonrpc": "2.0", "id": "task-sub", "method": "subscriptions/listen", "params": sub}))
+        .await;
     let waiting = raw.settle(&id).await;
     assert_eq!(waiting["status"], "input_required", "{waiting}");
     let reqs = waiting["inputRequests"].as_object().expect("inputRequests");
@@ -302,8 +307,13 @@ async fn a_run_as_a_task_asks_for_approval_and_completes_like_a_blocking_call() 
     assert!(u["result"].is_object(), "{u}");
     let done = raw.settle(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
-    // The status changes were pushed too, with what tasks/get says.
+    // The status changes were pushed too, with what tasks/get says, on the
+    // subscription.
     let asked = raw.task_note(&id, "input_required").await;
+    assert_eq!(
+        asked["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "task-sub"
+    );
     assert!(
         asked["params"]["inputRequests"][key.as_str()].is_object(),
         "{asked}"
@@ -845,5 +855,95 @@ async fn stdio_listen_is_acknowledged_and_tagged_and_removed_methods_are_refused
         .await;
     let pong = raw.reply(&json!("old")).await;
     assert!(pong["result"].is_object(), "{pong}");
+    assert_eq!(raw.exit_code().await, Some(0));
+}
+
+/// `notifications/tasks` goes only where it was asked for: a client that
+/// runs a task without subscribing (even with a listen stream for the tool
+/// list) hears nothing of it; a subscription names the tasks it follows, is
+/// acknowledged with those of them that are the client's own, and hears their
+/// state; asking without declaring the tasks extension is `-32021`.
+#[tokio::test]
+async fn task_status_is_pushed_only_to_a_subscription_that_asked() {
+    let f = fake(Duration::ZERO).await;
+    let ws = workspace("task-sub", &f);
+    let mut raw = Raw::start(command(&ws.0));
+    let mut tools = json!({"notifications": {"toolsListChanged": true}});
+    tools["_meta"] = meta(true);
+    raw.send_json(json!({"jsonrpc": "2.0", "id": "tools-only", "method": "subscriptions/listen", "params": tools}))
+        .await;
+    let r = raw
+        .request(
+            "tools/call",
+            json!({"name": "run", "arguments": {"path": "gated.agent"}}),
+            true,
+        )
+        .await;
+    let id = r["result"]["taskId"].as_str().expect("a task").to_owned();
+    let waiting = raw.settle(&id).await;
+    let key = waiting["inputRequests"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("an input request");
+    raw.request(
+        "tasks/update",
+        json!({"taskId": id, "inputResponses": {key: {"action": "accept", "content": {"approve": true}}}}),
+        true,
+    )
+    .await;
+    assert_eq!(raw.settle(&id).await["status"], "completed");
+    // A last round trip: anything pushed during the run has been read.
+    raw.request("tools/list", json!({}), true).await;
+    assert!(
+        !raw.notes
+            .iter()
+            .any(|n| n["method"] == "notifications/tasks"),
+        "pushed without a subscription: {:?}",
+        raw.notes
+    );
+    // Asked without the extension: refused, nothing subscribed.
+    let mut bare = json!({"notifications": {"taskIds": [id]}});
+    bare["_meta"] = meta(false);
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": "bare", "method": "subscriptions/listen", "params": bare}),
+    )
+    .await;
+    let refused = raw.reply(&json!("bare")).await;
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    // Subscribed: its own task is honoured (and its state sent), a made-up
+    // id is not.
+    let other = "20260101-000000-000000000000000000000000";
+    let mut sub = json!({"notifications": {"taskIds": [id, other]}});
+    sub["_meta"] = meta(true);
+    raw.send_json(
+        json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen", "params": sub}),
+    )
+    .await;
+    let done = raw.task_note(&id, "completed").await;
+    let sid = "io.modelcontextprotocol/subscriptionId";
+    assert_eq!(done["params"]["_meta"][sid], "sub", "{done}");
+    assert_eq!(
+        done["params"]["result"]["structuredContent"]["status"], "completed",
+        "{done}"
+    );
+    let ack = raw
+        .notes
+        .iter()
+        .find(|n| {
+            n["method"] == "notifications/subscriptions/acknowledged"
+                && n["params"]["_meta"][sid] == "sub"
+        })
+        .expect("acknowledged")
+        .clone();
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"taskIds": [id]}),
+        "{ack}"
+    );
+    assert!(
+        !raw.notes.iter().any(|n| n["params"]["taskId"] == other),
+        "{:?}",
+        raw.notes
+    );
     assert_eq!(raw.exit_code().await, Some(0));
 }

@@ -252,6 +252,25 @@ fn mcp_service(
     ct: &CancellationToken,
     local: SocketAddr,
 ) -> StreamableHttpService<McpServer, LocalSessionManager> {
+    // Task status for the listen streams that ask, read through a server of
+    // its own (its client never connects).
+    shared
+        .host
+        .changes()
+        .set_tasks(Arc::new(super::tasks::Feed::new(McpServer {
+            gateway: shared.gateway.clone(),
+            triggers: Arc::new(crate::daemon::service::TriggerService::new(
+                shared.gateway.clone(),
+            )),
+            client: Arc::new(Client::new(
+                Arc::new(transport::Conn::new(limits)),
+                heartbeat,
+            )),
+            catalog: shared.catalog.clone(),
+            fixed_tools: Arc::new(Vec::new()),
+            extra_tools: None,
+            host: shared.host.clone(),
+        })));
     let factory = {
         let (gateway, catalog, sessions) = (
             shared.gateway.clone(),
@@ -565,11 +584,15 @@ impl Front {
                 ));
             }
         };
-        if let Some(listen) = self.listen(&bytes) {
-            let Some(stream) = self.streams.enter(who, self.max_streams) else {
-                return Err(too_many_streams(self.max_streams));
-            };
-            return Ok(Posted::Stream(listen, stream));
+        match self.listen(&bytes, who) {
+            Some(Listened::Stream(listen)) => {
+                let Some(stream) = self.streams.enter(who, self.max_streams) else {
+                    return Err(too_many_streams(self.max_streams));
+                };
+                return Ok(Posted::Stream(listen, stream));
+            }
+            Some(Listened::Refused(r)) => return Ok(Posted::Answer(r)),
+            None => {}
         }
         let v1 = session_id(&parts.headers).is_some_and(|id| self.v1().contains(&id));
         let (shimmed, found) = super::tasks_v1::inbound_bytes(&bytes, v1);
@@ -608,9 +631,10 @@ impl Front {
     }
 
     /// A `subscriptions/listen` request's response: an SSE stream that
-    /// opens with the acknowledgement and carries the changes it asked for
-    /// until the client goes or the server stops. `None` for any other body.
-    fn listen(&self, body: &[u8]) -> Option<Response<HttpBody>> {
+    /// opens with the acknowledgement and carries the notifications it asked
+    /// for until the client goes or the server stops (or the JSON-RPC error
+    /// that refuses it). `None` for any other body.
+    fn listen(&self, body: &[u8], who: &Principal) -> Option<Listened> {
         use super::listen;
         let needle = listen::METHOD.as_bytes();
         if !body.windows(needle.len()).any(|w| w == needle) {
@@ -620,48 +644,30 @@ impl Front {
         if msg["method"] != listen::METHOD || msg.get("id").is_none() {
             return None;
         }
-        let id = msg["id"].clone();
-        let honoured = listen::Honoured::of(&msg["params"]);
-        let frame = |v: serde_json::Value| {
-            Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from(format!(
+        let messages = match listen::open(&msg, &self.changes, who.clone(), self.closing.clone()) {
+            listen::Opened::Stream(s) => s,
+            listen::Opened::Refused(error) => {
+                let mut r = Response::new(Full::new(Bytes::from(error.to_string())).boxed());
+                r.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                return Some(Listened::Refused(r));
+            }
+        };
+        let frames = futures::StreamExt::map(messages, |v| {
+            Ok::<_, Infallible>(Frame::data(Bytes::from(format!(
                 "event: message\ndata: {v}\n\n"
             ))))
-        };
-        let first = frame(listen::acknowledgement(&id, honoured));
-        let (changes, closing) = (self.changes.subscribe(), self.closing.clone());
-        let rest = futures::stream::unfold(
-            (changes, closing, id),
-            move |(mut changes, closing, id)| async move {
-                loop {
-                    let change = tokio::select! {
-                        _ = closing.cancelled() => return None,
-                        c = changes.recv() => c,
-                    };
-                    match change {
-                        Ok(c) if honoured.wants(c) => {
-                            let n = listen::notification(&id, c);
-                            return Some((frame(n), (changes, closing, id)));
-                        }
-                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                        Err(_) => return None,
-                    }
-                }
-            },
-        );
-        let stream =
-            futures::StreamExt::chain(futures::stream::once(std::future::ready(first)), rest);
-        let body = http_body_util::StreamBody::new(stream);
-        let mut response = Response::new(body.boxed());
+        });
+        let mut response = Response::new(http_body_util::StreamBody::new(frames).boxed());
         let h = response.headers_mut();
         h.insert(
             header::CONTENT_TYPE,
-            http::HeaderValue::from_static("text/event-stream"),
+            HeaderValue::from_static("text/event-stream"),
         );
-        h.insert(
-            header::CACHE_CONTROL,
-            http::HeaderValue::from_static("no-cache"),
-        );
-        Some(response)
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        Some(Listened::Stream(response))
     }
 
     /// The principal a request's bearer token names, or the 401 to answer.
@@ -692,6 +698,12 @@ impl Front {
 enum Posted {
     Answer(Response<HttpBody>),
     Stream(Response<HttpBody>, Guard),
+}
+
+/// A `subscriptions/listen` POST: its stream, or the error that refuses it.
+enum Listened {
+    Stream(Response<HttpBody>),
+    Refused(Response<HttpBody>),
 }
 
 /// Sessions remembered as 2025-11-25 task clients; past it the memory is

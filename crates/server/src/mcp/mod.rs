@@ -539,6 +539,9 @@ pub async fn serve(
         extra_tools: options.extra_tools.clone(),
         host: host.clone(),
     };
+    // Task status goes only to `subscriptions/listen` streams that asked.
+    host.changes()
+        .set_tasks(Arc::new(tasks::Feed::new(handler.clone())));
     let transport = transport::StdioTransport::new(read, write, io.clone(), host.changes().clone());
     let ct = CancellationToken::new();
     tokio::pin!(stop);

@@ -182,16 +182,15 @@ pub async fn start_tool(
     p.wait = Some(false);
     let gateway = &server.gateway;
     let store = gateway.store()?;
-    // The run's events wake the status watcher.
-    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
     let principal = Principal::of(ctx);
     let mut hooks = detached();
     // The session is its principal's from the moment it is recorded.
     hooks.owner = Some(principal.clone());
     {
-        let wake = wake.clone();
+        // The run's events wake whoever follows the task (`subscriptions/listen`).
+        let hub = server.host.changes().clone();
         hooks.sinks.push(std::sync::Arc::new(
-            move |_: &agentfile_wire::events::Event| wake.notify_one(),
+            move |e: &agentfile_wire::events::Event| hub.task_event(&e.session_id),
         ));
     }
     let live = gateway.submit(p, hooks).await?;
@@ -228,10 +227,6 @@ pub async fn start_tool(
             )));
         }
     };
-    if wanted(ctx) {
-        // `notifications/tasks` is the extension's: other clients poll.
-        watch_status(server.clone(), id.clone(), ctx.peer.clone(), wake);
-    }
     let t = task(
         server,
         &id,
@@ -261,17 +256,16 @@ pub async fn may_touch(server: &McpServer, id: &str, ctx: &RequestContext<RoleSe
         .await
 }
 
-/// The session of task `id` if it belongs to the caller.
+/// The session of task `id` if it belongs to `principal`.
 async fn owned(
     server: &McpServer,
     id: &str,
-    ctx: &RequestContext<RoleServer>,
+    principal: &Principal,
 ) -> Result<agentfile_session::SessionMeta, ErrorData> {
     if !agentfile_session::is_valid_id(id) {
         return Err(unknown(id));
     }
     let store = server.gateway.store().map_err(|e| internal(e.message))?;
-    let principal = Principal::of(ctx);
     let id2 = id.to_owned();
     let found = tokio::task::spawn_blocking(move || {
         // A task: a session started as one (its task owner is also its
@@ -290,7 +284,7 @@ async fn owned(
         // past its TTL a finished task is unknown (its session stays).
         Ok((Some(owner), meta))
             if crate::access::Rule::OWNED.allows(
-                &principal,
+                principal,
                 Some(&owner),
                 crate::access::Action::Steer,
             ) && !super::task_timing::expired(server, &meta) =>
@@ -364,7 +358,7 @@ pub async fn get(
     if let Some(local) = server.host.tasks.get(&p.task_id, &Principal::of(ctx)) {
         return local.map(GetTaskResult::new);
     }
-    let meta = owned(server, &p.task_id, ctx).await?;
+    let meta = owned(server, &p.task_id, &Principal::of(ctx)).await?;
     Ok(GetTaskResult::new(view(server, &meta, true).await?))
 }
 
@@ -473,55 +467,76 @@ async fn started_by(server: &McpServer, id: &str) -> Option<rmcp::model::Tool> {
         .map(|w| w.tool.clone())
 }
 
-/// How long a status watcher waits for an event before it looks at the
-/// store anyway (a decision or a status written without an event of this
-/// run: another server, a resume here).
+/// How long a follower waits for an event before it looks at the store
+/// anyway (a decision or a status written without an event of this run:
+/// another server, a resume here).
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Send `notifications/tasks` on `peer` each time task `id`'s status
-/// changes, until it ends or the peer is gone (best effort: polling
-/// `tasks/get` is the contract). `wake` is notified by the run's events.
-fn watch_status(
+/// The store's tasks as [`listen`](super::listen) follows them: only for a
+/// client that subscribed (`subscriptions/listen` with `taskIds`), never
+/// pushed unasked.
+pub struct Feed {
     server: McpServer,
-    id: String,
-    peer: rmcp::service::Peer<RoleServer>,
-    wake: std::sync::Arc<tokio::sync::Notify>,
-) {
-    tokio::spawn(async move {
-        let Ok(store) = server.gateway.store() else {
-            return;
-        };
-        let mut last = TaskStatus::Working;
-        loop {
-            tokio::select! {
-                _ = wake.notified() => {}
-                _ = tokio::time::sleep(WATCH_EVERY) => {}
-            }
-            if peer.is_transport_closed() {
-                return;
-            }
-            let meta = {
-                let (store, id) = (store.clone(), id.clone());
-                match tokio::task::spawn_blocking(move || store.get(&id)).await {
-                    Ok(Ok(m)) => m,
-                    _ => return,
+}
+
+impl Feed {
+    /// Tasks read through `server` (its gateway, catalog and timing; its
+    /// client is never spoken to).
+    pub fn new(server: McpServer) -> Feed {
+        Feed { server }
+    }
+}
+
+impl super::listen::TaskSource for Feed {
+    fn followable<'a>(
+        &'a self,
+        who: &'a Principal,
+        ids: Vec<String>,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Vec<String>> + Send + 'a>> {
+        Box::pin(async move {
+            let mut out = Vec::new();
+            for id in ids {
+                if owned(&self.server, &id, who).await.is_ok() {
+                    out.push(id);
                 }
-            };
-            let Ok(detailed) = view(&server, &meta, false).await else {
-                continue;
-            };
-            let status = detailed.status();
-            if status == last {
-                continue;
             }
-            last = status;
-            let n = rmcp::model::ServerNotification::TaskStatusNotification(
-                rmcp::model::Notification::new(rmcp::model::TaskStatusNotificationParams::new(
-                    detailed,
-                )),
-            );
-            if peer.send_notification(n).await.is_err() {
-                return;
+            out
+        })
+    }
+
+    fn follow(&self, id: String, out: tokio::sync::mpsc::Sender<Value>) {
+        tokio::spawn(follow(self.server.clone(), id, out));
+    }
+}
+
+/// Send task `id`'s state on `out` now and each time its status changes,
+/// until it ends or `out` closes. The run's events (through the hub) wake
+/// it; without them it looks every [`WATCH_EVERY`].
+async fn follow(server: McpServer, id: String, out: tokio::sync::mpsc::Sender<Value>) {
+    let Ok(store) = server.gateway.store() else {
+        return;
+    };
+    let mut events = server.host.changes().task_events();
+    let mut last = None;
+    loop {
+        let meta = {
+            let (store, id) = (store.clone(), id.clone());
+            match tokio::task::spawn_blocking(move || store.get(&id)).await {
+                Ok(Ok(m)) => m,
+                _ => return,
+            }
+        };
+        if let Ok(detailed) = view(&server, &meta, false).await {
+            let status = detailed.status();
+            if last != Some(status) {
+                last = Some(status);
+                let params = rmcp::model::TaskStatusNotificationParams::new(detailed);
+                let Ok(params) = serde_json::to_value(params) else {
+                    return;
+                };
+                if out.send(params).await.is_err() {
+                    return;
+                }
             }
             if matches!(
                 status,
@@ -530,7 +545,21 @@ fn watch_status(
                 return;
             }
         }
-    });
+        let until = tokio::time::sleep(WATCH_EVERY);
+        tokio::pin!(until);
+        loop {
+            tokio::select! {
+                _ = &mut until => break,
+                _ = out.closed() => return,
+                e = events.recv() => match e {
+                    Ok(of) if *of == *id => break,
+                    Ok(_) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => break,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+            }
+        }
+    }
 }
 
 /// `tasks/update`: answers to the task's input requests. Keys that are not
@@ -549,7 +578,7 @@ pub async fn update(
         return local;
     }
     let gateway = &server.gateway;
-    let meta = owned(server, &p.task_id, ctx).await?;
+    let meta = owned(server, &p.task_id, &Principal::of(ctx)).await?;
     let id = meta.id.clone();
     for (key, answer) in &p.input_responses {
         let content = answer.get("content").cloned().unwrap_or(Value::Null);
@@ -634,7 +663,7 @@ pub async fn cancel(
     if let Some(local) = server.host.tasks.cancel(&p.task_id, &Principal::of(ctx)) {
         return local;
     }
-    let meta = owned(server, &p.task_id, ctx).await?;
+    let meta = owned(server, &p.task_id, &Principal::of(ctx)).await?;
     let terminal = matches!(
         meta.status,
         SessionStatus::Completed | SessionStatus::Failed | SessionStatus::Cancelled

@@ -384,9 +384,9 @@ fn removed_in_2026(text: &[u8]) -> Option<Value> {
 }
 
 /// A `subscriptions/listen` request ([`super::listen`]), served here: the
-/// acknowledgement, then the changes it asked for, tagged with its id, on
-/// the one output every subscription shares, until the input ends. `false`
-/// for any other message.
+/// acknowledgement, then the notifications it asked for, tagged with its id,
+/// on the one output every subscription shares, until the input ends (or
+/// its refusal). `false` for any other message.
 fn listen(text: &[u8], writer: &Writer, changes: &super::listen::Hub, conn: &Arc<Conn>) -> bool {
     use super::listen;
     let needle = listen::METHOD.as_bytes();
@@ -399,36 +399,25 @@ fn listen(text: &[u8], writer: &Writer, changes: &super::listen::Hub, conn: &Arc
     if msg["method"] != listen::METHOD || msg.get("id").is_none() {
         return false;
     }
-    let id = msg["id"].clone();
-    let honoured = listen::Honoured::of(&msg["params"]);
-    let (writer, mut rx, done) = (
-        writer.clone(),
-        changes.subscribe(),
+    // On stdio the caller is the local user, the owner of its tasks.
+    let opened = listen::open(
+        &msg,
+        changes,
+        super::principal::Principal::local(),
         conn.input_closed.clone(),
     );
+    let writer = writer.clone();
     tokio::spawn(async move {
-        if write_line(&writer, &listen::acknowledgement(&id, honoured))
-            .await
-            .is_err()
-        {
-            return;
-        }
-        loop {
-            let change = tokio::select! {
-                _ = done.cancelled() => return,
-                c = rx.recv() => c,
-            };
-            match change {
-                Ok(c) if honoured.wants(c) => {
-                    if write_line(&writer, &listen::notification(&id, c))
-                        .await
-                        .is_err()
-                    {
+        match opened {
+            listen::Opened::Refused(error) => {
+                let _ = write_line(&writer, &error).await;
+            }
+            listen::Opened::Stream(mut messages) => {
+                while let Some(m) = futures::StreamExt::next(&mut messages).await {
+                    if write_line(&writer, &m).await.is_err() {
                         return;
                     }
                 }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                Err(_) => return,
             }
         }
     });
