@@ -1081,3 +1081,57 @@ async fn over_http_a_blocking_run_keeps_to_its_token() {
     let _ = server.child.start_kill();
     let _ = server.child.wait().await;
 }
+
+/// A client's requested TTL (`params.task.ttl`) is the task's within the
+/// server's bound (`[mcp] task_ttl`): a small one is reported back (on the
+/// handle, `tasks/get`, `tasks/list`) and the task is unknown once it has
+/// passed; a huge one is capped at the bound.
+#[tokio::test]
+async fn a_requested_ttl_is_honoured_within_the_bound() {
+    let f = fake().await;
+    let ws = workspace("ttl-asked", &f);
+    let config = ws.0.join("agent.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str("\n[mcp]\ntask_ttl = \"1h\"\ntask_poll_interval = \"250ms\"\n");
+    std::fs::write(&config, text).unwrap();
+    let (mut raw, _) = Raw::start(&ws.0, true, false).await;
+    let mut start = async |ttl: u64| {
+        let r = raw
+            .request(
+                "tools/call",
+                json!({"name": "run", "arguments": {"path": "hello.agent"}, "task": {"ttl": ttl}}),
+            )
+            .await;
+        r["result"]["task"].clone()
+    };
+    let small = start(1_500).await;
+    assert_eq!(small["ttl"], 1_500, "{small}");
+    let huge = start(1_000_000_000_000).await;
+    assert_eq!(huge["ttl"], 3_600_000, "{huge}");
+    let (small, huge) = (
+        small["taskId"].as_str().unwrap().to_owned(),
+        huge["taskId"].as_str().unwrap().to_owned(),
+    );
+    assert_eq!(raw.settle(&huge).await["ttl"], 3_600_000);
+    let done = raw.settle(&small).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["ttl"], 1_500, "{done}");
+    let list = raw.request("tasks/list", json!({})).await;
+    let listed = list["result"]["tasks"].as_array().expect("tasks");
+    let ttl_of = |id: &str| {
+        listed
+            .iter()
+            .find(|t| t["taskId"] == id)
+            .map(|t| t["ttl"].clone())
+    };
+    assert_eq!(ttl_of(&small), Some(json!(1_500)), "{list}");
+    assert_eq!(ttl_of(&huge), Some(json!(3_600_000)), "{list}");
+    // Past its own TTL the small one is unknown; the other still answers.
+    tokio::time::sleep(Duration::from_millis(2_000)).await;
+    let gone = raw.request("tasks/get", json!({"taskId": small})).await;
+    assert_eq!(gone["error"]["code"], -32602, "{gone}");
+    let kept = raw.request("tasks/get", json!({"taskId": huge})).await;
+    assert_eq!(kept["result"]["status"], "completed", "{kept}");
+    let _ = raw.child.start_kill();
+    let _ = raw.child.wait().await;
+}

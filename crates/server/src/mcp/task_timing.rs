@@ -9,15 +9,38 @@ use super::McpServer;
 /// What every task of this server reports, in both generations
 /// ([`super::tasks`] builds the 2026 handles with it): `pollInterval` from
 /// `[mcp] task_poll_interval`, `ttl` from `[mcp] task_ttl` (`None`: no
-/// expiry). The server's TTL is the task's, whatever a client asks for
-/// (receivers may override a requested `ttl`).
+/// expiry). `task_ttl` is also the bound of a TTL a 2025-11-25 client asks
+/// for (`params.task.ttl`, [`Timing::ttl_for`]); the 2026 extension has
+/// clients ask for none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
     pub poll_interval_ms: u64,
     pub ttl_ms: Option<u64>,
 }
 
+/// The key of the run settings that keeps the TTL a task was given when
+/// its client asked for one (unknown to the engine, which ignores it).
+pub const TTL_KEY: &str = "mcp_task_ttl_ms";
+
 impl Timing {
+    /// The TTL of a task whose client asked for `requested` ms: that, within
+    /// the server's bound (`[mcp] task_ttl`; none set: no bound); nothing
+    /// asked, the server's own.
+    pub fn ttl_for(self, requested: Option<u64>) -> Option<u64> {
+        match (requested, self.ttl_ms) {
+            (Some(r), Some(bound)) => Some(r.min(bound)),
+            (Some(r), None) => Some(r),
+            (None, own) => own,
+        }
+    }
+
+    /// The TTL of a task whose run settings are `settings`: the one it was
+    /// given (kept under [`TTL_KEY`], bounded again in case the bound fell
+    /// since), else the server's.
+    pub fn ttl_of(self, settings: Option<&serde_json::Value>) -> Option<u64> {
+        self.ttl_for(settings.and_then(|s| s.get(TTL_KEY)?.as_u64()))
+    }
+
     fn of(mcp: &agentfile_config::McpSection) -> Timing {
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Timing {
@@ -41,11 +64,11 @@ pub fn timing(server: &McpServer) -> Timing {
     })
 }
 
-/// Whether task `meta` ended more than the TTL ago: it then answers as an
-/// unknown task (`tasks/get`, `tasks/result`, `tasks/list` leave it out),
-/// while its session stays in the store.
-pub fn expired(server: &McpServer, meta: &agentfile_session::SessionMeta) -> bool {
-    let Some(ttl) = timing(server).ttl_ms else {
+/// Whether task `meta`, whose TTL is `ttl_ms`, ended more than that ago: it
+/// then answers as an unknown task (`tasks/get`, `tasks/result`,
+/// `tasks/list` leave it out), while its session stays in the store.
+pub fn expired(ttl_ms: Option<u64>, meta: &agentfile_session::SessionMeta) -> bool {
+    let Some(ttl) = ttl_ms else {
         return false;
     };
     meta.status.is_terminal() && ended_before(&meta.updated_at, ttl, std::time::SystemTime::now())
@@ -76,5 +99,26 @@ mod tests {
                 ttl_ms: None
             }
         );
+    }
+
+    #[test]
+    fn a_requested_ttl_is_honoured_within_the_bound() {
+        let bounded = Timing {
+            poll_interval_ms: 1_000,
+            ttl_ms: Some(60_000),
+        };
+        assert_eq!(bounded.ttl_for(Some(1_500)), Some(1_500));
+        assert_eq!(bounded.ttl_for(Some(u64::MAX)), Some(60_000));
+        assert_eq!(bounded.ttl_for(None), Some(60_000));
+        let unbounded = Timing {
+            ttl_ms: None,
+            ..bounded
+        };
+        assert_eq!(unbounded.ttl_for(Some(1_500)), Some(1_500));
+        assert_eq!(unbounded.ttl_for(None), None);
+        let kept = serde_json::json!({TTL_KEY: 90_000, "mcp_tool": "run_x"});
+        assert_eq!(bounded.ttl_of(Some(&kept)), Some(60_000));
+        assert_eq!(unbounded.ttl_of(Some(&kept)), Some(90_000));
+        assert_eq!(bounded.ttl_of(None), Some(60_000));
     }
 }

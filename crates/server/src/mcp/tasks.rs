@@ -55,14 +55,32 @@ fn detached() -> RunHooks {
     }
 }
 
-fn task(server: &McpServer, id: &str, status: TaskStatus, created: &str, updated: &str) -> Task {
-    // `[mcp] task_poll_interval` and `task_ttl` (see task_timing::timing).
+/// Task `id` as a handle: `ttl_ms` its TTL (see [`super::task_timing`]),
+/// the poll interval the server's.
+fn task(
+    server: &McpServer,
+    id: &str,
+    status: TaskStatus,
+    (created, updated): (&str, &str),
+    ttl_ms: Option<u64>,
+) -> Task {
     let timing = super::task_timing::timing(server);
     let t = Task::new(id, status, created, updated).with_poll_interval_ms(timing.poll_interval_ms);
-    match timing.ttl_ms {
+    match ttl_ms {
         Some(ttl) => t.with_ttl_ms(ttl),
         None => t,
     }
+}
+
+/// The run settings of session `id` (where [`TOOL_KEY`] and the task's
+/// TTL are kept), if any.
+async fn settings_of(server: &McpServer, id: &str) -> Option<Value> {
+    let store = server.gateway.store().ok()?;
+    let id = id.to_owned();
+    tokio::task::spawn_blocking(move || store.run_settings(&id))
+        .await
+        .ok()?
+        .ok()?
 }
 
 /// The key of the run settings naming the `run_<name>` tool that started a
@@ -175,11 +193,26 @@ pub async fn start(
 /// call's is.
 pub async fn start_tool(
     server: &McpServer,
-    mut p: RunParams,
+    p: RunParams,
     ctx: &RequestContext<RoleServer>,
     tool: Option<&str>,
 ) -> Result<CallToolResponse, agentfile_wire::rpc::RpcError> {
+    start_with(server, p, ctx, tool, None).await
+}
+
+/// [`start_tool`] for a client that asked for a TTL of `ttl_ms` (2025-11-25
+/// `params.task.ttl`): the task gets it within the server's bound, kept with
+/// the run's settings, and reports the TTL it got.
+pub async fn start_with(
+    server: &McpServer,
+    mut p: RunParams,
+    ctx: &RequestContext<RoleServer>,
+    tool: Option<&str>,
+    ttl_ms: Option<u64>,
+) -> Result<CallToolResponse, agentfile_wire::rpc::RpcError> {
     p.wait = Some(false);
+    let timing = super::task_timing::timing(server);
+    let ttl = timing.ttl_for(ttl_ms);
     let gateway = &server.gateway;
     let store = gateway.store()?;
     let principal = Principal::of(ctx);
@@ -200,13 +233,18 @@ pub async fn start_tool(
         let tool = tool.map(str::to_owned);
         tokio::task::spawn_blocking(move || {
             store.set_task_owner(&id, principal.as_str())?;
-            if let Some(tool) = tool {
-                // Kept with the run's settings: a resume elsewhere keeps it.
+            if tool.is_some() || ttl_ms.is_some() {
+                // Kept with the run's settings: a resume elsewhere keeps them.
                 let mut settings = match store.run_settings(&id)? {
                     Some(Value::Object(o)) => o,
                     _ => JsonObject::new(),
                 };
-                settings.insert(TOOL_KEY.into(), Value::String(tool));
+                if let Some(tool) = tool {
+                    settings.insert(TOOL_KEY.into(), Value::String(tool));
+                }
+                if let Some(ttl) = ttl.filter(|_| ttl_ms.is_some()) {
+                    settings.insert(super::task_timing::TTL_KEY.into(), ttl.into());
+                }
                 store.set_run_settings(&id, &Value::Object(settings))?;
             }
             store.get(&id)
@@ -231,8 +269,8 @@ pub async fn start_tool(
         server,
         &id,
         TaskStatus::Working,
-        &meta.created_at,
-        &meta.updated_at,
+        (&meta.created_at, &meta.updated_at),
+        ttl,
     );
     Ok(CallToolResponse::Task(CreateTaskResult::new(t)))
 }
@@ -275,19 +313,24 @@ async fn owned(
             Some(_) => crate::access::owner_of(&*store, &id2)?,
             None => None,
         };
-        Ok::<_, agentfile_session::StoreError>((owner, store.get(&id2)?))
+        let settings = match owner {
+            Some(_) => store.run_settings(&id2)?,
+            None => None,
+        };
+        Ok::<_, agentfile_session::StoreError>((owner, store.get(&id2)?, settings))
     })
     .await
     .map_err(internal)?;
+    let timing = super::task_timing::timing(server);
     match found {
         // A task is only ever its owner's (the owner rule, never shared);
         // past its TTL a finished task is unknown (its session stays).
-        Ok((Some(owner), meta))
+        Ok((Some(owner), meta, settings))
             if crate::access::Rule::OWNED.allows(
                 principal,
                 Some(&owner),
                 crate::access::Action::Steer,
-            ) && !super::task_timing::expired(server, &meta) =>
+            ) && !super::task_timing::expired(timing.ttl_of(settings.as_ref()), &meta) =>
         {
             Ok(meta)
         }
@@ -371,7 +414,9 @@ async fn view(
 ) -> Result<DetailedTask, ErrorData> {
     let gateway = &server.gateway;
     let id = meta.id.as_str();
-    let t = |s| task(server, id, s, &meta.created_at, &meta.updated_at);
+    let settings = settings_of(server, id).await;
+    let ttl = super::task_timing::timing(server).ttl_of(settings.as_ref());
+    let t = |s| task(server, id, s, (&meta.created_at, &meta.updated_at), ttl);
     let payload = match meta.status {
         SessionStatus::Queued | SessionStatus::Running => TaskPayload::Working,
         SessionStatus::Interrupted => {
@@ -437,7 +482,7 @@ async fn view(
             match gateway.stored_result(id).map_err(|e| internal(e.message))? {
                 Some(r) => {
                     let mut result = super::results::run_result(&r);
-                    if let Some(tool) = started_by(server, id).await {
+                    if let Some(tool) = started_by(server, settings.as_ref()).await {
                         super::results::check_outputs(&tool, &mut result);
                     }
                     TaskPayload::Completed {
@@ -451,15 +496,10 @@ async fn view(
     Ok(DetailedTask::new(t(TaskStatus::Working), payload))
 }
 
-/// The `run_<name>` tool that started task `id`, if it still exists.
-async fn started_by(server: &McpServer, id: &str) -> Option<rmcp::model::Tool> {
-    let store = server.gateway.store().ok()?;
-    let id2 = id.to_owned();
-    let settings = tokio::task::spawn_blocking(move || store.run_settings(&id2))
-        .await
-        .ok()?
-        .ok()??;
-    let name = settings.get(TOOL_KEY)?.as_str()?.to_owned();
+/// The `run_<name>` tool that started the task whose run settings are
+/// `settings`, if it still exists.
+async fn started_by(server: &McpServer, settings: Option<&Value>) -> Option<rmcp::model::Tool> {
+    let name = settings?.get(TOOL_KEY)?.as_str()?.to_owned();
     let tools = server.catalog.tools().await;
     tools
         .iter()

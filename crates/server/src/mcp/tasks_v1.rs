@@ -345,7 +345,12 @@ async fn call(
     }
     // A workflow's own tool checks the result against its output schema.
     let tool = (name != "run").then_some(name.as_str());
-    let created = match super::tasks::start_tool(server, p, ctx, tool).await {
+    // The TTL the client asks for, honoured within the server's bound.
+    let ttl = params
+        .get("task")
+        .and_then(|t| t.get("ttl"))
+        .and_then(Value::as_u64);
+    let created = match super::tasks::start_with(server, p, ctx, tool, ttl).await {
         Ok(rmcp::model::CallToolResponse::Task(t)) => t,
         Ok(rmcp::model::CallToolResponse::Complete(r)) => {
             return serde_json::to_value(r).map_err(internal);
@@ -666,7 +671,9 @@ async fn list(
             if store.task_owner(&m.id)?.is_some()
                 && crate::access::owner_of(&*store, &m.id)?.as_deref() == Some(principal.as_str())
             {
-                out.push(m);
+                // Each task's own TTL (one its client asked for, or the server's).
+                let ttl = timing.ttl_of(store.run_settings(&m.id)?.as_ref());
+                out.push((m, ttl));
             }
         }
         Ok::<_, agentfile_session::StoreError>(out)
@@ -674,18 +681,21 @@ async fn list(
     .await
     .map_err(internal)?
     .map_err(internal)?;
-    let mine: Vec<_> = mine.into_iter().filter(|m| !expired(server, m)).collect();
+    let mine: Vec<_> = mine
+        .into_iter()
+        .filter(|(m, ttl)| !expired(*ttl, m))
+        .collect();
     let page: Vec<Value> = mine
         .iter()
         .skip(offset)
         .take(PAGE)
-        .map(|m| {
+        .map(|(m, ttl)| {
             json!({
                 "taskId": m.id,
                 "status": list_status(m.status),
                 "createdAt": m.created_at,
                 "lastUpdatedAt": m.updated_at,
-                "ttl": timing.ttl_ms,
+                "ttl": ttl,
                 "pollInterval": timing.poll_interval_ms,
             })
         })
