@@ -109,7 +109,7 @@ pub struct Config {
 }
 
 /// `[tools.<id>]`: what a workflow's `tool: <id>` runs. Exactly one of
-/// `mcp`, `command` and `workflow`.
+/// `mcp`, `command`, `workflow` and `a2a`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolBinding {
@@ -120,6 +120,23 @@ pub struct ToolBinding {
     pub command: Option<Vec<String>>,
     /// The id of a workflow under `.workflows/`.
     pub workflow: Option<String>,
+    /// A remote A2A agent (CONTRACT §21): its base URL (the card at
+    /// `/.well-known/agent-card.json` below it) or its card's URL (ending in
+    /// `.json`). Offered to models, and callable from steps, as `<id>`.
+    pub a2a: Option<String>,
+    /// The A2A agent's skill a call names (`metadata.skill`); default: the
+    /// card's only skill, else none (the agent chooses).
+    pub skill: Option<String>,
+    /// The *name* of the environment variable holding the A2A agent's bearer
+    /// token (never the token itself).
+    pub token_env: Option<String>,
+    /// Longest one A2A call may take, remote task included (`"10m"`,
+    /// `"90s"`); default 10 minutes. Past it the task is cancelled.
+    #[serde(
+        deserialize_with = "duration_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub timeout: Option<String>,
     pub description: Option<String>,
 }
 

@@ -19,6 +19,8 @@
 //!   ls, glob, grep, bash, web_fetch, web_search, memory_read, memory_write.
 //! - [`mcp`]: tools of MCP servers (rmcp client), started in the background,
 //!   offered as `mcp_<server>_<tool>`.
+//! - [`a2a`]: remote A2A agents bound as tools (`[tools.<id>] a2a = "URL"`):
+//!   one message per call, the task followed by streaming or polling.
 //! - [`toolbox`]: [`Toolbox`], the [`ToolSet`] the executor uses: the registry
 //!   and the one place the gate is asked.
 //! - [`secrets`]: which environment variables reach bash, bound commands,
@@ -54,6 +56,7 @@ use tokio_util::sync::CancellationToken;
 
 use agentfile_llm::ToolDef;
 
+pub mod a2a;
 pub mod builtin;
 pub mod confine;
 pub mod isolate;

@@ -5,7 +5,8 @@
 //!
 //! - **Is this variable a secret?** [`Secrets::is_secret`]: a variable the
 //!   config names as holding a credential (every profile's `api_key_env`,
-//!   `web.gateway_token_env`, `telemetry.headers_env`, `session.url_env`, the
+//!   `web.gateway_token_env`, `telemetry.headers_env`, `session.url_env`,
+//!   every `tools.<id>.token_env`, the
 //!   providers' default key variables), or one whose name is shaped like a
 //!   credential's ([`secret_shaped`]: `*_KEY`, `*TOKEN*`, `*_PAT`, `*_PASS`,
 //!   `*_PWD`, `*PASSPHRASE*`, `*_DSN`, `*WEBHOOK*`, `DATABASE_URL`…).
@@ -98,6 +99,11 @@ impl Secrets {
         }
         if let Some(k) = &config.session.url_env {
             s.add(k, "session.url_env");
+        }
+        for (id, t) in &config.tools {
+            if let Some(k) = &t.token_env {
+                s.add(k, &format!("tools.{id}.token_env"));
+            }
         }
         s
     }

@@ -29,6 +29,7 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use url::Url;
 
+use super::a2a::{self, A2aHub};
 use super::builtin::{self, bash as bash_tool, fs, memory, search, web};
 use super::confine::ToolSandbox;
 use super::mcp::{self, McpHub};
@@ -161,6 +162,8 @@ pub struct Toolbox {
     /// The kernel sandbox of every program a call starts.
     sandbox: Arc<ToolSandbox>,
     mcp: McpHub,
+    /// Remote A2A agents bound as tools (`[tools.<id>] a2a`).
+    a2a: A2aHub,
     /// Configured servers the policy denies entirely (never started).
     unstarted_mcp: Vec<String>,
     options: ToolboxOptions,
@@ -295,6 +298,7 @@ impl Toolbox {
             options.mcp_call_timeout,
             sandbox.covers_mcp_servers().then(|| sandbox.clone()),
         );
+        let a2a = A2aHub::from_config(&config.tools, &environment);
         let unstarted_mcp = servers
             .keys()
             .filter(|s| !gate.mcp_server_possible(s))
@@ -328,6 +332,7 @@ impl Toolbox {
             bash_limits: config.bash.clone(),
             sandbox,
             mcp,
+            a2a,
             unstarted_mcp,
             options,
             warnings,
@@ -360,6 +365,10 @@ impl Toolbox {
     /// built-in file tools cannot (the gate refuses them), and a change made
     /// while only such calls run is a person's, which takes effect.
     fn watch(&self, tool: Option<&str>) -> Option<Watch> {
+        // A remote agent touches no file here.
+        if tool.is_some_and(|n| self.a2a.get(n).is_some()) {
+            return None;
+        }
         let sandboxed = match tool.map(Tool::from_name) {
             // A shell step or a command tool: a program.
             None | Some(Some(Tool::Bash)) => self.sandbox.holds_control_files(),
@@ -409,16 +418,28 @@ impl Toolbox {
         // the first tool call needs it (0.2 ms on a quiet machine, several on a
         // busy one). An idle pool thread exits after tokio's keep-alive.
         drop(tokio::task::spawn_blocking(|| ()));
-        if !self.mcp.is_empty() {
-            self.mcp.wait_ready(self.options.mcp_list_deadline).await;
-        }
+        let deadline = self.options.mcp_list_deadline;
+        let mcp = async {
+            if !self.mcp.is_empty() {
+                self.mcp.wait_ready(deadline).await;
+            }
+        };
+        // The cards of the remote agents the policy lets the run reach: the
+        // model's first request describes them.
+        let gate = &self.gate;
+        let cards = self
+            .a2a
+            .prefetch(gate, |t| gate.check_url(&t.url).is_ok(), deadline);
+        tokio::join!(mcp, cards);
     }
 
     /// Things the caller should show as warnings: ignored policy sections, MCP
-    /// servers that failed to start, a missing gateway token.
+    /// servers that failed to start, a missing gateway token, an A2A binding
+    /// that cannot be used or whose card could not be read.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = self.warnings.clone();
         w.extend(self.mcp.warnings());
+        w.extend(self.a2a.warnings());
         w
     }
 
@@ -470,6 +491,19 @@ impl Toolbox {
                 )));
             }
             return self.builtin(tool, &args, ctx).await;
+        }
+        if let Some(t) = self.a2a.get(name) {
+            // The URL as a web_fetch of it would be judged (the web rules,
+            // a rate-limit slot); the card's and endpoint's URLs and their
+            // addresses are judged again before anything is sent.
+            self.gate
+                .check(&Request::Fetch { url: &t.url })
+                .map_err(|d| Denial {
+                    tool: t.id.clone(),
+                    rule: d.rule,
+                    reason: format!("{} (A2A agent {})", d.reason, t.url),
+                })?;
+            return a2a::call(t, &self.gate, args, &ctx.cancel).await;
         }
         if let Some(t) = self.mcp.lookup(name, &ctx.cancel).await {
             self.gate.check(&Request::Mcp {
@@ -755,6 +789,14 @@ impl ToolSet for Toolbox {
         defs.extend(
             self.mcp
                 .definitions(|t| self.gate.offers_mcp(&t.server, &t.name)),
+        );
+        // A remote agent only where the web rules let the run reach it.
+        defs.extend(
+            self.a2a
+                .tools()
+                .iter()
+                .filter(|t| self.gate.check_url(&t.url).is_ok())
+                .map(|t| t.definition()),
         );
         defs
     }

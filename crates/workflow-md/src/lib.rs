@@ -131,6 +131,8 @@ enum Resolved {
     Mcp(String),
     Command(Vec<String>),
     Workflow(String),
+    /// A remote A2A agent, called through the tool set by its tool id.
+    Remote(String),
 }
 
 struct Front<'a> {
@@ -1157,7 +1159,7 @@ impl Front<'_> {
                 self.command_template(cx, s, ptr, &tool);
                 NodeKind::Tool { tool, args }
             }
-            Some(Resolved::Mcp(tool)) => NodeKind::Tool { tool, args },
+            Some(Resolved::Mcp(tool) | Resolved::Remote(tool)) => NodeKind::Tool { tool, args },
             Some(Resolved::Command(argv)) => NodeKind::Command {
                 tool: id.clone(),
                 argv,
@@ -1409,7 +1411,10 @@ impl Front<'_> {
         if let Some(argv) = &b.command {
             return Some(Resolved::Command(argv.clone()));
         }
-        b.workflow.clone().map(Resolved::Workflow)
+        if let Some(w) = &b.workflow {
+            return Some(Resolved::Workflow(w.clone()));
+        }
+        b.a2a.as_ref().map(|_| Resolved::Remote(id.to_owned()))
     }
 
     fn unresolved(&self, id: &str, has_contract: bool) -> (String, String) {

@@ -1,11 +1,13 @@
 //! The tools behind the policy gate, through the toolbox as the executor
 //! calls them: the built-in tools (`builtin`), `web_fetch` and `web_search`
-//! on loopback (`web`), the security corpus (`policy_corpus`), the policy
+//! on loopback (`web`), remote A2A agents as tools against a fake agent on
+//! loopback (`a2a`), the security corpus (`policy_corpus`), the policy
 //! under fuzzing (`policy_never_panics`) and the sandbox escape corpus
 //! (`sandbox_escapes`). One test binary: `cargo test -p agentfile-tools`.
 
 use std::path::{Path, PathBuf};
 
+mod a2a;
 mod builtin;
 mod policy_corpus;
 mod policy_never_panics;
