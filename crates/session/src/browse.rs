@@ -5,8 +5,10 @@
 //! The rules live here, once: which sessions a [`SessionQuery`] matches
 //! ([`SessionQuery::matches`]) and what a session's events sum up to
 //! ([`summarize`]). The [`SessionStore`](crate::SessionStore) defaults apply
-//! them to `list` and `events`; SQLite answers the same questions with
-//! indexed queries, so a page stays a few milliseconds over 100,000 sessions.
+//! them to `list` and `events`; SQLite and PostgreSQL answer the same
+//! questions with indexed queries (PostgreSQL's in `postgres/browse.rs`), so
+//! a page stays a few milliseconds over 100,000 sessions; the file store
+//! reads every session's small `ID.json` but only the page's logs.
 
 use agentfile_wire::events::{Event, EventBody, Usage};
 
@@ -99,6 +101,21 @@ impl SessionQuery {
             })
             && self.before.as_ref().is_none_or(|c| c.precedes(meta))
     }
+}
+
+/// A `LIKE` pattern for text containing `q`, its `%`, `_` and `\\` escaped
+/// (with `ESCAPE '\\'`).
+pub(crate) fn like_pattern(q: &str) -> String {
+    let mut out = String::with_capacity(q.len() + 2);
+    out.push('%');
+    for c in q.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
 }
 
 /// What a session's events add up to, for a row of the list.

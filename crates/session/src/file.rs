@@ -13,8 +13,11 @@
 //!   first decision wins even between processes.
 //!
 //! What it is not: fast for huge numbers of sessions (`list` reads every
-//! session's file), nor deduplicating (each event line is complete, so the log
-//! stays readable with `jq`); the SQLite store is the default for that.
+//! session's file; a page of the web view reads every `ID.json`, there being
+//! no index, but only its own sessions' logs), nor deduplicating (each event
+//! line is complete, so the log stays readable with `jq`); the SQLite store is
+//! the default for that. Reading events after a seq parses only the lines
+//! asked for.
 //!
 //! # Crash safety
 //!
@@ -60,8 +63,8 @@ use serde::{Deserialize, Serialize};
 use super::fires::{FireOutcome, FireRecord, newest_first, system_ms};
 use super::owner::{Owner, OwnerRecord, effective_status};
 use super::{
-    Approval, SessionMeta, SessionStatus, SessionStore, StoreError, io_is_full, is_live,
-    is_valid_id, later, now, pending_approval_in, status_after,
+    Approval, SessionMeta, SessionQuery, SessionStatus, SessionStore, StoreError, io_is_full,
+    is_live, is_valid_id, later, now, pending_approval_in, status_after,
 };
 use agentfile_wire::events::Event;
 
@@ -208,6 +211,20 @@ impl FileStore {
             }
         }
         meta
+    }
+
+    /// The session `file` describes as `get` reports it: brought up to date
+    /// with its log's tail, `interrupted` when its owner is gone.
+    fn as_read(&self, file: &MetaFile) -> Result<SessionMeta, StoreError> {
+        let tail = self.tail_of(&file.meta.id)?;
+        let mut meta = self.current(file, &tail);
+        meta.status = effective_status(
+            meta.status,
+            self.owner_of(file, &tail),
+            &meta.updated_at,
+            SystemTime::now(),
+        );
+        Ok(meta)
     }
 
     /// Record `principal` as session `id`'s (and, with `task`, as its task
@@ -697,16 +714,59 @@ impl SessionStore for FileStore {
     }
 
     fn get(&self, id: &str) -> Result<SessionMeta, StoreError> {
-        let file = self.read_meta(id)?;
-        let tail = self.tail_of(id)?;
-        let mut meta = self.current(&file, &tail);
-        meta.status = effective_status(
-            meta.status,
-            self.owner_of(&file, &tail),
-            &meta.updated_at,
-            SystemTime::now(),
-        );
-        Ok(meta)
+        self.as_read(&self.read_meta(id)?)
+    }
+
+    /// The order and every filter but the status are in `ID.json`, so only
+    /// those files are read to find the page (there is no index: every one
+    /// of them, small as they are); the logs, for the status and the last
+    /// event, only for the sessions that may be on it.
+    fn page(&self, query: &SessionQuery) -> Result<Vec<SessionMeta>, StoreError> {
+        let limit = query.limit();
+        let loose = SessionQuery {
+            status: None,
+            ..query.clone()
+        };
+        let mut candidates = Vec::new();
+        for id in self.list_ids()? {
+            match self.read_meta(&id) {
+                Ok(file) if loose.matches(&file.meta) => candidates.push(file),
+                Ok(_) => {}
+                // Deleted between the listing and the read.
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        candidates.sort_by(|a, b| {
+            let key = |f: &MetaFile| (f.meta.created_at.clone(), f.meta.id.clone());
+            key(b).cmp(&key(a))
+        });
+        let mut out = Vec::new();
+        for file in &candidates {
+            if out.len() == limit {
+                break;
+            }
+            let meta = self.as_read(file)?;
+            if query.matches(&meta) {
+                out.push(meta);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The names in the `ID.json` files; no log is read.
+    fn workflows(&self) -> Result<Vec<String>, StoreError> {
+        let mut names = std::collections::BTreeSet::new();
+        for id in self.list_ids()? {
+            match self.read_meta(&id) {
+                Ok(file) => {
+                    names.insert(file.meta.workflow);
+                }
+                Err(StoreError::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(names.into_iter().take(1000).collect())
     }
 
     fn list(

@@ -93,6 +93,9 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
+mod browse;
+
+use super::browse::{SessionQuery, SessionSummary};
 use super::fires::{FireKind, FireOutcome, FireRecord, system_ms};
 use super::owner::{Owner, OwnerRecord, STALE_AFTER};
 use super::row::{RawMeta, event_data};
@@ -104,7 +107,7 @@ use agentfile_wire::events::{Event, EventBody};
 
 /// The schema version this code writes; a database with a higher version in
 /// `schema_migrations` is refused, untouched.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// How long a call keeps retrying after the connection broke.
 pub const DEFAULT_RETRY_FOR: Duration = Duration::from_secs(60);
@@ -126,6 +129,7 @@ const MIGRATIONS: &[&str] = &[
     MIGRATION_4,
     MIGRATION_5,
     MIGRATION_6,
+    browse::MIGRATION_7,
 ];
 
 /// The principal each session belongs to, whatever door started it (see
@@ -537,6 +541,27 @@ impl SessionStore for PgStore {
         }
     }
 
+    fn page(&self, query: &SessionQuery) -> Result<Vec<SessionMeta>, StoreError> {
+        match self.call(Op::Page(query.clone()))? {
+            Reply::Metas(m) => Ok(m),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn summary(&self, id: &str) -> Result<SessionSummary, StoreError> {
+        match self.call(Op::Summary(id.to_owned()))? {
+            Reply::Summary(s) => Ok(s),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    fn workflows(&self) -> Result<Vec<String>, StoreError> {
+        match self.call(Op::Workflows)? {
+            Reply::Ids(names) => Ok(names),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
     fn pending_approval(&self, id: &str) -> Result<Option<u64>, StoreError> {
         match self.call(Op::Pending(id.to_owned()))? {
             Reply::Seq(s) => Ok(s),
@@ -733,6 +758,9 @@ enum Op {
     List(Option<SessionStatus>, usize),
     /// After a seq, at most a limit of them (all with `None`).
     Events(String, u64, Option<usize>),
+    Page(SessionQuery),
+    Summary(String),
+    Workflows,
     Pending(String),
     RecordApproval {
         id: String,
@@ -783,6 +811,7 @@ enum Reply {
     Meta(SessionMeta),
     Metas(Vec<SessionMeta>),
     Events(Vec<Event>),
+    Summary(SessionSummary),
     Seq(Option<u64>),
     Approval(Option<Approval>),
     Owner(Option<OwnerRecord>),
@@ -801,6 +830,7 @@ impl Reply {
             Reply::Meta(_) => "meta",
             Reply::Metas(_) => "metas",
             Reply::Events(_) => "events",
+            Reply::Summary(_) => "summary",
             Reply::Seq(_) => "seq",
             Reply::Approval(_) => "approval",
             Reply::Owner(_) => "owner",
@@ -1148,6 +1178,9 @@ impl Worker {
             Op::Events(id, after, limit) => {
                 self.events(c, id, *after, *limit).await.map(Reply::Events)
             }
+            Op::Page(query) => self.page(c, query).await.map(Reply::Metas),
+            Op::Summary(id) => self.summary(c, id).await.map(Reply::Summary),
+            Op::Workflows => self.workflows(c).await.map(Reply::Ids),
             Op::Pending(id) => {
                 if self.read_meta(c, id).await?.is_none() {
                     return Err(StoreError::NotFound(id.clone()).into());

@@ -88,6 +88,7 @@ use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, pa
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::browse::like_pattern;
 use super::fires::{FireKind, FireOutcome, FireRecord, system_ms};
 use super::owner::{Owner, OwnerRecord};
 use super::row::{RawMeta, data_text, event_data};
@@ -1843,21 +1844,6 @@ fn retry_busy<T>(
             other => return other,
         }
     }
-}
-
-/// A `LIKE` pattern for text containing `q`, its `%`, `_` and `\\` escaped
-/// (with `ESCAPE '\\'`).
-fn like_pattern(q: &str) -> String {
-    let mut out = String::with_capacity(q.len() + 2);
-    out.push('%');
-    for c in q.chars() {
-        if matches!(c, '%' | '_' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out.push('%');
-    out
 }
 
 fn from_sql_int(n: i64, what: &str, store: &SqliteStore) -> Result<u64, StoreError> {

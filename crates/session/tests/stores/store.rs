@@ -66,6 +66,7 @@ conformance!(
     racing_claims_each_fire_once,
     one_claimer_of_many_takes_an_interrupted_session,
     pages_walk_newest_first_without_gaps,
+    pages_fill_past_rows_the_rules_refuse,
     summaries_read_trigger_end_and_usage,
     replayed_events_read_back_as_written,
 );
@@ -344,6 +345,76 @@ fn pages_walk_newest_first_without_gaps(kind: Kind) {
     let mut names = store.workflows().unwrap();
     names.sort();
     assert_eq!(names, ["even", "odd_1%"]);
+}
+
+/// The rows a store's query lets through but the rules refuse are skipped,
+/// and the page still fills from the rows after them (issue 49): `running`
+/// sessions whose owner died read `interrupted`, a word found only in an
+/// input's name matches nothing, and filters combine.
+fn pages_fill_past_rows_the_rules_refuse(kind: Kind) {
+    use session::{Cursor, SessionQuery};
+    let dir = TempDir::new(kind.name());
+    let store = kind.open(dir.path());
+    // 24 sessions: every other one running here, the rest running for a
+    // process that died; the odd ones of each kind are `deploy`.
+    for i in 0..24u64 {
+        let mut m = running(&format!("r-{i:02}"));
+        m.created_at = ts(i);
+        m.updated_at = ts(i);
+        m.workflow = if i % 4 < 2 { "deploy" } else { "triage" }.into();
+        store.create(&m).unwrap();
+        if i % 2 == 1 {
+            store
+                .record_owner(&m.id, &dead_owner(&ago(Duration::ZERO)))
+                .unwrap();
+        }
+    }
+    let walk = |q: SessionQuery| {
+        let mut q = SessionQuery { limit: 3, ..q };
+        let mut seen = Vec::new();
+        loop {
+            let page = store.page(&q).unwrap();
+            assert!(page.iter().all(|m| q.matches(m)), "{kind:?}: {page:?}");
+            seen.extend(page.iter().map(|m| m.id.clone()));
+            match page.last() {
+                Some(last) if page.len() == 3 => q.before = Some(Cursor::after(last)),
+                _ => return seen,
+            }
+        }
+    };
+    let expect = |f: fn(u64) -> bool| -> Vec<String> {
+        (0..24u64)
+            .rev()
+            .filter(|i| f(*i))
+            .map(|i| format!("r-{i:02}"))
+            .collect()
+    };
+    let status = |s| SessionQuery {
+        status: Some(s),
+        ..Default::default()
+    };
+    assert_eq!(
+        walk(status(SessionStatus::Interrupted)),
+        expect(|i| i % 2 == 1)
+    );
+    assert_eq!(walk(status(SessionStatus::Running)), expect(|i| i % 2 == 0));
+    assert!(walk(status(SessionStatus::Queued)).is_empty());
+    assert_eq!(
+        walk(SessionQuery {
+            workflow: Some("deploy".into()),
+            search: Some("SAFETY".into()),
+            ..status(SessionStatus::Interrupted)
+        }),
+        expect(|i| i % 4 == 1)
+    );
+    // `topic` is the inputs' name, not a value; `crash safety` is a value.
+    for (text, want) in [("topic", 0), ("crash safety", 24), ("r-1", 10)] {
+        let found = walk(SessionQuery {
+            search: Some(text.into()),
+            ..Default::default()
+        });
+        assert_eq!(found.len(), want, "{kind:?} {text}: {found:?}");
+    }
 }
 
 fn summaries_read_trigger_end_and_usage(kind: Kind) {
@@ -1933,6 +2004,169 @@ fn processes_claim_each_fire_once() {
     }
 }
 
+/// Undoes PostgreSQL's migration 7 (the web view's indexes), for the tests
+/// that take a database back to an older version.
+const PG_UNDO_7: &str = "DROP INDEX IF EXISTS sessions_by_workflow; \
+     DROP INDEX IF EXISTS sessions_by_text; \
+     ALTER TABLE sessions ALTER COLUMN workflow SET DATA TYPE TEXT COLLATE \"default\";";
+
+/// Sessions of two workflows, one with a rare word among its inputs.
+fn browse_fixture(store: &dyn SessionStore) {
+    for i in 0..30u64 {
+        let mut m = meta_at(&format!("b-{i:02}"), i);
+        m.workflow = if i % 3 == 0 { "triage" } else { "review" }.into();
+        if i == 11 {
+            m.inputs.insert("topic".into(), "Zanzibar migration".into());
+        }
+        store.create(&m).unwrap();
+        store.append_batch(&full_run(&m.id)).unwrap();
+    }
+}
+
+/// What the web view asks of `store` over [`browse_fixture`]: pages by
+/// cursor, a workflow filter, a rare and a common search, the names.
+fn browse_answers(store: &dyn SessionStore) -> Vec<Vec<String>> {
+    use session::{Cursor, SessionQuery};
+    let ids = |q: &SessionQuery| -> Vec<String> {
+        store.page(q).unwrap().into_iter().map(|m| m.id).collect()
+    };
+    let first = SessionQuery {
+        limit: 7,
+        ..Default::default()
+    };
+    let page1 = store.page(&first).unwrap();
+    let page2 = SessionQuery {
+        before: page1.last().map(Cursor::after),
+        ..first.clone()
+    };
+    vec![
+        page1.iter().map(|m| m.id.clone()).collect(),
+        ids(&page2),
+        ids(&SessionQuery {
+            workflow: Some("triage".into()),
+            limit: 50,
+            ..Default::default()
+        }),
+        ids(&SessionQuery {
+            search: Some("ZANZIBAR".into()),
+            limit: 50,
+            ..Default::default()
+        }),
+        ids(&SessionQuery {
+            search: Some("crash".into()),
+            workflow: Some("review".into()),
+            limit: 5,
+            ..Default::default()
+        }),
+        // An input's name is not its value: nothing, after reading them all.
+        ids(&SessionQuery {
+            search: Some("topic".into()),
+            limit: 5,
+            ..Default::default()
+        }),
+        store.workflows().unwrap(),
+    ]
+}
+
+/// Migration 7 (issue 49): a database of version 6 with sessions in it
+/// gets the web view's indexes; nothing stored is lost, and the pages,
+/// filters and search answer what SQLite answers over the same sessions.
+/// The rare word is found through the trigram index.
+#[test]
+fn postgres_migrates_to_browse_indexes_keeping_sessions() {
+    if !pg::available() {
+        return;
+    }
+    let dir = TempDir::new("pg-browse-migrate");
+    let url = pg::url_for(dir.path());
+    {
+        let store = PgStore::open(&url).unwrap();
+        browse_fixture(&store);
+    }
+    let cluster = pg::shared();
+    let db = db_name(&url);
+    cluster
+        .psql(
+            db,
+            &format!("{PG_UNDO_7} DELETE FROM schema_migrations WHERE version >= 7"),
+        )
+        .unwrap();
+    let indexes = "SELECT string_agg(indexname, ',' ORDER BY indexname) FROM pg_indexes \
+                   WHERE tablename = 'sessions' AND indexname LIKE 'sessions_by_%'";
+    assert_eq!(
+        cluster.psql(db, indexes).unwrap(),
+        "sessions_by_created,sessions_by_status"
+    );
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile_session::postgres::SCHEMA_VERSION
+    );
+    assert_eq!(
+        cluster.psql(db, indexes).unwrap(),
+        "sessions_by_created,sessions_by_status,sessions_by_text,sessions_by_workflow"
+    );
+    assert_eq!(store.events("b-11", 0).unwrap(), full_run("b-11"));
+    let lite_dir = TempDir::new("pg-browse-sqlite");
+    let lite = Kind::Sqlite.open(lite_dir.path());
+    browse_fixture(&*lite);
+    let answers = browse_answers(&store);
+    assert_eq!(answers, browse_answers(&*lite));
+    assert_eq!(answers[3], ["b-11"]);
+    assert_eq!(answers[5], Vec::<String>::new());
+    assert_eq!(answers[6], ["review", "triage"]);
+    // The search's expression is the trigram index's (over 30 rows the
+    // planner rightly reads the table; told not to, it takes the index).
+    let plan = cluster
+        .psql(
+            db,
+            "SET enable_seqscan = off; EXPLAIN SELECT id FROM sessions WHERE \
+             lower((id || E'\\n' || workflow || E'\\n' || inputs) COLLATE \"C\") \
+             LIKE '%zanzibar%'",
+        )
+        .unwrap();
+    assert!(plan.contains("sessions_by_text"), "{plan}");
+}
+
+/// Without `pg_trgm` (here: a user who may not create extensions), migration
+/// 7 still applies, without the trigram index, and the search answers the
+/// same by reading rows.
+#[test]
+fn postgres_search_works_without_pg_trgm() {
+    if !pg::available() {
+        return;
+    }
+    let cluster = pg::shared();
+    let db = cluster.create_database();
+    let role = format!("plain_{db}");
+    cluster
+        .psql(
+            &db,
+            &format!("CREATE ROLE {role} LOGIN; GRANT CREATE ON SCHEMA public TO {role}"),
+        )
+        .unwrap();
+    let url = format!("postgres://{role}@127.0.0.1:{}/{db}", cluster.port);
+    let store = PgStore::open(&url).unwrap();
+    assert_eq!(
+        store.schema_version().unwrap(),
+        agentfile_session::postgres::SCHEMA_VERSION
+    );
+    assert_eq!(
+        cluster
+            .psql(
+                &db,
+                "SELECT count(*) FROM pg_indexes WHERE indexname = 'sessions_by_text'"
+            )
+            .unwrap(),
+        "0"
+    );
+    browse_fixture(&store);
+    let lite_dir = TempDir::new("pg-plain-sqlite");
+    let lite = Kind::Sqlite.open(lite_dir.path());
+    browse_fixture(&*lite);
+    assert_eq!(browse_answers(&store), browse_answers(&*lite));
+}
+
 /// A version-8 database (before `replayed` events) opens as version 9: the
 /// events stored then read back as this run's own, and a fork's copied event
 /// is stored and read back `replayed`.
@@ -2497,8 +2731,10 @@ fn postgres_migrates_events_to_replayed_flags() {
     cluster
         .psql(
             db,
-            "ALTER TABLE events DROP COLUMN replayed; \
-             DELETE FROM schema_migrations WHERE version = 6",
+            &format!(
+                "{PG_UNDO_7} ALTER TABLE events DROP COLUMN replayed; \
+                 DELETE FROM schema_migrations WHERE version >= 6"
+            ),
         )
         .unwrap();
     let store = PgStore::open(&url).unwrap();
@@ -2543,8 +2779,11 @@ fn postgres_migrates_task_owners_to_principals() {
     pg::shared()
         .psql(
             db_name(&url),
-            "ALTER TABLE events DROP COLUMN replayed; ALTER TABLE sessions DROP COLUMN principal; \
-             DELETE FROM schema_migrations WHERE version >= 5",
+            &format!(
+                "{PG_UNDO_7} ALTER TABLE events DROP COLUMN replayed; \
+                 ALTER TABLE sessions DROP COLUMN principal; \
+                 DELETE FROM schema_migrations WHERE version >= 5"
+            ),
         )
         .unwrap();
     let store = PgStore::open(&url).unwrap();
@@ -2583,9 +2822,11 @@ fn postgres_migrates_to_fire_records_keeping_sessions() {
     cluster
         .psql(
             db,
-            "DROP TABLE fires; ALTER TABLE sessions DROP COLUMN principal; \
-             ALTER TABLE events DROP COLUMN replayed; \
-             DELETE FROM schema_migrations WHERE version >= 4",
+            &format!(
+                "{PG_UNDO_7} DROP TABLE fires; ALTER TABLE sessions DROP COLUMN principal; \
+                 ALTER TABLE events DROP COLUMN replayed; \
+                 DELETE FROM schema_migrations WHERE version >= 4"
+            ),
         )
         .unwrap();
     let store = PgStore::open(&url).unwrap();
