@@ -19,6 +19,7 @@ use agentfile::diag::{self, Style};
 use agentfile::frontend::Analysis;
 use agentfile::telemetry::logs;
 
+mod a2a;
 mod args;
 mod create;
 mod daemon;
@@ -151,6 +152,10 @@ enum Command {
     /// Serve MCP on stdio for IDE agents (Claude Code, Cursor, Cline, VS Code):
     /// workflows as tools, progress, approvals, the host's model by sampling.
     Mcp(mcp::Args),
+    /// Serve each workflow as a skill of an A2A agent over HTTP (JSON-RPC at
+    /// /a2a, the agent card at /.well-known/agent-card.json): runs as tasks,
+    /// streamed, answered and cancelled by any A2A 1.0 or 0.3 client.
+    A2a(a2a::Args),
     /// Generate a workflow.yaml workflow from a description: the built-in
     /// generator writes artifacts/NAME/RUN_ID/ and the result is validated.
     Create(create::Args),
@@ -205,6 +210,7 @@ pub fn main() -> ExitCode {
         Command::Serve(args) => return serve::run(args),
         Command::Worker(args) => return worker::run(args),
         Command::Mcp(args) => return mcp::run(args),
+        Command::A2a(args) => return a2a::run(args),
         Command::Ui(args) => return ui::run(args),
         Command::Daemon(args) => return daemon::run(args),
         Command::Triggers(args) => return triggers::run(args),

@@ -21,6 +21,7 @@
 
 mod support;
 
+mod a2a;
 mod agent_md;
 mod agentrc;
 mod cli;

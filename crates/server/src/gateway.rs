@@ -33,6 +33,7 @@ pub use agentfile_engine::service::{
 };
 
 mod remote;
+mod resume;
 
 /// Server-wide settings, from the `serve` / `mcp` command line.
 #[derive(Clone, Default)]

@@ -17,12 +17,15 @@
 //!   notifications, approvals by elicitation, the host's model as a provider
 //!   through sampling, and the `run`/`list`/`create` prompts.
 //!
+//! - [`a2a`]: `agentfile a2a` — each workflow a skill of an A2A agent, its
+//!   runs tasks read from the store, streamed as their events arrive.
 //! - [`access`]: the one owner rule every door asks before a session is
 //!   read or steered.
 //!
 //! Nothing here holds workflow logic: a transport decodes a request, calls the
 //! gateway, and encodes the answer and the run's events in its own protocol.
 
+pub mod a2a;
 pub mod access;
 pub mod auth;
 pub mod cluster;

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use agentfile_server::daemon::webhook::{
-    Delivered, Deliveries, Undelivered, WebhookOptions, WebhookRoute, serve_webhooks,
+    Delivered, Deliveries, Mounts, Undelivered, WebhookOptions, WebhookRoute, serve_webhooks,
 };
 use hmac::{KeyInit, Mac};
 use serde_json::{Value, json};
@@ -114,7 +114,7 @@ async fn serve(options: WebhookOptions) -> Served {
         listener,
         recorder.clone(),
         options,
-        None,
+        Mounts::default(),
         stop.clone(),
     ));
     Served {

@@ -667,11 +667,16 @@ impl Daemon {
             };
             crate::ui::Ui::new(self.gateway.clone(), options).ok()
         };
+        // The A2A agent rides along under the same rule as the web view.
+        let a2a = ui.as_ref().map(|_| {
+            crate::a2a::A2a::on_listener(&self.gateway, &tokens, &config, bound, stop.child_token())
+        });
+        let mounts = webhook::Mounts { ui, a2a };
         tokio::spawn(webhook::serve_webhooks(
             listener,
             deliveries,
             webhook::WebhookOptions::default(),
-            ui,
+            mounts,
             stop,
         ));
         Ok(Some(bound))

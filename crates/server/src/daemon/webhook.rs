@@ -6,8 +6,10 @@
 //! fire policy all live behind [`Deliveries`], which the daemon implements.
 //! What the listener keeps, for every request, in this order:
 //!
-//! 0. `/ui/` is the web view ([`crate::ui`]), served here when the listener
-//!    is a loopback address or `AGENTFILE_MCP_TOKEN` is set;
+//! 0. `/ui/` is the web view ([`crate::ui`]) and `/a2a` (with
+//!    `/.well-known/agent-card.json`) the A2A agent ([`crate::a2a`]), both
+//!    served here when the listener is a loopback address or
+//!    `AGENTFILE_MCP_TOKEN` is set (each checks the tokens itself);
 //! 1. the path: anything not under `/hooks/`, or a path no trigger serves, is
 //!    404; a served path asked with another method than `POST` is 405;
 //! 2. the size: a `Content-Length` over [`WebhookOptions::max_body`] is 413
@@ -130,13 +132,22 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 type HmacSha256 = hmac::Hmac<sha2_011::Sha256>;
 
+/// What the listener serves besides webhooks, where it serves them.
+#[derive(Default)]
+pub struct Mounts {
+    /// The web view at `/ui/`.
+    pub ui: Option<Arc<crate::ui::Ui>>,
+    /// The A2A agent at `/a2a` and its card.
+    pub a2a: Option<Arc<crate::a2a::A2a>>,
+}
+
 /// Serve webhooks on `listener` until `stop` is cancelled; then accept no
 /// more, and give the requests in flight [`SHUTDOWN_GRACE`] to answer.
 pub async fn serve_webhooks(
     listener: tokio::net::TcpListener,
     deliveries: Arc<dyn Deliveries>,
     options: WebhookOptions,
-    ui: Option<Arc<crate::ui::Ui>>,
+    mounts: Mounts,
     stop: CancellationToken,
 ) {
     let slots = Arc::new(Semaphore::new(options.max_connections.max(1)));
@@ -147,7 +158,8 @@ pub async fn serve_webhooks(
         .keep_alive(false);
     let front = Arc::new(Front {
         deliveries,
-        ui,
+        ui: mounts.ui,
+        a2a: mounts.a2a,
         options,
         stop: stop.clone(),
     });
@@ -196,6 +208,8 @@ struct Front {
     deliveries: Arc<dyn Deliveries>,
     /// The web view at `/ui/`, where this listener serves it.
     ui: Option<Arc<crate::ui::Ui>>,
+    /// The A2A agent at `/a2a`, where this listener serves it.
+    a2a: Option<Arc<crate::a2a::A2a>>,
     options: WebhookOptions,
     stop: CancellationToken,
 }
@@ -221,6 +235,11 @@ impl Front {
                 )
                 .map(BodyExt::boxed),
             };
+        }
+        if crate::a2a::A2a::owns(req.uri().path())
+            && let Some(a2a) = &self.a2a
+        {
+            return a2a.handle(req).await;
         }
         match self.accept(req).await {
             Ok(r) => r.map(BodyExt::boxed),

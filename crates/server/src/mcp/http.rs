@@ -8,8 +8,9 @@
 //! workflow catalog and watcher). In front of it, every request passes, in
 //! this order:
 //!
-//! 1. the path: `/ui/` is the web view ([`crate::ui`], which checks the same
-//!    tokens and origins itself); anything else but `/mcp` is 404;
+//! 1. the path: `/ui/` is the web view ([`crate::ui`]) and `/a2a` the A2A
+//!    agent ([`crate::a2a`]), each checking the same tokens and origins
+//!    itself; anything else but `/mcp` is 404;
 //! 2. `Origin`: a request that carries one must come from this server's own
 //!    origin (`http://127.0.0.1:PORT`, `http://localhost:PORT`,
 //!    `http://[::1]:PORT`, the bound address) or one listed in `[mcp]
@@ -146,6 +147,13 @@ pub async fn serve_http_until(
     let front = Arc::new(Front {
         service,
         ui,
+        a2a: crate::a2a::A2a::on_listener(
+            &gateway,
+            &options.tokens,
+            &config,
+            local,
+            ct.child_token(),
+        ),
         origins: own_origins(local)
             .into_iter()
             .chain(config.mcp.allowed_origins.iter().cloned())
@@ -448,6 +456,8 @@ struct Front {
     service: StreamableHttpService<McpServer, LocalSessionManager>,
     /// The web view, at `/ui/` (it checks its own auth).
     ui: Arc<crate::ui::Ui>,
+    /// The A2A agent, at `/a2a` and its card (it checks its own auth).
+    a2a: Arc<crate::a2a::A2a>,
     origins: HashSet<String>,
     tokens: Tokens,
     in_flight: Arc<InFlight>,
@@ -471,6 +481,9 @@ impl Front {
     async fn handle(&self, mut req: Request<Incoming>) -> Response<HttpBody> {
         if crate::ui::Ui::owns(req.uri().path()) {
             return self.ui.handle(req).await;
+        }
+        if crate::a2a::A2a::owns(req.uri().path()) {
+            return self.a2a.handle(req).await;
         }
         if req.uri().path() != PATH {
             return text(StatusCode::NOT_FOUND, "Not Found: the MCP endpoint is /mcp");

@@ -1,0 +1,301 @@
+//! The JSON-RPC methods of the A2A binding, 1.0's and 0.3's: one request
+//! per POST (no batches), each answered with a JSON-RPC response, or for the
+//! streaming methods a stream of them as server-sent events. A request that
+//! is not JSON, not JSON-RPC, names no method we serve or carries bad
+//! params gets its JSON-RPC error, and the server goes on serving.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+
+use super::tasks::{self, Owned};
+use super::wire::{Fault, Incoming, Version};
+use super::{A2a, Body, stream};
+use crate::access::Principal;
+
+/// The longest a blocking `SendMessage` waits before it answers with the
+/// task still working (the client then polls `GetTask` or subscribes).
+const MAX_BLOCK: Duration = Duration::from_secs(300);
+/// Tasks a `ListTasks` page holds at most (and by default).
+const MAX_PAGE: usize = 100;
+const DEFAULT_PAGE: usize = 50;
+
+/// What a method does.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Send,
+    Stream,
+    Get,
+    List,
+    Cancel,
+    Subscribe,
+    Card,
+    Push,
+}
+
+/// The method's generation and what it does, if we serve it.
+fn op(method: &str) -> Option<(Version, Op)> {
+    Some(match method {
+        "SendMessage" => (Version::V1, Op::Send),
+        "SendStreamingMessage" => (Version::V1, Op::Stream),
+        "GetTask" => (Version::V1, Op::Get),
+        "ListTasks" => (Version::V1, Op::List),
+        "CancelTask" => (Version::V1, Op::Cancel),
+        "SubscribeToTask" => (Version::V1, Op::Subscribe),
+        "GetExtendedAgentCard" => (Version::V1, Op::Card),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => (Version::V1, Op::Push),
+        "message/send" => (Version::V03, Op::Send),
+        "message/stream" => (Version::V03, Op::Stream),
+        "tasks/get" => (Version::V03, Op::Get),
+        "tasks/cancel" => (Version::V03, Op::Cancel),
+        "tasks/resubscribe" => (Version::V03, Op::Subscribe),
+        "agent/getAuthenticatedExtendedCard" => (Version::V03, Op::Card),
+        m if m.starts_with("tasks/pushNotificationConfig/") => (Version::V03, Op::Push),
+        _ => return None,
+    })
+}
+
+fn json_response(body: &Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *r.status_mut() = StatusCode::OK;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn error(id: &Value, f: &Fault, v: Version) -> Response<Body> {
+    json_response(&json!({"jsonrpc": "2.0", "id": id, "error": f.write(v)}))
+}
+
+fn result(id: &Value, result: Value) -> Response<Body> {
+    json_response(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+/// A request as it came: who sent it, the `A2A-Version` it named, its body,
+/// the JSON-RPC endpoint's URL (for the card).
+pub struct Call<'a> {
+    pub who: Principal,
+    pub version: Option<&'a str>,
+    pub body: &'a [u8],
+    pub endpoint: &'a str,
+}
+
+/// Answer one JSON-RPC request.
+pub async fn call(a2a: &Arc<A2a>, call: Call<'_>) -> Response<Body> {
+    let msg: Value = match serde_json::from_slice(call.body) {
+        Ok(v) => v,
+        Err(e) => {
+            let f = Fault::parse(format!("the body is not JSON: {e}"));
+            return error(&Value::Null, &f, Version::V1);
+        }
+    };
+    let Some(obj) = msg.as_object() else {
+        let f = Fault::invalid_request("a request is one JSON-RPC object (batches are not served)");
+        return error(&Value::Null, &f, Version::V1);
+    };
+    let id = match obj.get("id") {
+        None => Value::Null,
+        Some(id @ (Value::String(_) | Value::Number(_) | Value::Null)) => id.clone(),
+        Some(_) => {
+            let f = Fault::invalid_request("`id` must be a string, a number or null");
+            return error(&Value::Null, &f, Version::V1);
+        }
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        let f = Fault::invalid_request("`jsonrpc` must be \"2.0\"");
+        return error(&id, &f, Version::V1);
+    }
+    let Some(method) = obj.get("method").and_then(Value::as_str) else {
+        let f = Fault::invalid_request("the request names no `method`");
+        return error(&id, &f, Version::V1);
+    };
+    let Some((version, op)) = op(method) else {
+        return error(&id, &Fault::method_not_found(method), Version::V1);
+    };
+    if version == Version::V1
+        && let Some(asked) = call.version.map(str::trim).filter(|v| !v.is_empty())
+        && asked != "1"
+        && !asked.starts_with("1.")
+    {
+        return error(&id, &Fault::version(asked), version);
+    }
+    let params = obj.get("params").cloned().unwrap_or_else(|| json!({}));
+    let who = &call.who;
+    let answered = match op {
+        Op::Send => send(a2a, who, &params).await.map(|t| version.sent(&t)),
+        Op::Stream => return open(a2a, who, &params, version, id).await,
+        Op::Subscribe => return subscribe(a2a, who, &params, version, id).await,
+        Op::Get => match task_id(&params) {
+            Ok(task) => get(a2a, who, task).await.map(|t| version.task(&t)),
+            Err(f) => Err(f),
+        },
+        Op::Cancel => match task_id(&params) {
+            Ok(task) => tasks::cancel(a2a, who, task)
+                .await
+                .map(|t| version.task(&t)),
+            Err(f) => Err(f),
+        },
+        Op::List => list(a2a, who, &params, version).await,
+        Op::Card => Ok(a2a.card(call.endpoint, true).await),
+        Op::Push => Err(Fault::push_not_supported()),
+    };
+    match answered {
+        Ok(v) => result(&id, v),
+        Err(f) => error(&id, &f, version),
+    }
+}
+
+/// `params.id` of a task method.
+fn task_id(params: &Value) -> Result<&str, Fault> {
+    params
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Fault::invalid_params("name the task: params.id"))
+}
+
+/// A task of `who`'s as it stands (an interrupted one resumed here).
+async fn get(a2a: &Arc<A2a>, who: &Principal, id: &str) -> Result<super::wire::Task, Fault> {
+    let o = tasks::owned(a2a, who, id).await?;
+    tasks::task_of(a2a, &o, true).await
+}
+
+/// The task a message starts, or answers (`taskId`); and the event its
+/// updates follow from.
+async fn begin(a2a: &Arc<A2a>, who: &Principal, msg: &Incoming) -> Result<(Owned, u64), Fault> {
+    match &msg.task_id {
+        Some(task) => {
+            let o = tasks::owned(a2a, who, task).await?;
+            tasks::answer(a2a, &o, msg).await?;
+            let after = o.meta.last_seq;
+            Ok((o, after))
+        }
+        None => Ok((tasks::start(a2a, who, msg).await?, 0)),
+    }
+}
+
+/// `SendMessage` / `message/send`: the task once it ends or asks, unless
+/// the client asked for it at once (1.0 `returnImmediately`, 0.3
+/// `blocking: false`).
+async fn send(a2a: &Arc<A2a>, who: &Principal, params: &Value) -> Result<super::wire::Task, Fault> {
+    let msg = Incoming::read(params)?;
+    let config = params.get("configuration");
+    let at_once = config
+        .and_then(|c| c.get("returnImmediately"))
+        .and_then(Value::as_bool)
+        == Some(true)
+        || config
+            .and_then(|c| c.get("blocking"))
+            .and_then(Value::as_bool)
+            == Some(false);
+    let (o, _) = begin(a2a, who, &msg).await?;
+    if at_once {
+        return Ok(tasks::working(&o));
+    }
+    let Ok(_permit) = a2a.waits.clone().try_acquire_owned() else {
+        // Too many waiting already: answer now; the client polls.
+        return Ok(tasks::working(&o));
+    };
+    stream::settle(a2a, o, MAX_BLOCK).await
+}
+
+/// `SendStreamingMessage` / `message/stream`.
+async fn open(
+    a2a: &Arc<A2a>,
+    who: &Principal,
+    params: &Value,
+    version: Version,
+    id: Value,
+) -> Response<Body> {
+    let Ok(permit) = a2a.waits.clone().try_acquire_owned() else {
+        return error(&id, &too_many(), version);
+    };
+    let msg = match Incoming::read(params) {
+        Ok(m) => m,
+        Err(f) => return error(&id, &f, version),
+    };
+    match begin(a2a, who, &msg).await {
+        Ok((o, after)) => {
+            let first = tasks::working(&o);
+            stream::respond(a2a, o, first, after, version, id, permit)
+        }
+        Err(f) => error(&id, &f, version),
+    }
+}
+
+/// `SubscribeToTask` / `tasks/resubscribe`: the task as it stands, then its
+/// updates.
+async fn subscribe(
+    a2a: &Arc<A2a>,
+    who: &Principal,
+    params: &Value,
+    version: Version,
+    id: Value,
+) -> Response<Body> {
+    let Ok(permit) = a2a.waits.clone().try_acquire_owned() else {
+        return error(&id, &too_many(), version);
+    };
+    let task = match task_id(params) {
+        Ok(t) => t,
+        Err(f) => return error(&id, &f, version),
+    };
+    let o = match tasks::owned(a2a, who, task).await {
+        Ok(o) => o,
+        Err(f) => return error(&id, &f, version),
+    };
+    match tasks::task_of(a2a, &o, true).await {
+        Ok(first) => {
+            let after = o.meta.last_seq;
+            stream::respond(a2a, o, first, after, version, id, permit)
+        }
+        Err(f) => error(&id, &f, version),
+    }
+}
+
+fn too_many() -> Fault {
+    Fault::internal(format!(
+        "too many streams and waiting requests are open (at most {}); poll GetTask instead",
+        super::MAX_WAITS
+    ))
+}
+
+/// `ListTasks`: `who`'s tasks, newest first (`pageSize`, at most 100; no
+/// further pages or filters).
+async fn list(
+    a2a: &Arc<A2a>,
+    who: &Principal,
+    params: &Value,
+    version: Version,
+) -> Result<Value, Fault> {
+    let size = params
+        .get("pageSize")
+        .and_then(Value::as_u64)
+        .map_or(DEFAULT_PAGE, |n| (n as usize).clamp(1, MAX_PAGE));
+    let with_artifacts = params.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
+    let found = tasks::list(a2a, who, size).await?;
+    let tasks: Vec<Value> = found
+        .iter()
+        .map(|t| {
+            let mut v = version.task(t);
+            if !with_artifacts && let Some(o) = v.as_object_mut() {
+                o.remove("artifacts");
+            }
+            v
+        })
+        .collect();
+    Ok(json!({
+        "tasks": tasks,
+        "nextPageToken": "",
+        "pageSize": size,
+        "totalSize": found.len(),
+    }))
+}
