@@ -318,6 +318,78 @@ async fn with_a_token_missing_or_wrong_credentials_get_401_and_nothing_runs() {
     assert_eq!(model.request_count(), 2);
 }
 
+/// RFC 9728: with a token set, the protected-resource metadata is served
+/// without one (at the path-suffixed and the root well-known paths), names
+/// the endpoint, the header as the way to send a token and the configured
+/// authorization servers; every 401 points at it. Without a token it is 404.
+#[tokio::test]
+async fn the_protected_resource_metadata_is_served_and_the_401_points_at_it() {
+    let model = fake().await;
+    let ws = workspace(
+        "prm",
+        &model,
+        "[mcp]\nauthorization_servers = [\"https://auth.example.com\"]\n",
+    );
+    let server = Server::start(&ws.0, Some("prm-secret-token")).await;
+    let r = post(&server.url, &[], INITIALIZE).await;
+    assert_eq!(r.status(), 401);
+    let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    let document = format!(
+        "http://127.0.0.1:{}/.well-known/oauth-protected-resource/mcp",
+        server.port
+    );
+    assert!(
+        challenge.starts_with("Bearer ")
+            && challenge.contains(&format!("resource_metadata=\"{document}\"")),
+        "{challenge}"
+    );
+    assert!(!challenge.contains("prm-secret-token"), "{challenge}");
+    let root = format!(
+        "http://127.0.0.1:{}/.well-known/oauth-protected-resource",
+        server.port
+    );
+    for url in [&document, &root] {
+        let r = reqwest::get(url.as_str()).await.unwrap();
+        assert_eq!(r.status(), 200, "{url}");
+        assert!(
+            r.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json")
+        );
+        let doc: Value = r.json().await.unwrap();
+        assert_eq!(doc["resource"], server.url.as_str(), "{doc}");
+        assert_eq!(doc["bearer_methods_supported"], json!(["header"]), "{doc}");
+        assert_eq!(
+            doc["authorization_servers"],
+            json!(["https://auth.example.com"]),
+            "{doc}"
+        );
+    }
+    // A wrong token's challenge points there too.
+    let r = post(
+        &server.url,
+        &[("authorization", "Bearer wrong-token-value")],
+        INITIALIZE,
+    )
+    .await;
+    let challenge = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert!(
+        challenge.contains("error=\"invalid_token\"") && challenge.contains(&document),
+        "{challenge}"
+    );
+    drop(server);
+    // No token: nothing to learn, no document.
+    let open = Server::start(&ws.0, None).await;
+    let r = reqwest::get(format!(
+        "http://127.0.0.1:{}/.well-known/oauth-protected-resource/mcp",
+        open.port
+    ))
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
 #[tokio::test]
 async fn a_foreign_origin_is_refused_before_auth_and_own_or_listed_origins_pass() {
     let model = fake().await;

@@ -401,6 +401,44 @@ pub struct McpSection {
         skip_serializing_if = "Option::is_none"
     )]
     pub max_streams: Option<usize>,
+    /// `agentfile mcp --http` with tokens: the OAuth authorization servers
+    /// (issuer URLs) that issue them, listed in the protected-resource
+    /// metadata (RFC 9728, `/.well-known/oauth-protected-resource`) so
+    /// clients learn where to get a token. Each an `http`/`https` URL.
+    #[serde(deserialize_with = "web_urls", skip_serializing_if = "Vec::is_empty")]
+    pub authorization_servers: Vec<String>,
+    /// `agentfile mcp --http`: the endpoint's URL as clients reach it (behind
+    /// a proxy, e.g. `https://mcp.example.com/mcp`), the `resource` of its
+    /// protected-resource metadata; default `http://<Host>/mcp` from each
+    /// request.
+    #[serde(
+        deserialize_with = "web_url_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub resource_url: Option<String>,
+}
+
+/// An `http`/`https` URL setting (`what` names it in the error).
+fn web_url<E: serde::de::Error>(raw: String, what: &str) -> Result<String, E> {
+    match url::Url::parse(&raw) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Ok(raw),
+        _ => Err(E::custom(format!(
+            "`[mcp] {what}`: {raw:?} is not an http(s) URL; write e.g. \"https://auth.example.com\""
+        ))),
+    }
+}
+
+/// `[mcp] authorization_servers`: each an `http`/`https` URL.
+fn web_urls<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .into_iter()
+        .map(|u| web_url(u, "authorization_servers"))
+        .collect()
+}
+
+/// `[mcp] resource_url`: an `http`/`https` URL.
+fn web_url_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    web_url(String::deserialize(d)?, "resource_url").map(Some)
 }
 
 impl McpSection {
@@ -965,6 +1003,29 @@ mod tests {
         assert_eq!(d.mcp.task_poll_interval(), McpSection::TASK_POLL_INTERVAL);
         for bad in ["soon", "0s", ""] {
             let text = format!("[mcp]\ntask_ttl = {bad:?}\n");
+            assert!(Config::from_str_ext(&text, "toml").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mcp_authorization_servers_and_resource_url_are_web_urls() {
+        let c = Config::from_str_ext(
+            "[mcp]\nauthorization_servers = [\"https://auth.example.com\"]\nresource_url = \"https://mcp.example.com/mcp\"\n",
+            "toml",
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(c.mcp.authorization_servers, ["https://auth.example.com"]);
+        assert_eq!(
+            c.mcp.resource_url.as_deref(),
+            Some("https://mcp.example.com/mcp")
+        );
+        for bad in [
+            "authorization_servers = [\"auth.example.com\"]",
+            "authorization_servers = [\"ftp://x\"]",
+            "resource_url = \"/mcp\"",
+        ] {
+            let text = format!("[mcp]\n{bad}\n");
             assert!(Config::from_str_ext(&text, "toml").is_err(), "{bad}");
         }
     }

@@ -19,8 +19,9 @@
 //!    defence against DNS rebinding;
 //! 3. the bearer token: with `AGENTFILE_MCP_TOKEN` set (one token, or several
 //!    separated by commas, one per client), `Authorization: Bearer <token>`
-//!    must name one of them, else 401 with `WWW-Authenticate: Bearer` and
-//!    nothing runs. Tokens are compared as SHA-256 digests, in constant time,
+//!    must name one of them, else 401 with `WWW-Authenticate: Bearer` (its
+//!    `resource_metadata` the RFC 9728 document, [`super::protected`], served
+//!    without a token) and nothing runs. Tokens are compared as SHA-256 digests, in constant time,
 //!    against every configured token. Without a token the server binds
 //!    loopback addresses only (anything else is refused at start, exit 2);
 //! 4. the bounds: a principal may have at most `--max-requests` POSTs in
@@ -167,6 +168,9 @@ pub async fn serve_http_until(
         v1_sessions: Mutex::default(),
         changes: host.changes().clone(),
         read_timeout: config.mcp.read_timeout(),
+        // RFC 9728 metadata: only where a token is needed.
+        resource: (!options.tokens.is_empty())
+            .then(|| super::protected::Metadata::new(PATH, &config.mcp, local)),
     });
     relay_changes(scan, catalog, options.poll, &host, &sessions, &ct);
 
@@ -475,6 +479,8 @@ struct Front {
     /// `header_read_timeout`, also the idle time of a kept-alive
     /// connection), and again its body (`[mcp] read_timeout`).
     read_timeout: Duration,
+    /// The protected-resource metadata, when tokens are set.
+    resource: Option<super::protected::Metadata>,
 }
 
 impl Front {
@@ -484,6 +490,14 @@ impl Front {
         }
         if crate::a2a::A2a::owns(req.uri().path()) {
             return self.a2a.handle(req).await;
+        }
+        if let Some(meta) = &self.resource
+            && meta.owns(req.uri().path())
+        {
+            // Public: how to authenticate is what a client without a token asks.
+            return meta
+                .respond(req.method(), req.headers())
+                .map(|b| Full::new(Bytes::from(b)).boxed());
         }
         if req.uri().path() != PATH {
             return text(StatusCode::NOT_FOUND, "Not Found: the MCP endpoint is /mcp");
@@ -689,9 +703,14 @@ impl Front {
         if self.tokens.is_empty() {
             return Ok(Principal::loopback());
         }
+        // The challenge points at the protected-resource metadata.
+        let challenge = |error: Option<&str>| match &self.resource {
+            Some(meta) => meta.challenge(headers, error),
+            None => HeaderValue::from_static("Bearer realm=\"agentfile\""),
+        };
         let Some(token) = Tokens::presented(headers) else {
             return Err(unauthorized(
-                "Bearer realm=\"agentfile\"",
+                challenge(None),
                 "Unauthorized: send `Authorization: Bearer <token>` with a token from AGENTFILE_MCP_TOKEN",
             ));
         };
@@ -699,7 +718,7 @@ impl Front {
             Ok(Principal::token(token))
         } else {
             Err(unauthorized(
-                "Bearer realm=\"agentfile\", error=\"invalid_token\"",
+                challenge(Some("invalid_token")),
                 "Unauthorized: the bearer token is not one this server accepts",
             ))
         }
@@ -741,12 +760,9 @@ fn text(status: StatusCode, body: &str) -> Response<HttpBody> {
     r
 }
 
-fn unauthorized(challenge: &'static str, body: &str) -> Response<HttpBody> {
+fn unauthorized(challenge: HeaderValue, body: &str) -> Response<HttpBody> {
     let mut r = text(StatusCode::UNAUTHORIZED, body);
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static(challenge),
-    );
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
     r
 }
 

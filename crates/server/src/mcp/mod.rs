@@ -18,6 +18,7 @@
 //! - [`http`]: `agentfile mcp --http ADDR`, the same handler over Streamable
 //!   HTTP for many clients at once (bearer tokens, `Origin` checks).
 //! - [`principal`]: who asks (the local user, a token, loopback): a task's owner.
+//! - [`protected`]: RFC 9728 protected-resource metadata for `--http` with tokens.
 //! - [`mrtr`]: input-required results for blocking calls of 2026 clients.
 //! - [`tasks`]: runs as tasks (the `io.modelcontextprotocol/tasks` extension),
 //!   read from the session store.
@@ -44,6 +45,7 @@ pub mod mrtr;
 pub mod principal;
 pub mod progress;
 pub mod prompts;
+pub mod protected;
 pub mod results;
 pub mod sampling;
 pub mod task_timing;
