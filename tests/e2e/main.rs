@@ -22,6 +22,7 @@
 mod support;
 
 mod a2a;
+mod a2a_tool;
 mod agent_md;
 mod agentrc;
 mod cli;
