@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use agentfile::server::{a2a, auth};
 
-use super::server::{ServerArgs, WorkerQueueArgs};
+use super::server::{GatewayArgs, QueueArgs, WorkerQueueArgs};
 use super::{async_runtime, exit_code};
 
 #[derive(clap::Args)]
 pub(super) struct Args {
     #[command(flatten)]
-    server: ServerArgs,
+    gateway: GatewayArgs,
+    #[command(flatten)]
+    queue: QueueArgs,
     /// Where to listen (e.g. 127.0.0.1:8809; port 0 picks one and prints
     /// it). Clients must send `Authorization: Bearer <token>` when
     /// AGENTFILE_MCP_TOKEN is set (several tokens: comma-separated); without
@@ -26,20 +28,22 @@ pub(super) struct Args {
 }
 
 pub(super) fn run(args: Args) -> ExitCode {
-    if let Err(code) = args.server.gateway.check("a2a") {
+    if let Err(code) = args.gateway.check("a2a") {
         return code;
     }
     let runtime = match async_runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let mut gateway = args.server.gateway_options();
-    let cluster = match args.server.gateway.cluster_config("a2a") {
+    let mut gateway = args.gateway.options();
+    let cluster = match args.gateway.cluster_config("a2a") {
         Ok(c) => c,
         Err(code) => return code,
     };
-    let queue = &args.server.queue;
-    match runtime.block_on(queue.connect("a2a", &cluster, &WorkerQueueArgs::default())) {
+    match runtime.block_on(
+        args.queue
+            .connect("a2a", &cluster, &WorkerQueueArgs::default()),
+    ) {
         Ok(c) => gateway.cluster = c,
         Err(code) => return code,
     }
