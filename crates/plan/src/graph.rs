@@ -440,15 +440,25 @@ impl Node {
 
     /// Whether the node can change the world when it runs (approval class
     /// `on-mutate`): a shell step, or a tool that writes or runs commands.
+    /// Only the built-in tools that read are known not to: any other tool
+    /// (an MCP server's, a `[tools.<id>]` binding such as a remote A2A agent,
+    /// a script) may do anything, so it counts as mutating.
     pub fn mutates(&self) -> bool {
         match &self.kind {
             NodeKind::Shell { .. } | NodeKind::WriteFile { .. } => true,
             NodeKind::Command { mutates, .. } => *mutates,
-            NodeKind::Tool { tool, .. } => {
-                matches!(tool.as_str(), "write" | "edit" | "bash" | "memory_write")
-                    || tool.contains('.')
-                    || tool.starts_with("mcp_")
-            }
+            NodeKind::Tool { tool, .. } => !matches!(
+                crate::tool::Tool::from_name(tool),
+                Some(
+                    crate::tool::Tool::Read
+                        | crate::tool::Tool::Glob
+                        | crate::tool::Tool::Grep
+                        | crate::tool::Tool::Ls
+                        | crate::tool::Tool::WebFetch
+                        | crate::tool::Tool::WebSearch
+                        | crate::tool::Tool::MemoryRead
+                )
+            ),
             _ => false,
         }
     }
@@ -754,6 +764,51 @@ fn check_cycles(nodes: &[Node], edges: &[Vec<usize>], path: &str, errors: &mut V
             } else {
                 colour[i] = 2;
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(name: &str) -> Node {
+        Node::new(
+            "t",
+            NodeKind::Tool {
+                tool: name.to_owned(),
+                args: crate::expr::ValueExpr::Literal(serde_json::json!({})),
+            },
+        )
+    }
+
+    #[test]
+    fn only_the_built_in_tools_that_read_do_not_mutate() {
+        for reads in [
+            "read",
+            "glob",
+            "grep",
+            "ls",
+            "web_fetch",
+            "web_search",
+            "memory_read",
+        ] {
+            assert!(!tool(reads).mutates(), "{reads}");
+        }
+        // Writers, programs, MCP servers' tools, and the bare ids of
+        // `[tools.<id>]` bindings (a remote A2A agent, a SaaS integration):
+        // what they do is not known here, so `on-mutate` asks first.
+        for may_write in [
+            "write",
+            "edit",
+            "bash",
+            "memory_write",
+            "github.create_issue",
+            "mcp_fs_write",
+            "salesforce-assign-account-exec",
+            "desk",
+        ] {
+            assert!(tool(may_write).mutates(), "{may_write}");
         }
     }
 }
