@@ -11,7 +11,10 @@
 //! agents still answer with.
 //!
 //! What this is not: a client or a server. Nothing here does I/O; the tools
-//! crate's A2A client and the server's A2A door both build on these types.
+//! crate's A2A client and the server's A2A door both build on these types:
+//! the server builds 1.0 values and writes them for a 0.3 client through the
+//! `From` conversions of [`v0_3`], and reads a 0.3 request as its 1.0 twin
+//! ([`v0_3::MessageSendParams::current`]).
 
 use std::collections::BTreeMap;
 
@@ -37,10 +40,19 @@ pub mod method {
     pub const CANCEL_TASK: &str = "CancelTask";
     pub const SUBSCRIBE_TO_TASK: &str = "SubscribeToTask";
     pub const GET_EXTENDED_AGENT_CARD: &str = "GetExtendedAgentCard";
+    pub const CREATE_TASK_PUSH_NOTIFICATION_CONFIG: &str = "CreateTaskPushNotificationConfig";
+    pub const GET_TASK_PUSH_NOTIFICATION_CONFIG: &str = "GetTaskPushNotificationConfig";
+    pub const LIST_TASK_PUSH_NOTIFICATION_CONFIGS: &str = "ListTaskPushNotificationConfigs";
+    pub const DELETE_TASK_PUSH_NOTIFICATION_CONFIG: &str = "DeleteTaskPushNotificationConfig";
 }
 
-/// The A2A error codes of a JSON-RPC error (beside JSON-RPC's own).
+/// The error codes of a JSON-RPC error: JSON-RPC's own and A2A's.
 pub mod error_code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
     pub const TASK_NOT_FOUND: i64 = -32001;
     pub const TASK_NOT_CANCELABLE: i64 = -32002;
     pub const PUSH_NOTIFICATION_NOT_SUPPORTED: i64 = -32003;
@@ -50,6 +62,57 @@ pub mod error_code {
     pub const EXTENDED_CARD_NOT_CONFIGURED: i64 = -32007;
     pub const EXTENSION_SUPPORT_REQUIRED: i64 = -32008;
     pub const VERSION_NOT_SUPPORTED: i64 = -32009;
+
+    /// The `reason` a 1.0 error's [`ErrorInfo`](super::ErrorInfo) gives for
+    /// `code`, as the `a2a-sdk` names them (`TASK_NOT_FOUND`).
+    pub fn reason(code: i64) -> &'static str {
+        match code {
+            PARSE_ERROR => "PARSE_ERROR",
+            INVALID_REQUEST => "INVALID_REQUEST",
+            METHOD_NOT_FOUND => "METHOD_NOT_FOUND",
+            INVALID_PARAMS => "INVALID_PARAMS",
+            INTERNAL_ERROR => "INTERNAL_ERROR",
+            TASK_NOT_FOUND => "TASK_NOT_FOUND",
+            TASK_NOT_CANCELABLE => "TASK_NOT_CANCELABLE",
+            PUSH_NOTIFICATION_NOT_SUPPORTED => "PUSH_NOTIFICATION_NOT_SUPPORTED",
+            UNSUPPORTED_OPERATION => "UNSUPPORTED_OPERATION",
+            CONTENT_TYPE_NOT_SUPPORTED => "CONTENT_TYPE_NOT_SUPPORTED",
+            INVALID_AGENT_RESPONSE => "INVALID_AGENT_RESPONSE",
+            EXTENDED_CARD_NOT_CONFIGURED => "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
+            EXTENSION_SUPPORT_REQUIRED => "EXTENSION_SUPPORT_REQUIRED",
+            VERSION_NOT_SUPPORTED => "VERSION_NOT_SUPPORTED",
+            _ => "UNKNOWN_ERROR",
+        }
+    }
+}
+
+/// `google.rpc.ErrorInfo`: what a 1.0 JSON-RPC error's `data` (a list of
+/// typed details) opens with: the reason of its code and string metadata.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(default)]
+pub struct ErrorInfo {
+    #[serde(rename = "@type")]
+    pub type_url: String,
+    pub reason: String,
+    pub domain: String,
+    pub metadata: Map<String, Value>,
+}
+
+impl ErrorInfo {
+    /// The detail's `@type`.
+    pub const TYPE: &str = "type.googleapis.com/google.rpc.ErrorInfo";
+    /// The domain of A2A's reasons.
+    pub const DOMAIN: &str = "a2a-protocol.org";
+
+    /// The detail of an error of `code`.
+    pub fn new(code: i64, metadata: Map<String, Value>) -> ErrorInfo {
+        ErrorInfo {
+            type_url: ErrorInfo::TYPE.to_owned(),
+            reason: error_code::reason(code).to_owned(),
+            domain: ErrorInfo::DOMAIN.to_owned(),
+            metadata,
+        }
+    }
 }
 
 /// What an agent says about itself. Read generically: fields a card of
@@ -163,9 +226,9 @@ pub enum Role {
     #[default]
     #[serde(rename = "ROLE_UNSPECIFIED")]
     Unspecified,
-    #[serde(rename = "ROLE_USER")]
+    #[serde(rename = "ROLE_USER", alias = "user")]
     User,
-    #[serde(rename = "ROLE_AGENT")]
+    #[serde(rename = "ROLE_AGENT", alias = "agent")]
     Agent,
 }
 
@@ -205,6 +268,12 @@ impl TaskState {
     /// The task waits for its client (input or authentication).
     pub fn is_interrupted(self) -> bool {
         matches!(self, TaskState::InputRequired | TaskState::AuthRequired)
+    }
+
+    /// A stream of the task ends here: it is over, or waits for its client
+    /// (0.3 marks such a status update `final`).
+    pub fn ends_stream(self) -> bool {
+        self.is_terminal() || self.is_interrupted()
     }
 
     /// The 1.0 name (`TASK_STATE_COMPLETED`).
@@ -400,6 +469,40 @@ pub struct SubscribeToTaskRequest {
     pub id: String,
 }
 
+/// Params of `ListTasks`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListTasksRequest {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tenant: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<TaskState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_size: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page_token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub history_length: Option<i32>,
+    /// RFC 3339.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_timestamp_after: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub include_artifacts: Option<bool>,
+}
+
+/// The result of `ListTasks`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ListTasksResponse {
+    pub tasks: Vec<Task>,
+    /// Empty on the last page.
+    pub next_page_token: String,
+    pub page_size: i32,
+    pub total_size: i32,
+}
+
 /// The result of `SendMessage`: the task it started (or continued), or a
 /// message when the agent answered without a task.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -454,6 +557,28 @@ pub struct JsonRpcResponse {
     pub error: Option<JsonRpcError>,
 }
 
+impl JsonRpcResponse {
+    /// The answer `result` to request `id`.
+    pub fn result(id: Value, result: Value) -> JsonRpcResponse {
+        JsonRpcResponse {
+            jsonrpc: "2.0".to_owned(),
+            id,
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    /// The refusal `error` of request `id`.
+    pub fn error(id: Value, error: JsonRpcError) -> JsonRpcResponse {
+        JsonRpcResponse {
+            jsonrpc: "2.0".to_owned(),
+            id,
+            result: None,
+            error: Some(error),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct JsonRpcError {
     pub code: i64,
@@ -461,6 +586,23 @@ pub struct JsonRpcError {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<Value>,
+}
+
+impl JsonRpcError {
+    /// An error of `code` as a 1.0 agent answers it: `data` holds the
+    /// code's [`ErrorInfo`] with `metadata` (0.3 has [`v0_3::error`]).
+    pub fn with_info(
+        code: i64,
+        message: impl Into<String>,
+        metadata: Map<String, Value>,
+    ) -> JsonRpcError {
+        let info = serde_json::to_value(ErrorInfo::new(code, metadata)).unwrap_or_default();
+        JsonRpcError {
+            code,
+            message: message.into(),
+            data: Some(Value::Array(vec![info])),
+        }
+    }
 }
 
 /// The 0.3 generation (`message/send`, `tasks/get`): parts and results
@@ -479,6 +621,24 @@ pub mod v0_3 {
         pub const GET_TASK: &str = "tasks/get";
         pub const CANCEL_TASK: &str = "tasks/cancel";
         pub const RESUBSCRIBE: &str = "tasks/resubscribe";
+        pub const GET_AUTHENTICATED_EXTENDED_CARD: &str = "agent/getAuthenticatedExtendedCard";
+        /// What the push-notification methods' names start with
+        /// (`tasks/pushNotificationConfig/set`, `…/get`, …).
+        pub const PUSH_NOTIFICATION_CONFIG_PREFIX: &str = "tasks/pushNotificationConfig/";
+    }
+
+    /// An error of `code` as a 0.3 agent answers it: `data` is the metadata
+    /// itself (1.0 wraps it in an [`ErrorInfo`](super::ErrorInfo)).
+    pub fn error(
+        code: i64,
+        message: impl Into<String>,
+        metadata: Map<String, Value>,
+    ) -> super::JsonRpcError {
+        super::JsonRpcError {
+            code,
+            message: message.into(),
+            data: Some(Value::Object(metadata)),
+        }
     }
 
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -503,6 +663,23 @@ pub mod v0_3 {
         #[default]
         #[serde(other)]
         Unknown,
+    }
+
+    impl From<super::TaskState> for TaskState {
+        fn from(s: super::TaskState) -> TaskState {
+            use super::TaskState as S;
+            match s {
+                S::Submitted => TaskState::Submitted,
+                S::Working => TaskState::Working,
+                S::InputRequired => TaskState::InputRequired,
+                S::Completed => TaskState::Completed,
+                S::Canceled => TaskState::Canceled,
+                S::Failed => TaskState::Failed,
+                S::Rejected => TaskState::Rejected,
+                S::AuthRequired => TaskState::AuthRequired,
+                S::Unspecified => TaskState::Unknown,
+            }
+        }
     }
 
     impl TaskState {
@@ -554,6 +731,37 @@ pub mod v0_3 {
                 data: Some(data),
                 ..Part::default()
             }
+        }
+
+        /// A 1.0 part in 0.3's terms: `text`, `data` (an object: any other
+        /// value is wrapped as `{"value": …}`), or `file` for `raw` / `url`.
+        pub fn from_current(p: &super::Part) -> Part {
+            let mut part = if let Some(text) = &p.text {
+                Part::text(text.clone())
+            } else if let Some(data) = &p.data {
+                Part::data(match data {
+                    Value::Object(_) => data.clone(),
+                    other => serde_json::json!({ "value": other }),
+                })
+            } else {
+                let mut file = Map::new();
+                let mut put = |k: &str, v: &Option<String>| {
+                    if let Some(v) = v {
+                        file.insert(k.to_owned(), Value::String(v.clone()));
+                    }
+                };
+                put("bytes", &p.raw);
+                put("uri", &p.url);
+                put("name", &p.filename);
+                put("mimeType", &p.media_type);
+                Part {
+                    kind: "file".to_owned(),
+                    file: Some(Value::Object(file)),
+                    ..Part::default()
+                }
+            };
+            part.metadata = p.metadata.clone();
+            part
         }
 
         /// The same part in 1.0's terms.
@@ -653,6 +861,177 @@ pub mod v0_3 {
         pub metadata: Option<Map<String, Value>>,
     }
 
+    impl MessageSendParams {
+        /// The same request in 1.0's terms (`blocking: false` is
+        /// `returnImmediately`).
+        pub fn current(&self) -> super::SendMessageRequest {
+            super::SendMessageRequest {
+                tenant: None,
+                message: self.message.current(),
+                configuration: self.configuration.as_ref().map(|c| {
+                    super::SendMessageConfiguration {
+                        accepted_output_modes: c.accepted_output_modes.clone().unwrap_or_default(),
+                        history_length: c.history_length,
+                        return_immediately: c.blocking.map(|b| !b),
+                        task_push_notification_config: None,
+                    }
+                }),
+                metadata: self.metadata.clone(),
+            }
+        }
+    }
+
+    impl Message {
+        /// The same message in 1.0's terms.
+        pub fn current(&self) -> super::Message {
+            super::Message {
+                message_id: self.message_id.clone(),
+                context_id: self.context_id.clone(),
+                task_id: self.task_id.clone(),
+                role: match self.role {
+                    Role::User => super::Role::User,
+                    Role::Agent => super::Role::Agent,
+                },
+                parts: self.parts.iter().map(Part::current).collect(),
+                metadata: self.metadata.clone(),
+                ..super::Message::default()
+            }
+        }
+    }
+
+    impl From<&super::Message> for Message {
+        fn from(m: &super::Message) -> Message {
+            Message {
+                kind: "message".to_owned(),
+                message_id: m.message_id.clone(),
+                context_id: m.context_id.clone(),
+                task_id: m.task_id.clone(),
+                role: match m.role {
+                    super::Role::Agent => Role::Agent,
+                    super::Role::User | super::Role::Unspecified => Role::User,
+                },
+                parts: m.parts.iter().map(Part::from_current).collect(),
+                metadata: m.metadata.clone(),
+            }
+        }
+    }
+
+    impl From<&super::TaskStatus> for TaskStatus {
+        fn from(s: &super::TaskStatus) -> TaskStatus {
+            TaskStatus {
+                state: s.state.into(),
+                message: s.message.as_ref().map(Message::from),
+                timestamp: s.timestamp.clone(),
+            }
+        }
+    }
+
+    impl From<&super::Artifact> for Artifact {
+        fn from(a: &super::Artifact) -> Artifact {
+            Artifact {
+                artifact_id: a.artifact_id.clone(),
+                name: a.name.clone(),
+                description: a.description.clone(),
+                parts: a.parts.iter().map(Part::from_current).collect(),
+                metadata: a.metadata.clone(),
+            }
+        }
+    }
+
+    impl From<&super::Task> for Task {
+        fn from(t: &super::Task) -> Task {
+            Task {
+                kind: "task".to_owned(),
+                id: t.id.clone(),
+                context_id: t.context_id.clone(),
+                status: (&t.status).into(),
+                artifacts: t.artifacts.iter().map(Artifact::from).collect(),
+                history: t.history.iter().map(Message::from).collect(),
+                metadata: t.metadata.clone(),
+            }
+        }
+    }
+
+    /// A status update of a stream (`kind: "status-update"`); `final` marks
+    /// the last one.
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase", default)]
+    pub struct TaskStatusUpdateEvent {
+        pub kind: String,
+        pub task_id: String,
+        pub context_id: String,
+        pub status: TaskStatus,
+        #[serde(rename = "final")]
+        pub is_final: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub metadata: Option<Map<String, Value>>,
+    }
+
+    impl From<&super::TaskStatusUpdateEvent> for TaskStatusUpdateEvent {
+        fn from(e: &super::TaskStatusUpdateEvent) -> TaskStatusUpdateEvent {
+            TaskStatusUpdateEvent {
+                kind: "status-update".to_owned(),
+                task_id: e.task_id.clone(),
+                context_id: e.context_id.clone(),
+                status: (&e.status).into(),
+                is_final: e.status.state.ends_stream(),
+                metadata: e.metadata.clone(),
+            }
+        }
+    }
+
+    /// An artifact update of a stream (`kind: "artifact-update"`).
+    #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase", default)]
+    pub struct TaskArtifactUpdateEvent {
+        pub kind: String,
+        pub task_id: String,
+        pub context_id: String,
+        pub artifact: Artifact,
+        pub append: bool,
+        pub last_chunk: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub metadata: Option<Map<String, Value>>,
+    }
+
+    impl From<&super::TaskArtifactUpdateEvent> for TaskArtifactUpdateEvent {
+        fn from(e: &super::TaskArtifactUpdateEvent) -> TaskArtifactUpdateEvent {
+            TaskArtifactUpdateEvent {
+                kind: "artifact-update".to_owned(),
+                task_id: e.task_id.clone(),
+                context_id: e.context_id.clone(),
+                artifact: (&e.artifact).into(),
+                append: e.append,
+                last_chunk: e.last_chunk,
+                metadata: e.metadata.clone(),
+            }
+        }
+    }
+
+    /// One item of a 0.3 stream: the object itself, told apart by its
+    /// `kind` (written only: a reader looks at `kind` first).
+    #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+    #[serde(untagged)]
+    pub enum StreamResponse {
+        Task(Task),
+        Message(Message),
+        StatusUpdate(TaskStatusUpdateEvent),
+        ArtifactUpdate(TaskArtifactUpdateEvent),
+    }
+
+    impl From<&super::StreamResponse> for StreamResponse {
+        fn from(r: &super::StreamResponse) -> StreamResponse {
+            match r {
+                super::StreamResponse::Task(t) => StreamResponse::Task(t.into()),
+                super::StreamResponse::Message(m) => StreamResponse::Message(m.into()),
+                super::StreamResponse::StatusUpdate(e) => StreamResponse::StatusUpdate(e.into()),
+                super::StreamResponse::ArtifactUpdate(e) => {
+                    StreamResponse::ArtifactUpdate(e.into())
+                }
+            }
+        }
+    }
+
     /// Params of `tasks/get`.
     #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase", default)]
@@ -742,5 +1121,71 @@ mod tests {
         );
         let odd: v0_3::TaskStatus = serde_json::from_value(json!({"state": "paused"})).unwrap();
         assert_eq!(odd.state, v0_3::TaskState::Unknown);
+    }
+
+    #[test]
+    fn a_task_is_written_for_the_older_generation() {
+        let task = Task {
+            id: "s1".into(),
+            context_id: "c1".into(),
+            status: TaskStatus {
+                state: TaskState::InputRequired,
+                ..TaskStatus::default()
+            },
+            artifacts: vec![Artifact {
+                artifact_id: "outputs".into(),
+                parts: vec![
+                    Part::data(json!({"greet": "hi"})),
+                    Part::data(json!(3)),
+                    Part::text("hi"),
+                ],
+                ..Artifact::default()
+            }],
+            ..Task::default()
+        };
+        let old = serde_json::to_value(v0_3::Task::from(&task)).unwrap();
+        assert_eq!(old["kind"], "task");
+        assert_eq!(old["status"]["state"], "input-required");
+        let parts = &old["artifacts"][0]["parts"];
+        assert_eq!(parts[0], json!({"kind": "data", "data": {"greet": "hi"}}));
+        assert_eq!(parts[1]["data"], json!({"value": 3}));
+        assert_eq!(parts[2], json!({"kind": "text", "text": "hi"}));
+        let update = StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+            task_id: "s1".into(),
+            status: task.status.clone(),
+            ..TaskStatusUpdateEvent::default()
+        });
+        let old = serde_json::to_value(v0_3::StreamResponse::from(&update)).unwrap();
+        assert_eq!(old["kind"], "status-update");
+        assert_eq!(old["final"], true);
+    }
+
+    #[test]
+    fn a_0_3_send_reads_as_its_1_0_twin() {
+        let p: v0_3::MessageSendParams = serde_json::from_value(json!({"message": {
+            "kind": "message", "messageId": "m", "role": "user", "taskId": "t",
+            "parts": [{"kind": "text", "text": "go"}, {"kind": "data", "data": {"topic": "tides"}}],
+            "metadata": {"skill": "hello"}}, "configuration": {"blocking": false}}))
+        .unwrap();
+        let now = p.current();
+        assert_eq!(now.message.role, Role::User);
+        assert_eq!(now.message.parts[1].data, Some(json!({"topic": "tides"})));
+        assert_eq!(now.configuration.unwrap().return_immediately, Some(true));
+    }
+
+    #[test]
+    fn errors_carry_error_info_in_1_0_and_metadata_in_0_3() {
+        let meta = Map::from_iter([("skill".to_owned(), json!("x"))]);
+        let e = serde_json::to_value(JsonRpcError::with_info(
+            error_code::INVALID_PARAMS,
+            "bad",
+            meta.clone(),
+        ))
+        .unwrap();
+        assert_eq!(e["data"][0]["@type"], ErrorInfo::TYPE);
+        assert_eq!(e["data"][0]["reason"], "INVALID_PARAMS");
+        assert_eq!(e["data"][0]["metadata"]["skill"], "x");
+        let old = v0_3::error(error_code::INVALID_PARAMS, "bad", meta);
+        assert_eq!(old.data, Some(json!({"skill": "x"})));
     }
 }

@@ -22,6 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use agentfile_frontend::{self as frontend, Options, discover};
 use agentfile_plan::Plan;
+use agentfile_wire::a2a::{
+    AgentCapabilities, AgentCard, AgentExtension, AgentInterface, AgentSkill, JSONRPC_BINDING,
+    PROTOCOL_VERSION, v0_3,
+};
 
 /// The card's extension whose params hold each skill's inputs schema.
 pub const INPUTS_EXTENSION: &str = "https://agentfile.dev/a2a/skill-inputs/v1";
@@ -277,69 +281,77 @@ fn examples(schema: &Map<String, Value>) -> Vec<String> {
 
 /// The agent card of `skills`, reached at `endpoint` (the JSON-RPC URL);
 /// `bearer`: tokens are required.
-pub fn card(skills: &[Skill], root: &Path, endpoint: &str, bearer: bool) -> Value {
+pub fn card(skills: &[Skill], root: &Path, endpoint: &str, bearer: bool) -> AgentCard {
     let folder = root
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| root.display().to_string());
+    let modes = || vec!["application/json".to_owned(), "text/plain".to_owned()];
     let schemas: Map<String, Value> = skills
         .iter()
         .map(|s| (s.id.clone(), Value::Object(s.schema.clone())))
         .collect();
-    let skills: Vec<Value> = skills
+    let skills = skills
         .iter()
-        .map(|s| {
-            json!({
-                "id": s.id,
-                "name": s.name,
-                "description": s.description,
-                "tags": ["workflow"],
-                "examples": s.examples,
-                "inputModes": ["application/json", "text/plain"],
-                "outputModes": ["application/json", "text/plain"],
-            })
+        .map(|s| AgentSkill {
+            id: s.id.clone(),
+            name: s.name.clone(),
+            description: s.description.clone(),
+            tags: vec!["workflow".to_owned()],
+            examples: s.examples.clone(),
+            input_modes: modes(),
+            output_modes: modes(),
+            ..AgentSkill::default()
         })
         .collect();
-    let mut card = json!({
-        "name": format!("agentfile: {folder}"),
-        "description": format!(
+    let interface = |version: &str| AgentInterface {
+        url: endpoint.to_owned(),
+        protocol_binding: JSONRPC_BINDING.to_owned(),
+        tenant: None,
+        protocol_version: version.to_owned(),
+    };
+    let mut card = AgentCard {
+        name: format!("agentfile: {folder}"),
+        description: format!(
             "The workflows of {folder}, each a skill. Send a message whose metadata.skill names \
              one and whose data part holds its inputs; the task id is the run's session id. An \
              approval or a suspend is input-required: answer on the same task with a data part \
              {{\"approve\": true|false, \"note\"?}} or {{\"event\", \"payload\"?}}."
         ),
-        "version": env!("CARGO_PKG_VERSION"),
-        "supportedInterfaces": [
-            {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        supported_interfaces: vec![
+            interface(PROTOCOL_VERSION),
+            interface(v0_3::PROTOCOL_VERSION),
         ],
-        "capabilities": {
-            "streaming": true,
-            "pushNotifications": false,
-            "extendedAgentCard": false,
-            "extensions": [{
-                "uri": INPUTS_EXTENSION,
-                "description": "Each skill's inputs as a JSON Schema, by skill id.",
-                "required": false,
-                "params": {"skills": schemas},
+        capabilities: AgentCapabilities {
+            streaming: Some(true),
+            push_notifications: Some(false),
+            extended_agent_card: Some(false),
+            extensions: vec![AgentExtension {
+                uri: INPUTS_EXTENSION.to_owned(),
+                description: Some("Each skill's inputs as a JSON Schema, by skill id.".to_owned()),
+                required: Some(false),
+                params: Some(json!({ "skills": schemas })),
             }],
         },
-        "defaultInputModes": ["application/json", "text/plain"],
-        "defaultOutputModes": ["application/json", "text/plain"],
-        "skills": skills,
+        default_input_modes: modes(),
+        default_output_modes: modes(),
+        skills,
         // What 0.3 clients read to find the endpoint (1.0 readers drop them).
-        "url": endpoint,
-        "preferredTransport": "JSONRPC",
-        "protocolVersion": "0.3.0",
-    });
+        url: Some(endpoint.to_owned()),
+        preferred_transport: Some(JSONRPC_BINDING.to_owned()),
+        protocol_version: Some("0.3.0".to_owned()),
+        ..AgentCard::default()
+    };
     if bearer {
-        card["securitySchemes"] = json!({
-            "bearer": {"httpAuthSecurityScheme": {
+        card.security_schemes.insert(
+            "bearer".to_owned(),
+            json!({"httpAuthSecurityScheme": {
                 "scheme": "Bearer",
                 "description": "A token of the server's AGENTFILE_MCP_TOKEN",
-            }}
-        });
-        card["securityRequirements"] = json!([{"schemes": {"bearer": {"list": []}}}]);
+            }}),
+        );
+        card.security_requirements = vec![json!({"schemes": {"bearer": {"list": []}}})];
     }
     card
 }
@@ -373,11 +385,20 @@ mod tests {
 
     #[test]
     fn the_card_says_bearer_only_with_tokens() {
-        let c = card(&[], Path::new("/w/demo"), "http://127.0.0.1:1/a2a", false);
+        let card = |bearer| {
+            serde_json::to_value(card(
+                &[],
+                Path::new("/w/demo"),
+                "http://127.0.0.1:1/a2a",
+                bearer,
+            ))
+            .unwrap()
+        };
+        let c = card(false);
         assert_eq!(c["capabilities"]["streaming"], true);
         assert_eq!(c["supportedInterfaces"][0]["protocolVersion"], "1.0");
         assert!(c.get("securitySchemes").is_none());
-        let c = card(&[], Path::new("/w/demo"), "http://127.0.0.1:1/a2a", true);
+        let c = card(true);
         assert_eq!(
             c["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"],
             "Bearer"

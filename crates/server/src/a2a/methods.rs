@@ -10,12 +10,17 @@ use std::time::Duration;
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::tasks::{self, Owned};
-use super::wire::{Fault, Incoming, Version};
+use super::reply::{Fault, Version};
+use super::tasks::{self, Incoming, Owned};
 use super::{A2a, Body, stream};
 use crate::access::Principal;
+use agentfile_wire::a2a::{
+    CancelTaskRequest, GetTaskRequest, JsonRpcResponse, ListTasksRequest, ListTasksResponse,
+    SubscribeToTaskRequest, Task, method, v0_3,
+};
 
 /// The longest a blocking `SendMessage` waits before it answers with the
 /// task still working (the client then polls `GetTask` or subscribes).
@@ -39,31 +44,33 @@ enum Op {
 
 /// The method's generation and what it does, if we serve it.
 fn op(method: &str) -> Option<(Version, Op)> {
+    use v0_3::method as old;
     Some(match method {
-        "SendMessage" => (Version::V1, Op::Send),
-        "SendStreamingMessage" => (Version::V1, Op::Stream),
-        "GetTask" => (Version::V1, Op::Get),
-        "ListTasks" => (Version::V1, Op::List),
-        "CancelTask" => (Version::V1, Op::Cancel),
-        "SubscribeToTask" => (Version::V1, Op::Subscribe),
-        "GetExtendedAgentCard" => (Version::V1, Op::Card),
-        "CreateTaskPushNotificationConfig"
-        | "GetTaskPushNotificationConfig"
-        | "ListTaskPushNotificationConfigs"
-        | "DeleteTaskPushNotificationConfig" => (Version::V1, Op::Push),
-        "message/send" => (Version::V03, Op::Send),
-        "message/stream" => (Version::V03, Op::Stream),
-        "tasks/get" => (Version::V03, Op::Get),
-        "tasks/cancel" => (Version::V03, Op::Cancel),
-        "tasks/resubscribe" => (Version::V03, Op::Subscribe),
-        "agent/getAuthenticatedExtendedCard" => (Version::V03, Op::Card),
-        m if m.starts_with("tasks/pushNotificationConfig/") => (Version::V03, Op::Push),
+        method::SEND_MESSAGE => (Version::V1, Op::Send),
+        method::SEND_STREAMING_MESSAGE => (Version::V1, Op::Stream),
+        method::GET_TASK => (Version::V1, Op::Get),
+        method::LIST_TASKS => (Version::V1, Op::List),
+        method::CANCEL_TASK => (Version::V1, Op::Cancel),
+        method::SUBSCRIBE_TO_TASK => (Version::V1, Op::Subscribe),
+        method::GET_EXTENDED_AGENT_CARD => (Version::V1, Op::Card),
+        method::CREATE_TASK_PUSH_NOTIFICATION_CONFIG
+        | method::GET_TASK_PUSH_NOTIFICATION_CONFIG
+        | method::LIST_TASK_PUSH_NOTIFICATION_CONFIGS
+        | method::DELETE_TASK_PUSH_NOTIFICATION_CONFIG => (Version::V1, Op::Push),
+        old::SEND_MESSAGE => (Version::V03, Op::Send),
+        old::SEND_STREAMING_MESSAGE => (Version::V03, Op::Stream),
+        old::GET_TASK => (Version::V03, Op::Get),
+        old::CANCEL_TASK => (Version::V03, Op::Cancel),
+        old::RESUBSCRIBE => (Version::V03, Op::Subscribe),
+        old::GET_AUTHENTICATED_EXTENDED_CARD => (Version::V03, Op::Card),
+        m if m.starts_with(old::PUSH_NOTIFICATION_CONFIG_PREFIX) => (Version::V03, Op::Push),
         _ => return None,
     })
 }
 
-fn json_response(body: &Value) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+fn json_response(body: &JsonRpcResponse) -> Response<Body> {
+    let body = serde_json::to_string(body).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
     *r.status_mut() = StatusCode::OK;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -73,11 +80,11 @@ fn json_response(body: &Value) -> Response<Body> {
 }
 
 fn error(id: &Value, f: &Fault, v: Version) -> Response<Body> {
-    json_response(&json!({"jsonrpc": "2.0", "id": id, "error": f.write(v)}))
+    json_response(&JsonRpcResponse::error(id.clone(), f.write(v)))
 }
 
 fn result(id: &Value, result: Value) -> Response<Body> {
-    json_response(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+    json_response(&JsonRpcResponse::result(id.clone(), result))
 }
 
 /// A request as it came: who sent it, the `A2A-Version` it named, its body,
@@ -131,21 +138,25 @@ pub async fn call(a2a: &Arc<A2a>, call: Call<'_>) -> Response<Body> {
     let params = obj.get("params").cloned().unwrap_or_else(|| json!({}));
     let who = &call.who;
     let answered = match op {
-        Op::Send => send(a2a, who, &params).await.map(|t| version.sent(&t)),
+        Op::Send => send(a2a, who, &params, version)
+            .await
+            .map(|t| version.sent(t)),
         Op::Stream => return open(a2a, who, &params, version, id).await,
         Op::Subscribe => return subscribe(a2a, who, &params, version, id).await,
-        Op::Get => match task_id(&params) {
-            Ok(task) => get(a2a, who, task).await.map(|t| version.task(&t)),
+        Op::Get => match read::<GetTaskRequest>(&params).and_then(|p| task_id(p.id)) {
+            Ok(task) => get(a2a, who, &task).await.map(|t| version.task(&t)),
             Err(f) => Err(f),
         },
-        Op::Cancel => match task_id(&params) {
-            Ok(task) => tasks::cancel(a2a, who, task)
+        Op::Cancel => match read::<CancelTaskRequest>(&params).and_then(|p| task_id(p.id)) {
+            Ok(task) => tasks::cancel(a2a, who, &task)
                 .await
                 .map(|t| version.task(&t)),
             Err(f) => Err(f),
         },
-        Op::List => list(a2a, who, &params, version).await,
-        Op::Card => Ok(a2a.card(call.endpoint, true).await),
+        Op::List => list(a2a, who, &params).await,
+        Op::Card => {
+            Ok(serde_json::to_value(a2a.card(call.endpoint, true).await).unwrap_or_default())
+        }
         Op::Push => Err(Fault::push_not_supported()),
     };
     match answered {
@@ -154,17 +165,23 @@ pub async fn call(a2a: &Arc<A2a>, call: Call<'_>) -> Response<Body> {
     }
 }
 
-/// `params.id` of a task method.
-fn task_id(params: &Value) -> Result<&str, Fault> {
-    params
-        .get("id")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
-        .ok_or_else(|| Fault::invalid_params("name the task: params.id"))
+/// A method's `params` as the wire type `T` (0.3's task params read as
+/// their 1.0 twins: both name the task `id`).
+fn read<T: DeserializeOwned>(params: &Value) -> Result<T, Fault> {
+    serde_json::from_value(params.clone())
+        .map_err(|e| Fault::invalid_params(format!("the params do not read: {e}")))
+}
+
+/// The task a task method names (`params.id`).
+fn task_id(id: String) -> Result<String, Fault> {
+    if id.is_empty() {
+        return Err(Fault::invalid_params("name the task: params.id"));
+    }
+    Ok(id)
 }
 
 /// A task of `who`'s as it stands (an interrupted one resumed here).
-async fn get(a2a: &Arc<A2a>, who: &Principal, id: &str) -> Result<super::wire::Task, Fault> {
+async fn get(a2a: &Arc<A2a>, who: &Principal, id: &str) -> Result<Task, Fault> {
     let o = tasks::owned(a2a, who, id).await?;
     tasks::task_of(a2a, &o, true).await
 }
@@ -186,19 +203,15 @@ async fn begin(a2a: &Arc<A2a>, who: &Principal, msg: &Incoming) -> Result<(Owned
 /// `SendMessage` / `message/send`: the task once it ends or asks, unless
 /// the client asked for it at once (1.0 `returnImmediately`, 0.3
 /// `blocking: false`).
-async fn send(a2a: &Arc<A2a>, who: &Principal, params: &Value) -> Result<super::wire::Task, Fault> {
-    let msg = Incoming::read(params)?;
-    let config = params.get("configuration");
-    let at_once = config
-        .and_then(|c| c.get("returnImmediately"))
-        .and_then(Value::as_bool)
-        == Some(true)
-        || config
-            .and_then(|c| c.get("blocking"))
-            .and_then(Value::as_bool)
-            == Some(false);
+async fn send(
+    a2a: &Arc<A2a>,
+    who: &Principal,
+    params: &Value,
+    version: Version,
+) -> Result<Task, Fault> {
+    let msg = Incoming::read(version, params)?;
     let (o, _) = begin(a2a, who, &msg).await?;
-    if at_once {
+    if msg.at_once {
         return Ok(tasks::working(&o));
     }
     let Ok(_permit) = a2a.waits.clone().try_acquire_owned() else {
@@ -219,7 +232,7 @@ async fn open(
     let Ok(permit) = a2a.waits.clone().try_acquire_owned() else {
         return error(&id, &too_many(), version);
     };
-    let msg = match Incoming::read(params) {
+    let msg = match Incoming::read(version, params) {
         Ok(m) => m,
         Err(f) => return error(&id, &f, version),
     };
@@ -244,11 +257,11 @@ async fn subscribe(
     let Ok(permit) = a2a.waits.clone().try_acquire_owned() else {
         return error(&id, &too_many(), version);
     };
-    let task = match task_id(params) {
+    let task = match read::<SubscribeToTaskRequest>(params).and_then(|p| task_id(p.id)) {
         Ok(t) => t,
         Err(f) => return error(&id, &f, version),
     };
-    let o = match tasks::owned(a2a, who, task).await {
+    let o = match tasks::owned(a2a, who, &task).await {
         Ok(o) => o,
         Err(f) => return error(&id, &f, version),
     };
@@ -270,32 +283,23 @@ fn too_many() -> Fault {
 
 /// `ListTasks`: `who`'s tasks, newest first (`pageSize`, at most 100; no
 /// further pages or filters).
-async fn list(
-    a2a: &Arc<A2a>,
-    who: &Principal,
-    params: &Value,
-    version: Version,
-) -> Result<Value, Fault> {
-    let size = params
-        .get("pageSize")
-        .and_then(Value::as_u64)
-        .map_or(DEFAULT_PAGE, |n| (n as usize).clamp(1, MAX_PAGE));
-    let with_artifacts = params.get("includeArtifacts").and_then(Value::as_bool) == Some(true);
-    let found = tasks::list(a2a, who, size).await?;
-    let tasks: Vec<Value> = found
-        .iter()
-        .map(|t| {
-            let mut v = version.task(t);
-            if !with_artifacts && let Some(o) = v.as_object_mut() {
-                o.remove("artifacts");
-            }
-            v
-        })
-        .collect();
-    Ok(json!({
-        "tasks": tasks,
-        "nextPageToken": "",
-        "pageSize": size,
-        "totalSize": found.len(),
-    }))
+async fn list(a2a: &Arc<A2a>, who: &Principal, params: &Value) -> Result<Value, Fault> {
+    let asked = read::<ListTasksRequest>(params)?;
+    let size = asked
+        .page_size
+        .map_or(DEFAULT_PAGE, |n| (n.max(1) as usize).min(MAX_PAGE));
+    let with_artifacts = asked.include_artifacts == Some(true);
+    let mut tasks = tasks::list(a2a, who, size).await?;
+    if !with_artifacts {
+        for t in &mut tasks {
+            t.artifacts.clear();
+        }
+    }
+    let listed = ListTasksResponse {
+        total_size: tasks.len() as i32,
+        tasks,
+        next_page_token: String::new(),
+        page_size: size as i32,
+    };
+    serde_json::to_value(listed).map_err(|e| Fault::internal(e.to_string()))
 }

@@ -16,8 +16,9 @@
 //!   sees or cancels it;
 //! - [`stream`]: a task followed as its run's events arrive (the streams,
 //!   and the wait of a blocking send);
-//! - [`methods`]: the JSON-RPC methods; [`wire`]: the shapes of both
-//!   generations.
+//! - [`methods`]: the JSON-RPC methods; [`reply`]: answers and errors in
+//!   the caller's generation. The shapes themselves are
+//!   `agentfile_wire::a2a`'s, the ones the A2A tool's client reads.
 //!
 //! What it is not: a second way to run anything. Every run, answer and
 //! cancel is the gateway's own operation, the one MCP and JSON-RPC call,
@@ -52,14 +53,15 @@ use crate::limits;
 
 pub mod card;
 mod methods;
+mod reply;
 mod stream;
 pub mod tasks;
-pub mod wire;
+
+/// Where A2A clients look for the agent card (also served under [`PATH`]).
+pub use agentfile_wire::a2a::CARD_PATH;
 
 /// Where the JSON-RPC endpoint is served.
 pub const PATH: &str = "/a2a";
-/// Where A2A clients look for the agent card (also served under [`PATH`]).
-pub const CARD_PATH: &str = "/.well-known/agent-card.json";
 /// Streams and blocking sends open at once; past it a stream is refused and
 /// a send answers at once.
 const MAX_WAITS: usize = 256;
@@ -181,7 +183,8 @@ impl A2a {
         match (&method, path) {
             (&Method::GET | &Method::HEAD, _) if card => {
                 let full = self.authenticate(req.headers()).is_ok();
-                let body = self.card(&endpoint, full).await;
+                let body =
+                    serde_json::to_value(self.card(&endpoint, full).await).unwrap_or_default();
                 json(StatusCode::OK, &body)
             }
             (&Method::POST, PATH) => {
@@ -234,7 +237,7 @@ impl A2a {
     }
 
     /// The agent card; `full`: with the skills (the caller is admitted).
-    async fn card(&self, endpoint: &str, full: bool) -> serde_json::Value {
+    async fn card(&self, endpoint: &str, full: bool) -> agentfile_wire::a2a::AgentCard {
         let skills = if full {
             self.catalog.skills().await
         } else {

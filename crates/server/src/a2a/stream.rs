@@ -21,13 +21,17 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, header};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::OwnedSemaphorePermit;
 
+use super::reply::{Fault, Version};
 use super::tasks::{self, Owned};
-use super::wire::{Artifact, Fault, Message, Part, State, Status, Task, Update, Version};
 use super::{A2a, Body};
 use agentfile_session::SessionStatus;
+use agentfile_wire::a2a::{
+    Artifact, JsonRpcResponse, Part, StreamResponse, Task, TaskArtifactUpdateEvent, TaskState,
+    TaskStatus, TaskStatusUpdateEvent,
+};
 use agentfile_wire::events::{Event, EventBody};
 use agentfile_wire::rpc::EventParams;
 
@@ -47,13 +51,13 @@ struct Follow {
     a2a: Arc<A2a>,
     owned: Owned,
     after: u64,
-    pending: VecDeque<Update>,
+    pending: VecDeque<StreamResponse>,
     ended: bool,
 }
 
 /// What a stream sends next.
 enum Item {
-    Update(Update),
+    Update(Box<StreamResponse>),
     KeepAlive,
     Fault(Fault),
 }
@@ -66,7 +70,7 @@ impl Follow {
             a2a,
             owned,
             after,
-            pending: VecDeque::from([Update::Task(first)]),
+            pending: VecDeque::from([StreamResponse::Task(first)]),
             ended,
         }
     }
@@ -74,7 +78,7 @@ impl Follow {
     async fn next(&mut self) -> Option<Item> {
         loop {
             if let Some(u) = self.pending.pop_front() {
-                return Some(Item::Update(u));
+                return Some(Item::Update(Box::new(u)));
             }
             if self.ended {
                 return None;
@@ -140,40 +144,56 @@ impl Follow {
             return Ok(false);
         }
         for artifact in task.artifacts {
-            self.pending.push_back(Update::Artifact {
-                task_id: task.id.clone(),
-                context_id: task.context_id.clone(),
+            self.pending.push_back(artifact_update(
+                task.id.clone(),
+                task.context_id.clone(),
                 artifact,
-            });
+            ));
         }
-        self.pending.push_back(Update::Status {
-            task_id: task.id,
-            context_id: task.context_id,
-            status: task.status,
-        });
+        self.pending
+            .push_back(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
+                task_id: task.id,
+                context_id: task.context_id,
+                status: task.status,
+                metadata: None,
+            }));
         self.ended = true;
         Ok(true)
     }
 }
 
+/// `artifact` of a task, whole, as a stream sends it.
+fn artifact_update(task_id: String, context_id: String, artifact: Artifact) -> StreamResponse {
+    StreamResponse::ArtifactUpdate(TaskArtifactUpdateEvent {
+        task_id,
+        context_id,
+        artifact,
+        append: false,
+        last_chunk: true,
+        metadata: None,
+    })
+}
+
 /// What event `e` of task `o` tells a client, if anything.
-fn update_of(o: &Owned, e: &Event) -> Option<Update> {
+fn update_of(o: &Owned, e: &Event) -> Option<StreamResponse> {
     let name = |n: &Option<String>| n.clone().unwrap_or_default();
     let say = |text: String| {
-        Some(Update::Status {
+        let id = format!("{}-{}", o.id(), e.seq);
+        Some(StreamResponse::StatusUpdate(TaskStatusUpdateEvent {
             task_id: o.id().to_owned(),
             context_id: o.context(),
-            status: Status {
-                state: State::Working,
-                message: Some(Message {
-                    id: format!("{}-{}", o.id(), e.seq),
-                    task_id: o.id().to_owned(),
-                    context_id: o.context(),
-                    parts: vec![Part::text(text)],
-                }),
-                timestamp: e.ts.clone(),
+            status: TaskStatus {
+                state: TaskState::Working,
+                message: Some(tasks::agent_message(
+                    id,
+                    o.id(),
+                    o.context(),
+                    vec![Part::text(text)],
+                )),
+                timestamp: Some(e.ts.clone()),
             },
-        })
+            metadata: None,
+        }))
     };
     match &e.body {
         EventBody::RunStarted { .. } => say(format!("run of `{}` started", o.meta.workflow)),
@@ -194,20 +214,21 @@ fn update_of(o: &Owned, e: &Event) -> Option<Update> {
             let goal = name(&e.goal);
             let mut parts = vec![Part::text(output.clone())];
             if !fields.is_empty() {
-                parts.push(Part::data(Value::Object(
+                parts.push(tasks::json_part(Value::Object(
                     fields.clone().into_iter().collect(),
                 )));
             }
-            Some(Update::Artifact {
-                task_id: o.id().to_owned(),
-                context_id: o.context(),
-                artifact: Artifact {
-                    id: format!("goal-{goal}"),
-                    name: goal.clone(),
+            Some(artifact_update(
+                o.id().to_owned(),
+                o.context(),
+                Artifact {
+                    artifact_id: format!("goal-{goal}"),
+                    name: Some(goal.clone()),
                     description: Some(format!("The output of goal `{goal}`")),
                     parts,
+                    ..Artifact::default()
                 },
-            })
+            ))
         }
         _ => None,
     }
@@ -232,17 +253,22 @@ pub fn respond(
     tokio::spawn(async move {
         let _permit = permit;
         while let Some(item) = follow.next().await {
-            let text = match item {
-                Item::Update(u) => {
-                    let msg = json!({"jsonrpc": "2.0", "id": rpc_id, "result": version.update(&u)});
-                    format!("data: {msg}\n\n")
+            let msg = match item {
+                Item::Update(u) => JsonRpcResponse::result(rpc_id.clone(), version.update(&u)),
+                Item::Fault(f) => JsonRpcResponse::error(rpc_id.clone(), f.write(version)),
+                Item::KeepAlive => {
+                    if tx
+                        .send(Bytes::from_static(b": keep-alive\n\n"))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    continue;
                 }
-                Item::Fault(f) => {
-                    let msg = json!({"jsonrpc": "2.0", "id": rpc_id, "error": f.write(version)});
-                    format!("data: {msg}\n\n")
-                }
-                Item::KeepAlive => ": keep-alive\n\n".to_owned(),
             };
+            let msg = serde_json::to_string(&msg).unwrap_or_default();
+            let text = format!("data: {msg}\n\n");
             if tx.send(Bytes::from(text)).await.is_err() {
                 return;
             }

@@ -19,10 +19,13 @@ use serde_json::{Map, Value, json};
 
 use super::A2a;
 use super::card::Skill;
-use super::wire::{Artifact, Fault, Incoming, Message, Part, State, Status, Task};
+use super::reply::{Fault, Version};
 use crate::access::{Action, Principal, Rule};
 use crate::gateway::RunHooks;
 use agentfile_session::{SessionMeta, SessionStatus, SessionStore, StoreError};
+use agentfile_wire::a2a::{
+    Artifact, Message, Part, Role, SendMessageRequest, Task, TaskState, TaskStatus, v0_3,
+};
 use agentfile_wire::events::RunResult;
 use agentfile_wire::rpc::{
     ApproveParams, CancelParams, EventParams, RunParams, SignalParams, code,
@@ -52,6 +55,104 @@ impl Owned {
     pub fn context(&self) -> String {
         self.context.clone().unwrap_or_else(|| self.meta.id.clone())
     }
+}
+
+/// What a client's message says, in either generation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Incoming {
+    /// `taskId`: an answer to the task's question (an approval, a signal).
+    pub task_id: Option<String>,
+    pub context_id: Option<String>,
+    /// `metadata.skill` (of the message, else of the request).
+    pub skill: Option<String>,
+    /// The first data part.
+    pub data: Option<Value>,
+    /// The text parts, joined by newlines.
+    pub text: Option<String>,
+    /// Answer with the task at once (1.0 `returnImmediately`, 0.3
+    /// `blocking: false`).
+    pub at_once: bool,
+}
+
+impl Incoming {
+    /// Read `params` of `SendMessage` / `message/send` (and the streaming
+    /// ones), a 0.3 request as its 1.0 twin.
+    pub fn read(version: Version, params: &Value) -> Result<Incoming, Fault> {
+        let Some(message) = params.get("message").filter(|m| m.is_object()) else {
+            return Err(Fault::invalid_params(
+                "the request has no `message` object: send {\"message\": {\"role\": \"ROLE_USER\", \
+                 \"parts\": [{\"data\": {…inputs…}}], \"metadata\": {\"skill\": \"<skill id>\"}, \
+                 \"messageId\": \"…\"}}",
+            ));
+        };
+        if !message.get("parts").is_some_and(Value::is_array) {
+            return Err(Fault::invalid_params("the message has no `parts` list"));
+        }
+        let read = match version {
+            Version::V1 => serde_json::from_value::<SendMessageRequest>(params.clone()),
+            Version::V03 => serde_json::from_value::<v0_3::MessageSendParams>(params.clone())
+                .map(|p| p.current()),
+        };
+        let req =
+            read.map_err(|e| Fault::invalid_params(format!("the message does not read: {e}")))?;
+        let mut data = None;
+        let mut texts = Vec::new();
+        for p in &req.message.parts {
+            if let Some(d) = &p.data {
+                data.get_or_insert_with(|| d.clone());
+            } else if let Some(t) = &p.text {
+                texts.push(t.clone());
+            }
+        }
+        let text_of = |m: &Option<Map<String, Value>>| {
+            m.as_ref()
+                .and_then(|m| m.get("skill"))
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let given = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+        Ok(Incoming {
+            task_id: given(&req.message.task_id),
+            context_id: given(&req.message.context_id),
+            skill: text_of(&req.message.metadata).or_else(|| text_of(&req.metadata)),
+            data,
+            text: (!texts.is_empty()).then(|| texts.join("\n")),
+            at_once: req
+                .configuration
+                .and_then(|c| c.return_immediately)
+                .unwrap_or(false),
+        })
+    }
+}
+
+/// A data part of JSON (its media type said).
+pub fn json_part(data: Value) -> Part {
+    Part {
+        media_type: Some("application/json".into()),
+        ..Part::data(data)
+    }
+}
+
+/// A message from the agent on task `task_id`.
+pub fn agent_message(id: String, task_id: &str, context_id: String, parts: Vec<Part>) -> Message {
+    Message {
+        message_id: id,
+        task_id: Some(task_id.to_owned()),
+        context_id: Some(context_id),
+        role: Role::Agent,
+        parts,
+        ..Message::default()
+    }
+}
+
+/// What the door tells a client of task `o` besides the protocol's fields.
+fn metadata(o: &Owned) -> Map<String, Value> {
+    Map::from_iter([
+        ("session_id".to_owned(), json!(o.meta.id)),
+        ("workflow".to_owned(), json!(o.meta.workflow)),
+        ("skill".to_owned(), json!(o.skill)),
+    ])
 }
 
 fn internal(e: impl std::fmt::Display) -> Fault {
@@ -237,7 +338,7 @@ fn question(id: &str, waiting: &Waiting) -> Vec<Part> {
                  message on this task (taskId {id}) holding a data part {{\"approve\": true}} to go \
                  ahead or {{\"approve\": false}} to reject, with an optional \"note\"."
             )),
-            Part::data(json!({
+            json_part(json!({
                 "input": "approval",
                 "seq": seq,
                 "schema": {
@@ -256,7 +357,7 @@ fn question(id: &str, waiting: &Waiting) -> Vec<Part> {
                  task (taskId {id}) holding a data part {{\"event\": \"<one of them>\", \"payload\": …}}.",
                 events.join(", ")
             )),
-            Part::data(json!({
+            json_part(json!({
                 "input": "signal",
                 "events": events,
                 "schema": {
@@ -281,20 +382,21 @@ enum Waiting {
 /// each text output.
 pub fn outputs(r: &RunResult) -> Artifact {
     let all: Map<String, Value> = r.outputs.clone().into_iter().collect();
-    let mut parts = vec![Part::data(Value::Object(all))];
+    let mut parts = vec![json_part(Value::Object(all))];
     for (name, v) in &r.outputs {
         if let Value::String(text) = v {
-            parts.push(Part::Text {
-                text: text.clone(),
-                metadata: Some(json!({ "output": name })),
+            parts.push(Part {
+                metadata: Some(Map::from_iter([("output".to_owned(), json!(name))])),
+                ..Part::text(text.clone())
             });
         }
     }
     Artifact {
-        id: "outputs".into(),
-        name: "outputs".into(),
+        artifact_id: "outputs".into(),
+        name: Some("outputs".into()),
         description: Some("The workflow's outputs".into()),
         parts,
+        ..Artifact::default()
     }
 }
 
@@ -306,15 +408,17 @@ pub async fn task_of(a2a: &Arc<A2a>, o: &Owned, resume: bool) -> Result<Task, Fa
     let id = meta.id.as_str();
     let mut artifacts = Vec::new();
     let (state, parts) = match meta.status {
-        SessionStatus::Queued | SessionStatus::Running => (State::Working, None),
+        SessionStatus::Queued | SessionStatus::Running => (TaskState::Working, None),
         SessionStatus::Interrupted => {
             if resume {
                 gateway.resume_task(id).await;
             }
-            (State::Working, None)
+            (TaskState::Working, None)
         }
         // Answered here, its `approval_resolved` not stored yet: going on.
-        SessionStatus::WaitingApproval if gateway.approval_answered(id) => (State::Working, None),
+        SessionStatus::WaitingApproval if gateway.approval_answered(id) => {
+            (TaskState::Working, None)
+        }
         SessionStatus::WaitingApproval => {
             let store = gateway.store().map_err(|e| internal(e.message))?;
             let id2 = id.to_owned();
@@ -324,39 +428,39 @@ pub async fn task_of(a2a: &Arc<A2a>, o: &Owned, resume: bool) -> Result<Task, Fa
                 .map_err(internal)?;
             match seq {
                 Some(seq) => (
-                    State::InputRequired,
+                    TaskState::InputRequired,
                     Some(question(id, &Waiting::Approval(seq))),
                 ),
                 // Decided, the run not yet going again.
-                None => (State::Working, None),
+                None => (TaskState::Working, None),
             }
         }
         SessionStatus::Suspended => {
             let result = gateway.stored_result(id).map_err(|e| internal(e.message))?;
             let events = result.map(|r| r.waiting_for).unwrap_or_default();
             (
-                State::InputRequired,
+                TaskState::InputRequired,
                 Some(question(id, &Waiting::Signal(events))),
             )
         }
         SessionStatus::Cancelled => (
-            State::Canceled,
+            TaskState::Canceled,
             Some(vec![Part::text("The run was cancelled.")]),
         ),
         SessionStatus::Completed | SessionStatus::Failed => {
             match gateway.stored_result(id).map_err(|e| internal(e.message))? {
                 Some(r) if meta.status == SessionStatus::Completed => {
                     artifacts.push(outputs(&r));
-                    (State::Completed, None)
+                    (TaskState::Completed, None)
                 }
                 Some(r) => {
                     if !r.outputs.is_empty() {
                         artifacts.push(outputs(&r));
                     }
                     let why = r.error.clone().unwrap_or_else(|| "the run failed".into());
-                    (State::Failed, Some(vec![Part::text(why)]))
+                    (TaskState::Failed, Some(vec![Part::text(why)]))
                 }
-                None => (State::Working, None),
+                None => (TaskState::Working, None),
             }
         }
     };
@@ -364,22 +468,15 @@ pub async fn task_of(a2a: &Arc<A2a>, o: &Owned, resume: bool) -> Result<Task, Fa
     Ok(Task {
         id: id.to_owned(),
         context_id: context.clone(),
-        status: Status {
+        status: TaskStatus {
             state,
-            message: parts.map(|parts| Message {
-                id: format!("{id}-{}", meta.last_seq),
-                task_id: id.to_owned(),
-                context_id: context,
-                parts,
-            }),
-            timestamp: meta.updated_at.clone(),
+            message: parts
+                .map(|parts| agent_message(format!("{id}-{}", meta.last_seq), id, context, parts)),
+            timestamp: Some(meta.updated_at.clone()),
         },
         artifacts,
-        metadata: json!({
-            "session_id": id,
-            "workflow": meta.workflow,
-            "skill": o.skill,
-        }),
+        metadata: Some(metadata(o)),
+        ..Task::default()
     })
 }
 
@@ -388,17 +485,13 @@ pub fn working(o: &Owned) -> Task {
     Task {
         id: o.id().to_owned(),
         context_id: o.context(),
-        status: Status {
-            state: State::Working,
+        status: TaskStatus {
+            state: TaskState::Working,
             message: None,
-            timestamp: agentfile_wire::events::rfc3339(std::time::SystemTime::now()),
+            timestamp: Some(agentfile_wire::events::rfc3339(std::time::SystemTime::now())),
         },
-        artifacts: Vec::new(),
-        metadata: json!({
-            "session_id": o.id(),
-            "workflow": o.meta.workflow,
-            "skill": o.skill,
-        }),
+        metadata: Some(metadata(o)),
+        ..Task::default()
     }
 }
 
@@ -559,4 +652,32 @@ pub async fn reload(a2a: &A2a, o: &Owned) -> Result<Owned, Fault> {
         .map_err(internal)?
         .map_err(internal)?;
     Ok(Owned { meta, ..o.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_generations_of_a_message_read_alike() {
+        let v1 = json!({"message": {"messageId": "m", "role": "ROLE_USER", "taskId": "t",
+            "parts": [{"text": "go"}, {"data": {"topic": "tides"}}], "metadata": {"skill": "hello"}},
+            "configuration": {"returnImmediately": true}});
+        let v03 = json!({"message": {"kind": "message", "messageId": "m", "role": "user", "taskId": "t",
+            "parts": [{"kind": "text", "text": "go"}, {"kind": "data", "data": {"topic": "tides"}}],
+            "metadata": {"skill": "hello"}}, "configuration": {"blocking": false}});
+        let a = Incoming::read(Version::V1, &v1).unwrap();
+        assert_eq!(a, Incoming::read(Version::V03, &v03).unwrap());
+        assert_eq!(a.skill.as_deref(), Some("hello"));
+        assert_eq!(a.task_id.as_deref(), Some("t"));
+        assert_eq!(a.data, Some(json!({"topic": "tides"})));
+        assert_eq!(a.text.as_deref(), Some("go"));
+        assert!(a.at_once);
+        assert!(Incoming::read(Version::V1, &json!({})).is_err());
+        let skill_on_request = json!({"message": {"parts": [{"text": "go"}]},
+            "metadata": {"skill": "hello"}});
+        let b = Incoming::read(Version::V1, &skill_on_request).unwrap();
+        assert_eq!(b.skill.as_deref(), Some("hello"));
+        assert!(!b.at_once);
+    }
 }
