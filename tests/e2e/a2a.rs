@@ -78,7 +78,35 @@ fn workspace(label: &str, model: &FakeServer) -> Dir {
     d
 }
 
-/// A running `agentfile a2a --http` and where it listens.
+/// Which listener serves the agent: `agentfile a2a --http`, or `/a2a` on
+/// `agentfile mcp --http` or on the daemon's (webhooks') listener.
+#[derive(Clone, Copy)]
+enum Door {
+    A2a,
+    Mcp,
+    Daemon,
+}
+
+impl Door {
+    /// The A2A endpoint, if `line` of the process's stderr says where it
+    /// listens.
+    fn endpoint(self, line: &str) -> Option<String> {
+        let (said, tail) = match self {
+            Door::A2a => {
+                let rest = line.strip_prefix("agentfile a2a: serving ")?;
+                return Some(rest.split_whitespace().next()?.to_owned());
+            }
+            Door::Mcp => (line.strip_prefix("agentfile mcp: listening on ")?, "/mcp"),
+            Door::Daemon => (
+                line.strip_prefix("agentfile daemon: webhooks on ")?,
+                "/hooks/",
+            ),
+        };
+        Some(format!("{}/a2a", said.trim().strip_suffix(tail)?))
+    }
+}
+
+/// A running server with the A2A agent and where it listens.
 struct Server {
     child: tokio::process::Child,
     /// `http://127.0.0.1:PORT/a2a`
@@ -89,12 +117,26 @@ impl Server {
     /// Start it on a port the system picks (`tokens`: AGENTFILE_MCP_TOKEN),
     /// and read the address it prints.
     async fn start(ws: &Path, tokens: Option<&str>) -> Server {
+        Server::start_on(Door::A2a, ws, tokens).await
+    }
+
+    /// The agent on `door`'s listener: `http://127.0.0.1:PORT/a2a` from the
+    /// address the process prints.
+    async fn start_on(door: Door, ws: &Path, tokens: Option<&str>) -> Server {
         let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"));
-        c.arg("a2a")
-            .arg("--workspace")
-            .arg(ws)
-            .args(["--http", "127.0.0.1:0", "--poll-ms", "200"])
-            .current_dir(ws)
+        match door {
+            Door::A2a => c.arg("a2a"),
+            Door::Mcp => c.arg("mcp"),
+            Door::Daemon => c.arg("daemon"),
+        };
+        c.arg("--workspace").arg(ws);
+        match door {
+            Door::A2a => c.args(["--http", "127.0.0.1:0", "--poll-ms", "200"]),
+            Door::Mcp => c.args(["--http", "127.0.0.1:0", "--poll-ms", "200"]),
+            // The daemon's listener is its webhooks' (`[daemon] webhooks`).
+            Door::Daemon => &mut c,
+        };
+        c.current_dir(ws)
             .env(KEY_VAR, "test-key-0123456789")
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("AGENTFILE_PROVIDER")
@@ -111,12 +153,8 @@ impl Server {
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let url = tokio::time::timeout(WAIT, async {
             while let Some(line) = lines.next_line().await.unwrap() {
-                if let Some(rest) = line.strip_prefix("agentfile a2a: serving ") {
-                    return rest
-                        .split_whitespace()
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned();
+                if let Some(url) = door.endpoint(&line) {
+                    return url;
                 }
                 eprintln!("server: {line}");
             }
@@ -299,6 +337,85 @@ async fn streaming_sends_updates_as_the_run_goes_then_the_outputs() {
     assert_eq!(artifacts, ["greet", "sign", "outputs"], "{s:#}");
     let outputs = before.iter().rfind(|u| u["kind"] == "artifact").unwrap();
     assert_eq!(data_of(&outputs["artifact"])["greet"], "Hello, tides!");
+}
+
+/// The card at `/.well-known/agent-card.json` of the listener behind `url`
+/// names `url` as its 1.0 JSON-RPC interface and lists the skills; a message
+/// runs `hello` to its outputs (raw JSON; and through the Python SDK when
+/// there is one).
+async fn card_and_run_on(door: Door, label: &str) {
+    let model = fake(Duration::ZERO).await;
+    let ws = workspace(label, &model);
+    if let Door::Daemon = door {
+        let config = ws.0.join("agent.toml");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str("\n[daemon]\nwebhooks = \"127.0.0.1:0\"\n");
+        std::fs::write(&config, text).unwrap();
+    }
+    let server = Server::start_on(door, &ws.0, None).await;
+    let base = server.url.strip_suffix("/a2a").unwrap();
+    let card: Value = reqwest::get(format!("{base}/.well-known/agent-card.json"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ifaces = card["supportedInterfaces"].as_array().unwrap();
+    assert!(
+        ifaces
+            .iter()
+            .any(|i| i["protocolVersion"] == "1.0" && i["url"] == server.url.as_str()),
+        "{card:#}"
+    );
+    let ids: Vec<&str> = card["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["gated", "hello", "two"], "{card:#}");
+
+    let sent = rpc(
+        &server.url,
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {
+        "message": {"messageId": "m1", "role": "ROLE_USER",
+            "parts": [{"data": {"topic": "tides"}}], "metadata": {"skill": "hello"}}}})
+        .to_string(),
+    )
+    .await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent:#}");
+    assert_eq!(data_of(&task["artifacts"][0])["greet"], "Hello, tides!");
+    let id = task["id"].as_str().unwrap();
+    assert_eq!(session_status(&ws.0, id), "completed");
+
+    let Some(python) = python() else {
+        return;
+    };
+    let sdk = client(&python, &server.url, None, &["card"]).await;
+    assert_eq!(sdk["same_under_a2a"], true, "{sdk:#}");
+    let run = client(
+        &python,
+        &server.url,
+        None,
+        &["run", "hello", r#"{"topic": "tides"}"#],
+    )
+    .await;
+    assert_eq!(run["state"], "TASK_STATE_COMPLETED", "{run:#}");
+    assert_eq!(
+        data_of(&run["artifacts"][0]),
+        json!({"greet": "Hello, tides!", "sign": "— the harbour master"})
+    );
+}
+
+#[tokio::test]
+async fn the_agent_on_the_mcp_http_listener_has_its_card_and_runs_a_skill() {
+    card_and_run_on(Door::Mcp, "mcp").await;
+}
+
+#[tokio::test]
+async fn the_agent_on_the_daemons_listener_has_its_card_and_runs_a_skill() {
+    card_and_run_on(Door::Daemon, "daemon").await;
 }
 
 #[tokio::test]
