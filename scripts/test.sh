@@ -167,6 +167,26 @@ else
   echo "no Node 22 and MCP TypeScript SDK: tests/e2e/mcp_typescript.rs will be skipped (or fail under CI)"
 fi
 
+# The official A2A JavaScript SDK (@a2a-js/sdk 1.x), for tests/e2e/a2a.rs
+# (tests/a2a/client.mjs: a run and a stream against `agentfile a2a` by a second
+# client implementation). Pinned, under target/a2a-js, installed once.
+echo "== A2A JavaScript SDK (target/a2a-js)"
+a2a_js=target/a2a-js
+a2a_js_ok() {
+  grep -q '"version": "1.3.0"' "$a2a_js/node_modules/@a2a-js/sdk/package.json" 2>/dev/null
+}
+if command -v npm >/dev/null 2>&1 && ! a2a_js_ok; then
+  npm install --prefix "$a2a_js" --no-audit --no-fund --loglevel=error @a2a-js/sdk@1.3.0 >/dev/null \
+    || echo "could not install the A2A JavaScript SDK"
+fi
+if [ -n "${AGENTFILE_NODE:-}" ] && a2a_js_ok; then
+  AGENTFILE_A2A_JS="$PWD/$a2a_js"
+  export AGENTFILE_A2A_JS
+  echo "@a2a-js/sdk 1.3.0"
+else
+  echo "no Node 22 and A2A JavaScript SDK: the JavaScript cases of tests/e2e/a2a.rs will be skipped (or fail under CI)"
+fi
+
 # PostgreSQL server binaries, for the PostgreSQL session store's tests
 # (crates/session/tests/stores/store.rs starts its own throwaway cluster on a free port as the
 # `postgres` user; Debian's own cluster service is neither needed nor started).

@@ -8,7 +8,10 @@
 //! Needs `AGENTFILE_PY`, the python of a virtual environment with `a2a-sdk`
 //! installed (`scripts/test.sh` makes one at `target/py-mcp`). Without it
 //! the SDK tests fail when `CI` is set — CI must not skip them silently —
-//! and are skipped with a notice otherwise.
+//! and are skipped with a notice otherwise. The official JavaScript SDK
+//! (`@a2a-js/sdk` 1.x, `tests/a2a/client.mjs`) runs and streams a skill too,
+//! under the same rule, with `AGENTFILE_NODE` (Node >= 22) and
+//! `AGENTFILE_A2A_JS` (the folder whose node_modules holds it).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -44,6 +47,23 @@ fn python() -> Option<std::ffi::OsString> {
         return None;
     };
     Some(python)
+}
+
+/// Node and the JavaScript SDK's folder, or `None` (skipped, except in CI).
+fn node() -> Option<(std::ffi::OsString, std::ffi::OsString)> {
+    let get = |v| std::env::var_os(v).filter(|p: &std::ffi::OsString| !p.is_empty());
+    match (get("AGENTFILE_NODE"), get("AGENTFILE_A2A_JS")) {
+        (Some(node), Some(js)) => Some((node, js)),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "AGENTFILE_NODE or AGENTFILE_A2A_JS is not set: CI must run the A2A JavaScript SDK test (scripts/test.sh installs it and sets both)"
+        ),
+        _ => {
+            eprintln!(
+                "skipped: set AGENTFILE_NODE and AGENTFILE_A2A_JS (scripts/test.sh does) to run the A2A JavaScript SDK test"
+            );
+            None
+        }
+    }
 }
 
 /// The fake model: each goal answered by what it asks; the second part of
@@ -194,6 +214,35 @@ async fn client(python: &std::ffi::OsStr, url: &str, token: Option<&str>, args: 
     assert!(out.status.success(), "client.py failed: {stderr}");
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// `client.mjs --scenario SCENARIO --skill SKILL --inputs INPUTS` against
+/// `url`; its summary.
+async fn js_client(
+    (node, modules): &(std::ffi::OsString, std::ffi::OsString),
+    url: &str,
+    scenario: &str,
+    skill: &str,
+    inputs: &str,
+) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/a2a/client.mjs");
+    let mut cmd = tokio::process::Command::new(node);
+    cmd.arg(&script)
+        .arg("--modules")
+        .arg(modules)
+        .args(["--url", url, "--scenario", scenario, "--skill", skill])
+        .args(["--inputs", inputs])
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("the JavaScript client timed out")
+        .expect("cannot start the JavaScript client");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "client.mjs failed: {stderr}");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    assert!(v.get("error").is_none(), "{v:#}");
+    v
 }
 
 /// What the store says of session `id`.
@@ -416,6 +465,56 @@ async fn the_agent_on_the_mcp_http_listener_has_its_card_and_runs_a_skill() {
 #[tokio::test]
 async fn the_agent_on_the_daemons_listener_has_its_card_and_runs_a_skill() {
     card_and_run_on(Door::Daemon, "daemon").await;
+}
+
+#[tokio::test]
+async fn the_javascript_sdk_runs_a_skill_and_streams_one() {
+    let Some(node) = node() else {
+        return;
+    };
+    let model = fake(Duration::ZERO).await;
+    let ws = workspace("js", &model);
+    let server = Server::start(&ws.0, None).await;
+
+    let run = js_client(&node, &server.url, "run", "hello", r#"{"topic": "tides"}"#).await;
+    eprintln!("@a2a-js/sdk {}", run["sdk_version"]);
+    assert_eq!(run["state"], "TASK_STATE_COMPLETED", "{run:#}");
+    let outputs = &run["artifacts"][0];
+    assert_eq!(outputs["name"], "outputs");
+    assert_eq!(
+        data_of(outputs),
+        json!({"greet": "Hello, tides!", "sign": "— the harbour master"})
+    );
+    let id = run["id"].as_str().unwrap();
+    assert_eq!(session_status(&ws.0, id), "completed");
+    assert_eq!(run["metadata"]["skill"], "hello");
+
+    let s = js_client(
+        &node,
+        &server.url,
+        "stream",
+        "hello",
+        r#"{"topic": "moon"}"#,
+    )
+    .await;
+    let updates = s["updates"].as_array().unwrap_or_else(|| panic!("{s:#}"));
+    let (last, before) = updates.split_last().unwrap();
+    assert_eq!(last["kind"], "status", "{s:#}");
+    assert_eq!(last["state"], "TASK_STATE_COMPLETED", "{s:#}");
+    assert_eq!(updates[0]["kind"], "task", "{s:#}");
+    let progress = before.iter().filter(|u| u["kind"] != "task").count();
+    assert!(
+        progress >= 3,
+        "fewer than 3 updates before the final one: {s:#}"
+    );
+    let artifacts: Vec<&str> = before
+        .iter()
+        .filter(|u| u["kind"] == "artifact")
+        .filter_map(|u| u["name"].as_str())
+        .collect();
+    assert_eq!(artifacts, ["greet", "sign", "outputs"], "{s:#}");
+    let outputs = before.iter().rfind(|u| u["kind"] == "artifact").unwrap();
+    assert_eq!(data_of(outputs)["greet"], "Hello, tides!");
 }
 
 #[tokio::test]

@@ -46,6 +46,7 @@ mod llm_fake_binary;
 mod mcp_conformance;
 mod mcp_http;
 mod mcp_python;
+mod mcp_replicas;
 mod mcp_server;
 mod mcp_tasks;
 mod mcp_tasks_v1;

@@ -416,6 +416,57 @@ pub struct McpSection {
         skip_serializing_if = "Option::is_none"
     )]
     pub resource_url: Option<String>,
+    /// The environment variable holding the key that seals multi-round-trip
+    /// `requestState`s (at least 256 bits, e.g. `openssl rand -hex 32`), so
+    /// that every replica given the same key (and this one after a restart)
+    /// accepts a state another sealed. Unset: a key made when the process
+    /// starts. Only the variable's name is kept here, never the key.
+    #[serde(
+        deserialize_with = "env_name_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub state_key_env: Option<String>,
+    /// Rotation: the variables holding keys used before `state_key_env`'s
+    /// (one name or a list). A state they sealed is still accepted; new ones
+    /// are sealed with the current key. Remove them once the states sealed
+    /// before the rotation are no longer answered.
+    #[serde(deserialize_with = "env_names", skip_serializing_if = "Vec::is_empty")]
+    pub state_key_previous_env: Vec<String>,
+}
+
+/// The name of an environment variable (`[mcp] state_key_env`): not empty,
+/// no `=` or NUL.
+fn env_name<E: serde::de::Error>(raw: String, what: &str) -> Result<String, E> {
+    let name = raw.trim();
+    if name.is_empty() || name.contains(['=', '\0']) {
+        return Err(E::custom(format!(
+            "`[mcp] {what}`: {raw:?} is not an environment variable's name; write e.g. \"AGENTFILE_MCP_STATE_KEY\""
+        )));
+    }
+    Ok(name.to_owned())
+}
+
+/// `[mcp] state_key_env`: a variable's name.
+fn env_name_opt<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    env_name(String::deserialize(d)?, "state_key_env").map(Some)
+}
+
+/// `[mcp] state_key_previous_env`: one variable's name, or a list of them.
+fn env_names<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let names = match OneOrMany::deserialize(d)? {
+        OneOrMany::One(n) => vec![n],
+        OneOrMany::Many(ns) => ns,
+    };
+    names
+        .into_iter()
+        .map(|n| env_name(n, "state_key_previous_env"))
+        .collect()
 }
 
 /// An `http`/`https` URL setting (`what` names it in the error).
@@ -1024,6 +1075,33 @@ mod tests {
             "authorization_servers = [\"auth.example.com\"]",
             "authorization_servers = [\"ftp://x\"]",
             "resource_url = \"/mcp\"",
+        ] {
+            let text = format!("[mcp]\n{bad}\n");
+            assert!(Config::from_str_ext(&text, "toml").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn mcp_state_key_settings_name_variables() {
+        let c = Config::from_str_ext(
+            "[mcp]\nstate_key_env = \"KEY_NOW\"\nstate_key_previous_env = \"KEY_THEN\"\n",
+            "toml",
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(c.mcp.state_key_env.as_deref(), Some("KEY_NOW"));
+        assert_eq!(c.mcp.state_key_previous_env, ["KEY_THEN"]);
+        let c = Config::from_str_ext(r#"{"mcp": {"state_key_previous_env": ["A", "B"]}}"#, "json")
+            .ok()
+            .unwrap();
+        assert_eq!(c.mcp.state_key_env, None);
+        assert_eq!(c.mcp.state_key_previous_env, ["A", "B"]);
+        assert!(Config::default().mcp.state_key_previous_env.is_empty());
+        for bad in [
+            "state_key_env = \"\"",
+            "state_key_env = \"A=B\"",
+            "state_key_previous_env = [\" \"]",
+            "state_key_env = 3",
         ] {
             let text = format!("[mcp]\n{bad}\n");
             assert!(Config::from_str_ext(&text, "toml").is_err(), "{bad}");

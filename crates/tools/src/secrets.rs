@@ -6,7 +6,8 @@
 //! - **Is this variable a secret?** [`Secrets::is_secret`]: a variable the
 //!   config names as holding a credential (every profile's `api_key_env`,
 //!   `web.gateway_token_env`, `telemetry.headers_env`, `session.url_env`,
-//!   every `tools.<id>.token_env`, the
+//!   every `tools.<id>.token_env`, `mcp.state_key_env` and
+//!   `mcp.state_key_previous_env`, the
 //!   providers' default key variables), or one whose name is shaped like a
 //!   credential's ([`secret_shaped`]: `*_KEY`, `*TOKEN*`, `*_PAT`, `*_PASS`,
 //!   `*_PWD`, `*PASSPHRASE*`, `*_DSN`, `*WEBHOOK*`, `DATABASE_URL`…).
@@ -104,6 +105,12 @@ impl Secrets {
             if let Some(k) = &t.token_env {
                 s.add(k, &format!("tools.{id}.token_env"));
             }
+        }
+        if let Some(k) = &config.mcp.state_key_env {
+            s.add(k, "mcp.state_key_env");
+        }
+        for k in &config.mcp.state_key_previous_env {
+            s.add(k, "mcp.state_key_previous_env");
         }
         s
     }
@@ -244,6 +251,8 @@ mod tests {
             .headers_env
             .insert("Authorization".to_owned(), "HEADER_VAR_D".to_owned());
         c.session.url_env = Some("STORE_VAR_E".to_owned());
+        c.mcp.state_key_env = Some("SEAL_VAR_F".to_owned());
+        c.mcp.state_key_previous_env = vec!["SEAL_VAR_G".to_owned()];
         let s = Secrets::from_config(&c);
         for (name, by) in [
             ("LLM_VAR_A", "llm.api_key_env"),
@@ -251,6 +260,8 @@ mod tests {
             ("GATEWAY_VAR_C", "web.gateway_token_env"),
             ("HEADER_VAR_D", "telemetry.headers_env.Authorization"),
             ("STORE_VAR_E", "session.url_env"),
+            ("SEAL_VAR_F", "mcp.state_key_env"),
+            ("SEAL_VAR_G", "mcp.state_key_previous_env"),
             ("AGENTFILE_DATABASE_URL", "the default of session.url_env"),
             ("GEMINI_API_KEY", "a provider's default key variable"),
         ] {
@@ -260,13 +271,15 @@ mod tests {
             let vars = [(name.to_owned(), "v".to_owned())];
             assert!(s.server_env(&vars).is_empty(), "{name}");
         }
-        // Only the config makes the first five secrets.
+        // Only the config makes the first seven secrets.
         for name in [
             "LLM_VAR_A",
             "PROFILE_VAR_B",
             "GATEWAY_VAR_C",
             "HEADER_VAR_D",
             "STORE_VAR_E",
+            "SEAL_VAR_F",
+            "SEAL_VAR_G",
         ] {
             assert!(!secret_shaped(name), "{name}");
         }

@@ -242,6 +242,11 @@ fn open_engine(options: GatewayOptions) -> Result<(Arc<Gateway>, Config), ExitCo
             return Err(2);
         }
     };
+    // Multi-round-trip states sealed with the replicas' shared key, if set.
+    if let Err(e) = super::mrtr::configure(&config.mcp) {
+        eprintln!("agentfile mcp: {e}");
+        return Err(2);
+    }
     Ok((gateway, config))
 }
 

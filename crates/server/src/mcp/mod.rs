@@ -526,6 +526,12 @@ pub async fn serve(
             return 2;
         }
     };
+    if let Ok(c) = gateway.default_config()
+        && let Err(e) = mrtr::configure(&c.mcp)
+    {
+        eprintln!("agentfile mcp: {e}");
+        return 2;
+    }
     // Sessions a killed process left `running` read `interrupted` from now on.
     let reaper = gateway.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;

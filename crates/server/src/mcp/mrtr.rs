@@ -12,10 +12,15 @@
 //! The state is `SESSION.SEQ.MAC` for an approval (its event's seq) and
 //! `SESSION.sSEQ.MAC` for a suspend (the session's last seq then), the MAC
 //! an HMAC-SHA256 over the caller's principal, the session and the middle
-//! part with a key made when the process starts: a tampered state, one made
-//! for another principal, or one from an earlier process is `-32602`.
+//! part. The key comes from the variable `[mcp] state_key_env` names
+//! ([`configure`]), so every replica given it (and this process after a
+//! restart) opens what another sealed; keys named by `[mcp]
+//! state_key_previous_env` still open states sealed before a rotation.
+//! Without the setting the key is made when the process starts. A tampered
+//! state, one made for another principal, or one sealed with a key this
+//! process does not hold is `-32602`.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rmcp::RoleServer;
@@ -46,22 +51,161 @@ pub fn wanted(ctx: &RequestContext<RoleServer>) -> bool {
             .is_some_and(|c: ClientCapabilities| c.elicitation.is_some())
 }
 
-fn key() -> &'static [u8; 32] {
-    static KEY: OnceLock<[u8; 32]> = OnceLock::new();
-    KEY.get_or_init(|| {
-        // Four session ids: 384 bits from the kernel's generator (mixed).
+/// The keys states are sealed and opened with: the current one seals and
+/// opens, the previous ones only open.
+#[derive(Clone)]
+pub struct StateKeys {
+    current: [u8; 32],
+    previous: Vec<[u8; 32]>,
+}
+
+impl std::fmt::Debug for StateKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the keys themselves.
+        write!(f, "StateKeys {{ previous: {} }}", self.previous.len())
+    }
+}
+
+/// The fewest bits a configured key must carry, estimated from its length
+/// and characters as tokens are ([`crate::auth::token_bits`]; a text of
+/// fewer than eight distinct characters counts as none): 32 random bytes as
+/// hex (64 characters) or base64 (44) pass.
+pub const MIN_KEY_BITS: f64 = 256.0;
+
+/// A configured key that cannot be used. Names the setting and the
+/// variable, never the value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateKeyError {
+    #[error(
+        "`[mcp] {setting} = {var:?}`: {var} is not set (or empty); set it to the key every \
+         replica shares, e.g. `export {var}=$(openssl rand -hex 32)`, or remove the setting \
+         to seal multi-round-trip states with a key of this process only"
+    )]
+    Unset { setting: &'static str, var: String },
+    #[error(
+        "`[mcp] {setting} = {var:?}`: the key in {var} is too easy to guess (about {bits} \
+         bits, estimated from its length and characters; at least {min} are needed); make \
+         it 32 random bytes, e.g. `openssl rand -hex 32` or `openssl rand -base64 32`",
+        min = MIN_KEY_BITS
+    )]
+    Weak {
+        setting: &'static str,
+        var: String,
+        bits: u32,
+    },
+}
+
+impl StateKeys {
+    /// A key of this process only (four session ids: 384 bits from the
+    /// kernel's generator, mixed).
+    fn random() -> StateKeys {
         let mut h = Sha256::new();
         for _ in 0..4 {
             h.update(agentfile_session::new_session_id().as_bytes());
         }
         h.update(std::process::id().to_le_bytes());
-        h.finalize().into()
-    })
+        StateKeys {
+            current: h.finalize().into(),
+            previous: Vec::new(),
+        }
+    }
+
+    /// The keys `[mcp]` names, read with `lookup` (the environment);
+    /// `None` without `state_key_env`.
+    pub fn from_section(
+        section: &agentfile_config::McpSection,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<StateKeys>, StateKeyError> {
+        let Some(var) = &section.state_key_env else {
+            return Ok(None);
+        };
+        let read = |setting: &'static str, var: &str| {
+            let value = lookup(var).filter(|v| !v.trim().is_empty());
+            let Some(value) = value else {
+                return Err(StateKeyError::Unset {
+                    setting,
+                    var: var.to_owned(),
+                });
+            };
+            let value = value.trim();
+            let bits = key_bits(value);
+            if bits + 1e-9 < MIN_KEY_BITS {
+                return Err(StateKeyError::Weak {
+                    setting,
+                    var: var.to_owned(),
+                    bits: bits as u32,
+                });
+            }
+            Ok(derive(value))
+        };
+        let current = read("state_key_env", var)?;
+        let previous = section
+            .state_key_previous_env
+            .iter()
+            .map(|v| read("state_key_previous_env", v))
+            .collect::<Result<_, _>>()?;
+        Ok(Some(StateKeys { current, previous }))
+    }
 }
 
-fn hmac(message: &[u8]) -> [u8; 32] {
+/// A key's estimated strength: as a token's, except that a text of fewer
+/// than eight distinct characters (`aaaa…`, `0101…`) counts as none.
+fn key_bits(text: &str) -> f64 {
+    let mut distinct: Vec<char> = text.chars().collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 8 {
+        return 0.0;
+    }
+    crate::auth::token_bits(text)
+}
+
+/// The MAC key a configured key's text stands for (the same text gives the
+/// same key in every process).
+fn derive(text: &str) -> [u8; 32] {
+    Sha256::new()
+        .chain_update(b"agentfile mcp requestState key v1\n")
+        .chain_update(text.as_bytes())
+        .finalize()
+        .into()
+}
+
+fn slot() -> &'static RwLock<Option<Arc<StateKeys>>> {
+    static KEYS: RwLock<Option<Arc<StateKeys>>> = RwLock::new(None);
+    &KEYS
+}
+
+fn keys() -> Arc<StateKeys> {
+    if let Some(k) = slot().read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        return k.clone();
+    }
+    let mut w = slot().write().unwrap_or_else(|p| p.into_inner());
+    w.get_or_insert_with(|| Arc::new(StateKeys::random()))
+        .clone()
+}
+
+/// Seal and open states with the keys `[mcp] state_key_env` (and
+/// `state_key_previous_env`) name, read from the environment; without the
+/// setting, nothing changes (a key of this process). `true` when a
+/// configured key is in use. Called when a server starts, before it answers.
+pub fn configure(section: &agentfile_config::McpSection) -> Result<bool, StateKeyError> {
+    match StateKeys::from_section(section, |v| std::env::var(v).ok())? {
+        Some(k) => {
+            use_keys(k);
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// Seal and open states with `keys` from now on.
+pub fn use_keys(keys: StateKeys) {
+    *slot().write().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(keys));
+}
+
+fn hmac(key: &[u8; 32], message: &[u8]) -> [u8; 32] {
     let mut k = [0u8; 64];
-    k[..32].copy_from_slice(key());
+    k[..32].copy_from_slice(key);
     let (mut ipad, mut opad) = ([0x36u8; 64], [0x5cu8; 64]);
     for i in 0..64 {
         ipad[i] ^= k[i];
@@ -102,11 +246,37 @@ impl Asked {
     }
 }
 
-fn mac(principal: &Principal, id: &str, tag: &str) -> String {
-    hmac(format!("{principal}\n{id}\n{tag}").as_bytes())
+fn mac_with(key: &[u8; 32], principal: &Principal, id: &str, tag: &str) -> String {
+    hmac(key, format!("{principal}\n{id}\n{tag}").as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// The MAC a new state gets: the current key's.
+fn mac(principal: &Principal, id: &str, tag: &str) -> String {
+    mac_with(&keys().current, principal, id, tag)
+}
+
+/// Whether `m` is the MAC of the current key or of a previous one (each
+/// compared in constant time).
+fn mac_ok(principal: &Principal, id: &str, tag: &str, m: &str) -> bool {
+    mac_ok_in(&keys(), principal, id, tag, m)
+}
+
+fn mac_ok_in(keys: &StateKeys, principal: &Principal, id: &str, tag: &str, m: &str) -> bool {
+    std::iter::once(&keys.current)
+        .chain(&keys.previous)
+        .fold(false, |ok, key| {
+            let want = mac_with(key, principal, id, tag);
+            let same = want.len() == m.len()
+                && want
+                    .bytes()
+                    .zip(m.bytes())
+                    .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                    == 0;
+            ok | same
+        })
 }
 
 /// The state naming approval `seq` of session `id`, for `principal`.
@@ -131,15 +301,7 @@ pub fn open(principal: &Principal, state: &str) -> Result<(String, Asked), Error
     if asked.tag() != tag {
         return Err(bad());
     }
-    let want = mac(principal, id, tag);
-    // Constant time: fold the differences.
-    let same = want.len() == m.len()
-        && want
-            .bytes()
-            .zip(m.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if !same {
+    if !mac_ok(principal, id, tag, m) {
         return Err(bad());
     }
     Ok((id.to_owned(), asked))
@@ -148,7 +310,8 @@ pub fn open(principal: &Principal, state: &str) -> Result<(String, Asked), Error
 /// `data` sealed for `principal`: the `requestState` of an embedder's own
 /// multi-round tool ([`super::ExtraTools`]), opened by [`open_state`]. The
 /// data is readable by the client (hex), not forgeable: a state altered, or
-/// sealed for another principal or by another process, does not open.
+/// sealed for another principal or with a key this process does not hold
+/// (see [`configure`]), does not open.
 pub fn seal_state(principal: &Principal, data: &str) -> String {
     let hex: String = data.bytes().map(|b| format!("{b:02x}")).collect();
     format!("x{hex}.{}", mac(principal, "\u{0}extra", &hex))
@@ -162,14 +325,7 @@ pub fn open_state(principal: &Principal, state: &str) -> Result<String, ErrorDat
         .strip_prefix('x')
         .and_then(|s| s.split_once('.'))
         .ok_or_else(bad)?;
-    let want = mac(principal, "\u{0}extra", hex);
-    let same = want.len() == m.len()
-        && want
-            .bytes()
-            .zip(m.bytes())
-            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-            == 0;
-    if !same || hex.len() % 2 != 0 {
+    if !mac_ok(principal, "\u{0}extra", hex, m) || hex.len() % 2 != 0 {
         return Err(bad());
     }
     let bytes = (0..hex.len())
@@ -450,6 +606,74 @@ mod tests {
         assert!(open(&me, &tampered).is_err());
         assert!(open(&me, "x").is_err());
         assert!(open(&me, &format!("{s}.")).is_err());
+    }
+
+    fn keys_of(
+        vars: &[(&str, &str)],
+        current: Option<&str>,
+        previous: &[&str],
+    ) -> Result<Option<StateKeys>, StateKeyError> {
+        let section = agentfile_config::McpSection {
+            state_key_env: current.map(str::to_owned),
+            state_key_previous_env: previous.iter().map(|p| (*p).to_owned()).collect(),
+            ..Default::default()
+        };
+        StateKeys::from_section(&section, |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_owned())
+        })
+    }
+
+    const HEX: &str = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    const B64: &str = "n4bQgYhMfWWaL+qgxVrQFaO/TxsrC4Is0V1sFbDwCgg=";
+
+    #[test]
+    fn configured_keys_are_read_checked_and_never_shown() {
+        assert!(keys_of(&[], None, &[]).unwrap().is_none());
+        for good in [HEX, B64, &HEX.to_uppercase()] {
+            let k = keys_of(&[("K", good)], Some("K"), &[]).unwrap();
+            assert!(k.is_some(), "{good}");
+            assert!(!format!("{k:?}").contains(&good[..8]));
+        }
+        let unset = keys_of(&[], Some("K"), &[]).unwrap_err();
+        assert!(unset.to_string().contains("K is not set"), "{unset}");
+        let blank = keys_of(&[("K", "  ")], Some("K"), &[]).unwrap_err();
+        assert!(matches!(blank, StateKeyError::Unset { .. }), "{blank}");
+        for weak in [
+            "secret",
+            &HEX[..32],
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ] {
+            let e = keys_of(&[("K", weak)], Some("K"), &[]).unwrap_err();
+            assert!(matches!(e, StateKeyError::Weak { .. }), "{weak}: {e}");
+            assert!(!e.to_string().contains(weak), "{e}");
+        }
+        // A previous key is checked as the current one is.
+        let e = keys_of(&[("K", HEX), ("OLD", "short")], Some("K"), &["OLD"]).unwrap_err();
+        assert!(e.to_string().contains("state_key_previous_env"), "{e}");
+    }
+
+    #[test]
+    fn a_rotated_key_still_opens_what_the_previous_one_sealed() {
+        let me = Principal::local();
+        let old = keys_of(&[("K", B64)], Some("K"), &[]).unwrap().unwrap();
+        let again = keys_of(&[("K", B64)], Some("K"), &[]).unwrap().unwrap();
+        let rotated = keys_of(&[("K", HEX), ("OLD", B64)], Some("K"), &["OLD"])
+            .unwrap()
+            .unwrap();
+        let other = keys_of(&[("K", HEX)], Some("K"), &[]).unwrap().unwrap();
+        let m = mac_with(&old.current, &me, "s1", "7");
+        // The same key text is the same key in another process.
+        assert!(mac_ok_in(&again, &me, "s1", "7", &m));
+        assert!(mac_ok_in(&rotated, &me, "s1", "7", &m));
+        assert!(!mac_ok_in(&other, &me, "s1", "7", &m));
+        assert!(!mac_ok_in(&StateKeys::random(), &me, "s1", "7", &m));
+        assert!(!mac_ok_in(&rotated, &me, "s1", "8", &m));
+        // New states are sealed with the current key.
+        let new = mac_with(&rotated.current, &me, "s1", "7");
+        assert!(mac_ok_in(&other, &me, "s1", "7", &new));
+        assert!(!mac_ok_in(&old, &me, "s1", "7", &new));
     }
 
     #[test]
