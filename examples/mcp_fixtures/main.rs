@@ -11,7 +11,8 @@
 //! Served: `test_simple_text`, `test_image_content`, `test_audio_content`,
 //! `test_embedded_resource`, `test_multiple_content_types`,
 //! `test_error_handling`, `test_tool_with_progress`, `test_tool_with_logging`,
-//! `test_sampling`, `test_elicitation` and `greet` (a plain synchronous tool);
+//! `test_sampling`, `test_elicitation`, `test_reconnection` (closes its SSE
+//! stream mid-call, SEP-1699) and `greet` (a plain synchronous tool);
 //! the task fixtures `slow_compute`, `failing_job`, `protocol_error_job`,
 //! `confirm_delete`, `multi_input` and `test_tool_with_task` ([`tasks`]: tasks
 //! of the server's `LocalTasks`, which answer the same `tasks/*` methods as
@@ -124,6 +125,11 @@ impl ExtraTools for Fixtures {
             tool("test_error_handling", "Always fails", no_args()),
             tool("test_tool_with_progress", "Reports progress", no_args()),
             tool("test_tool_with_logging", "Logs while it runs", no_args()),
+            tool(
+                "test_reconnection",
+                "Closes its SSE stream mid-call; the client resumes it with Last-Event-ID",
+                no_args(),
+            ),
             tool(
                 "test_sampling",
                 "Asks the client's model",
@@ -242,6 +248,20 @@ impl ExtraTools for Fixtures {
                         }
                     }
                     result(json!({"content": [text("Progress test completed")]}))
+                })
+            }
+            "test_reconnection" => {
+                // SEP-1699: the server closes the stream, the call goes on,
+                // and the result waits for the client's `Last-Event-ID`.
+                let closed = agentfile::server::mcp::resume::Disconnect::close(context);
+                Box::pin(async move {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    let said = if closed {
+                        "Reconnection test completed"
+                    } else {
+                        "Reconnection test completed (no resumable stream to close)"
+                    };
+                    result(json!({"content": [text(said)]}))
                 })
             }
             "test_tool_with_logging" => {

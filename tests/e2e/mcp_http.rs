@@ -850,3 +850,316 @@ async fn the_listen_stream_bound_is_set_by_mcp_max_streams() {
         }
     }
 }
+
+// ── SSE resumption ──────────────────────────────────────────────────────────
+
+/// Three steps of about half a second each: a progress notification per event.
+const STEPS: &str = "NAME steps\nGOAL one \"Write step one\"\nGOAL two \"Write step two\"\nGOAL three \"Write step three\"\nRUN main USING one, two, three\n";
+
+/// One SSE event: its id and its JSON message (`None`: the priming event).
+#[derive(Debug, Clone)]
+struct SseEvent {
+    id: String,
+    data: Option<Value>,
+}
+
+/// Reads the SSE events of a streaming response, one at a time.
+struct SseReader {
+    response: reqwest::Response,
+    buf: Vec<u8>,
+}
+
+impl SseReader {
+    fn new(response: reqwest::Response) -> SseReader {
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], "text/event-stream");
+        SseReader {
+            response,
+            buf: Vec::new(),
+        }
+    }
+
+    /// The next event (keep-alive comments skipped), or `None` at the end.
+    async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+                let block = String::from_utf8(block).unwrap();
+                let (mut id, mut data) = (None, None);
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        let v = v.trim();
+                        data = (!v.is_empty()).then(|| serde_json::from_str(v).unwrap());
+                    }
+                }
+                match id {
+                    Some(id) => return Some(SseEvent { id, data }),
+                    None if data.is_none() => continue, // a keep-alive
+                    None => panic!("an event without an id: {block}"),
+                }
+            }
+            match tokio::time::timeout(WAIT, self.response.chunk())
+                .await
+                .expect("the stream stalled")
+            {
+                Ok(Some(chunk)) => self.buf.extend_from_slice(&chunk),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Every event up to the end of the stream.
+    async fn rest(mut self) -> Vec<SseEvent> {
+        let mut all = Vec::new();
+        while let Some(e) = self.next().await {
+            all.push(e);
+        }
+        all
+    }
+}
+
+/// A 2025-11-25 client of its own session, speaking raw HTTP.
+struct RawSession {
+    url: String,
+    token: &'static str,
+    id: String,
+}
+
+impl RawSession {
+    async fn open(url: &str, token: &'static str) -> RawSession {
+        let auth = format!("Bearer {token}");
+        let r = post(url, &[("authorization", &auth)], INITIALIZE).await;
+        assert_eq!(r.status(), 200);
+        let id = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+        let _ = r.text().await;
+        let s = RawSession {
+            url: url.to_owned(),
+            token,
+            id,
+        };
+        let r = s
+            .post(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        assert_eq!(r.status(), 202);
+        s
+    }
+
+    async fn post(&self, body: &str) -> reqwest::Response {
+        let auth = format!("Bearer {}", self.token);
+        post(
+            &self.url,
+            &[
+                ("authorization", &auth),
+                ("mcp-session-id", &self.id),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
+            body,
+        )
+        .await
+    }
+
+    /// `tools/call run steps.agent` with id `n` and progress token `p<n>`.
+    async fn run_steps(&self, n: u32) -> SseReader {
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {
+            "_meta": {"progressToken": format!("p{n}")},
+            "name": "run", "arguments": {"path": "steps.agent"}}});
+        SseReader::new(self.post(&body.to_string()).await)
+    }
+
+    /// `GET /mcp` resuming after `last` with `token`'s credentials.
+    async fn resume(&self, token: &str, last: &str) -> reqwest::Response {
+        tokio::time::timeout(
+            WAIT,
+            reqwest::Client::new()
+                .get(&self.url)
+                .header("accept", "text/event-stream")
+                .header("authorization", format!("Bearer {token}"))
+                .header("mcp-session-id", &self.id)
+                .header("mcp-protocol-version", "2025-11-25")
+                .header("last-event-id", last)
+                .send(),
+        )
+        .await
+        .expect("GET timed out")
+        .unwrap()
+    }
+}
+
+fn is_progress(e: &SseEvent) -> bool {
+    e.data
+        .as_ref()
+        .is_some_and(|d| d["method"] == "notifications/progress")
+}
+
+/// Read until the first progress notification; the events so far.
+async fn until_first_progress(reader: &mut SseReader) -> Vec<SseEvent> {
+    let mut seen = Vec::new();
+    while let Some(e) = reader.next().await {
+        let progress = is_progress(&e);
+        seen.push(e);
+        if progress {
+            return seen;
+        }
+    }
+    panic!("the stream ended before any progress: {seen:?}");
+}
+
+/// What a run's stream told, to compare runs: the progress messages of its
+/// events (heartbeats, whose number depends on timing, left out), the final
+/// result's status and outputs, and how many results came.
+fn told(events: &[SseEvent], request: u32) -> (Vec<Value>, Vec<Value>) {
+    let progress = events
+        .iter()
+        .filter(|e| is_progress(e))
+        .map(|e| &e.data.as_ref().unwrap()["params"])
+        .filter(|p| p["progress"].as_f64().is_some_and(|v| v.fract() == 0.0))
+        .map(|p| json!(timeless(p["message"].as_str().unwrap_or_default())))
+        .collect();
+    let results = events
+        .iter()
+        .filter_map(|e| e.data.as_ref())
+        .filter(|d| d["id"] == request && (d.get("result").is_some() || d.get("error").is_some()))
+        .map(|d| {
+            let s = &d["result"]["structuredContent"];
+            json!({"status": s["status"], "outputs": s["outputs"], "error": d["error"]})
+        })
+        .collect();
+    (progress, results)
+}
+
+/// A progress message with its session id and numbers (timings) blanked.
+fn timeless(message: &str) -> String {
+    let mut words: Vec<&str> = message.split(' ').collect();
+    for i in 1..words.len() {
+        if words[i - 1] == "(session" {
+            words[i] = "ID,";
+        }
+    }
+    words
+        .join(" ")
+        .chars()
+        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .collect()
+}
+
+/// Nothing told twice on a stream: unique ids, progress strictly increasing.
+fn assert_once(events: &[SseEvent]) {
+    let mut ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    ids.sort_unstable();
+    let n = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "an event came twice: {events:?}");
+    let values: Vec<f64> = events
+        .iter()
+        .filter(|e| is_progress(e))
+        .map(|e| {
+            e.data.as_ref().unwrap()["params"]["progress"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect();
+    assert!(
+        values.windows(2).all(|w| w[0] < w[1]),
+        "progress repeated or went back: {values:?}"
+    );
+}
+
+/// A 2025-11-25 session's `run` whose SSE stream drops after the first
+/// progress notification and is resumed with `Last-Event-ID` gets every
+/// progress notification and the result exactly once, as an undisturbed run
+/// does — resumed while the run goes on, and resumed after its response was
+/// sent to nobody. An id of a stream not kept here, or one never sent, gets
+/// 404 saying so; another token cannot resume the stream.
+#[tokio::test]
+async fn a_dropped_stream_resumed_with_last_event_id_misses_nothing() {
+    let model = FakeServer::start(vec![
+        FakeReply::text("one done")
+            .with_latency(Duration::from_millis(500))
+            .when(["step one"]),
+        FakeReply::text("two done")
+            .with_latency(Duration::from_millis(500))
+            .when(["step two"]),
+        FakeReply::text("three done")
+            .with_latency(Duration::from_millis(500))
+            .when(["step three"]),
+    ])
+    .await
+    .unwrap();
+    let ws = workspace("resume", &model, "");
+    std::fs::write(ws.0.join("steps.agent"), STEPS).unwrap();
+    let (a, b) = (
+        "resume-token-a-0123456789abcdef",
+        "resume-token-b-0123456789abcdef",
+    );
+    let server = Server::start(&ws.0, Some(&format!("{a},{b}"))).await;
+    let session = RawSession::open(&server.url, a).await;
+
+    // Undisturbed.
+    let whole = session.run_steps(2).await.rest().await;
+    assert!(
+        whole[0].data.is_none(),
+        "the priming event first: {whole:?}"
+    );
+    let (progress, results) = told(&whole, 2);
+    assert!(progress.len() >= 3, "{whole:?}");
+    assert_eq!(results.len(), 1, "{whole:?}");
+    assert_eq!(results[0]["status"], "completed", "{whole:?}");
+    assert_once(&whole);
+
+    // Dropped after the first progress, resumed while the run goes on.
+    let mut reader = session.run_steps(3).await;
+    let mut got = until_first_progress(&mut reader).await;
+    let last = got.last().unwrap().id.clone();
+    drop(reader);
+    let r = session.resume(a, &last).await;
+    got.extend(SseReader::new(r).rest().await);
+    assert_once(&got);
+    assert_eq!(told(&got, 3), (progress.clone(), results.clone()));
+
+    // Dropped after the first progress; the response comes while nobody
+    // listens; resumed after.
+    let mut reader = session.run_steps(4).await;
+    let mut got = until_first_progress(&mut reader).await;
+    let last = got.last().unwrap().id.clone();
+    drop(reader);
+    let deadline = Instant::now() + WAIT;
+    while sessions(&ws.0)
+        .iter()
+        .filter(|s| s["status"] == "completed")
+        .count()
+        < 3
+    {
+        assert!(Instant::now() < deadline, "the third run did not finish");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Another token: not its stream.
+    let r = session.resume(b, &last).await;
+    assert_eq!(r.status(), 404);
+    let refusal = r.text().await.unwrap();
+    assert!(refusal.contains("no stream"), "{refusal}");
+    let r = session.resume(a, &last).await;
+    got.extend(SseReader::new(r).rest().await);
+    assert_once(&got);
+    assert_eq!(told(&got, 4), (progress.clone(), results.clone()));
+
+    // Unknown streams and events are told apart, and say what to do.
+    let (stream, _) = last.split_once('/').unwrap();
+    let r = session.resume(a, "987654/0").await;
+    assert_eq!(r.status(), 404);
+    let refusal = r.text().await.unwrap();
+    assert!(
+        refusal.contains("no stream 987654") && refusal.contains("send the request again"),
+        "{refusal}"
+    );
+    let r = session.resume(a, &format!("{stream}/9999")).await;
+    assert_eq!(r.status(), 404);
+    let refusal = r.text().await.unwrap();
+    assert!(refusal.contains("never sent"), "{refusal}");
+    // Resuming a finished stream again replays only what follows the id.
+    let r = session.resume(a, &got[got.len() - 2].id).await;
+    let tail = SseReader::new(r).rest().await;
+    assert_eq!(tail.len(), 1, "{tail:?}");
+    assert_eq!(tail[0].id, got.last().unwrap().id);
+}

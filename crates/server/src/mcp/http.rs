@@ -34,6 +34,11 @@
 //!    the calls of the same token (or of every loopback client, who share
 //!    one principal without tokens).
 //!
+//! A POST in a session (the revisions before 2026-07-28) whose answer is an
+//! SSE stream is read to its end by [`super::resume`], whoever listens, and
+//! a `GET` with `Last-Event-ID` of such a stream is answered from there; the
+//! request holds its place in flight until rmcp's stream ends.
+//!
 //! A client gets `[mcp] read_timeout` (default 10 s) to send a request's
 //! headers (hyper's header-read timer; a kept-alive connection idle that long
 //! is closed too) and again its body (else 408 and the connection closes), so
@@ -164,6 +169,7 @@ pub async fn serve_http_until(
         max_requests: limits.max_requests(),
         streams: Arc::new(InFlight::default()),
         max_streams: config.mcp.max_streams(),
+        resume: super::resume::Streams::new(config.mcp.max_streams(), ct.child_token()),
         closing: CancellationToken::new(),
         v1_sessions: Mutex::default(),
         changes: host.changes().clone(),
@@ -474,6 +480,8 @@ struct Front {
     /// Open `subscriptions/listen` streams, per principal.
     streams: Arc<InFlight>,
     max_streams: usize,
+    /// The response streams of session POSTs, kept for `Last-Event-ID`.
+    resume: Arc<super::resume::Streams>,
     closing: CancellationToken,
     /// The sessions (`Mcp-Session-Id`) whose client declared 2025-11-25
     /// tasks at `initialize` ([`super::tasks_v1`]).
@@ -545,13 +553,22 @@ impl Front {
                     guard = Some(stream);
                     r
                 }
+                Ok(Posted::Resumable(r, session, disconnect)) => {
+                    // In flight until rmcp's stream ends, whoever reads it.
+                    return self.resume.adopt(r, session, principal, guard, disconnect);
+                }
                 Err(r) => return r,
             }
+        } else if req.method() == Method::GET
+            && let Some(resumed) = self.resume.resume(req.headers(), &principal)
+        {
+            resumed
         } else {
             if req.method() == Method::DELETE
                 && let Some(id) = session_id(req.headers())
             {
                 self.v1().remove(&id);
+                self.resume.forget_session(&id);
             }
             self.service.handle(req).await
         };
@@ -629,10 +646,21 @@ impl Front {
         let v1 = session_id(&parts.headers).is_some_and(|id| self.v1().contains(&id));
         let (shimmed, found) = super::tasks_v1::inbound_bytes(&bytes, v1);
         let bytes = shimmed.map_or(bytes, Bytes::from);
+        let resumable = super::resume::resumable(&parts.headers, &bytes);
+        let disconnect = super::resume::Disconnect::default();
+        let mut parts = parts;
+        if resumable.is_some() {
+            parts.extensions.insert(disconnect.clone());
+        }
         let response = self
             .service
             .handle(Request::from_parts(parts, Full::new(bytes)))
             .await;
+        if let Some(session) = resumable
+            && is_event_stream(&response)
+        {
+            return Ok(Posted::Resumable(response, session, disconnect));
+        }
         if found != super::tasks_v1::Inbound::Initialize || !response.status().is_success() {
             return Ok(Posted::Answer(response));
         }
@@ -730,11 +758,22 @@ impl Front {
     }
 }
 
-/// What a POST became: an answer, or a listen stream and its place among
-/// the principal's streams.
+/// What a POST became: an answer, a listen stream and its place among the
+/// principal's streams, or a session's SSE answer that may be resumed.
 enum Posted {
     Answer(Response<HttpBody>),
     Stream(Response<HttpBody>, Guard),
+    Resumable(Response<HttpBody>, String, super::resume::Disconnect),
+}
+
+/// A 200 whose body is an SSE stream.
+fn is_event_stream(response: &Response<HttpBody>) -> bool {
+    response.status() == StatusCode::OK
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"))
 }
 
 /// A `subscriptions/listen` POST: its stream, or the error that refuses it.

@@ -46,6 +46,7 @@ pub mod principal;
 pub mod progress;
 pub mod prompts;
 pub mod protected;
+pub mod resume;
 pub mod results;
 pub mod sampling;
 pub mod task_timing;
