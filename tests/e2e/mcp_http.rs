@@ -64,11 +64,28 @@ fn workspace(label: &str, fake: &FakeServer, extra: &str) -> Dir {
 }
 
 fn command(ws: &Path, addr: &str, token: Option<&str>) -> tokio::process::Command {
+    command_beating(ws, addr, token, "300")
+}
+
+/// [`command`] with progress heartbeats every `heartbeat_ms` of a quiet run.
+fn command_beating(
+    ws: &Path,
+    addr: &str,
+    token: Option<&str>,
+    heartbeat_ms: &str,
+) -> tokio::process::Command {
     let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"));
     c.arg("mcp")
         .arg("--workspace")
         .arg(ws)
-        .args(["--http", addr, "--heartbeat-ms", "300", "--poll-ms", "200"])
+        .args([
+            "--http",
+            addr,
+            "--heartbeat-ms",
+            heartbeat_ms,
+            "--poll-ms",
+            "200",
+        ])
         .current_dir(ws)
         .env(KEY_VAR, "test-key-0123456789")
         .env_remove("ANTHROPIC_API_KEY")
@@ -101,10 +118,14 @@ impl Server {
 
     /// [`Server::start`] with more arguments.
     async fn start_with(ws: &Path, token: Option<&str>, extra: &[&str]) -> Server {
-        let mut child = command(ws, "127.0.0.1:0", token)
-            .args(extra)
-            .spawn()
-            .unwrap();
+        let mut cmd = command(ws, "127.0.0.1:0", token);
+        cmd.args(extra);
+        Server::start_command(cmd).await
+    }
+
+    /// Start `cmd` (a [`command`] on port 0).
+    async fn start_command(mut cmd: tokio::process::Command) -> Server {
+        let mut child = cmd.spawn().unwrap();
         let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
         let url = tokio::time::timeout(WAIT, async {
             while let Some(line) = lines.next_line().await.unwrap() {
@@ -1162,4 +1183,40 @@ async fn a_dropped_stream_resumed_with_last_event_id_misses_nothing() {
     let tail = SseReader::new(r).rest().await;
     assert_eq!(tail.len(), 1, "{tail:?}");
     assert_eq!(tail[0].id, got.last().unwrap().id);
+}
+
+/// A stream that moved on past what it keeps: resuming after its first event
+/// gets 410 saying the events are no longer kept and what to do. (A quiet run
+/// with a heartbeat every 10 ms sends far more than the 256 events kept.)
+#[tokio::test]
+async fn resuming_past_what_a_stream_keeps_gets_410() {
+    let model = fake().await;
+    let ws = workspace("resume-gone", &model, "");
+    let token = "resume-token-c-0123456789abcdef";
+    let server =
+        Server::start_command(command_beating(&ws.0, "127.0.0.1:0", Some(token), "10")).await;
+    let session = RawSession::open(&server.url, token).await;
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "_meta": {"progressToken": "p"}, "name": "run", "arguments": {"path": "slow.agent"}}});
+    let mut reader = SseReader::new(session.post(&body.to_string()).await);
+    let first = reader.next().await.expect("the priming event");
+    drop(reader);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = session.resume(token, &first.id).await;
+        if r.status() == 410 {
+            let refusal = r.text().await.unwrap();
+            assert!(
+                refusal.contains("no longer kept")
+                    && refusal.contains("256")
+                    && refusal.contains("send the request again"),
+                "{refusal}"
+            );
+            break;
+        }
+        assert_eq!(r.status(), 200);
+        drop(r);
+        assert!(Instant::now() < deadline, "the stream kept everything");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
