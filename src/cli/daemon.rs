@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
-use agentfile::server::daemon::{Daemon, DaemonError, DaemonOptions, FireResult, InvalidFile};
+use agentfile::server::daemon::{Daemon, DaemonOptions, FireResult, InvalidFile};
 use agentfile::server::gateway::{DEFAULT_MAX_RUNS, GatewayOptions};
 
 use super::server::{QueueArgs, WorkerQueueArgs, check_provider};
@@ -220,7 +220,10 @@ pub(super) fn invalid_file_line(f: &InvalidFile, teller: Teller) -> String {
 }
 
 /// Print each fire's session id (or why it did not run); 0 when every one started.
-pub(super) fn report_fires(command: &str, fires: Vec<Result<FireResult, DaemonError>>) -> ExitCode {
+pub(super) fn report_fires<E: std::fmt::Display>(
+    command: &str,
+    fires: Vec<Result<FireResult, E>>,
+) -> ExitCode {
     let mut ok = true;
     for f in fires {
         match f {

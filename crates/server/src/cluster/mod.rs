@@ -188,26 +188,62 @@ impl Cluster {
                 ))
             })?;
         let js = jetstream::new(client.clone());
-        js.get_or_create_stream(stream::Config {
-            name: options.stream.clone(),
-            subjects: vec![RUNS_SUBJECT.into()],
-            retention: stream::RetentionPolicy::WorkQueue,
-            storage: stream::StorageType::File,
-            duplicate_window: Duration::from_secs(120),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| {
-            ClusterError(format!(
-                "NATS server at {shown}: cannot create or open the stream `{}`: {e}; is JetStream enabled (`nats-server -js`)?",
-                options.stream
-            ))
-        })?;
-        Ok(Cluster {
+        let cluster = Cluster {
             client,
             js,
             options,
-        })
+        };
+        cluster
+            .ensure_stream(
+                stream::Config {
+                    name: cluster.options.stream.clone(),
+                    subjects: vec![RUNS_SUBJECT.into()],
+                    retention: stream::RetentionPolicy::WorkQueue,
+                    storage: stream::StorageType::File,
+                    duplicate_window: Duration::from_secs(120),
+                    ..Default::default()
+                },
+                false,
+            )
+            .await?;
+        Ok(cluster)
+    }
+
+    /// Open the stream `config` names, creating it when missing. With
+    /// `update`, an existing stream whose `max_age` differs from `config`'s
+    /// is changed to it (the retention a config sets).
+    pub async fn ensure_stream(
+        &self,
+        config: stream::Config,
+        update: bool,
+    ) -> Result<stream::Stream, ClusterError> {
+        let shown = display_url(&self.options.url);
+        let name = config.name.clone();
+        let failed = |e: &dyn std::fmt::Display| {
+            ClusterError(format!(
+                "NATS server at {shown}: cannot create or open the stream `{name}`: {e}; is JetStream enabled (`nats-server -js`)?"
+            ))
+        };
+        let mut stream = self
+            .js
+            .get_or_create_stream(config.clone())
+            .await
+            .map_err(|e| failed(&e))?;
+        if update && stream.cached_info().config.max_age != config.max_age {
+            let mut changed = stream.cached_info().config.clone();
+            changed.max_age = config.max_age;
+            changed.duplicate_window = config.duplicate_window;
+            self.js
+                .update_stream(changed)
+                .await
+                .map_err(|e| failed(&e))?;
+            stream = self
+                .js
+                .get_stream(&config.name)
+                .await
+                .map_err(|e| failed(&e))?;
+        }
+        Ok(stream)
     }
 
     /// Queue a run; returns once JetStream has stored the message. Publishing

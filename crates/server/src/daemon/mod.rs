@@ -75,8 +75,9 @@ pub struct DaemonOptions {
     pub rescan: Duration,
 }
 
-/// What one call of [`Daemon::fire`] did.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What one call of [`Daemon::fire`] did (read back by `emit --nats` from
+/// a daemon's answer).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct FireResult {
     pub trigger: String,
     pub key: String,
@@ -683,7 +684,8 @@ impl Daemon {
     }
 
     /// With a cluster (`--nats`): `kind: event` triggers also fire on the
-    /// NATS subject of their event (see [`nats`]) until `stop`. `false`
+    /// NATS subject of their event, kept in a JetStream stream for
+    /// `[daemon] event_retention` (see [`nats`]), until `stop`. `false`
     /// without a cluster.
     pub async fn listen_nats_events(
         self: &Arc<Self>,
@@ -692,7 +694,12 @@ impl Daemon {
         let Some(cluster) = self.gateway.options().cluster.clone() else {
             return Ok(false);
         };
-        nats::serve_events(self.clone(), cluster.client.clone(), stop).await?;
+        let config = self
+            .gateway
+            .default_config()
+            .map_err(DaemonError::Gateway)?;
+        let retention = nats::event_retention(&config)?;
+        nats::serve_events(self.clone(), cluster, retention, stop).await?;
         Ok(true)
     }
 
