@@ -126,7 +126,7 @@ pub async fn serve_http_until(
     let reaper = gateway.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
     // Tasks a stopped or killed server left interrupted resume here, as on stdio.
-    super::tasks::resume_interrupted(&gateway).await;
+    gateway.resume_interrupted_tasks().await;
 
     let (scan, catalog) = super::first_scan(&gateway, config_path);
 

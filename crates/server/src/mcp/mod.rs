@@ -536,7 +536,7 @@ pub async fn serve(
     // Sessions a killed process left `running` read `interrupted` from now on.
     let reaper = gateway.clone();
     let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
-    tasks::resume_interrupted(&gateway).await;
+    gateway.resume_interrupted_tasks().await;
     let (scan, catalog) = first_scan(&gateway, config);
     let host = ToolHost::default();
     let handler = McpServer {

@@ -48,11 +48,7 @@ fn internal(e: impl std::fmt::Display) -> ErrorData {
 /// Hooks of a run no call waits on: no sinks, no approver (approvals wait in
 /// the store for `tasks/update` or `approve`).
 fn detached() -> RunHooks {
-    RunHooks {
-        sinks: Vec::new(),
-        approver: None,
-        owner: None,
-    }
+    RunHooks::default()
 }
 
 /// Task `id` as a handle: `ttl_ms` its TTL (see [`super::task_timing`]),
@@ -87,97 +83,6 @@ async fn settings_of(server: &McpServer, id: &str) -> Option<Value> {
 /// task (unknown to the engine's `RunSettings`,
 /// which ignores it).
 const TOOL_KEY: &str = "mcp_tool";
-
-/// How many interrupted sessions [`resume_interrupted`] looks at.
-const RESUME_SCAN: usize = 1_000;
-
-/// Resume the interrupted tasks of the store (CONTRACT §14: "on start or on
-/// the first `tasks/get`"), at most `--max-runs` of them, newest first. A
-/// session someone holds (a live owner, here or in another process on the
-/// same store) does not read `interrupted` and is left alone; one that
-/// another server resumed in the moment between the look and the start is
-/// refused by the gateway or seen running, and skipped. Returns the ids
-/// resumed.
-pub async fn resume_interrupted(gateway: &std::sync::Arc<crate::gateway::Gateway>) -> Vec<String> {
-    let Ok(store) = gateway.store() else {
-        return Vec::new();
-    };
-    let max = match gateway.options().max_runs {
-        0 => crate::gateway::DEFAULT_MAX_RUNS,
-        n => n,
-    };
-    let found = {
-        let store = store.clone();
-        tokio::task::spawn_blocking(move || {
-            let sessions = store.list(Some(SessionStatus::Interrupted), RESUME_SCAN)?;
-            let mut tasks = Vec::new();
-            for m in sessions {
-                if tasks.len() >= max {
-                    break;
-                }
-                if m.status == SessionStatus::Interrupted && store.task_owner(&m.id)?.is_some() {
-                    tasks.push(m.id);
-                }
-            }
-            Ok::<_, agentfile_session::StoreError>(tasks)
-        })
-        .await
-    };
-    let ids = match found {
-        Ok(Ok(ids)) => ids,
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "could not look for interrupted tasks");
-            return Vec::new();
-        }
-        Err(_) => return Vec::new(),
-    };
-    let mut resumed = Vec::new();
-    for id in ids {
-        if gateway.is_live_here(&id) || !claim(&store, &id).await {
-            continue;
-        }
-        match gateway
-            .submit(
-                RunParams {
-                    resume: Some(id.clone()),
-                    ..RunParams::default()
-                },
-                detached(),
-            )
-            .await
-        {
-            Ok(_) => resumed.push(id),
-            Err(e) => {
-                tracing::warn!(session = %id, error = %e.message, "could not resume the task");
-                unclaim(&store, &id).await;
-            }
-        }
-    }
-    if !resumed.is_empty() {
-        tracing::info!(count = resumed.len(), "interrupted tasks resumed");
-    }
-    resumed
-}
-
-/// Take interrupted task `id` for this server ([`SessionStore::claim_interrupted`]):
-/// `false` when another server took it first (or it is not interrupted).
-///
-/// [`SessionStore::claim_interrupted`]: agentfile_session::SessionStore::claim_interrupted
-async fn claim(store: &std::sync::Arc<dyn agentfile_session::SessionStore>, id: &str) -> bool {
-    let (store, id) = (store.clone(), id.to_owned());
-    tokio::task::spawn_blocking(move || store.claim_interrupted(&id))
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or(false)
-}
-
-/// Give a claimed task back when its resume did not start.
-async fn unclaim(store: &std::sync::Arc<dyn agentfile_session::SessionStore>, id: &str) {
-    let (store, id) = (store.clone(), id.to_owned());
-    let _ = tokio::task::spawn_blocking(move || store.set_status(&id, SessionStatus::Interrupted))
-        .await;
-}
 
 /// Start `p` as a task owned by the caller's principal.
 pub async fn start(
@@ -422,23 +327,8 @@ async fn view(
         SessionStatus::Interrupted => {
             // Its server died or stopped: run it on here, unless someone
             // (this server, or another with a live lease) holds it already.
-            if resume
-                && !gateway.is_live_here(id)
-                && let Ok(store) = gateway.store()
-                && claim(&store, id).await
-            {
-                let started = gateway
-                    .submit(
-                        RunParams {
-                            resume: Some(id.to_owned()),
-                            ..RunParams::default()
-                        },
-                        detached(),
-                    )
-                    .await;
-                if started.is_err() {
-                    unclaim(&store, id).await;
-                }
+            if resume {
+                gateway.resume_task(id).await;
             }
             TaskPayload::Working
         }
