@@ -59,6 +59,8 @@ use live::{LiveState, Pending, ServiceApprover, lock, nobody_to_approve};
 pub const MAX_WAIT_MS: u64 = 60_000;
 /// Events per `event` answer when the caller sets no limit.
 pub const DEFAULT_EVENT_LIMIT: usize = 1000;
+/// How long a cancel handed to another process waits for the end to be stored.
+const SETTLE_WAIT: Duration = Duration::from_secs(10);
 /// Runs at once when `max_runs` is not given.
 pub const DEFAULT_MAX_RUNS: usize = 16;
 
@@ -94,6 +96,21 @@ pub trait Remote: Send + Sync {
         live: &'a Arc<LiveRun>,
         p: ApproveParams,
     ) -> BoxFuture<'a, Result<RunStatus, RpcError>>;
+    /// Hand `request` for session `id`, which this process does not hold, to
+    /// the process that runs it (a worker, whichever server queued it): the
+    /// holder's answer, or `None` when nobody holds the run now.
+    fn forward<'a>(
+        &'a self,
+        id: &'a str,
+        request: Forward,
+    ) -> BoxFuture<'a, Option<Result<RunStatus, RpcError>>>;
+}
+
+/// A request about a run that another process holds, for [`Remote::forward`].
+#[derive(Debug, Clone)]
+pub enum Forward {
+    Approve(ApproveParams),
+    Cancel,
 }
 
 /// Why a run could not be queued for another process (its text is the
@@ -1280,6 +1297,17 @@ impl RunService {
         }
         let store = self.default_store()?;
         let meta = self.meta(&store, &p.session_id)?;
+        if !meta.status.is_terminal()
+            && let Some(remote) = &self.options.remote
+            && let Some(answer) = remote.forward(&p.session_id, Forward::Cancel).await
+        {
+            // Its holder took the request: wait a little for the end to be stored.
+            answer?;
+            return Ok(RunStatus {
+                status: self.settled_status(&store, &p.session_id).await,
+                session_id: p.session_id,
+            });
+        }
         let status = match meta.status {
             s if s.is_terminal() => s,
             SessionStatus::Running => {
@@ -1315,6 +1343,24 @@ impl RunService {
             session_id: p.session_id,
             status,
         })
+    }
+
+    /// The status of session `id` once a cancel handed to its holder is
+    /// stored: read until it is terminal, at most [`SETTLE_WAIT`].
+    async fn settled_status(&self, store: &Arc<dyn SessionStore>, id: &str) -> SessionStatus {
+        let deadline = Instant::now() + SETTLE_WAIT;
+        loop {
+            let (store, sid) = (store.clone(), id.to_owned());
+            let status = tokio::task::spawn_blocking(move || store.get(&sid))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .map_or(SessionStatus::Running, |m| m.status);
+            if status.is_terminal() || Instant::now() >= deadline {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     // ---- approve ----
@@ -1473,6 +1519,17 @@ impl RunService {
         }
         let store = self.default_store()?;
         let meta = self.meta(&store, &p.session_id)?;
+        if matches!(
+            meta.status,
+            SessionStatus::Running | SessionStatus::WaitingApproval
+        ) && let Some(remote) = &self.options.remote
+            && let Some(answer) = remote
+                .forward(&p.session_id, Forward::Approve(p.clone()))
+                .await
+        {
+            // A worker (or the server that queued it) holds the run and waits.
+            return answer;
+        }
         if meta.status == SessionStatus::Running {
             return Err(RpcError::new(
                 code::SESSION_STATE,

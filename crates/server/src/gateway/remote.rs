@@ -21,7 +21,7 @@ use crate::cluster::{
     self, ClusterError, Control, ControlReply, Work, control_subject, events_subject,
 };
 use agentfile_engine::service::{
-    LiveRun, NotQueued, Remote, RemoteWork, RunHooks, RunService, failed_result, result_of,
+    Forward, LiveRun, NotQueued, Remote, RemoteWork, RunHooks, RunService, failed_result, result_of,
 };
 use agentfile_session::SessionStatus;
 use agentfile_session::events::EventSink;
@@ -59,6 +59,26 @@ impl Remote for Cluster {
         p: ApproveParams,
     ) -> BoxFuture<'a, Result<RunStatus, RpcError>> {
         Box::pin(approve(&self.0, live, p))
+    }
+
+    fn forward<'a>(
+        &'a self,
+        id: &'a str,
+        request: Forward,
+    ) -> BoxFuture<'a, Option<Result<RunStatus, RpcError>>> {
+        let control = match request {
+            Forward::Approve(p) => Control::Approve {
+                approve: p.approve,
+                note: p.note,
+            },
+            Forward::Cancel => Control::Cancel,
+        };
+        Box::pin(async move {
+            match ask(&self.0, id, &control).await {
+                Err(Unanswered::NoHolder) => None,
+                answer => Some(answer.map_err(|e| e.into_error(id))),
+            }
+        })
     }
 }
 
@@ -279,37 +299,73 @@ async fn approve(
         approve: p.approve,
         note: p.note,
     };
-    let payload = serde_json::to_vec(&request).unwrap_or_default();
-    let reply = tokio::time::timeout(
-        CONTROL_WAIT,
-        cluster.client.request(control_subject(&id), payload.into()),
-    )
-    .await;
-    let unreachable = |why: String| {
+    ask(cluster, &id, &request)
+        .await
+        .map_err(|e| e.into_error(&id))
+}
+
+/// Why a control request got no answer from a run's holder.
+enum Unanswered {
+    /// Nobody subscribes to the run's control subject: no worker holds it.
+    NoHolder,
+    /// The holder refused it (its message and JSON-RPC code).
+    Refused(RpcError),
+    /// The request or its answer was lost, or not understood.
+    Lost(String),
+}
+
+impl Unanswered {
+    fn into_error(self, id: &str) -> RpcError {
+        let why = match self {
+            Unanswered::Refused(e) => return e,
+            Unanswered::NoHolder => "no worker holds it now".to_owned(),
+            Unanswered::Lost(why) => why,
+        };
         RpcError::new(
             code::SESSION_STATE,
             format!(
-                "the worker holding session `{id}` did not take the decision ({why}); if it stopped, another worker resumes the run and asks again: approve it then"
+                "the worker holding session `{id}` did not take the request ({why}); if it stopped, another worker resumes the run and asks again: try it then"
             ),
         )
-    };
+    }
+}
+
+/// Send `request` to the worker that holds run `id` and read its answer.
+async fn ask(
+    cluster: &cluster::Cluster,
+    id: &str,
+    request: &Control,
+) -> Result<RunStatus, Unanswered> {
+    let payload = serde_json::to_vec(request).unwrap_or_default();
+    let reply = tokio::time::timeout(
+        CONTROL_WAIT,
+        cluster.client.request(control_subject(id), payload.into()),
+    )
+    .await;
     match reply {
         Ok(Ok(m)) => match serde_json::from_slice::<ControlReply>(&m.payload) {
             Ok(ControlReply { error: None, .. }) => Ok(RunStatus {
-                session_id: id,
+                session_id: id.to_owned(),
                 status: SessionStatus::Running,
             }),
             Ok(ControlReply {
                 error: Some(message),
                 code,
-            }) => Err(RpcError::new(code.unwrap_or(code::SESSION_STATE), message)),
-            Err(e) => Err(unreachable(format!("its answer is not understood: {e}"))),
+            }) => Err(Unanswered::Refused(RpcError::new(
+                code.unwrap_or(code::SESSION_STATE),
+                message,
+            ))),
+            Err(e) => Err(Unanswered::Lost(format!(
+                "its answer is not understood: {e}"
+            ))),
         },
         Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
-            Err(unreachable("no worker holds it now".into()))
+            Err(Unanswered::NoHolder)
         }
-        Ok(Err(e)) => Err(unreachable(e.to_string())),
-        Err(_) => Err(unreachable(format!("no answer within {CONTROL_WAIT:?}"))),
+        Ok(Err(e)) => Err(Unanswered::Lost(e.to_string())),
+        Err(_) => Err(Unanswered::Lost(format!(
+            "no answer within {CONTROL_WAIT:?}"
+        ))),
     }
 }
 
