@@ -686,6 +686,90 @@ async fn tokens_guard_the_agent_and_a_task_is_only_its_owners() {
     assert_ne!(session_status(&ws.0, &id), "cancelled");
 }
 
+/// Hostile HTTP on the A2A endpoint: each gets its status, the server goes on.
+/// A body past the line limit is 413 (its first bytes never parsed); a body
+/// that stops coming is 408 after `[mcp] read_timeout`; a client that sends
+/// no head at all is dropped after it; the card behind a TLS proxy names an
+/// https URL. Then a skill still runs.
+#[tokio::test]
+async fn hostile_requests_get_their_status_and_the_agent_goes_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let model = fake(Duration::ZERO).await;
+    let ws = workspace("hostile", &model);
+    let mut config = std::fs::read_to_string(ws.0.join("agent.toml")).unwrap();
+    config.push_str("\n[mcp]\nread_timeout = \"1s\"\n");
+    std::fs::write(ws.0.join("agent.toml"), config).unwrap();
+    let server = Server::start(&ws.0, None).await;
+    let url = &server.url;
+    let http = reqwest::Client::new();
+
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{{\"id\":\"{}\"}}}}",
+        "x".repeat(20 << 20)
+    );
+    let r = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await;
+    match r {
+        Ok(r) => assert_eq!(r.status(), 413),
+        // The server may answer and close before the whole body is sent.
+        Err(e) => assert!(e.is_request() || e.is_body(), "{e}"),
+    }
+
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/a2a")
+        .to_owned();
+    // A body announced and never sent.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(format!("POST /a2a HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{{").as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let started = std::time::Instant::now();
+    let _ = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut got)).await;
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 408"), "{got}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    // No head at all: dropped.
+    let mut s = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    s.write_all(b"POST /a2a HTTP/1.1\r\n").await.unwrap();
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut got)).await;
+    assert!(closed.is_ok(), "a silent client is dropped");
+
+    // Behind a proxy that ended TLS, the card names the https URL.
+    let card: Value = http
+        .get(url.replace("/a2a", "/.well-known/agent-card.json"))
+        .header("x-forwarded-proto", "https")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        card.to_string().contains(&format!("https://{addr}/a2a")),
+        "{card:#}"
+    );
+
+    let sent = rpc(
+        url,
+        &json!({"jsonrpc": "2.0", "id": "a", "method": "message/send", "params": {
+        "message": {"kind": "message", "messageId": "m1", "role": "user",
+            "parts": [{"kind": "data", "data": {"topic": "tides"}}],
+            "metadata": {"skill": "hello"}}}})
+        .to_string(),
+    )
+    .await;
+    assert_eq!(sent["result"]["status"]["state"], "completed", "{sent:#}");
+}
+
 /// POST `body` to the endpoint; the JSON-RPC reply.
 async fn rpc(url: &str, body: &str) -> Value {
     let r = reqwest::Client::new()

@@ -233,7 +233,7 @@ impl A2a {
             .and_then(|h| h.to_str().ok())
             .filter(|h| !h.is_empty() && !h.contains(['/', ' ', '"', '\\']))
             .map_or_else(|| self.local.to_string(), str::to_owned);
-        format!("http://{host}{PATH}")
+        format!("{}://{host}{PATH}", scheme(headers))
     }
 
     /// The agent card; `full`: with the skills (the caller is admitted).
@@ -297,6 +297,30 @@ fn json(status: StatusCode, value: &serde_json::Value) -> Response<Body> {
         HeaderValue::from_static("application/json"),
     );
     r
+}
+
+/// The scheme the client used: `https` when a proxy in front that ended TLS
+/// says so (`X-Forwarded-Proto`, or `proto=` in `Forwarded`), else `http`,
+/// so that the card names a URL the client can reach.
+fn scheme(headers: &HeaderMap) -> &'static str {
+    let said = |name: header::HeaderName| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_ascii_lowercase)
+    };
+    let https = said(header::HeaderName::from_static("x-forwarded-proto"))
+        .is_some_and(|v| v.split(',').next().is_some_and(|p| p.trim() == "https"))
+        || said(header::FORWARDED).is_some_and(|v| {
+            v.split(',').next().is_some_and(|first| {
+                first.split(';').any(|pair| {
+                    pair.split_once('=').is_some_and(|(k, v)| {
+                        k.trim() == "proto" && v.trim().trim_matches('"') == "https"
+                    })
+                })
+            })
+        });
+    if https { "https" } else { "http" }
 }
 
 /// A request's body, at most `max` bytes, within `within`.
@@ -469,4 +493,47 @@ async fn serve(
     }
     drop(listener);
     let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn the_card_says_https_only_when_a_proxy_ended_tls() {
+        assert_eq!(scheme(&headers(&[])), "http");
+        assert_eq!(scheme(&headers(&[("x-forwarded-proto", "https")])), "https");
+        assert_eq!(
+            scheme(&headers(&[("x-forwarded-proto", "HTTPS, http")])),
+            "https"
+        );
+        assert_eq!(
+            scheme(&headers(&[("x-forwarded-proto", "http, https")])),
+            "http"
+        );
+        assert_eq!(
+            scheme(&headers(&[(
+                "forwarded",
+                "for=192.0.2.60;proto=https;by=203.0.113.43"
+            )])),
+            "https"
+        );
+        assert_eq!(
+            scheme(&headers(&[("forwarded", "proto=\"https\"")])),
+            "https"
+        );
+        assert_eq!(
+            scheme(&headers(&[("forwarded", "proto=http, proto=https")])),
+            "http"
+        );
+        assert_eq!(scheme(&headers(&[("x-forwarded-proto", "gopher")])), "http");
+    }
 }
