@@ -6,6 +6,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Where the time goes: each phase's seconds, printed at the end.
+phase_name="set-up"
+phase_start=$SECONDS
+phases=""
+phase() {
+  phases="$phases$(printf '%5d s  %s' $((SECONDS - phase_start)) "$phase_name")"$'\n'
+  phase_name=$1
+  phase_start=$SECONDS
+}
+
 # Rust components the checks use (no-ops when present).
 if command -v rustup >/dev/null 2>&1; then
   rustup component add rustfmt clippy >/dev/null 2>&1 || true
@@ -262,9 +272,11 @@ fi
 # (the e2e binary: 224 s with 2, 134 s with 4, the same 349 passing).
 export RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}"
 
+phase "cargo fmt --check"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 
+phase "cargo clippy"
 echo "== cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
@@ -273,12 +285,17 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # The conformance suite's fixture server (tests/e2e/mcp_conformance.rs): `cargo
 # test` builds examples only as test harnesses, so build the program itself.
+phase "cargo build (the fixtures and every test binary)"
 cargo build --locked --example mcp_fixtures
+cargo test --locked --workspace --all-targets --no-run
+phase "cargo test"
 cargo test --locked --workspace --all-targets 2>&1 | tee "$log"
 cargo test --locked --workspace --doc 2>&1 | tee -a "$log"
 
 # One closing line with the totals of every test binary above.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
+phase ""
+printf 'time by phase (%d s in all):\n%s' "$SECONDS" "$phases"
 echo "summary: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
