@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
@@ -29,107 +29,11 @@ use std::time::{Duration, Instant};
 use agentfile::llm::fake::{FakeReply, FakeScript, FakeServer};
 use serde_json::{Value, json};
 
+use crate::support::KEY_VAR;
+use crate::support::cluster::{
+    self, Nats, TRIO, Worker, available, one_at_a_time, request_key, script,
+};
 use crate::support::session::{TempDir, pg};
-
-const KEY_VAR: &str = "AGENTFILE_TEST_KEY";
-
-const WORKFLOW: &str = "NAME trio\nINPUT n\nGOAL a \"Write alpha for run $n\"\nGOAL b \"Write beta for run $n\"\nGOAL c \"Write gamma for run $n\"\nRUN main USING a, b, c\n";
-
-fn nats_server() -> Option<PathBuf> {
-    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/bin"] {
-        let p = Path::new(dir).join("nats-server");
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    let out = Command::new("sh")
-        .args(["-c", "command -v nats-server"])
-        .output()
-        .ok()?;
-    let p = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (!p.is_empty()).then(|| PathBuf::from(p))
-}
-
-/// The tests here each start a NATS server, workers and a server, and two of
-/// them measure: one at a time, so they neither starve each other on a small
-/// machine nor measure each other.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn available() -> bool {
-    if nats_server().is_none() {
-        eprintln!(
-            "SKIPPED: nats-server not installed (`apt-get install nats-server`, or run scripts/test.sh, which installs it)"
-        );
-        return false;
-    }
-    pg::available()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
-
-/// A `nats-server -js` on a free loopback port, killed when dropped.
-struct Nats {
-    child: Child,
-    url: String,
-    _dir: TempDir,
-}
-
-impl Nats {
-    fn start() -> Nats {
-        let dir = TempDir::new("nats");
-        let port = free_port();
-        let child = Command::new(nats_server().unwrap())
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-            .arg(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start nats-server");
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Nats {
-            child,
-            url: format!("nats://127.0.0.1:{port}"),
-            _dir: dir,
-        }
-    }
-}
-
-impl Drop for Nats {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The fake model's script: each goal's prompt gets its own answer after `latency`.
-fn script(latency: Duration) -> FakeScript {
-    let rule = |needle: &str, text: &str| {
-        FakeReply::text(text)
-            .with_latency(latency)
-            .when([needle.to_owned()])
-    };
-    FakeScript {
-        replies: vec![
-            rule("Write gamma", "gamma-out"),
-            rule("Write beta", "beta-out"),
-            rule("Write alpha", "alpha-out"),
-            FakeReply::text("other").with_latency(latency),
-        ],
-        repeat: true,
-    }
-}
 
 /// The fake model, in this process (its requests can be inspected).
 fn fake(rt: &tokio::runtime::Runtime, latency: Duration) -> FakeServer {
@@ -206,7 +110,7 @@ fn setup_at(base_url: &str, db_url: Option<String>) -> Setup {
         ),
     )
     .unwrap();
-    std::fs::write(ws.path().join("Agentfile"), WORKFLOW).unwrap();
+    std::fs::write(ws.path().join("Agentfile"), TRIO).unwrap();
     Setup {
         ws,
         db_url,
@@ -214,49 +118,8 @@ fn setup_at(base_url: &str, db_url: Option<String>) -> Setup {
     }
 }
 
-/// The `agentfile` under test: this build's, or `AGENTFILE_BIN` (e.g. a
-/// release build, for scripts/bench-cluster.sh's figures).
-fn binary() -> PathBuf {
-    std::env::var_os("AGENTFILE_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_agentfile")))
-}
-
 fn agentfile(s: &Setup, args: &[&str]) -> Command {
-    let mut c = Command::new(binary());
-    c.args(args)
-        .arg("--workspace")
-        .arg(s.ws.path())
-        .arg("--nats")
-        .arg(&s.nats.url)
-        .current_dir(s.ws.path())
-        .env(KEY_VAR, "test-key-0123456789")
-        .env("AGENTFILE_DATABASE_URL", &s.db_url)
-        .env_remove("AGENTFILE_NATS_URL");
-    c
-}
-
-/// A worker process, killed when dropped (a failed test leaves none behind).
-struct Worker(Child);
-
-impl std::ops::Deref for Worker {
-    type Target = Child;
-    fn deref(&self) -> &Child {
-        &self.0
-    }
-}
-
-impl std::ops::DerefMut for Worker {
-    fn deref_mut(&mut self) -> &mut Child {
-        &mut self.0
-    }
-}
-
-impl Drop for Worker {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    cluster::command(s.ws.path(), &s.nats.url, &s.db_url, args)
 }
 
 fn worker(s: &Setup, stream: &str, max_runs: usize) -> Worker {
@@ -264,24 +127,7 @@ fn worker(s: &Setup, stream: &str, max_runs: usize) -> Worker {
 }
 
 fn worker_with(s: &Setup, stream: &str, max_runs: usize, extra: &[&str]) -> Worker {
-    let max_runs = max_runs.to_string();
-    let mut args = vec![
-        "worker",
-        "--max-runs",
-        &max_runs,
-        "--ack-wait",
-        "2s",
-        "--nats-stream",
-        stream,
-    ];
-    args.extend_from_slice(extra);
-    agentfile(s, &args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map(Worker)
-        .expect("start agentfile worker")
+    cluster::worker(s.ws.path(), &s.nats.url, &s.db_url, stream, max_runs, extra)
 }
 
 /// `agentfile serve --nats` and its stdout lines.
@@ -422,26 +268,6 @@ fn runs(default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// The goal and run a model request is for: (run n, goal).
-fn request_key(body: &Value) -> Option<(u64, &'static str)> {
-    let text = body.to_string();
-    let goal = if text.contains("Write gamma") {
-        "c"
-    } else if text.contains("Write beta") {
-        "b"
-    } else if text.contains("Write alpha") {
-        "a"
-    } else {
-        return None;
-    };
-    let at = text.find("for run ")? + "for run ".len();
-    let digits: String = text[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_digit())
-        .collect();
-    Some((digits.parse().ok()?, goal))
 }
 
 #[test]

@@ -8,23 +8,14 @@
 //! Without nats-server it prints `SKIPPED: …` and passes.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::cluster::{Nats, nats_server};
 use crate::support::{Dir, bin};
 use futures::StreamExt;
 use serde_json::Value;
-
-fn nats_server() -> Option<PathBuf> {
-    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/bin"] {
-        let p = Path::new(dir).join("nats-server");
-        if p.is_file() {
-            return Some(p);
-        }
-    }
-    None
-}
 
 /// A child process killed when dropped.
 struct Proc(Child);
@@ -34,30 +25,6 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
-
-fn start_nats(dir: &Path) -> (Proc, String) {
-    let port = free_port();
-    let child = Command::new(nats_server().unwrap())
-        .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
-        .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start nats-server");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Proc(child), format!("nats://127.0.0.1:{port}"))
 }
 
 fn workflow(ws: &Path, id: &str, event: &str) {
@@ -137,8 +104,8 @@ fn a_nats_event_fires_each_subscriber_once_per_id_and_the_run_goes_to_a_worker()
         );
         return;
     }
-    let nats_dir = Dir::new("daemon-nats-js");
-    let (_nats, url) = start_nats(&nats_dir.0);
+    let nats = Nats::start();
+    let url = nats.url.clone();
     let ws = Dir::new("daemon-nats-ws");
     workflow(&ws.0, "on-deploy", "deploy.done");
     workflow(&ws.0, "elsewhere", "other.thing");
@@ -344,8 +311,8 @@ fn an_event_emitted_while_no_daemon_listens_fires_once_when_one_starts() {
         eprintln!("SKIPPED: nats-server not installed (`apt-get install nats-server`)");
         return;
     }
-    let nats_dir = Dir::new("daemon-nats-js-late");
-    let (_nats, url) = start_nats(&nats_dir.0);
+    let nats = Nats::start();
+    let url = nats.url.clone();
     let ws = Dir::new("daemon-nats-ws-late");
     workflow(&ws.0, "on-deploy", "deploy.done");
     std::fs::write(

@@ -55,6 +55,7 @@ mod outputs;
 mod package;
 mod protocol;
 mod replay;
+mod replicas;
 mod run;
 mod sandbox;
 mod secrets;

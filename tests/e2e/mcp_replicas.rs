@@ -8,17 +8,15 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 use crate::support::Dir;
+use crate::support::mcp_http::{Replica, WAIT};
 use agentfile::llm::fake::{FakeReply, FakeServer};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 const KEY_VAR: &str = "AGENTFILE_MCP_REPLICAS_TEST_KEY";
 const STATE_VAR: &str = "AGENTFILE_TEST_STATE_SEAL";
 const OLD_VAR: &str = "AGENTFILE_TEST_STATE_SEAL_OLD";
-const WAIT: Duration = Duration::from_secs(60);
 
 /// Two keys of 32 random bytes, as `openssl rand -hex 32` and `-base64 32`
 /// print them.
@@ -79,14 +77,6 @@ fn workspace(label: &str, fake: &FakeServer, previous: bool) -> Dir {
     d
 }
 
-/// A running `agentfile mcp --http` replica.
-struct Replica {
-    child: tokio::process::Child,
-    url: String,
-    /// What it printed on stderr (drained in the background).
-    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
 fn command(ws: &Path, key: Option<&str>, old: Option<&str>) -> tokio::process::Command {
     let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"));
     c.arg("mcp")
@@ -114,87 +104,21 @@ fn command(ws: &Path, key: Option<&str>, old: Option<&str>) -> tokio::process::C
     c
 }
 
-impl Replica {
-    async fn start(ws: &Path, key: &str, old: Option<&str>) -> Replica {
-        let mut child = command(ws, Some(key), old).spawn().unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = tokio::time::timeout(WAIT, async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if let Some(url) = line.strip_prefix("agentfile mcp: listening on ") {
-                    return url.to_owned();
-                }
-                eprintln!("replica: {line}");
-            }
-            panic!("the replica ended before listening");
-        })
-        .await
-        .expect("the replica did not say where it listens");
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let kept = log.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("replica: {line}");
-                kept.lock().unwrap().push(line);
-            }
-        });
-        Replica { child, url, log }
-    }
-
-    /// Stop it as an operator does (SIGTERM) and wait for it.
-    async fn stop(mut self) {
-        if let Some(pid) = self.child.id() {
-            // SAFETY: a plain signal to the child this test started.
-            unsafe { libc::kill(pid as i32, libc::SIGTERM) };
-        }
-        let _ = tokio::time::timeout(WAIT, self.child.wait()).await;
-    }
-
-    /// A stateless 2026-07-28 `tools/call` of `run` on `path` from a client
-    /// that declared elicitation; the JSON-RPC reply.
-    async fn call(&self, path: &str, extra: Value) -> Value {
-        let mut params = json!({"name": "run", "arguments": {"path": path}});
-        for (k, v) in extra.as_object().cloned().unwrap_or_default() {
-            params[k] = v;
-        }
-        params["_meta"] = json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
-            "io.modelcontextprotocol/clientInfo": {"name": "replicas", "version": "1"}
-        });
-        let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
-        let r = tokio::time::timeout(
-            WAIT,
-            reqwest::Client::new()
-                .post(&self.url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-protocol-version", "2026-07-28")
-                .header("mcp-method", "tools/call")
-                .header("mcp-name", "run")
-                .body(body.to_string())
-                .send(),
-        )
-        .await
-        .expect("the call timed out")
-        .unwrap();
-        let text = tokio::time::timeout(WAIT, r.text())
-            .await
-            .expect("the reply did not end")
-            .unwrap();
-        reply_of(&text)
-    }
+/// A replica on workspace `ws` with state key `key` (and previous `old`).
+async fn start(ws: &Path, key: &str, old: Option<&str>) -> Replica {
+    Replica::start(command(ws, Some(key), old), "replica").await
 }
 
-/// The JSON-RPC reply in a body: plain JSON, or the `data:` of an SSE event.
-fn reply_of(text: &str) -> Value {
-    if let Ok(v) = serde_json::from_str::<Value>(text) {
-        return v;
+/// A stateless 2026-07-28 `tools/call` of `run` on `path` from a client that
+/// declared elicitation; the JSON-RPC reply.
+async fn call(replica: &Replica, path: &str, extra: Value) -> Value {
+    let mut params = json!({"name": "run", "arguments": {"path": path}});
+    for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+        params[k] = v;
     }
-    text.lines()
-        .filter_map(|l| l.strip_prefix("data:"))
-        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
-        .find(|v| v.get("id").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC reply in {text:?}"))
+    replica
+        .request("tools/call", params, json!({"elicitation": {"form": {}}}))
+        .await
 }
 
 /// The state and the accepting answer of an input-required reply: approve,
@@ -223,12 +147,12 @@ fn asked(r: &Value) -> (String, Value) {
 /// run resumed after a restart asks again); the states are never refused.
 async fn finish(replica: &Replica, path: &str, mut state: String, mut answer: Value) -> Value {
     for _ in 0..4 {
-        let r = replica
-            .call(
-                path,
-                json!({"requestState": state, "inputResponses": answer}),
-            )
-            .await;
+        let r = call(
+            replica,
+            path,
+            json!({"requestState": state, "inputResponses": answer}),
+        )
+        .await;
         assert!(r.get("error").is_none(), "the state was refused: {r}");
         if r["result"]["resultType"] == "input_required" {
             (state, answer) = asked(&r);
@@ -257,30 +181,30 @@ const HOLD_PATH: &str = ".workflows/hold";
 async fn a_state_sealed_by_one_replica_opens_on_another_and_after_a_restart() {
     let f = fake().await;
     let ws = workspace("two", &f, false);
-    let a = Replica::start(&ws.0, KEY_1, None).await;
-    let b = Replica::start(&ws.0, KEY_1, None).await;
+    let a = start(&ws.0, KEY_1, None).await;
+    let b = start(&ws.0, KEY_1, None).await;
 
     // The first round on A, the retry on B: B signals the suspended run
     // and it completes there.
-    let (state, answer) = asked(&a.call(HOLD_PATH, json!({})).await);
+    let (state, answer) = asked(&call(&a, HOLD_PATH, json!({})).await);
     signalled(&finish(&b, HOLD_PATH, state, answer).await);
 
     // An approval state of A's opens on B too. The run itself waits inside
     // A, so B may refuse to decide for it, but never for the state.
-    let (state, answer) = asked(&a.call("gated.agent", json!({})).await);
-    let r = b
-        .call(
-            "gated.agent",
-            json!({"requestState": state.clone(), "inputResponses": answer.clone()}),
-        )
-        .await;
+    let (state, answer) = asked(&call(&a, "gated.agent", json!({})).await);
+    let r = call(
+        &b,
+        "gated.agent",
+        json!({"requestState": state.clone(), "inputResponses": answer.clone()}),
+    )
+    .await;
     let refused = r["error"]["message"].as_str().unwrap_or_default();
     assert!(!refused.contains("invalid requestState"), "{r}");
 
     // A state sealed by A, which is then restarted with the same key: the
     // run resumes there (and asks again) and completes.
     a.stop().await;
-    let a = Replica::start(&ws.0, KEY_1, None).await;
+    let a = start(&ws.0, KEY_1, None).await;
     completed(&finish(&a, "gated.agent", state, answer).await);
 
     // Neither replica ever wrote the key.
@@ -295,19 +219,19 @@ async fn a_rotated_key_still_opens_old_states_and_another_key_opens_none() {
     let f = fake().await;
     // Every replica here names a previous key, as they do during a rotation.
     let ws = workspace("rotate", &f, true);
-    let old = Replica::start(&ws.0, KEY_1, Some(KEY_3)).await;
-    let (before, answer) = asked(&old.call(HOLD_PATH, json!({})).await);
-    let (refused_state, refused_answer) = asked(&old.call(HOLD_PATH, json!({})).await);
+    let old = start(&ws.0, KEY_1, Some(KEY_3)).await;
+    let (before, answer) = asked(&call(&old, HOLD_PATH, json!({})).await);
+    let (refused_state, refused_answer) = asked(&call(&old, HOLD_PATH, json!({})).await);
 
     // Keys that are not KEY_1 (current or previous): the state is refused,
     // as one altered is.
-    let other = Replica::start(&ws.0, KEY_3, Some(KEY_2)).await;
-    let r = other
-        .call(
-            HOLD_PATH,
-            json!({"requestState": refused_state, "inputResponses": refused_answer}),
-        )
-        .await;
+    let other = start(&ws.0, KEY_3, Some(KEY_2)).await;
+    let r = call(
+        &other,
+        HOLD_PATH,
+        json!({"requestState": refused_state, "inputResponses": refused_answer}),
+    )
+    .await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
     assert!(
         r["error"]["message"]
@@ -320,11 +244,11 @@ async fn a_rotated_key_still_opens_old_states_and_another_key_opens_none() {
     // Rotated: KEY_2 now, KEY_1 previous. The state sealed before opens,
     // and what the rotated replica seals opens where KEY_2 is current.
     old.stop().await;
-    let rotated = Replica::start(&ws.0, KEY_2, Some(KEY_1)).await;
+    let rotated = start(&ws.0, KEY_2, Some(KEY_1)).await;
     signalled(&finish(&rotated, HOLD_PATH, before, answer).await);
-    let (after, answer) = asked(&rotated.call(HOLD_PATH, json!({})).await);
+    let (after, answer) = asked(&call(&rotated, HOLD_PATH, json!({})).await);
     rotated.stop().await;
-    let fresh = Replica::start(&ws.0, KEY_2, Some(KEY_3)).await;
+    let fresh = start(&ws.0, KEY_2, Some(KEY_3)).await;
     signalled(&finish(&fresh, HOLD_PATH, after, answer).await);
 }
 

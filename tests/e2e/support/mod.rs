@@ -21,6 +21,13 @@ pub mod llm;
 #[path = "../../../crates/session/tests/stores/support.rs"]
 pub mod session;
 
+/// `nats-server -js`, workers and commands on one NATS and one PostgreSQL
+/// database, for the suites that run across processes.
+pub mod cluster;
+/// `agentfile mcp --http` processes spoken to by raw stateless 2026-07-28
+/// requests.
+pub mod mcp_http;
+
 /// A real OCI registry on loopback, skopeo and the independent cosign
 /// verifier (`tests/oci/verify_cosign.py`), for the package suite.
 pub mod registry;
