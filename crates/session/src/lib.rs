@@ -26,6 +26,8 @@
 //!   with `kill -9` reads as `interrupted` instead of `running` forever.
 //! - [`browse`]: a page of sessions at a time and a summary of each, for
 //!   the web view.
+//! - [`changes`]: wake-ups for those following a session another process
+//!   runs ([`SessionStore::watch`]), so they need not poll.
 //! - [`export`]: a session's full transcript as JSON or Markdown, rendered from
 //!   its events alone.
 //! - [`events`]: the event bus, which stamps each event, writes it to the store
@@ -45,6 +47,7 @@ use agentfile_config::Config;
 use agentfile_wire::events::{Event, EventBody, rfc3339};
 
 pub mod browse;
+pub mod changes;
 pub mod events;
 pub mod export;
 pub mod file;
@@ -56,6 +59,7 @@ pub mod sqlite;
 
 pub use agentfile_wire::sessions::{SessionMeta, SessionStatus};
 pub use browse::{Cursor, SessionQuery, SessionSummary};
+pub use changes::{Changes, Watch};
 pub use file::FileStore;
 pub use fires::{FireKind, FireOutcome, FireRecord};
 pub use owner::{Owner, OwnerRecord};
@@ -250,6 +254,19 @@ pub trait SessionStore: Send + Sync {
         names.dedup();
         names.truncate(1000);
         Ok(names)
+    }
+
+    /// Watch session `id` for appends made by any process sharing this
+    /// store, so a follower of a run elsewhere waits for a wake-up instead
+    /// of polling. Take the watch *before* reading the store, then read, then
+    /// wait on [`Watch::changed`]: nothing appended after the watch began is
+    /// missed. A wake-up means "read again", nothing more, and one can be
+    /// lost (a dropped connection); followers re-read now and then anyway.
+    /// `None`: this store cannot hear other processes (SQLite, files; the
+    /// default) or watches too many sessions already; poll.
+    fn watch(&self, id: &str) -> Option<Watch> {
+        let _ = id;
+        None
     }
 
     /// The `seq` of the session's `approval_required` event that no

@@ -82,9 +82,20 @@
 //! waited for at most 30 s (`lock_timeout`, as SQLite's busy timeout), and a
 //! transaction left idle by a client that vanished is ended by the server
 //! after 60 s (`idle_in_transaction_session_timeout`).
+//!
+//! # Followers
+//!
+//! Every append's transaction notifies the channel `agentfile_events` with
+//! the session's id just before its `COMMIT`, so a store in another process
+//! that [watches](SessionStore::watch) the session wakes its followers as
+//! soon as the events are readable. The listening connection is a second
+//! one, opened on the first watch and kept on the connection thread's
+//! runtime; see [`listen`].
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Map, Value};
@@ -94,8 +105,10 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Row, Statement};
 
 mod browse;
+mod listen;
 
 use super::browse::{SessionQuery, SessionSummary};
+use super::changes::{Changes, Watch};
 use super::fires::{FireKind, FireOutcome, FireRecord, system_ms};
 use super::owner::{Owner, OwnerRecord, STALE_AFTER};
 use super::row::{RawMeta, event_data};
@@ -337,6 +350,10 @@ pub struct PgStore {
     jobs: tokio::sync::mpsc::UnboundedSender<Job>,
     worker: Option<std::thread::JoinHandle<()>>,
     target: String,
+    /// The sessions followers watch here.
+    changes: Arc<Changes>,
+    /// Whether the connection thread was asked to start listening.
+    listening: AtomicBool,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -394,6 +411,8 @@ impl PgStore {
         let (jobs, rx) = tokio::sync::mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
         let worker_target = target.clone();
+        let changes = Changes::new();
+        let worker_changes = Arc::clone(&changes);
         let worker = std::thread::Builder::new()
             .name("agentfile-postgres".into())
             .spawn(move || {
@@ -416,6 +435,8 @@ impl PgStore {
                         target: worker_target,
                         options,
                         conn: None,
+                        changes: worker_changes,
+                        listening: false,
                     };
                     let started = worker.start().await;
                     let ok = started.is_ok();
@@ -440,6 +461,8 @@ impl PgStore {
                 jobs,
                 worker: Some(worker),
                 target,
+                changes,
+                listening: AtomicBool::new(false),
             }),
             Err(e) => {
                 let _ = worker.join();
@@ -560,6 +583,21 @@ impl SessionStore for PgStore {
             Reply::Ids(names) => Ok(names),
             other => Err(self.unexpected(other)),
         }
+    }
+
+    /// Watches share one listening connection, opened (without waiting for
+    /// it) on the first watch.
+    fn watch(&self, id: &str) -> Option<Watch> {
+        let watch = self.changes.watch(id)?;
+        if !self.listening.swap(true, Ordering::AcqRel) {
+            // Nobody waits for the answer: the watch is woken once `LISTEN`
+            // is in force.
+            let (reply, _) = std::sync::mpsc::sync_channel(1);
+            if self.jobs.send((Op::Listen, reply)).is_err() {
+                return None;
+            }
+        }
+        Some(watch)
     }
 
     fn pending_approval(&self, id: &str) -> Result<Option<u64>, StoreError> {
@@ -797,6 +835,8 @@ enum Op {
     Fires(Option<String>, usize),
     LastFire(String),
     FiredBetween(String, i64, i64),
+    /// Open the listening connection, if not yet open.
+    Listen,
 }
 
 /// What `Op::UpdateFire` changes.
@@ -871,6 +911,10 @@ struct Worker {
     target: String,
     options: Options,
     conn: Option<Conn>,
+    /// Woken by the listening connection.
+    changes: Arc<Changes>,
+    /// Whether the listening task was started.
+    listening: bool,
 }
 
 impl Worker {
@@ -899,12 +943,33 @@ impl Worker {
 
     async fn serve(&mut self, mut rx: tokio::sync::mpsc::UnboundedReceiver<Job>) {
         while let Some((op, reply)) = rx.recv().await {
+            if let Op::Listen = op {
+                self.listen();
+                let _ = reply.send(Ok(Reply::Unit));
+                continue;
+            }
             let result = self.execute(&op, false).await;
             let _ = reply.send(result);
         }
     }
 
-    async fn connect(&mut self) -> Result<(), Failure> {
+    /// Start the listening task on this thread's runtime (it ends with it).
+    fn listen(&mut self) {
+        if self.listening {
+            return;
+        }
+        self.listening = true;
+        let mut config = self.tuned();
+        config.application_name("agentfile-listen");
+        tokio::spawn(listen::listen(
+            config,
+            self.target.clone(),
+            Arc::clone(&self.changes),
+        ));
+    }
+
+    /// The configuration connections are opened with.
+    fn tuned(&self) -> tokio_postgres::Config {
         let mut config = self.config.clone();
         config.connect_timeout(self.options.connect_timeout);
         // A server that vanished without closing the connection (a machine
@@ -917,6 +982,11 @@ impl Worker {
             .keepalives_retries(3);
         #[cfg(target_os = "linux")]
         config.tcp_user_timeout(Duration::from_secs(30));
+        config
+    }
+
+    async fn connect(&mut self) -> Result<(), Failure> {
+        let config = self.tuned();
         let (client, connection) =
             config
                 .connect(NoTls)
@@ -1282,6 +1352,8 @@ impl Worker {
             }
             Op::FiredBetween(trigger, from, to) => self.fired_between(c, trigger, *from, *to).await,
             Op::ClaimInterrupted(id) => self.claim_interrupted(c, id, retry).await,
+            // Handled by `serve` before any connection is needed.
+            Op::Listen => Ok(Reply::Unit),
         }
     }
 
@@ -1793,7 +1865,12 @@ impl Worker {
             };
             self.append_in(c, event, retry, lease).await?;
         }
-        self.commit(c, "commit the append").await
+        // Followers elsewhere hear of it once it is committed, and only then.
+        let notify = listen::notify_sql(locked.keys().copied());
+        c.client
+            .batch_execute(&format!("{notify}COMMIT"))
+            .await
+            .map_err(self.err("commit the append"))
     }
 
     /// Write one event and its derived rows, `lease` being its session's

@@ -1,11 +1,13 @@
 //! The session stores (SQLite, files, PostgreSQL in a throwaway cluster)
-//! against the contract of `SessionStore` (`store`), and the session export's
+//! against the contract of `SessionStore` (`store`), watches of sessions
+//! appended to by another store (`changes`), and the session export's
 //! snapshots (`export`). One test binary: `cargo test -p agentfile-session`.
 
 use std::path::{Path, PathBuf};
 
 mod support;
 
+mod changes;
 mod export;
 mod store;
 
