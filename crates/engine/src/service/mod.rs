@@ -57,6 +57,9 @@ use live::{LiveState, Pending, ServiceApprover, lock, nobody_to_approve};
 
 /// The longest `event` long poll.
 pub const MAX_WAIT_MS: u64 = 60_000;
+/// How often `event` reads the store again while it waits on a store's
+/// watch of a run in another process, in case a wake-up was lost.
+const WATCH_REREAD: Duration = Duration::from_secs(1);
 /// Events per `event` answer when the caller sets no limit.
 pub const DEFAULT_EVENT_LIMIT: usize = 1000;
 /// How long a cancel handed to another process waits for the end to be stored.
@@ -1239,6 +1242,12 @@ impl RunService {
             None => self.default_store()?,
         };
         let mut rx = live.as_ref().map(|l| l.state.subscribe());
+        // Not running here: the store may hear another process's appends
+        // (PostgreSQL). Watched before the first read, so none is missed.
+        let mut watch = match rx {
+            None if !wait.is_zero() => store.watch(&p.session_id),
+            _ => None,
+        };
         loop {
             // Whether the run had ended is read before its events: every event of
             // an ended run is stored, so `done` never hides a last event.
@@ -1272,12 +1281,21 @@ impl RunService {
                     last_seq,
                 });
             }
-            match &mut rx {
-                Some(rx) => {
+            match (&mut rx, &mut watch) {
+                (Some(rx), _) => {
                     let _ = tokio::time::timeout(deadline - now, rx.changed()).await;
                 }
-                // Running in another process: poll the store.
-                None => tokio::time::sleep((deadline - now).min(Duration::from_millis(100))).await,
+                // Running in another process: woken by the store, and read
+                // again now and then in case a wake-up was lost.
+                (None, Some(watch)) => {
+                    let _ =
+                        tokio::time::timeout((deadline - now).min(WATCH_REREAD), watch.changed())
+                            .await;
+                }
+                // Running in another process, a store that cannot tell: poll.
+                (None, None) => {
+                    tokio::time::sleep((deadline - now).min(Duration::from_millis(100))).await
+                }
             }
         }
     }
