@@ -855,6 +855,88 @@ fn cancel_reaches_the_worker_or_the_queue() {
     rt.block_on(server.shutdown());
 }
 
+/// Two servers on one cluster (CONTRACT §22): a run the first queued is
+/// approved through the second — the decision travels to the worker that
+/// holds it — and cancelled through the second while it runs on the worker.
+#[test]
+fn another_server_approves_and_cancels_runs_on_workers() {
+    if !available() {
+        return;
+    }
+    let _one = one_at_a_time();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(FakeServer::start_script(
+            FakeScript {
+                replies: vec![
+                    FakeReply::text("slow")
+                        .with_latency(Duration::from_secs(3))
+                        .when(["Write alpha"]),
+                    FakeReply::text(r#"{"notes": "Tides are faster."}"#),
+                ],
+                repeat: true,
+            },
+            ([127, 0, 0, 1], 0).into(),
+        ))
+        .unwrap();
+    let s = setup(&server);
+    crate::support::copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
+        s.ws.path(),
+        &[],
+    );
+    let mut config = std::fs::read_to_string(s.ws.path().join("agent.toml")).unwrap();
+    config.push_str("\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n");
+    std::fs::write(s.ws.path().join("agent.toml"), config).unwrap();
+    let stream = "AGENTFILE_TWO_SERVERS";
+    let _w = worker(&s, stream, 4);
+    let mut a = Serve::start(&s, stream);
+    let mut b = Serve::start(&s, stream);
+    let (mut seen_a, mut seen_b) = (Seen::default(), Seen::default());
+
+    // Queued by A, held on the worker at its approval, approved through B.
+    let run =
+        json!({"path": ".workflows/ship-notes", "inputs": {"version": "1.2.0"}, "wait": false});
+    let r = a.call(1, "run", run, &mut seen_a);
+    let id = r["result"]["session_id"].as_str().unwrap().to_owned();
+    a.until(&id, "approval_required", &mut seen_a);
+    let ok = b.call(
+        1,
+        "approve",
+        json!({"session_id": id, "approve": true}),
+        &mut seen_b,
+    );
+    assert_eq!(
+        ok["result"]["status"], "running",
+        "approved through B: {ok}"
+    );
+    a.until(&id, "run_suspended", &mut seen_a);
+
+    // Queued by A, running on the worker, cancelled through B.
+    let r = a.call(
+        2,
+        "run",
+        json!({"path": "Agentfile", "inputs": {"n": 7}, "wait": false}),
+        &mut seen_a,
+    );
+    let running = r["result"]["session_id"].as_str().unwrap().to_owned();
+    a.until(&running, "llm_request", &mut seen_a);
+    let c = b.call(2, "cancel", json!({"session_id": running}), &mut seen_b);
+    assert_eq!(
+        c["result"]["status"], "cancelled",
+        "cancelled through B: {c}"
+    );
+    let end = a.until(&running, "run_cancelled", &mut seen_a);
+    assert_eq!(end["type"], "run_cancelled", "{end}");
+    let asked = server
+        .requests()
+        .iter()
+        .filter(|r| r.body.to_string().contains("Write beta for run 7"))
+        .count();
+    assert_eq!(asked, 0, "the cancelled run went no further");
+    rt.block_on(server.shutdown());
+}
+
 fn now_ms_of_day() -> i64 {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

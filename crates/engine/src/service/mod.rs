@@ -1381,6 +1381,26 @@ impl RunService {
         }
     }
 
+    /// Wait, at most [`SETTLE_WAIT`], until the approval session `id` waited
+    /// at (`asked`, its request's `seq`) is no longer pending in the store.
+    async fn settled_approval(&self, store: &Arc<dyn SessionStore>, id: &str, asked: Option<u64>) {
+        if asked.is_none() {
+            return;
+        }
+        let deadline = Instant::now() + SETTLE_WAIT;
+        while Instant::now() < deadline {
+            let (store, sid) = (store.clone(), id.to_owned());
+            let pending = tokio::task::spawn_blocking(move || store.pending_approval(&sid))
+                .await
+                .ok()
+                .and_then(Result::ok);
+            if pending.is_some_and(|now| now != asked) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     // ---- approve ----
 
     /// Resume a stored session here, as `sessions resume` does: one that
@@ -1541,12 +1561,19 @@ impl RunService {
             meta.status,
             SessionStatus::Running | SessionStatus::WaitingApproval
         ) && let Some(remote) = &self.options.remote
-            && let Some(answer) = remote
+        {
+            let asked = store.pending_approval(&p.session_id).ok().flatten();
+            if let Some(answer) = remote
                 .forward(&p.session_id, Forward::Approve(p.clone()))
                 .await
-        {
-            // A worker (or the server that queued it) holds the run and waits.
-            return answer;
+            {
+                // A worker holds the run and took the decision: answer once it
+                // is stored, so that nobody reading the store after this
+                // answer is asked the same question again.
+                let answer = answer?;
+                self.settled_approval(&store, &p.session_id, asked).await;
+                return Ok(answer);
+            }
         }
         if meta.status == SessionStatus::Running {
             return Err(RpcError::new(
