@@ -437,7 +437,9 @@ fn runs_survive_a_killed_worker() {
     rt.block_on(server.shutdown());
 }
 
-fn throughput(workers: usize, n: usize, latency: Duration) -> f64 {
+/// Runs/s of `n` runs spread over `servers` `serve --nats` replicas (run `i`
+/// to replica `i % servers`) and `workers` workers.
+fn throughput(servers: usize, workers: usize, n: usize, latency: Duration) -> f64 {
     let rt = tokio::runtime::Runtime::new().unwrap();
     // The model: `FAKE_BIN` (a release fake-provider) when given, else here.
     let (server, program) = match std::env::var_os("FAKE_BIN") {
@@ -450,21 +452,31 @@ fn throughput(workers: usize, n: usize, latency: Duration) -> f64 {
         _ => unreachable!(),
     };
     let s = setup_at(&base_url, None);
-    let stream = format!("AGENTFILE_TP{workers}");
+    let stream = format!("AGENTFILE_TP{servers}_{workers}");
     // Each worker's capacity (`--max-runs`), the same in every measurement.
     let slots = std::env::var("CLUSTER_SLOTS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(8);
     let ws: Vec<Worker> = (0..workers).map(|_| worker(&s, &stream, slots)).collect();
-    let mut serve = Serve::start(&s, &stream);
+    let mut serves: Vec<Serve> = (0..servers).map(|_| Serve::start(&s, &stream)).collect();
     let started = Instant::now();
-    submit_all(&mut serve, n);
-    let seen = collect(&mut serve, n, patience(), |_| {});
+    for i in 1..=n as u64 {
+        serves[i as usize % servers].send(json!({
+            "jsonrpc": "2.0", "id": i, "method": "run",
+            "params": {"path": "Agentfile", "inputs": {"n": i}}
+        }));
+    }
+    let mut replies = HashMap::new();
+    for (k, serve) in serves.iter_mut().enumerate() {
+        let share = (1..=n).filter(|i| i % servers == k).count();
+        replies.extend(collect(serve, share, patience(), |_| {}).replies);
+    }
     let secs = started.elapsed().as_secs_f64();
     for i in 1..=n as u64 {
-        assert_eq!(seen.replies[&i]["result"]["status"], "completed");
+        assert_eq!(replies[&i]["result"]["status"], "completed");
     }
+    drop(serves);
     drop(ws);
     if let Some(server) = server {
         rt.block_on(server.shutdown());
@@ -488,12 +500,19 @@ fn throughput_one_vs_three_workers() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(200),
     );
-    let one = throughput(1, n, latency);
-    let two = throughput(2, n, latency);
-    let three = throughput(3, n, latency);
+    let one = throughput(1, 1, n, latency);
+    let two = throughput(1, 2, n, latency);
+    let three = throughput(1, 3, n, latency);
+    // Three replicas in front (CONTRACT §22), the runs spread over them.
+    let replicas = throughput(3, 3, n, latency);
     eprintln!(
-        "throughput: 1 worker {one:.1} runs/s, 2 workers {two:.1} runs/s, 3 workers {three:.1} runs/s ({:.2}x)",
-        three / one
+        "throughput: 1 worker {one:.1} runs/s, 2 workers {two:.1} runs/s, 3 workers {three:.1} runs/s ({:.2}x); 3 servers + 3 workers {replicas:.1} runs/s ({:.2}x 1 + 1)",
+        three / one,
+        replicas / one
+    );
+    assert!(
+        replicas > one,
+        "3 servers + 3 workers ({replicas:.1}/s) not faster than 1 + 1 ({one:.1}/s)"
     );
     // Asserted only loosely by default (this debug build, with 8 runs per
     // worker, is CPU-bound on a 2-core machine before 3 workers are busy);
