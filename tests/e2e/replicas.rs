@@ -433,3 +433,116 @@ fn a_task_completes_when_the_replica_that_started_it_is_killed() {
         assert_eq!(s.model.request_count(), 3);
     });
 }
+
+/// Without NATS (CONTRACT §22): two replicas on one PostgreSQL database, each
+/// running its runs in process. A task started through A waits at its
+/// approval inside A; answered through B, the decision reaches A through the
+/// store and the task completes, its goal asked once. A run of A's cancelled
+/// through B stops there.
+#[test]
+fn without_nats_the_replica_holding_a_run_takes_its_approval_and_cancel_from_the_other() {
+    with_cluster(|| async {
+        let model = FakeServer::start_script(
+            {
+                let mut replies = script(Duration::from_millis(1500));
+                replies.replies.insert(
+                    0,
+                    FakeReply::text("gated thing done").when(["Do the gated thing"]),
+                );
+                replies
+            },
+            ([127, 0, 0, 1], 0).into(),
+        )
+        .await
+        .unwrap();
+        let ws = Dir::new("replicas-in-process");
+        let db_url = pg::url_for(ws.path());
+        std::fs::write(
+            ws.path().join("agent.toml"),
+            format!(
+                "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\n[session]\nstore = \"postgres\"\n",
+                model.base_url()
+            ),
+        )
+        .unwrap();
+        std::fs::write(ws.path().join("Agentfile"), TRIO).unwrap();
+        std::fs::write(ws.path().join("gated.agent"), GATED).unwrap();
+        let start = |label: &'static str| {
+            let mut c = tokio::process::Command::new(cluster::binary());
+            c.args(["mcp", "--http", "127.0.0.1:0", "--heartbeat-ms", "300"])
+                .arg("--workspace")
+                .arg(ws.path())
+                .current_dir(ws.path())
+                .env(KEY_VAR, "test-key-0123456789")
+                .env("AGENTFILE_DATABASE_URL", &db_url)
+                .env_remove("AGENTFILE_NATS_URL")
+                .env_remove("AGENTFILE_MCP_TOKEN")
+                .env_remove("AGENTFILE_PROVIDER")
+                .env_remove("AGENTFILE_MODEL");
+            Replica::start(c, label)
+        };
+        let a = start("replica A").await;
+        let b = start("replica B").await;
+
+        let id = start_task(&a, "gated.agent", json!({})).await;
+        let waiting = settle(&b, &id).await;
+        assert_eq!(waiting["status"], "input_required", "{waiting}");
+        let key = waiting["inputRequests"]
+            .as_object()
+            .and_then(|m| m.keys().next())
+            .unwrap_or_else(|| panic!("{waiting}"))
+            .clone();
+        let u = b
+            .request(
+                "tasks/update",
+                json!({"taskId": id, "inputResponses": {key.clone(): {"action": "accept", "content": {"approve": true}}}}),
+                tasks(),
+            )
+            .await;
+        assert!(u["result"].is_object(), "tasks/update through B: {u}");
+        let done = settle(&b, &id).await;
+        assert!(done["inputRequests"].get(&key).is_none(), "{done}");
+        assert_eq!(
+            outputs(&done),
+            json!({"prep": "alpha-out", "act": "gated thing done"}),
+            "{done}"
+        );
+        let asked = |needle: &str| {
+            model
+                .requests()
+                .iter()
+                .filter(|r| r.body.to_string().contains(needle))
+                .count()
+        };
+        assert_eq!(
+            asked("Do the gated thing"),
+            1,
+            "the approved goal is asked once"
+        );
+        assert_eq!(
+            asked("Write alpha for run 0"),
+            1,
+            "the run went on in A, not again in B"
+        );
+
+        // A three-goal run in A, cancelled through B mid-goal.
+        let id = start_task(&a, "Agentfile", json!({"n": 5})).await;
+        let deadline = Instant::now() + WAIT;
+        while asked("Write alpha for run 5") == 0 {
+            assert!(Instant::now() < deadline, "the run never started");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let c = b
+            .request("tasks/cancel", json!({"taskId": id}), tasks())
+            .await;
+        assert!(c["result"].is_object(), "tasks/cancel through B: {c}");
+        let t = settle(&a, &id).await;
+        assert_eq!(t["status"], "cancelled", "{t}");
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+        assert_eq!(
+            asked("Write beta for run 5"),
+            0,
+            "the cancelled run went no further"
+        );
+    });
+}

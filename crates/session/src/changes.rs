@@ -15,26 +15,104 @@
 //! and at most [`MAX_WATCHED`] sessions are watched at once per store; past
 //! that, [`Changes::watch`] gives none and the follower polls.
 //!
+//! The same store carries [`RunRequest`]s the other way: a server asked to
+//! approve or cancel a run that another process on the store holds sends the
+//! request through the store ([`SessionStore::request`]), and the process
+//! holding runs hears it ([`SessionStore::requests`]) and acts on its own
+//! run. A request is a hint, like a wake-up: the sender reads the store for
+//! its effect and says so when none comes.
+//!
 //! [`SessionStore::watch`]: crate::SessionStore::watch
+//! [`SessionStore::request`]: crate::SessionStore::request
+//! [`SessionStore::requests`]: crate::SessionStore::requests
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::watch;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, watch};
+
+/// Requests kept for a listener that has fallen behind; older ones are lost
+/// (their senders time out and say so).
+const REQUESTS_KEPT: usize = 256;
+/// The longest note a request carries (PostgreSQL's payload is at most
+/// 8,000 bytes).
+pub const MAX_NOTE: usize = 2_000;
+
+/// What one process asks of the run another holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum RunAction {
+    /// The decision on the approval the run waits at.
+    Approve {
+        approve: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    Cancel,
+}
+
+/// A [`RunAction`] for the run of session `session`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequest {
+    pub session: String,
+    #[serde(flatten)]
+    pub action: RunAction,
+}
+
+impl RunRequest {
+    /// The request with its note cut to [`MAX_NOTE`] bytes (on a character
+    /// boundary), so that it fits any carrier.
+    pub fn bounded(mut self) -> RunRequest {
+        if let RunAction::Approve {
+            note: Some(note), ..
+        } = &mut self.action
+            && note.len() > MAX_NOTE
+        {
+            let mut end = MAX_NOTE;
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+        }
+        self
+    }
+}
 
 /// The most sessions one store watches at once.
 pub const MAX_WATCHED: usize = 10_000;
 
-/// The sessions being watched in one store, and their followers.
-#[derive(Debug, Default)]
+/// The sessions being watched in one store, and their followers; and the
+/// requests heard for runs.
+#[derive(Debug)]
 pub struct Changes {
     /// One sender per watched session; its receivers are the [`Watch`]es.
     sessions: Mutex<HashMap<String, watch::Sender<()>>>,
+    requests: broadcast::Sender<RunRequest>,
+}
+
+impl Default for Changes {
+    fn default() -> Changes {
+        Changes {
+            sessions: Mutex::default(),
+            requests: broadcast::channel(REQUESTS_KEPT).0,
+        }
+    }
 }
 
 impl Changes {
     pub fn new() -> Arc<Changes> {
         Arc::new(Changes::default())
+    }
+
+    /// Hear the requests heard from now on.
+    pub fn requests(&self) -> broadcast::Receiver<RunRequest> {
+        self.requests.subscribe()
+    }
+
+    /// A request was heard: hand it to every listener (none: dropped).
+    pub fn request(&self, request: RunRequest) {
+        let _ = self.requests.send(request);
     }
 
     fn sessions(&self) -> MutexGuard<'_, HashMap<String, watch::Sender<()>>> {
@@ -171,6 +249,54 @@ mod tests {
             changes.wake_all();
             assert!(woken(&mut a1).await && woken(&mut b).await);
         });
+    }
+
+    #[test]
+    fn requests_reach_every_listener_and_keep_their_shape_on_the_wire() {
+        runtime().block_on(async {
+            let changes = Changes::new();
+            changes.request(RunRequest {
+                session: "nobody-listens".into(),
+                action: RunAction::Cancel,
+            });
+            let (mut a, mut b) = (changes.requests(), changes.requests());
+            let r = RunRequest {
+                session: "s-1".into(),
+                action: RunAction::Approve {
+                    approve: true,
+                    note: Some("ok".into()),
+                },
+            };
+            changes.request(r.clone());
+            assert_eq!(a.recv().await.ok(), Some(r.clone()));
+            assert_eq!(b.recv().await.ok(), Some(r.clone()));
+            let text = serde_json::to_string(&r).expect("JSON");
+            assert_eq!(
+                text,
+                r#"{"session":"s-1","action":"approve","approve":true,"note":"ok"}"#
+            );
+            assert_eq!(serde_json::from_str::<RunRequest>(&text).ok(), Some(r));
+        });
+    }
+
+    #[test]
+    fn a_long_note_is_cut_on_a_character_boundary() {
+        let r = RunRequest {
+            session: "s".into(),
+            action: RunAction::Approve {
+                approve: false,
+                note: Some("é".repeat(MAX_NOTE)),
+            },
+        }
+        .bounded();
+        let RunAction::Approve { note: Some(n), .. } = r.action else {
+            panic!("an approval");
+        };
+        assert!(
+            n.len() <= MAX_NOTE && n.len() >= MAX_NOTE - 1,
+            "{}",
+            n.len()
+        );
     }
 
     #[test]

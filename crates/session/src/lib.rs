@@ -59,7 +59,7 @@ pub mod sqlite;
 
 pub use agentfile_wire::sessions::{SessionMeta, SessionStatus};
 pub use browse::{Cursor, SessionQuery, SessionSummary};
-pub use changes::{Changes, Watch};
+pub use changes::{Changes, RunAction, RunRequest, Watch};
 pub use file::FileStore;
 pub use fires::{FireKind, FireOutcome, FireRecord};
 pub use owner::{Owner, OwnerRecord};
@@ -266,6 +266,21 @@ pub trait SessionStore: Send + Sync {
     /// default) or watches too many sessions already; poll.
     fn watch(&self, id: &str) -> Option<Watch> {
         let _ = id;
+        None
+    }
+
+    /// Ask the process holding session `id`'s run (another process on this
+    /// store) to act on `action` (see [`changes`]): `Ok(true)` when sent, and
+    /// nothing says it was heard; read the store for its effect. `Ok(false)`:
+    /// this store carries no requests (SQLite, files; the default).
+    fn request(&self, id: &str, action: &RunAction) -> Result<bool, StoreError> {
+        let _ = (id, action);
+        Ok(false)
+    }
+
+    /// The requests other processes send to the runs of this store, for a
+    /// process that holds runs; `None`: this store carries none.
+    fn requests(&self) -> Option<tokio::sync::broadcast::Receiver<RunRequest>> {
         None
     }
 

@@ -108,7 +108,7 @@ mod browse;
 mod listen;
 
 use super::browse::{SessionQuery, SessionSummary};
-use super::changes::{Changes, Watch};
+use super::changes::{Changes, RunAction, RunRequest, Watch};
 use super::fires::{FireKind, FireOutcome, FireRecord, system_ms};
 use super::owner::{Owner, OwnerRecord, STALE_AFTER};
 use super::row::{RawMeta, event_data};
@@ -472,6 +472,17 @@ impl PgStore {
     }
 
     /// Where this store is, as errors name it: `host:port/database`.
+    /// Open the listening connection unless it is open: `false` when the
+    /// connection thread is gone. Nobody waits for `LISTEN`: watches are
+    /// woken once it is in force.
+    fn start_listening(&self) -> bool {
+        if self.listening.swap(true, Ordering::AcqRel) {
+            return true;
+        }
+        let (reply, _) = std::sync::mpsc::sync_channel(1);
+        self.jobs.send((Op::Listen, reply)).is_ok()
+    }
+
     pub fn target(&self) -> &str {
         &self.target
     }
@@ -589,15 +600,29 @@ impl SessionStore for PgStore {
     /// it) on the first watch.
     fn watch(&self, id: &str) -> Option<Watch> {
         let watch = self.changes.watch(id)?;
-        if !self.listening.swap(true, Ordering::AcqRel) {
-            // Nobody waits for the answer: the watch is woken once `LISTEN`
-            // is in force.
-            let (reply, _) = std::sync::mpsc::sync_channel(1);
-            if self.jobs.send((Op::Listen, reply)).is_err() {
-                return None;
-            }
+        self.start_listening().then_some(watch)
+    }
+
+    /// Sent as a notification on `agentfile_requests` (at most once: a
+    /// process not listening then never hears it).
+    fn request(&self, id: &str, action: &RunAction) -> Result<bool, StoreError> {
+        let request = RunRequest {
+            session: id.to_owned(),
+            action: action.clone(),
         }
-        Some(watch)
+        .bounded();
+        // Strings and a flag: serializing cannot fail.
+        let payload = serde_json::to_string(&request).unwrap_or_default();
+        match self.call(Op::Request(payload))? {
+            Reply::Unit => Ok(true),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Heard on the listening connection, opened now if it is not yet.
+    fn requests(&self) -> Option<tokio::sync::broadcast::Receiver<RunRequest>> {
+        let rx = self.changes.requests();
+        self.start_listening().then_some(rx)
     }
 
     fn pending_approval(&self, id: &str) -> Result<Option<u64>, StoreError> {
@@ -837,6 +862,8 @@ enum Op {
     FiredBetween(String, i64, i64),
     /// Open the listening connection, if not yet open.
     Listen,
+    /// Send a request (its JSON) to the process that holds a run.
+    Request(String),
 }
 
 /// What `Op::UpdateFire` changes.
@@ -1354,6 +1381,12 @@ impl Worker {
             Op::ClaimInterrupted(id) => self.claim_interrupted(c, id, retry).await,
             // Handled by `serve` before any connection is needed.
             Op::Listen => Ok(Reply::Unit),
+            Op::Request(payload) => {
+                let sql = format!("SELECT pg_notify('{}', $1)", listen::REQUESTS);
+                self.query(c, &sql, &[payload], "send a request to a run")
+                    .await
+                    .map(|_| Reply::Unit)
+            }
         }
     }
 

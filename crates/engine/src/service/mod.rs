@@ -24,6 +24,7 @@
 //! wants the answer; [`RunService::interrupt`] (a signal) stops them and marks
 //! each session `interrupted`, so `sessions resume` continues it.
 
+mod holder;
 mod live;
 
 use std::collections::HashMap;
@@ -203,6 +204,8 @@ pub struct RunService {
     stores: Mutex<HashMap<PathBuf, Stores>>,
     closing: AtomicBool,
     tasks: TaskTracker,
+    /// The stores (by location) whose requests to runs are heard here.
+    heard: Mutex<std::collections::HashSet<PathBuf>>,
 }
 
 impl RunService {
@@ -219,6 +222,7 @@ impl RunService {
             stores: Mutex::new(HashMap::new()),
             closing: AtomicBool::new(false),
             tasks: TaskTracker::new(),
+            heard: Mutex::default(),
         })
     }
 
@@ -738,6 +742,7 @@ impl RunService {
     ) -> Result<Arc<LiveRun>, RpcError> {
         let (stored_at, stores) = self.stores_at(&prepared.config, &prepared.workspace)?;
         let store = stores.sessions.clone();
+        self.hear_requests(&stored_at, &store);
         if let Some(id) = &resume {
             self.settle(id).await;
         }
@@ -1326,6 +1331,21 @@ impl RunService {
                 session_id: p.session_id,
             });
         }
+        if !meta.status.is_terminal()
+            && let Some(holder) = self
+                .ask_holder(&store, &p.session_id, session::RunAction::Cancel)
+                .await
+        {
+            // Another server on the store runs it in process.
+            let status = self.settled_status(&store, &p.session_id).await;
+            if !status.is_terminal() {
+                return Err(holder::not_taken(&p.session_id, &holder, "cancel"));
+            }
+            return Ok(RunStatus {
+                session_id: p.session_id,
+                status,
+            });
+        }
         let status = match meta.status {
             s if s.is_terminal() => s,
             SessionStatus::Running => {
@@ -1378,26 +1398,6 @@ impl RunService {
                 return status;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Wait, at most [`SETTLE_WAIT`], until the approval session `id` waited
-    /// at (`asked`, its request's `seq`) is no longer pending in the store.
-    async fn settled_approval(&self, store: &Arc<dyn SessionStore>, id: &str, asked: Option<u64>) {
-        if asked.is_none() {
-            return;
-        }
-        let deadline = Instant::now() + SETTLE_WAIT;
-        while Instant::now() < deadline {
-            let (store, sid) = (store.clone(), id.to_owned());
-            let pending = tokio::task::spawn_blocking(move || store.pending_approval(&sid))
-                .await
-                .ok()
-                .and_then(Result::ok);
-            if pending.is_some_and(|now| now != asked) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 
@@ -1573,6 +1573,23 @@ impl RunService {
                 let answer = answer?;
                 self.settled_approval(&store, &p.session_id, asked).await;
                 return Ok(answer);
+            }
+        }
+        if meta.status == SessionStatus::WaitingApproval {
+            // Another server on the store holds the run, waiting in process.
+            let asked = store.pending_approval(&p.session_id).ok().flatten();
+            let action = session::RunAction::Approve {
+                approve: p.approve,
+                note: p.note.clone(),
+            };
+            if let Some(holder) = self.ask_holder(&store, &p.session_id, action).await {
+                if self.settled_approval(&store, &p.session_id, asked).await {
+                    return Ok(RunStatus {
+                        session_id: p.session_id,
+                        status: SessionStatus::Running,
+                    });
+                }
+                return Err(holder::not_taken(&p.session_id, &holder, "decision"));
             }
         }
         if meta.status == SessionStatus::Running {

@@ -9,6 +9,9 @@
 //! the store. When the listening connection drops it is opened again with
 //! exponential backoff, and every watch is woken once `LISTEN` is back,
 //! because appends made meanwhile went unheard.
+//!
+//! The same connection listens on `agentfile_requests`, where a process asks
+//! the one holding a run to approve or cancel it ([`RunRequest`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,10 +20,12 @@ use futures::StreamExt;
 use futures::future::{Either, select};
 use tokio_postgres::{AsyncMessage, NoTls};
 
-use crate::changes::Changes;
+use crate::changes::{Changes, RunRequest};
 
 /// The channel appends notify on.
 pub(super) const CHANNEL: &str = "agentfile_events";
+/// The channel requests to runs go on ([`crate::changes::RunRequest`], as JSON).
+pub(super) const REQUESTS: &str = "agentfile_requests";
 
 /// The first wait before listening again after the connection dropped.
 const FIRST_DELAY: Duration = Duration::from_millis(50);
@@ -66,7 +71,7 @@ async fn listen_once(
     let (client, mut connection) = config.connect(NoTls).await?;
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
     // The connection must be driven for `LISTEN` to complete.
-    let sql = format!("LISTEN {CHANNEL}");
+    let sql = format!("LISTEN {CHANNEL}; LISTEN {REQUESTS}");
     let listen = client.batch_execute(&sql);
     futures::pin_mut!(listen);
     loop {
@@ -89,10 +94,18 @@ async fn listen_once(
 }
 
 fn deliver(message: AsyncMessage, changes: &Changes) {
-    if let AsyncMessage::Notification(n) = message
-        && n.channel() == CHANNEL
-    {
-        changes.wake(n.payload());
+    let AsyncMessage::Notification(n) = message else {
+        return;
+    };
+    match n.channel() {
+        CHANNEL => changes.wake(n.payload()),
+        // Anyone who can write the store can send one; a payload that is not
+        // a request is dropped.
+        REQUESTS => match serde_json::from_str::<RunRequest>(n.payload()) {
+            Ok(request) => changes.request(request),
+            Err(e) => tracing::debug!(error = %e, "not a run request; dropped"),
+        },
+        _ => {}
     }
 }
 

@@ -116,3 +116,43 @@ fn postgres_watches_are_woken_when_the_listener_comes_back() {
         assert!(woken(&mut x, GIVE_UP).await, "not listening again");
     });
 }
+
+/// A request to a run sent through one store is heard by every listener of
+/// another on the same database, whole; SQLite carries none.
+#[test]
+fn postgres_a_request_to_a_run_reaches_the_other_stores_listeners() {
+    use agentfile_session::{RunAction, RunRequest};
+    if !pg::available() {
+        return;
+    }
+    let (_dir, _url, a, b) = two_stores("pg-requests", &["held"]);
+    runtime().block_on(async {
+        let mut heard = b.requests().expect("PostgreSQL carries requests");
+        let approve = RunAction::Approve {
+            approve: true,
+            note: Some("looks right".into()),
+        };
+        assert!(a.request("held", &approve).unwrap(), "sent");
+        let got = tokio::time::timeout(GIVE_UP, heard.recv())
+            .await
+            .expect("heard in time")
+            .expect("a request");
+        assert_eq!(
+            got,
+            RunRequest {
+                session: "held".into(),
+                action: approve,
+            }
+        );
+        assert!(a.request("held", &RunAction::Cancel).unwrap());
+        let got = tokio::time::timeout(GIVE_UP, heard.recv()).await;
+        assert_eq!(
+            got.ok().and_then(Result::ok).map(|r| r.action),
+            Some(RunAction::Cancel)
+        );
+    });
+    let dir = TempDir::new("sqlite-requests");
+    let sqlite = agentfile_session::SqliteStore::open(&dir.path().join("s.db")).unwrap();
+    assert!(!sqlite.request("held", &RunAction::Cancel).unwrap());
+    assert!(sqlite.requests().is_none());
+}
