@@ -758,16 +758,17 @@ async fn hostile_requests_get_their_status_and_the_agent_goes_on() {
         "{card:#}"
     );
 
-    let sent = rpc(
-        url,
-        &json!({"jsonrpc": "2.0", "id": "a", "method": "message/send", "params": {
-        "message": {"kind": "message", "messageId": "m1", "role": "user",
-            "parts": [{"kind": "data", "data": {"topic": "tides"}}],
-            "metadata": {"skill": "hello"}}}})
-        .to_string(),
-    )
-    .await;
+    let sent = hello_v03(url).await;
     assert_eq!(sent["result"]["status"]["state"], "completed", "{sent:#}");
+}
+
+/// A 0.3 `message/send` running the `hello` skill about tides; the reply.
+async fn hello_v03(url: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": "a", "method": "message/send", "params": {
+    "message": {"kind": "message", "messageId": "m1", "role": "user",
+        "parts": [{"kind": "data", "data": {"topic": "tides"}}],
+        "metadata": {"skill": "hello"}}}});
+    rpc(url, &body.to_string()).await
 }
 
 /// POST `body` to the endpoint; the JSON-RPC reply.
@@ -790,15 +791,7 @@ async fn a_0_3_message_send_runs_and_bad_requests_get_json_rpc_errors() {
     let server = Server::start(&ws.0, None).await;
     let url = &server.url;
 
-    let sent = rpc(
-        url,
-        &json!({"jsonrpc": "2.0", "id": "a", "method": "message/send", "params": {
-        "message": {"kind": "message", "messageId": "m1", "role": "user",
-            "parts": [{"kind": "data", "data": {"topic": "tides"}}],
-            "metadata": {"skill": "hello"}}}})
-        .to_string(),
-    )
-    .await;
+    let sent = hello_v03(url).await;
     let task = &sent["result"];
     assert_eq!(task["kind"], "task", "{sent:#}");
     assert_eq!(task["status"]["state"], "completed", "{sent:#}");

@@ -611,15 +611,7 @@ fn approvals_and_signals_reach_runs_on_workers() {
             ([127, 0, 0, 1], 0).into(),
         ))
         .unwrap();
-    let s = setup(&server);
-    crate::support::copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
-        s.ws.path(),
-        &[],
-    );
-    let mut config = std::fs::read_to_string(s.ws.path().join("agent.toml")).unwrap();
-    config.push_str("\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n");
-    std::fs::write(s.ws.path().join("agent.toml"), config).unwrap();
+    let s = ship_notes(&server);
     let stream = "AGENTFILE_APPROVALS";
     let mut w = worker(&s, stream, 2);
     let mut serve = Serve::start(&s, stream);
@@ -898,15 +890,7 @@ fn another_server_approves_and_cancels_runs_on_workers() {
             ([127, 0, 0, 1], 0).into(),
         ))
         .unwrap();
-    let s = setup(&server);
-    crate::support::copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
-        s.ws.path(),
-        &[],
-    );
-    let mut config = std::fs::read_to_string(s.ws.path().join("agent.toml")).unwrap();
-    config.push_str("\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n");
-    std::fs::write(s.ws.path().join("agent.toml"), config).unwrap();
+    let s = ship_notes(&server);
     let stream = "AGENTFILE_TWO_SERVERS";
     let _w = worker(&s, stream, 4);
     let mut a = Serve::start(&s, stream);
@@ -954,6 +938,21 @@ fn another_server_approves_and_cancels_runs_on_workers() {
         .count();
     assert_eq!(asked, 0, "the cancelled run went no further");
     rt.block_on(server.shutdown());
+}
+
+/// [`setup`] with the ship-notes WORKFLOW.md (an approval, then a suspend
+/// until `release.tagged`) and its publishing tool.
+fn ship_notes(server: &FakeServer) -> Setup {
+    let s = setup(server);
+    crate::support::copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workflow_md/ship-notes"),
+        s.ws.path(),
+        &[],
+    );
+    let mut config = std::fs::read_to_string(s.ws.path().join("agent.toml")).unwrap();
+    config.push_str("\n[tools.publish-notes]\ncommand = [\"python3\", \"publish.py\"]\n");
+    std::fs::write(s.ws.path().join("agent.toml"), config).unwrap();
+    s
 }
 
 fn now_ms_of_day() -> i64 {

@@ -424,40 +424,12 @@ async fn a_client_without_core_tasks_sees_none_of_it() {
 
 // ── over HTTP, two principals ───────────────────────────────────────────────
 
-struct Http {
-    child: tokio::process::Child,
-    url: String,
-}
-
-impl Http {
-    async fn start(ws: &Path, tokens: &str) -> Http {
-        let mut child = command(ws)
-            .args(["--http", "127.0.0.1:0"])
-            .env("AGENTFILE_MCP_TOKEN", tokens)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        let url = tokio::time::timeout(WAIT, async {
-            while let Some(line) = lines.next_line().await.unwrap() {
-                if let Some(url) = line.strip_prefix("agentfile mcp: listening on ") {
-                    return url.to_owned();
-                }
-                eprintln!("server: {line}");
-            }
-            panic!("the server ended before listening");
-        })
-        .await
-        .expect("the server did not say where it listens");
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = lines.next_line().await {
-                eprintln!("server: {line}");
-            }
-        });
-        Http { child, url }
-    }
+/// `agentfile mcp --http` with `tokens`.
+async fn http(ws: &Path, tokens: &str) -> crate::support::mcp_http::Replica {
+    let mut c = command(ws);
+    c.args(["--http", "127.0.0.1:0"])
+        .env("AGENTFILE_MCP_TOKEN", tokens);
+    crate::support::mcp_http::Replica::start(c, "server").await
 }
 
 /// One client session over HTTP: its token and `Mcp-Session-Id`.
@@ -533,7 +505,7 @@ impl HttpClient {
 async fn over_http_tasks_belong_to_their_token() {
     let f = fake().await;
     let ws = workspace("http", &f);
-    let mut server = Http::start(&ws.0, "token-a,token-b").await;
+    let mut server = http(&ws.0, "token-a,token-b").await;
     let (mut a, init) = HttpClient::connect(&server.url, "token-a").await;
     assert_eq!(
         init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"],
@@ -691,7 +663,7 @@ async fn a_finished_task_is_unknown_after_its_ttl_and_its_session_stays() {
 async fn over_http_the_web_view_keeps_a_task_to_its_token() {
     let f = fake().await;
     let ws = workspace("http-ui", &f);
-    let mut server = Http::start(&ws.0, "token-a,token-b").await;
+    let mut server = http(&ws.0, "token-a,token-b").await;
     let (mut a, _) = HttpClient::connect(&server.url, "token-a").await;
     let r = a
         .request(
@@ -855,7 +827,7 @@ async fn over_http_the_web_view_keeps_a_task_to_its_token() {
 async fn over_http_a_blocking_run_keeps_to_its_token() {
     let f = fake().await;
     let ws = workspace("http-plain", &f);
-    let mut server = Http::start(&ws.0, "token-a,token-b").await;
+    let mut server = http(&ws.0, "token-a,token-b").await;
     let (mut a, _) = HttpClient::connect(&server.url, "token-a").await;
     let (mut b, _) = HttpClient::connect(&server.url, "token-b").await;
     // No elicitation: the blocking call returns when the run waits for a

@@ -91,28 +91,7 @@ struct Service {
 
 impl Service {
     async fn start(label: &str, latency: Duration) -> Service {
-        let mut replies = script(latency);
-        replies.replies.insert(
-            0,
-            FakeReply::text("gated thing done").when(["Do the gated thing"]),
-        );
-        let model = FakeServer::start_script(replies, ([127, 0, 0, 1], 0).into())
-            .await
-            .unwrap();
-        let ws = Dir::new(&format!("replicas-{label}"));
-        let db_url = pg::url_for(ws.path());
-        std::fs::write(
-            ws.path().join("agent.toml"),
-            format!(
-                "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\n[session]\nstore = \"postgres\"\n\n[mcp]\nstate_key_env = \"{STATE_VAR}\"\n",
-                model.base_url()
-            ),
-        )
-        .unwrap();
-        std::fs::write(ws.path().join("Agentfile"), TRIO).unwrap();
-        std::fs::write(ws.path().join("gated.agent"), GATED).unwrap();
-        std::fs::create_dir_all(ws.path().join(HOLDS_PATH)).unwrap();
-        std::fs::write(ws.path().join(HOLDS_PATH).join("WORKFLOW.md"), HOLDS).unwrap();
+        let (model, ws, db_url) = model_and_store(label, latency).await;
         let nats = Nats::start();
         let worker = cluster::worker(ws.path(), &nats.url, &db_url, STREAM, 4, &[]);
         let a = replica(ws.path(), &nats.url, &db_url, "replica A").await;
@@ -147,6 +126,35 @@ impl Service {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// The fake model answering [`TRIO`]'s goals after `latency` (the gated goal
+/// at once), and a workspace on a new PostgreSQL database (its URL) holding
+/// [`TRIO`], [`GATED`] and [`HOLDS`].
+async fn model_and_store(label: &str, latency: Duration) -> (FakeServer, Dir, String) {
+    let mut replies = script(latency);
+    replies.replies.insert(
+        0,
+        FakeReply::text("gated thing done").when(["Do the gated thing"]),
+    );
+    let model = FakeServer::start_script(replies, ([127, 0, 0, 1], 0).into())
+        .await
+        .unwrap();
+    let ws = Dir::new(&format!("replicas-{label}"));
+    let db_url = pg::url_for(ws.path());
+    std::fs::write(
+        ws.path().join("agent.toml"),
+        format!(
+            "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\n[session]\nstore = \"postgres\"\n\n[mcp]\nstate_key_env = \"{STATE_VAR}\"\n",
+            model.base_url()
+        ),
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("Agentfile"), TRIO).unwrap();
+    std::fs::write(ws.path().join("gated.agent"), GATED).unwrap();
+    std::fs::create_dir_all(ws.path().join(HOLDS_PATH)).unwrap();
+    std::fs::write(ws.path().join(HOLDS_PATH).join("WORKFLOW.md"), HOLDS).unwrap();
+    (model, ws, db_url)
 }
 
 /// `agentfile mcp --http 127.0.0.1:0 --nats …` on the service's store.
@@ -442,31 +450,7 @@ fn a_task_completes_when_the_replica_that_started_it_is_killed() {
 #[test]
 fn without_nats_the_replica_holding_a_run_takes_its_approval_and_cancel_from_the_other() {
     with_cluster(|| async {
-        let model = FakeServer::start_script(
-            {
-                let mut replies = script(Duration::from_millis(1500));
-                replies.replies.insert(
-                    0,
-                    FakeReply::text("gated thing done").when(["Do the gated thing"]),
-                );
-                replies
-            },
-            ([127, 0, 0, 1], 0).into(),
-        )
-        .await
-        .unwrap();
-        let ws = Dir::new("replicas-in-process");
-        let db_url = pg::url_for(ws.path());
-        std::fs::write(
-            ws.path().join("agent.toml"),
-            format!(
-                "[llm]\nprovider = \"openai\"\nmodel = \"gpt-4o\"\nbase_url = \"{}\"\napi_key_env = \"{KEY_VAR}\"\n\n[session]\nstore = \"postgres\"\n",
-                model.base_url()
-            ),
-        )
-        .unwrap();
-        std::fs::write(ws.path().join("Agentfile"), TRIO).unwrap();
-        std::fs::write(ws.path().join("gated.agent"), GATED).unwrap();
+        let (model, ws, db_url) = model_and_store("in-process", Duration::from_millis(1500)).await;
         let start = |label: &'static str| {
             let mut c = tokio::process::Command::new(cluster::binary());
             c.args(["mcp", "--http", "127.0.0.1:0", "--heartbeat-ms", "300"])
@@ -475,6 +459,7 @@ fn without_nats_the_replica_holding_a_run_takes_its_approval_and_cancel_from_the
                 .current_dir(ws.path())
                 .env(KEY_VAR, "test-key-0123456789")
                 .env("AGENTFILE_DATABASE_URL", &db_url)
+                .env(STATE_VAR, STATE_KEY)
                 .env_remove("AGENTFILE_NATS_URL")
                 .env_remove("AGENTFILE_MCP_TOKEN")
                 .env_remove("AGENTFILE_PROVIDER")
