@@ -690,14 +690,15 @@ async fn tokens_guard_the_agent_and_a_task_is_only_its_owners() {
 /// A body past the line limit is 413 (its first bytes never parsed); a body
 /// that stops coming is 408 after `[mcp] read_timeout`; a client that sends
 /// no head at all is dropped after it; the card behind a TLS proxy names an
-/// https URL. Then a skill still runs.
+/// https URL; a client past `[mcp] max_streams` open streams is refused the
+/// next until one closes. Then a skill still runs.
 #[tokio::test]
 async fn hostile_requests_get_their_status_and_the_agent_goes_on() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let model = fake(Duration::ZERO).await;
+    let model = fake(Duration::from_secs(3)).await;
     let ws = workspace("hostile", &model);
     let mut config = std::fs::read_to_string(ws.0.join("agent.toml")).unwrap();
-    config.push_str("\n[mcp]\nread_timeout = \"1s\"\n");
+    config.push_str("\n[mcp]\nread_timeout = \"1s\"\nmax_streams = 1\n");
     std::fs::write(ws.0.join("agent.toml"), config).unwrap();
     let server = Server::start(&ws.0, None).await;
     let url = &server.url;
@@ -757,6 +758,45 @@ async fn hostile_requests_get_their_status_and_the_agent_goes_on() {
         card.to_string().contains(&format!("https://{addr}/a2a")),
         "{card:#}"
     );
+
+    // One stream open (a run whose second goal takes 3 s): the next is refused.
+    let stream = |n: u32| {
+        let body = json!({"jsonrpc": "2.0", "id": n, "method": "message/stream", "params": {
+        "message": {"kind": "message", "messageId": format!("s{n}"), "role": "user",
+            "parts": [{"kind": "data", "data": {}}], "metadata": {"skill": "two"}}}});
+        http.post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+    };
+    let open = stream(1).await.unwrap();
+    assert!(
+        open.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"),
+        "{open:?}"
+    );
+    let refused: Value = stream(2).await.unwrap().json().await.unwrap();
+    assert_eq!(refused["error"]["code"], -32603, "{refused:#}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_streams"),
+        "{refused:#}"
+    );
+    drop(open);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let again = stream(3).await.unwrap();
+    assert!(
+        again.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream"),
+        "a stream closed gives its place back: {again:?}"
+    );
+    drop(again);
 
     let sent = hello_v03(url).await;
     assert_eq!(sent["result"]["status"]["state"], "completed", "{sent:#}");

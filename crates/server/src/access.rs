@@ -23,7 +23,10 @@
 //!   that listener read and steer every session (a team's shared view); the
 //!   MCP task methods stay scoped to their token whatever it says.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
 
 use agentfile_session::{SessionStore, StoreError};
 use sha2::{Digest, Sha256};
@@ -182,6 +185,68 @@ impl Rule {
 /// restarts).
 pub fn owner_of(store: &dyn SessionStore, id: &str) -> Result<Option<String>, StoreError> {
     store.principal(id)
+}
+
+/// Requests or streams open, per principal and in all (`mcp --http`'s POSTs
+/// in flight and listen streams, the A2A door's streams and blocking calls).
+#[derive(Default)]
+pub(crate) struct InFlight {
+    counts: Mutex<HashMap<Principal, usize>>,
+    settled: Notify,
+}
+
+impl InFlight {
+    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<Principal, usize>> {
+        self.counts.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Count one more for `who`, unless `who` has `max` open already; the
+    /// guard counts it off when dropped.
+    pub(crate) fn enter(self: &Arc<Self>, who: &Principal, max: usize) -> Option<Guard> {
+        let mut counts = self.counts();
+        let n = counts.entry(who.clone()).or_default();
+        if *n >= max {
+            return None;
+        }
+        *n += 1;
+        Some(Guard {
+            in_flight: self.clone(),
+            who: who.clone(),
+        })
+    }
+
+    /// Wait until nothing is open.
+    pub(crate) async fn idle(&self) {
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.counts().is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// One open request or stream of [`InFlight`].
+pub(crate) struct Guard {
+    in_flight: Arc<InFlight>,
+    who: Principal,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let mut counts = self.in_flight.counts();
+        if let Some(n) = counts.get_mut(&self.who) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.who);
+            }
+        }
+        drop(counts);
+        self.in_flight.settled.notify_waiters();
+    }
 }
 
 #[cfg(test)]

@@ -214,7 +214,7 @@ async fn send(
     if msg.at_once {
         return Ok(tasks::working(&o));
     }
-    let Ok(_permit) = a2a.waits.clone().try_acquire_owned() else {
+    let Some(_hold) = a2a.hold(who) else {
         // Too many waiting already: answer now; the client polls.
         return Ok(tasks::working(&o));
     };
@@ -229,8 +229,8 @@ async fn open(
     version: Version,
     id: Value,
 ) -> Response<Body> {
-    let Ok(permit) = a2a.waits.clone().try_acquire_owned() else {
-        return error(&id, &too_many(), version);
+    let Some(hold) = a2a.hold(who) else {
+        return error(&id, &too_many(a2a), version);
     };
     let msg = match Incoming::read(version, params) {
         Ok(m) => m,
@@ -239,7 +239,7 @@ async fn open(
     match begin(a2a, who, &msg).await {
         Ok((o, after)) => {
             let first = tasks::working(&o);
-            stream::respond(a2a, o, first, after, version, id, permit)
+            stream::respond(a2a, o, first, after, version, id, hold)
         }
         Err(f) => error(&id, &f, version),
     }
@@ -254,8 +254,8 @@ async fn subscribe(
     version: Version,
     id: Value,
 ) -> Response<Body> {
-    let Ok(permit) = a2a.waits.clone().try_acquire_owned() else {
-        return error(&id, &too_many(), version);
+    let Some(hold) = a2a.hold(who) else {
+        return error(&id, &too_many(a2a), version);
     };
     let task = match read::<SubscribeToTaskRequest>(params).and_then(|p| task_id(p.id)) {
         Ok(t) => t,
@@ -268,15 +268,17 @@ async fn subscribe(
     match tasks::task_of(a2a, &o, true).await {
         Ok(first) => {
             let after = o.meta.last_seq;
-            stream::respond(a2a, o, first, after, version, id, permit)
+            stream::respond(a2a, o, first, after, version, id, hold)
         }
         Err(f) => error(&id, &f, version),
     }
 }
 
-fn too_many() -> Fault {
+fn too_many(a2a: &A2a) -> Fault {
     Fault::internal(format!(
-        "too many streams and waiting requests are open (at most {}); poll GetTask instead",
+        "too many streams and waiting requests are open (at most {} for a token, `[mcp] \
+         max_streams`, and {} in all); poll GetTask instead",
+        a2a.max_streams,
         super::MAX_WAITS
     ))
 }

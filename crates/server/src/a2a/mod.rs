@@ -46,7 +46,7 @@ use http_body_util::{BodyExt, Full};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::access::Principal;
+use crate::access::{Guard, InFlight, Principal};
 use crate::auth::{self, Tokens};
 use crate::gateway::Gateway;
 use crate::limits;
@@ -81,6 +81,9 @@ pub struct A2aOptions {
     /// The most a client may take to send a request's body (`[mcp]
     /// read_timeout`).
     pub read_timeout: Duration,
+    /// Streams and blocking sends open at once per principal (`[mcp]
+    /// max_streams`).
+    pub max_streams: usize,
     /// How often the workspace is rescanned for skills.
     pub poll: Duration,
 }
@@ -94,7 +97,17 @@ pub struct A2a {
     catalog: Arc<card::Catalog>,
     stop: CancellationToken,
     waits: Arc<Semaphore>,
+    /// The same, per principal.
+    waits_of: Arc<InFlight>,
+    max_streams: usize,
     read_timeout: Duration,
+}
+
+/// A stream's or a blocking send's place among those open, in all and for
+/// its principal; given back when dropped.
+pub struct Hold {
+    _all: tokio::sync::OwnedSemaphorePermit,
+    _mine: Guard,
 }
 
 impl A2a {
@@ -123,6 +136,8 @@ impl A2a {
             catalog,
             stop: options.stop,
             waits: Arc::new(Semaphore::new(MAX_WAITS)),
+            waits_of: Arc::default(),
+            max_streams: options.max_streams,
             read_timeout: options.read_timeout,
         })
     }
@@ -144,9 +159,21 @@ impl A2a {
                 local,
                 stop,
                 read_timeout: config.mcp.read_timeout(),
+                max_streams: config.mcp.max_streams(),
                 poll: Duration::from_secs(3),
             },
         )
+    }
+
+    /// A place for one more stream or blocking send of `who`: `None` past
+    /// [`MAX_WAITS`] in all or `[mcp] max_streams` for `who`.
+    fn hold(&self, who: &Principal) -> Option<Hold> {
+        let mine = self.waits_of.enter(who, self.max_streams)?;
+        let all = self.waits.clone().try_acquire_owned().ok()?;
+        Some(Hold {
+            _all: all,
+            _mine: mine,
+        })
     }
 
     /// Whether `path` is A2A's.
@@ -431,6 +458,7 @@ pub async fn run(
             local,
             stop: ct.child_token(),
             read_timeout: config.mcp.read_timeout(),
+            max_streams: config.mcp.max_streams(),
             poll: options.poll,
         },
     );

@@ -22,7 +22,6 @@ use http::{HeaderValue, Response, header};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::Value;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::reply::{Fault, Version};
 use super::tasks::{self, Owned};
@@ -235,7 +234,7 @@ fn update_of(o: &Owned, e: &Event) -> Option<StreamResponse> {
 }
 
 /// The stream of task `owned` from event `after`, opening with `first`, as
-/// server-sent events answering JSON-RPC request `rpc_id`; `permit` holds
+/// server-sent events answering JSON-RPC request `rpc_id`; `hold` keeps
 /// its place among the open streams.
 pub fn respond(
     a2a: &Arc<A2a>,
@@ -244,15 +243,23 @@ pub fn respond(
     after: u64,
     version: Version,
     rpc_id: Value,
-    permit: OwnedSemaphorePermit,
+    hold: super::Hold,
 ) -> Response<Body> {
     let mut follow = Follow::new(a2a.clone(), owned, first, after);
     // The follower runs on its own task (its futures are not `Sync`, which a
     // body must be); it stops when the client goes or the server stops.
     let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
-        let _permit = permit;
-        while let Some(item) = follow.next().await {
+        let _hold = hold;
+        loop {
+            // A client that went frees its place at once, not at the next event.
+            let item = tokio::select! {
+                item = follow.next() => item,
+                _ = tx.closed() => return,
+            };
+            let Some(item) = item else {
+                return;
+            };
             let msg = match item {
                 Item::Update(u) => JsonRpcResponse::result(rpc_id.clone(), version.update(&u)),
                 Item::Fault(f) => JsonRpcResponse::error(rpc_id.clone(), f.write(version)),

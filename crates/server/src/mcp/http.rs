@@ -53,7 +53,7 @@
 //! are left `interrupted`, resumable), lets the calls they held answer, closes
 //! the sessions and exits 143 or 130, as on stdio.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -71,7 +71,6 @@ use rmcp::RoleServer;
 use rmcp::service::Peer;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use agentfile_config::Config;
@@ -81,6 +80,7 @@ use super::{
     ANSWER_GRACE, Client, ExitCode, INTERRUPT_GRACE, KEY_HINT, McpOptions, McpServer, tools,
     transport,
 };
+use crate::access::{Guard, InFlight};
 pub use crate::auth::{TOKEN_VAR, parse_tokens};
 use crate::auth::{Tokens, origin_of, own_origins};
 use crate::gateway::{Gateway, GatewayOptions};
@@ -846,64 +846,6 @@ fn too_many_with(error: agentfile_wire::rpc::RpcError) -> Response<HttpBody> {
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     r
-}
-
-/// POSTs in flight, per principal and in all.
-#[derive(Default)]
-struct InFlight {
-    counts: Mutex<HashMap<Principal, usize>>,
-    settled: Notify,
-}
-
-impl InFlight {
-    fn counts(&self) -> std::sync::MutexGuard<'_, HashMap<Principal, usize>> {
-        self.counts.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn enter(self: &Arc<Self>, who: &Principal, max: usize) -> Option<Guard> {
-        let mut counts = self.counts();
-        let n = counts.entry(who.clone()).or_default();
-        if *n >= max {
-            return None;
-        }
-        *n += 1;
-        Some(Guard {
-            in_flight: self.clone(),
-            who: who.clone(),
-        })
-    }
-
-    /// Wait until no POST is in flight.
-    async fn idle(&self) {
-        loop {
-            let notified = self.settled.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.counts().is_empty() {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
-struct Guard {
-    in_flight: Arc<InFlight>,
-    who: Principal,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let mut counts = self.in_flight.counts();
-        if let Some(n) = counts.get_mut(&self.who) {
-            *n -= 1;
-            if *n == 0 {
-                counts.remove(&self.who);
-            }
-        }
-        drop(counts);
-        self.in_flight.settled.notify_waiters();
-    }
 }
 
 /// A response body that holds its request's place in flight until it ends.
