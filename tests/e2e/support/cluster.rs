@@ -55,13 +55,6 @@ pub fn available() -> bool {
     pg::available()
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap()
-}
-
 /// A `nats-server -js` on a free loopback port, killed when dropped.
 pub struct Nats {
     child: Child,
@@ -70,24 +63,41 @@ pub struct Nats {
 }
 
 impl Nats {
+    /// On a port the server picks itself (`-p -1`) and writes into a ports
+    /// file: a port chosen here first could be taken by another test's server
+    /// in between, and this test would then talk to that one.
     pub fn start() -> Nats {
         let dir = TempDir::new("nats");
-        let port = free_port();
         let child = Command::new(nats_server().unwrap())
-            .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+            .args(["-js", "-a", "127.0.0.1", "-p", "-1", "-sd"])
+            .arg(dir.path().join("store"))
+            .arg("--ports_file_dir")
             .arg(dir.path())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("start nats-server");
+        let ports = dir.path().join(format!("nats-server_{}.ports", child.id()));
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        let url = loop {
+            let said = std::fs::read(&ports)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .and_then(|v| v["nats"][0].as_str().map(str::to_owned));
+            if let Some(url) = said {
+                break url;
+            }
             assert!(Instant::now() < deadline, "nats-server did not start");
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let addr = url.trim_start_matches("nats://").to_owned();
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "nats-server does not listen");
+            std::thread::sleep(Duration::from_millis(20));
         }
         Nats {
             child,
-            url: format!("nats://127.0.0.1:{port}"),
+            url,
             _dir: dir,
         }
     }

@@ -129,6 +129,9 @@ impl Work<'_, '_> {
                 },
             );
         }
+        // Stored before the synthesis is asked: a crash from here does not
+        // ask the agents again.
+        self.cx.svc.bus.flush();
         let mut synthesis = self.synthesize(&names, &answers).await?;
         synthesis.tool_calls = answers.iter().map(|a| a.tool_calls).sum();
         synthesis.done = answers.iter().any(|a| a.done);

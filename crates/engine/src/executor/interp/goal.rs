@@ -112,6 +112,11 @@ impl<'a> RunCx<'a> {
                 done: c.done,
             },
         );
+        // A finished goal is never asked again: its end is stored before the
+        // run goes on, so a crash from here resumes after it (the pipelined
+        // bus would otherwise still be committing it while the next goal's
+        // model call goes out).
+        self.svc.bus.flush();
         self.goal_effects(f.plan, &g.goal, &c, env);
         Ok(Outcome {
             value: Arc::new(self.goal_value(f.plan, &g.goal, &c)),
