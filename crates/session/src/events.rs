@@ -13,8 +13,9 @@
 //! after the commit that holds it, never one the store refused; the store holds
 //! a prefix of what was emitted, so a run killed at any moment resumes from its
 //! log like any interrupted run; [`EventBus::flush`] waits until everything
-//! emitted is stored (the executor calls it before asking for an approval and
-//! when the run ends). What a pipelined bus adds is that the run goes on with
+//! emitted is stored (the executor calls it when a goal completes, so a
+//! finished goal is never asked again after a crash, before asking for an
+//! approval, and when the run ends). What a pipelined bus adds is that the run goes on with
 //! its next step while the previous events are being committed.
 //!
 //! What it is not: a queue for sinks. Sinks are called in order, one event at a
