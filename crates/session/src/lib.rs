@@ -360,6 +360,31 @@ pub trait SessionStore: Send + Sync {
         self.task_owner(id)
     }
 
+    /// [`SessionStore::principal`] of each of `ids`, in their order (`None`
+    /// for a session that is gone): one read where the store can (a page of
+    /// the web view checks every row's owner).
+    fn principals(&self, ids: &[String]) -> Result<Vec<Option<String>>, StoreError> {
+        ids.iter()
+            .map(|id| match self.principal(id) {
+                Err(StoreError::NotFound(_) | StoreError::InvalidId(_)) => Ok(None),
+                other => other,
+            })
+            .collect()
+    }
+
+    /// [`SessionStore::summary`] of each of `ids`, in their order (the
+    /// default for a session that is gone): one trip where the store can.
+    fn summaries(&self, ids: &[String]) -> Result<Vec<SessionSummary>, StoreError> {
+        ids.iter()
+            .map(|id| match self.summary(id) {
+                Err(StoreError::NotFound(_) | StoreError::InvalidId(_)) => {
+                    Ok(SessionSummary::default())
+                }
+                other => other,
+            })
+            .collect()
+    }
+
     /// Record the principal session `id` belongs to. Recorded once: setting
     /// the same principal again is a no-op, another one is refused with
     /// [`StoreError::OwnedByAnother`] and nothing changes (a resume, or

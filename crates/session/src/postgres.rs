@@ -690,6 +690,22 @@ impl SessionStore for PgStore {
         }
     }
 
+    /// One query for all of them.
+    fn principals(&self, ids: &[String]) -> Result<Vec<Option<String>>, StoreError> {
+        match self.call(Op::Principals(ids.to_vec()))? {
+            Reply::Principals(p) => Ok(p),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// One job on the connection, its queries pipelined.
+    fn summaries(&self, ids: &[String]) -> Result<Vec<SessionSummary>, StoreError> {
+        match self.call(Op::Summaries(ids.to_vec()))? {
+            Reply::Summaries(s) => Ok(s),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
     fn set_principal(&self, id: &str, principal: &str) -> Result<(), StoreError> {
         self.unit(Op::SetPrincipal(id.to_owned(), principal.to_owned()))
     }
@@ -823,6 +839,7 @@ enum Op {
     Events(String, u64, Option<usize>),
     Page(SessionQuery),
     Summary(String),
+    Summaries(Vec<String>),
     Workflows,
     Pending(String),
     RecordApproval {
@@ -837,6 +854,7 @@ enum Op {
     TaskOwner(String),
     SetTaskOwner(String, String),
     Principal(String),
+    Principals(Vec<String>),
     SetPrincipal(String, String),
     RunSettings(String),
     SetRunSettings(String, String),
@@ -879,10 +897,12 @@ enum Reply {
     Metas(Vec<SessionMeta>),
     Events(Vec<Event>),
     Summary(SessionSummary),
+    Summaries(Vec<SessionSummary>),
     Seq(Option<u64>),
     Approval(Option<Approval>),
     Owner(Option<OwnerRecord>),
     Principal(Option<String>),
+    Principals(Vec<Option<String>>),
     Ids(Vec<String>),
     Version(i64),
     Claimed(bool),
@@ -898,10 +918,12 @@ impl Reply {
             Reply::Metas(_) => "metas",
             Reply::Events(_) => "events",
             Reply::Summary(_) => "summary",
+            Reply::Summaries(_) => "summaries",
             Reply::Seq(_) => "seq",
             Reply::Approval(_) => "approval",
             Reply::Owner(_) => "owner",
             Reply::Principal(_) => "principal",
+            Reply::Principals(_) => "principals",
             Reply::Ids(_) => "ids",
             Reply::Version(_) => "version",
             Reply::Claimed(_) => "claimed",
@@ -1325,6 +1347,44 @@ impl Worker {
                 let sql = "SELECT principal FROM sessions WHERE id = $1";
                 self.read_column(c, id, sql, "read the session's owner")
                     .await
+            }
+            Op::Principals(ids) => {
+                let rows = self
+                    .query(
+                        c,
+                        "SELECT id, principal FROM sessions WHERE id = ANY($1)",
+                        &[ids],
+                        "read the sessions' owners",
+                    )
+                    .await?;
+                let mut found = HashMap::with_capacity(rows.len());
+                for row in &rows {
+                    let id: String = self.get(row, 0)?;
+                    let principal: Option<String> = self.get(row, 1)?;
+                    found.insert(id, principal);
+                }
+                Ok(Reply::Principals(
+                    ids.iter()
+                        .map(|id| found.get(id).cloned().flatten())
+                        .collect(),
+                ))
+            }
+            Op::Summaries(ids) => {
+                // Sent together: tokio-postgres pipelines them on the one
+                // connection, so the page pays about one round trip.
+                let each =
+                    futures::future::join_all(ids.iter().map(|id| self.summary(c, id))).await;
+                let mut out = Vec::with_capacity(each.len());
+                for s in each {
+                    match s {
+                        Ok(s) => out.push(s),
+                        Err(Failure::Store(StoreError::NotFound(_))) => {
+                            out.push(SessionSummary::default())
+                        }
+                        Err(f) => return Err(f),
+                    }
+                }
+                Ok(Reply::Summaries(out))
             }
             Op::SetPrincipal(id, principal) => {
                 self.write_principal(

@@ -490,6 +490,15 @@ fn summaries_read_trigger_end_and_usage(kind: Kind) {
         store.summary("nope"),
         Err(StoreError::NotFound(_))
     ));
+    // All at once (a page of the web view): the same, in order; a session
+    // that is gone reads as the default.
+    let ids: Vec<String> = ["going", "nope", "done", "new"].map(str::to_owned).into();
+    let each: Vec<_> = ids
+        .iter()
+        .map(|id| store.summary(id).unwrap_or_default())
+        .collect();
+    assert_eq!(store.summaries(&ids).unwrap(), each, "{kind:?}");
+    assert_eq!(store.summaries(&[]).unwrap(), Vec::new());
 }
 
 fn events_read_back_exactly(kind: Kind) {
@@ -924,6 +933,19 @@ fn a_sessions_principal_is_durable_and_fixed(kind: Kind) {
         store.principal("owned").unwrap().as_deref(),
         Some("token:alice"),
         "{kind:?}"
+    );
+    let ids: Vec<String> = ["task", "nobody", "plain", "owned"]
+        .map(str::to_owned)
+        .into();
+    assert_eq!(
+        store.principals(&ids).unwrap(),
+        vec![
+            Some("local:1".into()),
+            None,
+            None,
+            Some("token:alice".into())
+        ],
+        "{kind:?}: every row's owner at once, in order"
     );
     assert_eq!(store.principal("task").unwrap().as_deref(), Some("local:1"));
     assert_eq!(
