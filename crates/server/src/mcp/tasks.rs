@@ -440,13 +440,17 @@ impl super::listen::TaskSource for Feed {
 }
 
 /// Send task `id`'s state on `out` now and each time its status changes,
-/// until it ends or `out` closes. The run's events (through the hub) wake
-/// it; without them it looks every [`WATCH_EVERY`].
+/// until it ends or `out` closes. The run's events (through the hub, or the
+/// store's watch for a run another replica holds) wake it; without them it
+/// looks every [`WATCH_EVERY`].
 async fn follow(server: McpServer, id: String, out: tokio::sync::mpsc::Sender<Value>) {
     let Ok(store) = server.gateway.store() else {
         return;
     };
     let mut events = server.host.changes().task_events();
+    // A run another replica holds: the store says when its events commit
+    // (PostgreSQL), taken before the first read so none is missed.
+    let mut elsewhere = store.watch(&id);
     let mut last = None;
     loop {
         let meta = {
@@ -481,6 +485,7 @@ async fn follow(server: McpServer, id: String, out: tokio::sync::mpsc::Sender<Va
             tokio::select! {
                 _ = &mut until => break,
                 _ = out.closed() => return,
+                _ = changed(&mut elsewhere) => break,
                 e = events.recv() => match e {
                     Ok(of) if *of == *id => break,
                     Ok(_) => {}
@@ -489,6 +494,14 @@ async fn follow(server: McpServer, id: String, out: tokio::sync::mpsc::Sender<Va
                 },
             }
         }
+    }
+}
+
+/// The store's next wake-up for a watched session; never without a watch.
+async fn changed(watch: &mut Option<agentfile_session::Watch>) {
+    match watch {
+        Some(w) => w.changed().await,
+        None => std::future::pending().await,
     }
 }
 
