@@ -1348,44 +1348,8 @@ impl Worker {
                 self.read_column(c, id, sql, "read the session's owner")
                     .await
             }
-            Op::Principals(ids) => {
-                let rows = self
-                    .query(
-                        c,
-                        "SELECT id, principal FROM sessions WHERE id = ANY($1)",
-                        &[ids],
-                        "read the sessions' owners",
-                    )
-                    .await?;
-                let mut found = HashMap::with_capacity(rows.len());
-                for row in &rows {
-                    let id: String = self.get(row, 0)?;
-                    let principal: Option<String> = self.get(row, 1)?;
-                    found.insert(id, principal);
-                }
-                Ok(Reply::Principals(
-                    ids.iter()
-                        .map(|id| found.get(id).cloned().flatten())
-                        .collect(),
-                ))
-            }
-            Op::Summaries(ids) => {
-                // Sent together: tokio-postgres pipelines them on the one
-                // connection, so the page pays about one round trip.
-                let each =
-                    futures::future::join_all(ids.iter().map(|id| self.summary(c, id))).await;
-                let mut out = Vec::with_capacity(each.len());
-                for s in each {
-                    match s {
-                        Ok(s) => out.push(s),
-                        Err(Failure::Store(StoreError::NotFound(_))) => {
-                            out.push(SessionSummary::default())
-                        }
-                        Err(f) => return Err(f),
-                    }
-                }
-                Ok(Reply::Summaries(out))
-            }
+            Op::Principals(ids) => self.principals(c, ids).await.map(Reply::Principals),
+            Op::Summaries(ids) => self.summaries(c, ids).await.map(Reply::Summaries),
             Op::SetPrincipal(id, principal) => {
                 self.write_principal(
                     c,

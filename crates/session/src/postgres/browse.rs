@@ -168,6 +168,53 @@ impl Worker {
     /// [`crate::browse::summarize`]): its first and last events read by the
     /// primary key, and only while it has not ended, the sums of what is
     /// stored so far.
+    /// The principal of each of `ids`, in their order, from one query
+    /// (`None` for a session that is gone).
+    pub(super) async fn principals(
+        &self,
+        c: &Conn,
+        ids: &[String],
+    ) -> Result<Vec<Option<String>>, Failure> {
+        let rows = self
+            .query(
+                c,
+                "SELECT id, principal FROM sessions WHERE id = ANY($1)",
+                &[&ids],
+                "read the sessions' owners",
+            )
+            .await?;
+        let mut found = std::collections::HashMap::with_capacity(rows.len());
+        for row in &rows {
+            let id: String = self.get(row, 0)?;
+            let principal: Option<String> = self.get(row, 1)?;
+            found.insert(id, principal);
+        }
+        Ok(ids
+            .iter()
+            .map(|id| found.get(id).cloned().flatten())
+            .collect())
+    }
+
+    /// The summary of each of `ids`, in their order (the default for a
+    /// session that is gone). Sent together, the queries are pipelined on the
+    /// one connection, so a page pays about one round trip.
+    pub(super) async fn summaries(
+        &self,
+        c: &Conn,
+        ids: &[String],
+    ) -> Result<Vec<SessionSummary>, Failure> {
+        let each = futures::future::join_all(ids.iter().map(|id| self.summary(c, id))).await;
+        let mut out = Vec::with_capacity(each.len());
+        for s in each {
+            match s {
+                Ok(s) => out.push(s),
+                Err(Failure::Store(StoreError::NotFound(_))) => out.push(SessionSummary::default()),
+                Err(f) => return Err(f),
+            }
+        }
+        Ok(out)
+    }
+
     pub(super) async fn summary(&self, c: &Conn, id: &str) -> Result<SessionSummary, Failure> {
         let row = self
             .query_opt(
