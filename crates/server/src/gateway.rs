@@ -431,6 +431,12 @@ impl Gateway {
         self.runs.approve(p, hooks.into_service()).await
     }
 
+    /// Deliver a decision to the run this process holds: `None` when it holds
+    /// none for the session. See [`RunService::approve_live`].
+    pub async fn approve_live(&self, p: &ApproveParams) -> Option<Result<RunStatus, RpcError>> {
+        self.runs.approve_live(p).await
+    }
+
     /// Accept no new runs and wait for every accepted one to finish: see
     /// [`RunService::drain`].
     pub async fn drain(&self) {

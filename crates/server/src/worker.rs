@@ -391,6 +391,7 @@ async fn obey(gateway: &Arc<Gateway>, live: &LiveRun, id: &str, payload: &[u8]) 
             return ControlReply {
                 error: Some(format!("not a control request: {e}")),
                 code: Some(agentfile_wire::rpc::code::INVALID_PARAMS),
+                gone: false,
             };
         }
     };
@@ -405,11 +406,17 @@ async fn obey(gateway: &Arc<Gateway>, live: &LiveRun, id: &str, payload: &[u8]) 
                 approve,
                 note,
             };
-            match gateway.approve(params, RunHooks::default()).await {
-                Ok(_) => ControlReply::default(),
-                Err(e) => ControlReply {
+            match gateway.approve_live(&params).await {
+                Some(Ok(_)) => ControlReply::default(),
+                Some(Err(e)) => ControlReply {
                     error: Some(e.message),
                     code: Some(e.code),
+                    gone: false,
+                },
+                // Ended here (released at the hold) before the request came.
+                None => ControlReply {
+                    gone: true,
+                    ..ControlReply::default()
                 },
             }
         }

@@ -20,7 +20,7 @@ use agentfile_session::{RunAction, RunRequest, SessionStatus, SessionStore};
 use agentfile_wire::rpc::{ApproveParams, CancelParams, RpcError, code};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::{RunHooks, RunService, SETTLE_WAIT, lock};
+use super::{RunService, SETTLE_WAIT, lock};
 
 impl RunService {
     /// Act on the requests other processes send through `store` (opened at
@@ -60,17 +60,19 @@ impl RunService {
     async fn obey(self: &Arc<Self>, request: RunRequest) {
         let id = request.session;
         let done = match request.action {
-            RunAction::Approve { approve, note } => self
-                .approve(
-                    ApproveParams {
-                        session_id: id.clone(),
-                        approve,
-                        note,
-                    },
-                    RunHooks::default(),
-                )
-                .await
-                .map(drop),
+            // Only the run held here: one that ended meanwhile is its
+            // sender's to record and resume.
+            RunAction::Approve { approve, note } => {
+                let p = ApproveParams {
+                    session_id: id.clone(),
+                    approve,
+                    note,
+                };
+                match self.approve_live(&p).await {
+                    Some(done) => done.map(drop),
+                    None => Ok(()),
+                }
+            }
             RunAction::Cancel => self
                 .cancel(CancelParams {
                     session_id: id.clone(),

@@ -94,12 +94,6 @@ pub trait Remote: Send + Sync {
         work: RemoteWork,
         hooks: RunHooks,
     ) -> BoxFuture<'a, Result<(), NotQueued>>;
-    /// Deliver a decision to the process that runs `live`.
-    fn approve<'a>(
-        &'a self,
-        live: &'a Arc<LiveRun>,
-        p: ApproveParams,
-    ) -> BoxFuture<'a, Result<RunStatus, RpcError>>;
     /// Hand `request` for session `id`, which this process does not hold, to
     /// the process that runs it (a worker, whichever server queued it): the
     /// holder's answer, or `None` when nobody holds the run now.
@@ -1516,44 +1510,32 @@ impl RunService {
             && let Some(live) = self.live(&p.session_id)
         {
             // The run waits on the worker that holds it.
-            return remote.approve(&live, p).await;
-        }
-        let decision = if p.approve {
-            Approval::Approved(p.note.clone())
-        } else {
-            Approval::Rejected(p.note.clone())
-        };
-        if let Some(live) = self.live(&p.session_id) {
-            let mut pending = lock(&live.pending);
-            let asked = live.state.borrow().approval;
-            match (std::mem::take(&mut *pending), asked) {
-                (Pending::Waiting(tx), asked) => {
-                    let _ = tx.send(decision);
-                    *pending = Pending::Answered(asked.unwrap_or(0));
-                }
-                (Pending::Answered(seq), Some(asked)) if asked > seq => {
-                    *pending = Pending::Decided(decision);
-                }
-                (Pending::Nothing, Some(_)) => {
-                    *pending = Pending::Decided(decision);
-                }
-                (other, _) => {
-                    *pending = other;
-                    return Err(RpcError::new(
-                        code::SESSION_STATE,
-                        format!(
-                            "session `{}` is not waiting for an approval (it is {})",
-                            p.session_id,
-                            live.status().as_str()
-                        ),
-                    ));
-                }
+            if live.status() != SessionStatus::WaitingApproval {
+                return Err(not_waiting(&p.session_id, live.status()));
             }
-            drop(pending);
-            return Ok(RunStatus {
-                session_id: p.session_id,
-                status: SessionStatus::Running,
-            });
+            if let Some(answer) = remote
+                .forward(&p.session_id, Forward::Approve(p.clone()))
+                .await
+            {
+                return answer;
+            }
+            // No worker holds it: its worker released it at the approval
+            // hold (or stopped), and the relay ends with the run. The
+            // decision is then recorded and the run queued again, below.
+            if tokio::time::timeout(SETTLE_WAIT, live.finished())
+                .await
+                .is_err()
+            {
+                return Err(RpcError::new(
+                    code::SESSION_STATE,
+                    format!(
+                        "no worker holds session `{}` now; if its worker stopped, another resumes the run and asks again: approve it then",
+                        p.session_id
+                    ),
+                ));
+            }
+        } else if let Some(answer) = self.approve_live(&p).await {
+            return answer;
         }
         let store = self.default_store()?;
         let meta = self.meta(&store, &p.session_id)?;
@@ -1604,6 +1586,43 @@ impl RunService {
         record_approval_in(&store, &meta, &p)?;
         deliver_recorded(&store, &p.session_id, meta.last_seq, &hooks);
         self.resume_here(p.session_id, hooks).await
+    }
+
+    /// Deliver a decision to the run this process holds in process: `None`
+    /// when it holds none for session `id` (a worker's control request, or a
+    /// holder's, then finds the run gone, and its sender goes on from the
+    /// store instead of this process resuming a run it no longer holds).
+    pub async fn approve_live(&self, p: &ApproveParams) -> Option<Result<RunStatus, RpcError>> {
+        // A run that is ending is waited for: it holds no approval then.
+        self.settle(&p.session_id).await;
+        let live = self.live(&p.session_id)?;
+        let decision = if p.approve {
+            Approval::Approved(p.note.clone())
+        } else {
+            Approval::Rejected(p.note.clone())
+        };
+        let mut pending = lock(&live.pending);
+        let asked = live.state.borrow().approval;
+        match (std::mem::take(&mut *pending), asked) {
+            (Pending::Waiting(tx), asked) => {
+                let _ = tx.send(decision);
+                *pending = Pending::Answered(asked.unwrap_or(0));
+            }
+            (Pending::Answered(seq), Some(asked)) if asked > seq => {
+                *pending = Pending::Decided(decision);
+            }
+            (Pending::Nothing, Some(_)) => {
+                *pending = Pending::Decided(decision);
+            }
+            (other, _) => {
+                *pending = other;
+                return Some(Err(not_waiting(&p.session_id, live.status())));
+            }
+        }
+        Some(Ok(RunStatus {
+            session_id: p.session_id.clone(),
+            status: SessionStatus::Running,
+        }))
     }
 
     // ---- validate, inspect, list, sessions ----
@@ -1776,4 +1795,15 @@ fn empty_cassette() -> Result<PathBuf, RpcError> {
         })?;
     }
     Ok(path)
+}
+
+/// The refusal of a decision for session `id`, which waits at no approval.
+fn not_waiting(id: &str, status: SessionStatus) -> RpcError {
+    RpcError::new(
+        code::SESSION_STATE,
+        format!(
+            "session `{id}` is not waiting for an approval (it is {})",
+            status.as_str()
+        ),
+    )
 }

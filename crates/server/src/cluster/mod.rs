@@ -80,13 +80,17 @@ pub enum Control {
 }
 
 /// The worker's answer to a [`Control`] request: `error` (with its JSON-RPC
-/// `code`) when it was refused, e.g. an approval the run does not wait for.
+/// `code`) when it was refused, e.g. an approval the run does not wait for;
+/// `gone` when the run ended on the worker before the request came (the
+/// sender then goes on as if nobody held it).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct ControlReply {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<i64>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gone: bool,
 }
 
 /// One work item: the session to run (already recorded `queued` in the shared

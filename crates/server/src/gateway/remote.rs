@@ -26,7 +26,7 @@ use agentfile_engine::service::{
 use agentfile_session::SessionStatus;
 use agentfile_session::events::EventSink;
 use agentfile_wire::events::{Event, EventBody, RunResult, TerminationReason, Usage};
-use agentfile_wire::rpc::{ApproveParams, RpcError, RunStatus, code};
+use agentfile_wire::rpc::{RpcError, RunStatus, code};
 
 /// The cluster a `--nats` server queues its runs on, as the run service's
 /// [`Remote`].
@@ -51,14 +51,6 @@ impl Remote for Cluster {
                 .await
                 .map_err(|e| NotQueued::from(e.0))
         })
-    }
-
-    fn approve<'a>(
-        &'a self,
-        live: &'a Arc<LiveRun>,
-        p: ApproveParams,
-    ) -> BoxFuture<'a, Result<RunStatus, RpcError>> {
-        Box::pin(approve(&self.0, live, p))
     }
 
     fn forward<'a>(
@@ -278,32 +270,6 @@ fn next_poll(poll: Duration, progressed: bool, polled: bool, settling: bool) -> 
     }
 }
 
-/// Hand an `approve` to the worker whose run waits at an approval.
-async fn approve(
-    cluster: &cluster::Cluster,
-    live: &Arc<LiveRun>,
-    p: ApproveParams,
-) -> Result<RunStatus, RpcError> {
-    let id = p.session_id.clone();
-    let status = live.status();
-    if status != SessionStatus::WaitingApproval {
-        return Err(RpcError::new(
-            code::SESSION_STATE,
-            format!(
-                "session `{id}` is not waiting for an approval (it is {})",
-                status.as_str()
-            ),
-        ));
-    }
-    let request = Control::Approve {
-        approve: p.approve,
-        note: p.note,
-    };
-    ask(cluster, &id, &request)
-        .await
-        .map_err(|e| e.into_error(&id))
-}
-
 /// Why a control request got no answer from a run's holder.
 enum Unanswered {
     /// Nobody subscribes to the run's control subject: no worker holds it.
@@ -344,6 +310,7 @@ async fn ask(
     .await;
     match reply {
         Ok(Ok(m)) => match serde_json::from_slice::<ControlReply>(&m.payload) {
+            Ok(ControlReply { gone: true, .. }) => Err(Unanswered::NoHolder),
             Ok(ControlReply { error: None, .. }) => Ok(RunStatus {
                 session_id: id.to_owned(),
                 status: SessionStatus::Running,
@@ -351,6 +318,7 @@ async fn ask(
             Ok(ControlReply {
                 error: Some(message),
                 code,
+                ..
             }) => Err(Unanswered::Refused(RpcError::new(
                 code.unwrap_or(code::SESSION_STATE),
                 message,
