@@ -37,6 +37,11 @@ const TOOL_CALLS_PER_GOAL: usize = 3;
 
 fn main() {
     divan::main();
+    // `cargo test` runs each benchmark once as a smoke test; the reports'
+    // repeated runs are for `cargo bench` (`--bench`).
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
     report();
     report_store();
     report_turn_storage();

@@ -13,6 +13,16 @@ fn main() {
     divan::main();
 }
 
+/// The sizes a benchmark runs at: `full` under `cargo bench` (`--bench`), the
+/// smallest alone when `cargo test` smoke-tests the benchmarks in a debug build.
+fn sizes(full: &'static [usize]) -> &'static [usize] {
+    if std::env::args().any(|a| a == "--bench") {
+        full
+    } else {
+        &full[..1]
+    }
+}
+
 /// A workflow with `n` agents and goals: inline prompts with variables, escapes,
 /// triple-quoted strings, outputs, USING lists, RUN and LOOP steps and comments.
 fn generate(n: usize) -> String {
@@ -56,7 +66,7 @@ fn generate(n: usize) -> String {
     s
 }
 
-#[divan::bench(args = [1_000, 20_000])]
+#[divan::bench(args = sizes(&[1_000, 20_000]))]
 fn parse_and_validate(bencher: divan::Bencher, n: usize) {
     analyze_valid(bencher, "bench/Agentfile", generate(n));
 }
@@ -194,7 +204,7 @@ fn generate_workflow_md(n: usize) -> String {
 
 /// Parse + validate throughput of a generated WORKFLOW.md (YAML front
 /// matter, JSON Schema, semantic checks, lowering into the plan).
-#[divan::bench(args = [1_000, 4_000])]
+#[divan::bench(args = sizes(&[1_000, 4_000]))]
 fn workflow_md(bencher: divan::Bencher, n: usize) {
     analyze_valid(
         bencher,
@@ -248,7 +258,7 @@ fn generate_workflow_yaml(n: usize) -> (PathBuf, String) {
 
 /// Parse + validate throughput of a generated workflow.yaml (YAML, the
 /// bundled schema per step, file checks, lowering into the plan).
-#[divan::bench(args = [1_000, 10_000])]
+#[divan::bench(args = sizes(&[1_000, 10_000]))]
 fn workflow_yaml(bencher: divan::Bencher, n: usize) {
     let (path, src) = generate_workflow_yaml(n);
     analyze_valid(bencher, path.to_str().unwrap(), src);
