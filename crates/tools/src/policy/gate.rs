@@ -406,9 +406,11 @@ impl Gate {
             .scratch
             .as_deref()
             .and_then(|d| scratch_under(d, &given, &workspace));
-        let resolve = |d: &Path| {
+        // The control files share a few folders: each is resolved once.
+        let mut reals = paths::RealPaths::default();
+        let mut resolve = |d: &Path| {
             let d = paths::normalize(d);
-            paths::realpath(&d).unwrap_or(d)
+            reals.realpath(&d).unwrap_or(d)
         };
         let mut protected: Vec<(PathBuf, String)> = policy
             .protected

@@ -128,7 +128,7 @@ pub fn resolve(raw: &str, base: &Path, home: Option<&Path>) -> Result<Resolved, 
 
 /// The real path of an absolute path, tolerating parts that do not exist.
 pub fn realpath(abs: &Path) -> Result<PathBuf, PathError> {
-    let mut pending: VecDeque<OsString> = abs
+    let pending: VecDeque<OsString> = abs
         .components()
         .filter_map(|c| match c {
             Component::Normal(n) => Some(n.to_os_string()),
@@ -136,7 +136,42 @@ pub fn realpath(abs: &Path) -> Result<PathBuf, PathError> {
             _ => None,
         })
         .collect();
-    let mut out = PathBuf::from("/");
+    walk(PathBuf::from("/"), pending, abs)
+}
+
+/// Real paths of many absolute paths that share folders (a run's control
+/// files): each folder is resolved once, then only the last component of
+/// each path is looked at. The same answers as [`realpath`] for each.
+#[derive(Default)]
+pub struct RealPaths {
+    folders: std::collections::HashMap<PathBuf, PathBuf>,
+}
+
+impl RealPaths {
+    pub fn realpath(&mut self, abs: &Path) -> Result<PathBuf, PathError> {
+        let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
+            return realpath(abs);
+        };
+        let real_parent = match self.folders.get(parent) {
+            Some(r) => r.clone(),
+            None => {
+                let r = realpath(parent)?;
+                self.folders.insert(parent.to_owned(), r.clone());
+                r
+            }
+        };
+        walk(real_parent, VecDeque::from([name.to_os_string()]), abs)
+    }
+}
+
+/// Resolve the components `pending` from `out`, a real folder (or a path
+/// already past what exists), following symlinks; `abs` names the walk in
+/// errors.
+fn walk(
+    mut out: PathBuf,
+    mut pending: VecDeque<OsString>,
+    abs: &Path,
+) -> Result<PathBuf, PathError> {
     let mut missing = false;
     let mut hops = 0usize;
     while let Some(c) = pending.pop_front() {
@@ -532,6 +567,43 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn real_paths_of_shared_folders_match_realpath_one_by_one() {
+        use std::os::unix::fs::symlink;
+        let dir = std::env::temp_dir().join(format!("af-realpaths-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ws/sub")).unwrap();
+        std::fs::write(dir.join("ws/sub/file"), "x").unwrap();
+        symlink(dir.join("ws/sub"), dir.join("ws/linked")).unwrap();
+        symlink("sub/file", dir.join("ws/rel")).unwrap();
+        symlink("loop", dir.join("ws/loop")).unwrap();
+        let dir = realpath(&dir).unwrap();
+        let mut reals = RealPaths::default();
+        for p in [
+            "ws/sub/file",
+            "ws/linked/file",
+            "ws/linked/missing",
+            "ws/rel",
+            "ws/missing/deeper/file",
+            "ws/missing/other",
+            "ws/linked",
+            "ws",
+        ] {
+            let abs = dir.join(p);
+            assert_eq!(
+                reals.realpath(&abs).unwrap(),
+                realpath(&abs).unwrap(),
+                "{p}"
+            );
+        }
+        assert!(matches!(
+            reals.realpath(&dir.join("ws/loop")),
+            Err(PathError::SymlinkLoop(_))
+        ));
+        assert_eq!(reals.realpath(Path::new("/")).unwrap(), PathBuf::from("/"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
