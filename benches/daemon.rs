@@ -29,6 +29,9 @@ use serde_json::Value;
 
 const SECRET: &str = "bench-webhook-secret";
 
+#[path = "support/bin.rs"]
+mod support;
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (jitter_s, deliveries, schedules, idle_s) = if full {
@@ -44,12 +47,10 @@ fn main() {
     }
 }
 
-/// The binary measured: `AGENTFILE_BIN` when set (as scripts/bench-cluster.sh
-/// does for tests/e2e/cluster.rs), else the one cargo built with this bench.
+/// The binary measured: `AGENTFILE_BIN` when set, else the one cargo built
+/// with this bench.
 fn bin() -> PathBuf {
-    std::env::var_os("AGENTFILE_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_agentfile")))
+    support::agentfile()
 }
 
 /// A 1-second schedule for `secs` seconds: `run_started` − `scheduled_for`.

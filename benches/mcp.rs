@@ -18,11 +18,14 @@ use std::time::{Duration, Instant};
 const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}"#;
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 
+#[path = "support/bin.rs"]
+mod support;
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (spawns, calls) = if full { (200, 5000) } else { (3, 20) };
     let ws = workspace();
-    let bin = Path::new(env!("CARGO_BIN_EXE_agentfile"));
+    let bin = &support::agentfile();
 
     // Warm the page cache and the dynamic loader once.
     let _ = spawn_to_initialize(bin, &ws);

@@ -29,6 +29,9 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"p
 const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
 const VALIDATE: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"validate","arguments":{"path":"hello.agent"}}}"#;
 
+#[path = "support/bin.rs"]
+mod support;
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (rounds, clients) = if full { (300, 200) } else { (3, 10) };
@@ -41,7 +44,7 @@ fn main() {
             .await
             .expect("the fake provider");
         let ws = workspace(&model);
-        let bin = Path::new(env!("CARGO_BIN_EXE_agentfile"));
+        let bin = &support::agentfile();
         let (child, url) = start(bin, &ws);
         let pid = child.id();
         let _server = Kill(child);

@@ -26,6 +26,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 const KEY_VAR: &str = "AGENTFILE_BENCH_MCP_TASKS_KEY";
 const V2026: &str = "2026-07-28";
 
+#[path = "support/bin.rs"]
+mod support;
+
 fn main() {
     let full = std::env::args().any(|a| a == "--bench");
     let (rounds, polls) = if full { (200, 2000) } else { (3, 20) };
@@ -210,7 +213,7 @@ enum Conn {
 
 impl Conn {
     async fn start(transport: Transport, ws: &Path) -> Conn {
-        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_agentfile"));
+        let mut cmd = tokio::process::Command::new(support::agentfile());
         cmd.arg("mcp")
             .arg("--workspace")
             .arg(ws)

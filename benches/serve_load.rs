@@ -18,6 +18,9 @@ use serde_json::{Value, json};
 
 const WORKFLOW: &str = "NAME small\nINPUT topic DEFAULT \"load\"\nGOAL outline \"Outline $topic\"\nGOAL summary \"Summarise $outline\"\nRUN main USING outline, summary\n";
 
+#[path = "support/bin.rs"]
+mod support;
+
 fn main() {
     // `cargo bench` passes --bench; under `cargo test --all-targets` this is a
     // quick smoke test of the same path with fewer runs.
@@ -49,7 +52,7 @@ fn main() {
     )
     .expect("config");
 
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentfile"))
+    let mut child = Command::new(support::agentfile())
         .args(["serve", "--max-runs", &runs.to_string()])
         .current_dir(&dir)
         .env("BENCH_KEY", "bench")
