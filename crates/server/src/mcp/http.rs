@@ -290,7 +290,7 @@ fn mcp_service(
                 heartbeat,
             )),
             catalog: shared.catalog.clone(),
-            fixed_tools: Arc::new(Vec::new()),
+            fixed_tools: false,
             extra_tools: None,
             host: shared.host.clone(),
         })));
@@ -300,7 +300,7 @@ fn mcp_service(
             shared.catalog.clone(),
             shared.sessions.clone(),
         );
-        let fixed_tools = Arc::new(tools::fixed());
+        tools::prepare_fixed();
         let triggers = Arc::new(crate::daemon::service::TriggerService::new(gateway.clone()));
         let host = shared.host.clone();
         move || {
@@ -315,7 +315,7 @@ fn mcp_service(
                 triggers: triggers.clone(),
                 client,
                 catalog: catalog.clone(),
-                fixed_tools: fixed_tools.clone(),
+                fixed_tools: true,
                 extra_tools: extra_tools.clone(),
                 host: host.clone(),
             })

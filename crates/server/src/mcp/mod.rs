@@ -239,7 +239,8 @@ pub struct McpServer {
     triggers: Arc<crate::daemon::service::TriggerService>,
     client: Arc<Client>,
     catalog: Arc<workflows::Catalog>,
-    fixed_tools: Arc<Vec<rmcp::model::Tool>>,
+    /// Whether it lists the tools every server has ([`tools::fixed_shared`]).
+    fixed_tools: bool,
     extra_tools: Option<Arc<dyn ExtraTools>>,
     /// The extra tools' tasks and list changes (one per process).
     host: ToolHost,
@@ -324,7 +325,11 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut all: Vec<rmcp::model::Tool> = self.fixed_tools.as_ref().clone();
+        let mut all: Vec<rmcp::model::Tool> = if self.fixed_tools {
+            tools::fixed_shared().as_ref().clone()
+        } else {
+            Vec::new()
+        };
         // A slow first scan must not hold the list up: the client hears
         // `list_changed` when the workflow tools are ready.
         let workflows = self.catalog.tools_within(workflows::FIRST_SCAN_WAIT).await;
@@ -520,6 +525,7 @@ pub async fn serve(
         options.gateway.key_hint = Some(KEY_HINT.to_owned());
     }
     let config = options.gateway.config.clone();
+    tools::prepare_fixed();
     let gateway = match Gateway::new(options.gateway) {
         Ok(e) => e,
         Err(e) => {
@@ -544,7 +550,7 @@ pub async fn serve(
         triggers: Arc::new(crate::daemon::service::TriggerService::new(gateway.clone())),
         client,
         catalog: catalog.clone(),
-        fixed_tools: Arc::new(tools::fixed()),
+        fixed_tools: true,
         extra_tools: options.extra_tools.clone(),
         host: host.clone(),
     };
