@@ -796,6 +796,20 @@ async fn stdio_listen_is_acknowledged_and_tagged_and_removed_methods_are_refused
         let r = raw.request(method, json!({}), false).await;
         assert_eq!(r["error"]["code"], -32601, "{method}: {r}");
     }
+    // The list as it is first (the server's first scan done), so that what
+    // is added next is a change to it, not part of it.
+    let first = raw.request("tools/list", json!({}), false).await;
+    let names: Vec<&str> = first["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("tools/list: {first}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"run_hello"), "{names:?}");
+    assert!(
+        !names.contains(&"run_added"),
+        "before the change: {names:?}"
+    );
     // A new workflow: the tool list changes.
     std::fs::write(ws.0.join("added.agent"), HELLO.replace("hello", "added")).unwrap();
     let key = "io.modelcontextprotocol/subscriptionId";
