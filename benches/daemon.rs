@@ -115,7 +115,10 @@ fn webhook(n: usize) {
         .build()
         .expect("a runtime");
     let times = runtime.block_on(async {
-        let http = reqwest::Client::new();
+        let http = {
+            agentfile::llm::install_tls();
+            reqwest::Client::new()
+        };
         let post = |i: usize| {
             let body = format!(r#"{{"topic": "delivery {i}"}}"#);
             let sig = format!("sha256={}", hmac_hex(SECRET.as_bytes(), body.as_bytes()));

@@ -49,7 +49,10 @@ fn main() {
         let pid = child.id();
         let _server = Kill(child);
 
-        let http = reqwest::Client::new();
+        let http = {
+            agentfile::llm::install_tls();
+            reqwest::Client::new()
+        };
         // Warm up: connection, first scan, first analysis.
         let _ = handshake(&http, &url).await;
         let mut init = Vec::with_capacity(rounds);

@@ -244,7 +244,10 @@ impl Conn {
                 tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
                 Conn::Http {
                     child,
-                    http: reqwest::Client::new(),
+                    http: {
+                        agentfile::llm::install_tls();
+                        reqwest::Client::new()
+                    },
                     url,
                     next: 0,
                 }

@@ -22,5 +22,7 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    // Before anything could build an HTTPS client (see `install_tls`).
+    agentfile_llm::install_tls();
     cli::main()
 }

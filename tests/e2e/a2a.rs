@@ -403,7 +403,9 @@ async fn card_and_run_on(door: Door, label: &str) {
     }
     let server = Server::start_on(door, &ws.0, None).await;
     let base = server.url.strip_suffix("/a2a").unwrap();
-    let card: Value = reqwest::get(format!("{base}/.well-known/agent-card.json"))
+    let card: Value = crate::support::http()
+        .get(format!("{base}/.well-known/agent-card.json"))
+        .send()
         .await
         .unwrap()
         .json()
@@ -627,7 +629,7 @@ async fn tokens_guard_the_agent_and_a_task_is_only_its_owners() {
     let server = Server::start(&ws.0, Some(&format!("{TOKEN_A},{TOKEN_B}"))).await;
 
     // No token: 401 with the challenge, and nothing runs.
-    let raw = reqwest::Client::new()
+    let raw = crate::support::http()
         .post(&server.url)
         .header("content-type", "application/json")
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"x"}}"#)
@@ -702,7 +704,7 @@ async fn hostile_requests_get_their_status_and_the_agent_goes_on() {
     std::fs::write(ws.0.join("agent.toml"), config).unwrap();
     let server = Server::start(&ws.0, None).await;
     let url = &server.url;
-    let http = reqwest::Client::new();
+    let http = crate::support::http();
 
     let huge = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\",\"params\":{{\"id\":\"{}\"}}}}",
@@ -832,7 +834,7 @@ async fn hello_v03(url: &str) -> Value {
 
 /// POST `body` to the endpoint; the JSON-RPC reply.
 async fn rpc(url: &str, body: &str) -> Value {
-    let r = reqwest::Client::new()
+    let r = crate::support::http()
         .post(url)
         .header("content-type", "application/json")
         .body(body.to_owned())

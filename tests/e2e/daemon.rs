@@ -467,7 +467,7 @@ fn a_signed_webhook_delivery_runs_once_and_a_bad_signature_nothing() {
     let url = format!("{base}hook");
     let body = br#"{"topic": "from the hook"}"#;
     let post = |sig: &str, delivery: &str| {
-        reqwest::blocking::Client::new()
+        crate::support::blocking_http()
             .post(&url)
             .header("content-type", "application/json")
             .header("x-agentfile-signature", sig)
@@ -623,7 +623,7 @@ fn a_webhook_body_that_does_not_fit_is_refused_unrecorded_and_can_be_redelivered
         .expect("the daemon did not say where its webhooks listen");
     let url = format!("{base}typed");
     let post = |body: &[u8]| {
-        reqwest::blocking::Client::new()
+        crate::support::blocking_http()
             .post(&url)
             .header("content-type", "application/json")
             .header(
@@ -1129,7 +1129,7 @@ fn a_webhook_body_never_becomes_shell_code() {
         .recv_timeout(Duration::from_secs(20))
         .expect("the daemon did not say where its webhooks listen");
     let body = br#"{"topic": "x > injected.txt; echo pwned > pwned.txt #", "count": 3}"#;
-    let r = reqwest::blocking::Client::new()
+    let r = crate::support::blocking_http()
         .post(format!("{base}typed"))
         .header("content-type", "application/json")
         .header(

@@ -215,7 +215,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 
 /// POST `body` to the endpoint with `headers`; the status, the headers and the body.
 async fn post(url: &str, headers: &[(&str, &str)], body: &str) -> reqwest::Response {
-    let mut r = reqwest::Client::new()
+    let mut r = crate::support::http()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -370,7 +370,11 @@ async fn the_protected_resource_metadata_is_served_and_the_401_points_at_it() {
         server.port
     );
     for url in [&document, &root] {
-        let r = reqwest::get(url.as_str()).await.unwrap();
+        let r = crate::support::http()
+            .get(url.as_str())
+            .send()
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200, "{url}");
         assert!(
             r.headers()["content-type"]
@@ -402,12 +406,14 @@ async fn the_protected_resource_metadata_is_served_and_the_401_points_at_it() {
     drop(server);
     // No token: nothing to learn, no document.
     let open = Server::start(&ws.0, None).await;
-    let r = reqwest::get(format!(
-        "http://127.0.0.1:{}/.well-known/oauth-protected-resource/mcp",
-        open.port
-    ))
-    .await
-    .unwrap();
+    let r = crate::support::http()
+        .get(format!(
+            "http://127.0.0.1:{}/.well-known/oauth-protected-resource/mcp",
+            open.port
+        ))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
 }
 
@@ -993,7 +999,7 @@ impl RawSession {
     async fn resume(&self, token: &str, last: &str) -> reqwest::Response {
         tokio::time::timeout(
             WAIT,
-            reqwest::Client::new()
+            crate::support::http()
                 .get(&self.url)
                 .header("accept", "text/event-stream")
                 .header("authorization", format!("Bearer {token}"))

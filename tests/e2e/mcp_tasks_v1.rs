@@ -442,7 +442,7 @@ struct HttpClient {
 
 impl HttpClient {
     async fn post(&mut self, body: Value) -> (reqwest::StatusCode, Option<Value>) {
-        let mut r = reqwest::Client::new()
+        let mut r = crate::support::http()
             .post(&self.url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -682,7 +682,7 @@ async fn over_http_the_web_view_keeps_a_task_to_its_token() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let base = server.url.trim_end_matches("/mcp").to_owned();
-    let http = reqwest::Client::builder()
+    let http = crate::support::http_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(WAIT)
         .build()
@@ -887,7 +887,7 @@ async fn over_http_a_blocking_run_keeps_to_its_token() {
 
     // B: nothing on the web view either, as a bearer and logged in.
     let base = server.url.trim_end_matches("/mcp").to_owned();
-    let http = reqwest::Client::builder()
+    let http = crate::support::http_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(WAIT)
         .build()

@@ -615,7 +615,9 @@ fn ui_snapshot(ws: &Path, id: &str) -> Value {
         }
     }
     let base = url.expect("the web view said where it listens");
-    let snap = reqwest::blocking::get(format!("{base}/ui/api/sessions/{id}"))
+    let snap = crate::support::blocking_http()
+        .get(format!("{base}/ui/api/sessions/{id}"))
+        .send()
         .and_then(|r| r.json::<Value>())
         .unwrap();
     let _ = child.kill();

@@ -193,7 +193,7 @@ impl Server {
 }
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::support::http_builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(WAIT)
         .build()

@@ -221,6 +221,19 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 /// Output limit when the config gives none and the API insists on one (Anthropic).
 pub const DEFAULT_MAX_TOKENS: u32 = 8192;
 
+/// Makes rustls's ring provider the process's default, once. Every HTTPS
+/// client takes its cryptography from there (the workspace builds reqwest
+/// without a provider of its own: see the workspace's Cargo.toml), ours and
+/// those that libraries build (rmcp's MCP client, the OTLP exporter): call this
+/// before building one. A provider an embedding program installed first is
+/// kept.
+pub fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// One HTTP client per (connect timeout, loopback, plain http) for the whole
 /// process.
 ///
@@ -250,6 +263,7 @@ fn shared_client(
     if let Some(c) = clients.get(&key) {
         return Ok(c.clone());
     }
+    install_tls();
     let mut builder = reqwest::Client::builder()
         .connect_timeout(connect_timeout)
         .user_agent(concat!("agentfile/", env!("CARGO_PKG_VERSION")));

@@ -59,7 +59,7 @@ pub use tokio_util::sync::CancellationToken;
 
 pub use error::{LlmError, TimeoutPhase};
 pub use factory::{ProviderOptions, provider_for, provider_from_config, provider_from_config_with};
-pub use http::{HttpOptions, HttpProvider, ProviderSettings};
+pub use http::{HttpOptions, HttpProvider, ProviderSettings, install_tls};
 pub use pricing::Pricing;
 pub use replay::{Cassette, Recorder, ReplayProvider, request_digests};
 pub use retry::RetryPolicy;

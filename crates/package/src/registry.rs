@@ -67,6 +67,7 @@ impl Remote {
             read_timeout: Some(std::time::Duration::from_secs(60)),
             ..ClientConfig::default()
         };
+        install_tls();
         Ok(Remote {
             client: oci_client::Client::new(config),
             auth: credentials(reference.registry(), options.docker_config.as_deref())?,
@@ -536,6 +537,17 @@ fn ask_helper(helper: &str, registry: &str) -> Result<Option<RegistryAuth>> {
     } else {
         RegistryAuth::Basic(a.username, a.secret)
     }))
+}
+
+/// rustls's ring provider as the process's default, once, before oci-client
+/// builds its HTTPS client (the workspace builds reqwest without a provider
+/// of its own; `agentfile_llm::install_tls` does the same for the rest). A
+/// provider already installed is kept.
+fn install_tls() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 #[cfg(test)]

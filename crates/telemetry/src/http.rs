@@ -95,6 +95,7 @@ impl HttpExporter {
             value.set_sensitive(true);
             map.insert(name, value);
         }
+        agentfile_llm::install_tls();
         let client = Client::builder()
             .default_headers(map)
             .timeout(batching.timeout)

@@ -104,6 +104,7 @@ impl OtlpExporter {
         shared: Arc<Shared>,
     ) -> Result<OtlpExporter, StartError> {
         let headers: HashMap<String, String> = settings.headers.iter().cloned().collect();
+        agentfile_llm::install_tls();
         let mut spans = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)

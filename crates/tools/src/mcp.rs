@@ -374,6 +374,7 @@ async fn supervise(
         Result<RunningService<RoleClient, Client>, ClientInitializeError>,
     > = match url {
         Some(url) => {
+            agentfile_llm::install_tls();
             Box::pin(Client.serve(StreamableHttpClientTransport::from_uri(url.to_owned())))
         }
         None => match spawn(&cfg, &workspace, env, sandbox.as_deref(), &stderr_tail) {

@@ -59,7 +59,7 @@ impl Replica {
             child,
             url,
             log,
-            http: reqwest::Client::new(),
+            http: crate::support::http(),
         }
     }
 

@@ -167,6 +167,25 @@ pub fn events(dir: &Path, session: &str) -> Vec<Value> {
 }
 
 /// One runtime per test process for the fake model's server.
+/// An HTTP client for a test. The workspace builds reqwest without a TLS
+/// provider of its own, so the binary's (ring) is installed first, as the
+/// binary does.
+pub fn http() -> reqwest::Client {
+    http_builder().build().expect("an HTTP client")
+}
+
+/// [`http`]'s builder, for a client with settings of its own.
+pub fn http_builder() -> reqwest::ClientBuilder {
+    agentfile::llm::install_tls();
+    reqwest::Client::builder()
+}
+
+/// [`http`], blocking.
+pub fn blocking_http() -> reqwest::blocking::Client {
+    agentfile::llm::install_tls();
+    reqwest::blocking::Client::new()
+}
+
 pub fn runtime() -> &'static tokio::runtime::Runtime {
     static RT: std::sync::OnceLock<tokio::runtime::Runtime> = std::sync::OnceLock::new();
     RT.get_or_init(|| tokio::runtime::Runtime::new().unwrap())

@@ -325,7 +325,7 @@ mod tests {
     #[test]
     fn the_test_registry_keeps_an_oci_manifest_that_skopeo_reads_back() {
         let Some(reg) = super::registry() else { return };
-        let http = reqwest::blocking::Client::new();
+        let http = crate::support::blocking_http();
         let base = reg.url();
         let repo = "team/agent";
         let config = push_blob(&http, &base, repo, b"{}");

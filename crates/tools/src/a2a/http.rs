@@ -141,6 +141,7 @@ pub async fn open(
     };
     let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
     gate.check_addrs(&verdict, &ips)?;
+    agentfile_llm::install_tls();
     let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()

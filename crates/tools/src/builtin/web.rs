@@ -134,6 +134,7 @@ impl WebClient {
             };
             let ips: Vec<IpAddr> = addrs.iter().map(SocketAddr::ip).collect();
             gate.check_addrs(&verdict, &ips)?;
+            agentfile_llm::install_tls();
             let mut builder = reqwest::Client::builder()
                 .redirect(reqwest::redirect::Policy::none())
                 .no_proxy()
@@ -218,6 +219,7 @@ impl WebClient {
         endpoint: Url,
         body: Value,
     ) -> Result<reqwest::Response, GatewayError> {
+        agentfile_llm::install_tls();
         let client = reqwest::Client::builder()
             .timeout(self.timeout)
             .user_agent(USER_AGENT)
