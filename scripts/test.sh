@@ -94,8 +94,7 @@ log=$(mktemp)
 build_log=$(mktemp)
 build_json=$(mktemp)
 e2e_log=$(mktemp)
-waiting_log=$(mktemp)
-trap 'rm -f "$log" "$build_log" "$build_json" "$e2e_log" "$waiting_log"' EXIT
+trap 'rm -f "$log" "$build_log" "$build_json" "$e2e_log"' EXIT
 
 # The build of every test binary starts now, beside the set-up below, which
 # mostly waits on the network (a virtualenv, npm packages): 50 s that used to
@@ -331,19 +330,19 @@ if [ "$rc_build" -ne 0 ]; then
   exit "$rc_build"
 fi
 
-# Three lanes at once. The end-to-end binary (tests/e2e) spends most of its
+# Two lanes at once. The end-to-end binary (tests/e2e) spends most of its
 # time waiting on the processes its tests start, so it runs six tests at a
-# time (1.3 of 2 cores busy with four: 209 s alone, 177 s with six). Beside
-# it, two tests at a time: the two suites that also mostly wait (the tools
-# suite's sandbox escapes start programs, 70 s; the store conformance waits on
-# PostgreSQL, 30 s), and every other binary, which mostly computes. One
-# after the other they took 350 s on 2 cores; the examples have no tests (the
-# build above compiled and linted them as programs).
+# time (1.3 of 2 cores busy with four: 209 s alone, 177 s with six); every
+# other binary, two tests at a time, beside it. One after the other they took
+# 350 s on 2 cores. (A third lane for the suites that mostly wait, the tools
+# suite and the store conformance, loaded the machine enough to fail timing-
+# bound e2e tests; this is the measured balance.) The examples have no tests:
+# the build above compiled and linted them as programs.
 others=$(cargo metadata --locked --format-version 1 --no-deps | python3 -c '
 import json, sys
 for p in json.load(sys.stdin)["packages"]:
     for t in p["targets"]:
-        if "test" in t["kind"] and t["name"] not in ("e2e", "tools", "stores"):
+        if "test" in t["kind"] and t["name"] != "e2e":
             print("--test", t["name"])
 ')
 # The e2e binary is started as `cargo test` starts it (from the package's
@@ -359,27 +358,18 @@ for line in sys.stdin:
 echo "== $e2e_bin, six tests at a time (its output is below)"
 RUST_TEST_THREADS="${AGENTFILE_E2E_THREADS:-6}" "$e2e_bin" >"$e2e_log" 2>&1 &
 e2e_pid=$!
-echo "== cargo test --test tools --test stores (beside it; output below)"
-RUST_TEST_THREADS=2 cargo test --locked --workspace --no-fail-fast --test tools --test stores >"$waiting_log" 2>&1 &
-waiting_pid=$!
 set +e
-echo "== cargo test: every other binary (beside them)"
+echo "== cargo test: every other binary (beside it)"
 # shellcheck disable=SC2086
 RUST_TEST_THREADS=2 cargo test --locked --workspace --no-fail-fast --lib --bins --benches $others 2>&1 | tee "$log"
 rc_others=${PIPESTATUS[0]}
 cargo test --locked --workspace --doc 2>&1 | tee -a "$log"
 rc_doc=${PIPESTATUS[0]}
 mark "cargo test: every other binary"
-wait "$waiting_pid"
-rc_waiting=$?
-mark "cargo test --test tools --test stores"
 wait "$e2e_pid"
 rc_e2e=$?
 set -e
 mark "the e2e binary"
-echo "== cargo test --test tools --test stores"
-cat "$waiting_log"
-cat "$waiting_log" >>"$log"
 echo "== the e2e binary ($e2e_bin)"
 cat "$e2e_log"
 cat "$e2e_log" >>"$log"
@@ -387,6 +377,6 @@ cat "$e2e_log" >>"$log"
 # One closing line with the totals of every test binary above.
 passed=$(grep -Eo '[0-9]+ passed' "$log" | awk '{s += $1} END {print s + 0}')
 failed=$(grep -Eo '[0-9]+ failed' "$log" | awk '{s += $1} END {print s + 0}')
-printf 'time: the second each step ended (%d s in all; the set-up and the build overlap, and so do the three test lanes):\n%s' "$SECONDS" "$marks"
-echo "summary: $passed passed, $failed failed (exit codes: e2e $rc_e2e, tools and stores $rc_waiting, other binaries $rc_others, doc tests $rc_doc)"
-[ "$failed" -eq 0 ] && [ "$rc_e2e" -eq 0 ] && [ "$rc_waiting" -eq 0 ] && [ "$rc_others" -eq 0 ] && [ "$rc_doc" -eq 0 ]
+printf 'time: the second each step ended (%d s in all; the set-up and the build overlap, and so do the two test lanes):\n%s' "$SECONDS" "$marks"
+echo "summary: $passed passed, $failed failed (exit codes: e2e $rc_e2e, other binaries $rc_others, doc tests $rc_doc)"
+[ "$failed" -eq 0 ] && [ "$rc_e2e" -eq 0 ] && [ "$rc_others" -eq 0 ] && [ "$rc_doc" -eq 0 ]

@@ -855,7 +855,8 @@ impl RunService {
                 format!(
                     "the server is shutting down; session `{id}` did not start (continue it later with `run` and `resume`)"
                 ),
-            ));
+            )
+            .with_data(serde_json::json!({ "session_id": id })));
         }
         runs.insert(id.clone(), live.clone());
         Ok(())

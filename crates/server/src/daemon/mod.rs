@@ -514,6 +514,18 @@ impl Daemon {
             Err(e) => {
                 let why = format!("the run could not start: {}", e.message);
                 self.finish(trigger, &key, FireOutcome::Refused, Some(&why));
+                // A session made before the refusal (the daemon began to
+                // stop meanwhile: it is left interrupted, to resume) stays
+                // linked to the fire that made it.
+                if let Some(id) = e
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("session_id"))
+                    .and_then(|v| v.as_str())
+                    && let Err(e) = self.store.set_fire_session(trigger, &key, id)
+                {
+                    tracing::warn!(trigger, key = %key, error = %e, "cannot link the fire to its session");
+                }
                 tracing::warn!(trigger, key = %key, reason = %why, "fire refused");
                 Ok(result(FireOutcome::Refused, Some(why), None))
             }

@@ -111,7 +111,7 @@ const ERRORS: [(i64, &str); 13] = [
     ),
     (
         code::SHUTTING_DOWN,
-        "The server is shutting down and accepts no new runs",
+        "The server is shutting down and accepts no new runs; data.session_id names a session made for the run before the refusal, left interrupted to resume",
     ),
     (code::STORE, "The session store failed"),
     (
