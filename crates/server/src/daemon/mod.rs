@@ -41,7 +41,7 @@ use agentfile_plan::trigger::TriggerKind;
 use agentfile_session::{FireKind, FireOutcome, FireRecord, SessionStatus, SessionStore};
 use agentfile_triggers::{Decision, Overlap, Running, Schedule, Timestamp, UsedToday, catch_up};
 use agentfile_wire::events::RunTrigger;
-use agentfile_wire::rpc::RunParams;
+use agentfile_wire::rpc::{RpcError, RunParams};
 
 pub use error::{DaemonError, NotAnObject, Unfit};
 pub use registry::{InvalidFile, Registered, Registry};
@@ -514,21 +514,25 @@ impl Daemon {
             Err(e) => {
                 let why = format!("the run could not start: {}", e.message);
                 self.finish(trigger, &key, FireOutcome::Refused, Some(&why));
-                // A session made before the refusal (the daemon began to
-                // stop meanwhile: it is left interrupted, to resume) stays
-                // linked to the fire that made it.
-                if let Some(id) = e
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("session_id"))
-                    .and_then(|v| v.as_str())
-                    && let Err(e) = self.store.set_fire_session(trigger, &key, id)
-                {
-                    tracing::warn!(trigger, key = %key, error = %e, "cannot link the fire to its session");
-                }
+                self.link_refused(trigger, &key, &e);
                 tracing::warn!(trigger, key = %key, reason = %why, "fire refused");
                 Ok(result(FireOutcome::Refused, Some(why), None))
             }
+        }
+    }
+
+    /// A session made before the run was refused (the daemon began to stop
+    /// meanwhile: it is left interrupted, to resume) stays linked to the
+    /// fire that made it.
+    fn link_refused(&self, trigger: &str, key: &str, e: &RpcError) {
+        if let Some(id) = e
+            .data
+            .as_ref()
+            .and_then(|d| d.get("session_id"))
+            .and_then(|v| v.as_str())
+            && let Err(e) = self.store.set_fire_session(trigger, key, id)
+        {
+            tracing::warn!(trigger, key = %key, error = %e, "cannot link the fire to its session");
         }
     }
 
