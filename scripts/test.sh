@@ -122,22 +122,33 @@ if [ ! -x "$venv/bin/python" ] && command -v python3 >/dev/null 2>&1; then
   fi
 fi
 if [ -x "$venv/bin/python" ]; then
-  # The client is written against the SDK's 2.x API (snake_case results, `mcp.Client`).
-  "$venv/bin/python" -c 'import importlib.metadata as m, sys; v = m.version("mcp"); sys.exit(not v.startswith("2."))' 2>/dev/null \
-    || "$venv/bin/pip" install --quiet --disable-pip-version-check 'mcp>=2.3,<3'
-  # pytest, for the sandbox's "test suites still run" check (tests/e2e/sandbox.rs).
-  "$venv/bin/python" -c 'import pytest' 2>/dev/null \
-    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'pytest>=8,<10'
-  # junitparser, which reads `agentfile test --format junit` back (tests/e2e/test_cmd.rs).
-  "$venv/bin/python" -c 'import junitparser' 2>/dev/null \
-    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'junitparser>=3,<5'
-  # cryptography, for tests/oci/verify_cosign.py: cosign's keyed signature
-  # verification written independently of ours (tests/e2e/support/registry.rs).
-  "$venv/bin/python" -c 'import cryptography' 2>/dev/null \
-    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'cryptography>=42,<51'
-  # The official A2A Python SDK, a client written by others for tests/e2e/a2a.rs.
-  "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(not m.version("a2a-sdk").startswith("1."))' 2>/dev/null \
-    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'a2a-sdk>=1.0,<2'
+  # What is missing, installed in one pip run (each run costs a second of
+  # start-up) without compiling every module to bytecode up front (Python
+  # does it on import): the set-up shares the cores with the build.
+  py_missing() { # CHECK SPEC: SPEC unless the Python code CHECK exits 0
+    "$venv/bin/python" -c "$1" 2>/dev/null || printf '%s\n' "$2"
+  }
+  py_has() { printf 'import importlib.metadata as m, sys; sys.exit(not m.version("%s").startswith("%s"))' "$1" "$2"; }
+  mapfile -t want < <(
+    # The client is written against the SDK's 2.x API (snake_case results, `mcp.Client`).
+    py_missing "$(py_has mcp 2.)" 'mcp>=2.3,<3'
+    # pytest, for the sandbox's "test suites still run" check (tests/e2e/sandbox.rs).
+    py_missing 'import pytest' 'pytest>=8,<10'
+    # junitparser, which reads `agentfile test --format junit` back (tests/e2e/test_cmd.rs).
+    py_missing 'import junitparser' 'junitparser>=3,<5'
+    # cryptography, for tests/oci/verify_cosign.py: cosign's keyed signature
+    # verification written independently of ours (tests/e2e/support/registry.rs).
+    py_missing 'import cryptography' 'cryptography>=42,<51'
+    # The official A2A Python SDK, a client written by others for tests/e2e/a2a.rs.
+    py_missing "$(py_has a2a-sdk 1.)" 'a2a-sdk>=1.0,<2'
+    # Playwright for Python, which drives the system's Chromium (see below).
+    if [ -x "${AGENTFILE_CHROMIUM:-/usr/lib/chromium/chromium}" ]; then
+      py_missing "$(py_has playwright 1.64.0)" 'playwright==1.64.0'
+    fi
+  )
+  if [ "${#want[@]}" -gt 0 ]; then
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile "${want[@]}"
+  fi
   AGENTFILE_PY="$PWD/$venv/bin/python"
   export AGENTFILE_PY
   echo "mcp $("$AGENTFILE_PY" -c 'import importlib.metadata as m; print(m.version("mcp"))')"
@@ -155,8 +166,9 @@ if [ ! -x "$chromium" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2
     || echo "could not install chromium"
 fi
 if [ -x "$chromium" ] && [ -x "$venv/bin/python" ]; then
+  # Installed with the other Python packages above when Chromium was there.
   "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("playwright") != "1.64.0")' 2>/dev/null \
-    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'playwright==1.64.0'
+    || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile 'playwright==1.64.0'
   AGENTFILE_CHROMIUM="$chromium"
   export AGENTFILE_CHROMIUM
   echo "$("$chromium" --version 2>/dev/null | head -1), playwright $("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("playwright"))')"
