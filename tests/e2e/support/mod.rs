@@ -57,9 +57,13 @@ pub fn test_name(module: &str, f: &str) -> String {
 
 /// A fresh, empty folder `agentfile-<label>-<pid>-<n>` under the system's
 /// temporary folder, canonical, left in place after the test (to look at
-/// when one fails). Every call gets its own: the suites share one process.
+/// when one fails) until the next run of this binary removes it (see
+/// [`sweep_earlier_runs`]). Every call gets its own: the suites share one
+/// process.
 pub fn tmp_dir(label: &str) -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(sweep_earlier_runs);
     let d = std::env::temp_dir().join(format!(
         "agentfile-{label}-{}-{}",
         std::process::id(),
@@ -68,6 +72,46 @@ pub fn tmp_dir(label: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d.canonicalize().unwrap()
+}
+
+/// Removes the folders [`tmp_dir`] made in earlier runs: those named
+/// `agentfile-<label>-<pid>-<n>` whose process has ended and that nothing
+/// touched for a quarter of an hour (a test's own child may make a folder
+/// its parent reads after the child ends). A run left a few hundred behind,
+/// and nothing else removed them; a run still going (another checkout's)
+/// keeps its folders.
+fn sweep_earlier_runs() {
+    let stale = std::time::Duration::from_secs(15 * 60);
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("agentfile-")) else {
+            continue;
+        };
+        let mut tail = rest.rsplitn(3, '-');
+        let (Some(n), Some(pid), Some(_label)) = (tail.next(), tail.next(), tail.next()) else {
+            continue;
+        };
+        let (Ok(_), Ok(pid)) = (n.parse::<u64>(), pid.parse::<u32>()) else {
+            continue;
+        };
+        if pid == me || pid == 0 || pid > i32::MAX as u32 {
+            continue;
+        }
+        // SAFETY: signal 0 sends nothing; it asks whether the process exists.
+        let gone = unsafe { libc::kill(pid as i32, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        let untouched = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|e| e > stale));
+        if gone && untouched && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// [`tmp_dir`] named for a suite and a test.
