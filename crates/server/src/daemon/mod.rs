@@ -204,10 +204,18 @@ impl Daemon {
         lock(&self.triggers).get(id).cloned()
     }
 
-    /// Scan the workspaces again.
-    pub fn rescan(&self) {
-        let found = lock(&self.registry).scan();
+    /// Scan the workspaces again; whether what is registered may have
+    /// changed (a file was read again, appeared or went). Nothing is copied
+    /// when not: an idle daemon's rescan is its `stat`s.
+    pub fn rescan(&self) -> bool {
+        let mut registry = lock(&self.registry);
+        if !registry.refresh() {
+            return false;
+        }
+        let found = registry.registered();
+        drop(registry);
         *lock(&self.triggers) = found;
+        true
     }
 
     /// The workflow files under the workspaces that do not validate now: a
@@ -726,14 +734,19 @@ impl Daemon {
         let reaper = self.gateway.clone();
         let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
         let mut tasks: HashMap<String, (String, CancellationToken)> = HashMap::new();
+        let mut changed = true;
         loop {
-            self.sync_schedules(&mut tasks);
+            if changed {
+                self.sync_schedules(&mut tasks);
+            }
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(self.rescan) => {}
             }
             let me = self.clone();
-            let _ = tokio::task::spawn_blocking(move || me.rescan()).await;
+            changed = tokio::task::spawn_blocking(move || me.rescan())
+                .await
+                .unwrap_or(true);
         }
         self.closing.cancel();
         for (_, (_, t)) in tasks.drain() {
@@ -831,16 +844,17 @@ impl Daemon {
     }
 
     async fn fire_scheduled(self: &Arc<Self>, id: &str, at: Timestamp) -> Option<FireResult> {
-        match self
-            .fire(
-                id,
-                FireKind::Schedule,
-                instant_text(at),
-                Some(at),
-                BTreeMap::new(),
-            )
-            .await
-        {
+        // Boxed: a fire's future is large (starting a run), and every
+        // schedule's task holds this one inline for its catch-up, waiting
+        // or not: 12.7 KB a schedule, 12.7 MB of an idle daemon's 1,000.
+        let fire = Box::pin(self.fire(
+            id,
+            FireKind::Schedule,
+            instant_text(at),
+            Some(at),
+            BTreeMap::new(),
+        ));
+        match fire.await {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!(trigger = %id, at = %at, error = %e, "fire failed");

@@ -295,7 +295,16 @@ impl Registry {
     /// Look at every workflow file again; returns the triggers now
     /// registered, by id.
     pub fn scan(&mut self) -> BTreeMap<String, Registered> {
+        self.refresh();
+        self.registered()
+    }
+
+    /// Look at every workflow file again: whether any file was read again,
+    /// appeared or went, so that what [`Registry::registered`] answers may
+    /// differ from the last time. An idle daemon's rescan stops here.
+    pub fn refresh(&mut self) -> bool {
         let mut seen = HashSet::new();
+        let mut changed = false;
         {
             for path in self.workflow_files() {
                 seen.insert(path.clone());
@@ -310,6 +319,7 @@ impl Registry {
                 {
                     continue;
                 }
+                changed = true;
                 let analysed =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.analyse(&path)))
                         .unwrap_or_else(|p| {
@@ -329,6 +339,9 @@ impl Registry {
                             valid_again(&path, &entry.triggers, &triggers);
                         }
                         entry.triggers = triggers;
+                        // Kept as long as the file is registered: no spare
+                        // slots (a workflow has one or two triggers).
+                        entry.triggers.shrink_to_fit();
                     }
                     Err(why) => {
                         if !entry.triggers.is_empty() {
@@ -341,7 +354,14 @@ impl Registry {
                 }
             }
         }
+        let known = self.files.len();
         self.files.retain(|p, _| seen.contains(p));
+        changed || self.files.len() != known
+    }
+
+    /// The triggers registered now, by id, from what the last
+    /// [`Registry::refresh`] read.
+    pub fn registered(&mut self) -> BTreeMap<String, Registered> {
         let mut out = BTreeMap::new();
         let mut paths: Vec<&PathBuf> = self.files.keys().collect();
         paths.sort();
@@ -551,24 +571,31 @@ mod tests {
         let first = r.scan();
         let problems: Vec<_> = r.files.values().map(|f| f.problem.clone()).collect();
         assert_eq!(ids(&first), ["aa#0"], "{problems:?}");
-        // Nothing changed: no walk.
-        assert_eq!(ids(&r.scan()), ["aa#0"]);
+        // Nothing changed: no walk, and nothing to register again.
+        assert!(!r.refresh(), "nothing changed");
+        assert_eq!(ids(&r.registered()), ["aa#0"]);
         assert_eq!(r.since_walk, 1);
         // A new folder deep down: its parent's time changes.
         workflow(&wf.join("bb"), "bb", "0 9 * * *");
-        assert_eq!(ids(&r.scan()), ["aa#0", "bb#0"]);
+        assert!(r.refresh(), "a workflow was added");
+        assert_eq!(ids(&r.registered()), ["aa#0", "bb#0"]);
         assert_eq!(r.since_walk, 0);
+        assert!(!r.refresh(), "nothing changed since");
         // Edited in place (no folder changes): the file's own stamp says so.
         std::thread::sleep(std::time::Duration::from_millis(20));
         workflow(&wf.join("aa"), "aa", "30 9 * * * ");
-        let found = r.scan();
-        assert_eq!(r.since_walk, 1, "no walk for an edit in place");
+        assert!(r.refresh(), "a workflow was edited");
+        let found = r.registered();
+        assert_eq!(r.since_walk, 2, "no walk for an edit in place");
         assert_eq!(
             found["aa#0"].decl.schedule.as_ref().unwrap().cron.trim(),
             "30 9 * * *"
         );
         // Removed.
         std::fs::remove_dir_all(wf.join("bb")).unwrap();
+        assert!(r.refresh(), "a workflow was removed");
+        assert_eq!(ids(&r.registered()), ["aa#0"]);
+        assert!(!r.refresh(), "nothing changed since");
         assert_eq!(ids(&r.scan()), ["aa#0"]);
         let _ = std::fs::remove_dir_all(&root);
     }
