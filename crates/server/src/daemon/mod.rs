@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -114,6 +115,9 @@ pub struct Daemon {
     store: Arc<dyn SessionStore>,
     registry: Mutex<Registry>,
     triggers: Mutex<BTreeMap<String, Registered>>,
+    /// Bumped each time `triggers` is replaced: the schedule loop syncs its
+    /// tasks when it moved, whoever rescanned.
+    generation: AtomicU64,
     /// Runs started by each trigger in this process, not known finished.
     running: Mutex<HashMap<String, Vec<Arc<LiveRun>>>>,
     /// Fires waiting behind a running run (overlap = "queue"), per trigger.
@@ -176,6 +180,7 @@ impl Daemon {
             store,
             registry: Mutex::new(registry),
             triggers: Mutex::new(triggers),
+            generation: AtomicU64::new(0),
             running: Mutex::new(HashMap::new()),
             queued: Mutex::new(HashMap::new()),
             rescan: if rescan.is_zero() {
@@ -215,6 +220,7 @@ impl Daemon {
         let found = registry.registered();
         drop(registry);
         *lock(&self.triggers) = found;
+        self.generation.fetch_add(1, Ordering::AcqRel);
         true
     }
 
@@ -734,19 +740,20 @@ impl Daemon {
         let reaper = self.gateway.clone();
         let _ = tokio::task::spawn_blocking(move || reaper.reap_orphans()).await;
         let mut tasks: HashMap<String, (String, CancellationToken)> = HashMap::new();
-        let mut changed = true;
+        let mut synced = None;
         loop {
-            if changed {
+            // Read before the sync: a rescan during it is seen next time.
+            let generation = self.generation.load(Ordering::Acquire);
+            if synced != Some(generation) {
                 self.sync_schedules(&mut tasks);
+                synced = Some(generation);
             }
             tokio::select! {
                 _ = stop.cancelled() => break,
                 _ = tokio::time::sleep(self.rescan) => {}
             }
             let me = self.clone();
-            changed = tokio::task::spawn_blocking(move || me.rescan())
-                .await
-                .unwrap_or(true);
+            let _ = tokio::task::spawn_blocking(move || me.rescan()).await;
         }
         self.closing.cancel();
         for (_, (_, t)) in tasks.drain() {
